@@ -9,7 +9,14 @@ export interface Dataset {
   sequences: Map<string, Interaction[]>;
   /** AgentCF-format datasets ship candidate pools: user id → item ids (in file order). */
   candidatePools?: Map<string, string[]>;
+  /** Which loader produced it (set by the loaders in `datasets.ts`). */
+  format?: DatasetFormat;
+  /** Non-fatal loader notes, e.g. interactions skipped for unknown item ids. */
+  warnings?: string[];
 }
+
+/** The on-disk formats `datasets.ts` reads (see /EVAL.md, "Data formats"). */
+export type DatasetFormat = 'movielens' | 'agentcf' | 'jsonl';
 
 /** One evaluated user under protocol `loo`. */
 export interface EvalCase {
@@ -40,6 +47,10 @@ export interface MethodContext {
   privacy: Privacy;
   /** Report progress (done, total, label) for the stderr bar. */
   progress(done: number, total: number, label?: string): void;
+  /** `full` or `sample` (set by `runBenchmark`). */
+  setting?: Setting;
+  /** `test` for the reported run; `validation` when tuning (cases target the validation item). */
+  target?: 'test' | 'validation';
 }
 
 /** A recommender under test. */
@@ -50,4 +61,11 @@ export interface Method {
   prepare(ctx: MethodContext): Promise<void>;
   /** Return the case's candidates in ranked order (best first). */
   rank(c: EvalCase): Promise<string[]> | string[];
+  /**
+   * Optional extra columns for this method's result row (e.g. diversity, simulation
+   * fidelity), called once after every case was ranked; merged into the row.
+   */
+  extras?(): Record<string, unknown> | Promise<Record<string, unknown>>;
+  /** Optional: release workers, models, files after the run. */
+  dispose?(): void | Promise<void>;
 }

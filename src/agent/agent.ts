@@ -1,0 +1,403 @@
+/**
+ * One user's memory agent: composes the pure core (tiers, lifecycle, planner, retrieval,
+ * ranking), a Reasoner, the catalog's item vectors and, optionally, a shared index.
+ * Runs anywhere (Node for the benchmark, a Web Worker in the browser).
+ */
+import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
+import {
+  actionWeight,
+  appendEvent,
+  createState,
+  extract,
+  forget,
+  markProcessed,
+  merge,
+  reinforce,
+  resynthesize,
+  salience,
+  validateInteraction,
+  weaken,
+  type OpContext,
+} from '../core/memory.js';
+import { rulesPlanner, type Planner } from '../core/planner.js';
+import { rank, type Candidate, type RankedItem, type RecentSignal } from '../core/rank.js';
+import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
+import { explain } from '../core/explain.js';
+import type { AtomicMemory, Interaction, LifecycleEvent, MemoryEvent, MemoryState, Profile } from '../core/types.js';
+import type { SharedIndex } from '../community/types.js';
+import { RulesReasoner } from '../reason/rules.js';
+import type { MemoryView, Reasoner } from '../reason/types.js';
+import type { ItemVectors } from './items.js';
+
+/** What is shared with the index: `off` nothing, `embeddings` vectors, `items` vectors + item ids. */
+export type PrivacyLevel = 'off' | 'embeddings' | 'items';
+
+/** Variants used by the benchmark's ablations (STEAM's paper). */
+export interface AgentMode {
+  /** false = one summary memory instead of atomic memories. */
+  atomic: boolean;
+  /** false = never consolidate: every interaction forms a memory. */
+  consolidation: boolean;
+}
+
+/** Agent options. Only `items` is required. */
+export interface AgentOptions {
+  items: ItemVectors;
+  reasoner?: Reasoner;
+  planner?: Planner;
+  config?: Parameters<typeof resolveConfig>[0];
+  /** Restore a saved state. */
+  state?: MemoryState;
+  /** Clock for ranking-time decay (default Date.now). Event operations use the event's time. */
+  clock?: () => number;
+  /** Id generator (default crypto.randomUUID). */
+  newId?: () => string;
+  mode?: Partial<AgentMode>;
+  /** Called for every lifecycle event (formed, reinforced, weakened, merged, forgotten, resynthesised). */
+  onLifecycle?: (e: LifecycleEvent) => void;
+}
+
+/** A ranked recommendation with readable explanations. */
+export interface Recommendation extends RankedItem {
+  explanations: string[];
+}
+
+/** A shared copy of one memory: fresh random id per version. */
+interface SharedCopy {
+  id: string;
+  fingerprint: string;
+}
+
+const defaultId = () => globalThis.crypto.randomUUID();
+
+/** One user's memory agent. */
+export class MemoryAgent {
+  readonly config: AtomemConfig;
+  readonly items: ItemVectors;
+  readonly reasoner: Reasoner;
+  private readonly rules = new RulesReasoner();
+  private readonly planner: Planner;
+  private readonly clock: () => number;
+  private readonly newId: () => string;
+  private readonly mode: AgentMode;
+  private readonly onLifecycle?: (e: LifecycleEvent) => void;
+  private state: MemoryState;
+  private shared = new Map<string, SharedCopy>();
+  private communities: CommunityContext | undefined;
+
+  constructor(opts: AgentOptions) {
+    this.items = opts.items;
+    // why: tau depends on the embedder's similarity spread (see EMBEDDER_TAU).
+    this.config = resolveConfig({ tau: tauFor(opts.items.embedder.id), ...opts.config });
+    this.reasoner = opts.reasoner ?? this.rules;
+    this.planner = opts.planner ?? rulesPlanner;
+    this.clock = opts.clock ?? Date.now;
+    this.newId = opts.newId ?? defaultId;
+    this.mode = { atomic: true, consolidation: true, ...opts.mode };
+    this.onLifecycle = opts.onLifecycle;
+    this.state = opts.state ?? createState();
+  }
+
+  /** The whole state (for persistence). Do not mutate. */
+  get snapshot(): MemoryState {
+    return this.state;
+  }
+
+  /** Atomic memories, most salient first. */
+  memories(): AtomicMemory[] {
+    const now = this.clock();
+    return [...this.state.memories].sort((a, b) => Math.abs(salience(this.config, b, now)) - Math.abs(salience(this.config, a, now)));
+  }
+
+  /** The profile narrative (tier 3), or null before the first synthesis. */
+  profile(): Profile | null {
+    return this.state.profile;
+  }
+
+  /**
+   * Observe one interaction: it becomes a durable pending event, then the planner decides
+   * what to run (reflection → extract / reinforce / weaken; sweeps; resynthesis).
+   */
+  async observe(interaction: Interaction): Promise<LifecycleEvent[]> {
+    validateInteraction(interaction); // bad input → TypeError before anything changes
+    this.items.item(interaction.item); // unknown item → UnknownItemError before anything changes
+    appendEvent(this.state, this.config, interaction);
+    return this.runPlanner();
+  }
+
+  /**
+   * STEAM's training loop over a user's history: for each interaction, a forward step
+   * (does memory prefer the real item over `negativeFor(i)`?), then a backward step
+   * (reflection → consolidation or formation; misleading memories weakened).
+   */
+  async train(history: readonly Interaction[], negativeFor: (index: number) => string | undefined): Promise<{ correct: number; steps: number }> {
+    let correct = 0;
+    for (let i = 0; i < history.length; i++) {
+      const it = history[i];
+      this.items.item(it.item);
+      const neg = negativeFor(i);
+      const ev = appendEvent(this.state, this.config, it);
+      const ok = await this.process(ev, neg);
+      if (ok) correct++;
+      await this.sweep(it.at);
+    }
+    return { correct, steps: history.length };
+  }
+
+  /** Rank candidate item ids with explanations (unknown ids → UnknownItemError). */
+  async recommend(candidates: readonly string[], opts: { now?: number } = {}): Promise<Recommendation[]> {
+    if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
+    const ids = candidates.map((id) => {
+      this.items.item(id);
+      return id;
+    });
+    const vecs = await this.items.vectorsOf(ids);
+    const cands: Candidate[] = ids.map((id, i) => ({ id, vector: vecs[i].vector }));
+    const n = this.config.recentEvents;
+    const recentEvents = n > 0 ? this.state.events.slice(-n) : [];
+    const recentVecs = await this.items.vectorsOf(recentEvents.map((e) => e.item));
+    const recent: RecentSignal[] = recentEvents.map((e, i) => ({
+      item: e.item,
+      vector: recentVecs[i].vector,
+      weight: actionWeight(e.action) * Math.pow(0.8, recentEvents.length - 1 - i),
+    }));
+    const now = opts.now ?? this.clock();
+    const ranked = rank({ memories: this.state.memories, candidates: cands, recent, communities: this.communities, now }, this.config);
+    const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
+    return ranked.map((r) => ({ ...r, explanations: explain(r, titleOf) }));
+  }
+
+  /** Forget one memory now (the user asked). Its shared copy is deleted at the next sync. */
+  forget(memoryId: string): boolean {
+    const e = forget(this.state, this.ctx(this.clock()), memoryId, 'asked by the user');
+    if (e) this.emit(e);
+    return e !== null;
+  }
+
+  /**
+   * Share memories with the index at `privacy` and pull their communities. Changed memories
+   * get a fresh random id (the old copy is deleted); forgotten ones are deleted; at `off`
+   * every shared copy is deleted and nothing is sent.
+   */
+  async sync(index: SharedIndex, privacy: PrivacyLevel, opts: { pull?: boolean } = {}): Promise<void> {
+    const live = new Map(this.state.memories.map((m) => [m.id, m]));
+    const stale: string[] = [];
+    for (const [mid, copy] of this.shared) {
+      const m = live.get(mid);
+      if (privacy === 'off' || !m || m.strength <= 0 || m.evidence < this.config.minShareEvidence || fingerprint(m, privacy) !== copy.fingerprint) {
+        stale.push(copy.id);
+        this.shared.delete(mid);
+      }
+    }
+    if (stale.length) await index.delete(stale);
+    if (privacy === 'off') {
+      this.communities = undefined;
+      for (const m of this.state.memories) m.links = [];
+      return;
+    }
+    const uploads = [];
+    for (const m of this.state.memories) {
+      if (m.strength <= 0 || m.evidence < this.config.minShareEvidence || this.shared.has(m.id)) continue;
+      if (m.embedding.embedderId !== index.embedderId) continue;
+      const copy = { id: this.newId(), fingerprint: fingerprint(m, privacy) };
+      this.shared.set(m.id, copy);
+      uploads.push({ id: copy.id, embedderId: m.embedding.embedderId, vector: m.embedding.vector, ...(privacy === 'items' ? { items: [...m.items] } : {}) });
+    }
+    if (uploads.length) await index.upsert(uploads);
+    if (opts.pull !== false) await this.pullCommunities(index);
+  }
+
+  /** Fetch communities for the shared memories and link memories to their prototypes. */
+  async pullCommunities(index: SharedIndex): Promise<void> {
+    const bySharedId = new Map([...this.shared].map(([mid, c]) => [c.id, mid]));
+    const views = bySharedId.size ? await index.communities([...bySharedId.keys()]) : [];
+    const byMemory = new Map<string, KnownCommunity[]>();
+    for (const view of views) {
+      const top = view.items
+        ? Object.entries(view.items).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([id]) => id).filter((id) => this.items.has(id))
+        : [];
+      const own = view.ownIds.map((s) => bySharedId.get(s)).filter((x): x is string => !!x);
+      const fallback = own.length ? (this.state.memories.find((m) => m.id === own[0])?.items.slice(-3) ?? []) : [];
+      const summary = await this.reasoner
+        .summarizePrototype({ items: (top.length ? top : fallback).map((id) => this.items.item(id)), size: view.size })
+        .catch(() => this.rules.summarizePrototype({ items: [], size: view.size }));
+      const itemTotal = view.items ? Object.values(view.items).reduce((a, b) => a + b, 0) : 0;
+      const known: KnownCommunity = { view, summary, itemTotal };
+      for (const mid of own) {
+        const list = byMemory.get(mid) ?? [];
+        list.push(known);
+        byMemory.set(mid, list);
+      }
+    }
+    for (const m of this.state.memories) m.links = (byMemory.get(m.id) ?? []).map((k) => k.view.id);
+    this.communities = { byMemory };
+  }
+
+  // ——— internals ———
+
+  private ctx(now: number): OpContext {
+    return { now, newId: this.newId };
+  }
+
+  private emit(e: LifecycleEvent): void {
+    this.onLifecycle?.(e);
+  }
+
+  private view(m: AtomicMemory): MemoryView {
+    return {
+      id: m.id,
+      content: m.content,
+      category: m.category,
+      strength: m.strength,
+      evidence: m.evidence,
+      items: m.items.filter((id) => this.items.has(id)).map((id) => this.items.item(id)),
+    };
+  }
+
+  /** Memory-only preference score of an item (the forward step's judgement). */
+  private personal(vector: Float32Array, now: number): number {
+    let s = 0;
+    for (const r of retrieveOwn(this.state.memories, vector, this.config.k2, this.config.tau)) {
+      s += salience(this.config, r.memory, now) * r.similarity;
+    }
+    return s;
+  }
+
+  private async runPlanner(): Promise<LifecycleEvent[]> {
+    const out: LifecycleEvent[] = [];
+    const plan = this.planner(this.state, this.config, this.clock());
+    if (plan.processPending) {
+      for (const ev of this.state.events.filter((e) => e.pending)) {
+        await this.process(ev, undefined, out);
+      }
+    }
+    const last = this.state.events[this.state.events.length - 1];
+    out.push(...(await this.sweep(last ? last.at : this.clock())));
+    return out;
+  }
+
+  /** Backward step for one event (with an optional forward step against `negative`). Returns forward correctness. */
+  private async process(ev: MemoryEvent, negative: string | undefined, out: LifecycleEvent[] = []): Promise<boolean> {
+    if (!ev.pending) return true; // idempotent: a replayed event is not applied twice
+    const start = out.length;
+    const now = ev.at;
+    const ctx = this.ctx(now);
+    const w = actionWeight(ev.action);
+    const [v] = await this.items.vectorsOf([ev.item]);
+    const actual = this.items.item(ev.item);
+    let correct = true;
+    let misleading: { memory: AtomicMemory; similarity: number }[] = [];
+    let negItem;
+    if (negative !== undefined && this.items.has(negative)) {
+      const [nv] = await this.items.vectorsOf([negative]);
+      negItem = this.items.item(negative);
+      correct = this.personal(v.vector, now) > this.personal(nv.vector, now);
+      if (!correct) {
+        this.state.signal.predictionErrors++;
+        misleading = retrieveOwn(this.state.memories, nv.vector, this.config.k2, this.config.tau).filter((r) => r.memory.strength > 0);
+      }
+    }
+    const supporting = retrieveOwn(this.state.memories, v.vector, Math.max(3, this.config.k2), -1);
+    let reflection;
+    try {
+      reflection = await this.reasoner.reflect({
+        weight: w,
+        actual,
+        negative: negItem,
+        correct,
+        supporting: supporting.map((r) => ({ memory: this.view(r.memory), similarity: r.similarity })),
+        misleading: misleading.map((r) => ({ memory: this.view(r.memory), similarity: r.similarity })),
+        tau: this.config.tau,
+      });
+    } catch {
+      reflection = await this.rules.reflect({
+        weight: w,
+        actual,
+        negative: negItem,
+        correct,
+        supporting: supporting.map((r) => ({ memory: this.view(r.memory), similarity: r.similarity })),
+        misleading: misleading.map((r) => ({ memory: this.view(r.memory), similarity: r.similarity })),
+        tau: this.config.tau,
+      });
+    }
+    // Ablations override the reflection's decision.
+    if (!this.mode.atomic) {
+      const only = this.state.memories[0];
+      reflection = only ? { ...reflection, decision: 'consolidate', target: only.id } : { ...reflection, decision: 'form' };
+    } else if (!this.mode.consolidation) {
+      reflection = { ...reflection, decision: 'form', target: undefined };
+    }
+    const target = reflection.decision === 'consolidate' ? this.state.memories.find((m) => m.id === reflection.target) : undefined;
+    if (target) {
+      const items = [...target.items.filter((i) => i !== ev.item), ev.item].map((id) => this.items.item(id));
+      const text = await this.describe(items, target.strength);
+      out.push(reinforce(target, this.config, ctx, { item: ev.item, vector: v, weight: w, ...text }));
+    } else {
+      const text = await this.describe([actual], this.config.initialStrength * w);
+      const { event } = extract(this.state, this.config, ctx, { item: ev.item, vector: v, weight: w, ...text });
+      out.push(event);
+    }
+    if (w < 0) {
+      // Contrary evidence: a dislike also weakens the positive memory it contradicts.
+      const liked = supporting.find((r) => r.similarity >= this.config.tau && r.memory.strength > 0 && r.memory !== target);
+      if (liked) out.push(weaken(liked.memory, this.config, ctx, -w, `${actual.title}: ${ev.action}`));
+    }
+    for (const id of reflection.misled) {
+      const m = this.state.memories.find((x) => x.id === id);
+      if (m && m !== target) out.push(weaken(m, this.config, ctx, 0.25, `misled the choice of ${actual.title}`));
+    }
+    markProcessed(this.state, ev.seq);
+    out.slice(start).forEach((e) => this.emit(e));
+    return correct;
+  }
+
+  private async describe(items: import('../core/types.js').Item[], strength: number) {
+    try {
+      return await this.reasoner.describeMemory({ items, strength });
+    } catch {
+      return this.rules.describeMemory({ items, strength });
+    }
+  }
+
+  /** Run the planner's sweep operations (merge, forget, resynthesize) if due. */
+  private async sweep(now: number): Promise<LifecycleEvent[]> {
+    const out: LifecycleEvent[] = [];
+    const plan = this.planner(this.state, this.config, now);
+    const ctx = this.ctx(now);
+    for (const [keep, absorb] of plan.merge) {
+      const a = this.state.memories.find((m) => m.id === keep);
+      const b = this.state.memories.find((m) => m.id === absorb);
+      if (!a || !b) continue;
+      let text;
+      try {
+        text = await this.reasoner.mergeMemories(this.view(a), this.view(b));
+      } catch {
+        text = await this.rules.mergeMemories(this.view(a), this.view(b));
+      }
+      out.push(merge(this.state, this.config, ctx, keep, absorb, text));
+    }
+    for (const f of plan.forget) {
+      const e = forget(this.state, ctx, f.id, f.reason);
+      if (e) out.push(e);
+    }
+    if (plan.merge.length || plan.forget.length || this.state.signal.eventsSinceSweep >= this.config.sweepEvery) {
+      this.state.signal.eventsSinceSweep = 0;
+    }
+    if (plan.resynthesize) {
+      const views = this.memories().map((m) => this.view(m));
+      let narrative;
+      try {
+        narrative = await this.reasoner.synthesizeProfile(views);
+      } catch {
+        narrative = await this.rules.synthesizeProfile(views);
+      }
+      out.push(resynthesize(this.state, this.config, ctx, narrative, views.map((v) => v.id)));
+    }
+    out.forEach((e) => this.emit(e));
+    return out;
+  }
+}
+
+function fingerprint(m: AtomicMemory, privacy: PrivacyLevel): string {
+  return `${privacy}:${m.updatedAt}:${m.evidence.toFixed(4)}:${m.items.length}`;
+}

@@ -1,0 +1,194 @@
+/**
+ * Benchmark CLI: `npx tsx src/bench/cli.ts [options]` (the package's `npm run bench`).
+ * Markdown table on stdout, progress bars and warnings on stderr, `--json FILE` for the rows.
+ * Exit codes: 0 ok, 2 bad usage or bad/missing data, 1 anything else.
+ */
+import { existsSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import cliProgress from 'cli-progress';
+import { DatasetError, DEFAULT_KCORE, loadDataset } from './datasets.js';
+import { defaultMethods, methodFactories, PRIVACY_LEVELS } from './methods.js';
+import { DEFAULT_SEED } from './protocol.js';
+import { BenchUsageError, markdownTable, runBenchmark, type ProgressEvent } from './run.js';
+import type { DatasetFormat, Privacy, Setting } from './types.js';
+
+/** `--users`: a positive integer or `all`. */
+export function parseUsers(value: string): number | 'all' {
+  if (value === 'all') return 'all';
+  if (!/^[0-9]+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError('expected a positive integer or "all".');
+  return Number(value);
+}
+
+function parseNonNegativeInt(value: string): number {
+  if (!/^[0-9]+$/.test(value)) throw new InvalidArgumentError('expected a non-negative integer.');
+  return Number(value);
+}
+
+function parseSeed(value: string): number {
+  if (!/^-?[0-9]+$/.test(value) || !Number.isSafeInteger(Number(value))) throw new InvalidArgumentError('expected an integer.');
+  return Number(value);
+}
+
+function parseList(value: string): string[] {
+  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  if (list.length === 0) throw new InvalidArgumentError('expected a comma-separated list.');
+  return list;
+}
+
+function parsePrivacy(value: string): Privacy[] {
+  const list = parseList(value);
+  const bad = list.filter((p) => !PRIVACY_LEVELS.includes(p as Privacy));
+  if (bad.length) throw new InvalidArgumentError(`unknown level ${bad.join(', ')} (off, embeddings, items).`);
+  return list as Privacy[];
+}
+
+function parseParam(value: string, previous: Record<string, string> = {}): Record<string, string> {
+  const eq = value.indexOf('=');
+  if (eq <= 0) throw new InvalidArgumentError('expected key=value.');
+  return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
+}
+
+/**
+ * The data folder: `--data`, else env `ATOMEM_ML100K`, else `../shared/data/ml-100k`
+ * relative to the working directory (movielens only).
+ */
+export function resolveDataDir(format: DatasetFormat, data: string | undefined, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
+  if (data) return resolve(cwd, data);
+  if (format === 'movielens') {
+    if (env.ATOMEM_ML100K) return resolve(cwd, env.ATOMEM_ML100K);
+    const fallback = resolve(cwd, '../shared/data/ml-100k');
+    if (existsSync(fallback)) return fallback;
+    throw new BenchUsageError('no data: pass --data DIR or set ATOMEM_ML100K to the ml-100k folder');
+  }
+  throw new BenchUsageError(`no data: --format ${format} needs --data DIR`);
+}
+
+function program(): Command {
+  return new Command()
+    .name('atomem-bench')
+    .description('Protocol `loo` of EVAL.md: leave-one-out ranking of 1 positive + 9 negatives.')
+    .addOption(new Option('--format <format>', 'dataset format').choices(['movielens', 'agentcf', 'jsonl']).default('movielens'))
+    .option('--data <dir>', 'dataset folder (default: $ATOMEM_ML100K, else ../shared/data/ml-100k)')
+    .option('--kcore <k>', 'k-core filter (default 5 for movielens, 0 otherwise)', parseNonNegativeInt)
+    .addOption(new Option('--setting <setting>', 'full or sample').choices(['full', 'sample']).default('full'))
+    .option('--users <n|all>', 'evaluated users, drawn without replacement', parseUsers, 'all' as number | 'all')
+    .option('--seed <n>', 'seed of every random draw', parseSeed, DEFAULT_SEED)
+    .option('--methods <a,b,c>', 'methods to run (default: all registered)', parseList)
+    .option('--privacy <levels>', 'privacy levels for methods that take one: off,embeddings,items (default: all they declare)', parsePrivacy)
+    .option('--param <key=value>', 'method parameter, repeatable (e.g. bpr.epochs=40)', parseParam)
+    .option('--json <file>', 'write { config, results } as JSON')
+    .option('--validation', 'evaluate on validation cases (tuning) instead of test cases')
+    .option('--no-progress', 'no progress bars on stderr')
+    .option('--list', 'list the registered methods and exit')
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+}
+
+interface CliOptions {
+  format: DatasetFormat;
+  data?: string;
+  kcore?: number;
+  setting: Setting;
+  users: number | 'all';
+  seed: number;
+  methods?: string[];
+  privacy?: Privacy[];
+  param?: Record<string, string>;
+  json?: string;
+  validation?: boolean;
+  progress: boolean;
+  list?: boolean;
+}
+
+/** Runs the CLI on `argv` (without node and script); returns the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const cmd = program();
+  try {
+    cmd.parse(argv, { from: 'user' });
+  } catch (e) {
+    if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
+    throw e;
+  }
+  const o = cmd.opts<CliOptions>();
+  if (o.list) {
+    for (const name of defaultMethods()) {
+      const f = methodFactories.get(name)!;
+      process.stdout.write(`${name}${f.privacyLevels ? ` [${f.privacyLevels.join(',')}]` : ''}${f.description ? `  ${f.description}` : ''}\n`);
+    }
+    return 0;
+  }
+
+  let bar: cliProgress.SingleBar | undefined;
+  let barKey = '';
+  const onProgress = (e: ProgressEvent) => {
+    if (!o.progress) return;
+    const key = `${e.method}/${e.privacy}/${e.phase}/${e.label ?? ''}`;
+    const label = `${e.method}${e.privacy ? `@${e.privacy}` : ''} ${e.label ?? e.phase}`;
+    if (key !== barKey) {
+      bar?.stop();
+      bar = new cliProgress.SingleBar(
+        { format: '{label} |{bar}| {value}/{total} {duration_formatted}', stream: process.stderr, hideCursor: true, clearOnComplete: false },
+        cliProgress.Presets.shades_classic,
+      );
+      bar.start(e.total, e.done, { label });
+      barKey = key;
+    } else {
+      bar!.setTotal(e.total);
+      bar!.update(e.done, { label });
+    }
+  };
+
+  try {
+    const methods = o.methods ?? defaultMethods();
+    const unknown = methods.filter((m) => !methodFactories.has(m));
+    if (unknown.length) throw new BenchUsageError(`unknown method ${unknown.join(', ')} (known: ${defaultMethods().join(', ')})`);
+    const dir = resolveDataDir(o.format, o.data);
+    const kcore = o.kcore ?? DEFAULT_KCORE[o.format];
+    const dataset = loadDataset(o.format, dir, { kcore });
+    const result = await runBenchmark({
+      dataset,
+      setting: o.setting,
+      users: o.users,
+      seed: o.seed,
+      methods,
+      privacy: o.privacy,
+      validation: o.validation,
+      params: o.param,
+      onProgress,
+    });
+    bar?.stop();
+    for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
+    const c = result.config;
+    process.stdout.write(
+      `${c.dataset} (${c.format}), k-core ${kcore}, setting ${c.setting}, target ${c.target}, seed ${c.seed}: ` +
+        `${c.cases} of ${c.evaluableUsers} evaluable users, ${c.catalogItems} catalog items, ${c.interactions} interactions\n\n`,
+    );
+    process.stdout.write(`${markdownTable(result)}\n`);
+    if (o.json) {
+      writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir }, results: result.results }, null, 2)}\n`);
+    }
+    return 0;
+  } catch (e) {
+    bar?.stop();
+    if (e instanceof BenchUsageError || e instanceof DatasetError) {
+      process.stderr.write(`error: ${e.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`error: ${e instanceof Error ? (process.env.DEBUG ? e.stack : e.message) : String(e)}\n`);
+    return 1;
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (e: unknown) => {
+      process.stderr.write(`error: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

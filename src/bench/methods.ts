@@ -1,0 +1,56 @@
+/**
+ * Every benchmark method, registered. The CLI imports this module; `runBenchmark` uses
+ * {@link methodFactories}. Add a method from another folder with `registerMethod` (from
+ * `./registry.js`) and one import line in the marked block below.
+ */
+import { BprMethod, Bm25Method, EaseMethod, ItemKnnMethod, PopMethod, RandomMethod } from './baselines.js';
+import { methodFactories, registerMethod } from './registry.js';
+
+// ─── additional method modules (atomem and its ablations): one import line each ────────
+import './atomem-method.js';
+// ─── end of additional method modules ──────────────────────────────────────────────────
+
+export { methodFactories, registerMethod, PRIVACY_LEVELS } from './registry.js';
+export type { MethodFactory, MethodOptions, RegisterOptions } from './registry.js';
+
+/** The built-in baselines, in table order. */
+export const BASELINE_METHODS = ['random', 'pop', 'bm25', 'itemknn', 'bpr', 'ease'] as const;
+
+function num(params: Readonly<Record<string, string>>, key: string): number | undefined {
+  const v = params[key];
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new Error(`parameter ${key} must be a number, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+registerMethod('random', () => new RandomMethod(), { description: 'uniformly random order (seeded)' });
+registerMethod('pop', () => new PopMethod(), { description: 'popularity: interaction counts before the test items' });
+registerMethod('bm25', ({ params }) => new Bm25Method({ k1: num(params, 'bm25.k1'), b: num(params, 'bm25.b') }), {
+  description: 'BM25 of item texts against the history texts',
+});
+registerMethod('itemknn', () => new ItemKnnMethod(), { description: 'item-kNN, cosine co-occurrence summed over the history' });
+registerMethod(
+  'bpr',
+  ({ params }) =>
+    new BprMethod({
+      factors: num(params, 'bpr.factors'),
+      epochs: num(params, 'bpr.epochs'),
+      lr: num(params, 'bpr.lr'),
+      reg: num(params, 'bpr.reg'),
+      regBias: num(params, 'bpr.regBias'),
+      init: num(params, 'bpr.init'),
+      userUniform: num(params, 'bpr.userUniform'),
+      lrEnd: num(params, 'bpr.lrEnd'),
+    }),
+  { description: 'BPR-MF, 32 factors, centralized' },
+);
+registerMethod('ease', ({ params }) => new EaseMethod({ lambda: num(params, 'ease.lambda') }), {
+  description: 'EASE linear autoencoder, lambda 500, centralized',
+});
+
+/** Default `--methods`: the baselines first, then every other registered method in registration order. */
+export function defaultMethods(): string[] {
+  const builtin: string[] = BASELINE_METHODS.filter((m) => methodFactories.has(m));
+  return [...builtin, ...[...methodFactories.keys()].filter((m) => !builtin.includes(m))];
+}

@@ -1,0 +1,60 @@
+/**
+ * The registry of benchmark methods. Other folders add methods without editing the bench:
+ *
+ * ```ts
+ * // src/bench/atomem-method.ts
+ * import { registerMethod } from './registry.js';
+ * registerMethod('atomem', (opts) => new AtomemMethod(opts), { privacyLevels: ['off', 'embeddings', 'items'] });
+ * ```
+ * and one line `import './atomem-method.js';` in `methods.ts`.
+ *
+ * why a separate file: `methods.ts` imports the method modules, which import this one; a
+ * registry living in `methods.ts` itself would be read before its Map is initialised.
+ */
+import type { Method, Privacy } from './types.js';
+
+export const PRIVACY_LEVELS: readonly Privacy[] = ['off', 'embeddings', 'items'];
+
+/** What a factory gets for one method instance. */
+export interface MethodOptions {
+  /** Registered name, e.g. `atomem-no-communities`. */
+  name: string;
+  /** Privacy level of this instance; `'off'` for methods that declare no levels. */
+  privacy: Privacy;
+  /** The run's seed (also in `MethodContext.seed`). */
+  seed: number;
+  /** Free-form parameters from the caller (`runBenchmark({ params })`, CLI `--param k=v`). */
+  params: Readonly<Record<string, string>>;
+}
+
+/** Makes one method instance; may be async (e.g. to load a model). */
+export type MethodFactory = ((opts: MethodOptions) => Method | Promise<Method>) & {
+  /** Privacy levels the method distinguishes; absent → it runs once, reported with privacy `null`. */
+  privacyLevels?: readonly Privacy[];
+  /** One line for `--list`. */
+  description?: string;
+};
+
+export interface RegisterOptions {
+  privacyLevels?: readonly Privacy[];
+  description?: string;
+  /** Replace an existing registration of that name instead of throwing. */
+  replace?: boolean;
+}
+
+/** name → factory, in registration order. */
+export const methodFactories = new Map<string, MethodFactory>();
+
+/** Registers `factory` under `name` (a duplicate name throws unless `replace`). */
+export function registerMethod(name: string, factory: (opts: MethodOptions) => Method | Promise<Method>, info: RegisterOptions = {}): void {
+  if (!/^[a-z0-9][a-z0-9._-]*$/i.test(name)) throw new Error(`registerMethod: invalid name ${JSON.stringify(name)}`);
+  if (methodFactories.has(name) && !info.replace) throw new Error(`registerMethod: ${name} is already registered`);
+  const declared = info.privacyLevels ?? (factory as MethodFactory).privacyLevels;
+  if (declared) {
+    for (const p of declared) if (!PRIVACY_LEVELS.includes(p)) throw new Error(`registerMethod ${name}: unknown privacy level ${p}`);
+  }
+  const f: MethodFactory = (opts) => factory(opts);
+  f.privacyLevels = declared && declared.length ? [...declared] : undefined;
+  f.description = info.description ?? (factory as MethodFactory).description;
+  methodFactories.set(name, f);
+}

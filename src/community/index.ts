@@ -1,0 +1,241 @@
+/**
+ * Community module: relation extraction, incremental communities, prototypes, and an
+ * in-process {@link SharedIndex}. Pure (no I/O, no network): the networked service reuses it.
+ */
+
+import { dot } from '../core/vector.js';
+import { InvalidUploadError } from './errors.js';
+import {
+  CommunityGraph,
+  type CommunityChanges,
+  type CommunityGraphConfig,
+  type GraphMemory,
+  type GraphStats,
+  type MembershipChange,
+  type Neighbour,
+} from './graph.js';
+import { laplace, noisyCounts } from './noise.js';
+import { PrototypeTracker, aggregateItems, prototypeOf, type PrototypeMember } from './prototype.js';
+import type { CommunityView, SharedIndex, SharedMemoryUpload } from './types.js';
+import { FlatVectorStore, type VectorHit, type VectorSearch } from './vectors.js';
+
+/** Shared-index contracts: what a device uploads and what the index releases. */
+export type { CommunityView, SharedIndex, SharedMemoryUpload };
+/** Graph types: configuration, inserted memories, change sets, links, shape statistics. */
+export type { CommunityChanges, CommunityGraphConfig, GraphMemory, GraphStats, MembershipChange, Neighbour };
+/** Vector search types: one hit, and the interface an approximate index (HNSW) implements. */
+export type { VectorHit, VectorSearch, PrototypeMember };
+/** Relation extraction + incrementally maintained connected components with stable ids. */
+export { CommunityGraph };
+/** Exact flat top-k cosine store (contiguous Float32Array, doubling growth, swap-remove). */
+export { FlatVectorStore };
+/** Running per-community vector sums and item counts behind prototypes. */
+export { PrototypeTracker };
+/** From scratch: normalised mean of vectors. */
+export { prototypeOf };
+/** From scratch: item id → number of lists containing it (undefined if no list). */
+export { aggregateItems };
+/** Deterministic (seed, key) Laplace sample. */
+export { laplace };
+/** Noisy, clipped, ≤0-dropped release of item counts. */
+export { noisyCounts };
+/** Bad input to the index or graph (the service maps it to HTTP 400). */
+export { InvalidUploadError };
+
+/** Options of {@link createInProcessIndex}. */
+export interface InProcessIndexOptions {
+  /** The only embedder id accepted, e.g. `use-lite@1.3.3/float32`. */
+  embedderId: string;
+  /** Neighbours per new memory (STEAM `k1`). Default 2. */
+  k1?: number;
+  /** Minimum link similarity (STEAM `tau`). Default 0.5. */
+  tau?: number;
+  /** k-anonymity: communities smaller than this are never released. Default 3. */
+  minCommunitySize?: number;
+  /** Laplace scale `b` of the noise added to released item counts. Default 0 (exact counts). */
+  itemNoise?: number;
+  /** Seed of the item-count noise. Default 0. */
+  seed?: number;
+  /**
+   * Cap on member vectors released per community (the most similar to the asker's own
+   * memories in it are kept). Default: no cap. Useful when a giant component forms.
+   */
+  maxMembers?: number;
+  /** Vector index factory for the graph. Default: exact {@link FlatVectorStore}. */
+  createVectorSearch?: (dim: number) => VectorSearch;
+}
+
+/** {@link GraphStats} plus what the index would release. */
+export interface IndexStats extends GraphStats {
+  /** Vector dimension (undefined before the first upload). */
+  dim: number | undefined;
+  /** Communities with ≥ `minCommunitySize` members. */
+  releasableCommunities: number;
+  /** Memories in releasable communities. */
+  releasableMemories: number;
+}
+
+/**
+ * An in-process shared index. The async {@link SharedIndex} methods wrap the synchronous ones;
+ * the benchmark calls the synchronous ones directly.
+ */
+export interface InProcessIndex extends SharedIndex {
+  /** The underlying graph (read it, do not mutate it behind the index's back). */
+  readonly graph: CommunityGraph;
+  /** Vector dimension, fixed by the first accepted vector (undefined before). */
+  readonly dim: number | undefined;
+  /** Validate the whole batch, then insert it; throws {@link InvalidUploadError} with state unchanged. */
+  upsertSync(batch: readonly SharedMemoryUpload[]): CommunityChanges;
+  /** Remove memories (unknown ids ignored). */
+  deleteSync(ids: readonly string[]): CommunityChanges;
+  /**
+   * Communities with ≥ `minCommunitySize` members that contain any of `ownIds`, in order of
+   * first appearance in `ownIds`. Member vectors and prototypes may be shared between calls
+   * (cached per community version): treat them as read-only.
+   */
+  communitiesSync(ownIds: readonly string[]): CommunityView[];
+  /** Graph shape and releasable share. */
+  stats(): IndexStats;
+}
+
+interface CachedCommunity {
+  version: number;
+  ids: string[];
+  vectors: Float32Array[];
+  prototype: Float32Array;
+  items: Record<string, number> | undefined;
+}
+
+/**
+ * Create an in-process {@link SharedIndex} over a {@link CommunityGraph}: validates uploads
+ * (embedder id, dimension, finite values, ids), normalises vectors, and releases only
+ * communities with at least `minCommunitySize` members, with the asker's own vectors left out
+ * and item counts noised.
+ */
+export function createInProcessIndex(options: InProcessIndexOptions): InProcessIndex {
+  const { embedderId, minCommunitySize = 3, itemNoise = 0, seed = 0, maxMembers = Infinity } = options;
+  if (typeof embedderId !== 'string' || embedderId.length === 0) throw new TypeError('embedderId must be a non-empty string');
+  if (!Number.isInteger(minCommunitySize) || minCommunitySize < 1) throw new RangeError(`minCommunitySize must be an integer ≥ 1, got ${minCommunitySize}`);
+  if (!Number.isFinite(itemNoise) || itemNoise < 0) throw new RangeError(`itemNoise must be a finite number ≥ 0, got ${itemNoise}`);
+  if (!(maxMembers >= 0)) throw new RangeError(`maxMembers must be ≥ 0, got ${maxMembers}`);
+  const graph = new CommunityGraph({ k1: options.k1, tau: options.tau, createVectorSearch: options.createVectorSearch });
+  const cache = new Map<string, CachedCommunity>();
+
+  const validate = (batch: readonly SharedMemoryUpload[]): void => {
+    if (!Array.isArray(batch)) throw new InvalidUploadError('batch must be an array of uploads');
+    batch.forEach((u, i) => {
+      if (u === null || typeof u !== 'object') throw new InvalidUploadError(`upload #${i} is not an object`, i);
+      if (u.embedderId !== embedderId) {
+        throw new InvalidUploadError(
+          `upload #${i} ("${String(u.id)}") was embedded with "${String(u.embedderId)}", but this index accepts only "${embedderId}"`,
+          i,
+        );
+      }
+      if (!(u.vector instanceof Float32Array)) throw new InvalidUploadError(`upload #${i} ("${String(u.id)}"): vector must be a Float32Array`, i);
+    });
+    graph.validate(batch);
+  };
+
+  const view = (communityId: string): CachedCommunity => {
+    const version = graph.communityVersion(communityId)!;
+    const hit = cache.get(communityId);
+    if (hit !== undefined && hit.version === version) return hit;
+    const { ids, vectors } = graph.memberVectors(communityId);
+    const counts = graph.itemCounts(communityId);
+    const entry: CachedCommunity = {
+      version,
+      ids,
+      vectors,
+      prototype: graph.prototype(communityId)!,
+      // why: keyed by version, so repeated questions about one state get the same noise
+      items: counts === undefined ? undefined : noisyCounts(counts, itemNoise, seed, `${communityId}@${version}`),
+    };
+    cache.set(communityId, entry);
+    return entry;
+  };
+
+  const pruneCache = (): void => {
+    if (cache.size <= 2 * graph.communityCount + 64) return;
+    for (const id of cache.keys()) if (graph.communityVersion(id) === undefined) cache.delete(id);
+  };
+
+  const index: InProcessIndex = {
+    embedderId,
+    graph,
+    get dim() {
+      return graph.dim;
+    },
+    upsertSync(batch) {
+      validate(batch);
+      const changes = graph.addBatch(batch);
+      pruneCache();
+      return changes;
+    },
+    deleteSync(ids) {
+      if (!Array.isArray(ids)) throw new InvalidUploadError('ids must be an array of strings');
+      const changes = graph.remove(ids.filter((id) => typeof id === 'string'));
+      pruneCache();
+      return changes;
+    },
+    communitiesSync(ownIds) {
+      const byCommunity = new Map<string, string[]>();
+      const seen = new Set<string>();
+      for (const id of ownIds) {
+        if (seen.has(id)) continue;
+        seen.add(id);
+        const c = graph.communityOf(id);
+        if (c === undefined || graph.communitySize(c) < minCommunitySize) continue;
+        const list = byCommunity.get(c);
+        if (list === undefined) byCommunity.set(c, [id]);
+        else list.push(id);
+      }
+      const out: CommunityView[] = [];
+      for (const [cid, own] of byCommunity) {
+        const v = view(cid);
+        const ownSet = new Set(own);
+        let members: Float32Array[] = [];
+        const otherIdx: number[] = [];
+        for (let i = 0; i < v.ids.length; i++) if (!ownSet.has(v.ids[i])) otherIdx.push(i);
+        if (otherIdx.length > maxMembers) {
+          // Keep the members most similar to any of the asker's own memories in the community.
+          const ownVecs = own.map((id) => v.vectors[v.ids.indexOf(id)]);
+          const scored = otherIdx.map((i) => {
+            let best = -Infinity;
+            for (const q of ownVecs) best = Math.max(best, dot(v.vectors[i], q));
+            return { i, s: best };
+          });
+          scored.sort((a, b) => b.s - a.s || a.i - b.i);
+          members = scored.slice(0, maxMembers).map((e) => v.vectors[e.i]);
+        } else {
+          members = otherIdx.map((i) => v.vectors[i]);
+        }
+        const cv: CommunityView = { id: cid, size: v.ids.length, prototype: v.prototype, members, ownIds: own };
+        if (v.items !== undefined) cv.items = { ...v.items };
+        out.push(cv);
+      }
+      return out;
+    },
+    stats() {
+      const s = graph.stats();
+      let releasableCommunities = 0;
+      let releasableMemories = 0;
+      for (const size of graph.communitySizes()) {
+        if (size >= minCommunitySize) {
+          releasableCommunities++;
+          releasableMemories += size;
+        }
+      }
+      return { ...s, dim: graph.dim, releasableCommunities, releasableMemories };
+    },
+    async upsert(batch) {
+      index.upsertSync(batch);
+    },
+    async delete(ids) {
+      index.deleteSync(ids);
+    },
+    async communities(ownIds) {
+      return index.communitiesSync(ownIds);
+    },
+  };
+  return index;
+}

@@ -1,0 +1,143 @@
+/**
+ * Every knob of the memory engine, with defaults. STEAM's paper settings are `tau = 0.5`,
+ * `k1 = 2`, `k2 = 1`; the rest are atomem's (ARS has no published constants).
+ */
+export interface AtomemConfig {
+  /**
+   * Similarity threshold (STEAM's tau): a memory is retrieved for an item, and an item
+   * consolidates into a memory, only at cosine ≥ tau. Relation extraction uses it too.
+   * Paper: 0.5 with all-MiniLM-L6-v2. Embedders differ in how their cosines spread, so each
+   * embedder may want its own value (see `defaultsFor`).
+   */
+  tau: number;
+  /** Neighbours per new memory in relation extraction (STEAM's k1). Paper best: 2. */
+  k1: number;
+  /** Own memories retrieved per candidate (STEAM's k2). Paper best: 1. */
+  k2: number;
+  /** Length of the event FIFO (ARS tier 1). Oldest events drop out first. */
+  maxEvents: number;
+  /** Recent events the ranker looks at (ARS: ranking consumes profile + recent events). */
+  recentEvents: number;
+  /** Linked interactions kept per memory (most recent kept). */
+  maxItemsPerMemory: number;
+  /** Upper bound on atomic memories; the weakest are forgotten beyond it. */
+  maxMemories: number;
+  /** Learning rate of reinforce/weaken on strength. */
+  learningRate: number;
+  /** Strength of a freshly formed memory (times the action weight). */
+  initialStrength: number;
+  /** Two memories at cosine ≥ mergeThreshold are merged (ARS merge). */
+  mergeThreshold: number;
+  /** Memories whose |strength| falls below this, with little evidence, are forgotten. */
+  forgetThreshold: number;
+  /** Evidence below which a weak memory may be forgotten. */
+  forgetMinEvidence: number;
+  /** Half-life of a memory's salience, in days, for ranking and forgetting. */
+  halfLifeDays: number;
+  /** Planner: run merge/forget sweep after this many processed events. */
+  sweepEvery: number;
+  /** Planner: resynthesise the profile after this many processed events… */
+  synthesizeEvery: number;
+  /** …or after this many forward-step prediction errors, whichever first. */
+  synthesizeOnErrors: number;
+  /** Profile narrative length cap (characters) before ranking (ARS truncation). */
+  profileMaxChars: number;
+  /** Only memories with at least this much evidence are shared (a one-click memory reveals its item). */
+  minShareEvidence: number;
+  /** Ranking weights (see `rank.ts`). */
+  weights: RankWeights;
+}
+
+/** Mixing weights of the ranker's signals. */
+export interface RankWeights {
+  /** Own atomic memories (personal, local). */
+  memory: number;
+  /** Similarity to recent events. */
+  recent: number;
+  /** Community prototypes (global). */
+  prototype: number;
+  /** Community members' vectors (collaborative, embeddings level). */
+  members: number;
+  /** Community members' interactions (collaborative, items level). */
+  communityItems: number;
+  /** Share of an item across all released communities (a popularity prior, items level). */
+  popularity: number;
+}
+
+export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
+  tau: 0.5,
+  k1: 2,
+  k2: 1,
+  maxEvents: 500,
+  recentEvents: 10,
+  maxItemsPerMemory: 40,
+  maxMemories: 64,
+  learningRate: 0.2,
+  initialStrength: 0.3,
+  mergeThreshold: 0.92,
+  forgetThreshold: 0.05,
+  forgetMinEvidence: 1.5,
+  halfLifeDays: 90,
+  sweepEvery: 20,
+  synthesizeEvery: 25,
+  synthesizeOnErrors: 5,
+  profileMaxChars: 1200,
+  minShareEvidence: 2,
+  weights: Object.freeze({
+    memory: 1,
+    recent: 1,
+    prototype: 0.5,
+    members: 1,
+    communityItems: 1,
+    popularity: 1,
+  }),
+});
+
+/**
+ * `tau` calibrated per embedder. Cosines spread differently per model: the paper's 0.5 is for
+ * all-MiniLM-L6-v2; USE-lite puts half of all catalog pairs above 0.74 (ML-100K item texts),
+ * so 0.5 would consolidate everything into one memory. Values here sit near the 90th
+ * percentile of random catalog pairs, like 0.5 does for MiniLM.
+ */
+export const EMBEDDER_TAU: Readonly<Record<string, number>> = Object.freeze({
+  'use-lite@0.2.0/float32': 0.85,
+});
+
+/** The default `tau` for an embedder id (the paper's 0.5 when unknown). */
+export function tauFor(embedderId: string): number {
+  return Object.hasOwn(EMBEDDER_TAU, embedderId) ? EMBEDDER_TAU[embedderId] : DEFAULT_CONFIG.tau;
+}
+
+/** Merge a partial config over the defaults and validate it; throws a RangeError naming the bad knob. */
+export function resolveConfig(partial: Partial<Omit<AtomemConfig, 'weights'>> & { weights?: Partial<RankWeights> } = {}): AtomemConfig {
+  const cfg: AtomemConfig = {
+    ...DEFAULT_CONFIG,
+    ...partial,
+    weights: { ...DEFAULT_CONFIG.weights, ...(partial.weights ?? {}) },
+  };
+  const check = (name: string, v: number, lo: number, hi: number, int = false) => {
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi || (int && !Number.isInteger(v))) {
+      throw new RangeError(`atomem config: ${name} must be ${int ? 'an integer ' : ''}in [${lo}, ${hi}], got ${String(v)}`);
+    }
+  };
+  check('tau', cfg.tau, -1, 1);
+  check('k1', cfg.k1, 1, 1000, true);
+  check('k2', cfg.k2, 1, 1000, true);
+  check('maxEvents', cfg.maxEvents, 1, 1e6, true);
+  check('recentEvents', cfg.recentEvents, 0, 1e4, true);
+  check('maxItemsPerMemory', cfg.maxItemsPerMemory, 1, 1e4, true);
+  check('maxMemories', cfg.maxMemories, 1, 1e5, true);
+  check('learningRate', cfg.learningRate, 0, 1);
+  check('initialStrength', cfg.initialStrength, 0, 1);
+  check('mergeThreshold', cfg.mergeThreshold, -1, 1);
+  check('forgetThreshold', cfg.forgetThreshold, 0, 1);
+  check('forgetMinEvidence', cfg.forgetMinEvidence, 0, 1e9);
+  check('halfLifeDays', cfg.halfLifeDays, 0.001, 1e6);
+  check('sweepEvery', cfg.sweepEvery, 1, 1e6, true);
+  check('synthesizeEvery', cfg.synthesizeEvery, 1, 1e6, true);
+  check('synthesizeOnErrors', cfg.synthesizeOnErrors, 1, 1e6, true);
+  check('profileMaxChars', cfg.profileMaxChars, 0, 1e6, true);
+  check('minShareEvidence', cfg.minShareEvidence, 0, 1e9);
+  for (const [k, v] of Object.entries(cfg.weights)) check(`weights.${k}`, v, 0, 1e6);
+  return cfg;
+}

@@ -1,0 +1,190 @@
+/**
+ * Ranking a candidate list with per-item explanations. Each candidate gets a small feature
+ * vector (one number per signal), a weighted score, and the reasons behind it: the memories
+ * and collaborative signals that contributed, largest first.
+ */
+import type { AtomemConfig, RankWeights } from './config.js';
+import type { AtomicMemory } from './types.js';
+import { decay } from './memory.js';
+import { retrieve, type CommunityContext, type KnownCommunity } from './retrieve.js';
+import { dot } from './vector.js';
+
+/** A candidate with its embedding. */
+export interface Candidate {
+  id: string;
+  vector: Float32Array;
+}
+
+/** A recent event with its item's embedding. */
+export interface RecentSignal {
+  item: string;
+  vector: Float32Array;
+  /** Action weight × position decay. */
+  weight: number;
+}
+
+/** Why an item got its rank. */
+export type Reason =
+  | { kind: 'memory'; memoryId: string; content: string; similarity: number; contribution: number }
+  | { kind: 'recent'; item: string; similarity: number; contribution: number }
+  | { kind: 'community'; communityId: string; summary: string; size: number; contribution: number }
+  | { kind: 'popular'; share: number; contribution: number };
+
+/** One signal per ranking weight. */
+export type Features = Record<keyof RankWeights, number>;
+
+/** A ranked candidate. */
+export interface RankedItem {
+  id: string;
+  score: number;
+  features: Features;
+  /** Largest contribution first; empty when nothing is known. */
+  reasons: Reason[];
+}
+
+/** What the ranker reads. */
+export interface RankInput {
+  memories: readonly AtomicMemory[];
+  candidates: readonly Candidate[];
+  recent?: readonly RecentSignal[];
+  /** Own memory id → its communities (global context). Absent at privacy `off`. */
+  communities?: CommunityContext;
+  now: number;
+}
+
+/** Temperature of member voting: a member's vote is softmax over candidates of sim / T. */
+const MEMBER_TEMPERATURE = 0.02;
+
+/**
+ * Collaborative votes from community members' vectors (embeddings level): every member vector
+ * of a community spreads one vote over the candidates, softmax(sim / T), so a candidate gets
+ * the share of similar shoppers' interests that point at it rather than at the others.
+ * Returns community id → votes per candidate index (each vector sums to ≤ 1).
+ */
+export function memberVotes(candidates: readonly Candidate[], communities: readonly KnownCommunity[]): Map<string, Float64Array> {
+  const out = new Map<string, Float64Array>();
+  const n = candidates.length;
+  const sims = new Float64Array(n);
+  for (const k of communities) {
+    const votes = new Float64Array(n);
+    const members = k.view.members;
+    for (const m of members) {
+      let max = -Infinity;
+      for (let i = 0; i < n; i++) {
+        sims[i] = dot(m, candidates[i].vector) / MEMBER_TEMPERATURE;
+        if (sims[i] > max) max = sims[i];
+      }
+      let z = 0;
+      for (let i = 0; i < n; i++) z += (sims[i] = Math.exp(sims[i] - max));
+      for (let i = 0; i < n; i++) votes[i] += sims[i] / z;
+    }
+    if (members.length) for (let i = 0; i < n; i++) votes[i] /= members.length;
+    out.set(k.view.id, votes);
+  }
+  return out;
+}
+
+/** Compute a candidate's features and reasons (unweighted). `votes` from {@link memberVotes}, `index` = the candidate's position. */
+export function features(
+  input: RankInput,
+  cfg: AtomemConfig,
+  c: Candidate,
+  all: readonly KnownCommunity[],
+  votes?: Map<string, Float64Array>,
+  index = 0,
+): { f: Features; reasons: Reason[] } {
+  const f: Features = { memory: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0 };
+  const reasons: Reason[] = [];
+  const w = cfg.weights;
+  const r = retrieve(input.memories, c.vector, cfg, input.communities);
+  for (const o of r.own) {
+    const sal = o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
+    const v = sal * o.similarity;
+    f.memory += v;
+    reasons.push({ kind: 'memory', memoryId: o.memory.id, content: o.memory.content, similarity: o.similarity, contribution: w.memory * v });
+  }
+  if (input.recent && input.recent.length) {
+    let best = { item: '', sim: -Infinity, contribution: 0 };
+    let total = 0;
+    let wsum = 0;
+    for (const e of input.recent) {
+      const s = dot(e.vector, c.vector);
+      total += e.weight * s;
+      wsum += Math.abs(e.weight);
+      if (e.weight * s > best.contribution || best.item === '') best = { item: e.item, sim: s, contribution: e.weight * s };
+    }
+    f.recent = wsum > 0 ? total / wsum : 0;
+    if (best.item) reasons.push({ kind: 'recent', item: best.item, similarity: best.sim, contribution: w.recent * f.recent });
+  }
+  for (const { community } of r.communities) {
+    const v = community.view;
+    const p = dot(v.prototype, c.vector);
+    f.prototype = Math.max(f.prototype, p);
+    const members = votes?.get(v.id)?.[index] ?? 0;
+    f.members += members;
+    const share = v.items && community.itemTotal > 0 ? (v.items[c.id] ?? 0) / community.itemTotal : 0;
+    f.communityItems += share;
+    reasons.push({
+      kind: 'community',
+      communityId: v.id,
+      summary: community.summary,
+      size: v.size,
+      contribution: w.prototype * p + w.members * members + w.communityItems * share,
+    });
+  }
+  if (all.length) {
+    let count = 0;
+    let total = 0;
+    for (const k of all) {
+      if (!k.view.items) continue;
+      count += k.view.items[c.id] ?? 0;
+      total += k.itemTotal;
+    }
+    if (total > 0) {
+      f.popularity = count / total;
+      if (count > 0) reasons.push({ kind: 'popular', share: f.popularity, contribution: w.popularity * f.popularity });
+    }
+  }
+  reasons.sort((a, b) => b.contribution - a.contribution);
+  return { f, reasons };
+}
+
+/**
+ * Rank candidates, best first: each signal is standardised within the list, then weighted
+ * (`cfg.weights`). Ties keep the input order (callers shuffle first).
+ */
+export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
+  if (input.candidates.length === 0) return [];
+  const dim = input.candidates[0].vector.length;
+  for (const c of input.candidates) {
+    if (c.vector.length !== dim) throw new RangeError(`candidate ${c.id}: dimension ${c.vector.length}, expected ${dim}`);
+  }
+  const all = input.communities ? uniqueCommunities(input.communities) : [];
+  const votes = all.length ? memberVotes(input.candidates, all) : undefined;
+  const out = input.candidates.map((c, i) => {
+    const { f, reasons } = features(input, cfg, c, all, votes, i);
+    return { id: c.id, score: 0, features: f, reasons };
+  });
+  // why: signals live on very different scales (a popularity share is ~1e-3, a similarity
+  // ~0.8); standardising each within the list makes the weights comparable and tunable.
+  const keys = Object.keys(cfg.weights) as (keyof RankWeights)[];
+  for (const k of keys) {
+    const w = cfg.weights[k];
+    if (w === 0) continue;
+    let m = 0;
+    for (const o of out) m += o.features[k];
+    m /= out.length;
+    let v = 0;
+    for (const o of out) v += (o.features[k] - m) ** 2;
+    const sd = Math.sqrt(v / out.length);
+    if (sd < 1e-12) continue;
+    for (const o of out) o.score += (w * (o.features[k] - m)) / sd;
+  }
+  return out.map((x, i) => ({ x, i })).sort((a, b) => b.x.score - a.x.score || a.i - b.i).map((e) => e.x);
+}
+
+function uniqueCommunities(ctx: CommunityContext): KnownCommunity[] {
+  const seen = new Map<string, KnownCommunity>();
+  for (const list of ctx.byMemory.values()) for (const k of list) seen.set(k.view.id, k);
+  return [...seen.values()];
+}

@@ -1,0 +1,75 @@
+/**
+ * STEAM's local-to-global retrieval: top-k2 own memories with sim ≥ tau to a query, then
+ * their community prototypes, then the communities' members and (at level `items`) their
+ * interactions as collaborative signals.
+ */
+import type { AtomemConfig } from './config.js';
+import type { AtomicMemory } from './types.js';
+import type { CommunityView } from '../community/types.js';
+import { dot } from './vector.js';
+
+/** One retrieved own memory. */
+export interface Retrieved {
+  memory: AtomicMemory;
+  similarity: number;
+}
+
+/** A community as the device knows it: the index's view plus a summary written on device. */
+export interface KnownCommunity {
+  view: CommunityView;
+  /** Written by the reasoner from the community's items (or nearest catalog items). */
+  summary: string;
+  /** Sum of `view.items` counts (cached). */
+  itemTotal: number;
+}
+
+/** Global context for retrieval: own memory id → its communities. */
+export interface CommunityContext {
+  byMemory: Map<string, KnownCommunity[]>;
+}
+
+/** Top-`k` memories by cosine to `query` with similarity ≥ `tau`, best first. */
+export function retrieveOwn(memories: readonly AtomicMemory[], query: Float32Array, k: number, tau: number): Retrieved[] {
+  const out: Retrieved[] = [];
+  for (const m of memories) {
+    const s = dot(m.embedding.vector, query);
+    if (s < tau) continue;
+    if (out.length < k) {
+      out.push({ memory: m, similarity: s });
+      out.sort((a, b) => b.similarity - a.similarity);
+    } else if (s > out[out.length - 1].similarity) {
+      out[out.length - 1] = { memory: m, similarity: s };
+      out.sort((a, b) => b.similarity - a.similarity);
+    }
+  }
+  return out;
+}
+
+/** The full local-to-global chain for one query. */
+export interface RetrievalResult {
+  own: Retrieved[];
+  /** Communities of the retrieved memories (deduplicated), with the memory that led there. */
+  communities: { community: KnownCommunity; via: Retrieved }[];
+}
+
+/** Local to global: own memories, then their prototypes and communities. */
+export function retrieve(
+  memories: readonly AtomicMemory[],
+  query: Float32Array,
+  cfg: Pick<AtomemConfig, 'k2' | 'tau'>,
+  ctx?: CommunityContext,
+): RetrievalResult {
+  const own = retrieveOwn(memories, query, cfg.k2, cfg.tau);
+  const communities: RetrievalResult['communities'] = [];
+  if (ctx) {
+    const seen = new Set<string>();
+    for (const r of own) {
+      for (const c of ctx.byMemory.get(r.memory.id) ?? []) {
+        if (seen.has(c.view.id)) continue;
+        seen.add(c.view.id);
+        communities.push({ community: c, via: r });
+      }
+    }
+  }
+  return { own, communities };
+}

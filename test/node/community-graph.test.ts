@@ -1,0 +1,418 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { CommunityGraph, aggregateItems, prototypeOf, type CommunityChanges } from '../../src/community/index.js';
+
+/** Unit vector in the plane at `deg` degrees (sim of two = cos of their angle difference). */
+function at(deg: number): Float32Array {
+  const r = (deg * Math.PI) / 180;
+  return Float32Array.from([Math.cos(r), Math.sin(r)]);
+}
+
+function dotp(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += a[i] * b[i];
+  return s;
+}
+
+/** Partition as a canonical, comparable value. */
+function canon(parts: Iterable<string[]>): string[] {
+  return [...parts].map((p) => [...p].sort().join(',')).sort();
+}
+
+/** Every invariant the graph promises, checked against from-scratch recomputation. */
+function checkInvariants(g: CommunityGraph, ids: Iterable<string>, tau: number): void {
+  const comms = g.communities();
+  // incremental partition = connected components from scratch
+  expect(canon(comms.values())).toEqual(canon(g.recomputeAll()));
+  // every memory in exactly one community, and communityOf agrees
+  const seen = new Map<string, string>();
+  for (const [cid, members] of comms) {
+    expect(members.length).toBeGreaterThan(0);
+    for (const m of members) {
+      expect(seen.has(m)).toBe(false);
+      seen.set(m, cid);
+      expect(g.communityOf(m)).toBe(cid);
+    }
+  }
+  const all = [...ids];
+  expect(seen.size).toBe(all.length);
+  expect(g.size).toBe(all.length);
+  for (const id of all) expect(seen.has(id)).toBe(true);
+  // undirected edges with sim ≥ tau; edge count agrees
+  let degree = 0;
+  for (const id of all) {
+    for (const nb of g.neighbours(id)) {
+      degree++;
+      expect(nb.sim).toBeGreaterThanOrEqual(tau - 1e-6);
+      expect(g.neighbours(nb.id).some((x) => x.id === id)).toBe(true);
+    }
+  }
+  expect(g.stats().edges * 2).toBe(degree);
+  // prototypes and item counts equal their from-scratch values
+  for (const [cid, members] of comms) {
+    const want = prototypeOf(members.map((m) => g.vector(m)!));
+    const got = g.prototype(cid)!;
+    for (let i = 0; i < want.length; i++) expect(got[i]).toBeCloseTo(want[i], 4);
+    const wantItems = aggregateItems(members.map((m) => g.itemsOf(m)));
+    expect(g.itemCounts(cid)).toEqual(wantItems);
+  }
+}
+
+describe('relation extraction', () => {
+  it('never links memories of the same batch', () => {
+    const g = new CommunityGraph({ k1: 2, tau: 0.5 });
+    const ch = g.addBatch([
+      { id: 'a', vector: at(0) },
+      { id: 'b', vector: at(0) },
+      { id: 'c', vector: at(1) },
+    ]);
+    expect(g.neighbours('a')).toEqual([]);
+    expect(g.neighbours('b')).toEqual([]);
+    expect(g.stats().edges).toBe(0);
+    expect(g.communityCount).toBe(3);
+    expect(ch.createdCommunities).toHaveLength(3);
+    // a later batch links to them
+    g.addBatch([{ id: 'd', vector: at(2) }]);
+    const nd = g.neighbours('d');
+    expect(nd).toHaveLength(2); // k1 = 2 of the three candidates
+    expect(nd[0].id).toBe('c'); // closest first (cos 1° beats cos 2°)
+  });
+
+  it('links to the top-k1 existing memories with sim ≥ tau only', () => {
+    const g = new CommunityGraph({ k1: 2, tau: 0.5 });
+    // four existing memories, separate batches, pairwise far apart (so no links among them)
+    g.addBatch([{ id: 'a', vector: at(10) }]); // sim to new(0°) = cos 10 = 0.985
+    g.addBatch([{ id: 'd', vector: at(-70) }]); // cos 70 = 0.342 < tau
+    g.addBatch([{ id: 'b', vector: at(-30) }]); // cos 30 = 0.866
+    g.addBatch([{ id: 'c', vector: at(55) }]); // cos 55 = 0.574
+    g.addBatch([{ id: 'x', vector: at(0) }]);
+    const nb = g.neighbours('x');
+    expect(nb.map((n) => n.id)).toEqual(['a', 'b']); // top-2, c (0.574) is third
+    expect(nb[0].sim).toBeCloseTo(Math.cos((10 * Math.PI) / 180), 5);
+    expect(nb[1].sim).toBeCloseTo(Math.cos((30 * Math.PI) / 180), 5);
+
+    const strict = new CommunityGraph({ k1: 2, tau: 0.9 });
+    strict.addBatch([{ id: 'a', vector: at(10) }]);
+    strict.addBatch([{ id: 'b', vector: at(-30) }]);
+    strict.addBatch([{ id: 'x', vector: at(0) }]);
+    expect(strict.neighbours('x').map((n) => n.id)).toEqual(['a']); // b is below tau
+  });
+
+  it('k1 = 0 links nothing', () => {
+    const g = new CommunityGraph({ k1: 0 });
+    g.addBatch([{ id: 'a', vector: at(0) }]);
+    g.addBatch([{ id: 'b', vector: at(0) }]);
+    expect(g.stats().edges).toBe(0);
+    expect(g.communityCount).toBe(2);
+  });
+
+  it('rejects bad batches without changing state', () => {
+    const g = new CommunityGraph();
+    g.addBatch([{ id: 'a', vector: at(0) }]);
+    const before = canon(g.communities().values());
+    expect(() => g.addBatch([{ id: 'b', vector: at(1) }, { id: '', vector: at(2) }])).toThrow(/empty id/);
+    expect(() => g.addBatch([{ id: 'b', vector: at(1) }, { id: 'b', vector: at(2) }])).toThrow(/twice/);
+    expect(() => g.addBatch([{ id: 'b', vector: [1, 0, 0] }])).toThrow(/3 dimensions, expected 2/);
+    expect(() => g.addBatch([{ id: 'b', vector: [NaN, 1] }])).toThrow(/finite/);
+    expect(() => g.addBatch([{ id: 'b', vector: [0, 0] }])).toThrow(/zero/);
+    expect(canon(g.communities().values())).toEqual(before);
+    expect(g.has('b')).toBe(false);
+  });
+});
+
+describe('community maintenance', () => {
+  /** A = chain 0°,20°,40° (3 members); B = chain 80°,100° (2 members); tau = 0.9 ≈ 25.8°. */
+  function twoCommunities(): { g: CommunityGraph; A: string; B: string } {
+    const g = new CommunityGraph({ k1: 2, tau: 0.9 });
+    for (const [id, deg] of [['a1', 0], ['a2', 20], ['a3', 40], ['b1', 80], ['b2', 100]] as const) {
+      g.addBatch([{ id, vector: at(deg) }]);
+    }
+    const A = g.communityOf('a1')!;
+    const B = g.communityOf('b1')!;
+    expect(A).not.toBe(B);
+    expect(g.members(A).sort()).toEqual(['a1', 'a2', 'a3']);
+    expect(g.members(B).sort()).toEqual(['b1', 'b2']);
+    return { g, A, B };
+  }
+
+  it('uses deterministic counter ids', () => {
+    const { A, B } = twoCommunities();
+    expect(A).toBe('c1');
+    expect(B).toBe('c2');
+  });
+
+  it('a bridging memory merges two communities; the larger keeps its id', () => {
+    const { g, A, B } = twoCommunities();
+    const ch = g.addBatch([{ id: 'x', vector: at(60) }]);
+    expect(g.neighbours('x').map((n) => n.id).sort()).toEqual(['a3', 'b1']);
+    expect(g.communityOf('x')).toBe(A);
+    expect(g.communityOf('b2')).toBe(A);
+    expect(g.members(B)).toEqual([]);
+    expect(ch.mergedCommunities).toEqual(new Map([[B, A]]));
+    expect(ch.added).toEqual(['x']);
+    expect(ch.changed).toEqual(
+      new Map([
+        ['x', { to: A }],
+        ['b1', { from: B, to: A }],
+        ['b2', { from: B, to: A }],
+      ]),
+    );
+    expect(ch.createdCommunities).toEqual([]);
+    checkInvariants(g, ['a1', 'a2', 'a3', 'b1', 'b2', 'x'], 0.9);
+  });
+
+  it('merges cascade through long chains (relabelling goes beyond 2 hops)', () => {
+    const g = new CommunityGraph({ k1: 2, tau: 0.9 });
+    // A: 5-member chain 0°..80°; B: 4-member chain 190°..130°, inserted far end first, so
+    // relabelling B from the bridge must walk 4 hops.
+    const a = [0, 20, 40, 60, 80];
+    const b = [190, 170, 150, 130];
+    a.forEach((d, i) => g.addBatch([{ id: `a${i}`, vector: at(d) }]));
+    b.forEach((d, i) => g.addBatch([{ id: `b${i}`, vector: at(d) }]));
+    const A = g.communityOf('a0')!;
+    const B = g.communityOf('b0')!;
+    expect(g.members(A)).toHaveLength(5);
+    expect(g.members(B)).toHaveLength(4);
+    const ch = g.addBatch([{ id: 'y', vector: at(105) }]); // cos 25 = .906 to a4 and to b3
+    expect(g.neighbours('y').map((n) => n.id).sort()).toEqual(['a4', 'b3']);
+    for (const id of ['b0', 'b1', 'b2', 'b3', 'y']) expect(g.communityOf(id)).toBe(A);
+    expect(ch.mergedCommunities).toEqual(new Map([[B, A]]));
+    expect(ch.changed.size).toBe(5);
+    checkInvariants(g, [...a.map((_, i) => `a${i}`), ...b.map((_, i) => `b${i}`), 'y'], 0.9);
+  });
+
+  it('on equal sizes the older community keeps its id', () => {
+    const g = new CommunityGraph({ k1: 2, tau: 0.9 });
+    g.addBatch([{ id: 'p1', vector: at(0) }]);
+    g.addBatch([{ id: 'p2', vector: at(20) }]);
+    g.addBatch([{ id: 'q1', vector: at(80) }]);
+    g.addBatch([{ id: 'q2', vector: at(60) }]);
+    const P = g.communityOf('p1')!;
+    const Q = g.communityOf('q1')!;
+    const ch = g.addBatch([{ id: 'x', vector: at(40) }]);
+    expect(g.communityOf('q1')).toBe(P);
+    expect(ch.mergedCommunities.get(Q)).toBe(P);
+  });
+
+  it('removing the bridge splits; the larger part keeps the id, the other gets a new one', () => {
+    const { g, A, B } = twoCommunities();
+    g.addBatch([{ id: 'x', vector: at(60) }]);
+    const ch = g.remove(['x']);
+    expect(ch.removed).toEqual(['x']);
+    expect(g.communityOf('a1')).toBe(A);
+    const nb = g.communityOf('b1')!;
+    expect(nb).not.toBe(A);
+    expect(nb).not.toBe(B); // ids are never reused
+    expect(nb).toBe('c3'); // c1 = A, c2 = B, x joined A, so the split-off part is the third id
+    expect(ch.splitCommunities).toEqual(new Map([[A, [nb]]]));
+    expect(ch.createdCommunities).toEqual([nb]);
+    expect(ch.changed).toEqual(
+      new Map([
+        ['b1', { from: A, to: nb }],
+        ['b2', { from: A, to: nb }],
+      ]),
+    );
+    checkInvariants(g, ['a1', 'a2', 'a3', 'b1', 'b2'], 0.9);
+  });
+
+  it('removing a leaf or the last member does not split; emptied communities vanish', () => {
+    const { g, A, B } = twoCommunities();
+    const ch = g.remove(['a3', 'unknown']);
+    expect(ch.removed).toEqual(['a3']);
+    expect(ch.changed.size).toBe(0);
+    expect(ch.splitCommunities.size).toBe(0);
+    expect(g.communityOf('a1')).toBe(A);
+    const ch2 = g.remove(['b1', 'b2']);
+    expect(ch2.removedCommunities).toEqual([B]);
+    expect(g.communities().has(B)).toBe(false);
+    checkInvariants(g, ['a1', 'a2'], 0.9);
+  });
+
+  it('upsert of an existing id is remove + add', () => {
+    const { g, A, B } = twoCommunities();
+    // move b2 (100°) next to a1: it leaves B and joins A
+    const ch = g.addBatch([{ id: 'b2', vector: at(-10) }]);
+    expect(ch.added).toEqual(['b2']);
+    expect(ch.removed).toEqual([]);
+    expect(ch.changed.get('b2')).toEqual({ from: B, to: A });
+    expect(g.neighbours('b2').map((n) => n.id)).toEqual(['a1']);
+    expect(g.members(B)).toEqual(['b1']);
+    checkInvariants(g, ['a1', 'a2', 'a3', 'b1', 'b2'], 0.9);
+    // re-upserting the same vector keeps everything and reports the memory as added
+    const ch2 = g.addBatch([{ id: 'b2', vector: at(-10) }]);
+    expect(ch2.changed.get('b2')).toEqual({ from: A, to: A });
+    expect(ch2.createdCommunities).toEqual([]);
+    expect(ch2.mergedCommunities.size).toBe(0);
+  });
+
+  it('an upsert that splits and re-merges reports no transient communities', () => {
+    const g = new CommunityGraph({ k1: 2, tau: 0.9 });
+    for (const [id, deg] of [['a', 0], ['m', 20], ['b', 40]] as const) g.addBatch([{ id, vector: at(deg) }]);
+    const C = g.communityOf('a')!;
+    const ch = g.addBatch([{ id: 'm', vector: at(21) }]); // the bridge is replaced by a bridge
+    expect(g.communityOf('a')).toBe(C);
+    expect(g.communityOf('b')).toBe(C);
+    expect(ch.createdCommunities).toEqual([]);
+    expect(ch.mergedCommunities.size).toBe(0);
+    expect(ch.splitCommunities.size).toBe(0);
+    expect([...ch.changed.keys()]).toEqual(['m']);
+  });
+
+  it('stats: histogram, singletons, largest share', () => {
+    const { g } = twoCommunities();
+    g.addBatch([{ id: 'far', vector: at(250) }]);
+    const s = g.stats();
+    expect(s).toMatchObject({ memories: 6, edges: 3, communities: 3, singletons: 1, largestCommunity: 3 });
+    expect(s.largestShare).toBeCloseTo(0.5);
+    expect(s.sizeHistogram).toEqual({ '1': 1, '2': 1, '3-4': 1 });
+  });
+});
+
+describe('prototypes in the graph', () => {
+  it('prototype = normalised mean of members; items counted per member', () => {
+    const g = new CommunityGraph({ k1: 2, tau: 0.5 });
+    g.addBatch([{ id: 'a', vector: at(0), items: ['i1', 'i2'] }]);
+    g.addBatch([{ id: 'b', vector: [2, 2], items: ['i1', 'i1'] }]); // normalised on insert; dup counts once
+    g.addBatch([{ id: 'c', vector: at(90) }]); // no items uploaded
+    const cid = g.communityOf('a')!;
+    expect(g.members(cid).sort()).toEqual(['a', 'b', 'c']);
+    const mean = [1 + Math.SQRT1_2 + 0, 0 + Math.SQRT1_2 + 1];
+    const n = Math.hypot(...mean);
+    const p = g.prototype(cid)!;
+    expect(p[0]).toBeCloseTo(mean[0] / n, 6);
+    expect(p[1]).toBeCloseTo(mean[1] / n, 6);
+    expect(g.itemCounts(cid)).toEqual(new Map([['i1', 2], ['i2', 1]]));
+    g.remove(['a', 'b']);
+    const c = g.communityOf('c')!;
+    expect(g.itemCounts(c)).toBeUndefined(); // nobody left uploaded items
+    expect([...g.prototype(c)!].map((x) => +x.toFixed(6))).toEqual([0, 1]);
+  });
+});
+
+// ───────────────────────── property test ─────────────────────────
+
+type Op =
+  | { kind: 'add'; batch: { centre: number; angle: number; noise: number[]; scale: number; items: number[] | null }[] }
+  | { kind: 'remove'; picks: number[] }
+  | { kind: 'upsert'; picks: number[]; centre: number; angle: number; noise: number[]; scale: number };
+
+describe('incremental communities = connected components (property)', () => {
+  it('holds after every addBatch / remove / upsert on clustered low-dim vectors', () => {
+    const arb = fc
+      .record({
+        dim: fc.integer({ min: 4, max: 8 }),
+        k1: fc.integer({ min: 1, max: 4 }),
+        tau: fc.constantFrom(0.3, 0.5, 0.7, 0.85, 0.95),
+        centres: fc.integer({ min: 1, max: 4 }),
+        // curve mode: points on a circle in the first two dims (+ small noise), with a high tau,
+        // so the graph is made of chains: merges and splits then relabel over many hops
+        curve: fc.boolean(),
+      })
+      .map((cfg) => (cfg.curve ? { ...cfg, tau: cfg.tau < 0.85 ? 0.97 : cfg.tau } : cfg))
+      .chain((cfg) => {
+        const vec = fc.array(fc.double({ min: -1, max: 1, noNaN: true }), { minLength: cfg.dim, maxLength: cfg.dim });
+        const scale = fc.constantFrom(0.05, 0.3, 0.8);
+        const angle = fc.integer({ min: 0, max: 359 });
+        const centre = fc.integer({ min: 0, max: cfg.centres - 1 });
+        const op: fc.Arbitrary<Op> = fc.oneof(
+          {
+            weight: 3,
+            arbitrary: fc.record({
+              kind: fc.constant('add' as const),
+              batch: fc.array(
+                fc.record({ centre, angle, noise: vec, scale, items: fc.option(fc.array(fc.integer({ min: 0, max: 5 }), { maxLength: 3 })) }),
+                { minLength: 1, maxLength: 4 },
+              ),
+            }),
+          },
+          { weight: 1, arbitrary: fc.record({ kind: fc.constant('remove' as const), picks: fc.array(fc.nat(), { minLength: 1, maxLength: 4 }) }) },
+          {
+            weight: 1,
+            arbitrary: fc.record({ kind: fc.constant('upsert' as const), picks: fc.array(fc.nat(), { minLength: 1, maxLength: 3 }), centre, angle, noise: vec, scale }),
+          },
+        );
+        return fc.record({
+          cfg: fc.constant(cfg),
+          centreVecs: fc.array(vec, { minLength: cfg.centres, maxLength: cfg.centres }),
+          ops: fc.array(op, { minLength: 1, maxLength: 40, size: 'max' }),
+        });
+      });
+
+    fc.assert(
+      fc.property(arb, ({ cfg, centreVecs, ops }) => {
+        const g = new CommunityGraph({ k1: cfg.k1, tau: cfg.tau });
+        const make = (c: number, angle: number, noise: number[], scale: number): number[] => {
+          const r = (angle * Math.PI) / 180;
+          const v = cfg.curve
+            ? noise.map((x, i) => (i === 0 ? Math.cos(r) : i === 1 ? Math.sin(r) : 0.02 * x))
+            : centreVecs[c].map((x, i) => x + scale * noise[i]);
+          return Math.hypot(...v) > 1e-6 ? v : [1, ...v.slice(1).map(() => 0)];
+        };
+        const live = new Set<string>();
+        let next = 0;
+        for (const op of ops) {
+          const before = new Map([...live].map((id) => [id, g.communityOf(id)!]));
+          const prevIds = new Set(live);
+          let ch: CommunityChanges;
+          let batch: { id: string; vector: number[]; items?: string[] }[] = [];
+          if (op.kind === 'remove') {
+            const ids = [...live];
+            const gone = ids.length === 0 ? [] : op.picks.map((p) => ids[p % ids.length]);
+            ch = g.remove(gone);
+            for (const id of gone) live.delete(id);
+            expect(new Set(ch.removed)).toEqual(new Set(gone));
+          } else {
+            if (op.kind === 'add') {
+              batch = op.batch.map((m) => ({
+                id: `m${next++}`,
+                vector: make(m.centre, m.angle, m.noise, m.scale),
+                ...(m.items === null ? {} : { items: m.items.map((i) => `i${i}`) }),
+              }));
+            } else {
+              const ids = [...live];
+              if (ids.length === 0) continue;
+              const chosen = [...new Set(op.picks.map((p) => ids[p % ids.length]))];
+              batch = chosen.map((id, j) => ({ id, vector: make(op.centre, op.angle + 7 * j, op.noise.map((x) => x * (j + 1)), op.scale) }));
+            }
+            const replaced = new Set(batch.filter((m) => live.has(m.id)).map((m) => m.id));
+            // reference relation extraction: the pre-batch store minus replaced ids
+            const pool = [...live].filter((id) => !replaced.has(id)).map((id) => ({ id, v: g.vector(id)! }));
+            ch = g.addBatch(batch);
+            for (const m of batch) live.add(m.id);
+            const batchIds = new Set(batch.map((m) => m.id));
+            for (const m of batch) {
+              const v = g.vector(m.id)!;
+              const cand = pool.map((p) => ({ id: p.id, sim: dotp(v, p.v) })).filter((c) => c.sim >= cfg.tau);
+              // right after the insert, every link of m was created by it, to a pre-batch memory
+              const linked = g.neighbours(m.id);
+              for (const n of linked) expect(pool.some((p) => p.id === n.id)).toBe(true); // never same batch
+              expect(linked.length).toBe(Math.min(cfg.k1, cand.length));
+              const minLinked = Math.min(...linked.map((n) => n.sim));
+              for (const c of cand) if (!linked.some((n) => n.id === c.id)) expect(c.sim).toBeLessThanOrEqual(minLinked + 1e-9);
+            }
+          }
+          checkInvariants(g, live, cfg.tau);
+          // change set: every memory whose community differs is reported, with correct from/to
+          for (const id of live) {
+            const now = g.communityOf(id)!;
+            const was = before.get(id);
+            const c = ch.changed.get(id);
+            if (!prevIds.has(id) || was !== now || batch.some((m) => m.id === id)) {
+              expect(c).toBeDefined();
+              expect(c!.to).toBe(now);
+              expect(c!.from).toBe(prevIds.has(id) ? was : undefined);
+            } else {
+              expect(c).toBeUndefined();
+            }
+          }
+          for (const [from, to] of ch.mergedCommunities) {
+            expect(g.communities().has(from)).toBe(false);
+            expect(g.communities().has(to)).toBe(true);
+          }
+          for (const id of ch.createdCommunities) expect(g.communities().has(id)).toBe(true);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
