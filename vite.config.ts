@@ -29,6 +29,7 @@ export default defineConfig({
           name: 'node',
           environment: 'node',
           include: ['test/node/**/*.test.ts'],
+          setupFiles: ['test/setup.ts'],
           testTimeout: 60_000,
           hookTimeout: 120_000,
         },

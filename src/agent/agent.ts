@@ -88,7 +88,7 @@ export class MemoryAgent {
   constructor(opts: AgentOptions) {
     this.items = opts.items;
     // why: tau depends on the embedder's similarity spread (see EMBEDDER_TAU).
-    this.config = resolveConfig({ tau: tauFor(opts.items.embedder.id), ...opts.config });
+    this.config = resolveConfig({ tau: tauFor(opts.items.embedderId), ...opts.config });
     this.reasoner = opts.reasoner ?? this.rules;
     this.planner = opts.planner ?? rulesPlanner;
     this.clock = opts.clock ?? Date.now;
@@ -159,7 +159,7 @@ export class MemoryAgent {
     const recent: RecentSignal[] = recentEvents.map((e, i) => ({
       item: e.item,
       vector: recentVecs[i].vector,
-      weight: actionWeight(e.action) * Math.pow(0.8, recentEvents.length - 1 - i),
+      weight: actionWeight(e.action) * Math.pow(0.9, recentEvents.length - 1 - i),
     }));
     const now = opts.now ?? this.clock();
     const ranked = rank({ memories: this.state.memories, candidates: cands, recent, communities: this.communities, now }, this.config);

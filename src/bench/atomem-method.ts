@@ -10,7 +10,7 @@ import { MemoryAgent, type AgentMode } from '../agent/agent.js';
 import { ItemVectors } from '../agent/items.js';
 import { createInProcessIndex, type InProcessIndex } from '../community/index.js';
 import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
-import type { Item } from '../core/types.js';
+import type { Item, MemoryState } from '../core/types.js';
 import { createCachedEmbedder, type CachedEmbedder } from '../embed/cache.js';
 import { createHashingEmbedder } from '../embed/hashing.js';
 import { createUseLiteEmbedder } from '../embed/use-lite.js';
@@ -21,6 +21,15 @@ import { Rng } from './rng.js';
 import type { Dataset, EvalCase, Method, MethodContext, Privacy } from './types.js';
 
 const embedders = new Map<string, Promise<CachedEmbedder>>();
+
+/** One user's trained memory, shared by the runs of one variant. */
+interface Trained {
+  state: MemoryState;
+  correct: number;
+  steps: number;
+  lastAt: number;
+}
+const trainedCache = new WeakMap<Dataset, Map<string, Promise<Map<string, Trained>>>>();
 const catalogs = new WeakMap<Dataset, Map<string, Promise<ItemVectors>>>();
 
 /** One embedder per kind per process, with a disk cache of item vectors in `.bench-cache/`. */
@@ -44,10 +53,10 @@ function cacheFile(embedderId: string, dataset: string): string {
 }
 
 /** Item vectors of a dataset's catalog, embedded once per process (and cached on disk). */
-async function catalogFor(ds: Dataset, kind: string, ctx: MethodContext): Promise<ItemVectors> {
+async function catalogFor(ds: Dataset, kind: string, centre: boolean, ctx: MethodContext): Promise<ItemVectors> {
   let byKind = catalogs.get(ds);
   if (!byKind) catalogs.set(ds, (byKind = new Map()));
-  let p = byKind.get(kind);
+  let p = byKind.get(`${kind}:${centre}`);
   if (!p) {
     p = (async () => {
       const emb = await embedderFor(kind);
@@ -61,6 +70,7 @@ async function catalogFor(ds: Dataset, kind: string, ctx: MethodContext): Promis
       }
       const items = new ItemVectors(emb, ds.items.values());
       await items.warm((done, total) => ctx.progress(done, total, 'embedding catalog'));
+      if (centre) await items.centre();
       try {
         mkdirSync(join(file, '..'), { recursive: true });
         writeFileSync(file, JSON.stringify(emb.snapshot().map(([k, v]) => [k, Array.from(v)])));
@@ -69,9 +79,19 @@ async function catalogFor(ds: Dataset, kind: string, ctx: MethodContext): Promis
       }
       return items;
     })();
-    byKind.set(kind, p);
+    byKind.set(`${kind}:${centre}`, p);
   }
   return p;
+}
+
+/** Raw (uncentred) USE-lite item vectors of a dataset, for diversity (ILD) of every method. */
+export async function benchItemVectors(ds: Dataset, params: Readonly<Record<string, string>>): Promise<Map<string, Float32Array>> {
+  const kind = params['atomem.embedder'] ?? 'use-lite';
+  const quiet = { progress() {} } as unknown as MethodContext;
+  const items = await catalogFor(ds, kind, false, quiet);
+  const ids = [...ds.items.keys()];
+  const vs = await items.vectorsOf(ids);
+  return new Map(ids.map((id, i) => [id, vs[i].vector]));
 }
 
 /** Deterministic random-looking ids (the benchmark must be reproducible). */
@@ -93,9 +113,9 @@ function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof
   const partial: Record<string, unknown> = {};
   const weights: Record<string, number> = {};
   for (const key of Object.keys(params)) {
-    if (!key.startsWith('atomem.') || key === 'atomem.embedder') continue;
+    if (!key.startsWith('atomem.') || key === 'atomem.embedder' || key === 'atomem.centre') continue;
     const knob = key.slice('atomem.'.length);
-    if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'fidelityUsers'].includes(knob)) continue;
+    if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
     const n = paramNumber(params, key)!;
     if (knob.startsWith('w.')) weights[knob.slice(2)] = n;
     else partial[knob] = n;
@@ -127,44 +147,30 @@ export class AtomemMethod implements Method {
 
   async prepare(ctx: MethodContext): Promise<void> {
     this.ctx = ctx;
-    const items = await catalogFor(ctx.dataset, this.params['atomem.embedder'] ?? 'use-lite', ctx);
+    const items = await catalogFor(ctx.dataset, this.params['atomem.embedder'] ?? 'use-lite', this.params['atomem.centre'] !== '0', ctx);
     const share = this.mode.communities && this.privacy !== 'off';
-    const cfg = resolveConfig({ tau: tauFor(items.embedder.id), ...this.config });
+    const cfg = resolveConfig({ tau: tauFor(items.embedderId), ...this.config });
     if (share) {
       this.index = createInProcessIndex({
-        embedderId: items.embedder.id,
+        embedderId: items.embedderId,
         k1: cfg.k1,
         tau: paramNumber(this.params, 'atomem.communityTau') ?? cfg.tau,
         maxMembers: paramNumber(this.params, 'atomem.maxMembers') ?? 200,
+        hops: paramNumber(this.params, 'atomem.hops') || undefined,
         minCommunitySize: paramNumber(this.params, 'atomem.minCommunitySize') ?? 3,
         itemNoise: paramNumber(this.params, 'atomem.itemNoise') ?? 0,
         seed: ctx.seed,
       });
     }
-    const catalog = [...ctx.dataset.items.keys()];
-    const users = [...ctx.histories.keys()];
-    let done = 0;
-    for (const user of users) {
-      const history = ctx.histories.get(user)!;
-      if (history.length === 0) continue;
-      const seen = new Set(history.map((i) => i.item));
-      const rng = Rng.derive(ctx.seed, 'atomem-negatives', user);
-      const negativeFor = () => {
-        for (let tries = 0; tries < 100; tries++) {
-          const id = catalog[rng.int(catalog.length)];
-          if (!seen.has(id)) return id;
-        }
-        return undefined;
-      };
-      let lastAt = history[history.length - 1].at;
-      const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, clock: () => lastAt, newId: idGenerator(ctx.seed, user) });
-      const r = await agent.train(history, negativeFor);
-      this.forwardCorrect += r.correct;
-      this.forwardSteps += r.steps;
+    const trained = await this.train(ctx, items);
+    for (const [user, t] of trained) {
+      // why: training does not depend on the privacy level, so runs share it; each run gets its own copy.
+      const lastAt = t.lastAt;
+      const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, state: structuredClone(t.state), clock: () => lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
+      this.forwardCorrect += t.correct;
+      this.forwardSteps += t.steps;
       if (this.index) await agent.sync(this.index, this.privacy, { pull: false });
       this.agents.set(user, agent);
-      lastAt = history[history.length - 1].at;
-      ctx.progress(++done, users.length, 'training agents');
     }
     if (this.index) {
       let pulled = 0;
@@ -173,6 +179,43 @@ export class AtomemMethod implements Method {
         ctx.progress(++pulled, ctx.cases.length, 'pulling communities');
       }
     }
+  }
+
+  /** STEAM's training loop for every user (cached per dataset, variant and config). */
+  private train(ctx: MethodContext, items: ItemVectors): Promise<Map<string, Trained>> {
+    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, this.config]);
+    let byKey = trainedCache.get(ctx.dataset);
+    if (!byKey) trainedCache.set(ctx.dataset, (byKey = new Map()));
+    let p = byKey.get(key);
+    if (!p) {
+      p = (async () => {
+        const out = new Map<string, Trained>();
+        const catalog = [...ctx.dataset.items.keys()];
+        const users = [...ctx.histories.keys()];
+        let done = 0;
+        for (const user of users) {
+          const history = ctx.histories.get(user)!;
+          if (history.length === 0) continue;
+          const seen = new Set(history.map((i) => i.item));
+          const rng = Rng.derive(ctx.seed, 'atomem-negatives', user);
+          const negativeFor = () => {
+            for (let tries = 0; tries < 100; tries++) {
+              const id = catalog[rng.int(catalog.length)];
+              if (!seen.has(id)) return id;
+            }
+            return undefined;
+          };
+          const lastAt = history[history.length - 1].at;
+          const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, clock: () => lastAt, newId: idGenerator(ctx.seed, user) });
+          const r = await agent.train(history, negativeFor);
+          out.set(user, { state: agent.snapshot, correct: r.correct, steps: r.steps, lastAt });
+          ctx.progress(++done, users.length, 'training agents');
+        }
+        return out;
+      })();
+      byKey.set(key, p);
+    }
+    return p;
   }
 
   async rank(c: EvalCase): Promise<string[]> {
@@ -186,6 +229,60 @@ export class AtomemMethod implements Method {
     return recs.map((r) => r.id);
   }
 
+  /**
+   * Simulation fidelity (STEAM RQ2): for up to `atomem.fidelityUsers` evaluated users (default
+   * 100), an agent trained on the history minus its last 10 interactions is shown 20 items at
+   * 1:m positives (held-out real interactions) to negatives (random unseen items), m = 1, 3, 9,
+   * and answers yes/no. It says yes when its personal score for the item beats the 80th
+   * percentile of its scores for 50 random catalog items (self-calibrated: it never sees the ratio).
+   * Only for the `items` level run (or `off` when the method never shares), to save time.
+   */
+  private async fidelity(): Promise<Record<string, unknown>> {
+    const ctx = this.ctx;
+    const limit = paramNumber(this.params, 'atomem.fidelityUsers') ?? 100;
+    const items = await catalogFor(ctx.dataset, this.params['atomem.embedder'] ?? 'use-lite', this.params['atomem.centre'] !== '0', ctx);
+    const catalog = [...ctx.dataset.items.keys()];
+    const out: Record<string, unknown> = {};
+    const answers = new Map<number, { truth: boolean[]; said: boolean[] }>([[1, { truth: [], said: [] }], [3, { truth: [], said: [] }], [9, { truth: [], said: [] }]]);
+    for (const c of ctx.cases.slice(0, limit)) {
+      const history = c.history;
+      if (history.length < 15) continue;
+      const train = history.slice(0, -10);
+      const held = history.slice(-10).map((i) => i.item);
+      const seen = new Set([...history.map((i) => i.item), c.test.item]);
+      const rng = Rng.derive(ctx.seed, 'fidelity', c.user);
+      const unseen = () => {
+        for (;;) {
+          const id = catalog[rng.int(catalog.length)];
+          if (!seen.has(id)) return id;
+        }
+      };
+      const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, clock: () => train[train.length - 1].at, newId: idGenerator(ctx.seed, `fid/${c.user}`) });
+      await agent.train(train, unseen);
+      const reference = Array.from({ length: 50 }, unseen);
+      for (const m of [1, 3, 9]) {
+        const p = 20 / (1 + m);
+        const pos = held.slice(0, p);
+        const neg = Array.from({ length: 20 - p }, unseen);
+        const probe = [...pos, ...neg];
+        const recs = await agent.recommend([...new Set([...probe, ...reference])]);
+        const score = new Map(recs.map((r) => [r.id, r.score]));
+        const ref = reference.map((id) => score.get(id)!).sort((a, b) => a - b);
+        const threshold = ref[Math.floor(0.8 * ref.length)];
+        const a = answers.get(m)!;
+        probe.forEach((id, i) => {
+          a.truth.push(i < p);
+          a.said.push(score.get(id)! > threshold);
+        });
+      }
+    }
+    for (const [m, a] of answers) {
+      const f = fidelity(a.truth, a.said);
+      out[`fidelity1:${m}`] = { precision: f.precision, f1: f.f1, n: f.n };
+    }
+    return out;
+  }
+
   async extras(): Promise<Record<string, unknown>> {
     const out: Record<string, unknown> = {
       forwardAccuracy: this.forwardSteps ? this.forwardCorrect / this.forwardSteps : 0,
@@ -195,6 +292,7 @@ export class AtomemMethod implements Method {
       const s = this.index.stats();
       out.index = { memories: s.memories, edges: s.edges, communities: s.communities, largestCommunity: s.largestCommunity, largestShare: s.largestShare, sizeHistogram: s.sizeHistogram, releasable: s.releasableCommunities };
     }
+    if (this.privacy === 'items' || (this.privacy === 'off' && this.name === 'atomem')) Object.assign(out, await this.fidelity());
     return out;
   }
 }
@@ -205,16 +303,18 @@ function mean(xs: number[]): number {
 
 const levels: Privacy[] = ['off', 'embeddings', 'items'];
 registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities' });
+// Ablations run at the level where every part of atomem is active (`items`); compare with atomem/items.
+const ablationLevels: Privacy[] = ['items'];
 registerMethod('atomem-single-summary', (o) => new AtomemMethod(o, { atomic: false }), {
-  privacyLevels: levels,
+  privacyLevels: ablationLevels,
   description: 'ablation: one summary memory instead of atomic memories',
 });
 registerMethod('atomem-no-consolidation', (o) => new AtomemMethod(o, { consolidation: false }), {
-  privacyLevels: levels,
+  privacyLevels: ablationLevels,
   description: 'ablation: every interaction forms a new memory',
 });
 registerMethod('atomem-no-communities', (o) => new AtomemMethod(o, { communities: false }), {
-  privacyLevels: levels,
+  privacyLevels: ablationLevels,
   description: 'ablation: no shared index (own memories only)',
 });
 

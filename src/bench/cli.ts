@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
+import { benchItemVectors } from './atomem-method.js';
 import { DatasetError, DEFAULT_KCORE, loadDataset } from './datasets.js';
 import { defaultMethods, methodFactories, PRIVACY_LEVELS } from './methods.js';
 import { DEFAULT_SEED } from './protocol.js';
@@ -102,6 +103,28 @@ interface CliOptions {
   list?: boolean;
 }
 
+/** A second table for methods that report extras (atomem: forward accuracy, fidelity, index shape). */
+function detailsTable(result: Awaited<ReturnType<typeof runBenchmark>>): string | undefined {
+  const rows = result.results.filter((r) => r.forwardAccuracy !== undefined);
+  if (!rows.length) return undefined;
+  const f = (x: unknown) => (typeof x === 'number' ? x.toFixed(3) : '—');
+  const fid = (r: Record<string, unknown>, m: number) => {
+    const v = r[`fidelity1:${m}`] as { precision: number; f1: number } | undefined;
+    return v ? `${f(v.precision)} / ${f(v.f1)}` : '—';
+  };
+  const lines = [
+    '| method | privacy | memories/user | forward acc. | fidelity 1:1 P/F1 | 1:3 P/F1 | 1:9 P/F1 | index memories | communities | largest |',
+    '|---|---|---:|---:|---|---|---|---:|---:|---:|',
+  ];
+  for (const r of rows) {
+    const ix = r.index as { memories?: number; communities?: number; largestCommunity?: number } | undefined;
+    lines.push(
+      `| ${r.method} | ${r.privacy ?? '—'} | ${f(r.memoriesPerUser).replace(/0+$/, '')} | ${f(r.forwardAccuracy)} | ${fid(r, 1)} | ${fid(r, 3)} | ${fid(r, 9)} | ${ix?.memories ?? '—'} | ${ix?.communities ?? '—'} | ${ix?.largestCommunity ?? '—'} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
 /** Runs the CLI on `argv` (without node and script); returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   const cmd = program();
@@ -147,7 +170,10 @@ export async function main(argv: string[]): Promise<number> {
     const dir = resolveDataDir(o.format, o.data);
     const kcore = o.kcore ?? DEFAULT_KCORE[o.format];
     const dataset = loadDataset(o.format, dir, { kcore });
+    // ILD@5 for every method needs item vectors: the same USE-lite vectors atomem uses (cached).
+    const itemVectors = methods.some((m) => m.startsWith('atomem')) ? await benchItemVectors(dataset, o.param ?? {}) : undefined;
     const result = await runBenchmark({
+      itemVectors,
       dataset,
       setting: o.setting,
       users: o.users,
@@ -166,6 +192,8 @@ export async function main(argv: string[]): Promise<number> {
         `${c.cases} of ${c.evaluableUsers} evaluable users, ${c.catalogItems} catalog items, ${c.interactions} interactions\n\n`,
     );
     process.stdout.write(`${markdownTable(result)}\n`);
+    const details = detailsTable(result);
+    if (details) process.stdout.write(`\n${details}\n`);
     if (o.json) {
       writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir }, results: result.results }, null, 2)}\n`);
     }

@@ -366,6 +366,8 @@ export class CommunityGraph {
    * part keeps its id and the others get new ids.
    */
   remove(ids: Iterable<string>): CommunityChanges {
+    // why: a bare string is Iterable<string> and would delete memories named by its characters
+    if (typeof ids === 'string') throw new TypeError('remove() takes an iterable of ids, not a string');
     const log = new OpLog();
     this.removeInternal(ids, log);
     return this.finish(log);

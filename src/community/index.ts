@@ -61,6 +61,13 @@ export interface InProcessIndexOptions {
    * memories in it are kept). Default: no cap. Useful when a giant component forms.
    */
   maxMembers?: number;
+  /**
+   * STEAM's community exploration walks at most this many hops from a memory. When set, each
+   * own memory gets its own view: the members within `hops` links of it (its local
+   * community), released only with ≥ `minCommunitySize` members other than the asker's.
+   * Default: undefined = the whole connected component.
+   */
+  hops?: number;
   /** Vector index factory for the graph. Default: exact {@link FlatVectorStore}. */
   createVectorSearch?: (dim: number) => VectorSearch;
 }
@@ -159,6 +166,51 @@ export function createInProcessIndex(options: InProcessIndexOptions): InProcessI
     for (const id of cache.keys()) if (graph.communityVersion(id) === undefined) cache.delete(id);
   };
 
+  /** One view per own memory: its ≤ `hops` neighbourhood, own memories excluded. */
+  const local = (ownIds: readonly string[], hops: number): CommunityView[] => {
+    const own = new Set(ownIds);
+    const out: CommunityView[] = [];
+    for (const id of own) {
+      const cid = graph.communityOf(id);
+      if (cid === undefined) continue;
+      const seen = new Set<string>([id]);
+      let frontier = [id];
+      for (let h = 0; h < hops && frontier.length; h++) {
+        const next: string[] = [];
+        for (const x of frontier) {
+          for (const n of graph.neighbours(x)) {
+            if (seen.has(n.id)) continue;
+            seen.add(n.id);
+            next.push(n.id);
+          }
+        }
+        frontier = next;
+      }
+      const others = [...seen].filter((m) => !own.has(m)).sort();
+      if (others.length < minCommunitySize) continue;
+      const q = graph.vector(id)!;
+      let vectors = others.map((m) => graph.vector(m)!);
+      if (vectors.length > maxMembers) {
+        vectors = vectors
+          .map((v, i) => ({ v, i, s: dot(v, q) }))
+          .sort((a, b) => b.s - a.s || a.i - b.i)
+          .slice(0, maxMembers)
+          .map((e) => e.v);
+      }
+      const counts = aggregateItems(others.map((m) => graph.itemsOf(m)));
+      const cv: CommunityView = {
+        id: `${cid}/${id}`,
+        size: others.length + 1,
+        prototype: prototypeOf(others.map((m) => graph.vector(m)!)),
+        members: vectors,
+        ownIds: [id],
+      };
+      if (counts !== undefined) cv.items = itemNoise > 0 ? noisyCounts(counts, itemNoise, seed, `${id}\u0000${others.join(',')}`) : Object.fromEntries(counts);
+      out.push(cv);
+    }
+    return out;
+  };
+
   const index: InProcessIndex = {
     embedderId,
     graph,
@@ -178,6 +230,7 @@ export function createInProcessIndex(options: InProcessIndexOptions): InProcessI
       return changes;
     },
     communitiesSync(ownIds) {
+      if (options.hops !== undefined) return local(ownIds, options.hops);
       const byCommunity = new Map<string, string[]>();
       const seen = new Set<string>();
       for (const id of ownIds) {

@@ -50,8 +50,10 @@ export interface AtomemConfig {
 
 /** Mixing weights of the ranker's signals. */
 export interface RankWeights {
-  /** Own atomic memories (personal, local). */
+  /** Own atomic memories (personal, local): STEAM's top-k2 retrieval at sim ≥ tau. */
   memory: number;
+  /** All own memories, weighted by strength × recency × log(1 + evidence) (ARS's profile, as a vector). */
+  profile: number;
   /** Similarity to recent events. */
   recent: number;
   /** Community prototypes (global). */
@@ -69,7 +71,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   k1: 2,
   k2: 1,
   maxEvents: 500,
-  recentEvents: 10,
+  recentEvents: 30,
   maxItemsPerMemory: 40,
   maxMemories: 64,
   learningRate: 0.2,
@@ -83,13 +85,16 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   synthesizeOnErrors: 5,
   profileMaxChars: 1200,
   minShareEvidence: 2,
+  // Tuned on ML-100K validation items (never test items), 300 users, USE-lite centred:
+  // signals are standardised within each candidate list, so these are relative weights.
   weights: Object.freeze({
     memory: 1,
-    recent: 1,
-    prototype: 0.5,
-    members: 1,
-    communityItems: 1,
-    popularity: 1,
+    profile: 0.75,
+    recent: 3,
+    prototype: 0.2,
+    members: 0,
+    communityItems: 0.75,
+    popularity: 3,
   }),
 });
 
@@ -101,11 +106,14 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
  */
 export const EMBEDDER_TAU: Readonly<Record<string, number>> = Object.freeze({
   'use-lite@0.2.0/float32': 0.85,
+  /** Centred on the catalog mean (see ItemVectors.centre): pairs spread around 0, p99 ≈ 0.47. */
+  'use-lite@0.2.0/float32~centred': 0.35,
 });
 
-/** The default `tau` for an embedder id (the paper's 0.5 when unknown). */
+/** The default `tau` for an embedder id (the paper's 0.5 when unknown). Centred spaces (`~c<hash>`) share one entry. */
 export function tauFor(embedderId: string): number {
-  return Object.hasOwn(EMBEDDER_TAU, embedderId) ? EMBEDDER_TAU[embedderId] : DEFAULT_CONFIG.tau;
+  const key = embedderId.replace(/~c[0-9a-f]+$/, '~centred');
+  return Object.hasOwn(EMBEDDER_TAU, key) ? EMBEDDER_TAU[key] : DEFAULT_CONFIG.tau;
 }
 
 /** Merge a partial config over the defaults and validate it; throws a RangeError naming the bad knob. */

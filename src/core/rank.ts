@@ -93,7 +93,7 @@ export function features(
   votes?: Map<string, Float64Array>,
   index = 0,
 ): { f: Features; reasons: Reason[] } {
-  const f: Features = { memory: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0 };
+  const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0 };
   const reasons: Reason[] = [];
   const w = cfg.weights;
   const r = retrieve(input.memories, c.vector, cfg, input.communities);
@@ -102,6 +102,16 @@ export function features(
     const v = sal * o.similarity;
     f.memory += v;
     reasons.push({ kind: 'memory', memoryId: o.memory.id, content: o.memory.content, similarity: o.similarity, contribution: w.memory * v });
+  }
+  if (input.memories.length) {
+    let total = 0;
+    let wsum = 0;
+    for (const m of input.memories) {
+      const wm = m.strength * decay(cfg, m.updatedAt, input.now) * Math.log1p(m.evidence);
+      total += wm * dot(m.embedding.vector, c.vector);
+      wsum += Math.abs(wm);
+    }
+    f.profile = wsum > 0 ? total / wsum : 0;
   }
   if (input.recent && input.recent.length) {
     let best = { item: '', sim: -Infinity, contribution: 0 };

@@ -217,6 +217,7 @@ describe('community maintenance', () => {
 
   it('removing a leaf or the last member does not split; emptied communities vanish', () => {
     const { g, A, B } = twoCommunities();
+    expect(() => g.remove('a3' as unknown as string[])).toThrow(TypeError);
     const ch = g.remove(['a3', 'unknown']);
     expect(ch.removed).toEqual(['a3']);
     expect(ch.changed.size).toBe(0);

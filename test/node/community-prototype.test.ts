@@ -42,9 +42,14 @@ describe('prototypes', () => {
           const rest = ms.slice(1, -1);
           const check = (id: string, group: typeof ms) => {
             if (group.length === 0) return expect(t.size(id)).toBe(0);
-            const want = prototypeOf(group.map((m) => m.vector));
-            const got = t.prototype(id)!;
-            for (let i = 0; i < 3; i++) expect(got[i]).toBeCloseTo(want[i], 5);
+            // why: when members (nearly) cancel out the mean has no direction; running and
+            // from-scratch sums then legitimately normalise rounding noise differently.
+            const sum = [0, 1, 2].map((i) => group.reduce((a, m) => a + m.vector[i], 0));
+            if (Math.hypot(...sum) > 1e-3) {
+              const want = prototypeOf(group.map((m) => m.vector));
+              const got = t.prototype(id)!;
+              for (let i = 0; i < 3; i++) expect(got[i]).toBeCloseTo(want[i], 5);
+            }
             const wantItems = aggregateItems(group.map((m) => m.items));
             expect(t.items(id) === undefined ? undefined : new Map(t.items(id))).toEqual(wantItems);
           };

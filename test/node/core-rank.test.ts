@@ -41,7 +41,7 @@ const alien: Candidate = { id: 'alien', vector: v([SCIFI, 1], [CRIME, 0.1]) };
 const titanic: Candidate = { id: 'titanic', vector: v([ROMANCE, 1], [SCIFI, 0.1]) };
 
 const cfg: AtomemConfig = resolveConfig({ tau: 0.5, k2: 1 });
-const onlyMemory: AtomemConfig = resolveConfig({ tau: 0.5, k2: 1, weights: { recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0 } });
+const onlyMemory: AtomemConfig = resolveConfig({ tau: 0.5, k2: 1, weights: { profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0 } });
 
 function input(over: Partial<RankInput>): RankInput {
   return { memories: [], candidates: [heat, alien, titanic], now: NOW, ...over };
@@ -122,7 +122,7 @@ describe('rank', () => {
 
   it('a zero weight switches its signal off', () => {
     const crime = mem('crime', v([CRIME, 1]), 0.8);
-    const off = resolveConfig({ tau: 0.5, weights: { memory: 0 } });
+    const off = resolveConfig({ tau: 0.5, weights: { memory: 0, profile: 0 } });
     const out = rank(input({ memories: [crime], candidates: [titanic, alien, heat] }), off);
     expect(out.map((o) => o.id)).toEqual(['titanic', 'alien', 'heat']);
     // the feature is still computed and reported
@@ -197,7 +197,7 @@ describe('rank', () => {
     });
 
     it('popularity alone can order otherwise unknown candidates', () => {
-      const pop = resolveConfig({ weights: { memory: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 1 } });
+      const pop = resolveConfig({ weights: { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 1 } });
       const out = rank(input({ memories: [], communities: ctx, candidates: [titanic, heat, alien] }), pop);
       expect(out.map((o) => o.id)).toEqual(['alien', 'heat', 'titanic']);
     });
@@ -220,7 +220,7 @@ describe('rank', () => {
     it('members vote for the candidate they are near', () => {
       // heat and a crime/sci-fi blend are both near the crime memory; members are sci-fi fans
       const blend: Candidate = { id: 'blend', vector: v([CRIME, 1], [SCIFI, 0.6]) };
-      const membersOnly = resolveConfig({ tau: 0.5, weights: { memory: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0, members: 1 } });
+      const membersOnly = resolveConfig({ tau: 0.5, weights: { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0, members: 1 } });
       const out = rank(input({ memories: [crime, scifi], candidates: [heat, blend], communities: ctx }), membersOnly);
       expect(out[0].id).toBe('blend');
       expect(out[0].features.members).toBeGreaterThan(out[1].features.members);
@@ -276,7 +276,7 @@ describe('memberVotes', () => {
 describe('explain', () => {
   const titleOf = (id: string) => ({ heat: 'Heat (1995)', alien: 'Alien (1979)' })[id];
   function item(reasons: Reason[]): RankedItem {
-    return { id: 'x', score: 1, features: { memory: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0 }, reasons };
+    return { id: 'x', score: 1, features: { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0 }, reasons };
   }
 
   it('quotes the memory content with its similarity', () => {

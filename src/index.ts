@@ -1,0 +1,31 @@
+/**
+ * atomem — private, on-device personalization with structured, evolving atomic memories.
+ *
+ * This entry exports the memory agent and its building blocks. The Web Worker client
+ * (`createAtomem`) and IndexedDB storage arrive with the browser issue.
+ */
+export { MemoryAgent, type AgentOptions, type AgentMode, type PrivacyLevel, type Recommendation } from './agent/agent.js';
+export { ItemVectors, UnknownItemError } from './agent/items.js';
+export { DEFAULT_CONFIG, EMBEDDER_TAU, resolveConfig, tauFor, type AtomemConfig, type RankWeights } from './core/config.js';
+export { rulesPlanner, type Plan, type Planner } from './core/planner.js';
+export type { Reason, RankedItem, Features } from './core/rank.js';
+export type {
+  Action,
+  AtomicMemory,
+  Embedding,
+  Interaction,
+  Item,
+  LifecycleEvent,
+  LifecycleOp,
+  MemoryEvent,
+  MemoryState,
+  Profile,
+} from './core/types.js';
+export { ACTION_WEIGHTS } from './core/types.js';
+export type { Embedder } from './embed/types.js';
+export { createUseLiteEmbedder, USE_LITE_ID, type UseLiteOptions } from './embed/use-lite.js';
+export { createCachedEmbedder, itemText, type CachedEmbedder } from './embed/cache.js';
+export { RulesReasoner } from './reason/rules.js';
+export type { Reasoner, MemoryText, MemoryView, ForwardStep, Reflection } from './reason/types.js';
+export type { SharedIndex, SharedMemoryUpload, CommunityView } from './community/types.js';
+export { createInProcessIndex, type InProcessIndex, type InProcessIndexOptions } from './community/index.js';
