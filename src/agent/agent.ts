@@ -131,6 +131,15 @@ export class MemoryAgent {
    * (reflection → consolidation or formation; misleading memories weakened).
    */
   async train(history: readonly Interaction[], negativeFor: (index: number) => string | undefined): Promise<{ correct: number; steps: number }> {
+    if (!Array.isArray(history) || history.length === 0) throw new RangeError('train: history is empty (nothing to learn from)');
+    history.forEach((it, i) => {
+      try {
+        validateInteraction(it);
+      } catch (e) {
+        throw new TypeError(`train: history[${i}]: ${(e as Error).message}`);
+      }
+      this.items.item(it.item);
+    });
     let correct = 0;
     for (let i = 0; i < history.length; i++) {
       const it = history[i];
@@ -195,13 +204,16 @@ export class MemoryAgent {
       for (const m of this.state.memories) m.links = [];
       return;
     }
+    const n = this.config.shareRecentEvents;
+    const recent = n > 0 ? new Set(this.state.events.slice(-n).map((e) => e.item)) : undefined;
+    const sharedItems = (m: AtomicMemory) => (recent ? m.items.filter((i) => recent.has(i)) : m.items).slice(-this.config.maxSharedItems);
     const uploads = [];
     for (const m of this.state.memories) {
       if (m.strength <= 0 || m.evidence < this.config.minShareEvidence || this.shared.has(m.id)) continue;
       if (m.embedding.embedderId !== index.embedderId) continue;
       const copy = { id: this.newId(), fingerprint: fingerprint(m, privacy) };
       this.shared.set(m.id, copy);
-      uploads.push({ id: copy.id, embedderId: m.embedding.embedderId, vector: m.embedding.vector, ...(privacy === 'items' ? { items: [...m.items] } : {}) });
+      uploads.push({ id: copy.id, embedderId: m.embedding.embedderId, vector: m.embedding.vector, ...(privacy === 'items' ? { items: sharedItems(m) } : {}) });
     }
     if (uploads.length) await index.upsert(uploads);
     if (opts.pull !== false) await this.pullCommunities(index);

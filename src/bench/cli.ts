@@ -152,7 +152,7 @@ export async function main(argv: string[]): Promise<number> {
     if (key !== barKey) {
       bar?.stop();
       bar = new cliProgress.SingleBar(
-        { format: '{label} |{bar}| {value}/{total} {duration_formatted}', stream: process.stderr, hideCursor: true, clearOnComplete: false },
+        { format: '{label} |{bar}| {value}/{total} {duration_formatted}', stream: process.stderr, hideCursor: true, clearOnComplete: false, noTTYOutput: true, notTTYSchedule: 10_000 },
         cliProgress.Presets.shades_classic,
       );
       bar.start(e.total, e.done, { label });

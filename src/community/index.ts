@@ -250,13 +250,15 @@ export function createInProcessIndex(options: InProcessIndexOptions): InProcessI
         const otherIdx: number[] = [];
         for (let i = 0; i < v.ids.length; i++) if (!ownSet.has(v.ids[i])) otherIdx.push(i);
         if (otherIdx.length > maxMembers) {
-          // Keep the members most similar to any of the asker's own memories in the community.
-          const ownVecs = own.map((id) => v.vectors[v.ids.indexOf(id)]);
-          const scored = otherIdx.map((i) => {
-            let best = -Infinity;
-            for (const q of ownVecs) best = Math.max(best, dot(v.vectors[i], q));
-            return { i, s: best };
-          });
+          // Keep the members most similar to the centroid of the asker's own memories in the
+          // community (one dot product per member: cheap even for a giant community).
+          const pos = new Map(v.ids.map((id, i) => [id, i]));
+          const centroid = new Float32Array(v.prototype.length);
+          for (const id of own) {
+            const vec = v.vectors[pos.get(id)!];
+            for (let d = 0; d < centroid.length; d++) centroid[d] += vec[d];
+          }
+          const scored = otherIdx.map((i) => ({ i, s: dot(v.vectors[i], centroid) }));
           scored.sort((a, b) => b.s - a.s || a.i - b.i);
           members = scored.slice(0, maxMembers).map((e) => v.vectors[e.i]);
         } else {

@@ -44,6 +44,16 @@ export interface AtomemConfig {
   profileMaxChars: number;
   /** Only memories with at least this much evidence are shared (a one-click memory reveals its item). */
   minShareEvidence: number;
+  /**
+   * At privacy `items`, a shared memory carries only its most recent this-many item ids.
+   * Fewer ids reveal less, and recent interests are what other shoppers' rankings need.
+   */
+  maxSharedItems: number;
+  /**
+   * At privacy `items`, only ids among the user's last this-many events are shared (0 = no
+   * limit): what shoppers like lately is what helps others, and old history stays private.
+   */
+  shareRecentEvents: number;
   /** Ranking weights (see `rank.ts`). */
   weights: RankWeights;
 }
@@ -85,6 +95,8 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   synthesizeOnErrors: 5,
   profileMaxChars: 1200,
   minShareEvidence: 2,
+  maxSharedItems: 10,
+  shareRecentEvents: 0,
   // Tuned on ML-100K validation items (never test items), 300 users, USE-lite centred:
   // signals are standardised within each candidate list, so these are relative weights.
   weights: Object.freeze({
@@ -146,6 +158,8 @@ export function resolveConfig(partial: Partial<Omit<AtomemConfig, 'weights'>> & 
   check('synthesizeOnErrors', cfg.synthesizeOnErrors, 1, 1e6, true);
   check('profileMaxChars', cfg.profileMaxChars, 0, 1e6, true);
   check('minShareEvidence', cfg.minShareEvidence, 0, 1e9);
+  check('maxSharedItems', cfg.maxSharedItems, 1, 1e4, true);
+  check('shareRecentEvents', cfg.shareRecentEvents, 0, 1e6, true);
   for (const [k, v] of Object.entries(cfg.weights)) check(`weights.${k}`, v, 0, 1e6);
   return cfg;
 }

@@ -52,31 +52,31 @@ export interface RankInput {
   now: number;
 }
 
-/** Temperature of member voting: a member's vote is softmax over candidates of sim / T. */
-const MEMBER_TEMPERATURE = 0.02;
-
 /**
- * Collaborative votes from community members' vectors (embeddings level): every member vector
- * of a community spreads one vote over the candidates, softmax(sim / T), so a candidate gets
- * the share of similar shoppers' interests that point at it rather than at the others.
- * Returns community id → votes per candidate index (each vector sums to ≤ 1).
+ * Collaborative votes from community members' vectors (embeddings level). A member vector
+ * is the centroid of another shopper's interest; it votes for a candidate in proportion to
+ * how far its cosine exceeds `tau` (a member far from every candidate votes for none), and a
+ * member's votes are capped at 1 in total. So a candidate gets the share of similar
+ * shoppers' interests that point at it. Returns community id → votes per candidate index.
  */
-export function memberVotes(candidates: readonly Candidate[], communities: readonly KnownCommunity[]): Map<string, Float64Array> {
+export function memberVotes(candidates: readonly Candidate[], communities: readonly KnownCommunity[], tau: number): Map<string, Float64Array> {
   const out = new Map<string, Float64Array>();
   const n = candidates.length;
-  const sims = new Float64Array(n);
+  const gain = new Float64Array(n);
+  const span = Math.max(1e-6, 1 - tau);
   for (const k of communities) {
     const votes = new Float64Array(n);
     const members = k.view.members;
     for (const m of members) {
-      let max = -Infinity;
+      let total = 0;
       for (let i = 0; i < n; i++) {
-        sims[i] = dot(m, candidates[i].vector) / MEMBER_TEMPERATURE;
-        if (sims[i] > max) max = sims[i];
+        const g = (dot(m, candidates[i].vector) - tau) / span;
+        gain[i] = g > 0 ? g : 0;
+        total += gain[i];
       }
-      let z = 0;
-      for (let i = 0; i < n; i++) z += (sims[i] = Math.exp(sims[i] - max));
-      for (let i = 0; i < n; i++) votes[i] += sims[i] / z;
+      if (total === 0) continue;
+      const scale = total > 1 ? 1 / total : 1;
+      for (let i = 0; i < n; i++) votes[i] += gain[i] * scale;
     }
     if (members.length) for (let i = 0; i < n; i++) votes[i] /= members.length;
     out.set(k.view.id, votes);
@@ -170,7 +170,7 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     if (c.vector.length !== dim) throw new RangeError(`candidate ${c.id}: dimension ${c.vector.length}, expected ${dim}`);
   }
   const all = input.communities ? uniqueCommunities(input.communities) : [];
-  const votes = all.length ? memberVotes(input.candidates, all) : undefined;
+  const votes = all.length ? memberVotes(input.candidates, all, cfg.tau) : undefined;
   const out = input.candidates.map((c, i) => {
     const { f, reasons } = features(input, cfg, c, all, votes, i);
     return { id: c.id, score: 0, features: f, reasons };
@@ -182,12 +182,17 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     const w = cfg.weights[k];
     if (w === 0) continue;
     let m = 0;
-    for (const o of out) m += o.features[k];
+    let maxAbs = 0;
+    for (const o of out) {
+      m += o.features[k];
+      maxAbs = Math.max(maxAbs, Math.abs(o.features[k]));
+    }
     m /= out.length;
     let v = 0;
     for (const o of out) v += (o.features[k] - m) ** 2;
     const sd = Math.sqrt(v / out.length);
-    if (sd < 1e-12) continue;
+    // why: relative, so a signal that is constant up to rounding is skipped at any scale.
+    if (sd === 0 || sd < 1e-9 * maxAbs) continue;
     for (const o of out) o.score += (w * (o.features[k] - m)) / sd;
   }
   return out.map((x, i) => ({ x, i })).sort((a, b) => b.x.score - a.x.score || a.i - b.i).map((e) => e.x);

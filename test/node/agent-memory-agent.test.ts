@@ -494,3 +494,18 @@ describe('MemoryAgent ablation modes', () => {
     expect(agent.memories()).toHaveLength(2);
   });
 });
+
+describe('MemoryAgent bad input', () => {
+  it('train rejects an empty history and a history with an unknown item before changing anything', async () => {
+    const { ItemVectors } = await import('../../src/agent/items.js');
+    const { MemoryAgent } = await import('../../src/agent/agent.js');
+    const { createHashingEmbedder } = await import('../../src/embed/hashing.js');
+    const items = new ItemVectors(createHashingEmbedder({ dim: 64 }), [{ id: 'a', title: 'Heat (1995)' }]);
+    const agent = new MemoryAgent({ items, clock: () => 0, newId: () => 'x' });
+    await expect(agent.train([], () => undefined)).rejects.toThrow(/history is empty/);
+    await expect(agent.train([{ item: 'a', at: 1 }, { item: 'nope', at: 2 }], () => undefined)).rejects.toThrow(/unknown item "nope"/);
+    await expect(agent.train([{ item: 'a', at: Number.NaN }], () => undefined)).rejects.toThrow(/history\[0\].*finite/);
+    expect(agent.snapshot.events).toHaveLength(0);
+    expect(agent.memories()).toHaveLength(0);
+  });
+});

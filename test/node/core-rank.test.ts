@@ -132,7 +132,8 @@ describe('rank', () => {
   it('standardises within the list: scaling every strength by a positive factor changes no score (property)', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.tuple(fc.constantFrom(CRIME, SCIFI, ROMANCE), fc.double({ min: -1, max: 1, noNaN: true })), { minLength: 1, maxLength: 3 }),
+        // strengths below 1e-6 are 0 here: squaring denormals underflows, which is no ranking question
+        fc.array(fc.tuple(fc.constantFrom(CRIME, SCIFI, ROMANCE), fc.double({ min: -1, max: 1, noNaN: true }).map((x) => (Math.abs(x) < 1e-6 ? 0 : x))), { minLength: 1, maxLength: 3 }),
         fc.double({ min: 0.05, max: 1, noNaN: true }),
         (specs, factor) => {
           const ms = specs.map(([axis, s], i) => mem(`m${i}`, v([axis, 1]), s));
@@ -231,15 +232,15 @@ describe('rank', () => {
 describe('memberVotes', () => {
   const cands = [heat, alien, titanic];
 
-  it('each community spreads at most one vote in total, favouring the candidates members are near', () => {
+  it('each member spreads at most one vote, only to candidates beyond tau, favouring the ones it is near', () => {
     const scifiFans = known('sf', v([SCIFI, 1]), [v([SCIFI, 1]), v([SCIFI, 1], [CRIME, 0.3])]);
     const mixed = known('mix', v([CRIME, 1]), [v([CRIME, 1]), v([ROMANCE, 1]), v([ROMANCE, 1], [CRIME, 0.2])]);
-    const votes = memberVotes(cands, [scifiFans, mixed]);
+    const votes = memberVotes(cands, [scifiFans, mixed], 0.5);
     for (const id of ['sf', 'mix']) {
       const vs = votes.get(id)!;
       const total = vs.reduce((a, b) => a + b, 0);
       expect(total).toBeLessThanOrEqual(1 + 1e-9);
-      expect(total).toBeCloseTo(1, 9);
+      expect(total).toBeGreaterThan(0);
       for (const x of vs) expect(x).toBeGreaterThanOrEqual(0);
     }
     const sf = votes.get('sf')!;
@@ -251,8 +252,13 @@ describe('memberVotes', () => {
     expect(mix[0]).toBeGreaterThan(mix[1]);
   });
 
+  it('a member far from every candidate votes for none', () => {
+    const votes = memberVotes(cands, [known('far', v([CRIME, 1]), [v([ROMANCE, -1])])], 0.5);
+    expect([...votes.get('far')!]).toEqual([0, 0, 0]);
+  });
+
   it('a community without released members votes nothing', () => {
-    const votes = memberVotes(cands, [known('empty', v([CRIME, 1]), [])]);
+    const votes = memberVotes(cands, [known('empty', v([CRIME, 1]), [])], 0.5);
     expect([...votes.get('empty')!]).toEqual([0, 0, 0]);
   });
 
@@ -263,10 +269,12 @@ describe('memberVotes', () => {
     fc.assert(
       fc.property(fc.array(unit, { minLength: 1, maxLength: 6 }), fc.array(unit, { maxLength: 6 }), (cs, members) => {
         const candidates = cs.map((vec, i) => ({ id: `c${i}`, vector: vec }));
-        const votes = memberVotes(candidates, [known('k', members[0] ?? cs[0], members)]).get('k')!;
+        const votes = memberVotes(candidates, [known('k', members[0] ?? cs[0], members)], 0.3).get('k')!;
         const total = votes.reduce((a, b) => a + b, 0);
         expect(total).toBeLessThanOrEqual(1 + 1e-9);
-        if (members.length) expect(total).toBeCloseTo(1, 9);
+        // a member votes only when some candidate is beyond tau
+        const any = members.some((m) => candidates.some((c) => m[0] * c.vector[0] + m[1] * c.vector[1] + m[2] * c.vector[2] > 0.3 + 1e-9));
+        if (!any) expect(total).toBe(0);
         for (const x of votes) expect(Number.isFinite(x)).toBe(true);
       }),
     );
