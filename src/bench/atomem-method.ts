@@ -113,7 +113,7 @@ function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof
   const partial: Record<string, unknown> = {};
   const weights: Record<string, number> = {};
   for (const key of Object.keys(params)) {
-    if (!key.startsWith('atomem.') || key === 'atomem.embedder' || key === 'atomem.centre') continue;
+    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
     const n = paramNumber(params, key)!;
@@ -157,6 +157,7 @@ export class AtomemMethod implements Method {
         tau: paramNumber(this.params, 'atomem.communityTau') ?? cfg.tau,
         maxMembers: paramNumber(this.params, 'atomem.maxMembers') ?? 200,
         hops: paramNumber(this.params, 'atomem.hops') || undefined,
+        memberSelection: this.params['atomem.memberSelection'] === 'sample' ? 'sample' : 'similar',
         minCommunitySize: paramNumber(this.params, 'atomem.minCommunitySize') ?? 3,
         itemNoise: paramNumber(this.params, 'atomem.itemNoise') ?? 0,
         seed: ctx.seed,

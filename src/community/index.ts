@@ -62,6 +62,12 @@ export interface InProcessIndexOptions {
    */
   maxMembers?: number;
   /**
+   * Which members to release when a community has more than `maxMembers`: `similar` (the
+   * ones closest to the asker's own memories) or `sample` (an even, deterministic sample of
+   * the whole community: an unbiased picture of its interests). Default `similar`.
+   */
+  memberSelection?: 'similar' | 'sample';
+  /**
    * STEAM's community exploration walks at most this many hops from a memory. When set, each
    * own memory gets its own view: the members within `hops` links of it (its local
    * community), released only with ≥ `minCommunitySize` members other than the asker's.
@@ -249,7 +255,10 @@ export function createInProcessIndex(options: InProcessIndexOptions): InProcessI
         let members: Float32Array[] = [];
         const otherIdx: number[] = [];
         for (let i = 0; i < v.ids.length; i++) if (!ownSet.has(v.ids[i])) otherIdx.push(i);
-        if (otherIdx.length > maxMembers) {
+        if (otherIdx.length > maxMembers && options.memberSelection === 'sample') {
+          const step = otherIdx.length / maxMembers;
+          members = Array.from({ length: maxMembers }, (_, j) => v.vectors[otherIdx[Math.floor(j * step)]]);
+        } else if (otherIdx.length > maxMembers) {
           // Keep the members most similar to the centroid of the asker's own memories in the
           // community (one dot product per member: cheap even for a giant community).
           const pos = new Map(v.ids.map((id, i) => [id, i]));

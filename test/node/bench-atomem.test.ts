@@ -1,0 +1,58 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import '../../src/bench/methods.js';
+import { runBenchmark } from '../../src/bench/run.js';
+import { twoGroupDataset } from '../fixtures/synthetic.js';
+
+// The atomem benchmark methods end to end on a synthetic two-taste dataset, with the hashing
+// embedder (fast; USE-lite is covered by its own tests and by the ML-100K run).
+describe('atomem as a benchmark method', () => {
+  beforeAll(() => {
+    process.env.ATOMEM_BENCH_CACHE = mkdtempSync(join(tmpdir(), 'atomem-bench-'));
+  });
+  const dataset = twoGroupDataset({ usersPerGroup: 25, itemsPerGroup: 30, len: 20 });
+  const params = { 'atomem.embedder': 'hashing', 'atomem.centre': '0', 'atomem.tau': '0.3', 'atomem.fidelityUsers': '10', 'atomem.minCommunitySize': '2' };
+
+  it('runs at every privacy level plus ablations, learns the two tastes, and reports extras', async () => {
+    const result = await runBenchmark({
+      dataset,
+      methods: ['random', 'atomem', 'atomem-single-summary', 'atomem-no-consolidation', 'atomem-no-communities'],
+      params,
+      seed: 1,
+    });
+    const row = (m: string, p: string | null) => result.results.find((r) => r.method === m && r.privacy === p)!;
+    expect(result.results.map((r) => `${r.method}/${r.privacy}`)).toEqual([
+      'random/null',
+      'atomem/off',
+      'atomem/embeddings',
+      'atomem/items',
+      'atomem-single-summary/items',
+      'atomem-no-consolidation/items',
+      'atomem-no-communities/items',
+    ]);
+    // Each user's candidates are 1 positive of their group and 9 negatives, mostly of the
+    // other group: memory alone must beat random by a wide margin.
+    expect(row('atomem', 'off').ndcg10).toBeGreaterThan(row('random', null).ndcg10 + 0.2);
+    const items = row('atomem', 'items');
+    expect(items.n).toBe(50);
+    expect(items.forwardAccuracy).toBeGreaterThan(0.5);
+    expect(items.memoriesPerUser).toBeGreaterThan(0);
+    expect((items.index as { memories: number }).memories).toBeGreaterThan(0);
+    const fid = items['fidelity1:1'] as { precision: number; f1: number; n: number };
+    expect(fid.n).toBeGreaterThan(0);
+    // held-out items are of the user's own taste: saying yes to them is easy to get right
+    expect(fid.precision).toBeGreaterThan(0.5);
+    expect(row('atomem', 'off').index).toBeUndefined();
+    expect(row('atomem-no-communities', 'items').index).toBeUndefined();
+    expect(row('atomem-single-summary', 'items').memoriesPerUser).toBe(1);
+  });
+
+  it('is deterministic for a seed', async () => {
+    const run = () => runBenchmark({ dataset, methods: ['atomem'], privacy: ['items'], params, seed: 3 });
+    const [a, b] = [await run(), await run()];
+    expect(b.results[0].ndcg10).toBe(a.results[0].ndcg10);
+    expect(b.results[0].mrr).toBe(a.results[0].mrr);
+  });
+});
