@@ -23,10 +23,10 @@ import { rulesPlanner, type Planner } from '../core/planner.js';
 import { rank, type Candidate, type RankedItem, type RecentSignal } from '../core/rank.js';
 import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
 import { explain } from '../core/explain.js';
-import type { AtomicMemory, Interaction, LifecycleEvent, MemoryEvent, MemoryState, Profile } from '../core/types.js';
+import type { AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile } from '../core/types.js';
 import type { SharedIndex } from '../community/types.js';
 import { RulesReasoner } from '../reason/rules.js';
-import type { MemoryView, Reasoner } from '../reason/types.js';
+import type { ForwardStep, MemoryText, MemoryView, Reasoner } from '../reason/types.js';
 import type { ItemVectors } from './items.js';
 
 /** What is shared with the index: `off` nothing, `embeddings` vectors, `items` vectors + item ids. */
@@ -230,9 +230,8 @@ export class MemoryAgent {
         : [];
       const own = view.ownIds.map((s) => bySharedId.get(s)).filter((x): x is string => !!x);
       const fallback = own.length ? (this.state.memories.find((m) => m.id === own[0])?.items.slice(-3) ?? []) : [];
-      const summary = await this.reasoner
-        .summarizePrototype({ items: (top.length ? top : fallback).map((id) => this.items.item(id)), size: view.size })
-        .catch(() => this.rules.summarizePrototype({ items: [], size: view.size }));
+      const examples = (top.length ? top : fallback).map((id) => this.items.item(id));
+      const summary = await this.reason((r) => r.summarizePrototype({ items: examples, size: view.size }));
       const itemTotal = view.items ? Object.values(view.items).reduce((a, b) => a + b, 0) : 0;
       const known: KnownCommunity = { view, summary, itemTotal };
       for (const mid of own) {
@@ -310,28 +309,16 @@ export class MemoryAgent {
       }
     }
     const supporting = retrieveOwn(this.state.memories, v.vector, Math.max(3, this.config.k2), -1);
-    let reflection;
-    try {
-      reflection = await this.reasoner.reflect({
-        weight: w,
-        actual,
-        negative: negItem,
-        correct,
-        supporting: supporting.map((r) => ({ memory: this.view(r.memory), similarity: r.similarity })),
-        misleading: misleading.map((r) => ({ memory: this.view(r.memory), similarity: r.similarity })),
-        tau: this.config.tau,
-      });
-    } catch {
-      reflection = await this.rules.reflect({
-        weight: w,
-        actual,
-        negative: negItem,
-        correct,
-        supporting: supporting.map((r) => ({ memory: this.view(r.memory), similarity: r.similarity })),
-        misleading: misleading.map((r) => ({ memory: this.view(r.memory), similarity: r.similarity })),
-        tau: this.config.tau,
-      });
-    }
+    const step: ForwardStep = {
+      weight: w,
+      actual,
+      negative: negItem,
+      correct,
+      supporting: supporting.map((r) => ({ memory: this.view(r.memory), similarity: r.similarity })),
+      misleading: misleading.map((r) => ({ memory: this.view(r.memory), similarity: r.similarity })),
+      tau: this.config.tau,
+    };
+    let reflection = await this.reason((r) => r.reflect(step));
     // Ablations override the reflection's decision.
     if (!this.mode.atomic) {
       const only = this.state.memories[0];
@@ -363,11 +350,17 @@ export class MemoryAgent {
     return correct;
   }
 
-  private async describe(items: import('../core/types.js').Item[], strength: number) {
+  private describe(items: Item[], strength: number): Promise<MemoryText> {
+    return this.reason((r) => r.describeMemory({ items, strength }));
+  }
+
+  /** Run one reasoner operation; if it fails, the rules reasoner does that operation instead. */
+  private async reason<T>(op: (r: Reasoner) => Promise<T>): Promise<T> {
+    if (this.reasoner === this.rules) return op(this.rules);
     try {
-      return await this.reasoner.describeMemory({ items, strength });
+      return await op(this.reasoner);
     } catch {
-      return this.rules.describeMemory({ items, strength });
+      return op(this.rules);
     }
   }
 
@@ -380,12 +373,7 @@ export class MemoryAgent {
       const a = this.state.memories.find((m) => m.id === keep);
       const b = this.state.memories.find((m) => m.id === absorb);
       if (!a || !b) continue;
-      let text;
-      try {
-        text = await this.reasoner.mergeMemories(this.view(a), this.view(b));
-      } catch {
-        text = await this.rules.mergeMemories(this.view(a), this.view(b));
-      }
+      const text = await this.reason((r) => r.mergeMemories(this.view(a), this.view(b)));
       out.push(merge(this.state, this.config, ctx, keep, absorb, text));
     }
     for (const f of plan.forget) {
@@ -397,12 +385,7 @@ export class MemoryAgent {
     }
     if (plan.resynthesize) {
       const views = this.memories().map((m) => this.view(m));
-      let narrative;
-      try {
-        narrative = await this.reasoner.synthesizeProfile(views);
-      } catch {
-        narrative = await this.rules.synthesizeProfile(views);
-      }
+      const narrative = await this.reason((r) => r.synthesizeProfile(views));
       out.push(resynthesize(this.state, this.config, ctx, narrative, views.map((v) => v.id)));
     }
     out.forEach((e) => this.emit(e));

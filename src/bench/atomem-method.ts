@@ -16,7 +16,7 @@ import { createHashingEmbedder } from '../embed/hashing.js';
 import { createUseLiteEmbedder } from '../embed/use-lite.js';
 import type { Embedder } from '../embed/types.js';
 import { fidelity } from './metrics.js';
-import { registerMethod, type MethodOptions } from './registry.js';
+import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
 import { Rng } from './rng.js';
 import type { Dataset, EvalCase, Method, MethodContext, Privacy } from './types.js';
 
@@ -98,14 +98,6 @@ export async function benchItemVectors(ds: Dataset, params: Readonly<Record<stri
 function idGenerator(seed: number, user: string): () => string {
   const rng = Rng.derive(seed, 'ids', user);
   return () => rng.nextUint32().toString(16).padStart(8, '0') + rng.nextUint32().toString(16).padStart(8, '0');
-}
-
-function paramNumber(params: Readonly<Record<string, string>>, key: string): number | undefined {
-  const v = params[key];
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isFinite(n)) throw new Error(`parameter ${key} must be a number, got ${JSON.stringify(v)}`);
-  return n;
 }
 
 /** Config overrides from `--param atomem.<knob>=value` (and `atomem.w.<weight>=value`). */

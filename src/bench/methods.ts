@@ -4,7 +4,7 @@
  * `./registry.js`) and one import line in the marked block below.
  */
 import { BprMethod, Bm25Method, EaseMethod, ItemKnnMethod, PopMethod, RandomMethod } from './baselines.js';
-import { methodFactories, registerMethod } from './registry.js';
+import { methodFactories, paramNumber, registerMethod } from './registry.js';
 
 // ─── additional method modules (atomem and its ablations): one import line each ────────
 import './atomem-method.js';
@@ -16,13 +16,7 @@ export type { MethodFactory, MethodOptions, RegisterOptions } from './registry.j
 /** The built-in baselines, in table order. */
 export const BASELINE_METHODS = ['random', 'pop', 'bm25', 'itemknn', 'bpr', 'ease'] as const;
 
-function num(params: Readonly<Record<string, string>>, key: string): number | undefined {
-  const v = params[key];
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isFinite(n)) throw new Error(`parameter ${key} must be a number, got ${JSON.stringify(v)}`);
-  return n;
-}
+const num = paramNumber;
 
 registerMethod('random', () => new RandomMethod(), { description: 'uniformly random order (seeded)' });
 registerMethod('pop', () => new PopMethod(), { description: 'popularity: interaction counts before the test items' });

@@ -58,3 +58,12 @@ export function registerMethod(name: string, factory: (opts: MethodOptions) => M
   f.description = info.description ?? (factory as MethodFactory).description;
   methodFactories.set(name, f);
 }
+
+/** A numeric `--param`, or undefined when absent; throws a clear error when not a number. */
+export function paramNumber(params: Readonly<Record<string, string>>, key: string): number | undefined {
+  const v = params[key];
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new Error(`parameter ${key} must be a number, got ${JSON.stringify(v)}`);
+  return n;
+}

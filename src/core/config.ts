@@ -96,17 +96,19 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   profileMaxChars: 1200,
   minShareEvidence: 2,
   maxSharedItems: 10,
-  shareRecentEvents: 0,
-  // Tuned on ML-100K validation items (never test items), 300 users, USE-lite centred:
-  // signals are standardised within each candidate list, so these are relative weights.
+  shareRecentEvents: 10,
+  // Tuned on ML-100K validation items of all 943 users (never test items), USE-lite centred,
+  // privacy `items`: signals are standardised within each candidate list, so these are
+  // relative weights. `memory` is small but not 0: it keeps STEAM's retrieval in the
+  // explanations and breaks ties between otherwise equal candidates.
   weights: Object.freeze({
-    memory: 1,
-    profile: 0.75,
-    recent: 3,
-    prototype: 0.2,
+    memory: 0.1,
+    profile: 0.5,
+    recent: 1.5,
+    prototype: 0,
     members: 0,
-    communityItems: 0.75,
-    popularity: 3,
+    communityItems: 0.2,
+    popularity: 2,
   }),
 });
 

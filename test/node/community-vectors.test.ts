@@ -82,7 +82,8 @@ describe('FlatVectorStore', () => {
     );
   });
 
-  it('is fast: one batched search over 10k × 512-d takes a few ms per query', () => {
+  // Speed is measured by `COMMUNITY_BENCH=1 … community-bench` (figures in BENCHMARKS.md), not asserted here.
+  it('batched search over 10k × 512-d agrees with one search per query', () => {
     const dim = 512;
     const s = new FlatVectorStore(dim);
     let x = 1;
@@ -92,11 +93,8 @@ describe('FlatVectorStore', () => {
     };
     for (let i = 0; i < 10_000; i++) s.add(`m${i}`, unit(Array.from({ length: dim }, rnd)));
     const qs = Array.from({ length: 10 }, () => unit(Array.from({ length: dim }, rnd)));
-    for (let i = 0; i < 5; i++) s.searchMany(qs, 2, 0.5); // warm up the JIT
-    const t = performance.now();
-    s.searchMany(qs, 2, 0.5);
-    const perQuery = (performance.now() - t) / qs.length;
-    // generous bound: CI machines are slow and shared; measured ~2.4 ms here
-    expect(perQuery).toBeLessThan(25);
+    const many = s.searchMany(qs, 3, -1);
+    qs.forEach((q, i) => expect(many[i]).toEqual(s.search(q, 3, -1)));
+    expect(many.every((hits) => hits.length === 3)).toBe(true);
   });
 });

@@ -13,7 +13,7 @@ describe('resolveConfig', () => {
     cfg.tau = 0.9;
     cfg.weights.memory = 7;
     expect(DEFAULT_CONFIG.tau).toBe(0.5);
-    expect(DEFAULT_CONFIG.weights.memory).toBe(1);
+    expect(DEFAULT_CONFIG.weights.memory).toBe(0.1);
   });
 
   it('keeps the STEAM paper settings as defaults', () => {
