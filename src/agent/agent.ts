@@ -24,7 +24,7 @@ import { rank, type Candidate, type RankedItem, type RecentSignal } from '../cor
 import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
 import { explain } from '../core/explain.js';
 import type { AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile } from '../core/types.js';
-import type { SharedIndex } from '../community/types.js';
+import type { SharedIndex, SharedMemoryUpload } from '../community/types.js';
 import { RulesReasoner } from '../reason/rules.js';
 import type { ForwardStep, MemoryText, MemoryView, Reasoner } from '../reason/types.js';
 import type { ItemVectors } from './items.js';
@@ -156,6 +156,11 @@ export class MemoryAgent {
   /** Rank candidate item ids with explanations (unknown ids → UnknownItemError). */
   async recommend(candidates: readonly string[], opts: { now?: number } = {}): Promise<Recommendation[]> {
     if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
+    const seen = new Set<string>();
+    for (const id of candidates) {
+      if (seen.has(id)) throw new TypeError(`candidates contain "${id}" twice`);
+      seen.add(id);
+    }
     const ids = candidates.map((id) => {
       this.items.item(id);
       return id;
@@ -189,11 +194,21 @@ export class MemoryAgent {
    * every shared copy is deleted and nothing is sent.
    */
   async sync(index: SharedIndex, privacy: PrivacyLevel, opts: { pull?: boolean } = {}): Promise<void> {
+    const n = this.config.shareRecentEvents;
+    const recent = n > 0 ? new Set(this.state.events.slice(-n).map((e) => e.item)) : undefined;
+    /** What one memory's shared copy would be now (undefined: not shared). */
+    const copyOf = (m: AtomicMemory) => {
+      if (privacy === 'off' || m.strength <= 0 || m.evidence < this.config.minShareEvidence) return undefined;
+      if (m.embedding.embedderId !== index.embedderId) return undefined;
+      const items = privacy === 'items' ? (recent ? m.items.filter((i) => recent.has(i)) : m.items).slice(-this.config.maxSharedItems) : undefined;
+      // why: any change of vector or of shared items makes a new, unlinkable copy.
+      return { items, fingerprint: `${privacy}:${m.updatedAt}:${m.evidence.toFixed(4)}:${items?.join(',') ?? ''}` };
+    };
     const live = new Map(this.state.memories.map((m) => [m.id, m]));
     const stale: string[] = [];
     for (const [mid, copy] of this.shared) {
       const m = live.get(mid);
-      if (privacy === 'off' || !m || m.strength <= 0 || m.evidence < this.config.minShareEvidence || fingerprint(m, privacy) !== copy.fingerprint) {
+      if (!m || copyOf(m)?.fingerprint !== copy.fingerprint) {
         stale.push(copy.id);
         this.shared.delete(mid);
       }
@@ -204,16 +219,14 @@ export class MemoryAgent {
       for (const m of this.state.memories) m.links = [];
       return;
     }
-    const n = this.config.shareRecentEvents;
-    const recent = n > 0 ? new Set(this.state.events.slice(-n).map((e) => e.item)) : undefined;
-    const sharedItems = (m: AtomicMemory) => (recent ? m.items.filter((i) => recent.has(i)) : m.items).slice(-this.config.maxSharedItems);
-    const uploads = [];
+    const uploads: SharedMemoryUpload[] = [];
     for (const m of this.state.memories) {
-      if (m.strength <= 0 || m.evidence < this.config.minShareEvidence || this.shared.has(m.id)) continue;
-      if (m.embedding.embedderId !== index.embedderId) continue;
-      const copy = { id: this.newId(), fingerprint: fingerprint(m, privacy) };
-      this.shared.set(m.id, copy);
-      uploads.push({ id: copy.id, embedderId: m.embedding.embedderId, vector: m.embedding.vector, ...(privacy === 'items' ? { items: sharedItems(m) } : {}) });
+      if (this.shared.has(m.id)) continue;
+      const next = copyOf(m);
+      if (!next) continue;
+      const id = this.newId();
+      this.shared.set(m.id, { id, fingerprint: next.fingerprint });
+      uploads.push({ id, embedderId: m.embedding.embedderId, vector: m.embedding.vector, ...(next.items ? { items: next.items } : {}) });
     }
     if (uploads.length) await index.upsert(uploads);
     if (opts.pull !== false) await this.pullCommunities(index);
@@ -391,8 +404,4 @@ export class MemoryAgent {
     out.forEach((e) => this.emit(e));
     return out;
   }
-}
-
-function fingerprint(m: AtomicMemory, privacy: PrivacyLevel): string {
-  return `${privacy}:${m.updatedAt}:${m.evidence.toFixed(4)}:${m.items.length}`;
 }

@@ -509,3 +509,19 @@ describe('MemoryAgent bad input', () => {
     expect(agent.memories()).toHaveLength(0);
   });
 });
+
+describe('MemoryAgent.recommend bad input', () => {
+  it('rejects duplicate candidates and unknown ids with clear errors', async () => {
+    const { ItemVectors, UnknownItemError } = await import('../../src/agent/items.js');
+    const { MemoryAgent } = await import('../../src/agent/agent.js');
+    const { createHashingEmbedder } = await import('../../src/embed/hashing.js');
+    const items = new ItemVectors(createHashingEmbedder({ dim: 64 }), [
+      { id: 'a', title: 'Heat (1995)' },
+      { id: 'b', title: 'Alien (1979)' },
+    ]);
+    const agent = new MemoryAgent({ items, clock: () => 0, newId: () => 'x' });
+    await expect(agent.recommend(['a', 'b', 'a'])).rejects.toThrow(/"a" twice/);
+    await expect(agent.recommend(['a', 'zzz'])).rejects.toBeInstanceOf(UnknownItemError);
+    expect((await agent.recommend(['a', 'b'])).map((r) => r.id).sort()).toEqual(['a', 'b']);
+  });
+});
