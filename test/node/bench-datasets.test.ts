@@ -5,8 +5,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { compareIds, DatasetError, kcore, loadAgentCF, loadDataset, loadJsonl, loadMovieLens } from '../../src/bench/datasets.js';
 import type { Interaction } from '../../src/core/types.js';
 import type { Dataset } from '../../src/bench/types.js';
+import { writeMovieLensTiny } from '../fixtures/movielens-tiny.js';
 
 const FIXTURES = resolve(import.meta.dirname, '../fixtures');
+
+const ML_TINY = writeMovieLensTiny();
 const ids = (d: Dataset) => Object.fromEntries([...d.sequences].map(([u, s]) => [u, s.map((x) => x.item)]));
 
 const tmp = mkdtempSync(join(tmpdir(), 'atomem-bench-'));
@@ -29,7 +32,7 @@ describe('compareIds', () => {
 
 describe('loadMovieLens (made-up fixture)', () => {
   it('decodes Latin-1 titles, genres from the flags, release date as description', () => {
-    const d = loadMovieLens(join(FIXTURES, 'movielens-tiny'), { kcore: 0 });
+    const d = loadMovieLens(ML_TINY, { kcore: 0 });
     expect(d.format).toBe('movielens');
     expect(d.items.get('1')).toEqual({ id: '1', title: 'Le Café Noir (1994)', categories: ['Comedy', 'Drama'], description: 'Released 01-Jan-1994.' });
     expect(d.items.get('5')!.title).toBe('Næstved Nights (1995)');
@@ -38,20 +41,20 @@ describe('loadMovieLens (made-up fixture)', () => {
   });
 
   it('sorts by (timestamp, numeric item id) and stores ms timestamps', () => {
-    const d = loadMovieLens(join(FIXTURES, 'movielens-tiny'), { kcore: 0 });
+    const d = loadMovieLens(ML_TINY, { kcore: 0 });
     expect(ids(d)['1']).toEqual(['1', '2', '9', '10', '3']); // 9 and 10 rated in the same second
     expect(d.sequences.get('1')![0]).toEqual({ item: '1', at: 100_000, action: 'rate' });
     expect(d.items.size).toBe(9); // k = 0 filters nothing: unrated item 7 stays in the catalog
-    expect(loadMovieLens(join(FIXTURES, 'movielens-tiny'), { kcore: 1 }).items.has('7')).toBe(false);
+    expect(loadMovieLens(ML_TINY, { kcore: 1 }).items.has('7')).toBe(false);
   });
 
   it('applies the k-core (default 5) and prunes the catalog to the surviving items', () => {
-    const k2 = loadMovieLens(join(FIXTURES, 'movielens-tiny'), { kcore: 2 });
+    const k2 = loadMovieLens(ML_TINY, { kcore: 2 });
     expect(ids(k2)).toEqual({ '1': ['1', '2', '9', '3'], '2': ['1', '2', '4', '5'], '3': ['2', '3', '1'], '5': ['1', '2', '3', '4', '5', '9'] });
     expect([...k2.items.keys()].sort(compareIds)).toEqual(['1', '2', '3', '4', '5', '9']);
-    const k3 = loadMovieLens(join(FIXTURES, 'movielens-tiny'), { kcore: 3 });
+    const k3 = loadMovieLens(ML_TINY, { kcore: 3 });
     expect(ids(k3)).toEqual({ '1': ['1', '2', '3'], '3': ['2', '3', '1'], '5': ['1', '2', '3'] });
-    expect(loadMovieLens(join(FIXTURES, 'movielens-tiny')).sequences.size).toBe(0);
+    expect(loadMovieLens(ML_TINY).sequences.size).toBe(0);
   });
 
   it('names file and line of malformed input, and missing files', () => {
