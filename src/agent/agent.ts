@@ -246,7 +246,8 @@ export class MemoryAgent {
       const examples = (top.length ? top : fallback).map((id) => this.items.item(id));
       const summary = await this.reason((r) => r.summarizePrototype({ items: examples, size: view.size }));
       const itemTotal = view.items ? Object.values(view.items).reduce((a, b) => a + b, 0) : 0;
-      const known: KnownCommunity = { view, summary, itemTotal };
+      const relatedTotal = view.related ? Object.values(view.related).reduce((a, b) => a + b, 0) : 0;
+      const known: KnownCommunity = { view, summary, itemTotal, relatedTotal };
       for (const mid of own) {
         const list = byMemory.get(mid) ?? [];
         list.push(known);

@@ -217,6 +217,42 @@ export function createInProcessIndex(options: InProcessIndexOptions): InProcessI
     return out;
   };
 
+  // Inverted index item → memories that shared it (level `items`), for `related`.
+  const byItem = new Map<string, Set<string>>();
+  const indexItems = (id: string, items: readonly string[] | undefined) => {
+    for (const it of new Set(items ?? [])) {
+      let set = byItem.get(it);
+      if (!set) byItem.set(it, (set = new Set()));
+      set.add(id);
+    }
+  };
+  const unindexItems = (id: string) => {
+    for (const it of graph.itemsOf(id) ?? []) {
+      const set = byItem.get(it);
+      set?.delete(id);
+      if (set && set.size === 0) byItem.delete(it);
+    }
+  };
+  /** Items of the community's members that share items with the asker's own memories. */
+  const related = (cid: string, own: readonly string[], exclude: ReadonlySet<string>): Record<string, number> | undefined => {
+    const overlap = new Map<string, number>();
+    for (const it of new Set(own.flatMap((id) => graph.itemsOf(id) ?? []))) {
+      for (const m of byItem.get(it) ?? []) {
+        if (exclude.has(m) || graph.communityOf(m) !== cid) continue;
+        overlap.set(m, (overlap.get(m) ?? 0) + 1);
+      }
+    }
+    if (overlap.size < minCommunitySize) return undefined;
+    const counts = new Map<string, number>();
+    for (const [m, w] of overlap) {
+      const items = graph.itemsOf(m) ?? [];
+      // why: capped at 1 per member and item, the sensitivity the Laplace noise assumes.
+      const weight = Math.min(1, w / Math.sqrt(items.length));
+      for (const it of new Set(items)) counts.set(it, (counts.get(it) ?? 0) + weight);
+    }
+    return itemNoise > 0 ? noisyCounts(counts, itemNoise, seed, `related\u0000${cid}\u0000${[...overlap.keys()].sort().join(',')}`) : Object.fromEntries(counts);
+  };
+
   const index: InProcessIndex = {
     embedderId,
     graph,
@@ -225,13 +261,17 @@ export function createInProcessIndex(options: InProcessIndexOptions): InProcessI
     },
     upsertSync(batch) {
       validate(batch);
+      for (const u of batch) if (graph.has(u.id)) unindexItems(u.id);
       const changes = graph.addBatch(batch);
+      for (const u of batch) indexItems(u.id, u.items);
       pruneCache();
       return changes;
     },
     deleteSync(ids) {
       if (!Array.isArray(ids)) throw new InvalidUploadError('ids must be an array of strings');
-      const changes = graph.remove(ids.filter((id) => typeof id === 'string'));
+      const valid = ids.filter((id) => typeof id === 'string');
+      for (const id of valid) if (graph.has(id)) unindexItems(id);
+      const changes = graph.remove(valid);
       pruneCache();
       return changes;
     },
@@ -274,7 +314,11 @@ export function createInProcessIndex(options: InProcessIndexOptions): InProcessI
           members = otherIdx.map((i) => v.vectors[i]);
         }
         const cv: CommunityView = { id: cid, size: v.ids.length, prototype: v.prototype, members, ownIds: own };
-        if (v.items !== undefined) cv.items = { ...v.items };
+        if (v.items !== undefined) {
+          cv.items = { ...v.items };
+          const rel = related(cid, own, ownSet);
+          if (rel) cv.related = rel;
+        }
         out.push(cv);
       }
       return out;

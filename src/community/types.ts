@@ -28,6 +28,12 @@ export interface CommunityView {
   members: Float32Array[];
   /** At level `items`: item id → noisy count of members' interactions with it. */
   items?: Record<string, number>;
+  /**
+   * At level `items`: items of the members that share items with the asker's memories,
+   * each such member weighted by min(1, overlap / sqrt(its item count)) — "shoppers who picked
+   * what you picked also picked …". Released only with ≥ k such members; noised like `items`.
+   */
+  related?: Record<string, number>;
   /** Which of the asked own ids belong to this community. */
   ownIds: string[];
 }

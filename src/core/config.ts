@@ -74,6 +74,8 @@ export interface RankWeights {
   communityItems: number;
   /** Share of an item across all released communities (a popularity prior, items level). */
   popularity: number;
+  /** Items of members who picked what this shopper picked (items level, `CommunityView.related`). */
+  related: number;
 }
 
 export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
@@ -103,12 +105,13 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   // explanations and breaks ties between otherwise equal candidates.
   weights: Object.freeze({
     memory: 0.1,
-    profile: 0.5,
-    recent: 1.5,
-    prototype: 0,
-    members: 0,
-    communityItems: 0.2,
-    popularity: 2,
+    profile: 1.5,
+    recent: 2,
+    prototype: 0.1,
+    members: 0.1,
+    communityItems: 0.75,
+    popularity: 3,
+    related: 2,
   }),
 });
 

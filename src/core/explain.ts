@@ -24,6 +24,8 @@ function sentence(r: Reason, titleOf: TitleOf): string {
       return `Because you recently looked at ${titleOf(r.item) ?? r.item}.`;
     case 'community':
       return `Shoppers with a similar taste also chose it (${r.summary || `a community of ${r.size}`}).`;
+    case 'alsoPicked':
+      return 'Shoppers who picked what you picked also picked it.';
     case 'popular':
       return `Popular among shoppers who share your interests (${(r.share * 100).toFixed(1)}% of their picks).`;
   }

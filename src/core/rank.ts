@@ -28,7 +28,8 @@ export type Reason =
   | { kind: 'memory'; memoryId: string; content: string; similarity: number; contribution: number }
   | { kind: 'recent'; item: string; similarity: number; contribution: number }
   | { kind: 'community'; communityId: string; summary: string; size: number; contribution: number }
-  | { kind: 'popular'; share: number; contribution: number };
+  | { kind: 'popular'; share: number; contribution: number }
+  | { kind: 'alsoPicked'; share: number; contribution: number };
 
 /** One signal per ranking weight. */
 export type Features = Record<keyof RankWeights, number>;
@@ -93,7 +94,7 @@ export function features(
   votes?: Map<string, Float64Array>,
   index = 0,
 ): { f: Features; reasons: Reason[] } {
-  const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0 };
+  const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0, related: 0 };
   const reasons: Reason[] = [];
   const w = cfg.weights;
   const r = retrieve(input.memories, c.vector, cfg, input.communities);
@@ -153,6 +154,17 @@ export function features(
     if (total > 0) {
       f.popularity = count / total;
       if (count > 0) reasons.push({ kind: 'popular', share: f.popularity, contribution: w.popularity * f.popularity });
+    }
+    let rel = 0;
+    let relTotal = 0;
+    for (const k of all) {
+      if (!k.view.related) continue;
+      rel += k.view.related[c.id] ?? 0;
+      relTotal += k.relatedTotal ?? 0;
+    }
+    if (relTotal > 0) {
+      f.related = rel / relTotal;
+      if (rel > 0) reasons.push({ kind: 'alsoPicked', share: f.related, contribution: w.related * f.related });
     }
   }
   reasons.sort((a, b) => b.contribution - a.contribution);

@@ -21,6 +21,8 @@ export interface KnownCommunity {
   summary: string;
   /** Sum of `view.items` counts (cached). */
   itemTotal: number;
+  /** Sum of `view.related` weights (cached). */
+  relatedTotal?: number;
 }
 
 /** Global context for retrieval: own memory id → its communities. */

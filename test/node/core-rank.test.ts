@@ -284,7 +284,7 @@ describe('memberVotes', () => {
 describe('explain', () => {
   const titleOf = (id: string) => ({ heat: 'Heat (1995)', alien: 'Alien (1979)' })[id];
   function item(reasons: Reason[]): RankedItem {
-    return { id: 'x', score: 1, features: { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0 }, reasons };
+    return { id: 'x', score: 1, features: { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0, related: 0 }, reasons };
   }
 
   it('quotes the memory content with its similarity', () => {

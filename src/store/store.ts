@@ -1,0 +1,488 @@
+/**
+ * IndexedDB storage of one local profile's memory tiers.
+ *
+ * Durability rules:
+ * - every write is ONE readwrite transaction: a crash or a failed write leaves the database
+ *   as it was before the call, never half-updated;
+ * - `appendEvent` is durable before the agent processes the event; `load()` returns pending
+ *   events so the agent can replay them after a crash.
+ *
+ * Another tab (or a newer version of the library) may need to upgrade or delete the database:
+ * it fires `versionchange` on our connection. The store then closes its connection at once (so
+ * the other side is not blocked) and reopens lazily on its next operation. The same happens if
+ * the browser terminates the connection abnormally. If the other side upgraded the schema to a
+ * version this library does not know, the reopen fails with the browser's `VersionError`.
+ */
+import { wrap, type IDBPDatabase, type IDBPTransaction, type StoreNames } from 'idb';
+import type { MemoryEvent, MemoryState, Prototype } from '../core/types.js';
+import { createState } from '../core/memory.js';
+import { InvalidImportError, StorageQuotaError, isQuotaExceeded } from './errors.js';
+import { parseExportFile, toExportFile, type ExportFile } from './file.js';
+import {
+  ALL_STORES,
+  DB_VERSION,
+  META_KEY,
+  PROFILE_KEY,
+  dbName,
+  upgrade,
+  type AtomemDB,
+  type EventRecord,
+  type MetaRecord,
+  type OutboxEntry,
+} from './schema.js';
+
+/** Options of {@link MemoryStore.open}. */
+export interface OpenStoreOptions {
+  /** Local profile (one database each). Defaults to `'default'`. */
+  profile?: string;
+  /** IndexedDB implementation; defaults to `globalThis.indexedDB` (pass fake-indexeddb in Node). */
+  indexedDB?: IDBFactory;
+}
+
+/** Options of {@link MemoryStore.erase}. */
+export interface EraseOptions {
+  /** Ids of this user's copies on the shared index: a deletion request is queued in the outbox for each. */
+  sharedIds?: string[];
+}
+
+/** A queued outbox entry with its key (to acknowledge it once sent). */
+export interface QueuedEntry {
+  key: number;
+  entry: OutboxEntry;
+}
+
+type RW = IDBPTransaction<AtomemDB, StoreNames<AtomemDB>[], 'readwrite'>;
+
+function openWith(factory: IDBFactory, name: string, onLost: () => void): Promise<IDBPDatabase<AtomemDB>> {
+  // why: idb's openDB always uses the global indexedDB; this mirrors it with an injectable factory.
+  const request = factory.open(name, DB_VERSION);
+  request.addEventListener('upgradeneeded', (event) => {
+    upgrade(
+      wrap(request.result) as unknown as IDBPDatabase<AtomemDB>,
+      event.oldVersion,
+      event.newVersion,
+      wrap(request.transaction as IDBTransaction) as unknown as IDBPTransaction<AtomemDB, StoreNames<AtomemDB>[], 'versionchange'>,
+    );
+  });
+  return (wrap(request) as Promise<unknown>).then((raw) => {
+    const db = raw as IDBPDatabase<AtomemDB>;
+    // blocking: another connection wants to upgrade or delete → step aside, reopen on next use.
+    db.addEventListener('versionchange', () => {
+      db.close();
+      onLost();
+    });
+    // terminated: the browser closed the connection abnormally.
+    db.addEventListener('close', onLost);
+    return db;
+  });
+}
+
+function vectorKey(embedderId: string, itemId: string): string {
+  return `${embedderId}\u0000${itemId}`;
+}
+
+function toRecord(e: MemoryEvent): EventRecord {
+  return { seq: e.seq, item: e.item, at: e.at, action: e.action, pending: e.pending ? 1 : 0 };
+}
+
+function fromRecord(r: EventRecord): MemoryEvent {
+  return { seq: r.seq, item: r.item, at: r.at, action: r.action, pending: r.pending === 1 };
+}
+
+function metaOf(state: MemoryState, nextSeq = state.nextSeq): MetaRecord {
+  return {
+    schemaVersion: DB_VERSION,
+    embedderId: state.memories[0]?.embedding.embedderId ?? null,
+    nextSeq,
+    signal: { ...state.signal },
+  };
+}
+
+function checkEvent(ev: MemoryEvent): void {
+  if (!ev || typeof ev !== 'object') throw new TypeError('event must be an object');
+  if (!Number.isInteger(ev.seq) || ev.seq < 1) throw new TypeError(`event.seq must be an integer ≥ 1, got ${String(ev.seq)}`);
+  if (typeof ev.item !== 'string' || ev.item.length === 0) throw new TypeError('event.item must be a non-empty string');
+  if (typeof ev.at !== 'number' || !Number.isFinite(ev.at)) throw new TypeError('event.at must be a finite number');
+  if (typeof ev.pending !== 'boolean') throw new TypeError('event.pending must be a boolean');
+}
+
+/** Persistent memory of one local profile. Create with {@link MemoryStore.open}. */
+export class MemoryStore {
+  /** Local profile name. */
+  readonly profile: string;
+  private readonly factory: IDBFactory;
+  private dbPromise: Promise<IDBPDatabase<AtomemDB>> | null = null;
+  private closed = false;
+  /** In-memory copy once degraded (quota exceeded). */
+  private mem: {
+    state: MemoryState;
+    outbox: QueuedEntry[];
+    nextKey: number;
+    /** Item vectors written since degrading (reads fall back to the database). */
+    vectors: Map<string, Float32Array>;
+    /** Prototype cache written since degrading (`null`: read the database's). */
+    prototypes: Prototype[] | null;
+  } | null = null;
+
+  private constructor(profile: string, factory: IDBFactory) {
+    this.profile = profile;
+    this.factory = factory;
+  }
+
+  /** Open (creating or migrating) the database of a local profile. */
+  static async open(opts: OpenStoreOptions = {}): Promise<MemoryStore> {
+    const profile = opts.profile ?? 'default';
+    if (typeof profile !== 'string' || profile.length === 0) throw new TypeError('profile must be a non-empty string');
+    const factory = opts.indexedDB ?? (globalThis as { indexedDB?: IDBFactory }).indexedDB;
+    if (!factory) throw new Error('IndexedDB is not available here: pass opts.indexedDB (e.g. fake-indexeddb in Node)');
+    if (typeof (globalThis as { IDBRequest?: unknown }).IDBRequest === 'undefined') {
+      // why: idb recognises requests, transactions and cursors with `instanceof` on the globals.
+      throw new Error('IndexedDB classes (IDBRequest, IDBTransaction, …) must be globals: in Node, install them from fake-indexeddb');
+    }
+    const store = new MemoryStore(profile, factory);
+    await store.db();
+    return store;
+  }
+
+  /** True once a write hit the storage quota: writes since then live in memory only (lost on reload). */
+  get degraded(): boolean {
+    return this.mem !== null;
+  }
+
+  private db(): Promise<IDBPDatabase<AtomemDB>> {
+    if (this.closed) return Promise.reject(new Error('MemoryStore is closed'));
+    if (!this.dbPromise) {
+      const p: Promise<IDBPDatabase<AtomemDB>> = openWith(this.factory, dbName(this.profile), () => {
+        if (this.dbPromise === p) this.dbPromise = null;
+      });
+      this.dbPromise = p;
+      p.catch(() => {
+        if (this.dbPromise === p) this.dbPromise = null;
+      });
+    }
+    return this.dbPromise;
+  }
+
+  /** Start a transaction; if the connection was closed under us (versionchange), reopen once. */
+  private async transaction<M extends IDBTransactionMode>(
+    stores: StoreNames<AtomemDB>[],
+    mode: M,
+  ): Promise<IDBPTransaction<AtomemDB, StoreNames<AtomemDB>[], M>> {
+    const db = await this.db();
+    try {
+      return db.transaction(stores, mode);
+    } catch (e) {
+      if ((e as { name?: unknown }).name !== 'InvalidStateError' || this.closed) throw e;
+      if (this.dbPromise) this.dbPromise = null;
+      return (await this.db()).transaction(stores, mode);
+    }
+  }
+
+  /** One readwrite transaction; any failure aborts it so nothing of it is written. */
+  private async tx(stores: StoreNames<AtomemDB>[], fn: (tx: RW) => Promise<void>): Promise<void> {
+    const tx = await this.transaction(stores, 'readwrite');
+    try {
+      // why: requests are awaited one by one, so a synchronous throw never strands a pending request.
+      await fn(tx);
+      await tx.done;
+    } catch (e) {
+      try {
+        tx.abort();
+      } catch {
+        // already finished or aborted
+      }
+      await tx.done.catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /**
+   * A write: to the database, or to memory once degraded. On the first quota failure the store
+   * copies the (unchanged) database into memory, applies the write there, and throws once.
+   */
+  private async write(stores: StoreNames<AtomemDB>[], toDb: (tx: RW) => Promise<void>, toMem: () => void): Promise<void> {
+    if (this.mem) {
+      toMem();
+      return;
+    }
+    try {
+      await this.tx(stores, toDb);
+    } catch (e) {
+      if (!isQuotaExceeded(e)) throw e;
+      const [state, outbox] = await Promise.all([this.readState(), this.readOutbox()]);
+      if (this.mem) {
+        // a concurrent write degraded first (and surfaced the error): just join memory mode.
+        toMem();
+        return;
+      }
+      this.mem = { state, outbox, nextKey: outbox.reduce((k, q) => Math.max(k, q.key), 0) + 1, vectors: new Map(), prototypes: null };
+      toMem();
+      throw new StorageQuotaError({ cause: e });
+    }
+  }
+
+  private async readState(): Promise<MemoryState> {
+    const tx = await this.transaction(['events', 'memories', 'profile', 'meta'], 'readonly');
+    const [events, memories, profile, meta] = await Promise.all([
+      tx.objectStore('events').getAll(),
+      tx.objectStore('memories').getAll(),
+      tx.objectStore('profile').get(PROFILE_KEY),
+      tx.objectStore('meta').get(META_KEY),
+    ]);
+    await tx.done;
+    const state = createState();
+    state.events = events.sort((a, b) => a.seq - b.seq).map(fromRecord);
+    state.memories = memories.sort((a, b) => a.pos - b.pos).map((r) => r.memory);
+    state.profile = profile ?? null;
+    if (meta) {
+      state.nextSeq = meta.nextSeq;
+      state.signal = { ...meta.signal };
+    }
+    const lastSeq = state.events.length ? state.events[state.events.length - 1].seq : 0;
+    state.nextSeq = Math.max(state.nextSeq, lastSeq + 1);
+    return state;
+  }
+
+  /**
+   * Rebuild the MemoryState (pass it to `new MemoryAgent({ state })`). Pending events are
+   * included, oldest first, so the agent can replay what it had not processed.
+   */
+  async load(): Promise<MemoryState> {
+    if (this.mem) return structuredClone(this.mem.state);
+    return this.readState();
+  }
+
+  /** Persist one new event (tier 1) before it is processed: one transaction (event + nextSeq). */
+  async appendEvent(ev: MemoryEvent): Promise<void> {
+    checkEvent(ev);
+    const rec = toRecord(ev);
+    await this.write(
+      ['events', 'meta'],
+      async (tx) => {
+        await tx.objectStore('events').put(rec);
+        const meta = tx.objectStore('meta');
+        const m = (await meta.get(META_KEY)) ?? metaOf(createState());
+        await meta.put({ ...m, nextSeq: Math.max(m.nextSeq, ev.seq + 1) }, META_KEY);
+      },
+      () => {
+        const s = this.mem!.state;
+        s.events = s.events.filter((e) => e.seq !== ev.seq);
+        s.events.push(fromRecord(rec));
+        s.events.sort((a, b) => a.seq - b.seq);
+        s.nextSeq = Math.max(s.nextSeq, ev.seq + 1);
+      },
+    );
+  }
+
+  /**
+   * Persist the whole state in ONE transaction: memories and profile are replaced, events are
+   * diffed (events appended after this snapshot, i.e. with seq ≥ state.nextSeq, are kept),
+   * meta (nextSeq, signal, embedder id) is updated.
+   */
+  async saveState(state: MemoryState): Promise<void> {
+    const copy = structuredClone(state);
+    await this.write(
+      ['events', 'memories', 'profile', 'meta'],
+      async (tx) => {
+        const events = tx.objectStore('events');
+        const keep = new Set(copy.events.map((e) => e.seq));
+        for (const key of await events.getAllKeys()) {
+          if (!keep.has(key) && key < copy.nextSeq) await events.delete(key);
+        }
+        for (const e of copy.events) await events.put(toRecord(e));
+        const memories = tx.objectStore('memories');
+        await memories.clear();
+        let pos = 0;
+        for (const m of copy.memories) await memories.put({ id: m.id, pos: pos++, memory: m });
+        const profile = tx.objectStore('profile');
+        if (copy.profile) await profile.put(copy.profile, PROFILE_KEY);
+        else await profile.delete(PROFILE_KEY);
+        const meta = tx.objectStore('meta');
+        const old = await meta.get(META_KEY);
+        await meta.put(metaOf(copy, Math.max(copy.nextSeq, old?.nextSeq ?? 1)), META_KEY);
+      },
+      () => {
+        const s = this.mem!.state;
+        const later = s.events.filter((e) => e.seq >= copy.nextSeq && !copy.events.some((c) => c.seq === e.seq));
+        this.mem!.state = { ...copy, events: [...copy.events, ...later], nextSeq: Math.max(copy.nextSeq, s.nextSeq) };
+      },
+    );
+  }
+
+  /** The stored state as a versioned JSON-safe file (vectors as number arrays). Caches and outbox are not exported. */
+  async export(): Promise<ExportFile> {
+    return toExportFile(await this.load());
+  }
+
+  /**
+   * Replace the stored state with an export file. The file is validated completely first
+   * ({@link InvalidImportError} naming the bad field, existing data untouched), then written in
+   * one transaction. Caches and the outbox are kept.
+   */
+  async import(file: unknown): Promise<void> {
+    const state = parseExportFile(file);
+    await this.write(
+      ['events', 'memories', 'profile', 'meta'],
+      async (tx) => {
+        const events = tx.objectStore('events');
+        await events.clear();
+        for (const e of state.events) await events.put(toRecord(e));
+        const memories = tx.objectStore('memories');
+        await memories.clear();
+        let pos = 0;
+        for (const m of state.memories) await memories.put({ id: m.id, pos: pos++, memory: m });
+        const profile = tx.objectStore('profile');
+        await profile.clear();
+        if (state.profile) await profile.put(state.profile, PROFILE_KEY);
+        await tx.objectStore('meta').put(metaOf(state), META_KEY);
+      },
+      () => {
+        this.mem!.state = structuredClone(state);
+      },
+    );
+  }
+
+  /**
+   * Erase everything of this profile (every store, caches and outbox included). When
+   * `sharedIds` are given, a deletion request for each shared copy is queued in the (now empty)
+   * outbox, in the same transaction. The database is cleared even in memory mode (and a
+   * successful erase leaves memory mode); if even the deletion requests hit the quota, the data
+   * is still cleared and the requests are kept in memory.
+   */
+  async erase(opts: EraseOptions = {}): Promise<void> {
+    const ids = opts.sharedIds ?? [];
+    if (!Array.isArray(ids) || ids.some((id) => typeof id !== 'string' || id.length === 0)) {
+      throw new TypeError('erase: sharedIds must be an array of non-empty strings');
+    }
+    const now = Date.now();
+    const entries: OutboxEntry[] = ids.map((sharedId) => ({ kind: 'delete', sharedId, queuedAt: now }));
+    const clear = async (tx: RW): Promise<void> => {
+      for (const name of ALL_STORES) await tx.objectStore(name).clear();
+    };
+    try {
+      await this.tx(ALL_STORES, async (tx) => {
+        await clear(tx);
+        for (const e of entries) await tx.objectStore('outbox').add(e);
+      });
+      // the database now holds exactly the (empty) state: leave memory mode if we were in it.
+      this.mem = null;
+    } catch (e) {
+      if (!isQuotaExceeded(e)) throw e;
+      // why: erasure is a privacy promise, so the data must leave the disk even when the
+      // deletion requests themselves cannot be written; those are then kept in memory.
+      await this.tx(ALL_STORES, clear);
+      const first = !this.mem;
+      const outbox = entries.map((entry, i) => ({ key: i + 1, entry }));
+      this.mem = { state: createState(), outbox, nextKey: outbox.length + 1, vectors: new Map(), prototypes: [] };
+      if (first) throw new StorageQuotaError({ cause: e });
+    }
+  }
+
+  /** Queue a request for the shared index. Returns its key. */
+  async enqueue(entry: OutboxEntry): Promise<number> {
+    let key = -1;
+    await this.write(
+      ['outbox'],
+      async (tx) => {
+        key = await tx.objectStore('outbox').add(entry);
+      },
+      () => {
+        key = this.mem!.nextKey++;
+        this.mem!.outbox.push({ key, entry });
+      },
+    );
+    return key;
+  }
+
+  /** Queued outbox entries, oldest first. */
+  async outbox(): Promise<QueuedEntry[]> {
+    if (this.mem) return this.mem.outbox.map((q) => ({ ...q }));
+    return this.readOutbox();
+  }
+
+  /** Remove a sent outbox entry. */
+  async acknowledge(key: number): Promise<void> {
+    await this.write(
+      ['outbox'],
+      async (tx) => {
+        await tx.objectStore('outbox').delete(key);
+      },
+      () => {
+        this.mem!.outbox = this.mem!.outbox.filter((q) => q.key !== key);
+      },
+    );
+  }
+
+  private async readOutbox(): Promise<QueuedEntry[]> {
+    const tx = await this.transaction(['outbox'], 'readonly');
+    const store = tx.objectStore('outbox');
+    const [keys, values] = await Promise.all([store.getAllKeys(), store.getAll()]);
+    await tx.done;
+    return keys.map((key, i) => ({ key, entry: values[i] }));
+  }
+
+  /** A cached item vector of an embedder, or `undefined`. */
+  async getItemVector(embedderId: string, itemId: string): Promise<Float32Array | undefined> {
+    const hit = this.mem?.vectors.get(vectorKey(embedderId, itemId));
+    if (hit) return new Float32Array(hit);
+    const tx = await this.transaction(['itemVectors'], 'readonly');
+    const rec = await tx.objectStore('itemVectors').get([embedderId, itemId]);
+    await tx.done;
+    return rec?.vector;
+  }
+
+  /** Cache item vectors of one embedder (one transaction). */
+  async putItemVectors(embedderId: string, vectors: Iterable<[itemId: string, vector: Float32Array]>): Promise<void> {
+    if (typeof embedderId !== 'string' || embedderId.length === 0) throw new TypeError('embedderId must be a non-empty string');
+    const list = [...vectors].map(([itemId, v]) => {
+      if (!(v instanceof Float32Array)) throw new TypeError(`vector of ${itemId} must be a Float32Array`);
+      return { embedderId, itemId, vector: new Float32Array(v) };
+    });
+    await this.write(
+      ['itemVectors'],
+      async (tx) => {
+        for (const r of list) await tx.objectStore('itemVectors').put(r);
+      },
+      () => {
+        for (const r of list) this.mem!.vectors.set(vectorKey(embedderId, r.itemId), r.vector);
+      },
+    );
+  }
+
+  /** The cached community prototypes (as last fetched from the shared index). */
+  async getPrototypes(): Promise<Prototype[]> {
+    if (this.mem?.prototypes) return structuredClone(this.mem.prototypes);
+    const tx = await this.transaction(['prototypes'], 'readonly');
+    const recs = await tx.objectStore('prototypes').getAll();
+    await tx.done;
+    return recs.sort((a, b) => a.pos - b.pos).map((r) => r.prototype);
+  }
+
+  /** Replace the prototype cache (one transaction). */
+  async putPrototypes(prototypes: Prototype[]): Promise<void> {
+    const copy = structuredClone(prototypes);
+    const now = Date.now();
+    await this.write(
+      ['prototypes'],
+      async (tx) => {
+        const store = tx.objectStore('prototypes');
+        await store.clear();
+        let pos = 0;
+        for (const p of copy) await store.put({ id: p.id, pos: pos++, prototype: p, cachedAt: now });
+      },
+      () => {
+        this.mem!.prototypes = copy;
+      },
+    );
+  }
+
+  /** Close the connection. Later calls reject. */
+  close(): void {
+    this.closed = true;
+    const p = this.dbPromise;
+    this.dbPromise = null;
+    p?.then((db) => db.close()).catch(() => undefined);
+  }
+}
+
+export { InvalidImportError, StorageQuotaError };
