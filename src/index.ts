@@ -29,3 +29,4 @@ export { RulesReasoner } from './reason/rules.js';
 export type { Reasoner, MemoryText, MemoryView, ForwardStep, Reflection } from './reason/types.js';
 export type { SharedIndex, SharedMemoryUpload, CommunityView } from './community/types.js';
 export { createInProcessIndex, type InProcessIndex, type InProcessIndexOptions } from './community/index.js';
+export { MemoryStore, InvalidImportError, StorageQuotaError, type OpenStoreOptions, type ExportFile } from './store/index.js';
