@@ -126,6 +126,14 @@ export class MemoryAgent {
   }
 
   /**
+   * Process events that are durable but not yet turned into memory (e.g. after a crash or a
+   * closed tab, replayed at start); each is applied exactly once.
+   */
+  async processPending(): Promise<LifecycleEvent[]> {
+    return this.runPlanner();
+  }
+
+  /**
    * STEAM's training loop over a user's history: for each interaction, a forward step
    * (does memory prefer the real item over `negativeFor(i)`?), then a backward step
    * (reflection → consolidation or formation; misleading memories weakened).
