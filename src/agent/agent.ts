@@ -22,6 +22,7 @@ import {
 import { rulesPlanner, type Planner } from '../core/planner.js';
 import { rank, type Candidate, type RankedItem, type RecentSignal } from '../core/rank.js';
 import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
+import { meanNormalized } from '../core/vector.js';
 import { explain } from '../core/explain.js';
 import type { AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile } from '../core/types.js';
 import type { SharedIndex, SharedMemoryUpload } from '../community/types.js';
@@ -61,6 +62,9 @@ export interface AgentOptions {
 export interface Recommendation extends RankedItem {
   explanations: string[];
 }
+
+/** Key of the shared profile record in the sharing state (never a memory id: those are UUIDs). */
+const PROFILE_ID = 'profile';
 
 /** A shared copy of one memory: fresh random id per version. */
 interface SharedCopy {
@@ -206,13 +210,16 @@ export class MemoryAgent {
     const recent = n > 0 ? new Set(this.state.events.slice(-n).map((e) => e.item)) : undefined;
     /** What one memory's shared copy would be now (undefined: not shared). */
     const copyOf = (m: AtomicMemory) => {
-      if (privacy === 'off' || m.strength <= 0 || m.evidence < this.config.minShareEvidence) return undefined;
+      // the profile record has its own floor (two liked items); memories need minShareEvidence
+      if (privacy === 'off' || m.strength <= 0 || (m.id !== PROFILE_ID && m.evidence < this.config.minShareEvidence)) return undefined;
       if (m.embedding.embedderId !== index.embedderId) return undefined;
       const items = privacy === 'items' ? (recent ? m.items.filter((i) => recent.has(i)) : m.items).slice(-this.config.maxSharedItems) : undefined;
       // why: any change of vector or of shared items makes a new, unlinkable copy.
       return { items, fingerprint: `${privacy}:${m.updatedAt}:${m.evidence.toFixed(4)}:${items?.join(',') ?? ''}` };
     };
-    const live = new Map(this.state.memories.map((m) => [m.id, m]));
+    const profile = privacy !== 'off' && this.config.shareProfile && this.mode.atomic ? await this.profileRecord() : undefined;
+    const shareable = profile ? [...this.state.memories, profile] : this.state.memories;
+    const live = new Map(shareable.map((m) => [m.id, m]));
     const stale: string[] = [];
     for (const [mid, copy] of this.shared) {
       const m = live.get(mid);
@@ -228,7 +235,7 @@ export class MemoryAgent {
       return;
     }
     const uploads: SharedMemoryUpload[] = [];
-    for (const m of this.state.memories) {
+    for (const m of shareable) {
       if (this.shared.has(m.id)) continue;
       const next = copyOf(m);
       if (!next) continue;
@@ -238,6 +245,30 @@ export class MemoryAgent {
     }
     if (uploads.length) await index.upsert(uploads);
     if (opts.pull !== false) await this.pullCommunities(index);
+  }
+
+  /**
+   * The profile tier as a shareable record (id `PROFILE_ID`): the mean vector of the last
+   * `profileShareEvents` liked items, with those items. Undefined with fewer than two.
+   */
+  private async profileRecord(): Promise<AtomicMemory | undefined> {
+    const liked = this.state.events.filter((e) => !e.pending && actionWeight(e.action) > 0).slice(-this.config.profileShareEvents);
+    const ids = [...new Set(liked.map((e) => e.item))].filter((id) => this.items.has(id));
+    if (ids.length < 2) return undefined;
+    const vecs = await this.items.vectorsOf(ids);
+    const last = liked[liked.length - 1];
+    return {
+      id: PROFILE_ID,
+      content: this.state.profile?.narrative ?? '',
+      category: 'Profile',
+      embedding: { embedderId: vecs[0].embedderId, vector: meanNormalized(vecs.map((v) => v.vector)) },
+      items: ids,
+      strength: 1,
+      evidence: ids.length,
+      links: [],
+      createdAt: liked[0].at,
+      updatedAt: last.at,
+    };
   }
 
   /** Fetch communities for the shared memories and link memories to their prototypes. */

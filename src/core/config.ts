@@ -54,6 +54,15 @@ export interface AtomemConfig {
    * limit): what shoppers like lately is what helps others, and old history stays private.
    */
   shareRecentEvents: number;
+  /**
+   * Also share the profile tier as one more anonymous record: the mean of the last
+   * `profileShareEvents` liked items (and, at `items`, their ids, capped like any memory).
+   * It carries what no single atomic memory does — which interests go together lately —
+   * and powers the `related` signal ("shoppers who picked what you picked …").
+   */
+  shareProfile: boolean;
+  /** Liked events the shared profile record is built from. */
+  profileShareEvents: number;
   /** Ranking weights (see `rank.ts`). */
   weights: RankWeights;
 }
@@ -99,6 +108,8 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   minShareEvidence: 2,
   maxSharedItems: 10,
   shareRecentEvents: 10,
+  shareProfile: true,
+  profileShareEvents: 20,
   // Tuned on ML-100K validation items of all 943 users (never test items), USE-lite centred,
   // privacy `items`: signals are standardised within each candidate list, so these are
   // relative weights. `memory` is small but not 0: it keeps STEAM's retrieval in the
@@ -106,12 +117,12 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   weights: Object.freeze({
     memory: 0.1,
     profile: 1.5,
-    recent: 2,
-    prototype: 0.1,
+    recent: 0.5,
+    prototype: 0,
     members: 0.1,
-    communityItems: 0.75,
-    popularity: 3,
-    related: 2,
+    communityItems: 0,
+    popularity: 0.3,
+    related: 3,
   }),
 });
 
@@ -165,6 +176,8 @@ export function resolveConfig(partial: Partial<Omit<AtomemConfig, 'weights'>> & 
   check('minShareEvidence', cfg.minShareEvidence, 0, 1e9);
   check('maxSharedItems', cfg.maxSharedItems, 1, 1e4, true);
   check('shareRecentEvents', cfg.shareRecentEvents, 0, 1e6, true);
+  check('profileShareEvents', cfg.profileShareEvents, 1, 1e6, true);
+  if (typeof cfg.shareProfile !== 'boolean') throw new RangeError(`atomem config: shareProfile must be a boolean, got ${String(cfg.shareProfile)}`);
   for (const [k, v] of Object.entries(cfg.weights)) check(`weights.${k}`, v, 0, 1e6);
   return cfg;
 }

@@ -42,7 +42,8 @@ function makeAgent(user: string, opts: Partial<AgentOptions> = {}) {
     // memory ids are per user; the agent also draws shared-copy ids from newId
     newId: () => `${user}-${++n}-${++sharedCounter}`,
     ...opts,
-    config: { tau: TAU, ...opts.config },
+    // These tests pin the atomic memories' copies; the profile record has its own tests below.
+    config: { tau: TAU, shareProfile: false, ...opts.config },
   });
 }
 
@@ -303,5 +304,34 @@ describe('communities across users', () => {
     const out = await bob.recommend(['godfather']);
     const c = out[0].reasons.find((r) => r.kind === 'community');
     expect(c).toMatchObject({ size: 3 });
+  });
+});
+
+describe('the shared profile record', () => {
+  it('is one more anonymous upload: the mean of recent liked items, with their ids only at level items', async () => {
+    const a = makeAgent('p1', { config: { shareProfile: true, minShareEvidence: 99 } }); // no atomic memory qualifies
+    for (const id of ['heat', 'fargo', 'alien']) await a.observe(ev(id));
+    const spy = spyIndex();
+    await a.sync(spy.index, 'embeddings');
+    expect(spy.upserts.flat()).toHaveLength(1);
+    const [rec] = spy.upserts.flat();
+    expect(rec.items).toBeUndefined();
+    expect(Object.keys(rec).sort()).toEqual(['embedderId', 'id', 'vector']);
+    await a.sync(spy.index, 'items');
+    const last = spy.upserts[spy.upserts.length - 1];
+    expect(last).toHaveLength(1);
+    expect([...last[0].items!].sort()).toEqual(['alien', 'fargo', 'heat']);
+    expect(last[0].id).not.toBe(rec.id); // a new version is a new, unlinkable copy
+  });
+
+  it('is not shared at off, nor with fewer than two liked items', async () => {
+    const a = makeAgent('p2', { config: { shareProfile: true, minShareEvidence: 99 } });
+    await a.observe(ev('heat'));
+    const spy = spyIndex();
+    await a.sync(spy.index, 'items');
+    expect(spy.upserts.flat()).toHaveLength(0);
+    await a.observe(ev('fargo'));
+    await a.sync(spy.index, 'off');
+    expect(spy.upserts.flat()).toHaveLength(0);
   });
 });
