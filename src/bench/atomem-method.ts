@@ -10,7 +10,7 @@ import { MemoryAgent, type AgentMode } from '../agent/agent.js';
 import { ItemVectors } from '../agent/items.js';
 import { createInProcessIndex, type InProcessIndex } from '../community/index.js';
 import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
-import type { Item, MemoryState } from '../core/types.js';
+import type { MemoryState } from '../core/types.js';
 import { createCachedEmbedder, type CachedEmbedder } from '../embed/cache.js';
 import { createHashingEmbedder } from '../embed/hashing.js';
 import { createUseLiteEmbedder } from '../embed/use-lite.js';
@@ -311,4 +311,3 @@ registerMethod('atomem-no-communities', (o) => new AtomemMethod(o, { communities
   description: 'ablation: no shared index (own memories only)',
 });
 
-export type { Item };

@@ -9,12 +9,8 @@
  * const ranked = await atomem.recommend(['heat', 'alien']);
  */
 import { proxy, wrap, type Remote } from 'comlink';
-import type { AtomicMemory, Profile } from '../core/types.js';
-import type { ExportFile } from '../store/file.js';
 import { installErrorTransfer } from '../worker/errors.js';
 import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, ProgressEvent } from '../worker/protocol.js';
-
-import type { RecommendationResult, TrackInput } from '../worker/protocol.js';
 
 export type {
   EngineOptions,
@@ -38,24 +34,12 @@ export interface CreateAtomemOptions extends EngineOptions {
   onProgress?: (progress: ProgressEvent) => void;
 }
 
-/** The on-device memory engine, as the page sees it. Every method runs in the worker. */
-export interface Atomem {
-  /** Record one interaction (`at` defaults to now, `action` to `'click'`). Resolves once it is durable and processed. */
-  track(interaction: TrackInput): Promise<void>;
-  /** Rank candidate item ids, best first, with explanations. */
-  recommend(candidates: string[]): Promise<RecommendationResult[]>;
-  /** Atomic memories, most salient first. */
-  memories(): Promise<AtomicMemory[]>;
-  /** The profile narrative, or null before the first synthesis. */
-  profile(): Promise<Profile | null>;
-  /** Forget one memory. False when there is no such memory. */
-  forget(memoryId: string): Promise<boolean>;
-  /** The stored state as a versioned JSON-safe file. */
-  export(): Promise<ExportFile>;
-  /** Replace the state with an export file (rejects with `InvalidImportError`, changing nothing, when invalid). */
-  import(file: unknown): Promise<void>;
-  /** Erase everything of this profile. */
-  erase(): Promise<void>;
+/**
+ * The on-device memory engine, as the page sees it: the engine's methods (documented once,
+ * in `EngineApi` of the worker protocol) minus its wiring, plus events and disposal.
+ * Every method runs in the worker.
+ */
+export interface Atomem extends Omit<EngineApi, 'subscribe' | 'init'> {
   /** Listen to `progress`, `memory` (lifecycle) or `error` events. Returns an unsubscribe function. */
   on<K extends EngineEventName>(event: K, cb: (payload: EngineEventMap[K]) => void): () => void;
   /** Terminate the worker. Later calls reject. */

@@ -10,8 +10,8 @@
  */
 import { MemoryAgent } from '../agent/agent.js';
 import { ItemVectors } from '../agent/items.js';
-import { validateInteraction } from '../core/memory.js';
-import type { AtomicMemory, LifecycleEvent, MemoryEvent, MemoryState, Profile } from '../core/types.js';
+import { markProcessed, validateInteraction } from '../core/memory.js';
+import type { AtomicMemory, MemoryEvent, MemoryState, Profile } from '../core/types.js';
 import { createHashingEmbedder } from '../embed/hashing.js';
 import type { Embedder } from '../embed/types.js';
 import { MemoryStore, StorageQuotaError } from '../store/index.js';
@@ -167,7 +167,7 @@ export class Engine implements EngineApi {
     if (pending.length === 0) return;
     for (const ev of pending) {
       if (items.has(ev.item)) continue;
-      ev.pending = false;
+      markProcessed(agent.snapshot, ev.seq);
       this.emit('error', { name: 'UnknownItemError', message: `pending event ${ev.seq} of unknown item "${ev.item}" was skipped` });
     }
     await agent.processPending();
