@@ -1,36 +1,55 @@
 /**
- * The main-thread client: a tiny typed facade over the engine worker (Comlink RPC).
- * All memory work, embedding and IndexedDB access happen in the worker.
+ * atomem's main-thread entry: `createAtomem` starts the engine in a module Web Worker (or a
+ * SharedWorker) and returns a small typed client. All memory work, embedding, models and
+ * IndexedDB access happen in the worker; this file only talks to it (Comlink RPC), so it
+ * stays tiny (a size budget is enforced in CI).
  *
  * @example
- * const atomem = await createAtomem({ profile: 'alice', catalog, embedder: 'hashing' });
+ * import { createAtomem } from 'atomem';
+ * const atomem = await createAtomem({ profile: 'shopper', catalog });
  * atomem.on('memory', (e) => console.log(e.op, e.memoryId));
- * await atomem.track({ item: 'fargo', action: 'click' });
- * const ranked = await atomem.recommend(['heat', 'alien']);
+ * await atomem.track({ item: 'sku-123', action: 'click' });
+ * const ranked = await atomem.recommend(['sku-9', 'sku-4', 'sku-7']);
+ * console.log(ranked[0].id, ranked[0].explanations[0]);
  */
 import { proxy, wrap, type Remote } from 'comlink';
 import { installErrorTransfer } from '../worker/errors.js';
-import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, ProgressEvent } from '../worker/protocol.js';
+import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, EngineStatus, ProgressEvent } from '../worker/protocol.js';
 
 export type {
-  EngineOptions,
+  Capabilities,
+  EmbedderSpec,
+  EngineConfig,
   EngineEventMap,
   EngineEventName,
+  EngineOptions,
+  EngineStatus,
+  LlmOptions,
   ProgressEvent,
   RecommendationResult,
   SerializedError,
   TrackInput,
 } from '../worker/protocol.js';
+export type { Action, AtomicMemory, Item, LifecycleEvent, LifecycleOp, Profile } from '../core/types.js';
+export type { ExportFile } from '../store/file.js';
 
 /** Options of {@link createAtomem}: the engine's options plus where the worker comes from. */
 export interface CreateAtomemOptions extends EngineOptions {
   /**
-   * The worker running `src/worker/worker.ts`, or a factory for it. Default: a new module
-   * worker. With a factory (or the default) a dead worker is replaced on the next call; a
-   * given `Worker` instance cannot be replaced, so calls after its death reject.
+   * Run one engine for all tabs of this origin and profile (a `SharedWorker`): one model in
+   * memory, one writer. Default false (a dedicated worker per tab; tabs then coordinate their
+   * writes through Web Locks). Falls back to a dedicated worker where SharedWorker is missing.
    */
-  worker?: Worker | (() => Worker);
-  /** Progress listener registered before `init` runs (so it sees the catalog embedding); same as `on('progress', cb)`. */
+  shared?: boolean;
+  /**
+   * The worker running atomem's engine, or a factory for it. Default: the package's own
+   * module worker. With a factory (or the default) a dead worker is replaced on the next call; a
+   * given instance cannot be replaced, so calls after its death reject.
+   */
+  worker?: Worker | SharedWorker | (() => Worker | SharedWorker);
+  /** Ask the browser for persistent storage (`navigator.storage.persist()`) so memories are not evicted. Default true. */
+  persist?: boolean;
+  /** Progress listener registered before `init` runs (model downloads, catalog embedding); same as `on('progress', cb)`. */
   onProgress?: (progress: ProgressEvent) => void;
 }
 
@@ -39,31 +58,43 @@ export interface CreateAtomemOptions extends EngineOptions {
  * in `EngineApi` of the worker protocol) minus its wiring, plus events and disposal.
  * Every method runs in the worker.
  */
-export interface Atomem extends Omit<EngineApi, 'subscribe' | 'init'> {
+export interface Atomem extends Omit<EngineApi, 'subscribe' | 'unsubscribe' | 'init'> {
   /** Listen to `progress`, `memory` (lifecycle) or `error` events. Returns an unsubscribe function. */
   on<K extends EngineEventName>(event: K, cb: (payload: EngineEventMap[K]) => void): () => void;
-  /** Terminate the worker. Later calls reject. */
+  /** Disconnect: terminate a dedicated worker, or leave a shared one. Later calls reject. */
   dispose(): void;
 }
 
 interface Connection {
-  worker: Worker;
   remote: Remote<EngineApi>;
+  close(): void;
   dead: boolean;
 }
 
+// why: a variable, not a literal, so bundlers leave it alone and it resolves at run time next to this module.
+const ASSETS_DIR = './assets/';
+
+function isShared(w: Worker | SharedWorker): w is SharedWorker {
+  return typeof SharedWorker === 'function' && w instanceof SharedWorker;
+}
+
 /**
- * Start the engine worker, initialise it (open the profile's IndexedDB, load memories,
- * replay pending events) and return the client. Rejects if `init` fails (the worker is then
- * terminated).
+ * Start the engine worker, initialise it (open the profile's IndexedDB, build the embedder,
+ * load memories, replay pending events) and return the client. Rejects if `init` fails (the
+ * worker is then closed) — e.g. `TypeError` for bad options, or a model that cannot load.
  */
 export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem> {
   installErrorTransfer();
-  const { worker: given, onProgress, ...engineOptions } = options;
+  const { worker: given, onProgress, shared = false, persist = true, ...rest } = options;
+  const engineOptions: EngineOptions = { ...rest, assetsBaseUrl: rest.assetsBaseUrl ?? new URL(ASSETS_DIR, import.meta.url).href };
   const listeners = new Map<EngineEventName, Set<(payload: never) => void>>();
   if (onProgress) listeners.set('progress', new Set([onProgress as (payload: never) => void]));
   let disposed = false;
   let usedGiven = false;
+
+  // workers cannot ask for persistence; the page can (Chromium grants it silently to engaged sites).
+  const persisted: Promise<boolean | null> =
+    persist && typeof navigator !== 'undefined' && navigator.storage?.persist ? navigator.storage.persist().catch(() => null) : Promise.resolve(null);
 
   const dispatch = (ev: EngineEvent): void => {
     for (const cb of listeners.get(ev.type) ?? []) {
@@ -77,28 +108,50 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     }
   };
 
-  const makeWorker = (): Worker => {
+  const makeWorker = (): Worker | SharedWorker => {
     if (typeof given === 'function') return given();
     if (given) {
       if (usedGiven) throw new Error('the given worker died and cannot be restarted: pass a factory () => Worker');
       usedGiven = true;
       return given;
     }
+    if (shared && typeof SharedWorker === 'function') {
+      return new SharedWorker(new URL('../worker/worker.ts', import.meta.url), { type: 'module', name: `atomem:${engineOptions.profile ?? 'default'}` });
+    }
     return new Worker(new URL('../worker/worker.ts', import.meta.url), { type: 'module' });
   };
 
   const connect = async (): Promise<Connection> => {
-    const worker = makeWorker();
-    const conn: Connection = { worker, remote: wrap<EngineApi>(worker), dead: false };
-    worker.addEventListener('error', (e) => {
+    const w = makeWorker();
+    const endpoint = isShared(w) ? w.port : w;
+    const conn: Connection = {
+      remote: wrap<EngineApi>(endpoint),
+      dead: false,
+      close: () => {
+        if (isShared(w)) {
+          const token = subscription;
+          if (token !== undefined) conn.remote.unsubscribe(token).catch(() => undefined);
+          setTimeout(() => w.port.close(), 50);
+        } else w.terminate();
+      },
+    };
+    let subscription: number | undefined;
+    let failed: (e: Error) => void = () => undefined;
+    // a worker that cannot even load (bad URL, syntax error, CSP) never answers: fail the pending call instead of hanging.
+    const died = new Promise<never>((_, reject) => (failed = reject));
+    died.catch(() => undefined);
+    w.addEventListener('error', (e) => {
       conn.dead = true;
-      dispatch({ type: 'error', payload: { name: 'WorkerError', message: `the engine worker failed: ${e.message || 'unknown error'}` } });
+      const message = e instanceof ErrorEvent ? e.message : '';
+      const err = Object.assign(new Error(`the engine worker failed: ${message || 'it could not start or crashed (see the browser console)'}`), { name: 'WorkerError' });
+      failed(err);
+      dispatch({ type: 'error', payload: { name: err.name, message: err.message } });
     });
     try {
-      await conn.remote.subscribe(proxy(dispatch));
-      await conn.remote.init(engineOptions);
+      subscription = await Promise.race([conn.remote.subscribe(proxy(dispatch)), died]);
+      await Promise.race([conn.remote.init(engineOptions), died]);
     } catch (e) {
-      worker.terminate();
+      conn.close();
       throw e;
     }
     return conn;
@@ -114,7 +167,7 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     const conn = await p;
     if (!conn.dead) return conn.remote;
     if (current === p) {
-      conn.worker.terminate();
+      conn.close();
       current = connect();
       current.catch(() => undefined);
     }
@@ -130,6 +183,10 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     export: async () => (await engine()).export(),
     import: async (file) => (await engine()).import(file),
     erase: async () => (await engine()).erase(),
+    status: async (): Promise<EngineStatus> => {
+      const s = await (await engine()).status();
+      return { ...s, storage: { ...s.storage, persisted: await persisted } };
+    },
     on(event, cb) {
       let set = listeners.get(event);
       if (!set) listeners.set(event, (set = new Set()));
@@ -140,7 +197,7 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
       if (disposed) return;
       disposed = true;
       listeners.clear();
-      current.then((c) => c.worker.terminate(), () => undefined);
+      current.then((c) => c.close(), () => undefined);
     },
   };
 }

@@ -57,6 +57,12 @@ export interface MetaRecord {
   embedderId: string | null;
   nextSeq: number;
   signal: PlannerSignal;
+  /**
+   * Bumped by every write of the memory tiers (event, state, import, erase), so a second
+   * engine on the same profile (another tab) sees that its in-memory copy is stale.
+   * Absent in databases written before it existed (read as 0).
+   */
+  revision?: number;
 }
 
 export const META_KEY = 'meta';

@@ -89,12 +89,13 @@ function fromRecord(r: EventRecord): MemoryEvent {
   return { seq: r.seq, item: r.item, at: r.at, action: r.action, pending: r.pending === 1 };
 }
 
-function metaOf(state: MemoryState, nextSeq = state.nextSeq): MetaRecord {
+function metaOf(state: MemoryState, nextSeq = state.nextSeq, revision = 0): MetaRecord {
   return {
     schemaVersion: DB_VERSION,
     embedderId: state.memories[0]?.embedding.embedderId ?? null,
     nextSeq,
     signal: { ...state.signal },
+    revision,
   };
 }
 
@@ -113,6 +114,8 @@ export class MemoryStore {
   private readonly factory: IDBFactory;
   private dbPromise: Promise<IDBPDatabase<AtomemDB>> | null = null;
   private closed = false;
+  /** Revision of the memory tiers this connection last read or wrote (see {@link MetaRecord.revision}). */
+  private seenRevision = 0;
   /** In-memory copy once degraded (quota exceeded). */
   private mem: {
     state: MemoryState;
@@ -234,6 +237,7 @@ export class MemoryStore {
     state.events = events.sort((a, b) => a.seq - b.seq).map(fromRecord);
     state.memories = memories.sort((a, b) => a.pos - b.pos).map((r) => r.memory);
     state.profile = profile ?? null;
+    this.seenRevision = meta?.revision ?? 0;
     if (meta) {
       state.nextSeq = meta.nextSeq;
       state.signal = { ...meta.signal };
@@ -252,6 +256,19 @@ export class MemoryStore {
     return this.readState();
   }
 
+  /**
+   * True when another connection (another tab's engine) wrote the memory tiers since this one
+   * last read or wrote them: reload with {@link load} before changing anything. Always false in
+   * memory mode (quota exceeded), where this connection no longer shares the database.
+   */
+  async changedElsewhere(): Promise<boolean> {
+    if (this.mem) return false;
+    const tx = await this.transaction(['meta'], 'readonly');
+    const meta = await tx.objectStore('meta').get(META_KEY);
+    await tx.done;
+    return (meta?.revision ?? 0) !== this.seenRevision;
+  }
+
   /** Persist one new event (tier 1) before it is processed: one transaction (event + nextSeq). */
   async appendEvent(ev: MemoryEvent): Promise<void> {
     checkEvent(ev);
@@ -262,7 +279,9 @@ export class MemoryStore {
         await tx.objectStore('events').put(rec);
         const meta = tx.objectStore('meta');
         const m = (await meta.get(META_KEY)) ?? metaOf(createState());
-        await meta.put({ ...m, nextSeq: Math.max(m.nextSeq, ev.seq + 1) }, META_KEY);
+        const revision = (m.revision ?? 0) + 1;
+        await meta.put({ ...m, nextSeq: Math.max(m.nextSeq, ev.seq + 1), revision }, META_KEY);
+        tx.done.then(() => (this.seenRevision = revision), () => undefined);
       },
       () => {
         const s = this.mem!.state;
@@ -299,7 +318,9 @@ export class MemoryStore {
         else await profile.delete(PROFILE_KEY);
         const meta = tx.objectStore('meta');
         const old = await meta.get(META_KEY);
-        await meta.put(metaOf(copy, Math.max(copy.nextSeq, old?.nextSeq ?? 1)), META_KEY);
+        const revision = (old?.revision ?? 0) + 1;
+        await meta.put(metaOf(copy, Math.max(copy.nextSeq, old?.nextSeq ?? 1), revision), META_KEY);
+        tx.done.then(() => (this.seenRevision = revision), () => undefined);
       },
       () => {
         const s = this.mem!.state;
@@ -334,7 +355,10 @@ export class MemoryStore {
         const profile = tx.objectStore('profile');
         await profile.clear();
         if (state.profile) await profile.put(state.profile, PROFILE_KEY);
-        await tx.objectStore('meta').put(metaOf(state), META_KEY);
+        const old = await tx.objectStore('meta').get(META_KEY);
+        const revision = (old?.revision ?? 0) + 1;
+        await tx.objectStore('meta').put(metaOf(state, state.nextSeq, revision), META_KEY);
+        tx.done.then(() => (this.seenRevision = revision), () => undefined);
       },
       () => {
         this.mem!.state = structuredClone(state);
@@ -357,7 +381,12 @@ export class MemoryStore {
     const now = Date.now();
     const entries: OutboxEntry[] = ids.map((sharedId) => ({ kind: 'delete', sharedId, queuedAt: now }));
     const clear = async (tx: RW): Promise<void> => {
+      const old = await tx.objectStore('meta').get(META_KEY);
       for (const name of ALL_STORES) await tx.objectStore(name).clear();
+      // the revision survives the erase (bumped), so other tabs notice it
+      const revision = (old?.revision ?? 0) + 1;
+      await tx.objectStore('meta').put(metaOf(createState(), 1, revision), META_KEY);
+      tx.done.then(() => (this.seenRevision = revision), () => undefined);
     };
     try {
       await this.tx(ALL_STORES, async (tx) => {

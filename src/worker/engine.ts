@@ -12,9 +12,11 @@ import { MemoryAgent } from '../agent/agent.js';
 import { ItemVectors } from '../agent/items.js';
 import { markProcessed, validateInteraction } from '../core/memory.js';
 import type { AtomicMemory, MemoryEvent, MemoryState, Profile } from '../core/types.js';
-import { createHashingEmbedder } from '../embed/hashing.js';
-import type { Embedder } from '../embed/types.js';
+import { probeCapabilities, type Capabilities } from '../models/probe.js';
+import { loadLanguageModel } from '../models/select.js';
+import type { LanguageModel, LoadProgress } from '../models/types.js';
 import { MemoryStore, StorageQuotaError } from '../store/index.js';
+import { buildEmbedder, type BuiltEmbedder } from './embedders.js';
 import type { ExportFile } from '../store/file.js';
 import { serializeError } from './errors.js';
 import type {
@@ -24,48 +26,93 @@ import type {
   EngineEventName,
   EngineListener,
   EngineOptions,
+  EngineStatus,
   RecommendationResult,
   TrackInput,
 } from './protocol.js';
 
 interface Session {
   options: EngineOptions;
+  /** JSON of the options, to tell a joining page's `init` from a different one. */
+  key: string;
   store: MemoryStore;
   items: ItemVectors;
   agent: MemoryAgent;
+  embedder: BuiltEmbedder;
+  llm: { model: LanguageModel | null; attempts: EngineStatus['llm']['attempts']; loading: Promise<void> | null };
 }
 
-function embedderFor(options: EngineOptions): Embedder {
-  // why: 256 buckets, not the default 64: fewer collisions between unrelated words of a real catalog.
-  if (options.embedder === 'hashing') return createHashingEmbedder({ dim: 256 });
-  throw new TypeError(`embedder must be 'hashing' (USE-lite and MiniLM come next), got ${String(options.embedder)}`);
+/** Options of {@link Engine}. */
+export interface EngineInit {
+  /** True when the engine serves several pages (SharedWorker). */
+  shared?: boolean;
+  /**
+   * Run `fn` while holding the profile's cross-tab write lock. Default: the Web Locks API
+   * (`navigator.locks`) where it exists, else no lock (one engine per process, e.g. Node).
+   */
+  lock?: <T>(name: string, fn: () => Promise<T>) => Promise<T>;
+}
+
+type LocksLike = { request<T>(name: string, cb: () => Promise<T>): Promise<T> };
+
+function defaultLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  const locks = (globalThis as { navigator?: { locks?: LocksLike } }).navigator?.locks;
+  return locks ? locks.request(name, fn) : fn();
 }
 
 /** {@link EngineApi} implementation. One instance per worker. */
 export class Engine implements EngineApi {
-  private listener: EngineListener | undefined;
+  private readonly listeners = new Map<number, EngineListener>();
+  private nextToken = 1;
   private session: Session | undefined;
+  private capabilities: Capabilities | undefined;
+  private readonly shared: boolean;
+  private readonly lock: NonNullable<EngineInit['lock']>;
   /** Every operation runs after the previous one: no interleaved read-modify-write of the state. */
   private queue: Promise<unknown> = Promise.resolve();
 
-  subscribe(listener: EngineListener): void {
+  constructor(init: EngineInit = {}) {
+    this.shared = init.shared ?? false;
+    this.lock = init.lock ?? defaultLock;
+  }
+
+  subscribe(listener: EngineListener): number {
     if (typeof listener !== 'function') throw new TypeError('subscribe: listener must be a function (a Comlink.proxy)');
-    this.listener = listener;
+    const token = this.nextToken++;
+    this.listeners.set(token, listener);
+    return token;
+  }
+
+  unsubscribe(token: number): void {
+    this.listeners.delete(token);
   }
 
   init(options: EngineOptions): Promise<void> {
     return this.serial(async () => {
       if (!options || typeof options !== 'object') throw new TypeError('init: options must be an object');
       if (!Array.isArray(options.catalog)) throw new TypeError('init: options.catalog must be an array of items');
-      const embedder = embedderFor(options);
-      const items = new ItemVectors(embedder, options.catalog);
-      await items.warm((done, total) => this.emit('progress', { stage: 'embed-catalog', done, total }));
+      const key = JSON.stringify(options);
+      if (this.session && this.session.key === key) {
+        // another page of a shared engine (or a retry): join the running session.
+        await this.refresh(this.session);
+        return;
+      }
+      this.capabilities ??= await probeCapabilities();
+      const progress = (p: LoadProgress): void => this.emit('progress', p);
+      const embedder = await buildEmbedder(options.embedder, options.assetsBaseUrl, progress);
+      const items = new ItemVectors(embedder.embedder, options.catalog);
+      await items.warm((done, total) => progress({ stage: 'catalog', phase: done === total ? 'ready' : 'embed', loaded: done, total, unit: 'items' }));
       const store = await MemoryStore.open({ profile: options.profile });
       try {
         const state = await store.load();
-        this.session?.store.close();
-        this.session = { options, store, items, agent: this.agentFor(items, options, state) };
-        await this.replay();
+        await this.closeSession();
+        const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null } };
+        this.session = session;
+        if (options.llm) session.llm.loading = this.loadModel(session, progress);
+        await this.exclusive(async () => {
+          await this.refresh(this.ready());
+          await this.replay();
+        });
       } catch (e) {
         store.close();
         throw e;
@@ -73,8 +120,27 @@ export class Engine implements EngineApi {
     });
   }
 
-  track(interaction: TrackInput): Promise<void> {
+  status(): Promise<EngineStatus> {
     return this.serial(async () => {
+      const s = this.ready();
+      const e = s.embedder;
+      return {
+        capabilities: this.capabilities ?? (await probeCapabilities()),
+        embedder: { id: e.embedder.id, kind: e.kind, device: e.device, dim: e.embedder.dim },
+        llm: {
+          mode: s.llm.model ? s.llm.model.backend : 'rules',
+          model: s.llm.model?.id ?? null,
+          attempts: s.llm.attempts.map((a) => ({ ...a })),
+          loading: s.llm.loading !== null,
+        },
+        storage: { degraded: s.store.degraded, persisted: null },
+        shared: this.shared,
+      };
+    });
+  }
+
+  track(interaction: TrackInput): Promise<void> {
+    return this.mutation(async () => {
       const { store, agent } = this.ready();
       if (!interaction || typeof interaction !== 'object') throw new TypeError('interaction must be an object');
       const it = validateInteraction({ item: interaction.item, action: interaction.action, at: interaction.at ?? Date.now() });
@@ -88,22 +154,22 @@ export class Engine implements EngineApi {
   }
 
   recommend(candidates: string[]): Promise<RecommendationResult[]> {
-    return this.serial(async () => {
+    return this.reading(async () => {
       const ranked = await this.ready().agent.recommend(candidates);
       return ranked.map((r) => ({ id: r.id, score: r.score, explanations: r.explanations }));
     });
   }
 
   memories(): Promise<AtomicMemory[]> {
-    return this.serial(async () => this.ready().agent.memories());
+    return this.reading(async () => this.ready().agent.memories());
   }
 
   profile(): Promise<Profile | null> {
-    return this.serial(async () => this.ready().agent.profile());
+    return this.reading(async () => this.ready().agent.profile());
   }
 
   forget(memoryId: string): Promise<boolean> {
-    return this.serial(async () => {
+    return this.mutation(async () => {
       const { store, agent } = this.ready();
       if (typeof memoryId !== 'string' || !memoryId) throw new TypeError('forget: memoryId must be a non-empty string');
       const done = agent.forget(memoryId);
@@ -113,11 +179,11 @@ export class Engine implements EngineApi {
   }
 
   export(): Promise<ExportFile> {
-    return this.serial(async () => this.ready().store.export());
+    return this.reading(async () => this.ready().store.export());
   }
 
   import(file: unknown): Promise<void> {
-    return this.serial(async () => {
+    return this.mutation(async () => {
       const s = this.ready();
       await this.write(() => s.store.import(file));
       await this.reload(s);
@@ -125,11 +191,39 @@ export class Engine implements EngineApi {
   }
 
   erase(): Promise<void> {
-    return this.serial(async () => {
+    return this.mutation(async () => {
       const s = this.ready();
       await this.write(() => s.store.erase());
       await this.reload(s);
     });
+  }
+
+  /** Close the store and free the models (the worker is about to go, or re-init). */
+  async closeSession(): Promise<void> {
+    const s = this.session;
+    this.session = undefined;
+    if (!s) return;
+    s.store.close();
+    await s.llm.loading;
+    await Promise.allSettled([s.embedder.embedder.dispose?.(), s.llm.model?.dispose()]);
+  }
+
+  /** Try the configured language models in the background (WebGPU → WASM → rules), visibly. */
+  private async loadModel(s: Session, progress: (p: LoadProgress) => void): Promise<void> {
+    try {
+      const choice = await loadLanguageModel(s.options.llm, s.options.assetsBaseUrl, progress);
+      s.llm.attempts = choice.attempts;
+      if (this.session !== s) {
+        await choice.model?.dispose();
+        return;
+      }
+      s.llm.model = choice.model;
+      for (const a of choice.attempts) {
+        if (!a.ok) this.emit('error', { name: 'ModelFallback', message: `${a.runtime} not used: ${a.reason ?? 'unknown'}` });
+      }
+    } finally {
+      s.llm.loading = null;
+    }
   }
 
   // ——— internals ———
@@ -138,6 +232,40 @@ export class Engine implements EngineApi {
     const run = this.queue.then(fn, fn);
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * A change of the memory tiers: serial within this engine, and under the profile's cross-tab
+   * lock, on a state refreshed from the store if another tab's engine wrote since — so two tabs
+   * writing at once never overwrite each other's events.
+   */
+  private mutation<T>(fn: () => Promise<T>): Promise<T> {
+    return this.serial(() =>
+      this.exclusive(async () => {
+        await this.refresh(this.ready());
+        return fn();
+      }),
+    );
+  }
+
+  /** A read, on a state refreshed from the store if another tab wrote since. */
+  private reading<T>(fn: () => Promise<T>): Promise<T> {
+    return this.serial(async () => {
+      await this.refresh(this.ready());
+      return fn();
+    });
+  }
+
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const s = this.ready();
+    return this.lock(`atomem:${s.store.profile}`, fn);
+  }
+
+  /** Reload the agent when another connection changed the stored state. */
+  private async refresh(s: Session): Promise<void> {
+    if (await s.store.changedElsewhere()) {
+      s.agent = this.agentFor(s.items, s.options, await s.store.load());
+    }
   }
 
   private ready(): Session {
@@ -185,14 +313,14 @@ export class Engine implements EngineApi {
   }
 
   private emit<K extends EngineEventName>(type: K, payload: EngineEventMap[K]): void {
-    const l = this.listener;
-    if (!l) return;
-    try {
-      // a Comlink proxy returns a promise; a vanished listener must never break the engine.
-      const r = l({ type, payload } as EngineEvent) as unknown;
-      if (r instanceof Promise) r.catch(() => undefined);
-    } catch {
-      // ignore
+    for (const l of this.listeners.values()) {
+      try {
+        // a Comlink proxy returns a promise; a vanished listener must never break the engine.
+        const r = l({ type, payload } as EngineEvent) as unknown;
+        if (r instanceof Promise) r.catch(() => undefined);
+      } catch {
+        // ignore
+      }
     }
   }
 }

@@ -6,9 +6,61 @@
 import type { AtomemConfig, RankWeights } from '../core/config.js';
 import type { Action, AtomicMemory, Item, LifecycleEvent, Profile } from '../core/types.js';
 import type { ExportFile } from '../store/file.js';
+import type { Capabilities } from '../models/probe.js';
+import type { LoadProgress, ModelBackend } from '../models/types.js';
+
+export type { Capabilities } from '../models/probe.js';
 
 /** Partial engine configuration (any knob of {@link AtomemConfig}; `weights` may be partial too). */
 export type EngineConfig = Partial<Omit<AtomemConfig, 'weights'>> & { weights?: Partial<RankWeights> };
+
+/**
+ * Which embedder the worker builds.
+ * - `use-lite` (default): Universal Sentence Encoder lite, 512-d, on tfjs WASM. Its files ship
+ *   with the package (`dist/assets/use-lite/`, `dist/assets/tfjs-wasm/`); works offline.
+ * - `minilm`: all-MiniLM-L6-v2 (384-d) through transformers.js, WebGPU when an adapter exists,
+ *   else WASM. Weights come from `modelBaseUrl` (the Hugging Face hub by default, or the shop's
+ *   own host); the ONNX runtime's wasm from `wasmPaths` (self-hosted, never a CDN).
+ * - `hashing`: deterministic feature hashing, instant, no model. For tests and demos; poor quality.
+ */
+export type EmbedderSpec =
+  | 'use-lite'
+  | 'minilm'
+  | 'hashing'
+  | { kind: 'use-lite'; /** Folder URL of model.json, vocab.json and shards. */ baseUrl?: string; /** Folder URL of the tfjs .wasm files (trailing slash). */ wasmPaths?: string }
+  | {
+      kind: 'minilm';
+      /** Model id. Default `Xenova/all-MiniLM-L6-v2`. */
+      model?: string;
+      /** Where model folders live (`{base}/{model}/…`). Default: the Hugging Face hub. */
+      modelBaseUrl?: string;
+      /** Folder URL of onnxruntime-web's .wasm/.mjs files. */
+      wasmPaths?: string;
+      /** `auto` (default): WebGPU when an adapter exists, else WASM. */
+      device?: 'auto' | 'webgpu' | 'wasm';
+      /** Weights variant. Default: `fp32` on WebGPU, `q8` on WASM (transformers.js' defaults). */
+      dtype?: 'fp32' | 'fp16' | 'q8' | 'q4' | 'q4f16';
+    }
+  | { kind: 'hashing'; /** Buckets. Default 256. */ dim?: number };
+
+/**
+ * Optional language models, tried in order until one loads; when none does the engine runs on
+ * the rules reasoner. Loading happens in the background after `init` (the engine answers on
+ * rules meanwhile); every attempt and its failure reason is visible in `status().llm.attempts`.
+ * Order: built-in Prompt API → WebLLM (WebGPU) → OpenAI-compatible endpoint → wllama (WASM) →
+ * rules. (The model-driven reasoner that uses the loaded model is the LLM issue's; until it
+ * lands, memory operations stay on rules even with a model loaded.)
+ */
+export interface LlmOptions {
+  /** Chrome's built-in Prompt API, when the browser offers it. */
+  promptApi?: boolean;
+  /** WebLLM on WebGPU: an MLC model id, and optionally an app config pointing at self-hosted weights. */
+  webllm?: { model: string; appConfig?: Record<string, unknown> };
+  /** An OpenAI-compatible chat-completions server (e.g. a local llama.cpp server). */
+  openai?: { baseUrl: string; model: string; apiKey?: string };
+  /** wllama (llama.cpp in WASM) with a GGUF model URL; `wasmUrl` of `wllama.wasm` (default: shipped asset). */
+  wllama?: { model: string; wasmUrl?: string; contextSize?: number };
+}
 
 /** Options of the engine's `init` (and of `createAtomem`). Everything here is structured-clonable. */
 export interface EngineOptions {
@@ -16,14 +68,45 @@ export interface EngineOptions {
   profile?: string;
   /** The shop's catalog. Every tracked or ranked id must be in it. */
   catalog: Item[];
+  /** Which embedder the worker builds. Default `'use-lite'`. */
+  embedder?: EmbedderSpec;
   /**
-   * Which embedder the worker builds. Only `'hashing'` (deterministic feature hashing,
-   * instant, no model; fine for tests and demos, poor quality) exists for now; USE-lite and
-   * MiniLM (WebGPU → WASM, with download progress) come next.
+   * Base URL of the package's shipped assets (`use-lite/`, `tfjs-wasm/`, `ort-wasm/`,
+   * `wllama/`). `createAtomem` sets it to `dist/assets/` next to its own module; set it when the
+   * shop serves those files elsewhere.
    */
-  embedder: 'hashing';
+  assetsBaseUrl?: string;
+  /** Optional language models (none by default: rules reasoner). */
+  llm?: LlmOptions;
   /** Engine knobs; defaults from `resolveConfig` (tau from the embedder). */
   config?: EngineConfig;
+}
+
+/** What the engine runs on, for the page and the demo's inspector. */
+export interface EngineStatus {
+  capabilities: Capabilities;
+  embedder: { id: string; kind: 'use-lite' | 'minilm' | 'hashing'; device: 'wasm' | 'webgpu' | 'cpu'; dim: number };
+  llm: {
+    /** Where the active model runs, or `rules` when none loaded. */
+    mode: ModelBackend | 'rules';
+    /** Active model id, or null. */
+    model: string | null;
+    /** Every runtime tried, in order, with why it was skipped. */
+    attempts: { runtime: string; ok: boolean; reason?: string }[];
+    /** True while configured runtimes are still being tried (the engine answers meanwhile, on rules). */
+    loading: boolean;
+  };
+  storage: {
+    /** True once the store hit the quota and keeps writes in memory. */
+    degraded: boolean;
+    /**
+     * Whether the browser granted persistent storage (`navigator.storage.persist()`, asked by
+     * `createAtomem` on the main thread: workers cannot ask). Null when not asked or unknown.
+     */
+    persisted: boolean | null;
+  };
+  /** True inside a SharedWorker (several tabs share this engine). */
+  shared: boolean;
 }
 
 /** One interaction as the page reports it. `at` defaults to the worker's `Date.now()`, `action` to `'click'`. */
@@ -40,13 +123,8 @@ export interface RecommendationResult {
   explanations: string[];
 }
 
-/** Progress of a long step (today: embedding the catalog during `init`). */
-export interface ProgressEvent {
-  /** What is progressing, e.g. `'embed-catalog'`. */
-  stage: string;
-  done: number;
-  total: number;
-}
+/** Progress of anything long (embedder or model download, model load, catalog embedding): one stream. */
+export type ProgressEvent = LoadProgress;
 
 /** An error as it crosses the boundary (and as `error` events carry it). */
 export interface SerializedError {
@@ -78,10 +156,18 @@ export type EngineListener = (event: EngineEvent) => void;
 
 /** What the worker exposes. Every method except `subscribe` needs `init` first. */
 export interface EngineApi {
-  /** Register the (single) event listener; call before `init` to get its progress. */
-  subscribe(listener: EngineListener): void;
-  /** Open the profile's store, load its state, build the agent and replay pending events. Re-init replaces everything. */
+  /** Register an event listener (one per connected page); call before `init` to get its progress. Returns a token for `unsubscribe`. */
+  subscribe(listener: EngineListener): number;
+  /** Drop a listener (a page leaving a shared engine). */
+  unsubscribe(token: number): void;
+  /**
+   * Open the profile's store, load its state, build the embedder (and LLM, if configured) and
+   * the agent, replay pending events. In a shared engine a second page's `init` for the same
+   * profile joins the running session; re-init with other options replaces everything.
+   */
   init(options: EngineOptions): Promise<void>;
+  /** Capabilities, active embedder and model, fallbacks taken, storage mode. */
+  status(): Promise<EngineStatus>;
   /** Record one interaction: durable in IndexedDB first, then turned into memory, then the state is saved. */
   track(interaction: TrackInput): Promise<void>;
   /** Rank candidate ids (unknown id → `UnknownItemError`). */

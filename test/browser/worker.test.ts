@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createAtomem, type Atomem } from '../../src/client/index.js';
+import { createAtomem, type Atomem, type ProgressEvent } from '../../src/client/index.js';
 import { MemoryStore, dbName } from '../../src/store/index.js';
 import type { Item } from '../../src/core/types.js';
 
@@ -148,11 +148,11 @@ describe('worker engine through createAtomem', () => {
   });
 
   it('reports catalog embedding progress during init', async () => {
-    const seen: { stage: string; done: number; total: number }[] = [];
+    const seen: ProgressEvent[] = [];
     const a = await createAtomem({ profile: profile('progress'), catalog, embedder: 'hashing', onProgress: (p) => seen.push(p) });
     open.push(a);
     await expect.poll(() => seen.length).toBeGreaterThan(0);
-    expect(seen[seen.length - 1]).toEqual({ stage: 'embed-catalog', done: catalog.length, total: catalog.length });
+    await expect.poll(() => seen[seen.length - 1]).toEqual({ stage: 'catalog', phase: 'ready', loaded: catalog.length, total: catalog.length, unit: 'items' });
   });
 
   it('replays an event made durable before a crash exactly once', async () => {

@@ -1,8 +1,7 @@
 /**
- * atomem — private, on-device personalization with structured, evolving atomic memories.
- *
- * This entry exports the memory agent and its building blocks. The Web Worker client
- * (`createAtomem`) and IndexedDB storage arrive with the browser issue.
+ * `atomem/engine` — the memory agent and its building blocks, for Node (benchmarks, servers),
+ * tests and custom workers. A shop page imports `atomem` instead (`createAtomem`, the small
+ * main-thread client that runs all of this in a Web Worker).
  */
 export { MemoryAgent, type AgentOptions, type AgentMode, type PrivacyLevel, type Recommendation } from './agent/agent.js';
 export { ItemVectors, UnknownItemError } from './agent/items.js';

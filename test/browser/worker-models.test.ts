@@ -1,0 +1,83 @@
+/// <reference types="vite/client" />
+import { afterEach, describe, expect, it } from 'vitest';
+import wasmUrl from '@wllama/wllama/esm/wasm/wllama.wasm?url';
+import { createAtomem, type Atomem, type ProgressEvent, type SerializedError } from '../../src/client/index.js';
+import { dbName } from '../../src/store/index.js';
+import type { Item } from '../../src/core/types.js';
+
+// The engine's model fallback, in the real worker: WebLLM (no WebGPU adapter in this headless
+// Chromium) → wllama (WASM, the real runtime and the real stories260K GGUF from ../shared,
+// never copied) → and rules when nothing loads. Every step is visible in status().
+const found = import.meta.glob('../../../shared/models/stories260K/stories260K.gguf', { query: '?url', import: 'default', eager: true }) as Record<string, string>;
+const MODEL_URL = Object.values(found)[0];
+
+const catalog: Item[] = [
+  { id: 'a', title: 'trail running shoes', categories: ['Shoes'] },
+  { id: 'b', title: 'road running shoes', categories: ['Shoes'] },
+  { id: 'c', title: 'cast iron skillet', categories: ['Kitchen'] },
+];
+const run = `${Date.now()}`;
+const open: Atomem[] = [];
+const profiles: string[] = [];
+
+afterEach(async () => {
+  for (const a of open.splice(0)) a.dispose();
+  await Promise.all(
+    profiles.splice(0).map(
+      (p) =>
+        new Promise<void>((resolve) => {
+          const req = indexedDB.deleteDatabase(dbName(p));
+          req.onsuccess = req.onerror = req.onblocked = () => resolve();
+        }),
+    ),
+  );
+});
+
+async function start(name: string, llm: Parameters<typeof createAtomem>[0]['llm'], progress: ProgressEvent[] = []): Promise<Atomem> {
+  const profile = `models-${name}-${run}`;
+  profiles.push(profile);
+  const a = await createAtomem({ profile, catalog, embedder: 'hashing', llm, onProgress: (p) => progress.push(p) });
+  open.push(a);
+  return a;
+}
+
+describe('language-model fallback inside the worker', () => {
+  it.skipIf(!MODEL_URL)('WebGPU → WASM: WebLLM is skipped with its reason, wllama loads stories260K, the engine keeps answering meanwhile', async () => {
+    const progress: ProgressEvent[] = [];
+    const a = await start('wllama', { webllm: { model: 'Qwen2.5-0.5B-Instruct-q4f16_1-MLC' }, wllama: { model: MODEL_URL!, wasmUrl, contextSize: 512 } }, progress);
+    const errors: SerializedError[] = [];
+    a.on('error', (e) => errors.push(e));
+    await a.track({ item: 'a', action: 'click' }); // answers on rules while the model loads
+    await expect.poll(async () => (await a.status()).llm.loading, { timeout: 60_000, interval: 100 }).toBe(false);
+    const s = await a.status();
+    const gpu = s.capabilities.webgpu.available;
+    if (!gpu) {
+      expect(s.llm.attempts[0]).toMatchObject({ runtime: 'webllm', ok: false });
+      expect(s.llm.attempts[0].reason).toMatch(/ModelUnavailableError.*WebGPU/);
+      expect(s.llm.attempts[1]).toEqual({ runtime: 'wllama', ok: true });
+      expect(s.llm).toMatchObject({ mode: 'wasm', model: 'wllama:stories260K', loading: false });
+    } else {
+      // a GPU here would let WebLLM try the hub and fail offline, then fall back the same way
+      expect(s.llm.attempts.at(-1)).toEqual({ runtime: 'wllama', ok: true });
+    }
+    expect(progress.some((p) => p.stage === 'llm' && p.phase === 'ready')).toBe(true);
+    expect(progress.filter((p) => p.stage === 'llm' && p.phase === 'download').every((p) => p.unit === 'bytes')).toBe(true);
+    if (!gpu) await expect.poll(() => errors.some((e) => e.name === 'ModelFallback' && /webllm/.test(e.message))).toBe(true);
+    expect((await a.recommend(['b', 'c']))[0].id).toBe('b');
+  }, 90_000);
+
+  it('nothing loads → rules, and status says why each runtime was skipped', async () => {
+    const a = await start('rules', { promptApi: true, wllama: { model: '/no/such/model.gguf', wasmUrl: '/no/such/wllama.wasm' } });
+    await expect.poll(async () => (await a.status()).llm.loading, { timeout: 30_000 }).toBe(false);
+    const s = await a.status();
+    expect(s.llm.mode).toBe('rules');
+    expect(s.llm.model).toBeNull();
+    expect(s.llm.attempts.map((x) => [x.runtime, x.ok])).toEqual([
+      ['prompt-api', false],
+      ['wllama', false],
+    ]);
+    expect(s.llm.attempts[1].reason).toMatch(/wllama\.wasm/);
+    await a.track({ item: 'c', action: 'purchase' });
+    expect((await a.memories()).length).toBeGreaterThan(0);
+  }, 60_000);
+});

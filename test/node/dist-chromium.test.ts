@@ -1,0 +1,148 @@
+import { createReadStream, existsSync, statSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { extname, join, normalize } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser } from 'playwright';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tinyBertFiles } from '../fixtures/tiny-bert.js';
+
+// The BUILT package in real headless Chromium: a page imports dist/index.js exactly as a shop
+// would, served as plain static files (no Vite transform, which would also rewrite the worker).
+// Its default worker chunk and shipped model assets (USE-lite + tfjs wasm) load next to it.
+// `npm test` builds first (pretest).
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const TYPES: Record<string, string> = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json', '.wasm': 'application/wasm', '.html': 'text/html', '.map': 'application/json' };
+
+const PAGE = `<!doctype html><meta charset="utf-8"><title>atomem dist</title><script type="module">
+import { createAtomem } from '/dist/index.js';
+const catalog = [
+  { id: 'tent', title: 'Two-person camping tent', categories: ['Outdoor'], description: 'lightweight tent for hiking and camping trips' },
+  { id: 'stove', title: 'Camping stove', categories: ['Outdoor'], description: 'portable gas stove for camping and hiking' },
+  { id: 'boots', title: 'Hiking boots', categories: ['Outdoor'], description: 'waterproof boots for mountain hiking' },
+  { id: 'blender', title: 'Kitchen blender', categories: ['Kitchen'], description: 'blender for smoothies and soups' },
+  { id: 'kettle', title: 'Electric kettle', categories: ['Kitchen'], description: 'fast boiling kettle for tea' },
+  { id: 'novel', title: 'Mystery novel', categories: ['Books'], description: 'a detective story paperback' },
+];
+const out = { progress: [] };
+const params = new URLSearchParams(location.search);
+const embedder = params.get('embedder') ? JSON.parse(params.get('embedder')) : undefined;
+try {
+  const t0 = performance.now();
+  const atomem = await createAtomem({ profile: 'dist-test-' + (embedder ? 'x' : 'default'), catalog, embedder, onProgress: (p) => out.progress.push(p) });
+  out.startMs = performance.now() - t0;
+  await atomem.track({ item: 'tent', action: 'purchase' });
+  await atomem.track({ item: 'stove', action: 'cart' });
+  out.ranked = await atomem.recommend(['blender', 'boots', 'novel', 'kettle']);
+  out.memories = (await atomem.memories()).map((m) => ({ content: m.content, items: m.items }));
+  out.status = await atomem.status();
+} catch (e) { out.error = e.name + ': ' + e.message; }
+window.__result = out;
+</script>`;
+
+const tiny = tinyBertFiles();
+let server: Server;
+let browser: Browser;
+let base = '';
+const requests: string[] = [];
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    requests.push(url.pathname);
+    if (url.pathname === '/') {
+      res.writeHead(200, { 'content-type': 'text/html' }).end(PAGE);
+      return;
+    }
+    // a tiny BERT written by the test (config, tokenizer, ONNX graph), as the shop's own model host
+    if (url.pathname.startsWith('/models/tiny-bert/')) {
+      const body = tiny[url.pathname.slice('/models/tiny-bert/'.length)];
+      if (body === undefined) res.writeHead(404).end();
+      else res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(body);
+      return;
+    }
+    const file = normalize(join(ROOT, decodeURIComponent(url.pathname)));
+    if (!file.startsWith(join(ROOT, 'dist')) || !existsSync(file) || !statSync(file).isFile()) {
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' });
+    createReadStream(file).pipe(res);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await new Promise((r) => server?.close(r));
+});
+
+describe('the built package (dist/) in headless Chromium', () => {
+  it('createAtomem with every default: worker chunk, USE-lite from the shipped assets, learns and explains, nothing leaves the host', async () => {
+    expect(existsSync(join(ROOT, 'dist/index.js')), 'run `npm run build` first (npm test does)').toBe(true);
+    const page = await browser.newPage();
+    const offsite: string[] = [];
+    page.on('request', (r) => {
+      if (!r.url().startsWith(base) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) offsite.push(r.url());
+    });
+    await page.goto(`${base}/`);
+    await page.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 90_000 });
+    const r = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as {
+      error?: string;
+      startMs: number;
+      progress: { stage: string; phase: string }[];
+      ranked: { id: string; explanations: string[] }[];
+      memories: { content: string; items: string[] }[];
+      status: { embedder: { kind: string; device: string; dim: number }; llm: { mode: string }; capabilities: { wasm: boolean; webgpu: { available: boolean } } };
+    };
+    expect(r.error).toBeUndefined();
+    expect(r.status.embedder).toEqual(expect.objectContaining({ kind: 'use-lite', device: 'wasm', dim: 512 }));
+    expect(r.status.llm.mode).toBe('rules');
+    expect(r.status.capabilities.wasm).toBe(true);
+    expect(r.progress.some((p) => p.stage === 'embedder' && p.phase === 'ready')).toBe(true);
+    expect(r.progress.some((p) => p.stage === 'catalog')).toBe(true);
+    expect(r.ranked[0].id).toBe('boots');
+    expect(r.ranked[0].explanations.join(' ')).toMatch(/tent|stove|camping|outdoor/i);
+    expect(r.memories.flatMap((m) => m.items)).toEqual(expect.arrayContaining(['tent', 'stove']));
+    // the page loaded the built files only: the entry, the worker chunk, the shipped assets
+    expect(requests).toContain('/dist/index.js');
+    expect(requests.some((p) => /^\/dist\/assets\/worker-[\w-]+\.js$/.test(p))).toBe(true);
+    expect(requests).toContain('/dist/assets/use-lite/model.json');
+    expect(requests.some((p) => p.startsWith('/src/'))).toBe(false);
+    expect(offsite).toEqual([]);
+    console.log(`dist in Chromium: createAtomem (USE-lite, cold) → ready in ${r.startMs.toFixed(0)} ms`);
+    await page.close();
+  }, 120_000);
+
+  it('MiniLM path from dist/: transformers.js in the worker chunk, ONNX runtime wasm from dist/assets/ort-wasm, model from the shop host', async () => {
+    const page = await browser.newPage();
+    const offsite: string[] = [];
+    page.on('request', (r) => {
+      if (!r.url().startsWith(base) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) offsite.push(r.url());
+    });
+    const embedder = { kind: 'minilm', model: 'tiny-bert', modelBaseUrl: `${base}/models`, dtype: 'fp32' };
+    const before = requests.length;
+    await page.goto(`${base}/?embedder=${encodeURIComponent(JSON.stringify(embedder))}`);
+    await page.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 90_000 });
+    const r = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as {
+      error?: string;
+      progress: { stage: string; phase: string; unit: string }[];
+      ranked: { id: string }[];
+      status: { embedder: { id: string; kind: string; device: string; dim: number } };
+    };
+    expect(r.error).toBeUndefined();
+    expect(r.status.embedder).toMatchObject({ kind: 'minilm', device: 'wasm' });
+    expect(r.status.embedder.id).toContain('tiny-bert');
+    expect(r.progress.some((p) => p.stage === 'embedder' && p.unit === 'bytes')).toBe(true);
+    expect(r.ranked).toHaveLength(4);
+    const mine = requests.slice(before);
+    expect(mine.some((p) => p.startsWith('/dist/assets/ort-wasm/'))).toBe(true);
+    expect(mine).toContain('/models/tiny-bert/onnx/model.onnx');
+    expect(offsite).toEqual([]);
+    await page.close();
+  }, 120_000);
+});

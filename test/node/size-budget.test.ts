@@ -1,0 +1,25 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+
+// The main-thread entry a shop page imports must stay small: everything heavy lives in the worker.
+// `npm test` builds first (pretest), so this checks the bundle CI just built.
+const BUDGET_GZIP_BYTES = 10 * 1024;
+
+describe('size budget of the main-thread entry', () => {
+  it(`dist/index.js is at most ${BUDGET_GZIP_BYTES} bytes gzipped`, () => {
+    const file = new URL('../../dist/index.js', import.meta.url);
+    expect(existsSync(file), 'dist/index.js is missing: run `npm run build` (npm test does it first)').toBe(true);
+    const code = readFileSync(file);
+    const gz = gzipSync(code, { level: 9 }).length;
+    console.log(`dist/index.js: ${code.length} bytes, ${gz} bytes gzipped (budget ${BUDGET_GZIP_BYTES})`);
+    expect(gz).toBeLessThanOrEqual(BUDGET_GZIP_BYTES);
+  });
+
+  it('the main-thread entry does not pull in the engine, tfjs or model runtimes', () => {
+    const code = readFileSync(new URL('../../dist/index.js', import.meta.url), 'utf8');
+    expect(code).not.toMatch(/@tensorflow|@huggingface|onnxruntime|@wllama|@mlc-ai|from ['"]idb['"]/);
+    // the worker is a separate file next to it, started with new Worker(new URL(...))
+    expect(code).toMatch(/new Worker\(\s*new URL\(/);
+  });
+});
