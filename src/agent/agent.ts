@@ -130,6 +130,38 @@ export class MemoryAgent {
   }
 
   /**
+   * Move memories made with another embedder (the shop switched `use-lite` → `minilm`, or the
+   * catalog centring changed) into the current vector space: each one's vector becomes the
+   * normalised mean of its linked items' vectors, exactly how memories are formed. A memory
+   * none of whose items is still in the catalog cannot be placed and is forgotten. Statements,
+   * strength and evidence are kept. Returns how many memories were moved and dropped.
+   */
+  async adoptEmbedder(): Promise<{ moved: number; dropped: number }> {
+    const target = this.items.embedderId;
+    let moved = 0;
+    let dropped = 0;
+    const keep: AtomicMemory[] = [];
+    for (const m of this.state.memories) {
+      if (m.embedding.embedderId === target) {
+        keep.push(m);
+        continue;
+      }
+      const ids = m.items.filter((id) => this.items.has(id));
+      if (ids.length === 0) {
+        dropped++;
+        this.onLifecycle?.({ op: 'forget', memoryId: m.id, at: this.clock(), detail: `its items left the catalog while the embedder changed to ${target}` });
+        continue;
+      }
+      const vecs = await this.items.vectorsOf(ids);
+      m.embedding = { embedderId: target, vector: meanNormalized(vecs.map((v) => v.vector)) };
+      moved++;
+      keep.push(m);
+    }
+    this.state.memories = keep;
+    return { moved, dropped };
+  }
+
+  /**
    * Process events that are durable but not yet turned into memory (e.g. after a crash or a
    * closed tab, replayed at start); each is applied exactly once.
    */
@@ -180,7 +212,8 @@ export class MemoryAgent {
     const vecs = await this.items.vectorsOf(ids);
     const cands: Candidate[] = ids.map((id, i) => ({ id, vector: vecs[i].vector }));
     const n = this.config.recentEvents;
-    const recentEvents = n > 0 ? this.state.events.slice(-n) : [];
+    // why: a delisted product may still be in the history; it just stops counting as recent.
+    const recentEvents = n > 0 ? this.state.events.slice(-n).filter((e) => this.items.has(e.item)) : [];
     const recentVecs = await this.items.vectorsOf(recentEvents.map((e) => e.item));
     const recent: RecentSignal[] = recentEvents.map((e, i) => ({
       item: e.item,

@@ -111,6 +111,9 @@ export class Engine implements EngineApi {
         if (options.llm) session.llm.loading = this.loadModel(session, progress);
         await this.exclusive(async () => {
           await this.refresh(this.ready());
+          // memories made with another embedder (the shop switched models) move into this space
+          const { moved, dropped } = await session.agent.adoptEmbedder();
+          if (moved || dropped) await this.write(() => store.saveState(session.agent.snapshot));
           await this.replay();
         });
       } catch (e) {

@@ -155,6 +155,20 @@ describe('worker engine through createAtomem', () => {
     await expect.poll(() => seen[seen.length - 1]).toEqual({ stage: 'catalog', phase: 'ready', loaded: catalog.length, total: catalog.length, unit: 'items' });
   });
 
+  it('a profile made with one embedder opens with another: memories move into the new space', async () => {
+    const p = profile('switch');
+    const a = await start(p);
+    await a.track({ item: 'kitchen-wok', action: 'purchase', at: 1_000 });
+    const before = await a.memories();
+    a.dispose();
+    const b = await createAtomem({ profile: p, catalog, embedder: { kind: 'hashing', dim: 64 }, config: { tau: 0.3 } });
+    open.push(b);
+    const after = await b.memories();
+    expect(after.map((m) => [m.id, m.content])).toEqual(before.map((m) => [m.id, m.content]));
+    expect(after.every((m) => m.embedding.vector.length === 64)).toBe(true);
+    expect((await b.recommend(['shoes-road', 'kitchen-griddle']))[0].id).toBe('kitchen-griddle');
+  });
+
   it('replays an event made durable before a crash exactly once', async () => {
     const p = profile('replay');
     // a crash between appendEvent and processing: the store holds one pending event

@@ -525,3 +525,31 @@ describe('MemoryAgent.recommend bad input', () => {
     expect((await agent.recommend(['a', 'b'])).map((r) => r.id).sort()).toEqual(['a', 'b']);
   });
 });
+
+describe('adoptEmbedder (the shop switched embedders)', () => {
+  it('moves memories of another embedder into the current space from their items, keeps their text, drops the unplaceable', async () => {
+    const { agent } = makeAgent();
+    for (const id of ['heat', 'fargo', 'alien', 'matrix']) await agent.observe(ev(id, 'purchase'));
+    const before = agent.memories();
+    expect(before.length).toBeGreaterThan(1);
+    // reopen the same state with another embedder and a catalog that lost the sci-fi items
+    const other = createHashingEmbedder({ dim: 64 });
+    const catalog = CATALOG.filter((i) => !['alien', 'matrix'].includes(i.id));
+    const events: LifecycleEvent[] = [];
+    const next = new MemoryAgent({ items: new ItemVectors(other, catalog), state: structuredClone(agent.snapshot), config: { tau: TAU }, onLifecycle: (e) => events.push(e) });
+    const res = await next.adoptEmbedder();
+    const sciFi = before.filter((m) => m.items.every((i) => ['alien', 'matrix'].includes(i)));
+    expect(res).toEqual({ moved: before.length - sciFi.length, dropped: sciFi.length });
+    expect(events.filter((e) => e.op === 'forget').map((e) => e.memoryId).sort()).toEqual(sciFi.map((m) => m.id).sort());
+    for (const m of next.memories()) {
+      expect(m.embedding.embedderId).toBe(next.items.embedderId);
+      expect(m.embedding.vector).toHaveLength(64);
+      const old = before.find((b) => b.id === m.id)!;
+      expect([m.content, m.strength, m.evidence]).toEqual([old.content, old.strength, old.evidence]);
+    }
+    // and it works in the new space: ranking and observing no longer mismatch dimensions
+    expect((await next.recommend(['casino', 'notting']))[0].id).toBe('casino');
+    await next.observe(ev('godfather', 'like'));
+    expect(await next.adoptEmbedder()).toEqual({ moved: 0, dropped: 0 });
+  });
+});

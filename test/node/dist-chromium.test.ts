@@ -31,13 +31,20 @@ const params = new URLSearchParams(location.search);
 const embedder = params.get('embedder') ? JSON.parse(params.get('embedder')) : undefined;
 try {
   const t0 = performance.now();
-  const atomem = await createAtomem({ profile: 'dist-test-' + (embedder ? 'x' : 'default'), catalog, embedder, onProgress: (p) => out.progress.push(p) });
+  const atomem = await createAtomem({ profile: params.get('profile') ?? 'dist-test-' + (embedder ? 'x' : 'default'), catalog, embedder: embedder ?? (params.get("burst") ? "hashing" : undefined), onProgress: (p) => out.progress.push(p) });
   out.startMs = performance.now() - t0;
-  await atomem.track({ item: 'tent', action: 'purchase' });
-  await atomem.track({ item: 'stove', action: 'cart' });
+  const burst = params.get('burst');
+  if (burst) {
+    // one page of several writing to the same profile at once
+    await Promise.all(Array.from({ length: 20 }, (_, i) => atomem.track({ item: catalog[i % catalog.length].id, action: 'click', at: Number(burst) + i })));
+  } else if (!params.get('readonly')) {
+    await atomem.track({ item: 'tent', action: 'purchase' });
+    await atomem.track({ item: 'stove', action: 'cart' });
+  }
   out.ranked = await atomem.recommend(['blender', 'boots', 'novel', 'kettle']);
   out.memories = (await atomem.memories()).map((m) => ({ content: m.content, items: m.items }));
   out.status = await atomem.status();
+  out.events = (await atomem.export()).state.events;
 } catch (e) { out.error = e.name + ': ' + e.message; }
 window.__result = out;
 </script>`;
@@ -97,7 +104,12 @@ describe('the built package (dist/) in headless Chromium', () => {
       progress: { stage: string; phase: string }[];
       ranked: { id: string; explanations: string[] }[];
       memories: { content: string; items: string[] }[];
-      status: { embedder: { kind: string; device: string; dim: number }; llm: { mode: string }; capabilities: { wasm: boolean; webgpu: { available: boolean } } };
+      status: {
+        embedder: { kind: string; device: string; dim: number };
+        llm: { mode: string };
+        capabilities: { wasm: boolean; webgpu: { available: boolean } };
+        storage: { persisted: boolean | null; degraded: boolean };
+      };
     };
     expect(r.error).toBeUndefined();
     expect(r.status.embedder).toEqual(expect.objectContaining({ kind: 'use-lite', device: 'wasm', dim: 512 }));
@@ -114,8 +126,36 @@ describe('the built package (dist/) in headless Chromium', () => {
     expect(requests).toContain('/dist/assets/use-lite/model.json');
     expect(requests.some((p) => p.startsWith('/src/'))).toBe(false);
     expect(offsite).toEqual([]);
+    expect(typeof r.status.storage.persisted).toBe('boolean'); // navigator.storage.persist() was asked
+    expect(r.status.storage.degraded).toBe(false);
     console.log(`dist in Chromium: createAtomem (USE-lite, cold) → ready in ${r.startMs.toFixed(0)} ms`);
+
+    // a page reload: a fresh page and worker, the same profile; the memory is still there
+    await page.goto(`${base}/?readonly=1`);
+    await page.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 90_000 });
+    const again = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as typeof r;
+    expect(again.error).toBeUndefined();
+    expect(again.memories).toEqual(r.memories);
+    expect(again.ranked.map((x) => x.id)).toEqual(r.ranked.map((x) => x.id));
     await page.close();
+  }, 120_000);
+
+  it('two pages of the same origin writing to one profile at the same time lose nothing', async () => {
+    const ctx = await browser.newContext();
+    const pages = await Promise.all([ctx.newPage(), ctx.newPage()]);
+    await Promise.all(pages.map((p, i) => p.goto(`${base}/?profile=two-pages&burst=${(i + 1) * 1000}`)));
+    for (const p of pages) await p.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 60_000 });
+    const results = (await Promise.all(pages.map((p) => p.evaluate(() => (window as unknown as { __result: unknown }).__result)))) as { error?: string }[];
+    expect(results.map((x) => x.error)).toEqual([undefined, undefined]);
+    const reader = await ctx.newPage();
+    await reader.goto(`${base}/?profile=two-pages&readonly=1&embedder=${encodeURIComponent('"hashing"')}`);
+    await reader.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 60_000 });
+    const read = (await reader.evaluate(() => (window as unknown as { __result: unknown }).__result)) as { error?: string; events: { at: number }[] };
+    expect(read.error).toBeUndefined();
+    const ats = read.events.map((e) => e.at);
+    const want = [...Array.from({ length: 20 }, (_, i) => 1000 + i), ...Array.from({ length: 20 }, (_, i) => 2000 + i)];
+    expect([...ats].sort((x, y) => x - y)).toEqual(want);
+    await ctx.close();
   }, 120_000);
 
   it('MiniLM path from dist/: transformers.js in the worker chunk, ONNX runtime wasm from dist/assets/ort-wasm, model from the shop host', async () => {
