@@ -158,6 +158,32 @@ describe('the built package (dist/) in headless Chromium', () => {
     await ctx.close();
   }, 120_000);
 
+  it('with a (software) WebGPU adapter: the probe sees it and MiniLM runs on WebGPU', async () => {
+    const gpuBrowser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+    try {
+      const page = await gpuBrowser.newPage();
+      const embedder = { kind: 'minilm', model: 'tiny-bert', modelBaseUrl: `${base}/models`, dtype: 'fp32', device: 'auto' };
+      await page.goto(`${base}/?profile=gpu&embedder=${encodeURIComponent(JSON.stringify(embedder))}`);
+      await page.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 90_000 });
+      const r = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as {
+        error?: string;
+        ranked: { id: string }[];
+        status: { embedder: { kind: string; device: string }; capabilities: { webgpu: { available: boolean; isFallbackAdapter?: boolean; shaderF16: boolean; features: string[]; limits?: { maxBufferSize: number } } } };
+      };
+      expect(r.error).toBeUndefined();
+      const gpu = r.status.capabilities.webgpu;
+      expect(gpu.available).toBe(true);
+      expect(gpu.isFallbackAdapter).toBe(true); // SwiftShader
+      expect(gpu.features.length).toBeGreaterThan(0);
+      expect(gpu.limits?.maxBufferSize).toBeGreaterThan(0);
+      expect(gpu.shaderF16).toBe(gpu.features.includes('shader-f16'));
+      expect(r.status.embedder).toMatchObject({ kind: 'minilm', device: 'webgpu' });
+      expect(r.ranked).toHaveLength(4);
+    } finally {
+      await gpuBrowser.close();
+    }
+  }, 120_000);
+
   it('MiniLM path from dist/: transformers.js in the worker chunk, ONNX runtime wasm from dist/assets/ort-wasm, model from the shop host', async () => {
     const page = await browser.newPage();
     const offsite: string[] = [];
