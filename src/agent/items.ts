@@ -120,6 +120,22 @@ export class ItemVectors {
     return ids.map((id) => this.vectors.get(id)!);
   }
 
+  /**
+   * Give an item its embedder output computed earlier (e.g. from a persistent cache), so it is
+   * not embedded again. `raw` must come from this embedder for the item's current text.
+   */
+  seed(id: string, raw: Float32Array): void {
+    if (!this.items.has(id)) return;
+    if (raw.length !== this.embedder.dim) throw new RangeError(`seed: vector of ${id} has dimension ${raw.length}, embedder ${this.embedder.dim}`);
+    this.vectors.set(id, this.project(raw));
+  }
+
+  /** The embedder's own output for an item (undone centring is not possible, so only before `centre`). */
+  raw(id: string): Float32Array | undefined {
+    if (this.mean) return undefined;
+    return this.vectors.get(id)?.vector;
+  }
+
   /** Embedding of one item, if already computed (sync; for hot loops after a warm-up). */
   cached(id: string): Embedding | undefined {
     return this.vectors.get(id);

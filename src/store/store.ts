@@ -304,11 +304,18 @@ export class MemoryStore {
       ['events', 'memories', 'profile', 'meta'],
       async (tx) => {
         const events = tx.objectStore('events');
+        // why: write only what changed — rewriting every event made each track() cost grow with the history.
+        const stored = new Map((await events.getAll()).map((r) => [r.seq, r]));
         const keep = new Set(copy.events.map((e) => e.seq));
-        for (const key of await events.getAllKeys()) {
+        for (const key of stored.keys()) {
           if (!keep.has(key) && key < copy.nextSeq) await events.delete(key);
         }
-        for (const e of copy.events) await events.put(toRecord(e));
+        for (const e of copy.events) {
+          const rec = toRecord(e);
+          const old = stored.get(e.seq);
+          if (old && old.item === rec.item && old.at === rec.at && old.action === rec.action && old.pending === rec.pending) continue;
+          await events.put(rec);
+        }
         const memories = tx.objectStore('memories');
         await memories.clear();
         let pos = 0;
@@ -458,6 +465,17 @@ export class MemoryStore {
     const rec = await tx.objectStore('itemVectors').get([embedderId, itemId]);
     await tx.done;
     return rec?.vector;
+  }
+
+  /** Every cached item vector of one embedder, by cache key (one transaction). */
+  async itemVectorsOf(embedderId: string): Promise<Map<string, Float32Array>> {
+    const out = new Map<string, Float32Array>();
+    const tx = await this.transaction(['itemVectors'], 'readonly');
+    const recs = await tx.objectStore('itemVectors').getAll(IDBKeyRange.bound([embedderId, ''], [embedderId, '\uffff']));
+    await tx.done;
+    for (const r of recs) out.set(r.itemId, r.vector);
+    if (this.mem) for (const [k, v] of this.mem.vectors) if (k.startsWith(`${embedderId}\u0000`)) out.set(k.slice(embedderId.length + 1), v);
+    return out;
   }
 
   /** Cache item vectors of one embedder (one transaction). */

@@ -17,6 +17,17 @@ import { loadLanguageModel } from '../models/select.js';
 import type { LanguageModel, LoadProgress } from '../models/types.js';
 import { MemoryStore, StorageQuotaError } from '../store/index.js';
 import { buildEmbedder, type BuiltEmbedder } from './embedders.js';
+import { itemText } from '../embed/cache.js';
+
+/** FNV-1a of a string, hex: a cache key part that changes when an item's text does. */
+function textHash(text: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0).toString(16);
+}
 import type { ExportFile } from '../store/file.js';
 import { serializeError } from './errors.js';
 import type {
@@ -101,9 +112,9 @@ export class Engine implements EngineApi {
       const progress = (p: LoadProgress): void => this.emit('progress', p);
       const embedder = await buildEmbedder(options.embedder, options.assetsBaseUrl, progress);
       const items = new ItemVectors(embedder.embedder, options.catalog);
-      await items.warm((done, total) => progress({ stage: 'catalog', phase: done === total ? 'ready' : 'embed', loaded: done, total, unit: 'items' }));
       const store = await MemoryStore.open({ profile: options.profile });
       try {
+        await this.warmCatalog(store, items, progress);
         const state = await store.load();
         await this.closeSession();
         const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null } };
@@ -199,6 +210,29 @@ export class Engine implements EngineApi {
       await this.write(() => s.store.erase());
       await this.reload(s);
     });
+  }
+
+  /**
+   * Embed the catalog, reusing vectors cached in IndexedDB by a previous visit (keyed by
+   * embedder id, item id and a hash of the item's text, so an edited product is re-embedded).
+   * A cold start embeds everything once; a warm start embeds only new or changed items.
+   */
+  private async warmCatalog(store: MemoryStore, items: ItemVectors, progress: (p: LoadProgress) => void): Promise<void> {
+    const key = (id: string): string => `${id}\u0000${textHash(itemText(items.item(id)))}`;
+    const cached = await store.itemVectorsOf(items.embedder.id).catch(() => new Map<string, Float32Array>());
+    const fresh: string[] = [];
+    for (const it of items.all()) {
+      const v = cached.get(key(it.id));
+      if (v && v.length === items.embedder.dim) items.seed(it.id, v);
+      else fresh.push(it.id);
+    }
+    const total = fresh.length;
+    progress({ stage: 'catalog', phase: total === 0 ? 'ready' : 'embed', loaded: 0, total, unit: 'items' });
+    await items.warm((done) => progress({ stage: 'catalog', phase: done === total ? 'ready' : 'embed', loaded: done, total, unit: 'items' }));
+    if (fresh.length) {
+      const vectors = fresh.map((id) => [key(id), items.raw(id)!] as [string, Float32Array]);
+      await this.write(() => store.putItemVectors(items.embedder.id, vectors));
+    }
   }
 
   /** Close the store and free the models (the worker is about to go, or re-init). */

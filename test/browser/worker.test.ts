@@ -153,6 +153,7 @@ describe('worker engine through createAtomem', () => {
     open.push(a);
     await expect.poll(() => seen.length).toBeGreaterThan(0);
     await expect.poll(() => seen[seen.length - 1]).toEqual({ stage: 'catalog', phase: 'ready', loaded: catalog.length, total: catalog.length, unit: 'items' });
+    expect(seen[0]).toEqual({ stage: 'catalog', phase: 'embed', loaded: 0, total: catalog.length, unit: 'items' });
   });
 
   it('a profile made with one embedder opens with another: memories move into the new space', async () => {
@@ -167,6 +168,27 @@ describe('worker engine through createAtomem', () => {
     expect(after.map((m) => [m.id, m.content])).toEqual(before.map((m) => [m.id, m.content]));
     expect(after.every((m) => m.embedding.vector.length === 64)).toBe(true);
     expect((await b.recommend(['shoes-road', 'kitchen-griddle']))[0].id).toBe('kitchen-griddle');
+  });
+
+  it('reuses the catalog vectors cached by the last visit; only an edited or new item is embedded again', async () => {
+    const p = profile('vector-cache');
+    const first: ProgressEvent[] = [];
+    const a = await createAtomem({ profile: p, catalog, embedder: 'hashing', onProgress: (e) => first.push(e) });
+    open.push(a);
+    await expect.poll(() => first.at(-1)).toMatchObject({ stage: 'catalog', phase: 'ready', total: catalog.length });
+    a.dispose();
+    const edited = catalog.map((it, i) => (i === 0 ? { ...it, description: `${it.description} now waterproof` } : it));
+    const next = [...edited, { id: 'books-poetry', title: 'poetry books', categories: ['Books'] }];
+    const second: ProgressEvent[] = [];
+    const b = await createAtomem({ profile: p, catalog: next, embedder: 'hashing', onProgress: (e) => second.push(e) });
+    open.push(b);
+    await expect.poll(() => second.at(-1)).toMatchObject({ stage: 'catalog', phase: 'ready', loaded: 2, total: 2 });
+    b.dispose();
+    const third: ProgressEvent[] = [];
+    const c = await createAtomem({ profile: p, catalog: next, embedder: 'hashing', onProgress: (e) => third.push(e) });
+    open.push(c);
+    await expect.poll(() => third.at(-1)).toMatchObject({ stage: 'catalog', phase: 'ready', loaded: 0, total: 0 });
+    expect((await c.recommend(['books-poetry', 'shoes-trail'])).length).toBe(2);
   });
 
   it('replays an event made durable before a crash exactly once', async () => {
