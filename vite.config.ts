@@ -75,6 +75,7 @@ export default defineConfig({
         test: {
           name: 'browser',
           include: ['test/browser/**/*.test.ts'],
+          globalSetup: ['test/browser/index-service.setup.ts'],
           browser: {
             enabled: true,
             headless: true,

@@ -24,7 +24,7 @@ import { rank, type Candidate, type RankedItem, type RecentSignal } from '../cor
 import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
 import { meanNormalized } from '../core/vector.js';
 import { explain } from '../core/explain.js';
-import type { AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile } from '../core/types.js';
+import type { AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile, SharedCopyRef } from '../core/types.js';
 import type { SharedIndex, SharedMemoryUpload } from '../community/types.js';
 import { RulesReasoner } from '../reason/rules.js';
 import type { ForwardStep, MemoryText, MemoryView, Reasoner } from '../reason/types.js';
@@ -67,10 +67,7 @@ export interface Recommendation extends RankedItem {
 const PROFILE_ID = 'profile';
 
 /** A shared copy of one memory: fresh random id per version. */
-interface SharedCopy {
-  id: string;
-  fingerprint: string;
-}
+type SharedCopy = SharedCopyRef;
 
 const defaultId = () => globalThis.crypto.randomUUID();
 
@@ -86,7 +83,7 @@ export class MemoryAgent {
   private readonly mode: AgentMode;
   private readonly onLifecycle?: (e: LifecycleEvent) => void;
   private state: MemoryState;
-  private shared = new Map<string, SharedCopy>();
+  private shared: Map<string, SharedCopy>;
   private communities: CommunityContext | undefined;
 
   constructor(opts: AgentOptions) {
@@ -100,6 +97,17 @@ export class MemoryAgent {
     this.mode = { atomic: true, consolidation: true, ...opts.mode };
     this.onLifecycle = opts.onLifecycle;
     this.state = opts.state ?? createState();
+    this.shared = new Map(Object.entries(this.state.shared ?? {}));
+  }
+
+  /** Random ids of every copy this device has in the shared index (for `erase`: delete them all). */
+  sharedIds(): string[] {
+    return [...this.shared.values()].map((c) => c.id);
+  }
+
+  /** Write the sharing map back into the state (so it is saved with it). */
+  private persistShared(): void {
+    this.state.shared = Object.fromEntries(this.shared);
   }
 
   /** The whole state (for persistence). Do not mutate. */
@@ -261,6 +269,7 @@ export class MemoryAgent {
         this.shared.delete(mid);
       }
     }
+    this.persistShared();
     if (stale.length) await index.delete(stale);
     if (privacy === 'off') {
       this.communities = undefined;
@@ -276,6 +285,7 @@ export class MemoryAgent {
       this.shared.set(m.id, { id, fingerprint: next.fingerprint });
       uploads.push({ id, embedderId: m.embedding.embedderId, vector: m.embedding.vector, ...(next.items ? { items: next.items } : {}) });
     }
+    this.persistShared();
     if (uploads.length) await index.upsert(uploads);
     if (opts.pull !== false) await this.pullCommunities(index);
   }

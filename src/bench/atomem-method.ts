@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { MemoryAgent, type AgentMode } from '../agent/agent.js';
 import { ItemVectors } from '../agent/items.js';
 import { createInProcessIndex, type InProcessIndex } from '../community/index.js';
+import type { SharedIndex } from '../community/types.js';
+import { HttpIndex } from '../sync/http-index.js';
 import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
 import type { MemoryState } from '../core/types.js';
 import { createCachedEmbedder, type CachedEmbedder } from '../embed/cache.js';
@@ -105,7 +107,7 @@ function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof
   const partial: Record<string, unknown> = {};
   const weights: Record<string, number> = {};
   for (const key of Object.keys(params)) {
-    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection'].includes(key)) continue;
+    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
     const n = paramNumber(params, key)!;
@@ -125,6 +127,8 @@ export class AtomemMethod implements Method {
   private readonly config: Parameters<typeof resolveConfig>[0];
   private agents = new Map<string, MemoryAgent>();
   private index: InProcessIndex | undefined;
+  /** `atomem.indexUrl`: each simulated device talks HTTP to a running service with its own secret. */
+  private remote = new Map<string, HttpIndex>();
   private ctx!: MethodContext;
   private forwardCorrect = 0;
   private forwardSteps = 0;
@@ -142,7 +146,17 @@ export class AtomemMethod implements Method {
     const items = await catalogFor(ctx.dataset, this.params['atomem.embedder'] ?? 'use-lite', this.params['atomem.centre'] !== '0', ctx);
     const share = this.mode.communities && this.privacy !== 'off';
     const cfg = resolveConfig({ tau: tauFor(items.embedderId), ...this.config });
-    if (share) {
+    const url = this.params['atomem.indexUrl'];
+    if (share && url) {
+      const probe = new HttpIndex({ url, embedderId: items.embedderId, secret: 'probe-secret-not-used' });
+      const health = await probe.health().catch((e: Error) => {
+        throw new Error(`atomem.indexUrl ${url}: the service does not answer (${e.message})`);
+      });
+      if (!health.embedderIds.includes(items.embedderId)) {
+        throw new Error(`atomem.indexUrl ${url} does not accept embedder ${items.embedderId}: start it with --embedder '${items.embedderId}'`);
+      }
+      if (health.memories > 0) process.stderr.write(`warning: the index at ${url} already holds ${health.memories} memories: results mix with them\n`);
+    } else if (share) {
       this.index = createInProcessIndex({
         embedderId: items.embedderId,
         k1: cfg.k1,
@@ -162,16 +176,37 @@ export class AtomemMethod implements Method {
       const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, state: structuredClone(t.state), clock: () => lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
       this.forwardCorrect += t.correct;
       this.forwardSteps += t.steps;
-      if (this.index) await agent.sync(this.index, this.privacy, { pull: false });
+      const index = this.indexFor(user, items.embedderId, share, url);
+      if (index) await agent.sync(index, this.privacy, { pull: false });
       this.agents.set(user, agent);
     }
-    if (this.index) {
+    if (this.index || this.remote.size) {
       let pulled = 0;
       for (const c of ctx.cases) {
-        await this.agents.get(c.user)?.pullCommunities(this.index);
+        const index = this.indexFor(c.user, items.embedderId, share, url);
+        if (index) await this.agents.get(c.user)?.pullCommunities(index);
         ctx.progress(++pulled, ctx.cases.length, 'pulling communities');
       }
     }
+  }
+
+  /** The index one simulated device talks to: the shared in-process one, or its own HTTP client. */
+  private indexFor(user: string, embedderId: string, share: boolean, url: string | undefined): SharedIndex | undefined {
+    if (!share) return undefined;
+    if (!url) return this.index;
+    let h = this.remote.get(user);
+    if (!h) {
+      // a per-device secret, deterministic per seed so a rerun can delete what a crashed run left
+      h = new HttpIndex({ url, embedderId, secret: `bench-${this.ctx.seed}-${this.privacy}-${user}-secret` });
+      this.remote.set(user, h);
+    }
+    return h;
+  }
+
+  /** With a remote index: delete every copy this run uploaded, so the next run starts from an empty service. */
+  async dispose(): Promise<void> {
+    for (const [user, h] of this.remote) await this.agents.get(user)?.sync(h, 'off', { pull: false });
+    this.remote.clear();
   }
 
   /** STEAM's training loop for every user (cached per dataset, variant and config). */

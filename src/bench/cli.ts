@@ -80,6 +80,7 @@ function program(): Command {
     .option('--privacy <levels>', 'privacy levels for methods that take one: off,embeddings,items (default: all they declare)', parsePrivacy)
     .option('--param <key=value>', 'method parameter, repeatable (e.g. bpr.epochs=40)', parseParam)
     .option('--json <file>', 'write { config, results } as JSON')
+    .option('--index-url <url>', 'atomem\'s simulated devices share through a running atomem-index service over HTTP (started with --embedder set to the id this prints) instead of the in-process index')
     .option('--validation', 'evaluate on validation cases (tuning) instead of test cases')
     .option('--no-progress', 'no progress bars on stderr')
     .option('--list', 'list the registered methods and exit')
@@ -98,6 +99,7 @@ interface CliOptions {
   privacy?: Privacy[];
   param?: Record<string, string>;
   json?: string;
+  indexUrl?: string;
   validation?: boolean;
   progress: boolean;
   list?: boolean;
@@ -181,7 +183,7 @@ export async function main(argv: string[]): Promise<number> {
       methods,
       privacy: o.privacy,
       validation: o.validation,
-      params: o.param,
+      params: o.indexUrl ? { ...(o.param ?? {}), 'atomem.indexUrl': o.indexUrl } : o.param,
       onProgress,
     });
     bar?.stop();

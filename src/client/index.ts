@@ -24,7 +24,10 @@ export type {
   EngineEventName,
   EngineOptions,
   EngineStatus,
+  IndexOptions,
   LlmOptions,
+  PrivacyLevel,
+  SyncReport,
   ProgressEvent,
   RecommendationResult,
   SerializedError,
@@ -183,6 +186,9 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     export: async () => (await engine()).export(),
     import: async (file) => (await engine()).import(file),
     erase: async () => (await engine()).erase(),
+    sync: async () => (await engine()).sync(),
+    setPrivacy: async (level) => (await engine()).setPrivacy(level),
+    lastPayload: async () => (await engine()).lastPayload(),
     status: async (): Promise<EngineStatus> => {
       const s = await (await engine()).status();
       return { ...s, storage: { ...s.storage, persisted: await persisted } };

@@ -99,6 +99,19 @@ export interface MemoryState {
   profile: Profile | null;
   /** Accumulated planner signal since the last operations ran. */
   signal: PlannerSignal;
+  /**
+   * Which memories have a copy in the shared index, under which random id (memory id →
+   * copy). Persisted so a restarted device still deletes or replaces its old copies; never
+   * exported (the copies belong to this device's deletion secret).
+   */
+  shared?: Record<string, SharedCopyRef>;
+}
+
+/** A shared copy of one memory: its random id and what it was made from. */
+export interface SharedCopyRef {
+  id: string;
+  /** Privacy level, version and shared items of the memory when copied (a change makes a new copy). */
+  fingerprint: string;
 }
 
 /** What the rules planner accumulates between runs. */

@@ -14,7 +14,13 @@
 /** Protocol version, also the path prefix (`/v1/…`). */
 export const INDEX_PROTOCOL_VERSION = 1;
 
-/** Endpoints. All bodies are JSON; all POST. */
+/**
+ * Header carrying the anonymous rate-limit token: random per page session, never derived from
+ * a user or device (the service buckets requests by it; without it, one shared bucket).
+ */
+export const CLIENT_HEADER = 'x-atomem-client';
+
+/** Endpoints. Bodies are JSON; health and metrics are GET, the rest POST. */
 export const INDEX_PATHS = {
   /** GET → {@link HealthResponse}; 200 once the service is ready. */
   health: '/v1/health',
@@ -141,7 +147,11 @@ export interface MetricsResponse {
 
 /** Every 4xx/5xx body. */
 export interface ErrorResponse {
-  /** Machine-readable code, e.g. `bad_request`, `wrong_dimension`, `unknown_embedder`, `forbidden`, `too_large`, `rate_limited`. */
+  /**
+   * Machine-readable code: `bad_request`, `wrong_dimension`, `unknown_embedder`, `forbidden`
+   * (wrong deletion token), `conflict` (id exists with another token hash), `too_large`,
+   * `rate_limited`, `not_ready`, `not_found`, `unsupported_media_type`, `internal`.
+   */
   error: string;
   /** Human-readable explanation naming the bad field. */
   message: string;

@@ -63,6 +63,10 @@ export interface MetaRecord {
    * Absent in databases written before it existed (read as 0).
    */
   revision?: number;
+  /** The sharing map of the state (`MemoryState.shared`): which memories have which copy in the shared index. */
+  shared?: Record<string, { id: string; fingerprint: string }>;
+  /** Per-profile secret from which deletion tokens of shared copies are derived (HMAC); never leaves the device. */
+  deviceSecret?: string;
 }
 
 export const META_KEY = 'meta';

@@ -43,6 +43,11 @@ export interface OpenStoreOptions {
 export interface EraseOptions {
   /** Ids of this user's copies on the shared index: a deletion request is queued in the outbox for each. */
   sharedIds?: string[];
+  /**
+   * Deletion token of each shared id (the secret they derive from is erased with everything
+   * else, so the queued requests must carry them).
+   */
+  tokens?: Record<string, string>;
 }
 
 /** A queued outbox entry with its key (to acknowledge it once sent). */
@@ -89,13 +94,15 @@ function fromRecord(r: EventRecord): MemoryEvent {
   return { seq: r.seq, item: r.item, at: r.at, action: r.action, pending: r.pending === 1 };
 }
 
-function metaOf(state: MemoryState, nextSeq = state.nextSeq, revision = 0): MetaRecord {
+function metaOf(state: MemoryState, nextSeq = state.nextSeq, revision = 0, keep?: MetaRecord): MetaRecord {
   return {
     schemaVersion: DB_VERSION,
     embedderId: state.memories[0]?.embedding.embedderId ?? null,
     nextSeq,
     signal: { ...state.signal },
     revision,
+    ...(state.shared ? { shared: structuredClone(state.shared) } : keep?.shared ? { shared: keep.shared } : {}),
+    ...(keep?.deviceSecret ? { deviceSecret: keep.deviceSecret } : {}),
   };
 }
 
@@ -114,6 +121,7 @@ export class MemoryStore {
   private readonly factory: IDBFactory;
   private dbPromise: Promise<IDBPDatabase<AtomemDB>> | null = null;
   private closed = false;
+  private memSecret: string | undefined;
   /** Revision of the memory tiers this connection last read or wrote (see {@link MetaRecord.revision}). */
   private seenRevision = 0;
   /** In-memory copy once degraded (quota exceeded). */
@@ -241,6 +249,7 @@ export class MemoryStore {
     if (meta) {
       state.nextSeq = meta.nextSeq;
       state.signal = { ...meta.signal };
+      if (meta.shared) state.shared = meta.shared;
     }
     const lastSeq = state.events.length ? state.events[state.events.length - 1].seq : 0;
     state.nextSeq = Math.max(state.nextSeq, lastSeq + 1);
@@ -326,7 +335,7 @@ export class MemoryStore {
         const meta = tx.objectStore('meta');
         const old = await meta.get(META_KEY);
         const revision = (old?.revision ?? 0) + 1;
-        await meta.put(metaOf(copy, Math.max(copy.nextSeq, old?.nextSeq ?? 1), revision), META_KEY);
+        await meta.put(metaOf(copy, Math.max(copy.nextSeq, old?.nextSeq ?? 1), revision, old), META_KEY);
         tx.done.then(() => (this.seenRevision = revision), () => undefined);
       },
       () => {
@@ -364,7 +373,8 @@ export class MemoryStore {
         if (state.profile) await profile.put(state.profile, PROFILE_KEY);
         const old = await tx.objectStore('meta').get(META_KEY);
         const revision = (old?.revision ?? 0) + 1;
-        await tx.objectStore('meta').put(metaOf(state, state.nextSeq, revision), META_KEY);
+        // the imported memories have no shared copies (yet); the device secret stays
+        await tx.objectStore('meta').put(metaOf(state, state.nextSeq, revision, old ? { ...old, shared: undefined } : undefined), META_KEY);
         tx.done.then(() => (this.seenRevision = revision), () => undefined);
       },
       () => {
@@ -386,7 +396,10 @@ export class MemoryStore {
       throw new TypeError('erase: sharedIds must be an array of non-empty strings');
     }
     const now = Date.now();
-    const entries: OutboxEntry[] = ids.map((sharedId) => ({ kind: 'delete', sharedId, queuedAt: now }));
+    const entries: OutboxEntry[] = ids.map((sharedId) => {
+      const token = opts.tokens?.[sharedId];
+      return token ? { kind: 'delete', sharedId, token, queuedAt: now } : { kind: 'delete', sharedId, queuedAt: now };
+    });
     const clear = async (tx: RW): Promise<void> => {
       const old = await tx.objectStore('meta').get(META_KEY);
       for (const name of ALL_STORES) await tx.objectStore(name).clear();
@@ -402,6 +415,7 @@ export class MemoryStore {
       });
       // the database now holds exactly the (empty) state: leave memory mode if we were in it.
       this.mem = null;
+      this.memSecret = undefined;
     } catch (e) {
       if (!isQuotaExceeded(e)) throw e;
       // why: erasure is a privacy promise, so the data must leave the disk even when the
@@ -465,6 +479,36 @@ export class MemoryStore {
     const rec = await tx.objectStore('itemVectors').get([embedderId, itemId]);
     await tx.done;
     return rec?.vector;
+  }
+
+  /**
+   * This profile's secret for deriving deletion tokens of shared copies (created on first use,
+   * 32 random bytes, base64url). It never leaves the device; `erase` destroys it.
+   */
+  async deviceSecret(): Promise<string> {
+    if (this.memSecret) return this.memSecret;
+    let secret = '';
+    const fresh = (): string => {
+      const b = globalThis.crypto.getRandomValues(new Uint8Array(32));
+      return btoa(String.fromCharCode(...b)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+    };
+    try {
+      await this.tx(['meta'], async (tx) => {
+        const meta = tx.objectStore('meta');
+        const m = (await meta.get(META_KEY)) ?? metaOf(createState());
+        if (m.deviceSecret) {
+          secret = m.deviceSecret;
+          return;
+        }
+        secret = fresh();
+        await meta.put({ ...m, deviceSecret: secret }, META_KEY);
+      });
+    } catch (e) {
+      if (!isQuotaExceeded(e)) throw e;
+      secret = fresh(); // kept for this session only
+    }
+    this.memSecret = secret;
+    return secret;
   }
 
   /** Every cached item vector of one embedder, by cache key (one transaction). */

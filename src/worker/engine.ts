@@ -17,6 +17,8 @@ import { loadLanguageModel } from '../models/select.js';
 import type { LanguageModel, LoadProgress } from '../models/types.js';
 import { MemoryStore, StorageQuotaError } from '../store/index.js';
 import { buildEmbedder, type BuiltEmbedder } from './embedders.js';
+import { HttpIndex } from '../sync/http-index.js';
+import { OutboxIndex, SyncClient } from '../sync/outbox.js';
 import { itemText } from '../embed/cache.js';
 
 /** FNV-1a of a string, hex: a cache key part that changes when an item's text does. */
@@ -38,7 +40,9 @@ import type {
   EngineListener,
   EngineOptions,
   EngineStatus,
+  PrivacyLevel,
   RecommendationResult,
+  SyncReport,
   TrackInput,
 } from './protocol.js';
 
@@ -51,6 +55,19 @@ interface Session {
   agent: MemoryAgent;
   embedder: BuiltEmbedder;
   llm: { model: LanguageModel | null; attempts: EngineStatus['llm']['attempts']; loading: Promise<void> | null };
+  sync: SyncSession | null;
+}
+
+interface SyncSession {
+  url: string;
+  http: HttpIndex;
+  outbox: OutboxIndex;
+  client: SyncClient;
+  privacy: PrivacyLevel;
+  every: number;
+  since: number;
+  lastError: string | null;
+  pending: Promise<unknown> | null;
 }
 
 /** Options of {@link Engine}. */
@@ -117,7 +134,8 @@ export class Engine implements EngineApi {
         await this.warmCatalog(store, items, progress);
         const state = await store.load();
         await this.closeSession();
-        const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null } };
+        const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null }, sync: null };
+        if (options.index) session.sync = await this.syncSession(store, items, options.index);
         this.session = session;
         if (options.llm) session.llm.loading = this.loadModel(session, progress);
         await this.exclusive(async () => {
@@ -149,6 +167,7 @@ export class Engine implements EngineApi {
         },
         storage: { degraded: s.store.degraded, persisted: null },
         shared: this.shared,
+        sync: s.sync ? { url: s.sync.url, privacy: s.sync.privacy, pending: (await s.store.outbox()).length, lastError: s.sync.lastError } : null,
       };
     });
   }
@@ -164,6 +183,8 @@ export class Engine implements EngineApi {
       // observe appends the same event (same seq) to the in-memory state, then processes every pending one.
       await agent.observe(it);
       await this.write(() => store.saveState(agent.snapshot));
+      const sync = this.session?.sync;
+      if (sync && ++sync.since >= sync.every) this.syncSoon();
     });
   }
 
@@ -187,7 +208,10 @@ export class Engine implements EngineApi {
       const { store, agent } = this.ready();
       if (typeof memoryId !== 'string' || !memoryId) throw new TypeError('forget: memoryId must be a non-empty string');
       const done = agent.forget(memoryId);
-      if (done) await this.write(() => store.saveState(agent.snapshot));
+      if (done) {
+        await this.write(() => store.saveState(agent.snapshot));
+        this.syncSoon(); // its shared copy is deleted
+      }
       return done;
     });
   }
@@ -199,17 +223,107 @@ export class Engine implements EngineApi {
   import(file: unknown): Promise<void> {
     return this.mutation(async () => {
       const s = this.ready();
+      const old = s.agent.sharedIds();
       await this.write(() => s.store.import(file));
+      // the replaced memories' shared copies go too
+      if (s.sync && old.length) await this.write(() => s.sync!.outbox.delete(old));
       await this.reload(s);
+      if (s.sync) this.syncSoon();
     });
   }
 
   erase(): Promise<void> {
     return this.mutation(async () => {
       const s = this.ready();
-      await this.write(() => s.store.erase());
+      const sharedIds = s.agent.sharedIds();
+      const tokens: Record<string, string> = {};
+      if (s.sync) for (const id of sharedIds) tokens[id] = await s.sync.http.tokenFor(id);
+      await this.write(() => s.store.erase({ sharedIds, tokens }));
       await this.reload(s);
+      if (s.sync) {
+        // the device secret went with everything else: derive tokens from the new one from now on
+        s.sync.client.stop();
+        s.sync = await this.syncSession(s.store, s.items, s.options.index!, s.sync.privacy);
+        void s.sync.client.drain();
+      }
     });
+  }
+
+  sync(): Promise<SyncReport> {
+    const s = this.ready();
+    const sync = s.sync;
+    if (!sync) return Promise.reject(new Error('sync: no index configured (createAtomem({ index: { url } }))'));
+    const run = (async (): Promise<SyncReport> => {
+      sync.since = 0;
+      await this.mutation(async () => {
+        const { agent, store } = this.ready();
+        await agent.sync(sync.outbox, sync.privacy, { pull: false });
+        await this.write(() => store.saveState(agent.snapshot));
+      });
+      const drained = await sync.client.drain();
+      let communities = 0;
+      let error = drained.error?.message;
+      if (!drained.error && sync.privacy !== 'off') {
+        try {
+          communities = await this.mutation(async () => {
+            const { agent, store } = this.ready();
+            await agent.pullCommunities(sync.http);
+            await this.write(() => store.saveState(agent.snapshot));
+            return agent.memories().filter((m) => m.links.length > 0).length;
+          });
+        } catch (e) {
+          error = e instanceof Error ? e.message : String(e);
+        }
+      }
+      sync.lastError = error ?? null;
+      return { privacy: sync.privacy, sent: drained.sent, dropped: drained.dropped, pending: drained.pending, communities, ...(error ? { error } : {}) };
+    })();
+    sync.pending = run.catch(() => undefined).finally(() => (sync.pending = null));
+    return run;
+  }
+
+  setPrivacy(level: PrivacyLevel): Promise<SyncReport> {
+    if (level !== 'off' && level !== 'embeddings' && level !== 'items') return Promise.reject(new TypeError(`privacy must be 'off', 'embeddings' or 'items', got ${String(level)}`));
+    const s = this.ready();
+    if (!s.sync) return Promise.reject(new Error('setPrivacy: no index configured (createAtomem({ index: { url } }))'));
+    s.sync.privacy = level;
+    return this.sync();
+  }
+
+  async lastPayload(): Promise<{ path: string; body: unknown; at: number } | null> {
+    return this.ready().sync?.http.lastPayload() ?? null;
+  }
+
+  // ——— sync internals ———
+
+  private async syncSession(store: MemoryStore, items: ItemVectors, index: NonNullable<EngineOptions['index']>, privacy?: PrivacyLevel): Promise<SyncSession> {
+    if (!index || typeof index.url !== 'string') throw new TypeError('index.url must be the URL of an atomem-index service');
+    const level = privacy ?? index.privacy ?? 'embeddings';
+    if (level !== 'off' && level !== 'embeddings' && level !== 'items') throw new TypeError(`index.privacy must be 'off', 'embeddings' or 'items', got ${String(level)}`);
+    const http = new HttpIndex({ url: index.url, embedderId: items.embedderId, secret: await store.deviceSecret(), noise: index.noise });
+    const client = new SyncClient({
+      store,
+      http,
+      onDropped: (q, e) => this.emit('error', { name: 'IndexRefused', message: `the index refused a queued ${q.entry.kind} for good: ${e.message}` }),
+    });
+    const session: SyncSession = { url: index.url, http, outbox: new OutboxIndex(store, http), client, privacy: level, every: index.syncEvery ?? 5, since: 0, lastError: null, pending: null };
+    void client.drain().catch(() => undefined); // what a previous session left queued
+    return session;
+  }
+
+  /** Sync in the background (after the current operation); failures become `error` events. */
+  private syncSoon(): void {
+    const sync = this.session?.sync;
+    if (!sync || sync.pending) return;
+    setTimeout(() => {
+      if (this.session?.sync !== sync || sync.pending) return;
+      this.sync().then(
+        (r) => {
+          if (r.error) this.emit('error', { name: 'SyncError', message: r.error });
+        },
+        (e) => this.emit('error', serializeError(e)),
+      );
+    }, 0);
   }
 
   /**
@@ -240,6 +354,8 @@ export class Engine implements EngineApi {
     const s = this.session;
     this.session = undefined;
     if (!s) return;
+    s.sync?.client.stop();
+    await s.sync?.pending;
     s.store.close();
     await s.llm.loading;
     await Promise.allSettled([s.embedder.embedder.dispose?.(), s.llm.model?.dispose()]);

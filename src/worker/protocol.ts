@@ -62,6 +62,36 @@ export interface LlmOptions {
   wllama?: { model: string; wasmUrl?: string; contextSize?: number };
 }
 
+/** Privacy level of sharing: `off` nothing, `embeddings` memory vectors, `items` vectors + item ids. */
+export type PrivacyLevel = 'off' | 'embeddings' | 'items';
+
+/** Where and how to share anonymized memory vectors. */
+export interface IndexOptions {
+  /** The `atomem-index` service root, e.g. `https://index.shop.example`. */
+  url: string;
+  /** Default `embeddings`. */
+  privacy?: PrivacyLevel;
+  /** Gaussian noise (standard deviation) added to vectors before upload. Default 0. */
+  noise?: number;
+  /** Sync after this many tracked events (and after forget / erase / privacy changes). Default 5. */
+  syncEvery?: number;
+}
+
+/** What one sync did. */
+export interface SyncReport {
+  privacy: PrivacyLevel;
+  /** Outbox entries the service acknowledged. */
+  sent: number;
+  /** Entries refused for good (dropped, reported as `error` events). */
+  dropped: number;
+  /** Entries still queued (offline): they are retried with backoff and on the next start. */
+  pending: number;
+  /** Communities pulled for this shopper's memories (0 when offline or off). */
+  communities: number;
+  /** Why the upload or the pull failed, if it did. */
+  error?: string;
+}
+
 /** Options of the engine's `init` (and of `createAtomem`). Everything here is structured-clonable. */
 export interface EngineOptions {
   /** Local profile: one IndexedDB database each. Defaults to `'default'`. */
@@ -78,6 +108,8 @@ export interface EngineOptions {
   assetsBaseUrl?: string;
   /** Optional language models (none by default: rules reasoner). */
   llm?: LlmOptions;
+  /** The shared community index (none by default: nothing leaves the device). */
+  index?: IndexOptions;
   /** Engine knobs; defaults from `resolveConfig` (tau from the embedder). */
   config?: EngineConfig;
 }
@@ -107,6 +139,8 @@ export interface EngineStatus {
   };
   /** True inside a SharedWorker (several tabs share this engine). */
   shared: boolean;
+  /** Sharing with the community index, or null when no index is configured. */
+  sync: { url: string; privacy: PrivacyLevel; pending: number; lastError: string | null } | null;
 }
 
 /** One interaction as the page reports it. `at` defaults to the worker's `Date.now()`, `action` to `'click'`. */
@@ -182,6 +216,12 @@ export interface EngineApi {
   export(): Promise<ExportFile>;
   /** Replace the state with an export file (`InvalidImportError` naming the bad field; nothing changed then). */
   import(file: unknown): Promise<void>;
-  /** Erase everything of this profile; the engine continues with an empty state. */
+  /** Erase everything of this profile (deletion requests for its shared copies are queued and sent); the engine continues with an empty state. */
   erase(): Promise<void>;
+  /** Share now: queue uploads / deletions, drain the outbox, pull communities. Needs `index`. */
+  sync(): Promise<SyncReport>;
+  /** Change the privacy level and sync (`off` deletes every shared copy and stops uploads). */
+  setPrivacy(level: PrivacyLevel): Promise<SyncReport>;
+  /** The last request body sent to the index, exactly as on the wire (for audits and the demo), or null. */
+  lastPayload(): Promise<{ path: string; body: unknown; at: number } | null>;
 }

@@ -49,8 +49,11 @@ describe.skipIf(!MODEL_URL)('wllama adapter, end to end (stories260K, real runti
     const session = cdp();
     await session.send('Network.enable');
     session.on('Network.requestWillBeSent', (e: { request: { url: string } }) => requested.push(e.request.url));
-    // Playwright starts Chromium with a fresh profile: the OPFS cache is empty, so the model is
-    // really downloaded (the request below proves it).
+    // wllama caches models in the origin's private file system; another test file of this run
+    // may have loaded the same model already, so empty it: the model is then really downloaded
+    // (the request below proves it).
+    const root = (await navigator.storage.getDirectory()) as FileSystemDirectoryHandle & { keys(): AsyncIterable<string> };
+    for await (const name of root.keys()) await root.removeEntry(name, { recursive: true });
     startedAt = performance.now();
     model = await createWllamaModel({
       model: MODEL_URL!,

@@ -1,0 +1,123 @@
+#!/usr/bin/env node
+/**
+ * `atomem-index`: run the shared community index service.
+ *
+ *   atomem-index --data ./index-data --embedder use-lite@1.3.3/float32 [--embedder …]
+ *                [--port 8787] [--host 127.0.0.1] [--k 3] [--item-noise 1] …
+ *
+ * Prints `atomem-index ready at http://HOST:PORT (N memories)` on stdout once the stored
+ * memories are loaded (the port is already open before that: /v1/health answers 503 while
+ * loading). Logs are JSON lines on stderr, without IP addresses. SIGTERM / SIGINT close
+ * gracefully (in-flight requests finish, the SQLite file is closed); a second signal exits at once.
+ */
+
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { createIndexService, type IndexService } from './service.js';
+
+function int(name: string, min: number): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}`);
+    return n;
+  };
+}
+
+function num(name: string, min: number, max = Infinity): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be a number in [${min}, ${max}]`);
+    return n;
+  };
+}
+
+function collect(v: string, prev: string[]): string[] {
+  return [...prev, v];
+}
+
+/** Parsed command line of {@link main}. */
+export interface CliOptions {
+  port: number;
+  host: string;
+  data: string;
+  embedder: string[];
+  k: number;
+  itemNoise: number;
+  k1?: number;
+  tau?: number;
+  maxMembers: number;
+  hops?: number;
+  rateMax: number;
+  rateWindow: number;
+  sync: 'normal' | 'full';
+  exactBelow?: number;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+}
+
+/** The commander program. */
+export function program(): Command {
+  return new Command('atomem-index')
+    .description('atomem shared community index service (wire protocol v1)')
+    .requiredOption('--data <dir>', 'data directory (SQLite file index.sqlite; created if missing)')
+    .option('--embedder <id>', 'embedder id to serve (repeatable, at least one)', collect, [] as string[])
+    .option('--port <port>', 'TCP port (0 = any free port)', int('--port', 0), 8787)
+    .option('--host <host>', 'interface to bind', '127.0.0.1')
+    .option('--k <k>', 'k-anonymity: minimum community size released', int('--k', 1), 3)
+    .option('--item-noise <b>', 'Laplace scale b of released item counts', num('--item-noise', 0), 1)
+    .option('--k1 <n>', 'neighbours linked per new memory (default 2)', int('--k1', 0))
+    .option('--tau <sim>', 'minimum link similarity (default 0.5)', num('--tau', -1, 1))
+    .option('--max-members <n>', 'member vectors released per community', int('--max-members', 0), 64)
+    .option('--hops <n>', 'release each own memory\'s ≤ n-hop neighbourhood instead of whole communities', int('--hops', 1))
+    .option('--rate-max <n>', 'requests per client token per window (0 = no limit)', int('--rate-max', 0), 600)
+    .option('--rate-window <ms>', 'rate-limit window in ms', int('--rate-window', 1), 60_000)
+    .addOption(new Option('--sync <level>', 'SQLite synchronous: normal survives process crashes, full also OS crashes').choices(['normal', 'full']).default('normal'))
+    .option('--exact-below <n>', 'exact neighbour search below this many vectors, HNSW above (default 512)', int('--exact-below', 0))
+    .addOption(new Option('--log-level <level>', 'log level (stderr)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'));
+}
+
+/** Run the service from command-line arguments (`process.argv` form); resolves once it is ready. */
+export async function main(argv: string[] = process.argv): Promise<IndexService> {
+  const cmd = program();
+  cmd.parse(argv);
+  const o = cmd.opts<CliOptions>();
+  if (o.embedder.length === 0) cmd.error('error: at least one --embedder <id> is required');
+  const service = createIndexService({
+    dataDir: o.data,
+    embedderIds: o.embedder,
+    minCommunitySize: o.k,
+    itemNoise: o.itemNoise,
+    k1: o.k1,
+    tau: o.tau,
+    maxMembers: o.maxMembers,
+    hops: o.hops,
+    rateLimit: o.rateMax === 0 ? false : { max: o.rateMax, timeWindow: o.rateWindow },
+    synchronous: o.sync,
+    vectorIndex: o.exactBelow === undefined ? undefined : { exactBelow: o.exactBelow },
+    logger: { level: o.logLevel, stream: process.stderr },
+  });
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    service.app.log.info({ signal }, 'closing');
+    service.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        service.app.log.error({ err }, 'close failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  const url = await service.listen({ port: o.port, host: o.host });
+  await service.ready;
+  const memories = o.embedder.reduce((n, e) => n + (service.index(e)?.graph.size ?? 0), 0);
+  process.stdout.write(`atomem-index ready at ${url} (${memories} memories)\n`);
+  return service;
+}
+
+// why: this file is the bin entry; importing it starts the service
+main().catch((err: unknown) => {
+  process.stderr.write(`atomem-index: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
