@@ -11,6 +11,7 @@
  * gracefully (in-flight requests finish, the SQLite file is closed); a second signal exits at once.
  */
 
+import { DEFAULT_EMBEDDER } from './defaults.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { createIndexService, type IndexService } from './service.js';
 
@@ -58,7 +59,7 @@ export function program(): Command {
   return new Command('atomem-index')
     .description('atomem shared community index service (wire protocol v1)')
     .requiredOption('--data <dir>', 'data directory (SQLite file index.sqlite; created if missing)')
-    .option('--embedder <id>', 'embedder id to serve (repeatable, at least one)', collect, [] as string[])
+    .option('--embedder <id>', `embedder id to serve (repeatable; default ${DEFAULT_EMBEDDER}, the browser engine's default)`, collect, [] as string[])
     .option('--port <port>', 'TCP port (0 = any free port)', int('--port', 0), 8787)
     .option('--host <host>', 'interface to bind', '127.0.0.1')
     .option('--k <k>', 'k-anonymity: minimum community size released', int('--k', 1), 3)
@@ -79,10 +80,9 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   const cmd = program();
   cmd.parse(argv);
   const o = cmd.opts<CliOptions>();
-  if (o.embedder.length === 0) cmd.error('error: at least one --embedder <id> is required');
   const service = createIndexService({
     dataDir: o.data,
-    embedderIds: o.embedder,
+    embedderIds: o.embedder.length ? o.embedder : [DEFAULT_EMBEDDER],
     minCommunitySize: o.k,
     itemNoise: o.itemNoise,
     k1: o.k1,

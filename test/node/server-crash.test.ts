@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { INDEX_PATHS, encodeVector, hashToken, type WireCommunity, type WireMemory } from '../../src/protocol/index-v1.js';
 import { createIndexService } from '../../src/server/service.js';
+import { DEFAULT_EMBEDDER } from '../../src/server/defaults.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const EMB = 'crash-test@1';
@@ -82,12 +83,14 @@ function runCli(args: string[]): Promise<{ code: number | null; stderr: string }
 }
 
 describe('atomem-index CLI', () => {
-  it('exits 1 with a message without an embedder, or when the data dir is in use', async () => {
+  it('serves the browser default embedder when none is given', async () => {
+    const { USE_LITE_ID } = await import('../../src/embed/use-lite.js');
+    expect(DEFAULT_EMBEDDER).toBe(USE_LITE_ID);
+  });
+
+  it('exits 1 with a message on a bad option, or when the data dir is in use', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'atomem-cli-'));
     dirs.push(dataDir);
-    const none = await runCli(['--data', dataDir, '--port', '0']);
-    expect(none.code).toBe(1);
-    expect(none.stderr).toMatch(/--embedder/);
     const bad = await runCli(['--data', dataDir, '--embedder', EMB, '--k', 'zero']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/--k must be an integer/);
