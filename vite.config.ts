@@ -73,6 +73,17 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          // the demo shop end to end: `npm start`'s own server as a child process, driven by Chromium
+          name: 'e2e',
+          environment: 'node',
+          include: ['test/e2e/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 240_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
           name: 'browser',
           include: ['test/browser/**/*.test.ts'],
           globalSetup: ['test/browser/index-service.setup.ts'],

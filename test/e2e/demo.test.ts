@@ -1,0 +1,213 @@
+/**
+ * End to end: the demo shop (demo/server.ts: index service + built page + built library on one
+ * origin) in headless Debian Chromium driven by playwright. Needs `npm run build` (dist/) first;
+ * builds the demo page (demo/dist/) itself when it is missing. Writes docs/screenshots/shop.png
+ * and docs/screenshots/inspector.png.
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const SHOTS = join(ROOT, 'docs', 'screenshots');
+const DEPT = 'Kitchen';
+
+let server: ChildProcess;
+let dataDir = '';
+let base = '';
+/** Every request line the server logged (`METHOD /path`), in order: what went over the wire. */
+const wire: string[] = [];
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+/** Requests the browser made to anything but the demo origin. */
+const offsite: string[] = [];
+const seen: string[] = [];
+let seeded = 0;
+
+async function health(): Promise<{ memories: number; communities: number }> {
+  return (await (await fetch(`${base}/v1/health`)).json()) as { memories: number; communities: number };
+}
+
+/** Departments of the "For you" shelf, best first. */
+async function shelfDepartments(): Promise<string[]> {
+  return page.locator('#shelf .card').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.dept ?? ''));
+}
+
+/** Wait until the page has no action or refresh in flight (the notice settles and a frame passes). */
+async function settle(ms = 1500): Promise<void> {
+  await page.waitForTimeout(ms);
+}
+
+async function clickProduct(id: string, action: 'click' | 'cart' | 'purchase' = 'click'): Promise<void> {
+  await page.locator(`#grid [data-id="${id}"] button[data-action="${action}"]`).click();
+}
+
+beforeAll(async () => {
+  expect(existsSync(join(ROOT, 'dist/index.js')), 'run `npm run build` first').toBe(true);
+  if (!existsSync(join(ROOT, 'demo/dist/index.html'))) {
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
+  }
+  dataDir = mkdtempSync(join(tmpdir(), 'atomem-demo-e2e-'));
+  server = spawn(process.execPath, ['--import', 'tsx', 'demo/server.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ATOMEM_DATA: dataDir, DEMO_SHOPPERS: '60', DEMO_LOG_REQUESTS: '1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  server.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+    for (const m of chunk.matchAll(/^request (\S+ \S+)$/gm)) wire.push(m[1]);
+  });
+  base = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    server.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk;
+      const m = /atomem demo ready at (http:\/\/\S+)/.exec(out);
+      if (m) resolve(m[1]);
+    });
+    server.on('exit', (code) => reject(new Error(`demo server exited with ${code}:\n${stderr}`)));
+  });
+  expect(stderr).toContain(`data folder ${dataDir}`);
+  seeded = (await health()).memories;
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+  context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+  context.on('request', (r) => {
+    const url = r.url();
+    seen.push(url);
+    if (!url.startsWith(`${base}/`) && !url.startsWith('data:') && !url.startsWith('blob:')) offsite.push(url);
+  });
+  page = await context.newPage();
+  mkdirSync(SHOTS, { recursive: true });
+}, 240_000);
+
+afterAll(async () => {
+  await browser?.close();
+  if (server && server.exitCode === null) {
+    const exited = new Promise((r) => server.once('exit', r));
+    server.kill('SIGTERM');
+    await exited;
+  }
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('the demo shop in headless Chromium', () => {
+  it('starts with a seeded population and loads the page with no request leaving localhost', async () => {
+    expect(seeded).toBeGreaterThan(50);
+    expect((await health()).communities).toBeGreaterThan(0);
+    await page.goto(`${base}/`);
+    await page.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
+    await expect.poll(() => page.locator('#shelf .card').count()).toBe(8);
+    expect(await page.locator('#grid .card').count()).toBeGreaterThanOrEqual(300);
+    await expect.poll(() => page.locator('#status').innerText()).toMatch(/use-lite on WASM/);
+    expect(await page.locator('#status').innerText()).toMatch(/rules/);
+    // the built library, its worker chunk and the model all came from the demo origin
+    expect(seen).toContain(`${base}/dist/index.js`);
+    expect(seen.some((u) => /\/dist\/assets\/worker-[\w-]+\.js$/.test(u))).toBe(true);
+    expect(seen).toContain(`${base}/dist/assets/use-lite/model.json`);
+    expect(offsite).toEqual([]);
+  }, 180_000);
+
+  it(`clicking items of one department (${DEPT}) moves it up the "For you" shelf, with explanations`, async () => {
+    const before = await shelfDepartments();
+    const share = (d: string[]) => d.filter((x) => x === DEPT).length;
+    await page.locator('#departments button[data-dept="Kitchen"]').click();
+    const ids = ['kitchen-001', 'kitchen-002', 'kitchen-003', 'kitchen-004', 'kitchen-005'];
+    for (const id of ids) await clickProduct(id);
+    await clickProduct('kitchen-006', 'cart');
+    await expect.poll(async () => share(await shelfDepartments()), { timeout: 30_000 }).toBeGreaterThan(Math.max(share(before), 3));
+    await settle();
+    const after = await shelfDepartments();
+    expect(after[0]).toBe(DEPT);
+    expect(share(after)).toBeGreaterThan(share(before));
+    expect(await page.locator('#shelf .why li').count()).toBeGreaterThan(0);
+    await page.locator('#for-you').scrollIntoViewIfNeeded();
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: join(SHOTS, 'shop.png') });
+  }, 120_000);
+
+  it('the inspector shows a new memory with the clicked items linked, events, profile, status and the payload', async () => {
+    const titles = await page.locator('#grid .card').evaluateAll((els) =>
+      els.filter((e) => ['kitchen-001', 'kitchen-002', 'kitchen-003', 'kitchen-004', 'kitchen-005', 'kitchen-006'].includes((e as HTMLElement).dataset.id ?? '')).map((e) => e.querySelector('h4')!.textContent!.trim()),
+    );
+    expect(titles).toHaveLength(6);
+    await expect.poll(() => page.locator('#memories .memory').count()).toBeGreaterThan(0);
+    const text = await page.locator('#memories').innerText();
+    expect(text).toMatch(/Kitchen/);
+    expect(titles.filter((t) => text.includes(t)).length).toBeGreaterThanOrEqual(3);
+    expect(await page.locator('#events li').count()).toBeGreaterThan(0);
+    expect(await page.locator('#events').innerText()).toMatch(/formed/);
+    // syncEvery 3: the profile record and memories with enough evidence went to the index
+    await expect.poll(() => wire.filter((w) => w === 'POST /v1/memories').length, { timeout: 30_000 }).toBeGreaterThan(0);
+    await expect.poll(async () => (await health()).memories, { timeout: 30_000 }).toBeGreaterThan(seeded);
+    await expect.poll(() => page.locator('#payload').innerText(), { timeout: 15_000 }).toMatch(/\/v1\//);
+    expect(await page.locator('#payload').innerText()).not.toMatch(/Kitchen|kitchen-0/); // embeddings only: no text, no item ids
+    // purchases give a memory enough evidence to be shared: it joins a community of simulated shoppers
+    await clickProduct('kitchen-001', 'purchase');
+    await clickProduct('kitchen-002', 'purchase');
+    await clickProduct('kitchen-003', 'cart'); // the third action since the last sync triggers one (syncEvery 3)
+    await expect.poll(() => page.locator('#memories .community').count(), { timeout: 30_000 }).toBeGreaterThan(0);
+    await expect.poll(() => page.locator('#communities svg line').count(), { timeout: 10_000 }).toBeGreaterThan(0);
+    await settle();
+    // the whole inspector, not just its scrolled viewport
+    await page.evaluate(() => {
+      const el = document.getElementById('inspector')!;
+      el.style.position = 'static';
+      el.style.maxHeight = 'none';
+    });
+    await page.locator('#inspector').screenshot({ path: join(SHOTS, 'inspector.png') });
+    await page.evaluate(() => document.getElementById('inspector')!.removeAttribute('style'));
+  }, 120_000);
+
+  it('switching privacy to off deletes the shared copies and stops uploads (on the wire)', async () => {
+    await page.selectOption('#privacy', 'off');
+    await expect.poll(() => page.locator('#notice').innerText(), { timeout: 30_000 }).toMatch(/Sharing is off/);
+    await expect.poll(async () => (await health()).memories, { timeout: 30_000 }).toBe(seeded);
+    const mark = wire.length;
+    for (const id of ['kitchen-007', 'kitchen-008', 'kitchen-009', 'kitchen-010']) await clickProduct(id, 'cart');
+    await clickProduct('kitchen-011', 'purchase');
+    await clickProduct('kitchen-012');
+    await settle(4000);
+    expect(wire.slice(mark).filter((w) => w === 'POST /v1/memories')).toEqual([]);
+    expect((await health()).memories).toBe(seeded);
+    expect(offsite).toEqual([]);
+  }, 120_000);
+
+  it('a reload keeps the memory (IndexedDB) and the privacy choice', async () => {
+    await page.selectOption('#privacy', 'embeddings');
+    await expect.poll(async () => (await health()).memories, { timeout: 30_000 }).toBeGreaterThan(seeded);
+    await settle();
+    const statements = async () => page.locator('#memories .statement').allInnerTexts();
+    const before = await statements();
+    expect(before.length).toBeGreaterThan(0);
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
+    await expect.poll(statements, { timeout: 30_000 }).toEqual(before);
+    expect(await page.locator('#privacy').inputValue()).toBe('embeddings');
+  }, 180_000);
+
+  it('forget me empties the memory here and its copies in the index', async () => {
+    await page.locator('#forget-me').click();
+    await expect.poll(() => page.locator('#memories').innerText(), { timeout: 30_000 }).toMatch(/No memories yet/);
+    await expect.poll(async () => (await health()).memories, { timeout: 30_000 }).toBe(seeded);
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
+    await expect.poll(() => page.locator('#memories').innerText(), { timeout: 30_000 }).toMatch(/No memories yet/);
+    expect(offsite).toEqual([]);
+  }, 180_000);
+
+  it('works on a narrow phone screen (one column, no horizontal scroll)', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 375, height: 800 });
+    await phone.goto(`${base}/`);
+    await phone.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
+    const overflow = await phone.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    await phone.close();
+  }, 120_000);
+});
