@@ -75,7 +75,8 @@ const defaultId = () => globalThis.crypto.randomUUID();
 export class MemoryAgent {
   readonly config: AtomemConfig;
   readonly items: ItemVectors;
-  readonly reasoner: Reasoner;
+  /** The reasoner in force (rules by default; an LLM reasoner once a model is loaded, see {@link useReasoner}). */
+  reasoner: Reasoner;
   private readonly rules = new RulesReasoner();
   private readonly planner: Planner;
   private readonly clock: () => number;
@@ -98,6 +99,11 @@ export class MemoryAgent {
     this.onLifecycle = opts.onLifecycle;
     this.state = opts.state ?? createState();
     this.shared = new Map(Object.entries(this.state.shared ?? {}));
+  }
+
+  /** Switch reasoner (e.g. to an LLM reasoner when a model finished loading); undefined → rules. */
+  useReasoner(reasoner: Reasoner | undefined): void {
+    this.reasoner = reasoner ?? this.rules;
   }
 
   /** Random ids of every copy this device has in the shared index (for `erase`: delete them all). */

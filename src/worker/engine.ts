@@ -14,6 +14,7 @@ import { markProcessed, validateInteraction } from '../core/memory.js';
 import type { AtomicMemory, MemoryEvent, MemoryState, Profile } from '../core/types.js';
 import { probeCapabilities, type Capabilities } from '../models/probe.js';
 import { loadLanguageModel } from '../models/select.js';
+import { LlmReasoner } from '../reason/llm.js';
 import type { LanguageModel, LoadProgress } from '../models/types.js';
 import { MemoryStore, StorageQuotaError } from '../store/index.js';
 import { buildEmbedder, type BuiltEmbedder } from './embedders.js';
@@ -54,7 +55,7 @@ interface Session {
   items: ItemVectors;
   agent: MemoryAgent;
   embedder: BuiltEmbedder;
-  llm: { model: LanguageModel | null; attempts: EngineStatus['llm']['attempts']; loading: Promise<void> | null };
+  llm: { model: LanguageModel | null; attempts: EngineStatus['llm']['attempts']; loading: Promise<void> | null; reasoner: LlmReasoner | null };
   sync: SyncSession | null;
 }
 
@@ -134,7 +135,7 @@ export class Engine implements EngineApi {
         await this.warmCatalog(store, items, progress);
         const state = await store.load();
         await this.closeSession();
-        const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null }, sync: null };
+        const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null, reasoner: null }, sync: null };
         if (options.index) session.sync = await this.syncSession(store, items, options.index);
         this.session = session;
         if (options.llm) session.llm.loading = this.loadModel(session, progress);
@@ -164,6 +165,7 @@ export class Engine implements EngineApi {
           model: s.llm.model?.id ?? null,
           attempts: s.llm.attempts.map((a) => ({ ...a })),
           loading: s.llm.loading !== null,
+          costs: s.llm.reasoner ? s.llm.reasoner.costs() : null,
         },
         storage: { degraded: s.store.degraded, persisted: null },
         shared: this.shared,
@@ -371,6 +373,11 @@ export class Engine implements EngineApi {
         return;
       }
       s.llm.model = choice.model;
+      if (choice.model) {
+        // memory operations now go through the model (validated, budgeted, rules on any failure)
+        s.llm.reasoner = new LlmReasoner({ model: choice.model, budget: s.options.llm?.budget });
+        s.agent.useReasoner(s.llm.reasoner);
+      }
       for (const a of choice.attempts) {
         if (!a.ok) this.emit('error', { name: 'ModelFallback', message: `${a.runtime} not used: ${a.reason ?? 'unknown'}` });
       }
@@ -427,7 +434,7 @@ export class Engine implements EngineApi {
   }
 
   private agentFor(items: ItemVectors, options: EngineOptions, state: MemoryState): MemoryAgent {
-    return new MemoryAgent({ items, state, config: options.config, onLifecycle: (e) => this.emit('memory', e) });
+    return new MemoryAgent({ items, state, config: options.config, reasoner: this.session?.llm.reasoner ?? undefined, onLifecycle: (e) => this.emit('memory', e) });
   }
 
   /** Rebuild the agent from what the store now holds (after import / erase). */

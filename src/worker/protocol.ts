@@ -8,6 +8,7 @@ import type { Action, AtomicMemory, Item, LifecycleEvent, Profile } from '../cor
 import type { ExportFile } from '../store/file.js';
 import type { Capabilities } from '../models/probe.js';
 import type { LoadProgress, ModelBackend } from '../models/types.js';
+import type { LlmCosts } from '../reason/llm.js';
 
 export type { Capabilities } from '../models/probe.js';
 
@@ -48,8 +49,8 @@ export type EmbedderSpec =
  * the rules reasoner. Loading happens in the background after `init` (the engine answers on
  * rules meanwhile); every attempt and its failure reason is visible in `status().llm.attempts`.
  * Order: built-in Prompt API → WebLLM (WebGPU) → OpenAI-compatible endpoint → wllama (WASM) →
- * rules. (The model-driven reasoner that uses the loaded model is the LLM issue's; until it
- * lands, memory operations stay on rules even with a model loaded.)
+ * rules. Once a model loads, memory operations go through it (`LlmReasoner`: versioned prompts,
+ * JSON schemas, validation, bounded repairs and budget, rules for any operation that fails).
  */
 export interface LlmOptions {
   /** Chrome's built-in Prompt API, when the browser offers it. */
@@ -58,6 +59,8 @@ export interface LlmOptions {
   webllm?: { model: string; appConfig?: Record<string, unknown> };
   /** An OpenAI-compatible chat-completions server (e.g. a local llama.cpp server). */
   openai?: { baseUrl: string; model: string; apiKey?: string };
+  /** Model calls allowed per window of events (default 40 per 20); beyond it operations use rules. */
+  budget?: { maxCalls: number; perEvents: number };
   /** wllama (llama.cpp in WASM) with a GGUF model URL; `wasmUrl` of `wllama.wasm` (default: shipped asset). */
   wllama?: { model: string; wasmUrl?: string; contextSize?: number };
 }
@@ -127,6 +130,8 @@ export interface EngineStatus {
     attempts: { runtime: string; ok: boolean; reason?: string }[];
     /** True while configured runtimes are still being tried (the engine answers meanwhile, on rules). */
     loading: boolean;
+    /** Model calls, tokens, latency and fallbacks to rules per operation, once a model runs the memory operations. */
+    costs: LlmCosts | null;
   };
   storage: {
     /** True once the store hit the quota and keeps writes in memory. */
