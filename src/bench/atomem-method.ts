@@ -11,6 +11,43 @@ import { ItemVectors } from '../agent/items.js';
 import { createInProcessIndex, type InProcessIndex } from '../community/index.js';
 import type { SharedIndex } from '../community/types.js';
 import { HttpIndex } from '../sync/http-index.js';
+import { LlmReasoner, type LlmCosts } from '../reason/llm.js';
+import { createOpenAICompatibleModel } from '../models/openai.js';
+import { createScriptedModel } from '../models/scripted.js';
+import type { LanguageModel } from '../models/types.js';
+
+/**
+ * The reasoner the benchmark's agents use: rules (default), or `atomem.reasoner=llm` with
+ * `atomem.llm=openai-compatible` (`atomem.llmUrl`, `atomem.llmModel`: any local server, to
+ * reproduce the papers' LLM rows) or `atomem.llm=scripted` (no model; plumbing and tests).
+ */
+function llmModelFrom(params: Readonly<Record<string, string>>): LanguageModel | undefined {
+  const kind = params['atomem.reasoner'] ?? 'rules';
+  if (kind === 'rules') return undefined;
+  if (kind !== 'llm') throw new Error(`atomem.reasoner must be rules or llm, got ${kind}`);
+  const llm = params['atomem.llm'] ?? 'scripted';
+  if (llm === 'scripted') return createScriptedModel();
+  if (llm === 'openai-compatible') {
+    const url = params['atomem.llmUrl'];
+    const model = params['atomem.llmModel'];
+    if (!url || !model) throw new Error('--llm openai-compatible needs --llm-url and --llm-model');
+    return createOpenAICompatibleModel({ baseUrl: url, model });
+  }
+  throw new Error(`atomem.llm must be scripted or openai-compatible, got ${llm}`);
+}
+
+/** Sum cost snapshots of many reasoners (one per simulated user). */
+function addCosts(into: LlmCosts['total'], c: LlmCosts['total']): void {
+  into.requests += c.requests;
+  into.succeeded += c.succeeded;
+  into.calls += c.calls;
+  into.failures += c.failures;
+  into.repairs += c.repairs;
+  into.promptTokens += c.promptTokens;
+  into.outputTokens += c.outputTokens;
+  into.ms += c.ms;
+  for (const k of Object.keys(c.fallbacks) as (keyof typeof c.fallbacks)[]) into.fallbacks[k] += c.fallbacks[k];
+}
 import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
 import type { MemoryState } from '../core/types.js';
 import { createCachedEmbedder, type CachedEmbedder } from '../embed/cache.js';
@@ -107,7 +144,7 @@ function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof
   const partial: Record<string, unknown> = {};
   const weights: Record<string, number> = {};
   for (const key of Object.keys(params)) {
-    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl'].includes(key)) continue;
+    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
     const n = paramNumber(params, key)!;
@@ -130,6 +167,8 @@ export class AtomemMethod implements Method {
   /** `atomem.indexUrl`: each simulated device talks HTTP to a running service with its own secret. */
   private remote = new Map<string, HttpIndex>();
   private ctx!: MethodContext;
+  private llm: LanguageModel | undefined;
+  private reasoners: LlmReasoner[] = [];
   private forwardCorrect = 0;
   private forwardSteps = 0;
 
@@ -139,6 +178,15 @@ export class AtomemMethod implements Method {
     this.params = opts.params;
     this.mode = { atomic: true, consolidation: true, communities: true, ...mode };
     this.config = configFrom(opts.params);
+    this.llm = llmModelFrom(opts.params);
+  }
+
+  /** An LLM reasoner for one simulated user (own budget), or undefined for rules. */
+  private reasoner(): LlmReasoner | undefined {
+    if (!this.llm) return undefined;
+    const r = new LlmReasoner({ model: this.llm });
+    this.reasoners.push(r);
+    return r;
   }
 
   async prepare(ctx: MethodContext): Promise<void> {
@@ -173,7 +221,7 @@ export class AtomemMethod implements Method {
     for (const [user, t] of trained) {
       // why: training does not depend on the privacy level, so runs share it; each run gets its own copy.
       const lastAt = t.lastAt;
-      const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, state: structuredClone(t.state), clock: () => lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
+      const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, reasoner: this.reasoner(), state: structuredClone(t.state), clock: () => lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
       this.forwardCorrect += t.correct;
       this.forwardSteps += t.steps;
       const index = this.indexFor(user, items.embedderId, share, url);
@@ -211,7 +259,7 @@ export class AtomemMethod implements Method {
 
   /** STEAM's training loop for every user (cached per dataset, variant and config). */
   private train(ctx: MethodContext, items: ItemVectors): Promise<Map<string, Trained>> {
-    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, this.config]);
+    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, this.config, this.llm?.id ?? 'rules']);
     let byKey = trainedCache.get(ctx.dataset);
     if (!byKey) trainedCache.set(ctx.dataset, (byKey = new Map()));
     let p = byKey.get(key);
@@ -234,7 +282,7 @@ export class AtomemMethod implements Method {
             return undefined;
           };
           const lastAt = history[history.length - 1].at;
-          const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, clock: () => lastAt, newId: idGenerator(ctx.seed, user) });
+          const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, reasoner: this.reasoner(), clock: () => lastAt, newId: idGenerator(ctx.seed, user) });
           const r = await agent.train(history, negativeFor);
           out.set(user, { state: agent.snapshot, correct: r.correct, steps: r.steps, lastAt });
           ctx.progress(++done, users.length, 'training agents');
@@ -316,6 +364,11 @@ export class AtomemMethod implements Method {
       forwardAccuracy: this.forwardSteps ? this.forwardCorrect / this.forwardSteps : 0,
       memoriesPerUser: mean([...this.agents.values()].map((a) => a.snapshot.memories.length)),
     };
+    if (this.llm) {
+      const total: LlmCosts['total'] = { requests: 0, succeeded: 0, calls: 0, failures: 0, repairs: 0, fallbacks: { invalid: 0, timeout: 0, budget: 0, model: 0 }, promptTokens: 0, outputTokens: 0, ms: 0 };
+      for (const r of this.reasoners) addCosts(total, r.costs().total);
+      out.llm = { model: this.llm.id, ...total };
+    }
     if (this.index) {
       const s = this.index.stats();
       out.index = { memories: s.memories, edges: s.edges, communities: s.communities, largestCommunity: s.largestCommunity, largestShare: s.largestShare, sizeHistogram: s.sizeHistogram, releasable: s.releasableCommunities };

@@ -80,6 +80,10 @@ function program(): Command {
     .option('--privacy <levels>', 'privacy levels for methods that take one: off,embeddings,items (default: all they declare)', parsePrivacy)
     .option('--param <key=value>', 'method parameter, repeatable (e.g. bpr.epochs=40)', parseParam)
     .option('--json <file>', 'write { config, results } as JSON')
+    .addOption(new Option('--reasoner <kind>', 'memory operations by rules (default) or an LLM').choices(['rules', 'llm']))
+    .addOption(new Option('--llm <kind>', 'with --reasoner llm: an OpenAI-compatible server, or a scripted stand-in (no model; plumbing)').choices(['openai-compatible', 'scripted']))
+    .option('--llm-url <url>', 'OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1')
+    .option('--llm-model <name>', 'model name sent to the OpenAI-compatible server')
     .option('--index-url <url>', 'atomem\'s simulated devices share through a running atomem-index service over HTTP (started with --embedder set to the id this prints) instead of the in-process index')
     .option('--validation', 'evaluate on validation cases (tuning) instead of test cases')
     .option('--no-progress', 'no progress bars on stderr')
@@ -100,6 +104,10 @@ interface CliOptions {
   param?: Record<string, string>;
   json?: string;
   indexUrl?: string;
+  reasoner?: 'rules' | 'llm';
+  llm?: string;
+  llmUrl?: string;
+  llmModel?: string;
   validation?: boolean;
   progress: boolean;
   list?: boolean;
@@ -183,7 +191,14 @@ export async function main(argv: string[]): Promise<number> {
       methods,
       privacy: o.privacy,
       validation: o.validation,
-      params: o.indexUrl ? { ...(o.param ?? {}), 'atomem.indexUrl': o.indexUrl } : o.param,
+      params: {
+        ...(o.param ?? {}),
+        ...(o.indexUrl ? { 'atomem.indexUrl': o.indexUrl } : {}),
+        ...(o.reasoner ? { 'atomem.reasoner': o.reasoner } : {}),
+        ...(o.llm ? { 'atomem.llm': o.llm } : {}),
+        ...(o.llmUrl ? { 'atomem.llmUrl': o.llmUrl } : {}),
+        ...(o.llmModel ? { 'atomem.llmModel': o.llmModel } : {}),
+      },
       onProgress,
     });
     bar?.stop();
@@ -196,6 +211,15 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${markdownTable(result)}\n`);
     const details = detailsTable(result);
     if (details) process.stdout.write(`\n${details}\n`);
+    const llmRows = result.results.filter((r) => r.llm);
+    if (llmRows.length) {
+      process.stdout.write('\n| method | privacy | model | model calls | valid | repairs | fallbacks to rules (invalid / timeout / budget / model) | prompt tokens | output tokens | model seconds |\n|---|---|---|---:|---:|---:|---|---:|---:|---:|\n');
+      for (const r of llmRows) {
+        const l = r.llm as { model: string; calls: number; succeeded: number; repairs: number; fallbacks: Record<string, number>; promptTokens: number; outputTokens: number; ms: number };
+        const f = l.fallbacks;
+        process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${l.model} | ${l.calls} | ${l.succeeded} | ${l.repairs} | ${f.invalid} / ${f.timeout} / ${f.budget} / ${f.model} | ${l.promptTokens} | ${l.outputTokens} | ${(l.ms / 1000).toFixed(1)} |\n`);
+      }
+    }
     if (o.json) {
       writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir }, results: result.results }, null, 2)}\n`);
     }
