@@ -69,6 +69,15 @@ describe('bench:index', () => {
     expect(markdownTables([r])).toContain('| 3,000 |');
   });
 
+  it('runs on the exact flat store (the graph default): recall 1, one scan per update', () => {
+    const r = runIndexScaleSize(2000, { ...small, engine: 'flat' });
+    expect(r.engine).toBe('flat');
+    expect(r.recallAtK1).toBe(1);
+    expect(r.linkQuality!.fewerLinksRate).toBe(0);
+    expect(r.recomputeMatches).toBe(true);
+    expect(r.communityUpdateP99Ms).toBeGreaterThanOrEqual(r.communityUpdateP50Ms);
+  });
+
   it('rejects sizes below one batch', () => {
     expect(() => runIndexScaleSize(5, { batch: 10 })).toThrow(RangeError);
   });
