@@ -11,7 +11,7 @@ import { ItemVectors } from '../agent/items.js';
 import { createInProcessIndex, type InProcessIndex } from '../community/index.js';
 import type { SharedIndex } from '../community/types.js';
 import { HttpIndex } from '../sync/http-index.js';
-import { LlmReasoner, type LlmCosts } from '../reason/llm.js';
+import { LlmReasoner, addCosts, zeroCosts } from '../reason/llm.js';
 import { createOpenAICompatibleModel } from '../models/openai.js';
 import { createScriptedModel } from '../models/scripted.js';
 import type { LanguageModel } from '../models/types.js';
@@ -36,18 +36,6 @@ function llmModelFrom(params: Readonly<Record<string, string>>): LanguageModel |
   throw new Error(`atomem.llm must be scripted or openai-compatible, got ${llm}`);
 }
 
-/** Sum cost snapshots of many reasoners (one per simulated user). */
-function addCosts(into: LlmCosts['total'], c: LlmCosts['total']): void {
-  into.requests += c.requests;
-  into.succeeded += c.succeeded;
-  into.calls += c.calls;
-  into.failures += c.failures;
-  into.repairs += c.repairs;
-  into.promptTokens += c.promptTokens;
-  into.outputTokens += c.outputTokens;
-  into.ms += c.ms;
-  for (const k of Object.keys(c.fallbacks) as (keyof typeof c.fallbacks)[]) into.fallbacks[k] += c.fallbacks[k];
-}
 import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
 import type { MemoryState } from '../core/types.js';
 import { createCachedEmbedder, type CachedEmbedder } from '../embed/cache.js';
@@ -365,7 +353,7 @@ export class AtomemMethod implements Method {
       memoriesPerUser: mean([...this.agents.values()].map((a) => a.snapshot.memories.length)),
     };
     if (this.llm) {
-      const total: LlmCosts['total'] = { requests: 0, succeeded: 0, calls: 0, failures: 0, repairs: 0, fallbacks: { invalid: 0, timeout: 0, budget: 0, model: 0 }, promptTokens: 0, outputTokens: 0, ms: 0 };
+      const total = zeroCosts();
       for (const r of this.reasoners) addCosts(total, r.costs().total);
       out.llm = { model: this.llm.id, ...total };
     }

@@ -8,6 +8,7 @@
  * configures the URL (and owns what the server sees).
  */
 import type { ChatMessage, GenerateRequest, GenerateResult, JsonSchema, LanguageModel } from './types.js';
+import { abortError } from './abort.js';
 
 /** Options of {@link createOpenAICompatibleModel}. */
 export interface OpenAICompatibleOptions {
@@ -48,13 +49,6 @@ export class OpenAICompatibleError extends Error {
   ) {
     super(message, options);
   }
-}
-
-/** An `AbortError` carrying the signal's reason as its cause. */
-function abortError(signal?: AbortSignal): DOMException {
-  const err = new DOMException('The operation was aborted', 'AbortError');
-  if (signal?.reason !== undefined) Object.defineProperty(err, 'cause', { value: signal.reason });
-  return err;
 }
 
 const EXCERPT = 500;

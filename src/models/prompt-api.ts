@@ -11,6 +11,7 @@
  */
 import { ModelUnavailableError } from './types.js';
 import type { GenerateRequest, GenerateResult, LanguageModel, OnLoadProgress } from './types.js';
+import { abortError } from './abort.js';
 
 /** The Prompt API's answer to `availability()`. */
 export type PromptApiAvailability = 'unavailable' | 'downloadable' | 'downloading' | 'available';
@@ -63,13 +64,6 @@ export interface PromptApiModelOptions {
   signal?: AbortSignal;
   /** The API object. Default: the `LanguageModel` global of this context. */
   api?: PromptApiGlobal;
-}
-
-/** An `AbortError` carrying the signal's reason as its cause. */
-function abortError(signal?: AbortSignal): DOMException {
-  const err = new DOMException('The operation was aborted', 'AbortError');
-  if (signal?.reason !== undefined) Object.defineProperty(err, 'cause', { value: signal.reason });
-  return err;
 }
 
 const isAbort = (e: unknown): boolean => e instanceof Error && e.name === 'AbortError';

@@ -10,6 +10,7 @@
 import type { AppConfig, ChatOptions, MLCEngine } from '@mlc-ai/web-llm';
 import { ModelUnavailableError } from './types.js';
 import type { GenerateRequest, GenerateResult, LanguageModel, OnLoadProgress } from './types.js';
+import { abortError } from './abort.js';
 
 /** Options of {@link createWebLLMModel}. */
 export interface WebLLMModelOptions {
@@ -33,13 +34,6 @@ export interface WebLLMModelOptions {
 
 interface GpuLike {
   requestAdapter(options?: { powerPreference?: 'high-performance' | 'low-power' }): Promise<unknown>;
-}
-
-/** An `AbortError` carrying the signal's reason as its cause. */
-function abortError(signal?: AbortSignal): DOMException {
-  const err = new DOMException('The operation was aborted', 'AbortError');
-  if (signal?.reason !== undefined) Object.defineProperty(err, 'cause', { value: signal.reason });
-  return err;
 }
 
 const RUNTIME = 'webllm';

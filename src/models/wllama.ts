@@ -10,6 +10,7 @@
  */
 import { Wllama, type ChatCompletionParams, type WllamaLogger } from '@wllama/wllama';
 import type { GenerateRequest, GenerateResult, LanguageModel, OnLoadProgress } from './types.js';
+import { abortError } from './abort.js';
 
 /** Options of {@link createWllamaModel}. */
 export interface WllamaModelOptions {
@@ -66,13 +67,6 @@ const quietLogger: WllamaLogger = {
   warn: (...args: unknown[]) => console.warn('[wllama]', ...args),
   error: (...args: unknown[]) => console.error('[wllama]', ...args),
 };
-
-/** An `AbortError` carrying the signal's reason as its cause. */
-function abortError(signal?: AbortSignal): DOMException {
-  const err = new DOMException('The operation was aborted', 'AbortError');
-  if (signal?.reason !== undefined) Object.defineProperty(err, 'cause', { value: signal.reason });
-  return err;
-}
 
 function isAbort(e: unknown): boolean {
   return e instanceof Error && e.name === 'AbortError';

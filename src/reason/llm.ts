@@ -144,7 +144,21 @@ export interface LlmReasonerOptions {
   now?: () => number;
 }
 
-function zeroCosts(): OperationCosts {
+/** Add the counters of `c` into `into` (per-operation → total, or many reasoners → one). */
+export function addCosts(into: OperationCosts, c: OperationCosts): void {
+  into.requests += c.requests;
+  into.succeeded += c.succeeded;
+  into.calls += c.calls;
+  into.failures += c.failures;
+  into.repairs += c.repairs;
+  into.promptTokens += c.promptTokens;
+  into.outputTokens += c.outputTokens;
+  into.ms += c.ms;
+  for (const k of KINDS) into.fallbacks[k] += c.fallbacks[k];
+}
+
+/** All-zero counters. */
+export function zeroCosts(): OperationCosts {
   return { requests: 0, succeeded: 0, calls: 0, failures: 0, repairs: 0, fallbacks: { invalid: 0, timeout: 0, budget: 0, model: 0 }, promptTokens: 0, outputTokens: 0, ms: 0 };
 }
 
@@ -243,17 +257,7 @@ export class LlmReasoner implements Reasoner {
     this.prune();
     const byOperation = Object.fromEntries(OPERATIONS.map((op) => [op, structuredClone(this.stats.get(op)!)])) as Record<OperationName, OperationCosts>;
     const total = zeroCosts();
-    for (const c of Object.values(byOperation)) {
-      total.requests += c.requests;
-      total.succeeded += c.succeeded;
-      total.calls += c.calls;
-      total.failures += c.failures;
-      total.repairs += c.repairs;
-      total.promptTokens += c.promptTokens;
-      total.outputTokens += c.outputTokens;
-      total.ms += c.ms;
-      for (const k of KINDS) total.fallbacks[k] += c.fallbacks[k];
-    }
+    for (const c of Object.values(byOperation)) addCosts(total, c);
     const windowCalls = this.callStamps.length;
     return {
       model: this.model.id,
