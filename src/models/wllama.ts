@@ -10,7 +10,7 @@
  */
 import { Wllama, type ChatCompletionParams, type WllamaLogger } from '@wllama/wllama';
 import type { GenerateRequest, GenerateResult, LanguageModel, OnLoadProgress } from './types.js';
-import { abortError } from './abort.js';
+import { abortError, raceAbort } from './abort.js';
 
 /** Options of {@link createWllamaModel}. */
 export interface WllamaModelOptions {
@@ -205,7 +205,7 @@ export async function createWllamaModel(options: WllamaModelOptions): Promise<Wl
       const started = performance.now();
       let response;
       try {
-        response = await wllama.createChatCompletion(params);
+        response = await raceAbort(wllama.createChatCompletion(params), signal);
       } catch (e) {
         if (signal?.aborted || isAbort(e)) throw abortError(signal);
         throw e;
