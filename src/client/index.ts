@@ -25,6 +25,7 @@ export type {
   EngineOptions,
   EngineStatus,
   IndexOptions,
+  LlmEvent,
   LlmOptions,
   PrivacyLevel,
   SyncReport,

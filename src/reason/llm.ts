@@ -90,6 +90,16 @@ export interface LlmCallInfo {
   constrained: boolean;
 }
 
+/** An operation that gave up (the agent ran the rules reasoner for it instead); given to `onFallback`. */
+export interface LlmFallbackInfo {
+  operation: OperationName;
+  /** Versioned prompt id, e.g. `reflect@1`. */
+  prompt: string;
+  reason: LlmFailureKind;
+  /** What went wrong, e.g. the last validation error. */
+  message: string;
+}
+
 /** Cost counters of one operation (or the total). */
 export interface OperationCosts {
   /** Operations requested. */
@@ -140,6 +150,8 @@ export interface LlmReasonerOptions {
   temperature?: number;
   /** Called after every attempt (the inspector's feed). Errors thrown by it are ignored. */
   onCall?: (info: LlmCallInfo) => void;
+  /** Called when an operation gives up (the agent then runs rules for it), with the reason. Errors thrown by it are ignored. */
+  onFallback?: (info: LlmFallbackInfo) => void;
   /** Clock for wall times (ms). Default `performance.now`. */
   now?: () => number;
 }
@@ -218,6 +230,7 @@ export class LlmReasoner implements Reasoner {
   private readonly eventMode: 'reflect' | 'manual';
   private readonly temperature: number;
   private readonly onCall?: (info: LlmCallInfo) => void;
+  private readonly onFallback?: (info: LlmFallbackInfo) => void;
   private readonly now: () => number;
   private readonly validators = new Map<JsonSchema, Validator>();
   private readonly stats = new Map<OperationName, OperationCosts>(OPERATIONS.map((op) => [op, zeroCosts()]));
@@ -242,6 +255,7 @@ export class LlmReasoner implements Reasoner {
     this.eventMode = options.events ?? 'reflect';
     this.temperature = options.temperature ?? 0;
     this.onCall = options.onCall;
+    this.onFallback = options.onFallback;
     this.now = options.now ?? (() => performance.now());
   }
 
@@ -354,6 +368,11 @@ export class LlmReasoner implements Reasoner {
 
   private fail(prompt: BuiltPrompt, kind: LlmFailureKind, message: string, cause?: unknown): never {
     this.stat(prompt.operation).fallbacks[kind]++;
+    try {
+      this.onFallback?.({ operation: prompt.operation, prompt: prompt.id, reason: kind, message });
+    } catch {
+      // the inspector's hook must not break reasoning
+    }
     throw new LlmReasonerError(`${prompt.id}: ${message}`, kind, prompt.operation, cause === undefined ? undefined : { cause });
   }
 

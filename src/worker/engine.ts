@@ -375,7 +375,12 @@ export class Engine implements EngineApi {
       s.llm.model = choice.model;
       if (choice.model) {
         // memory operations now go through the model (validated, budgeted, rules on any failure)
-        s.llm.reasoner = new LlmReasoner({ model: choice.model, budget: s.options.llm?.budget });
+        s.llm.reasoner = new LlmReasoner({
+          model: choice.model,
+          budget: s.options.llm?.budget,
+          onCall: (info) => this.emit('llm', { kind: 'call', ...info }),
+          onFallback: (info) => this.emit('llm', { kind: 'fallback', ...info }),
+        });
         s.agent.useReasoner(s.llm.reasoner);
       }
       for (const a of choice.attempts) {

@@ -8,7 +8,7 @@ import type { Action, AtomicMemory, Item, LifecycleEvent, Profile } from '../cor
 import type { ExportFile } from '../store/file.js';
 import type { Capabilities } from '../models/probe.js';
 import type { LoadProgress, ModelBackend } from '../models/types.js';
-import type { LlmCosts } from '../reason/llm.js';
+import type { LlmCallInfo, LlmCosts, LlmFallbackInfo } from '../reason/llm.js';
 
 export type { Capabilities } from '../models/probe.js';
 
@@ -175,6 +175,13 @@ export interface SerializedError {
   details?: Record<string, string | number | boolean>;
 }
 
+/**
+ * What the LLM reasoner did, for the inspector: every model call (`kind: 'call'`: operation,
+ * prompt version, attempt, tokens, latency, whether the output was used) and every operation
+ * that fell back to rules (`kind: 'fallback'`, with the reason and message).
+ */
+export type LlmEvent = ({ kind: 'call' } & LlmCallInfo) | ({ kind: 'fallback' } & LlmFallbackInfo);
+
 /** Event name → payload, for `on(event, cb)`. */
 export interface EngineEventMap {
   progress: ProgressEvent;
@@ -182,6 +189,8 @@ export interface EngineEventMap {
   memory: LifecycleEvent;
   /** A non-fatal problem the engine worked around (e.g. storage quota: writes kept in memory), or a dead worker. */
   error: SerializedError;
+  /** A model call or a fallback to rules of the LLM reasoner (only while a model is active). */
+  llm: LlmEvent;
 }
 
 /** Names of engine events. */
