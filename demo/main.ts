@@ -2,16 +2,26 @@
  * The demo shop page: a product grid by department, a "For you" shelf re-ranked live after each
  * action with atomem's explanations, fake browsing as a persona, and an inspector of everything
  * atomem keeps on this device (memories, lifecycle events, profile, communities, the exact
- * payload last shared, model status). Plain TypeScript, no framework.
+ * payload last shared, model status, and — when the server configured a language model — every
+ * model call, its cost and every fallback to rules). Plain TypeScript, no framework.
+ *
+ * Model output is untrusted: it only ever reaches the DOM as text (`h()` / `textContent`).
  *
  * The library is loaded at run time from the BUILT package, `/dist/index.js`, which the demo
  * server serves from the same origin (so are its worker chunk and model assets under
  * `/dist/assets/`); only its types come from the sources.
  */
-import type { Atomem, AtomicMemory, EngineStatus, LifecycleEvent, PrivacyLevel, ProgressEvent, RecommendationResult } from '../src/client/index.js';
+import type { Atomem, AtomicMemory, EngineStatus, LifecycleEvent, LlmEvent, LlmOptions, PrivacyLevel, ProgressEvent, RecommendationResult } from '../src/client/index.js';
 import { DEPARTMENTS, generateCatalog, productImageUrl, toItems, type Product } from './catalog.js';
 
 type ClientModule = typeof import('../src/client/index.js');
+type LlmCosts = NonNullable<EngineStatus['llm']['costs']>;
+type OperationCosts = LlmCosts['total'];
+
+/** What demo/server.ts answers at `/demo-config.json` (from its environment variables). */
+interface DemoConfig {
+  llm: LlmOptions | null;
+}
 
 /** URL of the built library entry (served by demo/server.ts). A variable so Vite leaves it alone. */
 const LIBRARY_URL = '/dist/index.js';
@@ -47,7 +57,13 @@ function titleOf(id: string): string {
 }
 
 let atomem: Atomem | undefined;
+/** The page configuration from the server (which language model, if any). */
+let demoConfig: DemoConfig = { llm: null };
 const events: LifecycleEvent[] = [];
+/** The language model's calls and fallbacks to rules, newest first. */
+const llmEvents: { at: number; e: LlmEvent }[] = [];
+/** Entries kept in the model feed. */
+const LLM_FEED_SIZE = 50;
 /** Purchased items are not recommended again. */
 const bought = new Set<string>();
 let actions = 0;
@@ -270,6 +286,168 @@ function renderStatus(s: EngineStatus | undefined): void {
   );
 }
 
+// ——— language model: costs and the feed of calls and fallbacks ———
+
+/** Readable names of the reasoner's operations (unknown ones show as they are). */
+const OPERATION_LABEL: Record<string, string> = {
+  describeMemory: 'describe memory',
+  reflect: 'reflect',
+  mergeMemories: 'merge memories',
+  summarizePrototype: 'community summary',
+  synthesizeProfile: 'profile',
+  planLifecycle: 'plan lifecycle',
+  rerank: 'rerank',
+};
+const opLabel = (op: string): string => OPERATION_LABEL[op] ?? op;
+
+/** Why an operation gave up, in words. */
+const REASON_LABEL: Record<string, string> = { invalid: 'invalid answer', timeout: 'timeout', budget: 'budget exhausted', model: 'model error' };
+const reasonLabel = (r: string | undefined): string => (r ? REASON_LABEL[r] ?? r : 'unknown');
+
+/** Untrusted text (model output may be quoted in error messages), capped for display. */
+const clip = (text: string, max = 240): string => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+const fmtInt = (n: number): string => Math.round(n).toLocaleString('en');
+
+function fallbackText(c: OperationCosts): string {
+  const total = Object.values(c.fallbacks).reduce((a, b) => a + b, 0);
+  const parts = Object.entries(c.fallbacks).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
+  return parts.length ? `${total} (${parts.join(', ')})` : '0';
+}
+
+function costRow(label: string, c: OperationCosts, op?: string): HTMLTableRowElement {
+  const td = (v: string, cls = 'num') => h('td', { class: cls }, v);
+  return h(
+    'tr',
+    op ? { 'data-operation': op } : {},
+    h('th', { scope: 'row' }, label),
+    td(fmtInt(c.requests)),
+    td(fmtInt(c.succeeded)),
+    td(fmtInt(c.calls)),
+    td(fmtInt(c.repairs)),
+    td(fallbackText(c), Object.values(c.fallbacks).some((n) => n > 0) ? 'num warn' : 'num'),
+    td(fmtInt(c.promptTokens)),
+    td(fmtInt(c.outputTokens)),
+    td(fmtInt(c.ms)),
+  );
+}
+
+function renderLlmCosts(costs: LlmCosts | null): void {
+  const table = $<HTMLTableElement>('llm-costs');
+  if (!costs) {
+    table.tBodies[0].replaceChildren(h('tr', {}, h('td', { colspan: '9', class: 'empty' }, 'No operation yet.')));
+    table.tFoot!.replaceChildren();
+    $('llm-budget').textContent = '';
+    return;
+  }
+  table.tBodies[0].replaceChildren(...Object.entries(costs.byOperation).map(([op, c]) => costRow(opLabel(op), c, op)));
+  table.tFoot!.replaceChildren(costRow('Total', costs.total));
+  const b = costs.budget;
+  $('llm-budget').textContent =
+    `Budget: ${b.windowCalls} of ${b.maxCalls} model calls used in the current window of ${b.perEvents} events, ${b.remaining} left ` +
+    `(${b.events} ${b.events === 1 ? 'event' : 'events'} so far). Beyond it, operations use rules.`;
+}
+
+/** One entry of the feed: a model call (ok, failed, or refused by the budget) or a fallback to rules. */
+function llmFeedItem(at: number, e: LlmEvent): HTMLLIElement {
+  const time = h('time', { datetime: new Date(at).toISOString() }, new Date(at).toLocaleTimeString());
+  const op = h('strong', {}, opLabel(e.operation));
+  const prompt = h('code', {}, e.prompt);
+  if (e.kind === 'fallback') {
+    return h(
+      'li',
+      { class: 'llm-event fallback', 'data-kind': 'fallback', 'data-operation': e.operation, 'data-reason': e.reason },
+      h('span', { class: 'badge' }, '↩ rules'),
+      ' ', time, ' ', op, ' ', prompt,
+      h('span', { class: 'reason' }, ` fell back to rules: ${reasonLabel(e.reason)}`),
+      e.message ? h('span', { class: 'message' }, ` — ${clip(e.message)}`) : '',
+    );
+  }
+  const state = e.ok ? 'ok' : e.called ? 'failed' : 'skipped';
+  const badge = e.ok ? '✓ LLM' : e.called ? '✗ LLM' : '⊘ not sent';
+  const attempt = e.attempt === 0 ? 'first attempt' : `repair ${e.attempt}`;
+  const usage = e.called ? ` · ${fmtInt(e.promptTokens)} → ${fmtInt(e.outputTokens)} tokens · ${fmtInt(e.ms)} ms${e.constrained ? ' · constrained' : ''}` : '';
+  return h(
+    'li',
+    { class: `llm-event call ${state}`, 'data-kind': 'call', 'data-ok': String(e.ok), 'data-operation': e.operation, ...(e.reason ? { 'data-reason': e.reason } : {}) },
+    h('span', { class: 'badge' }, badge),
+    ' ', time, ' ', op, ' ', prompt,
+    ` · ${attempt}${usage}`,
+    e.ok ? '' : h('span', { class: 'reason' }, ` · ${reasonLabel(e.reason)}${e.error ? `: ${clip(e.error)}` : ''}`),
+  );
+}
+
+function renderLlmFeed(): void {
+  const feed = $('llm-feed');
+  if (llmEvents.length === 0) {
+    feed.replaceChildren(h('li', { class: 'empty' }, 'No model call yet: browse a little (memory work may wait for a pause).'));
+    return;
+  }
+  feed.replaceChildren(...llmEvents.map((x) => llmFeedItem(x.at, x.e)));
+}
+
+/** The environment variables that configure a model, as a sentence with code spans. */
+function howToConfigure(): (Node | string)[] {
+  const code = (t: string) => h('code', {}, t);
+  return [
+    'To try one, restart the demo server with ', code('ATOMEM_GGUF=/path/to/model.gguf'), ' (runs in this browser with wllama), ',
+    code('ATOMEM_OPENAI_URL'), ' + ', code('ATOMEM_OPENAI_MODEL'), ' (a local llama.cpp, vLLM or Ollama server) or ',
+    code('ATOMEM_WEBLLM_MODEL'), ' (WebGPU); optionally ', code('ATOMEM_LLM_BUDGET=40/20'), '. See demo/README.md.',
+  ];
+}
+
+function renderLlm(s: EngineStatus | undefined): void {
+  const section = $('llm');
+  const summary = $('llm-summary');
+  const details = $('llm-details');
+  const active = !!s && s.llm.mode !== 'rules';
+  section.dataset.active = String(active);
+  section.dataset.mode = s?.llm.mode ?? '';
+  if (!demoConfig.llm) {
+    summary.replaceChildren('No language model is configured: the rules reasoner is in use (deterministic, no model calls). ', ...howToConfigure());
+    details.hidden = true;
+    return;
+  }
+  if (!s || (s.llm.loading && !active)) {
+    summary.replaceChildren('Loading the configured language model in the background; the rules reasoner answers meanwhile.');
+    details.hidden = true;
+    return;
+  }
+  if (!active) {
+    const why = s.llm.attempts.filter((a) => !a.ok).map((a) => `${a.runtime}: ${a.reason ?? 'unknown'}`).join('; ');
+    summary.replaceChildren(`No configured model could be loaded${why ? ` (${clip(why, 400)})` : ''}: the rules reasoner is in use. `, ...howToConfigure());
+    details.hidden = true;
+    return;
+  }
+  summary.replaceChildren(
+    'Memory operations go through ',
+    h('strong', {}, s.llm.model ?? s.llm.mode),
+    ` (${s.llm.mode === 'remote' ? 'a server the shop configured' : `in this browser, ${s.llm.mode.toUpperCase()}`}). Every answer is checked against a schema; an operation whose answer fails, times out or exceeds the budget falls back to the rules reasoner.`,
+  );
+  details.hidden = false;
+  renderLlmCosts(s.llm.costs);
+  renderLlmFeed();
+}
+
+let llmTimer: ReturnType<typeof setTimeout> | undefined;
+
+/** A model call or fallback arrived: add it to the feed now, refresh the cost table shortly after (coalesced). */
+function onLlmEvent(e: LlmEvent): void {
+  llmEvents.unshift({ at: Date.now(), e });
+  llmEvents.length = Math.min(llmEvents.length, LLM_FEED_SIZE);
+  if (!$('llm-details').hidden) renderLlmFeed();
+  if (llmTimer === undefined) llmTimer = setTimeout(() => void refreshStatus(), 400);
+}
+
+/** Redraw the status and the language model section only (cheap: one `status()` call). */
+async function refreshStatus(): Promise<void> {
+  llmTimer = undefined;
+  if (!atomem) return;
+  const status = await atomem.status().catch(() => undefined);
+  if (!status) return;
+  renderStatus(status);
+  renderLlm(status);
+}
+
 async function renderInspector(): Promise<void> {
   if (!atomem) return;
   const [memories, profile, payload, status] = await Promise.all([atomem.memories(), atomem.profile(), atomem.lastPayload(), atomem.status()]);
@@ -278,6 +456,7 @@ async function renderInspector(): Promise<void> {
   $('profile').textContent = profile?.narrative || 'No profile yet: it is written after a few actions.';
   $('payload').textContent = payload ? `${new Date(payload.at).toLocaleTimeString()} POST ${payload.path}\n${JSON.stringify(payload.body, null, 2)}` : 'Nothing shared yet.';
   renderStatus(status);
+  renderLlm(status);
   renderEvents();
 }
 
@@ -389,6 +568,7 @@ function setupControls(): void {
     await atomem.erase();
     bought.clear();
     events.length = 0;
+    llmEvents.length = 0; // error messages may quote the erased memories
     actions = 0;
     notice('Forgotten: your memory is erased on this device and deletion of its shared copies was sent.');
     await refresh();
@@ -397,12 +577,32 @@ function setupControls(): void {
 
 // ——— start ———
 
+/**
+ * The server's page configuration (which language model to load). A relative model URL (the
+ * GGUF the server streams) is made absolute: the engine's worker would resolve it against its
+ * own script. Any failure means no model: the page still works on rules.
+ */
+async function loadDemoConfig(): Promise<DemoConfig> {
+  try {
+    const r = await fetch('/demo-config.json', { cache: 'no-store' });
+    if (!r.ok) return { llm: null };
+    const c = (await r.json()) as Partial<DemoConfig>;
+    const llm = c.llm && typeof c.llm === 'object' ? { ...c.llm } : null;
+    if (llm?.wllama) llm.wllama = { ...llm.wllama, model: new URL(llm.wllama.model, location.href).href };
+    return { llm };
+  } catch {
+    return { llm: null };
+  }
+}
+
 async function start(): Promise<void> {
   renderDepartments();
   renderGrid();
   setupPersona();
   setupControls();
   renderStatus(undefined);
+  demoConfig = await loadDemoConfig();
+  renderLlm(undefined);
   const saved = localStorage.getItem('atomem-demo-privacy') as PrivacyLevel | null;
   const privacy: PrivacyLevel = saved === 'off' || saved === 'items' || saved === 'embeddings' ? saved : 'embeddings';
   $<HTMLSelectElement>('privacy').value = privacy;
@@ -412,6 +612,7 @@ async function start(): Promise<void> {
     catalog: toItems(catalog),
     index: { url: location.origin, privacy, syncEvery: 3 },
     assetsBaseUrl: new URL('/dist/assets/', location.href).href,
+    ...(demoConfig.llm ? { llm: demoConfig.llm } : {}),
     onProgress: (p) => {
       renderProgress(p);
       renderStatus(undefined);
@@ -424,6 +625,7 @@ async function start(): Promise<void> {
     void refresh(); // a background sync may have linked communities
   });
   atomem.on('error', (e) => notice(`atomem: ${e.message}`));
+  atomem.on('llm', onLlmEvent);
   // a page that starts with history shows it; it also pulls the communities of a stored memory
   void atomem.sync().catch(() => undefined).then(() => refresh());
   await refresh();
@@ -432,6 +634,8 @@ async function start(): Promise<void> {
   let lastAt = (await atomem.lastPayload())?.at ?? 0;
   setInterval(async () => {
     if (document.hidden || !atomem) return;
+    // the model loads in the background (no event when it is ready): poll the status meanwhile
+    if (demoConfig.llm && $('llm').dataset.active !== 'true') await refreshStatus();
     const at = (await atomem.lastPayload().catch(() => null))?.at ?? 0;
     if (at !== lastAt) {
       lastAt = at;

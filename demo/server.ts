@@ -12,14 +12,23 @@
  *   DEMO_SHOPPERS (simulated shoppers at the first start, default 80)
  *   DEMO_LOG_REQUESTS (set: log `request METHOD /path` for every request on stderr; the e2e test reads it)
  *
+ * An optional language model for the page (none by default: the rules reasoner), see
+ * {@link modelSetupFromEnv}; the page reads it from `GET /demo-config.json`:
+ *   ATOMEM_GGUF=/path/to/model.gguf (served, streamed from that path, at `/models/<name>.gguf`;
+ *     run in the browser by wllama; ATOMEM_GGUF_CONTEXT = context length, default the runtime's)
+ *   ATOMEM_OPENAI_URL=http://127.0.0.1:8080/v1 + ATOMEM_OPENAI_MODEL=name (+ ATOMEM_OPENAI_KEY)
+ *   ATOMEM_WEBLLM_MODEL=<MLC model id> (used when the browser has WebGPU)
+ *   ATOMEM_LLM_BUDGET=calls/events, e.g. 40/20
+ *
  * Prints `atomem demo ready at http://HOST:PORT` on stdout when ready; progress goes to stderr.
  */
 import { createReadStream, existsSync, mkdirSync, statSync } from 'node:fs';
-import { extname, join, resolve, sep } from 'node:path';
+import { basename, extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { createIndexService } from '../src/server/service.js';
 import { createUseLiteEmbedder, tauFor, USE_LITE_ID } from '../src/engine.js';
+import type { LlmOptions } from '../src/worker/protocol.js';
 import { generateCatalog } from './catalog.js';
 import { seedPopulation } from './seed.js';
 
@@ -61,6 +70,94 @@ export function fileFor(pathname: string): string | undefined {
   return file;
 }
 
+/** What the page reads from `GET /demo-config.json` before it calls `createAtomem`. */
+export interface DemoConfig {
+  /** Passed as `createAtomem({ llm })`; null: no model, the rules reasoner. */
+  llm: LlmOptions | null;
+}
+
+/** The language model the person running the demo configured (environment variables). */
+export interface ModelSetup {
+  config: DemoConfig;
+  /** The GGUF file served at `route` (never copied: streamed from `file`), or null. */
+  gguf: { file: string; name: string; route: string; size: number } | null;
+  /** One line for the startup log (never the API key). */
+  summary: string;
+}
+
+/** Environment variables that configure a model (for messages). */
+export const MODEL_ENV = ['ATOMEM_GGUF', 'ATOMEM_OPENAI_URL', 'ATOMEM_OPENAI_MODEL', 'ATOMEM_OPENAI_KEY', 'ATOMEM_WEBLLM_MODEL', 'ATOMEM_LLM_BUDGET', 'ATOMEM_GGUF_CONTEXT'] as const;
+
+/**
+ * Read the optional model configuration from the environment. Several may be set: the engine
+ * tries them in its order (WebLLM when WebGPU exists → the OpenAI-compatible server → wllama)
+ * and keeps the first that loads. Throws a readable error on a bad value (the server then
+ * refuses to start rather than silently running on rules).
+ */
+export function modelSetupFromEnv(env: NodeJS.ProcessEnv): ModelSetup {
+  const get = (k: (typeof MODEL_ENV)[number]): string | undefined => env[k]?.trim() || undefined;
+  const llm: LlmOptions = {};
+  const parts: string[] = [];
+  let gguf: ModelSetup['gguf'] = null;
+
+  const webllm = get('ATOMEM_WEBLLM_MODEL');
+  if (webllm) {
+    llm.webllm = { model: webllm };
+    parts.push(`WebLLM ${webllm} (when the browser has WebGPU)`);
+  }
+
+  const openaiUrl = get('ATOMEM_OPENAI_URL');
+  const openaiModel = get('ATOMEM_OPENAI_MODEL');
+  if (openaiUrl || openaiModel) {
+    if (!openaiUrl || !openaiModel) throw new Error('ATOMEM_OPENAI_URL and ATOMEM_OPENAI_MODEL go together (e.g. http://127.0.0.1:8080/v1 and the served model name)');
+    let url: URL;
+    try {
+      url = new URL(openaiUrl);
+    } catch {
+      throw new Error(`ATOMEM_OPENAI_URL is not a URL: ${openaiUrl}`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`ATOMEM_OPENAI_URL must be http(s), got ${openaiUrl}`);
+    const apiKey = get('ATOMEM_OPENAI_KEY');
+    llm.openai = { baseUrl: openaiUrl, model: openaiModel, ...(apiKey ? { apiKey } : {}) };
+    parts.push(`OpenAI-compatible ${openaiModel} at ${openaiUrl}${apiKey ? ' (with an API key, which the page receives)' : ''}`);
+  }
+
+  const ggufPath = get('ATOMEM_GGUF');
+  if (ggufPath) {
+    const file = resolve(ggufPath);
+    if (!existsSync(file) || !statSync(file).isFile()) throw new Error(`ATOMEM_GGUF: no such file ${file}`);
+    const name = basename(file);
+    if (!/\.gguf$/i.test(name)) throw new Error(`ATOMEM_GGUF must name a .gguf file, got ${name}`);
+    const route = `/models/${encodeURIComponent(name)}`;
+    const size = statSync(file).size;
+    const ctx = get('ATOMEM_GGUF_CONTEXT');
+    const contextSize = ctx === undefined ? undefined : Number(ctx);
+    if (contextSize !== undefined && !(Number.isInteger(contextSize) && contextSize >= 64)) throw new Error(`ATOMEM_GGUF_CONTEXT must be an integer ≥ 64, got ${ctx}`);
+    gguf = { file, name, route, size };
+    // the page turns the same-origin path into an absolute URL (the worker resolves against its own script)
+    llm.wllama = { model: route, ...(contextSize ? { contextSize } : {}) };
+    parts.push(`wllama (WASM) ${file} (${(size / 1e6).toFixed(1)} MB) served at ${route}${contextSize ? `, context ${contextSize}` : ''}`);
+  }
+
+  const budget = get('ATOMEM_LLM_BUDGET');
+  if (budget) {
+    const m = /^(\d+)\s*\/\s*(\d+)$/.exec(budget);
+    if (!m || Number(m[2]) < 1) throw new Error(`ATOMEM_LLM_BUDGET must be calls/events with events ≥ 1, e.g. 40/20; got ${budget}`);
+    llm.budget = { maxCalls: Number(m[1]), perEvents: Number(m[2]) };
+  }
+
+  if (parts.length === 0) {
+    const ignored = budget ? ' (ATOMEM_LLM_BUDGET ignored)' : '';
+    return {
+      config: { llm: null },
+      gguf: null,
+      summary: `no language model: the page uses the rules reasoner${ignored}; set ATOMEM_GGUF, ATOMEM_OPENAI_URL + ATOMEM_OPENAI_MODEL or ATOMEM_WEBLLM_MODEL to try one (demo/README.md)`,
+    };
+  }
+  const b = llm.budget ? `${llm.budget.maxCalls} calls per ${llm.budget.perEvents} events` : 'the default budget (40 calls per 20 events)';
+  return { config: { llm }, gguf, summary: `language model: ${parts.join(', then ')}; ${b}; rules if none loads` };
+}
+
 function log(line: string): void {
   process.stderr.write(`${line}\n`);
 }
@@ -71,6 +168,7 @@ async function main(): Promise<void> {
   const dataDir = resolve(process.env.ATOMEM_DATA ?? join(ROOT, '.atomem-data'));
   const shoppers = Number(process.env.DEMO_SHOPPERS ?? 80);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`PORT must be an integer in 0–65535, got ${process.env.PORT}`);
+  const model = modelSetupFromEnv(process.env);
   for (const [file, script] of [
     [join(PAGE_DIR, 'index.html'), 'npm run build:demo'],
     [join(LIB_DIR, 'index.js'), 'npm run build'],
@@ -79,6 +177,7 @@ async function main(): Promise<void> {
   }
   mkdirSync(dataDir, { recursive: true });
   log(`atomem demo: data folder ${dataDir}`);
+  log(`atomem demo: ${model.summary}`);
 
   // the browser engine's default embedder: USE-lite, not centred; tau for that space (0.85, not the paper's 0.5)
   const service = createIndexService({ dataDir, embedderIds: [USE_LITE_ID], tau: tauFor(USE_LITE_ID), rateLimit: false });
@@ -95,6 +194,32 @@ async function main(): Promise<void> {
         .header('cache-control', 'no-cache')
         .send(createReadStream(file));
     };
+    // the page's configuration: which language model to load, if any (never cached: env may change between starts)
+    scope.get('/demo-config.json', async (_req, reply) => reply.header('cache-control', 'no-store').send(model.config));
+    // the configured GGUF, streamed from where it lies (HEAD answers its size too: wllama checks it)
+    scope.route<{ Params: { name: string } }>({
+      method: ['GET', 'HEAD'],
+      url: '/models/:name',
+      // why: fastify's automatic HEAD would answer content-length 0 (or read the whole file)
+      exposeHeadRoute: false,
+      handler: async (req, reply) => {
+        const g = model.gguf;
+        if (!g || req.params.name !== g.name) return reply.code(404).type('text/plain; charset=utf-8').send('not found');
+        let size: number;
+        let mtime: number;
+        try {
+          ({ size, mtimeMs: mtime } = statSync(g.file));
+        } catch {
+          return reply.code(404).type('text/plain; charset=utf-8').send('the model file is gone');
+        }
+        reply
+          .type('application/octet-stream')
+          .header('content-length', String(size))
+          .header('cache-control', 'no-cache')
+          .header('etag', `"${size.toString(16)}-${Math.floor(mtime).toString(16)}"`);
+        return req.method === 'HEAD' ? reply.send() : reply.send(createReadStream(g.file));
+      },
+    });
     scope.get('/', serve);
     scope.get('/*', serve);
   });

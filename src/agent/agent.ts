@@ -19,7 +19,7 @@ import {
   weaken,
   type OpContext,
 } from '../core/memory.js';
-import { rulesPlanner, type Planner } from '../core/planner.js';
+import { rulesPlanner, type PlanContext, type Planner } from '../core/planner.js';
 import { rank, type Candidate, type RankedItem, type RecentSignal } from '../core/rank.js';
 import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
 import { meanNormalized } from '../core/vector.js';
@@ -78,7 +78,8 @@ export class MemoryAgent {
   /** The reasoner in force (rules by default; an LLM reasoner once a model is loaded, see {@link useReasoner}). */
   reasoner: Reasoner;
   private readonly rules = new RulesReasoner();
-  private readonly planner: Planner;
+  /** The planner in force (rules by default; the LLM planner once a model is loaded, see {@link useReasoner}). */
+  private planner: Planner;
   private readonly clock: () => number;
   private readonly newId: () => string;
   private readonly mode: AgentMode;
@@ -101,9 +102,18 @@ export class MemoryAgent {
     this.shared = new Map(Object.entries(this.state.shared ?? {}));
   }
 
-  /** Switch reasoner (e.g. to an LLM reasoner when a model finished loading); undefined → rules. */
-  useReasoner(reasoner: Reasoner | undefined): void {
+  /**
+   * Switch reasoner (e.g. to an LLM reasoner when a model finished loading) and, optionally,
+   * planner (the LLM planner defers event processing to {@link idle}); undefined → rules.
+   */
+  useReasoner(reasoner: Reasoner | undefined, planner?: Planner): void {
     this.reasoner = reasoner ?? this.rules;
+    this.planner = planner ?? rulesPlanner;
+  }
+
+  /** True when durable events wait to be turned into memory (the LLM planner defers them to {@link idle}). */
+  hasPending(): boolean {
+    return this.state.events.some((e) => e.pending);
   }
 
   /** Random ids of every copy this device has in the shared index (for `erase`: delete them all). */
@@ -134,13 +144,23 @@ export class MemoryAgent {
 
   /**
    * Observe one interaction: it becomes a durable pending event, then the planner decides
-   * what to run (reflection → extract / reinforce / weaken; sweeps; resynthesis).
+   * what to run (reflection → extract / reinforce / weaken; sweeps; resynthesis). The rules
+   * planner runs everything now; the LLM planner leaves it pending for {@link idle} unless
+   * `batchEvents` are waiting.
    */
   async observe(interaction: Interaction): Promise<LifecycleEvent[]> {
     validateInteraction(interaction); // bad input → TypeError before anything changes
     this.items.item(interaction.item); // unknown item → UnknownItemError before anything changes
     appendEvent(this.state, this.config, interaction);
-    return this.runPlanner();
+    return this.runPlanner({ idle: false });
+  }
+
+  /**
+   * The device is idle (the worker calls this a moment after the last interaction): the planner
+   * runs the batched work — pending events, then sweeps and resynthesis if it decides so.
+   */
+  async idle(): Promise<LifecycleEvent[]> {
+    return this.runPlanner({ idle: true });
   }
 
   /**
@@ -180,7 +200,7 @@ export class MemoryAgent {
    * closed tab, replayed at start); each is applied exactly once.
    */
   async processPending(): Promise<LifecycleEvent[]> {
-    return this.runPlanner();
+    return this.runPlanner({ idle: true });
   }
 
   /**
@@ -206,14 +226,17 @@ export class MemoryAgent {
       const ev = appendEvent(this.state, this.config, it);
       const ok = await this.process(ev, neg);
       if (ok) correct++;
-      await this.sweep(it.at);
+      // why: training is offline batch work, the planner's idle case.
+      await this.sweep(it.at, { idle: true });
     }
     return { correct, steps: history.length };
   }
 
   /** Rank candidate item ids with explanations (unknown ids → UnknownItemError). */
-  async recommend(candidates: readonly string[], opts: { now?: number } = {}): Promise<Recommendation[]> {
+  async recommend(candidates: readonly string[], opts: { now?: number; rerank?: number } = {}): Promise<Recommendation[]> {
     if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
+    const rerankN = opts.rerank ?? 0;
+    if (!Number.isInteger(rerankN) || rerankN < 0) throw new TypeError(`rerank must be an integer ≥ 0, got ${String(opts.rerank)}`);
     const seen = new Set<string>();
     for (const id of candidates) {
       if (seen.has(id)) throw new TypeError(`candidates contain "${id}" twice`);
@@ -237,7 +260,27 @@ export class MemoryAgent {
     const now = opts.now ?? this.clock();
     const ranked = rank({ memories: this.state.memories, candidates: cands, recent, communities: this.communities, now }, this.config);
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
-    return ranked.map((r) => ({ ...r, explanations: explain(r, titleOf) }));
+    const out = ranked.map((r) => ({ ...r, explanations: explain(r, titleOf) }));
+    const top = Math.min(rerankN, out.length);
+    if (top < 2 || this.reasoner === this.rules) return out;
+    return [...(await this.rerankTop(out.slice(0, top))), ...out.slice(top)];
+  }
+
+  /**
+   * Listwise reranking of the top of a ranking by the reasoner, with its one-line reason first
+   * among the explanations. Scores are reassigned in the new order (the same set of scores, so
+   * the list stays sorted by score). The rules reasoner (also the fallback) keeps the order.
+   */
+  private async rerankTop(top: Recommendation[]): Promise<Recommendation[]> {
+    const memories = this.memories()
+      .slice(0, 8)
+      .map((m) => this.view(m));
+    const result = await this.reason((r) => r.rerank({ memories, candidates: top.map((t) => ({ id: t.id, item: this.items.item(t.id) })) }));
+    const byId = new Map(top.map((t) => [t.id, t]));
+    return result.order.map((o, i) => {
+      const t = byId.get(o.id)!;
+      return { ...t, score: top[i].score, explanations: o.why ? [o.why, ...t.explanations] : t.explanations };
+    });
   }
 
   /** Forget one memory now (the user asked). Its shared copy is deleted at the next sync. */
@@ -356,6 +399,11 @@ export class MemoryAgent {
     this.onLifecycle?.(e);
   }
 
+  /** What a reasoner may read of a memory (statement, category, strength, evidence, its items; no embedding). */
+  memoryView(m: AtomicMemory): MemoryView {
+    return this.view(m);
+  }
+
   private view(m: AtomicMemory): MemoryView {
     return {
       id: m.id,
@@ -376,16 +424,16 @@ export class MemoryAgent {
     return s;
   }
 
-  private async runPlanner(): Promise<LifecycleEvent[]> {
+  private async runPlanner(ctx: PlanContext): Promise<LifecycleEvent[]> {
     const out: LifecycleEvent[] = [];
-    const plan = this.planner(this.state, this.config, this.clock());
+    const plan = await this.planner(this.state, this.config, this.clock(), ctx);
     if (plan.processPending) {
       for (const ev of this.state.events.filter((e) => e.pending)) {
         await this.process(ev, undefined, out);
       }
     }
     const last = this.state.events[this.state.events.length - 1];
-    out.push(...(await this.sweep(last ? last.at : this.clock())));
+    out.push(...(await this.sweep(last ? last.at : this.clock(), ctx)));
     return out;
   }
 
@@ -467,9 +515,9 @@ export class MemoryAgent {
   }
 
   /** Run the planner's sweep operations (merge, forget, resynthesize) if due. */
-  private async sweep(now: number): Promise<LifecycleEvent[]> {
+  private async sweep(now: number, when: PlanContext): Promise<LifecycleEvent[]> {
     const out: LifecycleEvent[] = [];
-    const plan = this.planner(this.state, this.config, now);
+    const plan = await this.planner(this.state, this.config, now, when);
     const ctx = this.ctx(now);
     for (const [keep, absorb] of plan.merge) {
       const a = this.state.memories.find((m) => m.id === keep);

@@ -30,6 +30,7 @@ export type {
   PrivacyLevel,
   SyncReport,
   ProgressEvent,
+  RecommendOptions,
   RecommendationResult,
   SerializedError,
   TrackInput,
@@ -63,7 +64,7 @@ export interface CreateAtomemOptions extends EngineOptions {
  * Every method runs in the worker.
  */
 export interface Atomem extends Omit<EngineApi, 'subscribe' | 'unsubscribe' | 'init'> {
-  /** Listen to `progress`, `memory` (lifecycle) or `error` events. Returns an unsubscribe function. */
+  /** Listen to `progress`, `memory` (lifecycle), `llm` (model calls and fallbacks) or `error` events. Returns an unsubscribe function. */
   on<K extends EngineEventName>(event: K, cb: (payload: EngineEventMap[K]) => void): () => void;
   /** Disconnect: terminate a dedicated worker, or leave a shared one. Later calls reject. */
   dispose(): void;
@@ -180,7 +181,7 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
 
   return {
     track: async (interaction) => (await engine()).track(interaction),
-    recommend: async (candidates) => (await engine()).recommend(candidates),
+    recommend: async (candidates, opts) => (await engine()).recommend(candidates, opts),
     memories: async () => (await engine()).memories(),
     profile: async () => (await engine()).profile(),
     forget: async (memoryId) => (await engine()).forget(memoryId),

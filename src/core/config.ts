@@ -40,6 +40,11 @@ export interface AtomemConfig {
   synthesizeEvery: number;
   /** …or after this many forward-step prediction errors, whichever first. */
   synthesizeOnErrors: number;
+  /**
+   * Planner with a language model: pending events are processed at idle time in one batch; during
+   * a burst of interactions they are processed as soon as this many are waiting.
+   */
+  batchEvents: number;
   /** Profile narrative length cap (characters) before ranking (ARS truncation). */
   profileMaxChars: number;
   /** Only memories with at least this much evidence are shared (a one-click memory reveals its item). */
@@ -104,6 +109,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   sweepEvery: 20,
   synthesizeEvery: 25,
   synthesizeOnErrors: 5,
+  batchEvents: 8,
   profileMaxChars: 1200,
   minShareEvidence: 2,
   maxSharedItems: 10,
@@ -172,6 +178,7 @@ export function resolveConfig(partial: Partial<Omit<AtomemConfig, 'weights'>> & 
   check('sweepEvery', cfg.sweepEvery, 1, 1e6, true);
   check('synthesizeEvery', cfg.synthesizeEvery, 1, 1e6, true);
   check('synthesizeOnErrors', cfg.synthesizeOnErrors, 1, 1e6, true);
+  check('batchEvents', cfg.batchEvents, 1, 1e6, true);
   check('profileMaxChars', cfg.profileMaxChars, 0, 1e6, true);
   check('minShareEvidence', cfg.minShareEvidence, 0, 1e9);
   check('maxSharedItems', cfg.maxSharedItems, 1, 1e4, true);

@@ -1,11 +1,16 @@
 /**
- * ARS's planner, rules edition: decides from the accumulated signal which lifecycle
- * operations to run — not after every event and not on a fixed timer.
- * Per-event operations (extract / reinforce / weaken) are decided by reflection; the planner
- * decides when to process pending events and when to sweep (merge, forget) and resynthesise.
+ * ARS's planner: decides from the accumulated signal which lifecycle operations to run — not
+ * after every event and not on a fixed timer. Per-event operations (extract / reinforce /
+ * weaken) are decided by reflection; the planner decides when to process pending events, when
+ * to sweep (merge, forget) and when to resynthesise the profile.
+ *
+ * Two planners share the {@link Planner} signature: {@link rulesPlanner} here (pure, immediate)
+ * and the LLM planner (`src/reason/planner.ts`), which defers event processing to idle time and
+ * lets a model choose among the sweep {@link SweepCandidates} computed here. Either way, the
+ * hard limits (the memory cap) are enforced by {@link enforceCap}, never left to a model.
  */
 import type { AtomemConfig } from './config.js';
-import type { MemoryState } from './types.js';
+import type { AtomicMemory, MemoryState } from './types.js';
 import { memorySimilarity, salience } from './memory.js';
 
 /** What the planner asks the agent to do now. */
@@ -20,60 +25,106 @@ export interface Plan {
   resynthesize: boolean;
 }
 
-/** A planner: rules here; an LLM planner implements the same signature (later issue). */
-export type Planner = (state: MemoryState, cfg: AtomemConfig, now: number) => Plan;
+/** When the planner is asked. */
+export interface PlanContext {
+  /**
+   * True when the device is idle (no interaction for a while: the worker's idle timer): the
+   * time for batched, costly operations. False right after an interaction.
+   */
+  idle: boolean;
+}
 
-/** The rules planner. Pure: same state, config and time → same plan. */
-export const rulesPlanner: Planner = (state, cfg, now) => {
-  const plan: Plan = { processPending: false, merge: [], forget: [], resynthesize: false };
-  plan.processPending = state.events.some((e) => e.pending);
+/**
+ * A planner: the rules planner, or the LLM planner (same signature). May be async (a model
+ * call); must always return a valid plan (the LLM planner falls back to rules itself).
+ */
+export type Planner = (state: MemoryState, cfg: AtomemConfig, now: number, ctx?: PlanContext) => Plan | Promise<Plan>;
 
-  const sweepDue = state.signal.eventsSinceSweep >= cfg.sweepEvery || state.memories.length > cfg.maxMemories;
-  if (sweepDue) {
-    // Merge: near-duplicate memories of the same polarity (greedy, most similar first).
-    const pairs: [number, string, string][] = [];
-    const ms = state.memories;
-    for (let i = 0; i < ms.length; i++) {
-      for (let j = i + 1; j < ms.length; j++) {
-        if (Math.sign(ms[i].strength) !== Math.sign(ms[j].strength)) continue;
-        const s = memorySimilarity(ms[i], ms[j]);
-        if (s >= cfg.mergeThreshold) {
-          const [keep, absorb] = ms[i].evidence >= ms[j].evidence ? [ms[i].id, ms[j].id] : [ms[j].id, ms[i].id];
-          pairs.push([s, keep, absorb]);
-        }
+/** A possible merge: `[similarity, keep, absorb]` (the one with more evidence is kept). */
+export type MergeCandidate = [number, string, string];
+
+/** What a sweep could do, for a planner to choose from. */
+export interface SweepCandidates {
+  /** True when a sweep is due (events since the last one, or over the memory cap). */
+  due: boolean;
+  /** Disjoint merge pairs at similarity ≥ the threshold asked for, most similar first. */
+  merges: MergeCandidate[];
+  /** Faded, weakly supported memories (not in a merge pair). */
+  faded: { id: string; reason: string }[];
+}
+
+/**
+ * Merge and forget candidates. `mergeAt` lowers the merge threshold (the LLM planner looks at
+ * near-misses too and decides); the rules planner uses `cfg.mergeThreshold`.
+ */
+export function sweepCandidates(state: MemoryState, cfg: AtomemConfig, now: number, mergeAt = cfg.mergeThreshold): SweepCandidates {
+  const due = state.signal.eventsSinceSweep >= cfg.sweepEvery || state.memories.length > cfg.maxMemories;
+  const out: SweepCandidates = { due, merges: [], faded: [] };
+  if (!due) return out;
+  // Merge: near-duplicate memories of the same polarity (greedy, most similar first).
+  const pairs: MergeCandidate[] = [];
+  const ms = state.memories;
+  for (let i = 0; i < ms.length; i++) {
+    for (let j = i + 1; j < ms.length; j++) {
+      if (Math.sign(ms[i].strength) !== Math.sign(ms[j].strength)) continue;
+      const s = memorySimilarity(ms[i], ms[j]);
+      if (s >= mergeAt) {
+        const [keep, absorb] = ms[i].evidence >= ms[j].evidence ? [ms[i].id, ms[j].id] : [ms[j].id, ms[i].id];
+        pairs.push([s, keep, absorb]);
       }
-    }
-    pairs.sort((a, b) => b[0] - a[0]);
-    const used = new Set<string>();
-    for (const [, keep, absorb] of pairs) {
-      if (used.has(keep) || used.has(absorb)) continue;
-      used.add(keep);
-      used.add(absorb);
-      plan.merge.push([keep, absorb]);
-    }
-    // Forget: faded, weakly supported memories; then the least salient beyond the cap.
-    const merged = new Set(plan.merge.map((p) => p[1]));
-    const alive = ms.filter((m) => !merged.has(m.id) && !used.has(m.id));
-    const forgotten = new Set<string>();
-    for (const m of alive) {
-      if (Math.abs(salience(cfg, m, now)) < cfg.forgetThreshold && m.evidence < cfg.forgetMinEvidence) {
-        plan.forget.push({ id: m.id, reason: 'faded with little evidence' });
-        forgotten.add(m.id);
-      }
-    }
-    const remaining = ms.length - plan.merge.length - forgotten.size;
-    if (remaining > cfg.maxMemories) {
-      const candidates = alive
-        .filter((m) => !forgotten.has(m.id))
-        .sort((a, b) => Math.abs(salience(cfg, a, now)) * Math.log1p(a.evidence) - Math.abs(salience(cfg, b, now)) * Math.log1p(b.evidence));
-      for (const m of candidates.slice(0, remaining - cfg.maxMemories)) plan.forget.push({ id: m.id, reason: 'over the memory cap' });
     }
   }
+  pairs.sort((a, b) => b[0] - a[0]);
+  const used = new Set<string>();
+  for (const p of pairs) {
+    if (used.has(p[1]) || used.has(p[2])) continue;
+    used.add(p[1]);
+    used.add(p[2]);
+    out.merges.push(p);
+  }
+  // Forget: faded, weakly supported memories.
+  for (const m of ms) {
+    if (used.has(m.id)) continue;
+    if (Math.abs(salience(cfg, m, now)) < cfg.forgetThreshold && m.evidence < cfg.forgetMinEvidence) {
+      out.faded.push({ id: m.id, reason: 'faded with little evidence' });
+    }
+  }
+  return out;
+}
 
-  plan.resynthesize =
-    state.memories.length > 0 &&
-    (state.profile === null ||
-      state.signal.eventsSinceSynthesis >= cfg.synthesizeEvery ||
-      state.signal.predictionErrors >= cfg.synthesizeOnErrors);
+/**
+ * Add forgets until the memories left after `plan` fit `cfg.maxMemories`: the least salient
+ * (salience × log evidence) of those neither merged away nor already forgotten. Mutates and
+ * returns `plan`. Both planners end with this, so no model can keep memory over the cap.
+ */
+export function enforceCap(state: MemoryState, cfg: AtomemConfig, now: number, plan: Plan): Plan {
+  const absorbed = new Set(plan.merge.map((p) => p[1]));
+  const inPair = new Set(plan.merge.flat());
+  const forgotten = new Set(plan.forget.map((f) => f.id));
+  const remaining = state.memories.filter((m) => !absorbed.has(m.id) && !forgotten.has(m.id)).length;
+  if (remaining <= cfg.maxMemories) return plan;
+  const weight = (m: AtomicMemory): number => Math.abs(salience(cfg, m, now)) * Math.log1p(m.evidence);
+  const candidates = state.memories.filter((m) => !inPair.has(m.id) && !forgotten.has(m.id)).sort((a, b) => weight(a) - weight(b));
+  for (const m of candidates.slice(0, remaining - cfg.maxMemories)) plan.forget.push({ id: m.id, reason: 'over the memory cap' });
   return plan;
-};
+}
+
+/** True when the profile should be rewritten now (none yet, enough new events, or enough mistakes). */
+export function synthesisDue(state: MemoryState, cfg: AtomemConfig): boolean {
+  return (
+    state.memories.length > 0 &&
+    (state.profile === null || state.signal.eventsSinceSynthesis >= cfg.synthesizeEvery || state.signal.predictionErrors >= cfg.synthesizeOnErrors)
+  );
+}
+
+/** The rules planner. Pure: same state, config and time → same plan. Processes events at once (ignores `idle`). */
+export function rulesPlanner(state: MemoryState, cfg: AtomemConfig, now: number): Plan {
+  const c = sweepCandidates(state, cfg, now);
+  const plan: Plan = {
+    processPending: state.events.some((e) => e.pending),
+    merge: c.merges.map(([, keep, absorb]) => [keep, absorb]),
+    forget: [...c.faded],
+    resynthesize: synthesisDue(state, cfg),
+  };
+  return c.due ? enforceCap(state, cfg, now, plan) : plan;
+}

@@ -27,13 +27,15 @@ import {
   OPERATIONS,
   describeMemoryPrompt,
   mergeMemoriesPrompt,
+  planLifecyclePrompt,
   reflectPrompt,
+  rerankPrompt,
   summarizePrototypePrompt,
   synthesizeProfilePrompt,
   type BuiltPrompt,
   type OperationName,
 } from './prompts.js';
-import type { ForwardStep, MemoryText, MemoryView, Reasoner, Reflection } from './types.js';
+import type { ForwardStep, MemoryText, MemoryView, PlanDecision, PlanInput, Reasoner, Reflection, RerankInput, RerankResult } from './types.js';
 
 export type { OperationName } from './prompts.js';
 
@@ -323,6 +325,59 @@ export class LlmReasoner implements Reasoner {
       return 'No interests known yet.';
     }
     return this.run(synthesizeProfilePrompt(memories), (v) => checkText((v as { narrative: unknown }).narrative, 'narrative', LIMITS.narrative));
+  }
+
+  /**
+   * The LLM planner's operation: choose which candidate merges and forgets to run and whether
+   * to resynthesise. Returns indices into `input.merges` / `input.faded` (labels are checked;
+   * an unknown or repeated label is invalid output and goes to repair).
+   */
+  async planLifecycle(input: PlanInput): Promise<PlanDecision> {
+    const prompt = planLifecyclePrompt(input);
+    return this.run(prompt, (value) => {
+      const v = value as { merge: string[]; forget: string[]; resynthesize: boolean; reason: string };
+      const pick = (labels: string[], known: Map<string, number>, field: string): number[] => {
+        const out: number[] = [];
+        for (const label of labels) {
+          const i = known.get(label.trim());
+          if (i === undefined) throw new InvalidOutput(`${field}: "${label}" is not a label in the data (${[...known.keys()].join(', ') || 'there are none'})`);
+          if (out.includes(i)) throw new InvalidOutput(`${field}: "${label}" is listed twice`);
+          out.push(i);
+        }
+        return out;
+      };
+      return {
+        merge: pick(v.merge, prompt.merges, 'merge'),
+        forget: pick(v.forget, prompt.faded, 'forget'),
+        resynthesize: v.resynthesize,
+        reason: checkText(v.reason, 'reason', LIMITS.planReason),
+      };
+    });
+  }
+
+  /**
+   * Listwise reranking with one-line reasons. Candidates beyond the prompt's cap keep their
+   * place after the reranked ones. The answer must list every label exactly once.
+   */
+  async rerank(input: RerankInput): Promise<RerankResult> {
+    if (input.candidates.length < 2) return { order: input.candidates.map((c) => ({ id: c.id, why: '' })) };
+    const prompt = rerankPrompt(input);
+    const order = await this.run(prompt, (value) => {
+      const v = value as { ranking: { item: string; why: string }[] };
+      const out: { id: string; why: string }[] = [];
+      const seen = new Set<string>();
+      for (const r of v.ranking) {
+        const id = prompt.labels.get(r.item.trim());
+        if (!id) throw new InvalidOutput(`ranking: "${r.item}" is not a candidate label (C1 … C${prompt.labels.size})`);
+        if (seen.has(id)) throw new InvalidOutput(`ranking: "${r.item}" is listed twice; list every candidate exactly once`);
+        seen.add(id);
+        out.push({ id, why: checkText(r.why, 'why', LIMITS.why) });
+      }
+      if (out.length !== prompt.labels.size) throw new InvalidOutput(`ranking must list all ${prompt.labels.size} candidates`);
+      return out;
+    });
+    const rest = input.candidates.slice(prompt.labels.size).map((c) => ({ id: c.id, why: '' }));
+    return { order: [...order, ...rest] };
   }
 
   // ——— internals ———

@@ -17,13 +17,13 @@
  */
 import type { ChatMessage, JsonSchema } from '../models/types.js';
 import type { Item } from '../core/types.js';
-import type { ForwardStep, MemoryText, MemoryView } from './types.js';
+import type { ForwardStep, MemoryText, MemoryView, PlanInput, RerankInput } from './types.js';
 
 /** The reasoner operations that call a model. */
-export type OperationName = 'describeMemory' | 'reflect' | 'mergeMemories' | 'summarizePrototype' | 'synthesizeProfile';
+export type OperationName = 'describeMemory' | 'reflect' | 'mergeMemories' | 'summarizePrototype' | 'synthesizeProfile' | 'planLifecycle' | 'rerank';
 
 /** All operation names, in a stable order (for cost tables). */
-export const OPERATIONS: readonly OperationName[] = ['describeMemory', 'reflect', 'mergeMemories', 'summarizePrototype', 'synthesizeProfile'];
+export const OPERATIONS: readonly OperationName[] = ['describeMemory', 'reflect', 'mergeMemories', 'summarizePrototype', 'synthesizeProfile', 'planLifecycle', 'rerank'];
 
 /** Length caps of generated text (characters), shared by the schemas and the semantic checks. */
 export const LIMITS = {
@@ -37,12 +37,19 @@ export const LIMITS = {
   summary: 200,
   /** The profile narrative. */
   narrative: 600,
-  /** A memory label in `reflect` (`M1` …). */
+  /** A memory label in `reflect` (`M1` …), a candidate label in `planLifecycle` / `rerank`. */
   label: 8,
+  /** The planner's one-line reason. */
+  planReason: 200,
+  /** One recommendation's one-line explanation. */
+  why: 120,
 } as const;
 
 /** Caps on the data put into prompts. */
-const DATA = { title: 120, category: 40, categories: 4, itemsPerMemory: 8, memories: 12, prototypeItems: 8 } as const;
+const DATA = { title: 120, category: 40, categories: 4, itemsPerMemory: 8, memories: 12, prototypeItems: 8, planCandidates: 8, rerankItems: 20, rerankMemories: 8 } as const;
+
+/** Most merge (and, separately, forget) candidates one `planLifecycle` prompt carries; most candidates one `rerank` prompt reorders. */
+export const PROMPT_CAPS = { planCandidates: DATA.planCandidates, rerankItems: DATA.rerankItems } as const;
 
 /** The system prompt shared by all operations (part of every operation's version). */
 export const SYSTEM_PROMPT = [
@@ -244,4 +251,119 @@ export function synthesizeProfilePrompt(memories: readonly MemoryView[]): BuiltP
   };
   const task = `Task: write the shopper's profile from their memories (strongest first; negative strength means they avoid it). narrative: at most ${LIMITS.narrative} characters: main interests first, then what they tend to avoid.`;
   return { id: 'synthesizeProfile@1', operation: 'synthesizeProfile', messages: messages(task, data, PROFILE_SCHEMA), schema: PROFILE_SCHEMA, maxTokens: 256 };
+}
+
+/** Output schema of `planLifecycle@1`: labels of the merges (`P1` …) and forgets (`F1` …) to run. */
+export const PLAN_SCHEMA: JsonSchema = {
+  type: 'object',
+  properties: {
+    merge: { type: 'array', items: { type: 'string', maxLength: LIMITS.label }, maxItems: DATA.planCandidates },
+    forget: { type: 'array', items: { type: 'string', maxLength: LIMITS.label }, maxItems: DATA.planCandidates },
+    resynthesize: { type: 'boolean' },
+    reason: text(LIMITS.planReason),
+  },
+  required: ['merge', 'forget', 'resynthesize', 'reason'],
+  additionalProperties: false,
+};
+
+/** A built `planLifecycle` prompt, with its labels. */
+export interface PlanPrompt extends BuiltPrompt {
+  /** Merge labels (`P1` …) → index in `input.merges`. */
+  merges: Map<string, number>;
+  /** Forget labels (`F1` …) → index in `input.faded`. */
+  faded: Map<string, number>;
+}
+
+/**
+ * `planLifecycle@1`: the planner's signal (counts only), and under labels the statements of
+ * candidate merge pairs (with similarity) and of faded memories. No items, no ids.
+ */
+export function planLifecyclePrompt(input: PlanInput): PlanPrompt {
+  const mem = (m: MemoryView) => ({
+    statement: cleanData(m.content, LIMITS.content),
+    category: cleanData(m.category, LIMITS.category),
+    strength: round2(m.strength),
+    evidence: round2(m.evidence),
+  });
+  const merges = input.merges.slice(0, DATA.planCandidates);
+  const faded = input.faded.slice(0, DATA.planCandidates);
+  const data = {
+    signal: input.signal,
+    synthesisSuggested: input.synthesisDue,
+    mergeCandidates: merges.map((p, i) => ({ label: `P${i + 1}`, similarity: round2(p.similarity), a: mem(p.a), b: mem(p.b) })),
+    fadedMemories: faded.map((m, i) => ({ label: `F${i + 1}`, ...mem(m) })),
+  };
+  const task = [
+    "Task: plan the upkeep of the shopper's memory now that they are idle.",
+    'merge: labels of mergeCandidates whose a and b describe the same interest (merge only true duplicates or refinements; keep distinct interests apart).',
+    'forget: labels of fadedMemories that no longer say anything useful (weak, little evidence).',
+    'resynthesize: true when the profile should be rewritten now (synthesisSuggested, many new events, or many prediction errors).',
+    `reason: one line, at most ${LIMITS.planReason} characters. Use only labels that appear in the data; empty lists are fine.`,
+  ].join('\n');
+  return {
+    id: 'planLifecycle@1',
+    operation: 'planLifecycle',
+    messages: messages(task, data, PLAN_SCHEMA),
+    schema: PLAN_SCHEMA,
+    maxTokens: 160,
+    merges: new Map(merges.map((_, i) => [`P${i + 1}`, i])),
+    faded: new Map(faded.map((_, i) => [`F${i + 1}`, i])),
+  };
+}
+
+/** Output schema of `rerank@1` for `n` candidates: every label once, best first, each with a one-line reason. */
+export function rerankSchema(n: number): JsonSchema {
+  return {
+    type: 'object',
+    properties: {
+      ranking: {
+        type: 'array',
+        minItems: n,
+        maxItems: n,
+        items: {
+          type: 'object',
+          properties: { item: { type: 'string', maxLength: LIMITS.label }, why: text(LIMITS.why) },
+          required: ['item', 'why'],
+          additionalProperties: false,
+        },
+      },
+    },
+    required: ['ranking'],
+    additionalProperties: false,
+  };
+}
+
+/** A built `rerank` prompt, with its labels. */
+export interface RerankPrompt extends BuiltPrompt {
+  /** Candidate labels (`C1` …) → item id. */
+  labels: Map<string, string>;
+}
+
+/**
+ * `rerank@1`: the strongest memories' statements (no items) and, under labels in the engine's
+ * order, the candidates' titles and categories. No ids, no history.
+ */
+export function rerankPrompt(input: RerankInput): RerankPrompt {
+  const candidates = input.candidates.slice(0, DATA.rerankItems);
+  const data = {
+    memories: input.memories.slice(0, DATA.rerankMemories).map((m) => ({
+      statement: cleanData(m.content, LIMITS.content),
+      category: cleanData(m.category, LIMITS.category),
+      strength: round2(m.strength),
+    })),
+    candidates: candidates.map((c, i) => ({ label: `C${i + 1}`, ...itemData(c.item) })),
+  };
+  const schema = rerankSchema(candidates.length);
+  const task = [
+    "Task: order the candidates for this shopper, best first, using their memories (negative strength means they avoid it). The candidates come in the engine's order; keep it where the memories say nothing.",
+    `ranking: every candidate label exactly once; why: one line of at most ${LIMITS.why} characters the shopper will read, e.g. "Because you like …".`,
+  ].join('\n');
+  return {
+    id: 'rerank@1',
+    operation: 'rerank',
+    messages: messages(task, data, schema),
+    schema,
+    maxTokens: 40 + 48 * candidates.length,
+    labels: new Map(candidates.map((c, i) => [`C${i + 1}`, c.id])),
+  };
 }

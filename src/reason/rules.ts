@@ -1,5 +1,5 @@
 import type { Item } from '../core/types.js';
-import type { ForwardStep, MemoryText, MemoryView, Reasoner, Reflection } from './types.js';
+import type { ForwardStep, MemoryText, MemoryView, Reasoner, Reflection, RerankInput, RerankResult } from './types.js';
 
 /** Up to `n` distinct titles, most recent first. */
 function titles(items: readonly Item[], n: number): string[] {
@@ -100,6 +100,11 @@ export class RulesReasoner implements Reasoner {
     if (likes.length) parts.push(`Main interests: ${likes.map((m) => m.content.replace(/\.$/, '')).join('; ')}.`);
     if (dislikes.length) parts.push(`Tends to avoid: ${dislikes.map((m) => m.content.replace(/\.$/, '')).join('; ')}.`);
     return parts.join(' ');
+  }
+
+  /** The engine's order stands; the engine's own explanations say why (no extra reason). */
+  async rerank(input: RerankInput): Promise<RerankResult> {
+    return { order: input.candidates.map((c) => ({ id: c.id, why: '' })) };
   }
 }
 

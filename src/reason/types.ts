@@ -49,6 +49,46 @@ export interface Reflection {
   insight: string;
 }
 
+/** What the LLM planner shows the model: counts, and candidate sweeps computed by the rules. */
+export interface PlanInput {
+  /** Counts only (no content). */
+  signal: {
+    memories: number;
+    maxMemories: number;
+    eventsSinceSweep: number;
+    eventsSinceSynthesis: number;
+    predictionErrors: number;
+    hasProfile: boolean;
+  };
+  /** Candidate merge pairs (near-duplicates of the same polarity), most similar first. */
+  merges: { a: MemoryView; b: MemoryView; similarity: number }[];
+  /** Faded, weakly supported memories that could be forgotten. */
+  faded: MemoryView[];
+  /** True when the rules would resynthesise the profile now. */
+  synthesisDue: boolean;
+}
+
+/** The LLM planner's choice among {@link PlanInput}'s candidates (indices into its lists). */
+export interface PlanDecision {
+  merge: number[];
+  forget: number[];
+  resynthesize: boolean;
+  reason: string;
+}
+
+/** Listwise reranking: the engine's top candidates (its order) and the memories to judge them by. */
+export interface RerankInput {
+  /** Strongest memories first. */
+  memories: MemoryView[];
+  /** Candidates in the engine's order. */
+  candidates: { id: string; item: Item }[];
+}
+
+/** A reranking: every candidate id exactly once, best first, each with a one-line reason. */
+export interface RerankResult {
+  order: { id: string; why: string }[];
+}
+
 /**
  * Everything an LLM would do for memory, behind one interface: the rules reasoner
  * (no model) and LLM reasoners (later) implement it. Every method must return valid output
@@ -67,4 +107,6 @@ export interface Reasoner {
   summarizePrototype(input: { items: Item[]; size: number }): Promise<string>;
   /** Synthesise the profile narrative from the memories (strongest first). */
   synthesizeProfile(memories: MemoryView[]): Promise<string>;
+  /** Listwise reranking of the engine's top candidates, with one-line reasons (rules: the engine's order, no reasons). */
+  rerank(input: RerankInput): Promise<RerankResult>;
 }

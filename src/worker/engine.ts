@@ -15,6 +15,7 @@ import type { AtomicMemory, MemoryEvent, MemoryState, Profile } from '../core/ty
 import { probeCapabilities, type Capabilities } from '../models/probe.js';
 import { loadLanguageModel } from '../models/select.js';
 import { LlmReasoner } from '../reason/llm.js';
+import { llmPlanner } from '../reason/planner.js';
 import type { LanguageModel, LoadProgress } from '../models/types.js';
 import { MemoryStore, StorageQuotaError } from '../store/index.js';
 import { buildEmbedder, type BuiltEmbedder } from './embedders.js';
@@ -43,6 +44,7 @@ import type {
   EngineStatus,
   PrivacyLevel,
   RecommendationResult,
+  RecommendOptions,
   SyncReport,
   TrackInput,
 } from './protocol.js';
@@ -55,7 +57,14 @@ interface Session {
   items: ItemVectors;
   agent: MemoryAgent;
   embedder: BuiltEmbedder;
-  llm: { model: LanguageModel | null; attempts: EngineStatus['llm']['attempts']; loading: Promise<void> | null; reasoner: LlmReasoner | null };
+  llm: {
+    model: LanguageModel | null;
+    attempts: EngineStatus['llm']['attempts'];
+    loading: Promise<void> | null;
+    reasoner: LlmReasoner | null;
+    /** The idle timer: pending events and sweeps run this long after the last interaction. */
+    idleTimer: ReturnType<typeof setTimeout> | null;
+  };
   sync: SyncSession | null;
 }
 
@@ -135,7 +144,7 @@ export class Engine implements EngineApi {
         await this.warmCatalog(store, items, progress);
         const state = await store.load();
         await this.closeSession();
-        const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null, reasoner: null }, sync: null };
+        const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null, reasoner: null, idleTimer: null }, sync: null };
         if (options.index) session.sync = await this.syncSession(store, items, options.index);
         this.session = session;
         if (options.llm) session.llm.loading = this.loadModel(session, progress);
@@ -166,6 +175,7 @@ export class Engine implements EngineApi {
           attempts: s.llm.attempts.map((a) => ({ ...a })),
           loading: s.llm.loading !== null,
           costs: s.llm.reasoner ? s.llm.reasoner.costs() : null,
+          deferred: s.agent.snapshot.events.reduce((n, e) => n + (e.pending ? 1 : 0), 0),
         },
         storage: { degraded: s.store.degraded, persisted: null },
         shared: this.shared,
@@ -185,14 +195,16 @@ export class Engine implements EngineApi {
       // observe appends the same event (same seq) to the in-memory state, then processes every pending one.
       await agent.observe(it);
       await this.write(() => store.saveState(agent.snapshot));
+      this.idleSoon();
       const sync = this.session?.sync;
       if (sync && ++sync.since >= sync.every) this.syncSoon();
     });
   }
 
-  recommend(candidates: string[]): Promise<RecommendationResult[]> {
+  recommend(candidates: string[], opts: RecommendOptions = {}): Promise<RecommendationResult[]> {
     return this.reading(async () => {
-      const ranked = await this.ready().agent.recommend(candidates);
+      if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
+      const ranked = await this.ready().agent.recommend(candidates, { rerank: opts.rerank });
       return ranked.map((r) => ({ id: r.id, score: r.score, explanations: r.explanations }));
     });
   }
@@ -356,6 +368,7 @@ export class Engine implements EngineApi {
     const s = this.session;
     this.session = undefined;
     if (!s) return;
+    if (s.llm.idleTimer) clearTimeout(s.llm.idleTimer);
     s.sync?.client.stop();
     await s.sync?.pending;
     s.store.close();
@@ -381,7 +394,9 @@ export class Engine implements EngineApi {
           onCall: (info) => this.emit('llm', { kind: 'call', ...info }),
           onFallback: (info) => this.emit('llm', { kind: 'fallback', ...info }),
         });
-        s.agent.useReasoner(s.llm.reasoner);
+        this.usePlanning(s.agent, s.llm.reasoner);
+        // events left pending by a previous page (or while the model loaded) get their batch
+        this.idleSoon();
       }
       for (const a of choice.attempts) {
         if (!a.ok) this.emit('error', { name: 'ModelFallback', message: `${a.runtime} not used: ${a.reason ?? 'unknown'}` });
@@ -392,6 +407,33 @@ export class Engine implements EngineApi {
   }
 
   // ——— internals ———
+
+  /** Memory operations through the LLM reasoner, and the LLM planner (idle-time batches, model-chosen sweeps). */
+  private usePlanning(agent: MemoryAgent, reasoner: LlmReasoner): void {
+    agent.useReasoner(reasoner, llmPlanner(reasoner, (m) => agent.memoryView(m)));
+  }
+
+  /**
+   * (Re)start the idle timer while a model runs the memory: `llm.idleMs` after the last
+   * interaction, the agent processes its pending events in one batch and the planner decides
+   * the sweeps, under the same lock as any write; then the state is saved.
+   */
+  private idleSoon(): void {
+    const s = this.session;
+    if (!s || !s.llm.reasoner) return;
+    if (s.llm.idleTimer) clearTimeout(s.llm.idleTimer);
+    s.llm.idleTimer = setTimeout(() => {
+      s.llm.idleTimer = null;
+      if (this.session !== s) return;
+      this.mutation(async () => {
+        const { agent, store } = this.ready();
+        const out = await agent.idle();
+        if (out.length || !agent.hasPending()) await this.write(() => store.saveState(agent.snapshot));
+        const sync = this.session?.sync;
+        if (sync && out.length) this.syncSoon();
+      }).catch((e: unknown) => this.emit('error', serializeError(e)));
+    }, s.options.llm?.idleMs ?? 2000);
+  }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.queue.then(fn, fn);
@@ -439,7 +481,10 @@ export class Engine implements EngineApi {
   }
 
   private agentFor(items: ItemVectors, options: EngineOptions, state: MemoryState): MemoryAgent {
-    return new MemoryAgent({ items, state, config: options.config, reasoner: this.session?.llm.reasoner ?? undefined, onLifecycle: (e) => this.emit('memory', e) });
+    const agent = new MemoryAgent({ items, state, config: options.config, onLifecycle: (e) => this.emit('memory', e) });
+    const reasoner = this.session?.llm.reasoner;
+    if (reasoner) this.usePlanning(agent, reasoner);
+    return agent;
   }
 
   /** Rebuild the agent from what the store now holds (after import / erase). */

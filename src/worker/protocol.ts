@@ -63,6 +63,12 @@ export interface LlmOptions {
   budget?: { maxCalls: number; perEvents: number };
   /** wllama (llama.cpp in WASM) with a GGUF model URL; `wasmUrl` of `wllama.wasm` (default: shipped asset). */
   wllama?: { model: string; wasmUrl?: string; contextSize?: number };
+  /**
+   * While a model runs the memory, tracked events are stored at once but turned into memory in
+   * one batch this long after the last interaction (ms; default 2000), or as soon as
+   * `config.batchEvents` are waiting; sweeps and resynthesis are planned at the same time.
+   */
+  idleMs?: number;
 }
 
 /** Privacy level of sharing: `off` nothing, `embeddings` memory vectors, `items` vectors + item ids. */
@@ -132,6 +138,8 @@ export interface EngineStatus {
     loading: boolean;
     /** Model calls, tokens, latency and fallbacks to rules per operation, once a model runs the memory operations. */
     costs: LlmCosts | null;
+    /** Tracked events stored but not yet turned into memory (a model defers them to idle time). */
+    deferred: number;
   };
   storage: {
     /** True once the store hit the quota and keeps writes in memory. */
@@ -153,6 +161,16 @@ export interface TrackInput {
   item: string;
   action?: Action;
   at?: number;
+}
+
+/** Options of `recommend`. */
+export interface RecommendOptions {
+  /**
+   * Rerank the top this-many candidates listwise with the language model, each with a one-line
+   * reason (first among its explanations). Default 0: off. Ignored (engine order) on rules, and
+   * whenever the model fails or the call budget is spent. One model call per `recommend`.
+   */
+  rerank?: number;
 }
 
 /** A ranked candidate with readable explanations, best first. */
@@ -219,7 +237,7 @@ export interface EngineApi {
   /** Record one interaction: durable in IndexedDB first, then turned into memory, then the state is saved. */
   track(interaction: TrackInput): Promise<void>;
   /** Rank candidate ids (unknown id → `UnknownItemError`). */
-  recommend(candidates: string[]): Promise<RecommendationResult[]>;
+  recommend(candidates: string[], opts?: RecommendOptions): Promise<RecommendationResult[]>;
   /** Atomic memories, most salient first. */
   memories(): Promise<AtomicMemory[]>;
   /** The profile narrative, or null before the first synthesis. */

@@ -234,6 +234,7 @@ describe('MemoryAgent.observe', () => {
       mergeMemories: () => Promise.reject(new Error('model lost')),
       summarizePrototype: () => Promise.reject(new Error('model lost')),
       synthesizeProfile: () => Promise.reject(new Error('model lost')),
+      rerank: () => Promise.reject(new Error('model lost')),
     };
     const { agent } = makeAgent({ reasoner: broken });
     await agent.observe(ev('heat'));
