@@ -10,7 +10,7 @@
  *   resynthesis is due — and, if there is anything to decide, asks the model which to run
  *   (`planLifecycle@1`). Nothing to decide costs no call.
  * - **Safety.** The model can only pick among candidates (labels are checked); the memory cap is
- *   enforced afterwards whatever it said; if the call fails (invalid output, timeout, model
+ *   enforced afterwards whatever it said, and the first profile is always written; if the call fails (invalid output, timeout, model
  *   error, or the reasoner's call budget is spent) the rules plan is used for that sweep.
  */
 import type { AtomemConfig } from '../core/config.js';
@@ -76,7 +76,8 @@ export function llmPlanner(reasoner: PlanningReasoner, view: (m: AtomicMemory) =
       processPending: false,
       merge: decision.merge.map((i) => [c.merges[i][1], c.merges[i][2]]),
       forget: decision.forget.map((i) => ({ id: c.faded[i].id, reason: `${c.faded[i].reason}; planner: ${decision.reason}` })),
-      resynthesize: decision.resynthesize && state.memories.length > 0,
+      // why: a first profile is not optional (ranking and the inspector read it).
+      resynthesize: state.memories.length > 0 && (decision.resynthesize || state.profile === null),
     };
     return enforceCap(state, cfg, now, plan);
   };

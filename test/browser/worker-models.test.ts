@@ -1,7 +1,7 @@
 /// <reference types="vite/client" />
 import { afterEach, describe, expect, it } from 'vitest';
 import wasmUrl from '@wllama/wllama/esm/wasm/wllama.wasm?url';
-import { createAtomem, type Atomem, type ProgressEvent, type SerializedError } from '../../src/client/index.js';
+import { createAtomem, type Atomem, type EngineStatus, type LlmEvent, type ProgressEvent, type SerializedError } from '../../src/client/index.js';
 import { dbName } from '../../src/store/index.js';
 import type { Item } from '../../src/core/types.js';
 
@@ -41,10 +41,14 @@ async function start(name: string, llm: Parameters<typeof createAtomem>[0]['llm'
   return a;
 }
 
+/** Model calls made so far, and operations that fell back to rules so far. */
+const callsOf = (s: EngineStatus): number => s.llm.costs?.total.calls ?? 0;
+const fallbacksOf = (s: EngineStatus): number => Object.values(s.llm.costs?.total.fallbacks ?? {}).reduce((x, y) => x + y, 0);
+
 describe('language-model fallback inside the worker', () => {
   it.skipIf(!MODEL_URL)('WebGPU → WASM: WebLLM is skipped with its reason, wllama loads stories260K, the engine keeps answering meanwhile', async () => {
     const progress: ProgressEvent[] = [];
-    const a = await start('wllama', { webllm: { model: 'Qwen2.5-0.5B-Instruct-q4f16_1-MLC' }, wllama: { model: MODEL_URL!, wasmUrl, contextSize: 2048 } }, progress);
+    const a = await start('wllama', { webllm: { model: 'Qwen2.5-0.5B-Instruct-q4f16_1-MLC' }, wllama: { model: MODEL_URL!, wasmUrl, contextSize: 2048 }, idleMs: 300 }, progress);
     const errors: SerializedError[] = [];
     a.on('error', (e) => errors.push(e));
     await a.track({ item: 'a', action: 'click' }); // answers on rules while the model loads
@@ -66,18 +70,34 @@ describe('language-model fallback inside the worker', () => {
     expect((await a.recommend(['b', 'c']))[0].id).toBe('b');
 
     // with the model loaded, memory operations go through it (grammar-constrained JSON, validated;
-    // the toy model's gibberish is fine — the path is under test): observe → form → rank completes
+    // the toy model's gibberish is fine — the path is under test): observe → (idle) form → rank completes
+    const feed: LlmEvent[] = [];
+    a.on('llm', (e) => feed.push(e));
+    const s0 = await a.status();
+    const before = callsOf(s0);
     await a.track({ item: 'c', action: 'purchase' });
     await a.track({ item: 'b', action: 'purchase' });
+    // the LLM planner defers the events to idle time (idleMs 300), then processes them in one batch
+    expect((await a.status()).llm.deferred).toBeGreaterThan(0);
+    await expect.poll(async () => (await a.status()).llm.deferred, { timeout: 60_000, interval: 200 }).toBe(0);
     const after = await a.status();
     const costs = after.llm.costs!;
-    expect(costs.total.calls).toBeGreaterThan(0);
+    expect(costs.total.calls).toBeGreaterThan(before);
+    expect(costs.byOperation.reflect.requests).toBeGreaterThanOrEqual(2);
     expect(costs.total.requests).toBe(costs.total.succeeded + Object.values(costs.total.fallbacks).reduce((x, y) => x + y, 0));
     const mems = await a.memories();
     expect(mems.length).toBeGreaterThan(0);
     for (const m of mems) expect(m.content.length).toBeGreaterThan(0);
-    expect((await a.recommend(['b', 'c'])).length).toBe(2);
-    console.log(`stories260K as reasoner: ${costs.total.calls} calls, ${costs.total.succeeded} ok, fallbacks ${JSON.stringify(costs.total.fallbacks)}, ${costs.total.outputTokens} output tokens; memory: "${mems[0].content.slice(0, 60)}"`);
+    // listwise rerank through the model (or the engine's order on any failure): always all candidates
+    const ranked = await a.recommend(['a', 'b', 'c'], { rerank: 3 });
+    expect(ranked.map((r) => r.id).sort()).toEqual(['a', 'b', 'c']);
+    const final = (await a.status()).llm.costs!;
+    expect(final.byOperation.rerank.requests).toBe(1);
+    // every model call and every fallback reached the page as an 'llm' event
+    await expect.poll(() => feed.filter((e) => e.kind === 'call').length).toBe(final.total.calls - before);
+    expect(feed.filter((e) => e.kind === 'fallback').length).toBe(fallbacksOf(await a.status()) - fallbacksOf(s0));
+    for (const e of feed) if (e.kind === 'fallback') expect(e.message.length).toBeGreaterThan(0);
+    console.log(`stories260K as reasoner: ${final.total.calls} calls, ${final.total.succeeded} ok, fallbacks ${JSON.stringify(final.total.fallbacks)}, ${final.total.outputTokens} output tokens; memory: "${mems[0].content.slice(0, 60)}"`);
   }, 90_000);
 
   it('nothing loads → rules, and status says why each runtime was skipped', async () => {
