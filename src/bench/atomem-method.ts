@@ -6,12 +6,14 @@
  */
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MemoryAgent, type AgentMode } from '../agent/agent.js';
+import { MemoryAgent, type AgentMode, type AgentOptions } from '../agent/agent.js';
 import { ItemVectors } from '../agent/items.js';
 import { createInProcessIndex, type InProcessIndex } from '../community/index.js';
 import type { SharedIndex } from '../community/types.js';
 import { HttpIndex } from '../sync/http-index.js';
 import { LlmReasoner, addCosts, zeroCosts } from '../reason/llm.js';
+import { llmPlanner } from '../reason/planner.js';
+import { OPERATIONS } from '../reason/prompts.js';
 import { createOpenAICompatibleModel } from '../models/openai.js';
 import { createScriptedModel } from '../models/scripted.js';
 import type { LanguageModel } from '../models/types.js';
@@ -132,7 +134,7 @@ function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof
   const partial: Record<string, unknown> = {};
   const weights: Record<string, number> = {};
   for (const key of Object.keys(params)) {
-    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel'].includes(key)) continue;
+    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
     const n = paramNumber(params, key)!;
@@ -169,12 +171,19 @@ export class AtomemMethod implements Method {
     this.llm = llmModelFrom(opts.params);
   }
 
-  /** An LLM reasoner for one simulated user (own budget), or undefined for rules. */
-  private reasoner(): LlmReasoner | undefined {
-    if (!this.llm) return undefined;
+  /**
+   * One simulated user's agent. With `atomem.reasoner=llm` it gets its own LLM reasoner (own
+   * budget) and, unless `atomem.planner=rules`, ARS's LLM planner (sweeps chosen by the model).
+   */
+  private agent(opts: Omit<AgentOptions, 'config' | 'mode' | 'reasoner' | 'planner'>): MemoryAgent {
+    const agent = new MemoryAgent({ ...opts, config: this.config, mode: this.mode });
+    if (!this.llm) return agent;
     const r = new LlmReasoner({ model: this.llm });
     this.reasoners.push(r);
-    return r;
+    const planner = this.params['atomem.planner'] ?? 'llm';
+    if (planner !== 'llm' && planner !== 'rules') throw new Error(`atomem.planner must be llm or rules, got ${planner}`);
+    agent.useReasoner(r, planner === 'llm' ? llmPlanner(r, (m) => agent.memoryView(m)) : undefined);
+    return agent;
   }
 
   async prepare(ctx: MethodContext): Promise<void> {
@@ -209,7 +218,7 @@ export class AtomemMethod implements Method {
     for (const [user, t] of trained) {
       // why: training does not depend on the privacy level, so runs share it; each run gets its own copy.
       const lastAt = t.lastAt;
-      const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, reasoner: this.reasoner(), state: structuredClone(t.state), clock: () => lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
+      const agent = this.agent({ items, state: structuredClone(t.state), clock: () => lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
       this.forwardCorrect += t.correct;
       this.forwardSteps += t.steps;
       const index = this.indexFor(user, items.embedderId, share, url);
@@ -247,7 +256,7 @@ export class AtomemMethod implements Method {
 
   /** STEAM's training loop for every user (cached per dataset, variant and config). */
   private train(ctx: MethodContext, items: ItemVectors): Promise<Map<string, Trained>> {
-    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, this.config, this.llm?.id ?? 'rules']);
+    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, this.config, this.llm?.id ?? 'rules', this.params['atomem.planner'] ?? 'llm']);
     let byKey = trainedCache.get(ctx.dataset);
     if (!byKey) trainedCache.set(ctx.dataset, (byKey = new Map()));
     let p = byKey.get(key);
@@ -270,7 +279,7 @@ export class AtomemMethod implements Method {
             return undefined;
           };
           const lastAt = history[history.length - 1].at;
-          const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, reasoner: this.reasoner(), clock: () => lastAt, newId: idGenerator(ctx.seed, user) });
+          const agent = this.agent({ items, clock: () => lastAt, newId: idGenerator(ctx.seed, user) });
           const r = await agent.train(history, negativeFor);
           out.set(user, { state: agent.snapshot, correct: r.correct, steps: r.steps, lastAt });
           ctx.progress(++done, users.length, 'training agents');
@@ -354,8 +363,13 @@ export class AtomemMethod implements Method {
     };
     if (this.llm) {
       const total = zeroCosts();
-      for (const r of this.reasoners) addCosts(total, r.costs().total);
-      out.llm = { model: this.llm.id, ...total };
+      const byOperation = Object.fromEntries(OPERATIONS.map((op) => [op, zeroCosts()]));
+      for (const r of this.reasoners) {
+        const c = r.costs();
+        addCosts(total, c.total);
+        for (const op of OPERATIONS) addCosts(byOperation[op], c.byOperation[op]);
+      }
+      out.llm = { model: this.llm.id, ...total, byOperation };
     }
     if (this.index) {
       const s = this.index.stats();

@@ -14,6 +14,7 @@ import { defaultMethods, methodFactories, PRIVACY_LEVELS } from './methods.js';
 import { DEFAULT_SEED } from './protocol.js';
 import { BenchUsageError, markdownTable, runBenchmark, type ProgressEvent } from './run.js';
 import type { DatasetFormat, Privacy, Setting } from './types.js';
+import { addCosts, zeroCosts, type OperationCosts } from '../reason/llm.js';
 
 /** `--users`: a positive integer or `all`. */
 export function parseUsers(value: string): number | 'all' {
@@ -82,6 +83,7 @@ function program(): Command {
     .option('--json <file>', 'write { config, results } as JSON')
     .addOption(new Option('--reasoner <kind>', 'memory operations by rules (default) or an LLM').choices(['rules', 'llm']))
     .addOption(new Option('--llm <kind>', 'with --reasoner llm: an OpenAI-compatible server, or a scripted stand-in (no model; plumbing)').choices(['openai-compatible', 'scripted']))
+    .addOption(new Option('--planner <kind>', 'with --reasoner llm: ARS planner by the LLM (default) or by rules').choices(['llm', 'rules']))
     .option('--llm-url <url>', 'OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1')
     .option('--llm-model <name>', 'model name sent to the OpenAI-compatible server')
     .option('--index-url <url>', 'atomem\'s simulated devices share through a running atomem-index service over HTTP (started with --embedder set to the id this prints) instead of the in-process index')
@@ -105,6 +107,7 @@ interface CliOptions {
   json?: string;
   indexUrl?: string;
   reasoner?: 'rules' | 'llm';
+  planner?: 'rules' | 'llm';
   llm?: string;
   llmUrl?: string;
   llmModel?: string;
@@ -195,6 +198,7 @@ export async function main(argv: string[]): Promise<number> {
         ...(o.param ?? {}),
         ...(o.indexUrl ? { 'atomem.indexUrl': o.indexUrl } : {}),
         ...(o.reasoner ? { 'atomem.reasoner': o.reasoner } : {}),
+        ...(o.planner ? { 'atomem.planner': o.planner } : {}),
         ...(o.llm ? { 'atomem.llm': o.llm } : {}),
         ...(o.llmUrl ? { 'atomem.llmUrl': o.llmUrl } : {}),
         ...(o.llmModel ? { 'atomem.llmModel': o.llmModel } : {}),
@@ -218,6 +222,20 @@ export async function main(argv: string[]): Promise<number> {
         const l = r.llm as { model: string; calls: number; succeeded: number; repairs: number; fallbacks: Record<string, number>; promptTokens: number; outputTokens: number; ms: number };
         const f = l.fallbacks;
         process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${l.model} | ${l.calls} | ${l.succeeded} | ${l.repairs} | ${f.invalid} / ${f.timeout} / ${f.budget} / ${f.model} | ${l.promptTokens} | ${l.outputTokens} | ${(l.ms / 1000).toFixed(1)} |\n`);
+      }
+      // Per operation, summed over the LLM rows: where the calls, tokens and time go.
+      const ops = new Map<string, OperationCosts>();
+      for (const r of llmRows) {
+        for (const [op, c] of Object.entries((r.llm as { byOperation?: Record<string, OperationCosts> }).byOperation ?? {})) {
+          if (!ops.has(op)) ops.set(op, zeroCosts());
+          addCosts(ops.get(op)!, c);
+        }
+      }
+      process.stdout.write('\n| operation | requests | answered by the model | model calls | repairs | fallbacks to rules | prompt tokens | output tokens | model ms per call |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n');
+      for (const [op, c] of ops) {
+        if (c.requests === 0) continue;
+        const fb = Object.values(c.fallbacks).reduce((a, b) => a + b, 0);
+        process.stdout.write(`| ${op} | ${c.requests} | ${c.succeeded} | ${c.calls} | ${c.repairs} | ${fb} | ${c.promptTokens} | ${c.outputTokens} | ${c.calls ? (c.ms / c.calls).toFixed(0) : '—'} |\n`);
       }
     }
     if (o.json) {

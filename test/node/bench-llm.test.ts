@@ -58,6 +58,19 @@ describe('benchmark with the LLM reasoner', () => {
     expect(bodies.every((b) => b.model === 'local-test' && b.response_format?.json_schema)).toBe(true);
     expect(row.ndcg10).toBeGreaterThan(0.3);
     expect(row.memoriesPerUser).toBeGreaterThan(0);
+    // per operation: reflection and statements for every training event, and the LLM planner's sweeps
+    const ops = (row.llm as { byOperation: Record<string, { requests: number; calls: number }> }).byOperation;
+    expect(ops.reflect.requests).toBeGreaterThan(0);
+    expect(ops.describeMemory.calls).toBeGreaterThan(0);
+    expect(ops.planLifecycle.calls).toBeGreaterThan(0);
+    expect(Object.values(ops).reduce((n, c) => n + c.calls, 0)).toBe(llm.calls);
+  });
+
+  it('--planner rules keeps the LLM out of planning', async () => {
+    const result = await runBenchmark({ dataset, methods: ['atomem'], privacy: ['off'], params: { ...params, 'atomem.reasoner': 'llm', 'atomem.planner': 'rules', 'atomem.llm': 'scripted' }, seed: 2 });
+    const ops = (result.results[0].llm as { byOperation: Record<string, { requests: number }> }).byOperation;
+    expect(ops.planLifecycle.requests).toBe(0);
+    expect(ops.reflect.requests).toBeGreaterThan(0);
   });
 
   it('--llm scripted: no model at all, the same path, deterministic', async () => {
