@@ -129,6 +129,12 @@ export class Engine implements EngineApi {
     return this.serial(async () => {
       if (!options || typeof options !== 'object') throw new TypeError('init: options must be an object');
       if (!Array.isArray(options.catalog)) throw new TypeError('init: options.catalog must be an array of items');
+      const idleMs = options.llm?.idleMs;
+      if (idleMs !== undefined && !(Number.isFinite(idleMs) && idleMs >= 0)) throw new TypeError(`init: llm.idleMs must be a number ≥ 0, got ${String(idleMs)}`);
+      const budget = options.llm?.budget;
+      if (budget !== undefined && !(Number.isInteger(budget.maxCalls) && budget.maxCalls >= 0 && Number.isInteger(budget.perEvents) && budget.perEvents >= 1)) {
+        throw new TypeError('init: llm.budget must be { maxCalls: integer ≥ 0, perEvents: integer ≥ 1 }');
+      }
       const key = JSON.stringify(options);
       if (this.session && this.session.key === key) {
         // another page of a shared engine (or a retry): join the running session.

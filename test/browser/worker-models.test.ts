@@ -114,4 +114,12 @@ describe('language-model fallback inside the worker', () => {
     await a.track({ item: 'c', action: 'purchase' });
     expect((await a.memories()).length).toBeGreaterThan(0);
   }, 60_000);
+
+  it('refuses nonsensical model options with a named error', async () => {
+    for (const llm of [{ idleMs: -5 }, { idleMs: Number.NaN }, { budget: { maxCalls: 1.5, perEvents: 2 } }, { budget: { maxCalls: 2, perEvents: 0 } }]) {
+      const profile = `models-bad-${run}`;
+      profiles.push(profile);
+      await expect(createAtomem({ profile, catalog, embedder: 'hashing', llm })).rejects.toMatchObject({ name: 'TypeError', message: expect.stringMatching(/llm\.(idleMs|budget)/) });
+    }
+  });
 });
