@@ -290,12 +290,12 @@ function renderStatus(s: EngineStatus | undefined): void {
 
 /** Readable names of the reasoner's operations (unknown ones show as they are). */
 const OPERATION_LABEL: Record<string, string> = {
-  describeMemory: 'describe memory',
+  describeMemory: 'describe',
   reflect: 'reflect',
-  mergeMemories: 'merge memories',
-  summarizePrototype: 'community summary',
+  mergeMemories: 'merge',
+  summarizePrototype: 'community',
   synthesizeProfile: 'profile',
-  planLifecycle: 'plan lifecycle',
+  planLifecycle: 'plan',
   rerank: 'rerank',
 };
 const opLabel = (op: string): string => OPERATION_LABEL[op] ?? op;
@@ -308,10 +308,11 @@ const reasonLabel = (r: string | undefined): string => (r ? REASON_LABEL[r] ?? r
 const clip = (text: string, max = 240): string => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 const fmtInt = (n: number): string => Math.round(n).toLocaleString('en');
 
-function fallbackText(c: OperationCosts): string {
+/** Fallbacks to rules: the total, then the reasons (`invalid 2, budget 1`) on their own line. */
+function fallbackCell(c: OperationCosts): HTMLTableCellElement {
   const total = Object.values(c.fallbacks).reduce((a, b) => a + b, 0);
   const parts = Object.entries(c.fallbacks).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
-  return parts.length ? `${total} (${parts.join(', ')})` : '0';
+  return h('td', { class: total > 0 ? 'num warn' : 'num' }, String(total), ...(parts.length ? [h('span', { class: 'kinds' }, parts.join(', '))] : []));
 }
 
 function costRow(label: string, c: OperationCosts, op?: string): HTMLTableRowElement {
@@ -319,24 +320,23 @@ function costRow(label: string, c: OperationCosts, op?: string): HTMLTableRowEle
   return h(
     'tr',
     op ? { 'data-operation': op } : {},
-    h('th', { scope: 'row' }, label),
+    h('th', { scope: 'row', ...(op ? { title: op } : {}) }, label),
     td(fmtInt(c.requests)),
     td(fmtInt(c.succeeded)),
     td(fmtInt(c.calls)),
     td(fmtInt(c.repairs)),
-    td(fallbackText(c), Object.values(c.fallbacks).some((n) => n > 0) ? 'num warn' : 'num'),
-    td(fmtInt(c.promptTokens)),
-    td(fmtInt(c.outputTokens)),
+    fallbackCell(c),
+    td(`${fmtInt(c.promptTokens)}/${fmtInt(c.outputTokens)}`),
     td(fmtInt(c.ms)),
   );
 }
 
-function renderLlmCosts(costs: LlmCosts | null): void {
+function renderLlmCosts(costs: LlmCosts | null, deferred: number): void {
   const table = $<HTMLTableElement>('llm-costs');
   if (!costs) {
-    table.tBodies[0].replaceChildren(h('tr', {}, h('td', { colspan: '9', class: 'empty' }, 'No operation yet.')));
+    table.tBodies[0].replaceChildren(h('tr', {}, h('td', { colspan: '8', class: 'empty' }, 'No operation yet.')));
     table.tFoot!.replaceChildren();
-    $('llm-budget').textContent = '';
+    $('llm-budget').textContent = deferred > 0 ? `${deferred} tracked ${deferred === 1 ? 'action waits' : 'actions wait'} for a pause to be turned into memory.` : '';
     return;
   }
   table.tBodies[0].replaceChildren(...Object.entries(costs.byOperation).map(([op, c]) => costRow(opLabel(op), c, op)));
@@ -344,7 +344,8 @@ function renderLlmCosts(costs: LlmCosts | null): void {
   const b = costs.budget;
   $('llm-budget').textContent =
     `Budget: ${b.windowCalls} of ${b.maxCalls} model calls used in the current window of ${b.perEvents} events, ${b.remaining} left ` +
-    `(${b.events} ${b.events === 1 ? 'event' : 'events'} so far). Beyond it, operations use rules.`;
+    `(${b.events} ${b.events === 1 ? 'event' : 'events'} so far). Beyond it, operations use rules.` +
+    (deferred > 0 ? ` ${deferred} tracked ${deferred === 1 ? 'action waits' : 'actions wait'} for a pause to be turned into memory.` : '');
 }
 
 /** One entry of the feed: a model call (ok, failed, or refused by the budget) or a fallback to rules. */
@@ -395,7 +396,11 @@ function howToConfigure(): (Node | string)[] {
   ];
 }
 
+/** True once the configured models were tried (one loaded, or none could). */
+let llmSettled = false;
+
 function renderLlm(s: EngineStatus | undefined): void {
+  llmSettled = !!s && !s.llm.loading;
   const section = $('llm');
   const summary = $('llm-summary');
   const details = $('llm-details');
@@ -424,7 +429,7 @@ function renderLlm(s: EngineStatus | undefined): void {
     ` (${s.llm.mode === 'remote' ? 'a server the shop configured' : `in this browser, ${s.llm.mode.toUpperCase()}`}). Every answer is checked against a schema; an operation whose answer fails, times out or exceeds the budget falls back to the rules reasoner.`,
   );
   details.hidden = false;
-  renderLlmCosts(s.llm.costs);
+  renderLlmCosts(s.llm.costs, s.llm.deferred ?? 0);
   renderLlmFeed();
 }
 
@@ -635,7 +640,7 @@ async function start(): Promise<void> {
   setInterval(async () => {
     if (document.hidden || !atomem) return;
     // the model loads in the background (no event when it is ready): poll the status meanwhile
-    if (demoConfig.llm && $('llm').dataset.active !== 'true') await refreshStatus();
+    if (demoConfig.llm && !llmSettled) await refreshStatus();
     const at = (await atomem.lastPayload().catch(() => null))?.at ?? 0;
     if (at !== lastAt) {
       lastAt = at;

@@ -36,7 +36,7 @@ export interface WllamaModelOptions {
    * wllama runs single-threaded whatever is asked. Default: wllama's choice (half the cores).
    */
   threads?: number;
-  /** Context length in tokens (prompt + output). Default 1024. */
+  /** Context length in tokens (prompt + output). Default 4096: the reasoner's prompts run to ~1.5k tokens (1024 cut every one of them off). */
   contextSize?: number;
   /** Sampling seed, for reproducible output when `temperature > 0`. */
   seed?: number;
@@ -166,7 +166,7 @@ export async function createWllamaModel(options: WllamaModelOptions): Promise<Wl
   report('load', 0, size);
   try {
     await wllama.loadModel(blobs, {
-      n_ctx: options.contextSize ?? 1024,
+      n_ctx: options.contextSize ?? 4096,
       n_threads: options.threads,
       seed: options.seed,
       // backend 'wasm': CPU only; also skips WebGPU device setup.

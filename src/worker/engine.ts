@@ -169,7 +169,9 @@ export class Engine implements EngineApi {
   }
 
   status(): Promise<EngineStatus> {
-    return this.serial(async () => {
+    // why: not queued behind writes, so the inspector sees costs and deferred events while an
+    // idle batch of model calls runs; everything here is a snapshot of in-memory counters.
+    return (async () => {
       const s = this.ready();
       const e = s.embedder;
       return {
@@ -187,7 +189,7 @@ export class Engine implements EngineApi {
         shared: this.shared,
         sync: s.sync ? { url: s.sync.url, privacy: s.sync.privacy, pending: (await s.store.outbox()).length, lastError: s.sync.lastError } : null,
       };
-    });
+    })();
   }
 
   track(interaction: TrackInput): Promise<void> {

@@ -62,7 +62,7 @@ export interface LlmOptions {
   /** Model calls allowed per window of events (default 40 per 20); beyond it operations use rules. */
   budget?: { maxCalls: number; perEvents: number };
   /** wllama (llama.cpp in WASM) with a GGUF model URL; `wasmUrl` of `wllama.wasm` (default: shipped asset). */
-  wllama?: { model: string; wasmUrl?: string; contextSize?: number };
+  wllama?: { model: string; wasmUrl?: string; /** Tokens of context (prompt + output). Default 4096. */ contextSize?: number };
   /**
    * While a model runs the memory, tracked events are stored at once but turned into memory in
    * one batch this long after the last interaction (ms; default 2000), or as soon as

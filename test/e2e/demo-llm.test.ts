@@ -342,7 +342,7 @@ describe.skipIf(!existsSync(GGUF))('the demo with a GGUF served by the demo serv
     expect(await page.locator('#status').innerText()).toMatch(/wasm: wllama:stories260K/);
     await clickAll(page, KITCHEN.slice(0, 3));
     await expect.poll(() => page.locator('#llm-feed li.llm-event').count(), { timeout: 45_000 }).toBeGreaterThan(0);
-    await expect.poll(async () => num(await costCell(page, 'total', COL.requests)), { timeout: 10_000 }).toBeGreaterThan(0);
+    await expect.poll(async () => num(await costCell(page, 'total', COL.requests)), { timeout: 45_000 }).toBeGreaterThan(0);
     expect(seen).toContain(`${demo.base}/models/stories260K.gguf`);
     expect(seen.filter((u) => !isLocal(u))).toEqual([]);
     // only the demo origin here: no model server, no CDN
