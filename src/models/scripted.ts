@@ -1,7 +1,7 @@
 /**
  * A deterministic stand-in language model with no weights: it answers every request with the
- * smallest JSON that satisfies the request's schema (first enum value, empty arrays, short
- * strings taken from the prompt's data). For plumbing — the benchmark's `--llm scripted` mode
+ * smallest JSON that satisfies the request's schema (first enum value, empty arrays, empty
+ * optional strings, required text taken from the prompt's data). For plumbing — the benchmark's `--llm scripted` mode
  * and offline demos — never for quality: it exercises prompts, validation, budget and cost
  * accounting end to end, exactly as a real model's answers would.
  */
@@ -25,6 +25,8 @@ export function minimalValue(schema: JsonSchema, words: () => string): unknown {
     case 'boolean':
       return false;
     default: {
+      // why: an optional string (a label, a target) is empty in the smallest answer.
+      if ((s.minLength ?? 0) === 0) return '';
       const text = words().slice(0, s.maxLength ?? 80).trim() || 'interest';
       return text.length >= (s.minLength ?? 0) ? text : text.padEnd(s.minLength ?? 0, '.');
     }

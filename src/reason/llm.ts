@@ -72,7 +72,7 @@ export interface LlmBudget {
 /** What one attempt (a model call, or a call refused by the budget) did; given to `onCall`. */
 export interface LlmCallInfo {
   operation: OperationName;
-  /** Versioned prompt id, e.g. `reflect@1`. */
+  /** Versioned prompt id, e.g. `reflect@2`. */
   prompt: string;
   /** 0 for the first attempt, 1… for repairs. */
   attempt: number;
@@ -95,7 +95,7 @@ export interface LlmCallInfo {
 /** An operation that gave up (the agent ran the rules reasoner for it instead); given to `onFallback`. */
 export interface LlmFallbackInfo {
   operation: OperationName;
-  /** Versioned prompt id, e.g. `reflect@1`. */
+  /** Versioned prompt id, e.g. `reflect@2`. */
   prompt: string;
   reason: LlmFailureKind;
   /** What went wrong, e.g. the last validation error. */

@@ -104,11 +104,14 @@ export const MEMORY_TEXT_SCHEMA: JsonSchema = {
   additionalProperties: false,
 };
 
-/** Output schema of `reflect@1`: `target` is a memory label (`M1` …) or `""` when forming. */
+/**
+ * Output schema of `reflect@2`: `target` is a memory label (`M1` …) or `""` when forming.
+ * (v2: `form` comes first in the enum, the safe choice for constrained decoders that stop early.)
+ */
 export const REFLECT_SCHEMA: JsonSchema = {
   type: 'object',
   properties: {
-    decision: { type: 'string', enum: ['consolidate', 'form'] },
+    decision: { type: 'string', enum: ['form', 'consolidate'] },
     target: { type: 'string', maxLength: LIMITS.label },
     misled: { type: 'array', items: { type: 'string', maxLength: LIMITS.label }, maxItems: DATA.memories },
     insight: text(LIMITS.insight),
@@ -173,7 +176,7 @@ export interface ReflectPrompt extends BuiltPrompt {
   misleading: Map<string, string>;
 }
 
-/** `reflect@1`: the interaction's item(s), and the retrieved memories under labels with similarities. */
+/** `reflect@2`: the interaction's item(s), and the retrieved memories under labels with similarities. */
 export function reflectPrompt(step: ForwardStep): ReflectPrompt {
   const labels = new Map<string, string>(); // memory id → label
   const label = (id: string): string => {
@@ -207,7 +210,7 @@ export function reflectPrompt(step: ForwardStep): ReflectPrompt {
   ].join('\n');
   const ids = (xs: { memory: MemoryView }[]) => new Map(xs.slice(0, DATA.memories).map((s) => [label(s.memory.id), s.memory.id]));
   return {
-    id: 'reflect@1',
+    id: 'reflect@2',
     operation: 'reflect',
     messages: messages(task, data, REFLECT_SCHEMA),
     schema: REFLECT_SCHEMA,

@@ -189,7 +189,7 @@ describe('LlmReasoner: bad output never reaches memory (falls back to rules per 
     const err = await reasoner.reflect(step).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(LlmReasonerError);
     expect(err).toMatchObject({ kind: 'invalid', operation: 'reflect' });
-    expect((err as Error).message).toMatch(/reflect@1: target: "M9" is not a label of a supporting memory/);
+    expect((err as Error).message).toMatch(/reflect@2: target: "M9" is not a label of a supporting memory/);
   });
 
   it('a hostile item title is quoted as data and cannot change the output format', async () => {
