@@ -1,3 +1,4 @@
+/// <reference types="vite/client" />
 /**
  * The page of the browser benchmark (`npm run bench:browser`; `src/bench/browser.ts` serves it
  * with a Vite dev server rooted at the repo and drives it through playwright). It imports atomem
@@ -9,7 +10,9 @@
  * "cold" start in a fresh browser context finds none of the worker's modules in the HTTP cache.
  */
 import { wrap } from 'comlink';
-import { createAtomem, type Atomem, type EmbedderSpec, type Item } from '../../src/client/index.js';
+// the URL of wllama's wasm as Vite serves it (a string: nothing is fetched until a model loads)
+import wllamaWasmUrl from '@wllama/wllama/esm/wasm/wllama.wasm?url';
+import { createAtomem, type Atomem, type EmbedderSpec, type EngineStatus, type Item, type LlmEvent } from '../../src/client/index.js';
 import type { AtomicMemory, MemoryState } from '../../src/core/types.js';
 
 /** Workers the driver serves as virtual modules (no file on disk; same URLs in src/bench/browser.ts). */
@@ -55,6 +58,61 @@ export interface ThroughputResult {
   meanChars: number;
 }
 
+/** Cost counters of the LLM reasoner (one operation, or the total). */
+export type OperationCosts = NonNullable<EngineStatus['llm']['costs']>['total'];
+
+/** What {@link BenchApi.open} reports. */
+export interface OpenResult {
+  /** createAtomem → resolved (worker up, catalog embedded; the model still loads in the background). */
+  createMs: number;
+  /** createAtomem → status() shows the model active (`loading` false, mode not `rules`), polled every 20 ms; null without `llm`. */
+  llmMs: number | null;
+  /** createAtomem → the engine's `llm`/`ready` progress event (model loaded, before the reasoner is wired in). */
+  llmReadyEventMs: number | null;
+  embedder: string;
+  llm: string;
+  model: string | null;
+  /** Every runtime tried, `runtime:ok` or `runtime:reason`. */
+  attempts: string[];
+  /** Whether the page is cross-origin isolated (wllama runs single-threaded when not). */
+  crossOriginIsolated: boolean;
+}
+
+/** What {@link BenchApi.idleBatch} measured. */
+export interface IdleBatchResult {
+  /** Each track() round trip of the batch's events. */
+  trackMs: number[];
+  /** status().llm.deferred right after the last track() (all K unless a batch already started). */
+  deferredAfterTrack: number;
+  /** Last track() resolved → status().llm.deferred === 0 (polled every 20 ms); includes the `idleMs` wait. */
+  toDeferred0Ms: number;
+  /** Last track() resolved → a read queued after deferred 0 answers: the whole idle batch (sweeps, profile, save) is done. */
+  toDoneMs: number;
+  /** Costs added by the batch (total over operations). */
+  costs: OperationCosts;
+  /** Costs added by the batch, per operation (only operations that ran). */
+  byOperation: Record<string, OperationCosts>;
+  /** `llm` events received during the batch. */
+  callEvents: number;
+  fallbackEvents: number;
+  /** Distinct `reason: message` of the operations that fell back to rules (at most 5, cut to 200 chars). */
+  fallbackMessages: string[];
+  memories: number;
+}
+
+/** What {@link BenchApi.rerank} measured. */
+export interface RerankResult {
+  /** recommend(candidates, { rerank }) round trips. */
+  rerankMs: number[];
+  /** recommend(candidates) round trips, same instance. */
+  plainMs: number[];
+  /** Costs added by the rerank calls (the `rerank` operation). */
+  costs: OperationCosts;
+  /** Distinct `reason: message` of the reranks that fell back to the engine's order (at most 5, cut to 200 chars). */
+  fallbackMessages: string[];
+  candidates: number;
+}
+
 /** What the page exposes on `window.__bench`. */
 export interface BenchApi {
   info(): PageInfo;
@@ -64,8 +122,25 @@ export interface BenchApi {
   comlinkRoundTrip(o: { samples: number; block: number; warmup: number }): Promise<number[]>;
   /** Cold then warm start (createAtomem → first recommendation); keeps the warm instance for {@link BenchApi.track}. */
   start(o: { embedder: 'hashing' | 'use-lite'; profile: string; assetsBaseUrl: string; catalog: number }): Promise<StartResult>;
-  /** `await atomem.track()` round trips on the instance kept by {@link BenchApi.start}. */
+  /** `await atomem.track()` round trips on the instance kept by {@link BenchApi.start} or {@link BenchApi.open}. */
   track(o: { events: number; warmup: number }): Promise<number[]>;
+  /**
+   * createAtomem with the hashing embedder (and, with `llm`, the wllama model at `modelUrl`);
+   * waits until the model is active (or no runtime is left) and keeps the instance. Closes the
+   * instance kept before.
+   */
+  open(o: {
+    profile: string;
+    catalog: number;
+    llm?: { modelUrl: string; idleMs: number; budget?: { maxCalls: number; perEvents: number } };
+    batchEvents?: number;
+  }): Promise<OpenResult>;
+  /** The kept instance's `status().llm`: mode, deferred events, costs. */
+  llmStatus(): Promise<{ mode: string; deferred: number; costs: EngineStatus['llm']['costs'] }>;
+  /** Track the shopper's first `events` events on the kept (model) instance, then time the idle batch that turns them into memory. */
+  idleBatch(o: { events: number }): Promise<IdleBatchResult>;
+  /** recommend() with and without a listwise rerank of the top `top`, on the kept instance. */
+  rerank(o: { top: number; samples: number; plainSamples: number }): Promise<RerankResult>;
   /** Dispose every instance and delete every IndexedDB database this page created. */
   cleanup(): Promise<void>;
   /** Save a 1,000-memory state once, then time `MemoryStore.load()` on a fresh connection per run. */
@@ -209,6 +284,51 @@ function deleteDatabase(profile: string): Promise<void> {
   });
 }
 
+/** `llm` events of the instance kept by open() (reset by open() and idleBatch()). */
+const feed: LlmEvent[] = [];
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Ten candidates across departments, as a "you may also like" slot would ask. */
+function candidateIds(): string[] {
+  const step = Math.max(1, Math.floor(catalog.length / 10));
+  return catalog.filter((_, i) => i % step === step - 1).slice(0, 10).map((it) => it.id);
+}
+
+/** The i-th event of a shopper who mostly browses two departments (Outdoor, Sports: products 8k and 8k + 7) with the odd detour elsewhere. */
+function shopperEvent(i: number): { item: string; action: 'purchase' | 'cart' | 'view' | 'click' } {
+  const n = catalog.length;
+  const home = (i % 2 === 0 ? 0 : 7) + 8 * ((i * 5) % Math.ceil(n / 8));
+  const item = catalog[i % 9 === 8 || home >= n ? (i * 13) % n : home].id;
+  const action = i % 11 === 0 ? 'purchase' : i % 5 === 0 ? 'cart' : i % 3 === 0 ? 'view' : 'click';
+  return { item, action };
+}
+
+/** Distinct fallback reasons and messages in {@link feed}. */
+function fallbackMessages(): string[] {
+  const out = new Set<string>();
+  for (const e of feed) if (e.kind === 'fallback') out.add(`${e.operation} ${e.reason}: ${e.message}`.slice(0, 200));
+  return [...out].slice(0, 5);
+}
+
+function diffCosts(after: OperationCosts, before: OperationCosts): OperationCosts {
+  const fallbacks = { ...after.fallbacks };
+  for (const k of Object.keys(fallbacks) as (keyof typeof fallbacks)[]) fallbacks[k] -= before.fallbacks[k];
+  return {
+    requests: after.requests - before.requests,
+    succeeded: after.succeeded - before.succeeded,
+    calls: after.calls - before.calls,
+    failures: after.failures - before.failures,
+    repairs: after.repairs - before.repairs,
+    fallbacks,
+    promptTokens: after.promptTokens - before.promptTokens,
+    outputTokens: after.outputTokens - before.outputTokens,
+    ms: after.ms - before.ms,
+  };
+}
+
 function answerOnce(w: Worker): Promise<void> {
   return new Promise((resolve, reject) => {
     w.onmessage = () => resolve();
@@ -219,9 +339,7 @@ function answerOnce(w: Worker): Promise<void> {
 
 async function timedStart(embedder: EmbedderSpec, profile: string, assetsBaseUrl: string): Promise<{ ms: number; embedderMs: number | null; atomem: Atomem }> {
   profiles.push(profile);
-  // Ten candidates across departments, as a "you may also like" slot would ask.
-  const step = Math.max(1, Math.floor(catalog.length / 10));
-  const candidates = catalog.filter((_, i) => i % step === step - 1).slice(0, 10).map((it) => it.id);
+  const candidates = candidateIds();
   let embedderMs: number | null = null;
   const t0 = performance.now();
   const atomem = await createAtomem({
@@ -328,26 +446,147 @@ const api: BenchApi = {
 
   async track({ events, warmup }) {
     const atomem = kept;
-    if (!atomem) throw new Error('track: call start() first');
-    // A shopper who mostly browses two departments (Outdoor, Sports: products 8k and 8k + 7) with the odd detour elsewhere.
-    const n = catalog.length;
-    const pick = (i: number): string => {
-      const home = (i % 2 === 0 ? 0 : 7) + 8 * ((i * 5) % Math.ceil(n / 8));
-      return catalog[i % 9 === 8 || home >= n ? (i * 13) % n : home].id;
-    };
-    const action = (i: number) => (i % 11 === 0 ? 'purchase' : i % 5 === 0 ? 'cart' : i % 3 === 0 ? 'view' : 'click') as 'purchase' | 'cart' | 'view' | 'click';
+    if (!atomem) throw new Error('track: call start() or open() first');
     const out: number[] = [];
     for (let i = 0; i < warmup + events; i++) {
       const t0 = performance.now();
-      await atomem.track({ item: pick(i), action: action(i) });
+      await atomem.track(shopperEvent(i));
       if (i >= warmup) out.push(performance.now() - t0);
     }
     return out;
   },
 
+  async open({ profile, catalog: size, llm, batchEvents }) {
+    if (kept) {
+      kept.dispose();
+      kept = undefined;
+    }
+    catalog = products.slice(0, size);
+    profiles.push(profile);
+    feed.length = 0;
+    let readyMs: number | null = null;
+    const t0 = performance.now();
+    const atomem = await createAtomem({
+      profile,
+      catalog,
+      embedder: 'hashing',
+      ...(llm ? { llm: { wllama: { model: llm.modelUrl, wasmUrl: wllamaWasmUrl }, idleMs: llm.idleMs, ...(llm.budget ? { budget: llm.budget } : {}) } } : {}),
+      ...(batchEvents !== undefined ? { config: { batchEvents } } : {}),
+      onProgress: (p) => {
+        if (p.stage === 'llm' && p.phase === 'ready') readyMs ??= performance.now() - t0;
+      },
+    });
+    const createMs = performance.now() - t0;
+    open.push(atomem);
+    kept = atomem;
+    atomem.on('llm', (e) => feed.push(e));
+    let status = await atomem.status();
+    let llmMs: number | null = null;
+    if (llm) {
+      const deadline = performance.now() + 120_000;
+      // loading ends with the model wired in as the reasoner, or with none loaded (mode rules: the driver reports the attempts)
+      while (status.llm.loading) {
+        if (performance.now() > deadline) throw new Error('open: the model did not finish loading within 120 s');
+        await sleep(20);
+        status = await atomem.status();
+      }
+      if (status.llm.mode !== 'rules') llmMs = performance.now() - t0;
+    }
+    return {
+      createMs,
+      llmMs,
+      llmReadyEventMs: readyMs,
+      embedder: `${status.embedder.kind}/${status.embedder.device}/${status.embedder.dim}`,
+      llm: status.llm.mode,
+      model: status.llm.model,
+      attempts: status.llm.attempts.map((a) => `${a.runtime}:${a.ok ? 'ok' : (a.reason ?? 'failed')}`),
+      crossOriginIsolated: globalThis.crossOriginIsolated === true,
+    };
+  },
+
+  async llmStatus() {
+    if (!kept) throw new Error('llmStatus: call open() first');
+    const s = await kept.status();
+    return { mode: s.llm.mode, deferred: s.llm.deferred, costs: s.llm.costs };
+  },
+
+  async idleBatch({ events }) {
+    const atomem = kept;
+    if (!atomem) throw new Error('idleBatch: call open() first');
+    const before = (await atomem.status()).llm;
+    if (before.mode === 'rules' || !before.costs) throw new Error('idleBatch: no model is active');
+    if (before.deferred !== 0) throw new Error(`idleBatch: ${before.deferred} events already deferred`);
+    feed.length = 0;
+    const trackMs: number[] = [];
+    for (let i = 0; i < events; i++) {
+      const t0 = performance.now();
+      await atomem.track(shopperEvent(i));
+      trackMs.push(performance.now() - t0);
+    }
+    const last = performance.now();
+    let s = (await atomem.status()).llm;
+    const deferredAfterTrack = s.deferred;
+    const deadline = last + 240_000;
+    while (s.deferred > 0) {
+      if (performance.now() > deadline) throw new Error(`idleBatch: ${s.deferred} events still deferred after 240 s`);
+      await sleep(20);
+      s = (await atomem.status()).llm;
+    }
+    const toDeferred0Ms = performance.now() - last;
+    // a read waits behind the idle batch's write lock: it answers once sweeps, profile and save are done
+    const memories = (await atomem.memories()).length;
+    const toDoneMs = performance.now() - last;
+    const after = (await atomem.status()).llm.costs!;
+    const byOperation: Record<string, OperationCosts> = {};
+    for (const [op, c] of Object.entries(after.byOperation)) {
+      const d = diffCosts(c, before.costs.byOperation[op as keyof typeof after.byOperation]);
+      if (d.requests > 0 || d.calls > 0) byOperation[op] = d;
+    }
+    return {
+      trackMs,
+      deferredAfterTrack,
+      toDeferred0Ms,
+      toDoneMs,
+      costs: diffCosts(after.total, before.costs.total),
+      byOperation,
+      callEvents: feed.filter((e) => e.kind === 'call').length,
+      fallbackEvents: feed.filter((e) => e.kind === 'fallback').length,
+      fallbackMessages: fallbackMessages(),
+      memories,
+    };
+  },
+
+  async rerank({ top, samples, plainSamples }) {
+    const atomem = kept;
+    if (!atomem) throw new Error('rerank: call open() first');
+    const candidates = candidateIds();
+    const check = (ranked: { id: string }[]): void => {
+      if (ranked.length !== candidates.length) throw new Error(`recommend returned ${ranked.length} of ${candidates.length} candidates`);
+    };
+    const plainMs: number[] = [];
+    check(await atomem.recommend(candidates)); // warm-up
+    for (let i = 0; i < plainSamples; i++) {
+      const t0 = performance.now();
+      check(await atomem.recommend(candidates));
+      plainMs.push(performance.now() - t0);
+    }
+    const before = (await atomem.status()).llm.costs;
+    if (!before) throw new Error('rerank: no model is active');
+    const rerankMs: number[] = [];
+    feed.length = 0;
+    for (let i = 0; i < samples; i++) {
+      const t0 = performance.now();
+      check(await atomem.recommend(candidates, { rerank: top }));
+      rerankMs.push(performance.now() - t0);
+    }
+    const after = (await atomem.status()).llm.costs!;
+    return { rerankMs, plainMs, costs: diffCosts(after.byOperation.rerank, before.byOperation.rerank), fallbackMessages: fallbackMessages(), candidates: candidates.length };
+  },
+
   async cleanup() {
     for (const a of open.splice(0)) a.dispose();
     kept = undefined;
+    feed.length = 0;
     // a terminated worker's connections close shortly after; the deletion waits for them.
     await Promise.all(profiles.splice(0).map(deleteDatabase));
   },

@@ -9,22 +9,43 @@
  * 3. `MemoryStore.load()` of 1,000 atomic memories (512-d) from IndexedDB — baseline:
  *    `structuredClone` of the same state (JSON.parse of it as JSON is shown beside);
  * 4. USE-lite texts/s on 256 product titles + descriptions, batches of 64 — baseline: the
- *    hashing embedder on the same texts.
+ *    hashing embedder on the same texts;
+ * 5. with a language model — only when the toy GGUF `../shared/models/stories260K/stories260K.gguf`
+ *    exists next to the repo (served, never copied, at `/bench-models/stories260K.gguf`); wllama
+ *    on WASM, the hashing embedder so only the reasoner differs from the rules rows, the call
+ *    budget lifted (`llm.budget` 10,000 per event) so every operation reaches the model and the
+ *    rows measure the path's full cost (the toy's output is mostly invalid: repairs and
+ *    fallbacks to rules are part of that cost). `--llm-runs` fresh contexts, each:
+ *    - model load, createAtomem → `status().llm` active (polled every 20 ms), cold (first in
+ *      the context) and warm (second: the GGUF is in wllama's OPFS cache) — baseline: the empty
+ *      worker's cold / warm start;
+ *    - `track()` round trip p50/p95 with the model active: events only stored and deferred
+ *      (`llm.idleMs` 60 s and `config.batchEvents` 1000, so neither the idle timer nor the
+ *      every-8th-event batch runs inside the timing) — baseline: the rules-mode hashing track()
+ *      figure of row 2;
+ *    - idle batch: 8 events tracked with `llm.idleMs` 200 (and `batchEvents` 1000, so the 8th
+ *      does not trigger the batch inside track()), then last track() → `status().llm.deferred`
+ *      0 (polled every 20 ms) minus the 200 ms idle wait, per event; model calls per event and
+ *      output tokens/s (of model call time) from `status().llm.costs`; and the whole batch
+ *      (sweeps, profile, save: a read queued behind it answers) — baseline: the same 8 events
+ *      in rules mode, processed inside track(): Σ track() / 8;
+ *    - `recommend(10 candidates, { rerank: 8 })` p50 (answered by the model or fallen back to
+ *      the engine's order, counted) — baseline: `recommend(same candidates)` on the same instance.
  *
  * The page (`bench/browser/`) is served by a Vite dev server rooted at the repo, so it imports
  * `src/` and the engine worker starts from source; USE-lite's files come from the built
  * package's `dist/assets/` (run `npm run build` first). Chromium is Debian's, never downloaded.
  *
- *   npx tsx src/bench/browser.ts [--runs N] [--catalog N] [--json FILE]
+ *   npx tsx src/bench/browser.ts [--runs N] [--llm-runs N] [--catalog N] [--json FILE]
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
 import { createServer, type Plugin, type ViteDevServer } from 'vite';
-import type { BenchApi, PageInfo } from '../../bench/browser/page.js';
+import type { BenchApi, IdleBatchResult, OpenResult, PageInfo, RerankResult } from '../../bench/browser/page.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -32,6 +53,23 @@ const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-ne
 const PAGE_PATH = '/bench/browser/index.html';
 /** Per page call; a USE-lite cold start takes seconds, not minutes. */
 const CALL_TIMEOUT_MS = 300_000;
+
+/** The toy GGUF of the language-model rows: read where it lies (outside the repo), never copied. */
+const MODEL_PATH = join(ROOT, '../shared/models/stories260K/stories260K.gguf');
+const MODEL_ROUTE = '/bench-models/stories260K.gguf';
+/** Language-model rows: see the header comment. */
+const LLM = {
+  trackEvents: 40,
+  trackWarmup: 5,
+  deferIdleMs: 60_000,
+  batchEvents: 1000,
+  idleEvents: 8,
+  idleMs: 200,
+  rerankTop: 8,
+  rerankSamples: 3,
+  plainSamples: 20,
+  budget: { maxCalls: 10_000, perEvents: 1 },
+};
 
 /** The baseline workers, served as virtual modules (same URLs in bench/browser/page.ts). */
 const VIRTUAL_WORKERS: Record<string, string> = {
@@ -95,6 +133,25 @@ function benchWorkers(): Plugin {
   };
 }
 
+/** Serves the GGUF from outside the repo at {@link MODEL_ROUTE} (Vite's fs.allow keeps `/@fs/` inside it). */
+function benchModels(): Plugin {
+  return {
+    name: 'atomem-bench-models',
+    configureServer(server) {
+      server.middlewares.use(MODEL_ROUTE, (req, res, next) => {
+        if (req.method !== 'GET' && req.method !== 'HEAD') return next();
+        const { size, mtimeMs } = statSync(MODEL_PATH);
+        res.statusCode = 200;
+        res.setHeader('Content-Type', 'application/octet-stream');
+        res.setHeader('Content-Length', String(size));
+        res.setHeader('ETag', `"${size}-${Math.round(mtimeMs)}"`);
+        res.setHeader('Cache-Control', 'no-cache');
+        res.end(req.method === 'HEAD' ? undefined : readFileSync(MODEL_PATH));
+      });
+    },
+  };
+}
+
 /** dist/assets must hold USE-lite (with `.bin` shards) and the tfjs wasm binaries. */
 function checkAssets(): void {
   const model = join(ROOT, 'dist/assets/use-lite/model.json');
@@ -121,7 +178,7 @@ async function startVite(): Promise<{ server: ViteDevServer; base: string }> {
     // why: find every dependency (the worker's lazy tfjs too) before the first page asks, so no
     // re-optimisation happens mid-run.
     optimizeDeps: { entries: ['bench/browser/page.ts', 'src/worker/worker.ts'] },
-    plugins: [benchWorkers()],
+    plugins: [benchWorkers(), benchModels()],
   });
   await server.listen();
   const address = server.httpServer?.address() as AddressInfo | null;
@@ -176,11 +233,18 @@ async function main(): Promise<void> {
       if (!Number.isInteger(n) || n < 10 || n > 256) throw new InvalidArgumentError('--catalog must be an integer in 10..256');
       return n;
     }, 256)
+    .option('--llm-runs <n>', `fresh browser contexts for the language-model rows (stories260K; skipped when ${MODEL_PATH} is missing, or with 0)`, (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--llm-runs must be an integer in 0..100');
+      return n;
+    }, 3)
     .option('--json <file>', 'also write the results as JSON')
     .parse();
-  const opts = program.opts<{ runs: number; catalog: number; json?: string }>();
+  const opts = program.opts<{ runs: number; llmRuns: number; catalog: number; json?: string }>();
   const runs = opts.runs;
   const began = performance.now();
+  const withModel = opts.llmRuns > 0 && existsSync(MODEL_PATH);
+  if (!withModel) log(opts.llmRuns === 0 ? 'language-model rows skipped (--llm-runs 0)' : `language-model rows skipped: no model at ${MODEL_PATH}`);
 
   checkAssets();
   const { server, base } = await startVite();
@@ -207,6 +271,14 @@ async function main(): Promise<void> {
         }
         await call(page, 'idbLoad', { profile: `bench-${runId}-warmup-idb`, memories: 10, runs: 1 });
         await call(page, 'cleanup');
+        if (withModel) {
+          // wllama's modules, and one idle batch and rerank through the model
+          const o = await call(page, 'open', { profile: `bench-${runId}-warmup-llm`, catalog: 16, llm: { modelUrl: `${base}${MODEL_ROUTE}`, idleMs: LLM.idleMs, budget: LLM.budget }, batchEvents: LLM.batchEvents });
+          if (o.llm === 'rules') throw new Error(`no language model loaded: ${o.attempts.join('; ')}`);
+          await call(page, 'idleBatch', { events: 2 });
+          await call(page, 'rerank', { top: 4, samples: 1, plainSamples: 1 });
+          await call(page, 'cleanup');
+        }
         break;
       } catch (e) {
         if (attempt >= 3) throw e;
@@ -285,6 +357,52 @@ async function main(): Promise<void> {
       }
     })();
 
+    // Language-model rows (see the header comment): one fresh context per run.
+    type LlmRun = { cold: OpenResult; warm: OpenResult; track: number[]; deferredAfterTrack: number; batch: IdleBatchResult; rerank: RerankResult; rulesTrack: number[] };
+    const llmRuns: LlmRun[] = [];
+    if (withModel) {
+      const modelUrl = `${base}${MODEL_ROUTE}`;
+      const llmOpts = (idleMs: number) => ({ modelUrl, idleMs, budget: LLM.budget });
+      for (let r = 0; r < opts.llmRuns; r++) {
+        const { context, page } = await freshPage(browser, base);
+        try {
+          const p = `bench-${runId}-llm${r}`;
+          const active = (o: OpenResult, what: string): OpenResult => {
+            if (o.llm !== 'wasm' || o.llmMs === null || o.embedder !== 'hashing/cpu/256') throw new Error(`${what}: the engine runs ${o.embedder} with ${o.llm} (${o.attempts.join('; ')}), expected hashing/cpu/256 with wllama on wasm`);
+            return o;
+          };
+          // cold model load, then track() with every event deferred
+          const cold = active(await call(page, 'open', { profile: `${p}-defer`, catalog: opts.catalog, llm: llmOpts(LLM.deferIdleMs), batchEvents: LLM.batchEvents }), 'cold model load');
+          const track = await call(page, 'track', { events: LLM.trackEvents, warmup: LLM.trackWarmup });
+          const st = await call(page, 'llmStatus');
+          if (st.deferred !== LLM.trackEvents + LLM.trackWarmup) log(`odd: ${st.deferred} events deferred after ${LLM.trackEvents + LLM.trackWarmup} tracks (some were processed inside the timing)`);
+          // warm model load (GGUF in wllama's OPFS cache), the idle batch, rerank
+          const warm = active(await call(page, 'open', { profile: `${p}-idle`, catalog: opts.catalog, llm: llmOpts(LLM.idleMs), batchEvents: LLM.batchEvents }), 'warm model load');
+          const batch = await call(page, 'idleBatch', { events: LLM.idleEvents });
+          if (batch.deferredAfterTrack !== LLM.idleEvents) log(`odd: ${batch.deferredAfterTrack} of ${LLM.idleEvents} events deferred right after the last track (a batch started early)`);
+          if (batch.callEvents !== batch.costs.calls) log(`odd: ${batch.callEvents} 'llm' call events for ${batch.costs.calls} model calls in the costs`);
+          const rerank = await call(page, 'rerank', { top: LLM.rerankTop, samples: LLM.rerankSamples, plainSamples: LLM.plainSamples });
+          // the same events in rules mode, processed inside track()
+          const rules = await call(page, 'open', { profile: `${p}-rules`, catalog: opts.catalog });
+          if (rules.llm !== 'rules') throw new Error(`the rules baseline runs ${rules.llm}`);
+          const rulesTrack = await call(page, 'track', { events: LLM.idleEvents, warmup: 0 });
+          await call(page, 'cleanup');
+          llmRuns.push({ cold, warm, track, deferredAfterTrack: st.deferred, batch, rerank, rulesTrack });
+          const c = batch.costs;
+          log(
+            `llm run ${r + 1}/${opts.llmRuns}: model active cold ${fmtMs(cold.llmMs!)} (ready event ${fmtMs(cold.llmReadyEventMs ?? Number.NaN)}), warm ${fmtMs(warm.llmMs!)}; ` +
+              `deferred track p50 ${fmtMs(pct(track, 50))}; idle batch of ${LLM.idleEvents}: deferred 0 after ${fmtMs(batch.toDeferred0Ms)}, done after ${fmtMs(batch.toDoneMs)}, ` +
+              `${c.calls} calls (${c.repairs} repairs), ${c.requests} operations: ${c.succeeded} answered, fallbacks ${JSON.stringify(c.fallbacks)}, ${c.outputTokens} output tokens in ${fmtMs(c.ms)} of model time; ` +
+              `rerank p50 ${fmtMs(pct(rerank.rerankMs, 50))} (${rerank.costs.succeeded}/${rerank.costs.requests} answered, ${rerank.costs.calls} calls), plain ${fmtMs(pct(rerank.plainMs, 50))}; rules Σ track/${LLM.idleEvents} ${fmtMs(mean(rulesTrack))}`,
+          );
+          log(`llm run ${r + 1}/${opts.llmRuns}: batch by operation ${Object.entries(batch.byOperation).map(([op, x]) => `${op} ${x.requests} req/${x.calls} calls/${x.succeeded} ok`).join(', ')}; ${batch.memories} memories`);
+          for (const m of new Set([...batch.fallbackMessages, ...rerank.fallbackMessages])) log(`llm run ${r + 1}/${opts.llmRuns}: fallback ${m}`);
+        } finally {
+          await context.close();
+        }
+      }
+    }
+
     // ---- results ----
     const results: BrowserBenchResult[] = [];
     const add = (name: string, samples: number[], unit: BrowserBenchResult['unit'], baseline: string, baselineValue: number, withP95 = true): void => {
@@ -320,6 +438,65 @@ async function main(): Promise<void> {
       pct(tp.hashRates, 50),
       false,
     );
+    let llmSummary: Record<string, unknown> | null = null;
+    if (llmRuns.length) {
+      const sum = (f: (r: LlmRun) => number): number => llmRuns.reduce((a, r) => a + f(r), 0);
+      const K = LLM.idleEvents;
+      const rulesBatch = llmRuns.map((r) => r.rulesTrack.reduce((a, b) => a + b, 0) / K);
+      const rulesBatchBase = `the same ${K} events in rules mode, processed inside track(): Σ track() / ${K}`;
+      const calls = sum((r) => r.batch.costs.calls);
+      const ops = sum((r) => r.batch.costs.requests);
+      const answered = sum((r) => r.batch.costs.succeeded);
+      const tokS = sum((r) => r.batch.costs.outputTokens) / (sum((r) => r.batch.costs.ms) / 1000);
+      const fb = (key: 'invalid' | 'timeout' | 'budget' | 'model', f: (r: LlmRun) => Record<typeof key, number>): number => sum((r) => f(r)[key]);
+      const fallbacks = (f: (r: LlmRun) => Record<'invalid' | 'timeout' | 'budget' | 'model', number>): string =>
+        (['invalid', 'timeout', 'budget', 'model'] as const).map((k) => [k, fb(k, f)] as const).filter(([, n]) => n > 0).map(([k, n]) => `${n} ${k}`).join(', ') || 'none';
+      const rr = { requests: sum((r) => r.rerank.costs.requests), answered: sum((r) => r.rerank.costs.succeeded), calls: sum((r) => r.rerank.costs.calls) };
+      // wllama runs single-threaded unless the page is cross-origin isolated
+      const model = `stories260K (wllama, WASM, ${llmRuns[0].cold.crossOriginIsolated ? 'multi-threaded' : '1 thread'})`;
+      add(`language model load, ${model}: createAtomem → status().llm active, cold (fresh context)`, llmRuns.map((r) => r.cold.llmMs!), 'ms', coldBase, pct(emptyCold, 50));
+      add(`language model load, ${model}: createAtomem → status().llm active, warm (2nd in the page, GGUF in wllama's OPFS cache)`, llmRuns.map((r) => r.warm.llmMs!), 'ms', warmBase, pct(emptyWarm, 50));
+      add(
+        `track() round trip, ${model} active, hashing: stored and deferred (llm.idleMs ${LLM.deferIdleMs / 1000} s, config.batchEvents ${LLM.batchEvents}; ${LLM.trackEvents} events/run)`,
+        llmRuns.flatMap((r) => r.track),
+        'ms',
+        'track() round trip, rules mode, hashing (its row above)',
+        pct(starts.hashing.track, 50),
+      );
+      add(
+        `idle batch of ${K} events through ${model}: last track() → status().llm.deferred 0, minus llm.idleMs ${LLM.idleMs}, per event (${(calls / (K * llmRuns.length)).toFixed(1)} model calls/event, ${tokS.toFixed(0)} output tokens/s of model time; ${answered} of ${ops} operations answered, fallbacks: ${fallbacks((r) => r.batch.costs.fallbacks)})`,
+        llmRuns.map((r) => (r.batch.toDeferred0Ms - LLM.idleMs) / K),
+        'ms',
+        rulesBatchBase,
+        pct(rulesBatch, 50),
+      );
+      add(
+        `… the whole idle batch (+ sweeps, profile, save; a read queued behind it answers), minus llm.idleMs, per event`,
+        llmRuns.map((r) => (r.batch.toDoneMs - LLM.idleMs) / K),
+        'ms',
+        rulesBatchBase,
+        pct(rulesBatch, 50),
+      );
+      add(
+        `recommend(10 candidates, { rerank: ${LLM.rerankTop} }), ${model} (${rr.answered} of ${rr.requests} answered, the rest fell back to the engine's order: ${fallbacks((r) => r.rerank.costs.fallbacks)}; ${rr.calls} model calls)`,
+        llmRuns.flatMap((r) => r.rerank.rerankMs),
+        'ms',
+        'recommend(the same 10 candidates) without rerank, same instance',
+        pct(llmRuns.flatMap((r) => r.rerank.plainMs), 50),
+      );
+      llmSummary = {
+        model: MODEL_PATH,
+        runtime: 'wllama',
+        crossOriginIsolated: llmRuns[0].cold.crossOriginIsolated,
+        settings: LLM,
+        trackRulesHashingMs: pct(starts.hashing.track, 50),
+        rulesBatchPerEventMs: pct(rulesBatch, 50),
+        recommendPlainMs: pct(llmRuns.flatMap((r) => r.rerank.plainMs), 50),
+        idleBatch: { events: K, modelCalls: calls, operations: ops, answered, outputTokensPerS: tokS },
+        rerank: rr,
+        runs: llmRuns,
+      };
+    }
     // baselines' own figures, for the JSON and the reader
     const baselineFigures = {
       emptyWorkerColdMs: pct(emptyCold, 50),
@@ -334,7 +511,8 @@ async function main(): Promise<void> {
     const cores = info?.cores ?? 0;
     console.log(
       `atomem browser benchmark — Chromium ${version}, navigator.hardwareConcurrency ${cores}, crossOriginIsolated ${info?.crossOriginIsolated ?? false}` +
-        ` (tfjs WASM ${info?.crossOriginIsolated ? 'multi' : 'single'}-threaded), rules mode (no LLM), served from source by the Vite dev server, ${runs} runs, ${wallS.toFixed(0)} s\n`,
+        ` (tfjs WASM ${info?.crossOriginIsolated ? 'multi' : 'single'}-threaded), rules mode (no LLM) unless a row names a model` +
+        `${llmRuns.length ? ` (${llmRuns.length} language-model runs)` : ' (language-model rows skipped)'}, served from source by the Vite dev server, ${runs} runs, ${wallS.toFixed(0)} s\n`,
     );
     console.log('| what | p50 | p95 | n | baseline (same run) | baseline p50 | ratio |');
     console.log('|---|---:|---:|---:|---|---:|---|');
@@ -343,7 +521,7 @@ async function main(): Promise<void> {
     }
     log(`done in ${wallS.toFixed(0)} s`);
     if (opts.json) {
-      writeFileSync(opts.json, `${JSON.stringify({ chromium: version, cores, crossOriginIsolated: info?.crossOriginIsolated ?? false, runs, catalog: cat, wallSeconds: wallS, baselines: baselineFigures, results }, null, 2)}\n`);
+      writeFileSync(opts.json, `${JSON.stringify({ chromium: version, cores, crossOriginIsolated: info?.crossOriginIsolated ?? false, runs, llmRuns: llmRuns.length, catalog: cat, wallSeconds: wallS, baselines: baselineFigures, results, llm: llmSummary }, null, 2)}\n`);
       log(`wrote ${opts.json}`);
     }
   } finally {
