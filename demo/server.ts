@@ -18,7 +18,7 @@
  *     run in the browser by wllama; ATOMEM_GGUF_CONTEXT = context length, default the runtime's)
  *   ATOMEM_OPENAI_URL=http://127.0.0.1:8080/v1 + ATOMEM_OPENAI_MODEL=name (+ ATOMEM_OPENAI_KEY)
  *   ATOMEM_WEBLLM_MODEL=<MLC model id> (used when the browser has WebGPU)
- *   ATOMEM_LLM_BUDGET=calls/events, e.g. 40/20
+ *   ATOMEM_LLM_BUDGET=calls/events, e.g. 60/20
  *
  * Prints `atomem demo ready at http://HOST:PORT` on stdout when ready; progress goes to stderr.
  */
@@ -154,7 +154,7 @@ export function modelSetupFromEnv(env: NodeJS.ProcessEnv): ModelSetup {
       summary: `no language model: the page uses the rules reasoner${ignored}; set ATOMEM_GGUF, ATOMEM_OPENAI_URL + ATOMEM_OPENAI_MODEL or ATOMEM_WEBLLM_MODEL to try one (demo/README.md)`,
     };
   }
-  const b = llm.budget ? `${llm.budget.maxCalls} calls per ${llm.budget.perEvents} events` : 'the default budget (40 calls per 20 events)';
+  const b = llm.budget ? `${llm.budget.maxCalls} calls per ${llm.budget.perEvents} events` : 'the default budget (60 calls per 20 events)';
   return { config: { llm }, gguf, summary: `language model: ${parts.join(', then ')}; ${b}; rules if none loads` };
 }
 

@@ -533,6 +533,10 @@ export class MemoryAgent {
     if (plan.merge.length || plan.forget.length || this.state.signal.eventsSinceSweep >= this.config.sweepEvery) {
       this.state.signal.eventsSinceSweep = 0;
     }
+    if (plan.declinedSynthesis) {
+      this.state.signal.eventsSinceSynthesis = 0;
+      this.state.signal.predictionErrors = 0;
+    }
     if (plan.resynthesize) {
       const views = this.memories().map((m) => this.view(m));
       const narrative = await this.reason((r) => r.synthesizeProfile(views));

@@ -23,6 +23,11 @@ export interface Plan {
   forget: { id: string; reason: string }[];
   /** Regenerate the profile narrative. */
   resynthesize: boolean;
+  /**
+   * The planner considered a due resynthesis and declined it: its triggers (events and
+   * prediction errors since the last synthesis) start again, so it is not asked at every event.
+   */
+  declinedSynthesis?: boolean;
 }
 
 /** When the planner is asked. */

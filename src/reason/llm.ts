@@ -144,7 +144,7 @@ export interface LlmReasonerOptions {
   timeoutMs?: number;
   /** Repair retries after invalid output (each is one more model call). Default 1. */
   maxRepairs?: number;
-  /** Call budget. Default `{ maxCalls: 40, perEvents: 20 }` (two calls per event on average). */
+  /** Call budget. Default `{ maxCalls: 60, perEvents: 20 }` (three calls per event on average: reflect, describe, and a share of planning, profile and repairs). */
   budget?: LlmBudget;
   /** How the event clock advances: each `reflect` call (default), or only {@link LlmReasoner.noteEvents}. */
   events?: 'reflect' | 'manual';
@@ -242,7 +242,7 @@ export class LlmReasoner implements Reasoner {
   private callStamps: number[] = [];
 
   constructor(options: LlmReasonerOptions) {
-    const budget = options.budget ?? { maxCalls: 40, perEvents: 20 };
+    const budget = options.budget ?? { maxCalls: 60, perEvents: 20 };
     if (!Number.isInteger(budget.maxCalls) || budget.maxCalls < 0) throw new RangeError('budget.maxCalls must be an integer ≥ 0');
     if (!Number.isInteger(budget.perEvents) || budget.perEvents < 1) throw new RangeError('budget.perEvents must be an integer ≥ 1');
     const timeoutMs = options.timeoutMs ?? 15_000;

@@ -79,6 +79,7 @@ export function llmPlanner(reasoner: PlanningReasoner, view: (m: AtomicMemory) =
       // why: a first profile is not optional (ranking and the inspector read it).
       resynthesize: state.memories.length > 0 && (decision.resynthesize || state.profile === null),
     };
+    if (due && !plan.resynthesize) plan.declinedSynthesis = true;
     return enforceCap(state, cfg, now, plan);
   };
 }

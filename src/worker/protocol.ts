@@ -59,7 +59,7 @@ export interface LlmOptions {
   webllm?: { model: string; appConfig?: Record<string, unknown> };
   /** An OpenAI-compatible chat-completions server (e.g. a local llama.cpp server). */
   openai?: { baseUrl: string; model: string; apiKey?: string };
-  /** Model calls allowed per window of events (default 40 per 20); beyond it operations use rules. */
+  /** Model calls allowed per window of events (default 60 per 20: reflect + describe per event and room for planning); beyond it operations use rules. */
   budget?: { maxCalls: number; perEvents: number };
   /** wllama (llama.cpp in WASM) with a GGUF model URL; `wasmUrl` of `wllama.wasm` (default: shipped asset). */
   wllama?: { model: string; wasmUrl?: string; /** Tokens of context (prompt + output). Default 4096. */ contextSize?: number };

@@ -126,10 +126,18 @@ describe('llmPlanner: the model chooses among candidates', () => {
   it('may decline: the rules would have merged c+d and forgotten the faded one', async () => {
     const { reasoner } = fakeReasoner(() => NONE);
     const plan = await llmPlanner(reasoner, view)(build(), cfg, NOW, { idle: true });
-    expect(plan).toEqual({ processPending: false, merge: [], forget: [], resynthesize: false });
+    expect(plan).toEqual({ processPending: false, merge: [], forget: [], resynthesize: false, declinedSynthesis: true });
     const rules = rulesPlanner(build(), cfg, NOW);
     expect(rules.merge).toEqual([['c', 'd']]);
     expect(rules.forget.map((f) => f.id)).toEqual(['faded']);
+  });
+
+  it('a declined resynthesis is marked, so its triggers restart instead of asking again at every event', async () => {
+    const { reasoner } = fakeReasoner(() => NONE);
+    const plan = await llmPlanner(reasoner, view)(build(), cfg, NOW, { idle: true });
+    expect(plan.declinedSynthesis).toBe(true);
+    const accepted = await llmPlanner(fakeReasoner(() => ({ ...NONE, resynthesize: true })).reasoner, view)(build(), cfg, NOW, { idle: true });
+    expect(accepted.declinedSynthesis).toBeUndefined();
   });
 
   it('a failing model call falls back to the rules plan for that sweep', async () => {
@@ -243,6 +251,24 @@ describe('MemoryAgent with the LLM planner', () => {
     expect(out.map((e) => e.op)).toContain('merge');
     expect(agent.memories()).toHaveLength(1);
     expect(reasoner.costs().byOperation.planLifecycle).toMatchObject({ requests: 1, succeeded: 1 });
+  });
+
+  it('a declined resynthesis is not asked again at the next idle (triggers restart), and counts once', async () => {
+    const { model, ops } = routedModel({}, (op) => VALID[op]); // planLifecycle: resynthesize false
+    const { reasoner } = llm(model);
+    const agent = makeAgent({ config: { synthesizeEvery: 2, sweepEvery: 1000 } });
+    agent.useReasoner(reasoner, llmPlanner(reasoner, (m) => agent.memoryView(m)));
+    await observeAll(agent, events(['heat'], ['fargo'], ['casino']));
+    await agent.idle(); // asked; the first profile is written although the model said no
+    expect(agent.profile()).not.toBeNull();
+    await agent.observe({ item: 'alien', at: T0 + 10 * MIN, action: 'like' });
+    await agent.observe({ item: 'matrix', at: T0 + 11 * MIN, action: 'like' });
+    await agent.idle(); // synthesis due again after 2 events: asked, declined
+    expect(ops.filter((o) => o === 'planLifecycle')).toHaveLength(2);
+    expect(agent.snapshot.signal.eventsSinceSynthesis).toBe(0);
+    const before = ops.length;
+    await agent.idle();
+    expect(ops.slice(before)).toEqual([]);
   });
 
   it('the same idle sweep with a broken planner answer falls back to the rules plan (still merges the duplicates)', async () => {
