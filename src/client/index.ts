@@ -14,7 +14,7 @@
  */
 import { proxy, wrap, type Remote } from 'comlink';
 import { installErrorTransfer } from '../worker/errors.js';
-import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, EngineStatus, ProgressEvent } from '../worker/protocol.js';
+import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, EngineStatus, ProgressEvent, SerializedError } from '../worker/protocol.js';
 
 export type {
   Capabilities,
@@ -56,6 +56,8 @@ export interface CreateAtomemOptions extends EngineOptions {
   persist?: boolean;
   /** Progress listener registered before `init` runs (model downloads, catalog embedding); same as `on('progress', cb)`. */
   onProgress?: (progress: ProgressEvent) => void;
+  /** Error-event listener registered before `init` runs (e.g. a bad `catalogVectors` file); same as `on('error', cb)`. */
+  onError?: (error: SerializedError) => void;
 }
 
 /**
@@ -90,10 +92,13 @@ function isShared(w: Worker | SharedWorker): w is SharedWorker {
  */
 export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem> {
   installErrorTransfer();
-  const { worker: given, onProgress, shared = false, persist = true, ...rest } = options;
+  const { worker: given, onProgress, onError, shared = false, persist = true, ...rest } = options;
   const engineOptions: EngineOptions = { ...rest, assetsBaseUrl: rest.assetsBaseUrl ?? new URL(ASSETS_DIR, import.meta.url).href };
+  // why: the worker would resolve a relative URL against its own script, not the page
+  if (typeof rest.catalogVectors === 'string' && typeof location !== 'undefined') engineOptions.catalogVectors = new URL(rest.catalogVectors, location.href).href;
   const listeners = new Map<EngineEventName, Set<(payload: never) => void>>();
   if (onProgress) listeners.set('progress', new Set([onProgress as (payload: never) => void]));
+  if (onError) listeners.set('error', new Set([onError as (payload: never) => void]));
   let disposed = false;
   let usedGiven = false;
 

@@ -115,6 +115,13 @@ export interface EngineOptions {
    * shop serves those files elsewhere.
    */
   assetsBaseUrl?: string;
+  /**
+   * URL of the catalog's vectors made ahead of time (`npx atomem-vectors --catalog … --out …`,
+   * with the same embedder). Items whose vector is in it (same embedder, same text) are not
+   * embedded on the device; the rest are. A missing or mismatched file is an `error` event
+   * (`CatalogVectorsError`), never fatal. Fetched only when some item is not cached yet.
+   */
+  catalogVectors?: string;
   /** Optional language models (none by default: rules reasoner). */
   llm?: LlmOptions;
   /** The shared community index (none by default: nothing leaves the device). */

@@ -1,0 +1,328 @@
+#!/usr/bin/env node
+/**
+ * `atomem-vectors`: embed a shop's catalog ahead of time, in Node, into a catalog vector file
+ * (format v1, `src/protocol/catalog-vectors-v1.ts`) that the browser engine loads through its
+ * `catalogVectors` option instead of embedding every product on the shopper's device.
+ *
+ *   atomem-vectors --catalog products.json --out public/catalog-vectors.bin
+ *                  [--embedder use-lite|hashing] [--dim 256] [--batch 256] [--no-progress]
+ *
+ * The catalog is a JSON array of items, `{ "items": [...] }`, or JSON Lines (`.jsonl`/`.ndjson`,
+ * one item per line). Items are `{ id, title, categories?, description? }`; other fields (price,
+ * stock, …) are ignored and do not affect the vectors. The embedder must be the one the shop's
+ * browsers run (same `embedder` option), else the engine ignores the file.
+ *
+ * One summary line on stdout, progress and errors on stderr. The file is written to a temporary
+ * name next to `--out` and renamed, so a failed run never leaves a partial file.
+ * Exit codes: 0 ok, 2 bad usage or bad input, 1 anything else (e.g. the model failed to load).
+ */
+import { randomBytes } from 'node:crypto';
+import { realpathSync, statSync } from 'node:fs';
+import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { basename, dirname, extname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import cliProgress from 'cli-progress';
+import type { Item } from '../core/types.js';
+import { encodeCatalogVectors } from '../protocol/catalog-vectors-v1.js';
+import { itemText } from './cache.js';
+import { createHashingEmbedder } from './hashing.js';
+import type { Embedder } from './types.js';
+
+/** Embedders the browser engine can run without extra options, and so this command supports. */
+export const VECTOR_EMBEDDERS = ['use-lite', 'hashing'] as const;
+export type VectorEmbedderKind = (typeof VECTOR_EMBEDDERS)[number];
+
+/**
+ * Buckets of the browser engine's `hashing` embedder when its spec gives no `dim`
+ * (`src/worker/embedders.ts`); a test keeps the two equal, so the ids match.
+ */
+export const BROWSER_HASHING_DIM = 256;
+
+/** Items per `embed()` call: the browser engine's catalog warm-up batch (`ItemVectors.warm`). */
+export const DEFAULT_BATCH = 256;
+
+/** Largest dimension the file format accepts. */
+const MAX_DIM = 65536;
+
+/** A usage or input problem: exit code 2, message printed as is. */
+export class VectorsUsageError extends Error {
+  override name = 'VectorsUsageError';
+}
+
+/** Where the command writes; defaults to the process streams. */
+export interface VectorsCliIo {
+  stdout?: { write(s: string): unknown };
+  stderr?: { write(s: string): unknown };
+}
+
+interface CliOptions {
+  catalog: string;
+  out: string;
+  embedder: VectorEmbedderKind;
+  dim?: number;
+  batch: number;
+  progress: boolean;
+}
+
+function positiveInt(name: string, min: number, max = Number.MAX_SAFE_INTEGER): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (!/^[0-9]+$/.test(v.trim()) || !Number.isInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`${name} must be an integer in ${min}..${max}`);
+    }
+    return n;
+  };
+}
+
+function program(io: Required<VectorsCliIo>): Command {
+  return new Command()
+    .name('atomem-vectors')
+    .description("Embed a catalog ahead of time into a vector file for the browser engine's `catalogVectors` option.")
+    .requiredOption('--catalog <file>', 'catalog: JSON array of items, { "items": [...] }, or JSON Lines (.jsonl)')
+    .requiredOption('--out <file>', 'vector file to write (e.g. public/catalog-vectors.bin); replaced atomically')
+    .addOption(new Option('--embedder <kind>', "embedder; must be the shop's browser embedder").choices([...VECTOR_EMBEDDERS]).default('use-lite'))
+    .option('--dim <n>', `buckets of --embedder hashing (default ${BROWSER_HASHING_DIM}, the browser engine's)`, positiveInt('--dim', 2, MAX_DIM))
+    .option('--batch <n>', "items per embedder call (the browser engine's catalog batch)", positiveInt('--batch', 1), DEFAULT_BATCH)
+    .option('--no-progress', 'no progress bar on stderr')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
+}
+
+/** Where `value` sits, for error messages: `item 3 ("sku-9")` or `item 3`. */
+function where(index: number, value: unknown, line?: number): string {
+  const id = value && typeof value === 'object' && typeof (value as { id?: unknown }).id === 'string' && (value as { id: string }).id ? ` ("${(value as { id: string }).id}")` : '';
+  return `${line === undefined ? '' : `line ${line}: `}item ${index}${id}`;
+}
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'string') return v === '' ? 'an empty string' : 'a string';
+  return typeof v === 'object' ? 'an object' : typeof v;
+}
+
+/**
+ * Parse catalog text: a JSON array of items, `{ items: [...] }`, or (when `jsonLines`) one JSON
+ * item per non-blank line. Returns the raw values and, for JSON Lines, the line of each.
+ */
+export function parseCatalogText(text: string, source: string, jsonLines: boolean): { values: unknown[]; lines?: number[] } {
+  const body = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text; // why: editors on Windows add a BOM
+  if (jsonLines) {
+    const values: unknown[] = [];
+    const lines: number[] = [];
+    body.split(/\r?\n/).forEach((raw, i) => {
+      if (raw.trim() === '') return;
+      try {
+        values.push(JSON.parse(raw));
+      } catch (e) {
+        throw new VectorsUsageError(`${source}: line ${i + 1} is not valid JSON (${(e as Error).message})`);
+      }
+      lines.push(i + 1);
+    });
+    return { values, lines };
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch (e) {
+    throw new VectorsUsageError(`${source} is not valid JSON (${(e as Error).message}); for one item per line, name it .jsonl`);
+  }
+  if (Array.isArray(parsed)) return { values: parsed };
+  if (parsed && typeof parsed === 'object' && Array.isArray((parsed as { items?: unknown }).items)) return { values: (parsed as { items: unknown[] }).items };
+  throw new VectorsUsageError(`${source}: expected a JSON array of items or an object { "items": [...] }, got ${describe(parsed)}${parsed && typeof parsed === 'object' ? ' without an "items" array' : ''}`);
+}
+
+/**
+ * Check catalog items: an object each, `id` a non-empty string and unique, `title` a string,
+ * `categories` an array of strings and `description` a string when present. Returns the items
+ * reduced to the fields that are embedded (extra fields cannot change the vectors anyway).
+ */
+export function validateCatalogItems(values: readonly unknown[], source: string, lines?: readonly number[]): Item[] {
+  if (values.length === 0) throw new VectorsUsageError(`${source}: the catalog has no items`);
+  const firstSeen = new Map<string, number>();
+  return values.map((v, i) => {
+    const at = `${source}: ${where(i, v, lines?.[i])}`;
+    if (!v || typeof v !== 'object' || Array.isArray(v)) throw new VectorsUsageError(`${at} is ${describe(v)}, expected an object { id, title, categories?, description? }`);
+    const o = v as Record<string, unknown>;
+    if (typeof o.id !== 'string' || o.id === '') throw new VectorsUsageError(`${at}: "id" is ${o.id === undefined ? 'missing' : describe(o.id)}, expected a non-empty string`);
+    const prev = firstSeen.get(o.id);
+    if (prev !== undefined) throw new VectorsUsageError(`${at}: id "${o.id}" already used by item ${prev}${lines ? ` (line ${lines[prev]})` : ''}; ids must be unique`);
+    firstSeen.set(o.id, i);
+    if (typeof o.title !== 'string') throw new VectorsUsageError(`${at}: "title" is ${o.title === undefined ? 'missing' : describe(o.title)}, expected a string`);
+    const item: Item = { id: o.id, title: o.title };
+    if (o.categories !== undefined) {
+      if (!Array.isArray(o.categories)) throw new VectorsUsageError(`${at}: "categories" is ${describe(o.categories)}, expected an array of strings`);
+      const bad = o.categories.findIndex((c) => typeof c !== 'string');
+      if (bad >= 0) throw new VectorsUsageError(`${at}: categories[${bad}] is ${describe(o.categories[bad])}, expected a string`);
+      item.categories = o.categories as string[];
+    }
+    if (o.description !== undefined) {
+      if (typeof o.description !== 'string') throw new VectorsUsageError(`${at}: "description" is ${describe(o.description)}, expected a string`);
+      item.description = o.description;
+    }
+    return item;
+  });
+}
+
+/** Read and validate a catalog file (`.jsonl`/`.ndjson` as JSON Lines, anything else as JSON). */
+export async function readCatalog(path: string): Promise<Item[]> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : (e as Error).message;
+    throw new VectorsUsageError(`cannot read --catalog ${path}: ${why}`);
+  }
+  const ext = extname(path).toLowerCase();
+  const { values, lines } = parseCatalogText(text, path, ext === '.jsonl' || ext === '.ndjson');
+  return validateCatalogItems(values, path, lines);
+}
+
+/** Fail early (before loading a model) if `--out` cannot be written where it points. */
+function checkOut(out: string, catalog: string): void {
+  const dir = dirname(out);
+  let st;
+  try {
+    st = statSync(dir);
+  } catch {
+    throw new VectorsUsageError(`--out ${out}: directory ${dir} does not exist (create it first)`);
+  }
+  if (!st.isDirectory()) throw new VectorsUsageError(`--out ${out}: ${dir} is not a directory`);
+  try {
+    if (statSync(out).isDirectory()) throw new VectorsUsageError(`--out ${out} is a directory; give a file name, e.g. ${join(out, 'catalog-vectors.bin')}`);
+  } catch (e) {
+    if (e instanceof VectorsUsageError) throw e;
+  }
+  if (resolve(out) === resolve(catalog)) throw new VectorsUsageError(`--out ${out} is the catalog itself`);
+}
+
+/** Build the embedder exactly as the browser engine would (same id, same dim). */
+export async function buildNodeEmbedder(kind: VectorEmbedderKind, dim?: number): Promise<Embedder> {
+  if (kind === 'hashing') return createHashingEmbedder({ dim: dim ?? BROWSER_HASHING_DIM });
+  if (dim !== undefined) throw new VectorsUsageError(`--dim applies to --embedder hashing only (use-lite is always 512-d)`);
+  // why: lazy, so `--embedder hashing` (and usage errors) never load tfjs.
+  const { createUseLiteEmbedder } = await import('./use-lite.js');
+  return createUseLiteEmbedder();
+}
+
+/** Embed `items` in calls of `batch`, checking every vector; `onBatch(done)` after each call. */
+async function embedAll(embedder: Embedder, items: readonly Item[], batch: number, onBatch: (done: number) => void): Promise<Float32Array[]> {
+  const vectors: Float32Array[] = [];
+  for (let start = 0; start < items.length; start += batch) {
+    const slice = items.slice(start, start + batch);
+    let out;
+    try {
+      out = await embedder.embed(slice.map((it) => itemText(it)));
+    } catch (e) {
+      // why: embedders name texts[i] of the call; name the item instead.
+      const msg = (e as Error).message ?? String(e);
+      const m = /texts\[(\d+)\]/.exec(msg);
+      const item = m ? slice[Number(m[1])] : undefined;
+      throw new Error(`embedding ${item ? `item "${item.id}"` : `items ${start}..${start + slice.length - 1}`} failed: ${msg}`, { cause: e });
+    }
+    if (out.length !== slice.length) throw new Error(`${embedder.id} returned ${out.length} vectors for ${slice.length} texts`);
+    out.forEach((e, i) => {
+      const v = e.vector;
+      if (v.length !== embedder.dim) throw new Error(`${embedder.id} returned a ${v.length}-d vector for item "${slice[i].id}", expected ${embedder.dim}`);
+      if (!v.every(Number.isFinite)) throw new Error(`${embedder.id} returned a non-finite vector for item "${slice[i].id}"`);
+      vectors.push(v);
+    });
+    onBatch(vectors.length);
+  }
+  return vectors;
+}
+
+/** Write `bytes` to a temporary file next to `path`, then rename it over `path`. */
+async function writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  try {
+    await writeFile(tmp, bytes, { flag: 'wx' });
+    await rename(tmp, path);
+  } catch (e) {
+    await rm(tmp, { force: true }).catch(() => undefined);
+    throw new Error(`cannot write --out ${path}: ${(e as Error).message}`, { cause: e });
+  }
+}
+
+const BAR_FORMAT = 'embedding |{bar}| {value}/{total} items {percentage}% {duration_formatted} (eta {eta_formatted})';
+
+/**
+ * Run the command on `argv` (arguments only, without `node` and the script) and return the exit
+ * code: 0 ok, 2 bad usage or input, 1 other failures. Never exits the process.
+ */
+export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = {}): Promise<number> {
+  const out = { stdout: io.stdout ?? process.stdout, stderr: io.stderr ?? process.stderr };
+  const cmd = program(out);
+  try {
+    cmd.parse([...argv], { from: 'user' });
+  } catch (e) {
+    if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
+    throw e;
+  }
+  const o = cmd.opts<CliOptions>();
+  let bar: cliProgress.SingleBar | undefined;
+  let embedder: Embedder | undefined;
+  try {
+    if (o.dim !== undefined && o.embedder !== 'hashing') throw new VectorsUsageError(`--dim applies to --embedder hashing only (use-lite is always 512-d)`);
+    checkOut(o.out, o.catalog);
+    const items = await readCatalog(o.catalog);
+    const t0 = performance.now();
+    embedder = await buildNodeEmbedder(o.embedder, o.dim);
+    const t1 = performance.now();
+    if (o.progress) {
+      bar = new cliProgress.SingleBar(
+        { format: BAR_FORMAT, stream: out.stderr as NodeJS.WritableStream, hideCursor: true, clearOnComplete: false, noTTYOutput: true, notTTYSchedule: 10_000 },
+        cliProgress.Presets.shades_classic,
+      );
+      bar.start(items.length, 0);
+    }
+    const vectors = await embedAll(embedder, items, o.batch, (done) => bar?.update(done));
+    bar?.stop();
+    bar = undefined;
+    const bytes = encodeCatalogVectors({ id: embedder.id, dim: embedder.dim }, items, vectors);
+    await writeAtomic(o.out, bytes);
+    const t2 = performance.now();
+    const rate = items.length / Math.max((t2 - t1) / 1000, 1e-6); // embedding only, without the model load
+    out.stdout.write(
+      `atomem-vectors: wrote ${o.out}: ${items.length} items, embedder ${embedder.id}, dim ${embedder.dim}, ${bytes.byteLength} bytes, ` +
+        `${((t2 - t0) / 1000).toFixed(2)} s (model load ${((t1 - t0) / 1000).toFixed(2)} s), ${rate.toFixed(0)} items/s\n`,
+    );
+    return 0;
+  } catch (e) {
+    bar?.stop();
+    if (e instanceof VectorsUsageError) {
+      out.stderr.write(`atomem-vectors: error: ${e.message}\n`);
+      return 2;
+    }
+    out.stderr.write(`atomem-vectors: error: ${e instanceof Error ? (process.env.DEBUG ? e.stack : e.message) : String(e)}\n`);
+    return 1;
+  } finally {
+    await embedder?.dispose?.();
+  }
+}
+
+/** True when this module is the process's entry (`node dist/…/vectors-cli.js`, `tsx src/…`, or the npm bin symlink). */
+function isMain(): boolean {
+  const entry = process.argv[1];
+  if (!entry) return false;
+  try {
+    // why: npm's bin is a symlink (node_modules/.bin/atomem-vectors); Node resolves it for import.meta.url.
+    return import.meta.url === pathToFileURL(realpathSync(resolve(entry))).href;
+  } catch {
+    return false;
+  }
+}
+
+if (isMain()) {
+  runVectorsCli(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (e: unknown) => {
+      process.stderr.write(`atomem-vectors: error: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}
