@@ -21,6 +21,8 @@ type OperationCosts = LlmCosts['total'];
 /** What demo/server.ts answers at `/demo-config.json` (from its environment variables). */
 interface DemoConfig {
   llm: LlmOptions | null;
+  /** The catalog's vectors, embedded by the server at start (a same-origin path). */
+  catalogVectors?: string;
 }
 
 /** URL of the built library entry (served by demo/server.ts). A variable so Vite leaves it alone. */
@@ -594,7 +596,7 @@ async function loadDemoConfig(): Promise<DemoConfig> {
     const c = (await r.json()) as Partial<DemoConfig>;
     const llm = c.llm && typeof c.llm === 'object' ? { ...c.llm } : null;
     if (llm?.wllama) llm.wllama = { ...llm.wllama, model: new URL(llm.wllama.model, location.href).href };
-    return { llm };
+    return { llm, ...(typeof c.catalogVectors === 'string' ? { catalogVectors: c.catalogVectors } : {}) };
   } catch {
     return { llm: null };
   }
@@ -618,6 +620,8 @@ async function start(): Promise<void> {
     index: { url: location.origin, privacy, syncEvery: 3 },
     assetsBaseUrl: new URL('/dist/assets/', location.href).href,
     ...(demoConfig.llm ? { llm: demoConfig.llm } : {}),
+    // the catalog embedded by the server at start: this browser embeds nothing on a first visit
+    ...(demoConfig.catalogVectors ? { catalogVectors: demoConfig.catalogVectors } : {}),
     onProgress: (p) => {
       renderProgress(p);
       renderStatus(undefined);

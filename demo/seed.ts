@@ -26,6 +26,8 @@ export interface SeedOptions {
   catalog: readonly Product[];
   /** The embedder (USE-lite, not centred, in the demo). */
   embedder: Embedder;
+  /** The catalog's vectors, if already embedded (with `embedder`). */
+  items?: ItemVectors;
   /** Number of shoppers. Default 80. */
   shoppers?: number;
   /** Seed of the personas and their browsing. Default 7. */
@@ -75,7 +77,7 @@ export function browse(persona: Persona, catalog: readonly Product[], rnd: () =>
 export async function seedPopulation(options: SeedOptions): Promise<{ shoppers: number; events: number; memories: number }> {
   const { url, catalog, embedder, shoppers = 80, seed = 7, privacy = 'items', onProgress } = options;
   const rnd = seededRandom(seed);
-  const items = new ItemVectors(embedder, toItems(catalog));
+  const items = options.items ?? new ItemVectors(embedder, toItems(catalog));
   let events = 0;
   let memories = 0;
   const start = Date.now() - 14 * 24 * 3600_000;

@@ -6,7 +6,9 @@
  *   model files, tfjs wasm): the page imports `/dist/index.js` exactly as a shop would.
  *
  * At the first start it fills the index with a simulated population of shoppers (see
- * demo/seed.ts) so communities exist from the first click; later starts reuse the data folder.
+ * demo/seed.ts) so communities exist from the first click, and embeds the catalog ahead of time
+ * into `catalog-vectors.bin` (served at `/catalog-vectors.bin`, the page's `catalogVectors`) so
+ * a visitor's browser does not embed 300 products; later starts reuse the data folder.
  *
  *   PORT (default 5173; 0 = any free port) · HOST (default 127.0.0.1) · ATOMEM_DATA (data folder)
  *   DEMO_SHOPPERS (simulated shoppers at the first start, default 80)
@@ -22,14 +24,15 @@
  *
  * Prints `atomem demo ready at http://HOST:PORT` on stdout when ready; progress goes to stderr.
  */
-import { createReadStream, existsSync, mkdirSync, statSync } from 'node:fs';
+import { createReadStream, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { createIndexService } from '../src/server/service.js';
-import { createUseLiteEmbedder, tauFor, USE_LITE_ID } from '../src/engine.js';
+import { createUseLiteEmbedder, ItemVectors, tauFor, USE_LITE_ID, type Embedder, type Item } from '../src/engine.js';
+import { decodeCatalogVectors, encodeCatalogVectors, itemTextHash } from '../src/protocol/catalog-vectors-v1.js';
 import type { LlmOptions } from '../src/worker/protocol.js';
-import { generateCatalog } from './catalog.js';
+import { generateCatalog, toItems } from './catalog.js';
 import { seedPopulation } from './seed.js';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
@@ -74,6 +77,21 @@ export function fileFor(pathname: string): string | undefined {
 export interface DemoConfig {
   /** Passed as `createAtomem({ llm })`; null: no model, the rules reasoner. */
   llm: LlmOptions | null;
+  /** Passed as `createAtomem({ catalogVectors })`: the catalog embedded by this server at start. */
+  catalogVectors?: string;
+}
+
+/** Where the page fetches the catalog's precomputed vectors. */
+const VECTORS_ROUTE = '/catalog-vectors.bin';
+
+/** True when `file` holds USE-lite vectors of exactly these items with their current text. */
+function vectorsFresh(file: string, items: readonly Item[]): boolean {
+  try {
+    const { header, vectors } = decodeCatalogVectors(readFileSync(file));
+    return header.embedder === USE_LITE_ID && vectors.size === items.length && items.every((it) => vectors.get(it.id)?.hash === itemTextHash(it));
+  } catch {
+    return false;
+  }
 }
 
 /** The language model the person running the demo configured (environment variables). */
@@ -195,7 +213,12 @@ async function main(): Promise<void> {
         .send(createReadStream(file));
     };
     // the page's configuration: which language model to load, if any (never cached: env may change between starts)
-    scope.get('/demo-config.json', async (_req, reply) => reply.header('cache-control', 'no-store').send(model.config));
+    scope.get('/demo-config.json', async (_req, reply) => reply.header('cache-control', 'no-store').send({ ...model.config, catalogVectors: VECTORS_ROUTE } satisfies DemoConfig));
+    scope.get(VECTORS_ROUTE, async (_req, reply) => {
+      const file = join(dataDir, 'catalog-vectors.bin');
+      if (!existsSync(file)) return reply.code(404).type('text/plain; charset=utf-8').send('not made yet');
+      return reply.type('application/octet-stream').header('content-length', String(statSync(file).size)).header('cache-control', 'no-cache').send(createReadStream(file));
+    });
     // the configured GGUF, streamed from where it lies (HEAD answers its size too: wllama checks it)
     scope.route<{ Params: { name: string } }>({
       method: ['GET', 'HEAD'],
@@ -236,20 +259,42 @@ async function main(): Promise<void> {
 
   const base = await service.listen({ port, host });
   await service.ready;
+  const catalog = generateCatalog();
+  let embedder: Embedder | undefined;
+  const loadEmbedder = async (): Promise<Embedder> => {
+    if (!embedder) {
+      log('atomem demo: loading USE-lite (offline, from node_modules) …');
+      embedder = await createUseLiteEmbedder();
+    }
+    return embedder;
+  };
+  // The catalog embedded once here, so a visitor's browser skips it (catalogVectors); the same
+  // vectors serve the simulated shoppers below.
+  const vectorsFile = join(dataDir, 'catalog-vectors.bin');
+  let items: ItemVectors | undefined;
+  if (!vectorsFresh(vectorsFile, toItems(catalog))) {
+    const t0 = Date.now();
+    items = new ItemVectors(await loadEmbedder(), toItems(catalog));
+    await items.warm();
+    const all = toItems(catalog);
+    const tmp = `${vectorsFile}.${process.pid}.tmp`;
+    writeFileSync(tmp, encodeCatalogVectors(items.embedder, all, all.map((it) => items!.raw(it.id)!)));
+    renameSync(tmp, vectorsFile);
+    log(`atomem demo: embedded ${all.length} products for the browsers (${VECTORS_ROUTE}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  }
   const health = (await (await fetch(`${base}/v1/health`)).json()) as { memories: number; communities: number };
   if (health.memories > 0) {
     log(`atomem demo: the index already holds ${health.memories} memories in ${health.communities} communities; not re-seeding`);
   } else if (shoppers > 0) {
     const t0 = Date.now();
-    log('atomem demo: loading USE-lite (offline, from node_modules) …');
-    const embedder = await createUseLiteEmbedder();
-    const catalog = generateCatalog();
+    const seedEmbedder = await loadEmbedder();
     log(`atomem demo: simulating ${shoppers} shoppers over ${catalog.length} products …`);
     const width = 30;
     const r = await seedPopulation({
       url: base,
       catalog,
-      embedder,
+      embedder: seedEmbedder,
+      items,
       shoppers,
       onProgress: (done, total) => {
         const bar = '█'.repeat(Math.round((done / total) * width)).padEnd(width, '░');

@@ -203,7 +203,7 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
     expect(demo.stderr()).toContain('60 calls per 20 events');
     expect(demo.stderr()).not.toContain(API_KEY);
     const config = await (await fetch(`${demo.base}/demo-config.json`)).json();
-    expect(config).toEqual({ llm: { openai: { baseUrl: modelUrl, model: MODEL_NAME, apiKey: API_KEY }, budget: { maxCalls: 60, perEvents: 20 } } });
+    expect(config).toEqual({ llm: { openai: { baseUrl: modelUrl, model: MODEL_NAME, apiKey: API_KEY }, budget: { maxCalls: 60, perEvents: 20 } }, catalogVectors: '/catalog-vectors.bin' });
     expect((await fetch(`${demo.base}/models/anything.gguf`)).status).toBe(404); // no GGUF configured
   });
 
@@ -290,7 +290,7 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
 
   it('without a model the section says the rules reasoner is in use and how to configure one', async () => {
     const other = await newContext();
-    await other.page.route('**/demo-config.json', (r) => r.fulfill({ json: { llm: null } }));
+    await other.page.route('**/demo-config.json', (r) => r.fulfill({ json: { llm: null, catalogVectors: '/catalog-vectors.bin' } }));
     await other.page.goto(`${demo.base}/`);
     await other.page.waitForSelector('body[data-ready="true"]', { timeout: 60_000 });
     const text = await other.page.locator('#llm').innerText();
@@ -330,7 +330,7 @@ describe.skipIf(!existsSync(GGUF))('the demo with a GGUF served by the demo serv
     expect(Number(get.headers.get('content-length'))).toBe(size);
     expect((await get.arrayBuffer()).byteLength).toBe(size);
     expect((await fetch(`${demo.base}/models/..%2Fpackage.json`)).status).toBe(404);
-    expect(await (await fetch(`${demo.base}/demo-config.json`)).json()).toEqual({ llm: { wllama: { model: '/models/stories260K.gguf' }, budget: { maxCalls: 40, perEvents: 20 } } });
+    expect(await (await fetch(`${demo.base}/demo-config.json`)).json()).toEqual({ llm: { wllama: { model: '/models/stories260K.gguf' }, budget: { maxCalls: 40, perEvents: 20 } }, catalogVectors: '/catalog-vectors.bin' });
     expect(demo.stderr()).toContain(`wllama (WASM) ${GGUF}`);
   });
 

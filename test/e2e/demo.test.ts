@@ -110,6 +110,11 @@ describe('the demo shop in headless Chromium', () => {
     expect(seen).toContain(`${base}/dist/index.js`);
     expect(seen.some((u) => /\/dist\/assets\/worker-[\w-]+\.js$/.test(u))).toBe(true);
     expect(seen).toContain(`${base}/dist/assets/use-lite/model.json`);
+    // the server embedded the catalog at start: this first visit fetched its vectors and embedded no product
+    expect(seen).toContain(`${base}/catalog-vectors.bin`);
+    const status = await page.locator('#status').innerText();
+    expect(status).toMatch(/catalog ready/);
+    expect(status).not.toMatch(/catalog ready \d+\/\d+ items/);
     expect(offsite).toEqual([]);
   }, 180_000);
 
