@@ -122,6 +122,13 @@ export interface BenchApi {
   comlinkRoundTrip(o: { samples: number; block: number; warmup: number }): Promise<number[]>;
   /** Cold then warm start (createAtomem → first recommendation); keeps the warm instance for {@link BenchApi.track}. */
   start(o: { embedder: 'hashing' | 'use-lite'; profile: string; assetsBaseUrl: string; catalog: number }): Promise<StartResult>;
+  /** The first `catalog` products embedded with USE-lite into a catalog vector file (base64), as a shop would ship it. */
+  makeCatalogVectors(o: { assetsBaseUrl: string; catalog: number }): Promise<string>;
+  /**
+   * First visit with the shop's catalog vectors at `url` (`catalogVectors`): createAtomem → first
+   * recommendation, and how many products the engine still embedded (0 expected).
+   */
+  startWithVectors(o: { profile: string; assetsBaseUrl: string; catalog: number; url: string }): Promise<{ coldMs: number; embedderMs: number | null; embedded: number }>;
   /** `await atomem.track()` round trips on the instance kept by {@link BenchApi.start} or {@link BenchApi.open}. */
   track(o: { events: number; warmup: number }): Promise<number[]>;
   /**
@@ -337,25 +344,56 @@ function answerOnce(w: Worker): Promise<void> {
   });
 }
 
-async function timedStart(embedder: EmbedderSpec, profile: string, assetsBaseUrl: string): Promise<{ ms: number; embedderMs: number | null; atomem: Atomem }> {
+async function timedStart(
+  embedder: EmbedderSpec,
+  profile: string,
+  assetsBaseUrl: string,
+  catalogVectors?: string,
+): Promise<{ ms: number; embedderMs: number | null; embedded: number; atomem: Atomem }> {
   profiles.push(profile);
   const candidates = candidateIds();
   let embedderMs: number | null = null;
+  let embedded = -1;
+  const errors: string[] = [];
   const t0 = performance.now();
   const atomem = await createAtomem({
     profile,
     catalog,
     embedder,
     assetsBaseUrl,
+    catalogVectors,
+    onError: (e) => errors.push(`${e.name}: ${e.message}`),
     onProgress: (p) => {
       if (p.stage === 'embedder' && p.phase === 'ready') embedderMs ??= performance.now() - t0;
+      if (p.stage === 'catalog' && p.unit === 'items') embedded = p.total;
     },
   });
   open.push(atomem);
   const ranked = await atomem.recommend(candidates);
   const ms = performance.now() - t0;
   if (ranked.length !== candidates.length) throw new Error(`recommend returned ${ranked.length} of ${candidates.length} candidates`);
-  return { ms, embedderMs, atomem };
+  if (errors.length) throw new Error(`the engine reported: ${errors.join('; ')}`);
+  return { ms, embedderMs, embedded, atomem };
+}
+
+/** The catalog's USE-lite vectors as a shop would ship them (the bytes, base64, for the bench to serve). */
+async function catalogVectorFile(assetsBaseUrl: string): Promise<string> {
+  const [{ createUseLiteEmbedder }, { fetchAssetSource }, { itemText }, { encodeCatalogVectors }] = await Promise.all([
+    import('../../src/embed/use-lite.js'),
+    import('../../src/embed/use-lite-browser.js'),
+    import('../../src/embed/cache.js'),
+    import('../../src/protocol/catalog-vectors-v1.js'),
+  ]);
+  const use = await createUseLiteEmbedder({ assets: fetchAssetSource(`${assetsBaseUrl}use-lite`), wasmPaths: `${assetsBaseUrl}tfjs-wasm/` });
+  try {
+    const vectors = (await use.embed(catalog.map((it) => itemText(it)))).map((e) => e.vector);
+    const bytes = encodeCatalogVectors(use, catalog, vectors);
+    let bin = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    return btoa(bin);
+  } finally {
+    await use.dispose?.();
+  }
 }
 
 function memoryState(n: number, createState: () => MemoryState): MemoryState {
@@ -442,6 +480,18 @@ const api: BenchApi = {
       embedder: `${status.embedder.kind}/${status.embedder.device}/${status.embedder.dim}`, llm: status.llm.mode,
       catalog: catalog.length,
     };
+  },
+
+  async makeCatalogVectors({ assetsBaseUrl, catalog: size }) {
+    catalog = products.slice(0, size);
+    return catalogVectorFile(assetsBaseUrl);
+  },
+
+  async startWithVectors({ profile, assetsBaseUrl, catalog: size, url }) {
+    catalog = products.slice(0, size);
+    const cold = await timedStart('use-lite', `${profile}-vectors`, assetsBaseUrl, url);
+    cold.atomem.dispose();
+    return { coldMs: cold.ms, embedderMs: cold.embedderMs, embedded: cold.embedded };
   },
 
   async track({ events, warmup }) {

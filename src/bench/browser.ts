@@ -5,6 +5,9 @@
  * 1. worker start → first recommendation (rules mode), `hashing` and `use-lite`, cold (first
  *    createAtomem in a fresh browser context) and warm (a second one in the same page) —
  *    baseline: an empty module worker answering one postMessage, cold and warm alike;
+ *    and `use-lite` cold again on a first visit with the shop's precomputed catalog vectors
+ *    (`catalogVectors`, made once in the page before the clock starts and served by Vite) —
+ *    baseline: the use-lite cold start without them;
  * 2. `await atomem.track()` round trip p50/p95 — baseline: a bare Comlink round trip;
  * 3. `MemoryStore.load()` of 1,000 atomic memories (512-d) from IndexedDB — baseline:
  *    `structuredClone` of the same state (JSON.parse of it as JSON is shown beside);
@@ -57,6 +60,10 @@ const CALL_TIMEOUT_MS = 300_000;
 /** The toy GGUF of the language-model rows: read where it lies (outside the repo), never copied. */
 const MODEL_PATH = join(ROOT, '../shared/models/stories260K/stories260K.gguf');
 const MODEL_ROUTE = '/bench-models/stories260K.gguf';
+/** Where the page fetches the catalog vectors made in the warm-up (as a shop would host them). */
+const VECTORS_ROUTE = '/bench-vectors/catalog.bin';
+/** The catalog vector file, once made (see {@link benchModels}). */
+let vectorBytes: Buffer | undefined;
 /** Language-model rows: see the header comment. */
 const LLM = {
   trackEvents: 40,
@@ -147,6 +154,14 @@ function benchModels(): Plugin {
         res.setHeader('ETag', `"${size}-${Math.round(mtimeMs)}"`);
         res.setHeader('Cache-Control', 'no-cache');
         res.end(req.method === 'HEAD' ? undefined : readFileSync(MODEL_PATH));
+      });
+      server.middlewares.use(VECTORS_ROUTE, (req, res, next) => {
+        if (req.method !== 'GET' || !vectorBytes) return next();
+        res.statusCode = 200;
+        res.setHeader('Content-Type', 'application/octet-stream');
+        res.setHeader('Content-Length', String(vectorBytes.length));
+        res.setHeader('Cache-Control', 'no-cache');
+        res.end(vectorBytes);
       });
     },
   };
@@ -299,7 +314,32 @@ async function main(): Promise<void> {
     };
     const expected = { hashing: 'hashing/cpu/256', 'use-lite': 'use-lite/wasm/512' };
 
+    // The catalog's vectors as a shop would ship them (made once, untimed, then served by Vite).
+    {
+      const { context, page } = await freshPage(browser, base);
+      try {
+        vectorBytes = Buffer.from(await call(page, 'makeCatalogVectors', { assetsBaseUrl, catalog: opts.catalog }), 'base64');
+        await call(page, 'cleanup');
+        log(`catalog vectors for ${opts.catalog} products: ${(vectorBytes.length / 1024).toFixed(0)} KiB at ${VECTORS_ROUTE}`);
+      } finally {
+        await context.close();
+      }
+    }
+    const withVectors: number[] = [];
+
     for (let r = 0; r < runs; r++) {
+      {
+        const { context, page } = await freshPage(browser, base);
+        try {
+          const v = await call(page, 'startWithVectors', { profile: `bench-${runId}-r${r}-vectors`, assetsBaseUrl, catalog: opts.catalog, url: `${base}${VECTORS_ROUTE}` });
+          if (v.embedded !== 0) throw new Error(`with catalog vectors the engine still embedded ${v.embedded} products`);
+          withVectors.push(v.coldMs);
+          await call(page, 'cleanup');
+          log(`run ${r + 1}/${runs}: use-lite start cold with catalog vectors ${fmtMs(v.coldMs)}`);
+        } finally {
+          await context.close();
+        }
+      }
       {
         const { context, page } = await freshPage(browser, base);
         try {
@@ -420,6 +460,13 @@ async function main(): Promise<void> {
       add(`worker start → first recommendation, ${label}, warm (2nd createAtomem in the page)`, st.warm, 'ms', warmBase, pct(emptyWarm, 50));
       if (st.warmModel.length) add(`… of which: ${embedder} embedder ready in the worker, warm`, st.warmModel, 'ms', warmBase, pct(emptyWarm, 50));
     }
+    add(
+      `worker start → first recommendation, use-lite (default), cold, with the shop's catalog vectors (\`catalogVectors\`, ${(vectorBytes!.length / 1024).toFixed(0)} KiB; 0 products embedded on the device)`,
+      withVectors,
+      'ms',
+      'the same cold start without catalog vectors (its row above)',
+      pct(starts['use-lite'].cold, 50),
+    );
     for (const embedder of ['hashing', 'use-lite'] as const) {
       add(`track() round trip, ${embedder} (durable in IndexedDB, ${starts[embedder].track.length / runs} events/run)`, starts[embedder].track, 'ms', 'bare Comlink round trip (p50 of 10-call means)', pct(comlink, 50));
     }
