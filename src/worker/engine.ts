@@ -18,10 +18,10 @@ import { LlmReasoner } from '../reason/llm.js';
 import { llmPlanner } from '../reason/planner.js';
 import type { LanguageModel, LoadProgress } from '../models/types.js';
 import { MemoryStore, StorageQuotaError } from '../store/index.js';
+import { warmCatalog } from './catalog.js';
 import { buildEmbedder, type BuiltEmbedder } from './embedders.js';
 import { HttpIndex } from '../sync/http-index.js';
 import { OutboxIndex, SyncClient } from '../sync/outbox.js';
-import { CatalogVectorsError, decodeCatalogVectors, itemTextHash } from '../protocol/catalog-vectors-v1.js';
 
 import type { ExportFile } from '../store/file.js';
 import { serializeError } from './errors.js';
@@ -138,7 +138,7 @@ export class Engine implements EngineApi {
       const items = new ItemVectors(embedder.embedder, options.catalog);
       const store = await MemoryStore.open({ profile: options.profile });
       try {
-        await this.warmCatalog(store, items, progress, options.catalogVectors);
+        await warmCatalog({ store, items, progress, fileUrl: options.catalogVectors, write: (fn) => this.write(fn), onError: (e) => this.emit('error', serializeError(e)) });
         const state = await store.load();
         await this.closeSession();
         const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null, reasoner: null, idleTimer: null }, sync: null };
@@ -337,87 +337,6 @@ export class Engine implements EngineApi {
         (e) => this.emit('error', serializeError(e)),
       );
     }, 0);
-  }
-
-  /**
-   * Embed the catalog, reusing vectors cached in IndexedDB by a previous visit (keyed by
-   * embedder id, item id and a hash of the item's text, so an edited product is re-embedded).
-   * A cold start embeds everything once; a warm start embeds only new or changed items.
-   */
-  /**
-   * Item vectors for the whole catalog before the first answer: from the IndexedDB cache (same
-   * embedder, same item text), then from the shop's precomputed file (`catalogVectors`) for the
-   * items still missing, then by embedding the rest here; new vectors go into the cache.
-   */
-  private async warmCatalog(store: MemoryStore, items: ItemVectors, progress: (p: LoadProgress) => void, fileUrl?: string): Promise<void> {
-    const key = (id: string): string => `${id}\u0000${itemTextHash(items.item(id))}`;
-    const cached = await store.itemVectorsOf(items.embedder.id).catch(() => new Map<string, Float32Array>());
-    let fresh: string[] = [];
-    for (const it of items.all()) {
-      const v = cached.get(key(it.id));
-      if (v && v.length === items.embedder.dim) items.seed(it.id, v);
-      else fresh.push(it.id);
-    }
-    const fromFile: string[] = [];
-    if (fresh.length && fileUrl) {
-      const file = await this.fetchCatalogVectors(fileUrl, items, progress);
-      if (file) {
-        fresh = fresh.filter((id) => {
-          const row = file.get(id);
-          if (!row || row.hash !== itemTextHash(items.item(id))) return true;
-          items.seed(id, row.vector);
-          fromFile.push(id);
-          return false;
-        });
-      }
-    }
-    const total = fresh.length;
-    progress({ stage: 'catalog', phase: total === 0 ? 'ready' : 'embed', loaded: 0, total, unit: 'items' });
-    await items.warm((done) => progress({ stage: 'catalog', phase: done === total ? 'ready' : 'embed', loaded: done, total, unit: 'items' }));
-    const toCache = [...fromFile, ...fresh];
-    if (toCache.length) {
-      const vectors = toCache.map((id) => [key(id), items.raw(id)!] as [string, Float32Array]);
-      await this.write(() => store.putItemVectors(items.embedder.id, vectors));
-    }
-  }
-
-  /**
-   * Fetch and check the shop's precomputed catalog vectors. A missing, malformed or
-   * other-embedder file is reported as an `error` event and ignored (the items get embedded
-   * here), never fatal: it is an optimisation.
-   */
-  private async fetchCatalogVectors(url: string, items: ItemVectors, progress: (p: LoadProgress) => void): Promise<Map<string, { hash: string; vector: Float32Array }> | null> {
-    try {
-      const response = await fetch(url);
-      if (!response.ok) throw new CatalogVectorsError(`${url} answered HTTP ${response.status}`);
-      const total = Number(response.headers.get('content-length') ?? 0);
-      let bytes: Uint8Array;
-      if (response.body && total > 0) {
-        bytes = new Uint8Array(total);
-        let loaded = 0;
-        const reader = response.body.getReader();
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) break;
-          if (loaded + value.length > total) throw new CatalogVectorsError(`${url} sent more bytes than its content-length`);
-          bytes.set(value, loaded);
-          loaded += value.length;
-          progress({ stage: 'catalog', phase: 'download', loaded, total, unit: 'bytes' });
-        }
-        if (loaded !== total) throw new CatalogVectorsError(`${url} ended after ${loaded} of ${total} bytes`);
-      } else {
-        bytes = new Uint8Array(await response.arrayBuffer());
-      }
-      const file = decodeCatalogVectors(bytes);
-      if (file.header.embedder !== items.embedder.id || file.header.dim !== items.embedder.dim) {
-        throw new CatalogVectorsError(`${url} holds ${file.header.embedder} vectors (${file.header.dim}-d); this engine embeds with ${items.embedder.id} (${items.embedder.dim}-d)`);
-      }
-      return file.vectors;
-    } catch (e) {
-      const err = e instanceof CatalogVectorsError ? e : new CatalogVectorsError(`${url}: ${e instanceof Error ? e.message : String(e)}`);
-      this.emit('error', serializeError(err));
-      return null;
-    }
   }
 
   /** Close the store and free the models (the worker is about to go, or re-init). */
