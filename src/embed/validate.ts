@@ -28,3 +28,30 @@ function describe(v: unknown): string {
   if (Array.isArray(v)) return 'an array';
   return typeof v === 'object' ? 'an object' : typeof v;
 }
+
+/**
+ * Runs a model embedder's jobs one at a time, each on a copy of the caller's texts (validated
+ * first), so peak memory stays at one batch under concurrent callers and a caller that mutates
+ * its array while waiting changes nothing. A failed job does not block the next.
+ */
+export class SerialEmbedQueue<T> {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  /** Validate `texts` (rejecting like {@link assertValidTexts}), then run `job` on a copy after every earlier job. */
+  run(texts: readonly string[], job: (texts: readonly string[]) => Promise<T>): Promise<T> {
+    try {
+      assertValidTexts(texts);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const snapshot = texts.slice();
+    const result = this.tail.then(() => job(snapshot));
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+
+  /** Resolves when every job queued so far has settled. */
+  idle(): Promise<unknown> {
+    return this.tail;
+  }
+}

@@ -1,42 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { resolveConfig, type AtomemConfig } from '../../src/core/config.js';
-import { appendEvent, createState } from '../../src/core/memory.js';
+import { appendEvent } from '../../src/core/memory.js';
 import { rulesPlanner } from '../../src/core/planner.js';
-import type { AtomicMemory, MemoryState } from '../../src/core/types.js';
-
-const DAY = 86_400_000;
-const NOW = Date.UTC(2024, 5, 1);
-
-/** Unit vector in the plane at `deg` degrees (cosine of two = cos of their angle difference). */
-function at(deg: number): Float32Array {
-  const r = (deg * Math.PI) / 180;
-  return Float32Array.from([Math.cos(r), Math.sin(r)]);
-}
-
-function mem(id: string, deg: number, over: Partial<AtomicMemory> = {}): AtomicMemory {
-  return {
-    id,
-    content: `memory ${id}`,
-    category: 'Crime',
-    embedding: { embedderId: 'plane@1', vector: at(deg) },
-    items: [`${id}-item`],
-    strength: 0.5,
-    evidence: 3,
-    links: [],
-    createdAt: NOW,
-    updatedAt: NOW,
-    ...over,
-  };
-}
-
-function state(memories: AtomicMemory[], signal: Partial<MemoryState['signal']> = {}, withProfile = true): MemoryState {
-  const s = createState();
-  s.memories = memories;
-  s.signal = { ...s.signal, ...signal };
-  if (withProfile) s.profile = { narrative: 'x', sources: [], updatedAt: NOW };
-  return s;
-}
+import { DAY, NOW, mem, state } from '../fixtures/planner-state.js';
 
 const cfg: AtomemConfig = resolveConfig({ sweepEvery: 5, mergeThreshold: 0.95, synthesizeEvery: 10, synthesizeOnErrors: 3, maxMemories: 10 });
 // cos(10°) ≈ 0.985 ≥ 0.95; cos(30°) ≈ 0.866 < 0.95

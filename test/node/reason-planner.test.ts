@@ -1,45 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type AtomemConfig } from '../../src/core/config.js';
-import { appendEvent, createState } from '../../src/core/memory.js';
+import { appendEvent } from '../../src/core/memory.js';
 import { rulesPlanner } from '../../src/core/planner.js';
 import type { AtomicMemory, MemoryState } from '../../src/core/types.js';
 import { llmPlanner, type PlanningReasoner } from '../../src/reason/planner.js';
 import type { PlanDecision, PlanInput } from '../../src/reason/types.js';
 import { CATALOG, HOSTILE_TITLE, MIN, T0, events, expectValidMemories, j, llm, makeAgent, observeAll, opOf, rng, routedModel, VALID } from '../fixtures/llm-agent.js';
+import { DAY, NOW, mem, state } from '../fixtures/planner-state.js';
 import { ScriptedModel } from '../fixtures/scripted-model.js';
-
-const NOW = Date.UTC(2024, 5, 1);
-const DAY = 86_400_000;
-
-/** Unit vector in the plane at `deg` degrees (cosine of two = cos of their angle difference). */
-function at(deg: number): Float32Array {
-  const r = (deg * Math.PI) / 180;
-  return Float32Array.from([Math.cos(r), Math.sin(r)]);
-}
-
-function mem(id: string, deg: number, over: Partial<AtomicMemory> = {}): AtomicMemory {
-  return {
-    id,
-    content: `memory ${id}`,
-    category: 'Crime',
-    embedding: { embedderId: 'plane@1', vector: at(deg) },
-    items: [`${id}-item`],
-    strength: 0.5,
-    evidence: 3,
-    links: [],
-    createdAt: NOW,
-    updatedAt: NOW,
-    ...over,
-  };
-}
-
-function state(memories: AtomicMemory[], signal: Partial<MemoryState['signal']> = {}, withProfile = true): MemoryState {
-  const s = createState();
-  s.memories = memories;
-  s.signal = { ...s.signal, ...signal };
-  if (withProfile) s.profile = { narrative: 'x', sources: [], updatedAt: NOW };
-  return s;
-}
 
 const view = (m: AtomicMemory) => ({ id: m.id, content: m.content, category: m.category, strength: m.strength, evidence: m.evidence, items: [] });
 
