@@ -3,7 +3,9 @@
  * action with atomem's explanations, fake browsing as a persona, and an inspector of everything
  * atomem keeps on this device (memories, lifecycle events, profile, communities, the exact
  * payload last shared, model status, and — when the server configured a language model — every
- * model call, its cost and every fallback to rules). Plain TypeScript, no framework.
+ * model call, its cost and every fallback to rules). With a model active, the shopper may let it
+ * rerank the shelf (`recommend(ids, { rerank: SHELF_SIZE })`, off by default: one model call per
+ * refresh); its one-line reasons are marked "model". Plain TypeScript, no framework.
  *
  * Model output is untrusted: it only ever reaches the DOM as text (`h()` / `textContent`).
  *
@@ -29,6 +31,8 @@ interface DemoConfig {
 const LIBRARY_URL = '/dist/index.js';
 /** Items on the "For you" shelf. */
 const SHELF_SIZE = 8;
+/** localStorage key of the shopper's choice to let the model rerank the shelf (`on` / `off`). */
+const RERANK_KEY = 'atomem-demo-rerank';
 
 const catalog: Product[] = generateCatalog();
 const byId = new Map(catalog.map((p) => [p.id, p]));
@@ -69,6 +73,8 @@ const LLM_FEED_SIZE = 50;
 /** Purchased items are not recommended again. */
 const bought = new Set<string>();
 let actions = 0;
+/** A language model is active (from the engine's status; the rerank needs one). */
+let llmActive = false;
 
 // ——— shop grid ———
 
@@ -146,20 +152,55 @@ function act(item: string, action: 'click' | 'cart' | 'purchase'): Promise<void>
 async function renderShelf(): Promise<void> {
   if (!atomem) return;
   const candidates = catalog.map((p) => p.id).filter((id) => !bought.has(id));
-  const ranked: RecommendationResult[] = await atomem.recommend(candidates);
+  const rerank = llmActive && $<HTMLInputElement>('rerank-toggle').checked;
+  // With the rerank on, the engine's own order is asked for too (no model call; both requests
+  // queue back to back in the worker). A reranked item whose explanations are the engine's with
+  // one more in front got that one from the model; on any failure the engine's order and
+  // explanations stand, and nothing is marked.
+  const plain = atomem.recommend(candidates);
+  const [base, ranked]: RecommendationResult[][] = await Promise.all([plain, rerank ? atomem.recommend(candidates, { rerank: SHELF_SIZE }) : plain]);
+  const engine = new Map(base.map((r, i) => [r.id, { rank: i + 1, explanations: r.explanations }]));
+  const byModel = (r: RecommendationResult): boolean => {
+    const own = engine.get(r.id)?.explanations;
+    return rerank && !!own && r.explanations.length === own.length + 1 && own.every((e, i) => e === r.explanations[i + 1]);
+  };
+  let modelWritten = 0;
   const shelf = $('shelf');
   shelf.replaceChildren(
     ...ranked.slice(0, SHELF_SIZE).map((r, i) => {
       const p = byId.get(r.id)!;
-      const why = h('ul', { class: 'why', 'aria-label': 'Why' }, ...r.explanations.slice(0, 2).map((e) => h('li', {}, e)));
-      const li = h('li', { class: 'shelf-item', 'data-rank': String(i + 1) });
+      const model = byModel(r);
+      if (model) modelWritten++;
+      // model text stays text: h() appends it as a text node
+      const lines = r.explanations
+        .slice(0, 2)
+        .map((e, j) => (j === 0 && model ? h('li', { class: 'model-why', 'data-source': 'model' }, h('span', { class: 'tag', title: 'Written by the language model' }, 'model'), ' ', e) : h('li', {}, e)));
+      const why = h('ul', { class: 'why', 'aria-label': 'Why' }, ...lines);
+      const li = h('li', { class: 'shelf-item', 'data-rank': String(i + 1), 'data-engine-rank': String(engine.get(r.id)?.rank ?? '') });
       li.append(productCard(p, why));
       return li;
     }),
   );
-  $('for-you-hint').textContent = actions === 0 && ranked.every((r) => r.explanations.length === 0)
+  shelf.dataset.rerank = !rerank ? 'off' : modelWritten > 0 ? 'model' : 'engine';
+  const hint = actions === 0 && ranked.every((r) => r.explanations.length === 0)
     ? 'Click, add to cart or buy something: this shelf re-ranks after every action.'
     : 'Re-ranked on this device after your last action.';
+  $('for-you-hint').textContent = !rerank
+    ? hint
+    : modelWritten > 0
+      ? `${hint} The language model reordered the top ${Math.min(SHELF_SIZE, ranked.length)}; its reasons are marked “model”.`
+      : `${hint} The language model's rerank did not succeed this time (see the inspector's feed): the engine's order stands.`;
+}
+
+/** The shopper's choice to let the model rerank the shelf: remembered, off by default; a change refreshes the shelf. */
+function setupRerank(): void {
+  const toggle = $<HTMLInputElement>('rerank-toggle');
+  toggle.checked = localStorage.getItem(RERANK_KEY) === 'on';
+  toggle.addEventListener('change', () => {
+    localStorage.setItem(RERANK_KEY, toggle.checked ? 'on' : 'off');
+    notice(toggle.checked ? 'The language model now reranks the shelf: one model call per refresh.' : "The shelf is back to the engine's order: no model call for it.");
+    void refresh();
+  });
 }
 
 // ——— inspector ———
@@ -408,6 +449,14 @@ function renderLlm(s: EngineStatus | undefined): void {
   const details = $('llm-details');
   const active = !!s && s.llm.mode !== 'rules';
   section.dataset.active = String(active);
+  // the rerank choice is offered only while a model runs; a model that became active redraws a shelf that wants it
+  const toggle = $<HTMLInputElement>('rerank-toggle');
+  $('rerank-control').hidden = !active;
+  toggle.disabled = !active;
+  if (active !== llmActive) {
+    llmActive = active;
+    if (toggle.checked) void refresh();
+  }
   section.dataset.mode = s?.llm.mode ?? '';
   if (!demoConfig.llm) {
     summary.replaceChildren('No language model is configured: the rules reasoner is in use (deterministic, no model calls). ', ...howToConfigure());
@@ -607,6 +656,7 @@ async function start(): Promise<void> {
   renderGrid();
   setupPersona();
   setupControls();
+  setupRerank();
   renderStatus(undefined);
   demoConfig = await loadDemoConfig();
   renderLlm(undefined);

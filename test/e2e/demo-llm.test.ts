@@ -8,6 +8,9 @@
  *    origin) answers each chat completion with JSON that satisfies the request's schema, except
  *    the profile synthesis, which gets markup that is not JSON: that operation falls back to
  *    rules, visibly (and the markup must stay text). Writes docs/screenshots/inspector-llm.png.
+ *    A rerank request (`rerank@1`) gets the candidates' labels in reverse order, each with the
+ *    reason `Model pick <label>`: the shelf's rerank toggle must show that order and mark those
+ *    reasons as the model's, and stop calling the model once unchecked.
  * 2. If the toy GGUF `../shared/models/stories260K/stories260K.gguf` exists: the server streams
  *    it at `/models/stories260K.gguf` and the page runs it with wllama (WASM); quality is not
  *    judged, only that the model is active and its calls (or fallbacks) reach the inspector.
@@ -134,18 +137,24 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
   let page: Page;
   let seen: string[] = [];
   /** What the model server received: one entry per chat completion. */
-  const calls: { operation: 'profile' | 'reflect' | 'plan' | 'other'; model: string; auth: string | undefined; garbage: boolean }[] = [];
+  const calls: { operation: 'profile' | 'reflect' | 'plan' | 'rerank' | 'other'; model: string; auth: string | undefined; garbage: boolean }[] = [];
   let preflights = 0;
 
-  /** Answer a chat completion: schema-valid JSON, a sensible `reflect` and `planLifecycle`, garbage for the profile. */
+  /** Answer a chat completion: schema-valid JSON, a sensible `reflect` and `planLifecycle`, the reverse order for `rerank`, garbage for the profile. */
   function answer(body: { model: string; messages: { role: string; content: string }[]; response_format?: { json_schema?: { schema?: Record<string, unknown> } } }, headers: IncomingHttpHeaders): string {
     const schema = (body.response_format?.json_schema?.schema ?? {}) as { properties?: Record<string, unknown> };
     const props = Object.keys(schema.properties ?? {});
-    const operation = props.includes('narrative') ? 'profile' : props.includes('decision') ? 'reflect' : props.includes('resynthesize') ? 'plan' : 'other';
+    const user = body.messages.find((m) => m.role === 'user')?.content ?? '';
+    const rerank = props.includes('ranking') || user.startsWith('Task: order the candidates');
+    const operation = props.includes('narrative') ? 'profile' : props.includes('decision') ? 'reflect' : props.includes('resynthesize') ? 'plan' : rerank ? 'rerank' : 'other';
     calls.push({ operation, model: body.model, auth: headers.authorization, garbage: operation === 'profile' });
     if (operation === 'profile') return GARBAGE;
-    const user = body.messages.find((m) => m.role === 'user')?.content ?? '';
-    const data = JSON.parse(/<data>\n([\s\S]*)\n<\/data>/.exec(user)?.[1] ?? '{}') as { tau?: number; supporting?: { label: string; similarity: number }[]; synthesisSuggested?: boolean };
+    const data = JSON.parse(/<data>\n([\s\S]*)\n<\/data>/.exec(user)?.[1] ?? '{}') as {
+      tau?: number;
+      supporting?: { label: string; similarity: number }[];
+      synthesisSuggested?: boolean;
+      candidates?: { label: string }[];
+    };
     if (operation === 'reflect') {
       // consolidate into the first supporting memory at least tau away, else form a new one
       const fit = (data.supporting ?? []).find((s) => s.similarity >= (data.tau ?? 1));
@@ -155,8 +164,14 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
       // no merges or forgets; rewrite the profile when the engine suggests it (that request then gets garbage)
       return JSON.stringify({ merge: [], forget: [], resynthesize: data.synthesisSuggested === true, reason: 'Upkeep as suggested.' });
     }
+    if (operation === 'rerank') {
+      // a valid permutation: every candidate label of the data once, in reverse (the engine's last first)
+      const labels = (data.candidates ?? []).map((c) => c.label).reverse();
+      return JSON.stringify({ ranking: labels.map((label) => ({ item: label, why: `Model pick ${label}` })) });
+    }
     return JSON.stringify(minimalValue(schema, () => 'Likes kitchen tools like these'));
   }
+  const rerankCalls = (): number => calls.filter((c) => c.operation === 'rerank').length;
 
   beforeAll(async () => {
     model = createServer((req, res) => {
@@ -288,6 +303,72 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
     await page.setViewportSize({ width: 1280, height: 900 });
   });
 
+  it('lets the model rerank the shelf when the shopper opts in: its order, its marked reasons, its costs; off again when unchecked', async () => {
+    // a fresh page (its own worker, so the call budget is not the one the tests above spent)
+    const { context: ctx, page: p, seen: urls } = await newContext();
+    const shelfIds = () => p.locator('#shelf .card').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.id ?? ''));
+    const firstWhy = p.locator('#shelf > li').first().locator('.why li').first();
+    const toggle = p.getByRole('checkbox', { name: 'Let the model rerank the shelf (one model call per refresh)' });
+    await p.goto(`${demo.base}/`);
+    await p.waitForSelector('body[data-ready="true"]', { timeout: 60_000 });
+    await expect.poll(() => p.locator('#llm').getAttribute('data-active'), { timeout: 20_000 }).toBe('true');
+    // offered with a model, unchecked by default: the shelf is the engine's, no rerank call
+    await expect.poll(() => toggle.isEnabled(), { timeout: 10_000 }).toBe(true);
+    expect(await p.locator('#rerank-control').isVisible()).toBe(true);
+    expect(await toggle.isChecked()).toBe(false);
+    await p.locator('#departments button[data-dept="Kitchen"]').click();
+    await clickAll(p, KITCHEN.slice(0, 3));
+    await expect.poll(() => p.locator('#shelf .card').count(), { timeout: 10_000 }).toBe(8);
+    expect(await p.locator('#shelf').getAttribute('data-rerank')).toBe('off');
+    expect(await p.locator('#shelf .why li.model-why').count()).toBe(0);
+    expect(rerankCalls()).toBe(0);
+    const before = await shelfIds();
+
+    // checked: one rerank call per refresh; the scripted model reverses the engine's top 8
+    const callsBefore = rerankCalls();
+    await toggle.check();
+    await expect.poll(() => firstWhy.innerText(), { timeout: 20_000 }).toMatch(/^model\s+Model pick C8$/);
+    expect(rerankCalls()).toBeGreaterThan(callsBefore);
+    expect(await p.locator('#shelf').getAttribute('data-rerank')).toBe('model');
+    expect(await firstWhy.getAttribute('data-source')).toBe('model');
+    // every shelf item's first reason is the model's, marked; the engine's own reasons follow
+    expect(await p.locator('#shelf .why li:first-child.model-why').count()).toBe(8);
+    expect(await p.locator('#shelf > li').last().locator('.why li').first().innerText()).toMatch(/^model\s+Model pick C1$/);
+    expect(await p.locator('#shelf > li').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.engineRank))).toEqual(['8', '7', '6', '5', '4', '3', '2', '1']);
+    expect(await p.locator('#for-you-hint').innerText()).toMatch(/language model reordered the top 8/);
+    const after = await shelfIds();
+    expect(after).toHaveLength(8);
+    expect(after).not.toEqual(before);
+    // the cost table's rerank row and the feed show the call, answered by the model
+    await expect.poll(async () => num(await costCell(p, 'rerank', COL.calls)), { timeout: 10_000 }).toBeGreaterThan(0);
+    await expect.poll(async () => num(await costCell(p, 'rerank', COL.byLlm)), { timeout: 10_000 }).toBeGreaterThan(0);
+    expect(await p.locator('#llm-feed li.llm-event.call.ok[data-operation="rerank"]').count()).toBeGreaterThan(0);
+    expect(await p.locator('[data-injected]').count()).toBe(0);
+
+    // the choice is remembered: after a reload the shelf is reranked again once the model is back
+    expect(await p.evaluate(() => localStorage.getItem('atomem-demo-rerank'))).toBe('on');
+    await p.reload();
+    await p.waitForSelector('body[data-ready="true"]', { timeout: 60_000 });
+    await expect.poll(() => toggle.isChecked(), { timeout: 20_000 }).toBe(true);
+    await expect.poll(() => firstWhy.innerText(), { timeout: 20_000 }).toMatch(/^model\s+Model pick C8$/);
+
+    // unchecked: the engine's order and reasons, no model text, and no more rerank calls
+    await toggle.uncheck();
+    await expect.poll(() => p.locator('#shelf').getAttribute('data-rerank'), { timeout: 10_000 }).toBe('off');
+    expect(await p.locator('#shelf').innerText()).not.toContain('Model pick');
+    expect(await p.locator('#shelf .why li.model-why').count()).toBe(0);
+    expect(await p.evaluate(() => localStorage.getItem('atomem-demo-rerank'))).toBe('off');
+    const callsOff = rerankCalls();
+    await p.locator('#departments button[data-dept="Kitchen"]').click();
+    await clickAll(p, KITCHEN.slice(3, 4)); // refreshes the shelf
+    await expect.poll(() => p.locator('#notice').innerText(), { timeout: 10_000 }).toContain('Viewed');
+    await p.waitForTimeout(1000);
+    expect(await p.locator('#shelf').innerText()).not.toContain('Model pick');
+    expect(rerankCalls()).toBe(callsOff);
+    expect(urls.filter((u) => !isLocal(u))).toEqual([]);
+    await ctx.close();
+  }, 120_000);
+
   it('without a model the section says the rules reasoner is in use and how to configure one', async () => {
     const other = await newContext();
     await other.page.route('**/demo-config.json', (r) => r.fulfill({ json: { llm: null, catalogVectors: '/catalog-vectors.bin' } }));
@@ -299,6 +380,9 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
     expect(text).toMatch(/ATOMEM_OPENAI_URL/);
     expect(await other.page.locator('#llm').getAttribute('data-active')).toBe('false');
     expect(await other.page.locator('#llm-details').isVisible()).toBe(false);
+    // no model, no rerank choice
+    expect(await other.page.locator('#rerank-control').isVisible()).toBe(false);
+    expect(await other.page.locator('#rerank-toggle').isDisabled()).toBe(true);
     expect(other.seen.filter((u) => !isLocal(u))).toEqual([]);
     await other.context.close();
   }, 60_000);
