@@ -4,7 +4,7 @@ import type { Item } from '../../src/core/types.js';
 import { itemText } from '../../src/embed/cache.js';
 import { createHashingEmbedder } from '../../src/embed/hashing.js';
 import { encodeCatalogVectors } from '../../src/protocol/catalog-vectors-v1.js';
-import { dbName } from '../../src/store/index.js';
+import { profileTracker } from '../fixtures/idb.js';
 
 // A shop's catalog embedded ahead of time (here in the page, with the same hashing embedder the
 // worker builds), handed to the worker as `catalogVectors`: real worker, real fetch of a blob URL
@@ -17,23 +17,14 @@ const catalog: Item[] = ['trail', 'road', 'court', 'boot', 'skillet', 'wok', 'sa
   description: i < 4 ? 'leather running shoes sneakers footwear' : 'cooking pan kitchen cookware stove',
 }));
 
-const run = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
-const profiles: string[] = [];
+const profiles = profileTracker('catvec-');
 const open: Atomem[] = [];
 const urls: string[] = [];
 
 afterEach(async () => {
   for (const a of open.splice(0)) a.dispose();
   for (const u of urls.splice(0)) URL.revokeObjectURL(u);
-  await Promise.all(
-    profiles.splice(0).map(
-      (p) =>
-        new Promise<void>((resolve) => {
-          const req = indexedDB.deleteDatabase(dbName(p));
-          req.onsuccess = req.onerror = req.onblocked = () => resolve();
-        }),
-    ),
-  );
+  await profiles.deleteAll();
 });
 
 async function vectorFile(items: Item[], embedder = createHashingEmbedder({ dim: 256 })): Promise<string> {
@@ -45,8 +36,7 @@ async function vectorFile(items: Item[], embedder = createHashingEmbedder({ dim:
 }
 
 async function start(name: string, catalogVectors?: string, items = catalog) {
-  const profile = `catvec-${name}-${run}`;
-  profiles.push(profile);
+  const profile = profiles.profile(name);
   const progress: ProgressEvent[] = [];
   const errors: SerializedError[] = [];
   const a = await createAtomem({ profile, catalog: items, embedder: 'hashing', catalogVectors, config: { tau: 0.3 }, onProgress: (p) => progress.push(p), onError: (e) => errors.push(e) });

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { InvalidImportError, MemoryStore, dbName } from '../../src/store/index.js';
 import { createState } from '../../src/core/memory.js';
 import type { MemoryState } from '../../src/core/types.js';
+import { profileTracker } from '../fixtures/idb.js';
 
 // Real Chromium IndexedDB, no fake: durability, profile isolation, export/erase/import.
 
@@ -31,14 +32,8 @@ function sampleState(): MemoryState {
   return s;
 }
 
-const run = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
-const profiles: string[] = [];
+const { profile, deleteAll } = profileTracker();
 const stores: MemoryStore[] = [];
-function profile(name: string): string {
-  const p = `${name}-${run}`;
-  profiles.push(p);
-  return p;
-}
 async function open(p: string): Promise<MemoryStore> {
   const s = await MemoryStore.open({ profile: p });
   stores.push(s);
@@ -47,15 +42,7 @@ async function open(p: string): Promise<MemoryStore> {
 
 afterEach(async () => {
   for (const s of stores.splice(0)) s.close();
-  await Promise.all(
-    profiles.splice(0).map(
-      (p) =>
-        new Promise<void>((resolve) => {
-          const req = indexedDB.deleteDatabase(dbName(p));
-          req.onsuccess = req.onerror = req.onblocked = () => resolve();
-        }),
-    ),
-  );
+  await deleteAll();
 });
 
 describe('MemoryStore in Chromium IndexedDB', () => {

@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createAtomem, type Atomem } from '../../src/client/index.js';
 import { Engine } from '../../src/worker/engine.js';
-import { dbName } from '../../src/store/index.js';
 import type { Item } from '../../src/core/types.js';
 import type { EngineEvent } from '../../src/worker/protocol.js';
+import { profileTracker } from '../fixtures/idb.js';
 
 // Real Chromium: real module workers (dedicated and shared), real IndexedDB, real Web Locks.
 
@@ -12,28 +12,14 @@ const catalog: Item[] = Array.from({ length: 40 }, (_, i) => {
   return { id: `${dept.toLowerCase()}-${i}`, title: `${dept} product ${i}`, categories: [dept], description: `${dept} ${dept} item number ${i}` };
 });
 
-const run = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
-const profiles: string[] = [];
+const { profile, deleteAll } = profileTracker('conc-');
 const open: Atomem[] = [];
-function profile(name: string): string {
-  const p = `conc-${name}-${run}`;
-  profiles.push(p);
-  return p;
-}
 
 afterEach(async () => {
   for (const a of open.splice(0)) a.dispose();
   vi.restoreAllMocks();
   await new Promise((r) => setTimeout(r, 100)); // let shared workers drop their ports
-  await Promise.all(
-    profiles.splice(0).map(
-      (p) =>
-        new Promise<void>((resolve) => {
-          const req = indexedDB.deleteDatabase(dbName(p));
-          req.onsuccess = req.onerror = req.onblocked = () => resolve();
-        }),
-    ),
-  );
+  await deleteAll();
 });
 
 async function start(p: string, extra: Partial<Parameters<typeof createAtomem>[0]> = {}): Promise<Atomem> {

@@ -2,8 +2,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import wasmUrl from '@wllama/wllama/esm/wasm/wllama.wasm?url';
 import { createAtomem, type Atomem, type EngineStatus, type LlmEvent, type ProgressEvent, type SerializedError } from '../../src/client/index.js';
-import { dbName } from '../../src/store/index.js';
 import type { Item } from '../../src/core/types.js';
+import { profileTracker } from '../fixtures/idb.js';
 
 // The engine's model fallback, in the real worker: WebLLM (no WebGPU adapter in this headless
 // Chromium) → wllama (WASM, the real runtime and the real stories260K GGUF from ../shared,
@@ -16,26 +16,16 @@ const catalog: Item[] = [
   { id: 'b', title: 'road running shoes', categories: ['Shoes'] },
   { id: 'c', title: 'cast iron skillet', categories: ['Kitchen'] },
 ];
-const run = `${Date.now()}`;
 const open: Atomem[] = [];
-const profiles: string[] = [];
+const profiles = profileTracker('models-', `${Date.now()}`);
 
 afterEach(async () => {
   for (const a of open.splice(0)) a.dispose();
-  await Promise.all(
-    profiles.splice(0).map(
-      (p) =>
-        new Promise<void>((resolve) => {
-          const req = indexedDB.deleteDatabase(dbName(p));
-          req.onsuccess = req.onerror = req.onblocked = () => resolve();
-        }),
-    ),
-  );
+  await profiles.deleteAll();
 });
 
 async function start(name: string, llm: Parameters<typeof createAtomem>[0]['llm'], progress: ProgressEvent[] = []): Promise<Atomem> {
-  const profile = `models-${name}-${run}`;
-  profiles.push(profile);
+  const profile = profiles.profile(name);
   const a = await createAtomem({ profile, catalog, embedder: 'hashing', llm, onProgress: (p) => progress.push(p) });
   open.push(a);
   return a;
@@ -117,8 +107,7 @@ describe('language-model fallback inside the worker', () => {
 
   it('refuses nonsensical model options with a named error', async () => {
     for (const llm of [{ idleMs: -5 }, { idleMs: Number.NaN }, { budget: { maxCalls: 1.5, perEvents: 2 } }, { budget: { maxCalls: 2, perEvents: 0 } }]) {
-      const profile = `models-bad-${run}`;
-      profiles.push(profile);
+      const profile = profiles.profile('bad');
       await expect(createAtomem({ profile, catalog, embedder: 'hashing', llm })).rejects.toMatchObject({ name: 'TypeError', message: expect.stringMatching(/llm\.(idleMs|budget)/) });
     }
   });

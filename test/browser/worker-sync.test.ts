@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createAtomem, type Atomem } from '../../src/client/index.js';
-import { dbName } from '../../src/store/index.js';
 import type { Item } from '../../src/core/types.js';
 import type { UpsertRequest } from '../../src/protocol/index-v1.js';
+import { profileTracker } from '../fixtures/idb.js';
 
 // Sharing from the real worker to the REAL index service (started by the project's global
 // setup), cross-origin over HTTP, with the durable IndexedDB outbox in between.
@@ -11,26 +11,16 @@ const url = inject('indexUrl');
 const catalog: Item[] = ['Garden', 'Audio'].flatMap((d) =>
   Array.from({ length: 8 }, (_, i) => ({ id: `${d.toLowerCase()}-${i}`, title: `${d} thing ${i}`, categories: [d], description: `${d} ${d} ${d} product` })),
 );
-const run = `${Date.now()}`;
 const open: Atomem[] = [];
-const profiles: string[] = [];
+const profiles = profileTracker('sync-', `${Date.now()}`);
 
 afterEach(async () => {
   for (const a of open.splice(0)) a.dispose();
-  await Promise.all(
-    profiles.splice(0).map(
-      (p) =>
-        new Promise<void>((resolve) => {
-          const req = indexedDB.deleteDatabase(dbName(p));
-          req.onsuccess = req.onerror = req.onblocked = () => resolve();
-        }),
-    ),
-  );
+  await profiles.deleteAll();
 });
 
 async function start(name: string, privacy: 'off' | 'embeddings' | 'items' = 'items'): Promise<Atomem> {
-  const profile = `sync-${name}-${run}`;
-  profiles.push(profile);
+  const profile = profiles.profile(name);
   const a = await createAtomem({ profile, catalog, embedder: 'hashing', config: { tau: 0.3, minShareEvidence: 1 }, index: { url, privacy, syncEvery: 1000 } });
   open.push(a);
   return a;

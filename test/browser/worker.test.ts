@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAtomem, type Atomem, type ProgressEvent } from '../../src/client/index.js';
-import { MemoryStore, dbName } from '../../src/store/index.js';
+import { MemoryStore } from '../../src/store/index.js';
 import type { Item } from '../../src/core/types.js';
+import { profileTracker } from '../fixtures/idb.js';
 
 // Real Chromium, a real module Worker (Vite-bundled from new URL(..., import.meta.url)), real IndexedDB.
 
@@ -14,14 +15,8 @@ const catalog: Item[] = [
   ...dept('Books', 'paperback novel fiction reading book', ['mystery', 'fantasy', 'romance', 'thriller']),
 ];
 
-const run = `${Date.now()}-${Math.random().toString(36).slice(2)}`;
-const profiles: string[] = [];
+const { profile, deleteAll } = profileTracker('worker-');
 const open: Atomem[] = [];
-function profile(name: string): string {
-  const p = `worker-${name}-${run}`;
-  profiles.push(p);
-  return p;
-}
 async function start(p: string): Promise<Atomem> {
   const a = await createAtomem({ profile: p, catalog, embedder: 'hashing', config: { tau: 0.3 } });
   open.push(a);
@@ -30,15 +25,7 @@ async function start(p: string): Promise<Atomem> {
 
 afterEach(async () => {
   for (const a of open.splice(0)) a.dispose();
-  await Promise.all(
-    profiles.splice(0).map(
-      (p) =>
-        new Promise<void>((resolve) => {
-          const req = indexedDB.deleteDatabase(dbName(p));
-          req.onsuccess = req.onerror = req.onblocked = () => resolve();
-        }),
-    ),
-  );
+  await deleteAll();
 });
 
 describe('worker engine through createAtomem', () => {

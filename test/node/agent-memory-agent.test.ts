@@ -3,41 +3,14 @@ import { MemoryAgent, type AgentOptions } from '../../src/agent/agent.js';
 import { ItemVectors, UnknownItemError } from '../../src/agent/items.js';
 import { resolveConfig } from '../../src/core/config.js';
 import { appendEvent, createState } from '../../src/core/memory.js';
-import type { Interaction, Item, LifecycleEvent } from '../../src/core/types.js';
+import type { LifecycleEvent } from '../../src/core/types.js';
 import { dot } from '../../src/core/vector.js';
 import { createHashingEmbedder } from '../../src/embed/hashing.js';
 import { RulesReasoner } from '../../src/reason/rules.js';
 import type { Reasoner } from '../../src/reason/types.js';
+import { CATALOG, MIN, T0, TAU, embedder, interactions } from '../fixtures/film-catalog.js';
 
-const CRIME = 'A gritty crime thriller about detectives, gangsters and a heist.';
-const SCIFI = 'A science fiction adventure in outer space with robots and aliens.';
-const ROMANCE = 'A tender romance about love, a wedding and a broken heart.';
-
-const CATALOG: Item[] = [
-  { id: 'heat', title: 'Heat (1995)', categories: ['Crime', 'Thriller'], description: CRIME },
-  { id: 'fargo', title: 'Fargo (1996)', categories: ['Crime', 'Thriller'], description: CRIME },
-  { id: 'godfather', title: 'The Godfather (1972)', categories: ['Crime', 'Drama'], description: CRIME },
-  { id: 'casino', title: 'Casino (1995)', categories: ['Crime', 'Drama'], description: CRIME },
-  { id: 'alien', title: 'Alien (1979)', categories: ['Sci-Fi', 'Horror'], description: SCIFI },
-  { id: 'matrix', title: 'The Matrix (1999)', categories: ['Sci-Fi', 'Action'], description: SCIFI },
-  { id: 'solaris', title: 'Solaris (1972)', categories: ['Sci-Fi', 'Drama'], description: SCIFI },
-  { id: 'contact', title: 'Contact (1997)', categories: ['Sci-Fi', 'Drama'], description: SCIFI },
-  { id: 'notting', title: 'Notting Hill (1999)', categories: ['Romance', 'Comedy'], description: ROMANCE },
-  { id: 'titanic', title: 'Titanic (1997)', categories: ['Romance', 'Drama'], description: ROMANCE },
-  { id: 'casablanca', title: 'Casablanca (1942)', categories: ['Romance', 'Drama'], description: ROMANCE },
-  { id: 'emma', title: 'Emma (1996)', categories: ['Romance', 'Comedy'], description: ROMANCE },
-];
 const GENRE: Record<string, string> = Object.fromEntries(CATALOG.map((i) => [i.id, i.categories![0]]));
-
-/*
- * Hashing-256 cosines on this catalog (measured): same genre 0.70–0.89, different genres
- * 0.06–0.43. tau = 0.6 sits between them: related items consolidate, unrelated ones form.
- */
-const TAU = 0.6;
-const T0 = Date.UTC(2024, 2, 1);
-const MIN = 60_000;
-
-const embedder = createHashingEmbedder({ dim: 256 });
 
 function makeAgent(opts: Partial<AgentOptions> = {}, events: LifecycleEvent[] = []) {
   let n = 0;
@@ -52,12 +25,9 @@ function makeAgent(opts: Partial<AgentOptions> = {}, events: LifecycleEvent[] = 
   return { agent, events };
 }
 
-let t = T0;
-function ev(item: string, action: Interaction['action'] = 'like'): Interaction {
-  t += MIN;
-  return { item, at: t, action };
-}
+const ev = interactions();
 
+// TAU and the catalog: test/fixtures/film-catalog.ts
 describe('hashing catalog calibration (guards the tau choice above)', () => {
   it('same-genre pairs sit above tau, cross-genre pairs well below', async () => {
     const vs = await new ItemVectors(embedder, CATALOG).vectorsOf(CATALOG.map((i) => i.id));

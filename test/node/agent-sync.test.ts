@@ -2,33 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { MemoryAgent, type AgentOptions } from '../../src/agent/agent.js';
 import { ItemVectors } from '../../src/agent/items.js';
 import { createInProcessIndex, type InProcessIndex, type SharedIndex, type SharedMemoryUpload } from '../../src/community/index.js';
-import type { Interaction, Item } from '../../src/core/types.js';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
+import { CATALOG, MIN, T0, TAU, embedder, interactions } from '../fixtures/film-catalog.js';
 
-const CRIME = 'A gritty crime thriller about detectives, gangsters and a heist.';
-const SCIFI = 'A science fiction adventure in outer space with robots and aliens.';
-const ROMANCE = 'A tender romance about love, a wedding and a broken heart.';
-
-const CATALOG: Item[] = [
-  { id: 'heat', title: 'Heat (1995)', categories: ['Crime', 'Thriller'], description: CRIME },
-  { id: 'fargo', title: 'Fargo (1996)', categories: ['Crime', 'Thriller'], description: CRIME },
-  { id: 'godfather', title: 'The Godfather (1972)', categories: ['Crime', 'Drama'], description: CRIME },
-  { id: 'casino', title: 'Casino (1995)', categories: ['Crime', 'Drama'], description: CRIME },
-  { id: 'alien', title: 'Alien (1979)', categories: ['Sci-Fi', 'Horror'], description: SCIFI },
-  { id: 'matrix', title: 'The Matrix (1999)', categories: ['Sci-Fi', 'Action'], description: SCIFI },
-  { id: 'solaris', title: 'Solaris (1972)', categories: ['Sci-Fi', 'Drama'], description: SCIFI },
-  { id: 'contact', title: 'Contact (1997)', categories: ['Sci-Fi', 'Drama'], description: SCIFI },
-  { id: 'notting', title: 'Notting Hill (1999)', categories: ['Romance', 'Comedy'], description: ROMANCE },
-  { id: 'titanic', title: 'Titanic (1997)', categories: ['Romance', 'Drama'], description: ROMANCE },
-  { id: 'casablanca', title: 'Casablanca (1942)', categories: ['Romance', 'Drama'], description: ROMANCE },
-  { id: 'emma', title: 'Emma (1996)', categories: ['Romance', 'Comedy'], description: ROMANCE },
-];
-
-/** Hashing-256 on this catalog: same genre 0.70–0.89, cross genre ≤ 0.43 (see agent-memory-agent.test.ts). */
-const TAU = 0.6;
-const T0 = Date.UTC(2024, 2, 1);
-const MIN = 60_000;
-const embedder = createHashingEmbedder({ dim: 256 });
+/** The films' vectors (catalog, TAU and clock: test/fixtures/film-catalog.ts; same genre 0.70–0.89, cross genre ≤ 0.43). */
 const catalog = new ItemVectors(embedder, CATALOG);
 
 /** Shared ids are drawn from one global counter so that two agents never collide in one index. */
@@ -47,11 +23,7 @@ function makeAgent(user: string, opts: Partial<AgentOptions> = {}) {
   });
 }
 
-let t = T0;
-function ev(item: string, action: Interaction['action'] = 'like'): Interaction {
-  t += MIN;
-  return { item, at: t, action };
-}
+const ev = interactions();
 
 /** An in-process index that records every call. */
 function spyIndex(inner: InProcessIndex = createInProcessIndex({ embedderId: embedder.id, tau: TAU, k1: 2, minCommunitySize: 3 })) {

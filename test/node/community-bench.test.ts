@@ -7,22 +7,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createInProcessIndex, type SharedMemoryUpload } from '../../src/community/index.js';
+import { rng } from '../fixtures/index-wire.js';
 
 const EMB = 'bench@1/float32';
 const DIM = 512;
 const USERS = 943;
 const PER_USER = 10;
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function gaussian(r: () => number): number {
   return Math.sqrt(-2 * Math.log(r() + 1e-300)) * Math.cos(2 * Math.PI * r());

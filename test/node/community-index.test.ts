@@ -1,36 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { createInProcessIndex, InvalidUploadError, type InProcessIndex, type SharedMemoryUpload } from '../../src/community/index.js';
+import { clustered, rng, unit } from '../fixtures/index-wire.js';
 
 const EMB = 'test-embedder@1/float32';
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function unit(v: ArrayLike<number>): Float32Array {
-  let n = 0;
-  for (let i = 0; i < v.length; i++) n += v[i] * v[i];
-  n = Math.sqrt(n);
-  return Float32Array.from(Array.from(v, (x) => x / n));
-}
-
-/** `centres` random directions; each memory = centre + noise (clustered data). */
-function clustered(seed: number, dim: number, centres: number, noise: number) {
-  const r = rng(seed);
-  const cs = Array.from({ length: centres }, () => unit(Array.from({ length: dim }, () => r() - 0.5)));
-  return (c?: number) => {
-    const centre = cs[c ?? Math.floor(r() * centres)];
-    return unit(Array.from(centre, (x) => x + noise * (r() - 0.5)));
-  };
-}
 
 function up(id: string, vector: Float32Array, items?: string[]): SharedMemoryUpload {
   return { id, embedderId: EMB, vector, ...(items ? { items } : {}) };

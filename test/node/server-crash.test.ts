@@ -10,27 +10,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { INDEX_PATHS, encodeVector, hashToken, type WireCommunity, type WireMemory } from '../../src/protocol/index-v1.js';
 import { createIndexService } from '../../src/server/service.js';
 import { DEFAULT_EMBEDDER } from '../../src/server/defaults.js';
+import { post, rng, unit } from '../fixtures/index-wire.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const EMB = 'crash-test@1';
 const DIM = 24;
 const K = 3;
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function unit(v: number[]): Float32Array {
-  const n = Math.sqrt(v.reduce((a, x) => a + x * x, 0));
-  return Float32Array.from(v, (x) => x / n);
-}
 
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
@@ -66,11 +51,6 @@ function startChild(dataDir: string): Promise<{ child: ChildProcess; url: string
       reject(new Error(`service exited (${code ?? signal}) before it was ready\n${out}\n${err}`));
     });
   });
-}
-
-async function post(url: string, path: string, body: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(url + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, body: await res.json() };
 }
 
 /** Run the CLI to completion (for start-up errors). */

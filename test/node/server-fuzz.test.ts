@@ -8,37 +8,17 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { INDEX_LIMITS, INDEX_PATHS, decodeVector, encodeVector, hashToken, type WireCommunity, type WireMemory } from '../../src/protocol/index-v1.js';
 import { createIndexService, type IndexService } from '../../src/server/service.js';
+import { post, rng, unit } from '../fixtures/index-wire.js';
 
 const E1 = 'fuzz-a@1';
 const E2 = 'fuzz-b@1';
 const DIMS: Record<string, number> = { [E1]: 16, [E2]: 8 };
 const K = 3;
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function unit(v: number[]): Float32Array {
-  const n = Math.sqrt(v.reduce((a, x) => a + x * x, 0));
-  return Float32Array.from(v, (x) => x / n);
-}
-
 const dirs: string[] = [];
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
-
-async function post(url: string, path: string, body: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(url + path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
-  return { status: res.status, body: await res.json() };
-}
 
 /** Connected components of the stored link graph, from the SQLite rows alone. */
 function componentsFromStore(svc: IndexService): string[][] {

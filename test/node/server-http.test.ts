@@ -17,32 +17,10 @@ import {
 } from '../../src/protocol/index-v1.js';
 import { CLIENT_HEADER, createIndexService, type IndexService, type IndexServiceOptions } from '../../src/server/service.js';
 import { DataDirInUseError, MemoryStore } from '../../src/server/store.js';
+import { clustered, unit } from '../fixtures/index-wire.js';
 
 const EMB = 'test-embedder@1/int8';
 const DIM = 8;
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function unit(v: number[]): Float32Array {
-  const n = Math.sqrt(v.reduce((a, x) => a + x * x, 0));
-  return Float32Array.from(v, (x) => x / n);
-}
-
-/** Vectors around `centres` fixed directions. */
-function clustered(seed: number, dim: number, centres: number, noise: number) {
-  const r = rng(seed);
-  const cs = Array.from({ length: centres }, () => unit(Array.from({ length: dim }, () => r() - 0.5)));
-  return (c?: number) => unit(Array.from(cs[c ?? Math.floor(r() * centres)], (x) => x + noise * (r() - 0.5)));
-}
 
 const dirs: string[] = [];
 const services: IndexService[] = [];

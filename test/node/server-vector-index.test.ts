@@ -3,29 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { createInProcessIndex, FlatVectorStore } from '../../src/community/index.js';
 import { HnswVectorSearch, hnswVectorSearch } from '../../src/server/vector-index.js';
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function unit(v: ArrayLike<number>): Float32Array {
-  let n = 0;
-  for (let i = 0; i < v.length; i++) n += v[i] * v[i];
-  return Float32Array.from(v, (x) => x / Math.sqrt(n));
-}
-
-function clustered(seed: number, dim: number, centres: number, noise: number) {
-  const r = rng(seed);
-  const cs = Array.from({ length: centres }, () => unit(Array.from({ length: dim }, () => r() - 0.5)));
-  return (c?: number) => unit(Array.from(cs[c ?? Math.floor(r() * centres)], (x) => x + noise * (r() - 0.5)));
-}
+import { clustered } from '../fixtures/index-wire.js';
 
 const dotp = (a: ArrayLike<number>, b: ArrayLike<number>) => {
   let s = 0;
