@@ -6,6 +6,7 @@
  * the same item ids.
  */
 import type { Item } from '../src/core/types.js';
+import { mulberry32 } from '../src/bench/rng.js';
 
 /** One department of the shop. */
 export interface Department {
@@ -159,17 +160,8 @@ export const DEPARTMENTS: readonly Department[] = [
   },
 ];
 
-/** mulberry32: a tiny seeded PRNG in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seeded PRNG of the catalog and the simulated shoppers (mulberry32). */
+export const seededRandom = mulberry32;
 
 function pick<T>(rnd: () => number, list: readonly T[]): T {
   return list[Math.floor(rnd() * list.length)];

@@ -12,6 +12,7 @@ import {
   forget,
   markProcessed,
   merge,
+  pendingCount,
   reinforce,
   resynthesize,
   salience,
@@ -113,7 +114,7 @@ export class MemoryAgent {
 
   /** True when durable events wait to be turned into memory (the LLM planner defers them to {@link idle}). */
   hasPending(): boolean {
-    return this.state.events.some((e) => e.pending);
+    return pendingCount(this.state) > 0;
   }
 
   /** Random ids of every copy this device has in the shared index (for `erase`: delete them all). */

@@ -17,6 +17,16 @@ import { OPERATIONS } from '../reason/prompts.js';
 import { createOpenAICompatibleModel } from '../models/openai.js';
 import { createScriptedModel } from '../models/scripted.js';
 import type { LanguageModel } from '../models/types.js';
+import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
+import type { MemoryState } from '../core/types.js';
+import { createCachedEmbedder, type CachedEmbedder } from '../embed/cache.js';
+import { createHashingEmbedder } from '../embed/hashing.js';
+import { createUseLiteEmbedder } from '../embed/use-lite.js';
+import type { Embedder } from '../embed/types.js';
+import { fidelity } from './metrics.js';
+import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
+import { idGenerator, negativeSampler, Rng } from './rng.js';
+import type { Dataset, EvalCase, Method, MethodContext, Privacy } from './types.js';
 
 /**
  * The reasoner the benchmark's agents use: rules (default), or `atomem.reasoner=llm` with
@@ -37,17 +47,6 @@ function llmModelFrom(params: Readonly<Record<string, string>>): LanguageModel |
   }
   throw new Error(`atomem.llm must be scripted or openai-compatible, got ${llm}`);
 }
-
-import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
-import type { MemoryState } from '../core/types.js';
-import { createCachedEmbedder, type CachedEmbedder } from '../embed/cache.js';
-import { createHashingEmbedder } from '../embed/hashing.js';
-import { createUseLiteEmbedder } from '../embed/use-lite.js';
-import type { Embedder } from '../embed/types.js';
-import { fidelity } from './metrics.js';
-import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
-import { Rng } from './rng.js';
-import type { Dataset, EvalCase, Method, MethodContext, Privacy } from './types.js';
 
 const embedders = new Map<string, Promise<CachedEmbedder>>();
 
@@ -123,11 +122,6 @@ export async function benchItemVectors(ds: Dataset, params: Readonly<Record<stri
   return new Map(ids.map((id, i) => [id, vs[i].vector]));
 }
 
-/** Deterministic random-looking ids (the benchmark must be reproducible). */
-function idGenerator(seed: number, user: string): () => string {
-  const rng = Rng.derive(seed, 'ids', user);
-  return () => rng.nextUint32().toString(16).padStart(8, '0') + rng.nextUint32().toString(16).padStart(8, '0');
-}
 
 /** Config overrides from `--param atomem.<knob>=value` (and `atomem.w.<weight>=value`). */
 function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof resolveConfig>[0] {
@@ -269,15 +263,7 @@ export class AtomemMethod implements Method {
         for (const user of users) {
           const history = ctx.histories.get(user)!;
           if (history.length === 0) continue;
-          const seen = new Set(history.map((i) => i.item));
-          const rng = Rng.derive(ctx.seed, 'atomem-negatives', user);
-          const negativeFor = () => {
-            for (let tries = 0; tries < 100; tries++) {
-              const id = catalog[rng.int(catalog.length)];
-              if (!seen.has(id)) return id;
-            }
-            return undefined;
-          };
+          const negativeFor = negativeSampler(ctx.seed, user, catalog, new Set(history.map((i) => i.item)));
           const lastAt = history[history.length - 1].at;
           const agent = this.agent({ items, clock: () => lastAt, newId: idGenerator(ctx.seed, user) });
           const r = await agent.train(history, negativeFor);

@@ -45,7 +45,7 @@ import { addGaussianNoise } from '../sync/http-index.js';
 import { compareIds, loadDataset } from './datasets.js';
 import { ndcgAt, rankOf } from './metrics.js';
 import { buildProtocol, DEFAULT_SEED } from './protocol.js';
-import { Rng } from './rng.js';
+import { idGenerator, negativeSampler, Rng } from './rng.js';
 import type { Dataset, DatasetFormat, EvalCase } from './types.js';
 
 /** Noise levels (Gaussian sigma per component, before re-normalising) measured by default. */
@@ -290,11 +290,6 @@ function normOf(a: Float32Array): number {
   return Math.sqrt(dotf(a, a));
 }
 
-/** Deterministic random-looking ids (the benchmark's `idGenerator`, same streams). */
-function idGenerator(seed: number, user: string): () => string {
-  const rng = Rng.derive(seed, 'ids', user);
-  return () => rng.nextUint32().toString(16).padStart(8, '0') + rng.nextUint32().toString(16).padStart(8, '0');
-}
 
 function cacheFile(dir: string, embedderId: string, dataset: string): string {
   return join(dir, `${dataset}-${embedderId.replace(/[^a-z0-9.-]+/gi, '_')}.json`);
@@ -383,15 +378,7 @@ export async function measurePrivacyLeak(opts: PrivacyLeakOptions): Promise<Priv
     const history = protocol.histories.get(user)!;
     progress('training agents', ++done, trainUsers.length);
     if (history.length === 0) continue;
-    const seen = new Set(history.map((i) => i.item));
-    const rng = Rng.derive(seed, 'atomem-negatives', user);
-    const negativeFor = () => {
-      for (let tries = 0; tries < 100; tries++) {
-        const id = catalog[rng.int(catalog.length)];
-        if (!seen.has(id)) return id;
-      }
-      return undefined;
-    };
+    const negativeFor = negativeSampler(seed, user, catalog, new Set(history.map((i) => i.item)));
     const lastAt = history[history.length - 1].at;
     const agent = new MemoryAgent({ items, config, clock: () => lastAt, newId: idGenerator(seed, user) });
     await agent.train(history, negativeFor);

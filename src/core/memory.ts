@@ -53,6 +53,13 @@ export function appendEvent(state: MemoryState, cfg: AtomemConfig, interaction: 
   return ev;
 }
 
+/** How many durable events are not yet turned into memory. */
+export function pendingCount(state: MemoryState): number {
+  let n = 0;
+  for (const e of state.events) if (e.pending) n++;
+  return n;
+}
+
 /** Mark an event processed (idempotent). Returns false when it was already processed or is unknown. */
 export function markProcessed(state: MemoryState, seq: number): boolean {
   const ev = state.events.find((e) => e.seq === seq);

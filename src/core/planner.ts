@@ -11,7 +11,7 @@
  */
 import type { AtomemConfig } from './config.js';
 import type { AtomicMemory, MemoryState } from './types.js';
-import { memorySimilarity, salience } from './memory.js';
+import { memorySimilarity, pendingCount, salience } from './memory.js';
 
 /** What the planner asks the agent to do now. */
 export interface Plan {
@@ -126,7 +126,7 @@ export function synthesisDue(state: MemoryState, cfg: AtomemConfig): boolean {
 export function rulesPlanner(state: MemoryState, cfg: AtomemConfig, now: number): Plan {
   const c = sweepCandidates(state, cfg, now);
   const plan: Plan = {
-    processPending: state.events.some((e) => e.pending),
+    processPending: pendingCount(state) > 0,
     merge: c.merges.map(([, keep, absorb]) => [keep, absorb]),
     forget: [...c.faded],
     resynthesize: synthesisDue(state, cfg),

@@ -15,6 +15,7 @@
  */
 import type { AtomemConfig } from '../core/config.js';
 import { enforceCap, rulesPlanner, sweepCandidates, synthesisDue, type Plan, type PlanContext, type Planner } from '../core/planner.js';
+import { pendingCount } from '../core/memory.js';
 import type { AtomicMemory, MemoryState } from '../core/types.js';
 import type { PlanDecision, PlanInput } from './types.js';
 
@@ -41,7 +42,7 @@ export function llmPlanner(reasoner: PlanningReasoner, view: (m: AtomicMemory) =
   const slack = options.mergeSlack ?? 0.05;
   if (!(slack >= 0 && slack < 1)) throw new RangeError('mergeSlack must be in [0, 1)');
   return async (state: MemoryState, cfg: AtomemConfig, now: number, ctx: PlanContext = { idle: false }): Promise<Plan> => {
-    const pending = state.events.reduce((n, e) => n + (e.pending ? 1 : 0), 0);
+    const pending = pendingCount(state);
     if (pending > 0) {
       // Events first: at idle, or when a burst has piled up enough of them. Sweeps come after.
       return { ...EMPTY(), processPending: ctx.idle || pending >= cfg.batchEvents };

@@ -19,17 +19,9 @@ import { FlatVectorStore, type VectorSearch } from '../community/vectors.js';
 import { encodeVector, hashToken, INDEX_PATHS } from '../protocol/index-v1.js';
 import { HnswVectorSearch } from './vector-index.js';
 import { createIndexService } from './service.js';
+import { mulberry32 } from '../bench/rng.js';
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 
 function unit(v: Float32Array): Float32Array {
   let n = 0;

@@ -10,7 +10,7 @@
  */
 import { MemoryAgent } from '../agent/agent.js';
 import { ItemVectors } from '../agent/items.js';
-import { markProcessed, validateInteraction } from '../core/memory.js';
+import { markProcessed, pendingCount, validateInteraction } from '../core/memory.js';
 import type { AtomicMemory, MemoryEvent, MemoryState, Profile } from '../core/types.js';
 import { probeCapabilities, type Capabilities } from '../models/probe.js';
 import { loadLanguageModel } from '../models/select.js';
@@ -174,7 +174,7 @@ export class Engine implements EngineApi {
           attempts: s.llm.attempts.map((a) => ({ ...a })),
           loading: s.llm.loading !== null,
           costs: s.llm.reasoner ? s.llm.reasoner.costs() : null,
-          deferred: s.agent.snapshot.events.reduce((n, e) => n + (e.pending ? 1 : 0), 0),
+          deferred: pendingCount(s.agent.snapshot),
         },
         storage: { degraded: s.store.degraded, persisted: null },
         shared: this.shared,

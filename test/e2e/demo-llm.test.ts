@@ -17,16 +17,16 @@
  *
  * Needs `npm run build` (dist/) first; builds demo/dist/ itself when it is missing.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { minimalValue } from '../../src/models/scripted.js';
+import { startDemo, type Demo } from './demo-server.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -50,49 +50,6 @@ function isLocal(url: string): boolean {
   } catch {
     return false;
   }
-}
-
-interface Demo {
-  server: ChildProcess;
-  base: string;
-  dataDir: string;
-  stderr: () => string;
-  stop: () => Promise<void>;
-}
-
-/** Start demo/server.ts on a free port with its own data folder and no simulated shoppers. */
-async function startDemo(env: Record<string, string>): Promise<Demo> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'atomem-demo-llm-e2e-'));
-  const server = spawn(process.execPath, ['--import', 'tsx', 'demo/server.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ATOMEM_DATA: dataDir, DEMO_SHOPPERS: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  server.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const base = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    server.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-      const m = /atomem demo ready at (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    server.on('exit', (code) => reject(new Error(`demo server exited with ${code}:\n${stderr}`)));
-  });
-  return {
-    server,
-    base,
-    dataDir,
-    stderr: () => stderr,
-    stop: async () => {
-      if (server.exitCode === null) {
-        const exited = new Promise((r) => server.once('exit', r));
-        server.kill('SIGTERM');
-        await exited;
-      }
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
 }
 
 /** A fresh browser context (its own IndexedDB and OPFS) that records every request URL. */

@@ -4,21 +4,20 @@
  * builds the demo page (demo/dist/) itself when it is missing. Writes docs/screenshots/shop.png
  * and docs/screenshots/inspector.png.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDemo, type Demo } from './demo-server.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SHOTS = join(ROOT, 'docs', 'screenshots');
 const DEPT = 'Kitchen';
 
-let server: ChildProcess;
-let dataDir = '';
+let demo: Demo | undefined;
 let base = '';
 /** Every request line the server logged (`METHOD /path`), in order: what went over the wire. */
 const wire: string[] = [];
@@ -53,27 +52,11 @@ beforeAll(async () => {
   if (!existsSync(join(ROOT, 'demo/dist/index.html'))) {
     execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
   }
-  dataDir = mkdtempSync(join(tmpdir(), 'atomem-demo-e2e-'));
-  server = spawn(process.execPath, ['--import', 'tsx', 'demo/server.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ATOMEM_DATA: dataDir, DEMO_SHOPPERS: '60', DEMO_LOG_REQUESTS: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  server.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr += chunk;
+  demo = await startDemo({ DEMO_SHOPPERS: '60', DEMO_LOG_REQUESTS: '1' }, (chunk) => {
     for (const m of chunk.matchAll(/^request (\S+ \S+)$/gm)) wire.push(m[1]);
   });
-  base = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    server.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-      const m = /atomem demo ready at (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    server.on('exit', (code) => reject(new Error(`demo server exited with ${code}:\n${stderr}`)));
-  });
-  expect(stderr).toContain(`data folder ${dataDir}`);
+  base = demo.base;
+  expect(demo.stderr()).toContain(`data folder ${demo.dataDir}`);
   seeded = (await health()).memories;
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
   context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
@@ -88,12 +71,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  if (server && server.exitCode === null) {
-    const exited = new Promise((r) => server.once('exit', r));
-    server.kill('SIGTERM');
-    await exited;
-  }
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  await demo?.stop();
 });
 
 describe('the demo shop in headless Chromium', () => {
