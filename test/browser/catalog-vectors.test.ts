@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createAtomem, type Atomem, type ProgressEvent, type SerializedError } from '../../src/client/index.js';
-import type { Item } from '../../src/core/types.js';
-import { itemText } from '../../src/embed/cache.js';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
-import { encodeCatalogVectors } from '../../src/protocol/catalog-vectors-v1.js';
+import { createAtomem, type Atomem, type ProgressEvent, type SerializedError } from '../../packages/atomem/src/client/index.js';
+import type { Item } from '../../packages/atomem/src/core/types.js';
+import { itemText } from '../../packages/atomem/src/embed/cache.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
+import { encodeCatalogVectors } from '../../packages/atomem/src/protocol/catalog-vectors-v1.js';
 import { profileTracker } from '../fixtures/idb.js';
 
 // A shop's catalog embedded ahead of time (here in the page, with the same hashing embedder the

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { ItemVectors } from '../../src/agent/items.js';
-import { MemoryAgent } from '../../src/agent/agent.js';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
-import type { Item } from '../../src/core/types.js';
+import { ItemVectors } from '../../packages/atomem/src/agent/items.js';
+import { MemoryAgent } from '../../packages/atomem/src/agent/agent.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
+import type { Item } from '../../packages/atomem/src/core/types.js';
 
 const catalog: Item[] = [
   { id: 'heat', title: 'Heat (1995)', categories: ['Crime', 'Thriller'], description: 'heist crime thriller in los angeles' },

@@ -1,8 +1,8 @@
 import { env } from '@huggingface/transformers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { norm } from '../../src/core/vector.js';
-import { createMiniLMEmbedder, EmbedderLoadError, type MiniLMEmbedder, type MiniLMFileCache } from '../../src/embed/minilm.js';
-import { ModelUnavailableError, type LoadProgress } from '../../src/models/types.js';
+import { norm } from '../../packages/atomem/src/core/vector.js';
+import { createMiniLMEmbedder, EmbedderLoadError, type MiniLMEmbedder, type MiniLMFileCache } from '../../packages/atomem/src/embed/minilm.js';
+import { ModelUnavailableError, type LoadProgress } from '../../packages/atomem/src/models/types.js';
 import { TINY_BERT_HIDDEN, tinyBertExpected, tinyBertFiles, tinyBertTokenIds } from '../fixtures/tiny-bert.js';
 
 // The MiniLM embedder's real path in headless Chromium — transformers.js' file loading, WordPiece
@@ -305,7 +305,7 @@ interface WorkerReport {
 /** Run {@link WORKER_SOURCE} in a fresh module worker (a fresh ONNX Runtime) and return its report. */
 async function inWorker(wasmPaths: string, fakeAdapter = false): Promise<WorkerReport> {
   const abs = (p: string) => new URL(p, location.href).href;
-  const source = WORKER_SOURCE(abs('/src/embed/minilm.ts'), abs('/test/fixtures/tiny-bert.ts'), abs(wasmPaths), MODEL_BASE, TINY, fakeAdapter);
+  const source = WORKER_SOURCE(abs('/packages/atomem/src/embed/minilm.ts'), abs('/test/fixtures/tiny-bert.ts'), abs(wasmPaths), MODEL_BASE, TINY, fakeAdapter);
   const url = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
   const worker = new Worker(url, { type: 'module' });
   try {

@@ -1,8 +1,8 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cosine, norm } from '../../src/core/vector.js';
-import { createUseLiteEmbedder, USE_LITE_DIM, USE_LITE_ID, type UseLiteEmbedder } from '../../src/embed/use-lite.js';
-import { fetchAssetSource } from '../../src/embed/use-lite-browser.js';
+import { cosine, norm } from '../../packages/atomem/src/core/vector.js';
+import { createUseLiteEmbedder, USE_LITE_DIM, USE_LITE_ID, type UseLiteEmbedder } from '../../packages/atomem/src/embed/use-lite.js';
+import { fetchAssetSource } from '../../packages/atomem/src/embed/use-lite-browser.js';
 // Node reference vectors (3 sentences × 512, rounded to 6 decimals), generated once in Node with
 // `npx tsx test/browser/use-lite-reference.gen.ts`; regenerate only if the weights change.
 import reference from './use-lite-reference.json';

@@ -7,8 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
-import { createIndexService } from '../../src/server/service.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
+import { createIndexService } from '../../packages/atomem-index/src/service.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createPromptApiModel, type PromptApiCreateOptions, type PromptApiMessage } from '../../src/models/prompt-api.js';
-import { ModelUnavailableError, type JsonSchema, type LoadProgress } from '../../src/models/types.js';
-import { createWebLLMModel } from '../../src/models/webllm.js';
+import { createPromptApiModel, type PromptApiCreateOptions, type PromptApiMessage } from '../../packages/atomem/src/models/prompt-api.js';
+import { ModelUnavailableError, type JsonSchema, type LoadProgress } from '../../packages/atomem/src/models/types.js';
+import { createWebLLMModel } from '../../packages/atomem/src/models/webllm.js';
 
 // Real headless Chromium (launched with --disable-gpu): what the on-device adapters do when
 // their runtime is missing, and how the Prompt API adapter maps onto the real API's shape.

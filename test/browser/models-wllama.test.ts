@@ -4,8 +4,8 @@ import { cdp } from 'vitest/browser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // The shop's way to self-host the runtime with Vite: the package's own wasm, served by the app.
 import wasmUrl from '@wllama/wllama/esm/wasm/wllama.wasm?url';
-import { createWllamaModel, type WllamaModel } from '../../src/models/wllama.js';
-import type { JsonSchema, LoadProgress } from '../../src/models/types.js';
+import { createWllamaModel, type WllamaModel } from '../../packages/atomem/src/models/wllama.js';
+import type { JsonSchema, LoadProgress } from '../../packages/atomem/src/models/types.js';
 
 // END TO END: the real wllama runtime (llama.cpp in wasm) in headless Chromium, loading the real
 // stories260K toy GGUF (1.2 MB, 260K parameters) from ../shared, read-only and never copied.

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { InvalidImportError, MemoryStore, dbName } from '../../src/store/index.js';
-import { createState } from '../../src/core/memory.js';
-import type { MemoryState } from '../../src/core/types.js';
+import { InvalidImportError, MemoryStore, dbName } from '../../packages/atomem/src/store/index.js';
+import { createState } from '../../packages/atomem/src/core/memory.js';
+import type { MemoryState } from '../../packages/atomem/src/core/types.js';
 import { profileTracker } from '../fixtures/idb.js';
 
 // Real Chromium IndexedDB, no fake: durability, profile isolation, export/erase/import.

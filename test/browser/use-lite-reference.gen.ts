@@ -8,7 +8,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { createUseLiteEmbedder, USE_LITE_ID } from '../../src/embed/use-lite.js';
+import { createUseLiteEmbedder, USE_LITE_ID } from '../../packages/atomem/src/embed/use-lite.js';
 
 export const REFERENCE_SENTENCES = [
   'loves space adventure science fiction movies',

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createAtomem, type Atomem } from '../../src/client/index.js';
-import { Engine } from '../../src/worker/engine.js';
-import type { Item } from '../../src/core/types.js';
-import type { EngineEvent } from '../../src/worker/protocol.js';
+import { createAtomem, type Atomem } from '../../packages/atomem/src/client/index.js';
+import { Engine } from '../../packages/atomem/src/worker/engine.js';
+import type { Item } from '../../packages/atomem/src/core/types.js';
+import type { EngineEvent } from '../../packages/atomem/src/worker/protocol.js';
 import { profileTracker } from '../fixtures/idb.js';
 
 // Real Chromium: real module workers (dedicated and shared), real IndexedDB, real Web Locks.
@@ -34,7 +34,7 @@ describe('durability under crashes and concurrency', () => {
     const workers: Worker[] = [];
     const a = await start(p, {
       worker: () => {
-        const w = new Worker(new URL('../../src/worker/worker.ts', import.meta.url), { type: 'module' });
+        const w = new Worker(new URL('../../packages/atomem/src/worker/worker.ts', import.meta.url), { type: 'module' });
         workers.push(w);
         return w;
       },

@@ -1,8 +1,8 @@
 /// <reference types="vite/client" />
 import { afterEach, describe, expect, it } from 'vitest';
 import wasmUrl from '@wllama/wllama/esm/wasm/wllama.wasm?url';
-import { createAtomem, type Atomem, type EngineStatus, type LlmEvent, type ProgressEvent, type SerializedError } from '../../src/client/index.js';
-import type { Item } from '../../src/core/types.js';
+import { createAtomem, type Atomem, type EngineStatus, type LlmEvent, type ProgressEvent, type SerializedError } from '../../packages/atomem/src/client/index.js';
+import type { Item } from '../../packages/atomem/src/core/types.js';
 import { profileTracker } from '../fixtures/idb.js';
 
 // The engine's model fallback, in the real worker: WebLLM (no WebGPU adapter in this headless

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { createAtomem, type Atomem } from '../../src/client/index.js';
-import type { Item } from '../../src/core/types.js';
-import type { UpsertRequest } from '../../src/protocol/index-v1.js';
+import { createAtomem, type Atomem } from '../../packages/atomem/src/client/index.js';
+import type { Item } from '../../packages/atomem/src/core/types.js';
+import type { UpsertRequest } from '../../packages/atomem/src/protocol/index-v1.js';
 import { profileTracker } from '../fixtures/idb.js';
 
 // Sharing from the real worker to the REAL index service (started by the project's global

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createAtomem, type Atomem, type ProgressEvent } from '../../src/client/index.js';
-import { MemoryStore } from '../../src/store/index.js';
-import type { Item } from '../../src/core/types.js';
+import { createAtomem, type Atomem, type ProgressEvent } from '../../packages/atomem/src/client/index.js';
+import { MemoryStore } from '../../packages/atomem/src/store/index.js';
+import type { Item } from '../../packages/atomem/src/core/types.js';
 import { profileTracker } from '../fixtures/idb.js';
 
 // Real Chromium, a real module Worker (Vite-bundled from new URL(..., import.meta.url)), real IndexedDB.
@@ -116,7 +116,7 @@ describe('worker engine through createAtomem', () => {
       embedder: 'hashing',
       config: { tau: 0.3 },
       worker: () => {
-        const w = new Worker(new URL('../../src/worker/worker.ts', import.meta.url), { type: 'module' });
+        const w = new Worker(new URL('../../packages/atomem/src/worker/worker.ts', import.meta.url), { type: 'module' });
         workers.push(w);
         return w;
       },

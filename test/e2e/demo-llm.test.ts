@@ -25,7 +25,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { minimalValue } from '../../src/models/scripted.js';
+import { minimalValue } from '../../packages/atomem/src/models/scripted.js';
 import { startDemo, type Demo } from './demo-server.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -74,9 +74,9 @@ const COL = { requests: 0, byLlm: 1, calls: 2, repairs: 3, toRules: 4, tokens: 5
 const num = (s: string): number => Number(/\d[\d,]*/.exec(s)?.[0].replace(/,/g, '') ?? 'NaN');
 
 beforeAll(async () => {
-  expect(existsSync(join(ROOT, 'dist/index.js')), 'run `npm run build` first').toBe(true);
-  if (!existsSync(join(ROOT, 'demo/dist/index.html'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
+  expect(existsSync(join(ROOT, 'packages/atomem/dist/index.js')), 'run `npm run build` first').toBe(true);
+  if (!existsSync(join(ROOT, 'apps/demo/dist/index.html'))) {
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
   }
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
   mkdirSync(SHOTS, { recursive: true });

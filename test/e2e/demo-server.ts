@@ -24,7 +24,7 @@ export interface Demo {
 /** Start the demo with `env` on top of PORT 0, HOST 127.0.0.1 and a fresh ATOMEM_DATA; `onStderr` sees each chunk. */
 export async function startDemo(env: Record<string, string>, onStderr?: (chunk: string) => void): Promise<Demo> {
   const dataDir = mkdtempSync(join(tmpdir(), 'atomem-demo-e2e-'));
-  const server = spawn(process.execPath, ['--import', 'tsx', 'demo/server.ts'], {
+  const server = spawn(process.execPath, ['--import', 'tsx', 'apps/demo/server.ts'], {
     cwd: ROOT,
     env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ATOMEM_DATA: dataDir, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

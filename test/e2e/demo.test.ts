@@ -48,9 +48,9 @@ async function clickProduct(id: string, action: 'click' | 'cart' | 'purchase' = 
 }
 
 beforeAll(async () => {
-  expect(existsSync(join(ROOT, 'dist/index.js')), 'run `npm run build` first').toBe(true);
-  if (!existsSync(join(ROOT, 'demo/dist/index.html'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
+  expect(existsSync(join(ROOT, 'packages/atomem/dist/index.js')), 'run `npm run build` first').toBe(true);
+  if (!existsSync(join(ROOT, 'apps/demo/dist/index.html'))) {
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
   }
   demo = await startDemo({ DEMO_SHOPPERS: '60', DEMO_LOG_REQUESTS: '1' }, (chunk) => {
     for (const m of chunk.matchAll(/^request (\S+ \S+)$/gm)) wire.push(m[1]);

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryAgent, type AgentOptions } from '../../src/agent/agent.js';
-import { ItemVectors, UnknownItemError } from '../../src/agent/items.js';
-import { resolveConfig } from '../../src/core/config.js';
-import { appendEvent, createState } from '../../src/core/memory.js';
-import type { LifecycleEvent } from '../../src/core/types.js';
-import { dot } from '../../src/core/vector.js';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
-import { RulesReasoner } from '../../src/reason/rules.js';
-import type { Reasoner } from '../../src/reason/types.js';
+import { MemoryAgent, type AgentOptions } from '../../packages/atomem/src/agent/agent.js';
+import { ItemVectors, UnknownItemError } from '../../packages/atomem/src/agent/items.js';
+import { resolveConfig } from '../../packages/atomem/src/core/config.js';
+import { appendEvent, createState } from '../../packages/atomem/src/core/memory.js';
+import type { LifecycleEvent } from '../../packages/atomem/src/core/types.js';
+import { dot } from '../../packages/atomem/src/core/vector.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
+import { RulesReasoner } from '../../packages/atomem/src/reason/rules.js';
+import type { Reasoner } from '../../packages/atomem/src/reason/types.js';
 import { CATALOG, MIN, T0, TAU, embedder, interactions } from '../fixtures/film-catalog.js';
 
 const GENRE: Record<string, string> = Object.fromEntries(CATALOG.map((i) => [i.id, i.categories![0]]));
@@ -468,9 +468,9 @@ describe('MemoryAgent ablation modes', () => {
 
 describe('MemoryAgent bad input', () => {
   it('train rejects an empty history and a history with an unknown item before changing anything', async () => {
-    const { ItemVectors } = await import('../../src/agent/items.js');
-    const { MemoryAgent } = await import('../../src/agent/agent.js');
-    const { createHashingEmbedder } = await import('../../src/embed/hashing.js');
+    const { ItemVectors } = await import('../../packages/atomem/src/agent/items.js');
+    const { MemoryAgent } = await import('../../packages/atomem/src/agent/agent.js');
+    const { createHashingEmbedder } = await import('../../packages/atomem/src/embed/hashing.js');
     const items = new ItemVectors(createHashingEmbedder({ dim: 64 }), [{ id: 'a', title: 'Heat (1995)' }]);
     const agent = new MemoryAgent({ items, clock: () => 0, newId: () => 'x' });
     await expect(agent.train([], () => undefined)).rejects.toThrow(/history is empty/);
@@ -483,9 +483,9 @@ describe('MemoryAgent bad input', () => {
 
 describe('MemoryAgent.recommend bad input', () => {
   it('rejects duplicate candidates and unknown ids with clear errors', async () => {
-    const { ItemVectors, UnknownItemError } = await import('../../src/agent/items.js');
-    const { MemoryAgent } = await import('../../src/agent/agent.js');
-    const { createHashingEmbedder } = await import('../../src/embed/hashing.js');
+    const { ItemVectors, UnknownItemError } = await import('../../packages/atomem/src/agent/items.js');
+    const { MemoryAgent } = await import('../../packages/atomem/src/agent/agent.js');
+    const { createHashingEmbedder } = await import('../../packages/atomem/src/embed/hashing.js');
     const items = new ItemVectors(createHashingEmbedder({ dim: 64 }), [
       { id: 'a', title: 'Heat (1995)' },
       { id: 'b', title: 'Alien (1979)' },

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryAgent, type AgentOptions } from '../../src/agent/agent.js';
-import { ItemVectors } from '../../src/agent/items.js';
-import { createInProcessIndex, type InProcessIndex, type SharedIndex, type SharedMemoryUpload } from '../../src/community/index.js';
+import { MemoryAgent, type AgentOptions } from '../../packages/atomem/src/agent/agent.js';
+import { ItemVectors } from '../../packages/atomem/src/agent/items.js';
+import { createInProcessIndex, type InProcessIndex, type SharedIndex, type SharedMemoryUpload } from '../../packages/atomem/src/community/index.js';
 import { CATALOG, MIN, T0, TAU, embedder, interactions } from '../fixtures/film-catalog.js';
 
 /** The films' vectors (catalog, TAU and clock: test/fixtures/film-catalog.ts; same genre 0.70–0.89, cross genre ≤ 0.43). */

@@ -2,8 +2,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import '../../src/bench/methods.js';
-import { runBenchmark } from '../../src/bench/run.js';
+import '../../packages/bench/src/methods.js';
+import { runBenchmark } from '../../packages/bench/src/run.js';
 import { twoGroupDataset } from '../fixtures/synthetic.js';
 
 // The atomem benchmark methods end to end on a synthetic two-taste dataset, with the hashing

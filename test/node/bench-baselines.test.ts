@@ -9,11 +9,11 @@ import {
   RandomMethod,
   rankByScore,
   tokenize,
-} from '../../src/bench/baselines.js';
-import { testCases } from '../../src/bench/protocol.js';
-import { Rng } from '../../src/bench/rng.js';
-import type { Dataset, EvalCase, Method, MethodContext } from '../../src/bench/types.js';
-import type { Interaction, Item } from '../../src/core/types.js';
+} from '../../packages/bench/src/baselines.js';
+import { testCases } from '../../packages/bench/src/protocol.js';
+import { Rng } from '../../packages/bench/src/rng.js';
+import type { Dataset, EvalCase, Method, MethodContext } from '../../packages/bench/src/types.js';
+import type { Interaction, Item } from '../../packages/atomem/src/core/types.js';
 import { twoGroupDataset } from '../fixtures/synthetic.js';
 
 function context(dataset: Dataset, cases: EvalCase[], histories: Map<string, Interaction[]>): MethodContext {

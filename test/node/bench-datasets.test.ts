@@ -2,9 +2,9 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { compareIds, DatasetError, kcore, loadAgentCF, loadDataset, loadJsonl, loadMovieLens } from '../../src/bench/datasets.js';
-import type { Interaction } from '../../src/core/types.js';
-import type { Dataset } from '../../src/bench/types.js';
+import { compareIds, DatasetError, kcore, loadAgentCF, loadDataset, loadJsonl, loadMovieLens } from '../../packages/bench/src/datasets.js';
+import type { Interaction } from '../../packages/atomem/src/core/types.js';
+import type { Dataset } from '../../packages/bench/src/types.js';
 import { writeMovieLensTiny } from '../fixtures/movielens-tiny.js';
 
 const FIXTURES = resolve(import.meta.dirname, '../fixtures');

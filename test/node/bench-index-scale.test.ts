@@ -6,9 +6,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { main, markdownTables, runIndexScaleSize, SyntheticMemories, type IndexScaleResult } from '../../src/bench/index-scale.js';
-import { UsearchVectorSearch } from '../../src/bench/usearch-search.js';
-import { FlatVectorStore } from '../../src/community/vectors.js';
+import { main, markdownTables, runIndexScaleSize, SyntheticMemories, type IndexScaleResult } from '../../packages/bench/src/index-scale.js';
+import { UsearchVectorSearch } from '../../packages/bench/src/usearch-search.js';
+import { FlatVectorStore } from '../../packages/atomem/src/community/vectors.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'atomem-index-scale-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

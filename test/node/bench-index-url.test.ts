@@ -2,11 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import '../../src/bench/methods.js';
-import { runBenchmark } from '../../src/bench/run.js';
-import { ItemVectors } from '../../src/agent/items.js';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
-import { createIndexService, type IndexService } from '../../src/server/service.js';
+import '../../packages/bench/src/methods.js';
+import { runBenchmark } from '../../packages/bench/src/run.js';
+import { ItemVectors } from '../../packages/atomem/src/agent/items.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
+import { createIndexService, type IndexService } from '../../packages/atomem-index/src/service.js';
 import { twoGroupDataset } from '../fixtures/synthetic.js';
 
 // The benchmark's `--index-url` path: every simulated device talks HTTP (its own client and

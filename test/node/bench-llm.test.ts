@@ -4,9 +4,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import '../../src/bench/methods.js';
-import { runBenchmark } from '../../src/bench/run.js';
-import { minimalValue } from '../../src/models/scripted.js';
+import '../../packages/bench/src/methods.js';
+import { runBenchmark } from '../../packages/bench/src/run.js';
+import { minimalValue } from '../../packages/atomem/src/models/scripted.js';
 import { twoGroupDataset } from '../fixtures/synthetic.js';
 
 // The benchmark's LLM path: `--reasoner llm --llm openai-compatible --llm-url … --llm-model …`

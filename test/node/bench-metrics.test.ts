@@ -12,8 +12,8 @@ import {
   ndcgAt,
   rankOf,
   reciprocalRank,
-} from '../../src/bench/metrics.js';
-import { Rng } from '../../src/bench/rng.js';
+} from '../../packages/bench/src/metrics.js';
+import { Rng } from '../../packages/bench/src/rng.js';
 
 describe('bench metrics: ranking', () => {
   it('NDCG@K of one relevant item at rank 1, 3, 11', () => {

@@ -6,9 +6,9 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadMovieLens } from '../../src/bench/datasets.js';
-import '../../src/bench/methods.js';
-import { runBenchmark } from '../../src/bench/run.js';
+import { loadMovieLens } from '../../packages/bench/src/datasets.js';
+import '../../packages/bench/src/methods.js';
+import { runBenchmark } from '../../packages/bench/src/run.js';
 
 const candidates = [process.env.ATOMEM_ML100K, resolve(import.meta.dirname, '../../../shared/data/ml-100k')];
 const dir = candidates.find((d): d is string => !!d && existsSync(resolve(d, 'u.data')));

@@ -1,8 +1,8 @@
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadAgentCF } from '../../src/bench/datasets.js';
-import { buildProtocol, drawUsers, evaluableUsers, SAMPLE_LENGTH, testCases, validationCases } from '../../src/bench/protocol.js';
-import type { Dataset } from '../../src/bench/types.js';
+import { loadAgentCF } from '../../packages/bench/src/datasets.js';
+import { buildProtocol, drawUsers, evaluableUsers, SAMPLE_LENGTH, testCases, validationCases } from '../../packages/bench/src/protocol.js';
+import type { Dataset } from '../../packages/bench/src/types.js';
 import { randomDataset } from '../fixtures/synthetic.js';
 
 const data = randomDataset({ users: 300, items: 80, minLen: 1, maxLen: 30, seed: 11 });

@@ -2,11 +2,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi, type MockInstance } from 'vitest';
-import { main, parseUsers, resolveDataDir } from '../../src/bench/cli.js';
-import { BASELINE_METHODS, defaultMethods, methodFactories } from '../../src/bench/methods.js';
-import { registerMethod, type MethodFactory } from '../../src/bench/registry.js';
-import { BenchUsageError, markdownTable, planRuns, runBenchmark } from '../../src/bench/run.js';
-import type { EvalCase, Method, MethodContext } from '../../src/bench/types.js';
+import { main, parseUsers, resolveDataDir } from '../../packages/bench/src/cli.js';
+import { BASELINE_METHODS, defaultMethods, methodFactories } from '../../packages/bench/src/methods.js';
+import { registerMethod, type MethodFactory } from '../../packages/bench/src/registry.js';
+import { BenchUsageError, markdownTable, planRuns, runBenchmark } from '../../packages/bench/src/run.js';
+import type { EvalCase, Method, MethodContext } from '../../packages/bench/src/types.js';
 import { twoGroupDataset } from '../fixtures/synthetic.js';
 
 const FIXTURES = resolve(import.meta.dirname, '../fixtures');

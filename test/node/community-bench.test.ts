@@ -6,7 +6,7 @@
  * clustered ones (50 centres + noise of several magnitudes) to see the graph's shape.
  */
 import { describe, expect, it } from 'vitest';
-import { createInProcessIndex, type SharedMemoryUpload } from '../../src/community/index.js';
+import { createInProcessIndex, type SharedMemoryUpload } from '../../packages/atomem/src/community/index.js';
 import { rng } from '../fixtures/index-wire.js';
 
 const EMB = 'bench@1/float32';

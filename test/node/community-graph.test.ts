@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { CommunityGraph, aggregateItems, prototypeOf, type CommunityChanges } from '../../src/community/index.js';
+import { CommunityGraph, aggregateItems, prototypeOf, type CommunityChanges } from '../../packages/atomem/src/community/index.js';
 
 /** Unit vector in the plane at `deg` degrees (sim of two = cos of their angle difference). */
 function at(deg: number): Float32Array {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { createInProcessIndex, InvalidUploadError, type InProcessIndex, type SharedMemoryUpload } from '../../src/community/index.js';
+import { createInProcessIndex, InvalidUploadError, type InProcessIndex, type SharedMemoryUpload } from '../../packages/atomem/src/community/index.js';
 import { clustered, rng, unit } from '../fixtures/index-wire.js';
 
 const EMB = 'test-embedder@1/float32';

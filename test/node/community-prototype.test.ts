@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { PrototypeTracker, aggregateItems, laplace, noisyCounts, prototypeOf } from '../../src/community/index.js';
+import { PrototypeTracker, aggregateItems, laplace, noisyCounts, prototypeOf } from '../../packages/atomem/src/community/index.js';
 
 describe('prototypes', () => {
   it('prototypeOf = normalised mean', () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { createInProcessIndex } from '../../src/community/index.js';
-import { rank } from '../../src/core/rank.js';
-import { resolveConfig } from '../../src/core/config.js';
-import type { KnownCommunity } from '../../src/core/retrieve.js';
+import { createInProcessIndex } from '../../packages/atomem/src/community/index.js';
+import { rank } from '../../packages/atomem/src/core/rank.js';
+import { resolveConfig } from '../../packages/atomem/src/core/config.js';
+import type { KnownCommunity } from '../../packages/atomem/src/core/retrieve.js';
 
 const EMB = 'e@1';
 // All vectors close together: one community, so `related` is about items only.

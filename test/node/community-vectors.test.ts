@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { FlatVectorStore, type VectorSearch } from '../../src/community/index.js';
+import { FlatVectorStore, type VectorSearch } from '../../packages/atomem/src/community/index.js';
 
 function unit(v: number[]): Float32Array {
   const n = Math.hypot(...v) || 1;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { DEFAULT_CONFIG, EMBEDDER_TAU, resolveConfig, tauFor, type AtomemConfig } from '../../src/core/config.js';
-import { addScaled, assertSameDim, cosine, dot, isFiniteVector, meanNormalized, norm, normalize } from '../../src/core/vector.js';
+import { DEFAULT_CONFIG, EMBEDDER_TAU, resolveConfig, tauFor, type AtomemConfig } from '../../packages/atomem/src/core/config.js';
+import { addScaled, assertSameDim, cosine, dot, isFiniteVector, meanNormalized, norm, normalize } from '../../packages/atomem/src/core/vector.js';
 
 describe('resolveConfig', () => {
   it('returns the defaults when given nothing, as a fresh object', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { resolveConfig } from '../../src/core/config.js';
+import { resolveConfig } from '../../packages/atomem/src/core/config.js';
 import {
   actionWeight,
   appendEvent,
@@ -18,10 +18,10 @@ import {
   validateInteraction,
   weaken,
   type OpContext,
-} from '../../src/core/memory.js';
-import type { AtomicMemory, Embedding, Interaction, MemoryState } from '../../src/core/types.js';
-import { ACTION_WEIGHTS } from '../../src/core/types.js';
-import { dot, norm, normalize } from '../../src/core/vector.js';
+} from '../../packages/atomem/src/core/memory.js';
+import type { AtomicMemory, Embedding, Interaction, MemoryState } from '../../packages/atomem/src/core/types.js';
+import { ACTION_WEIGHTS } from '../../packages/atomem/src/core/types.js';
+import { dot, norm, normalize } from '../../packages/atomem/src/core/vector.js';
 
 const EMB = 'test-3@1';
 const DAY = 86_400_000;

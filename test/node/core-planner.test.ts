@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { resolveConfig, type AtomemConfig } from '../../src/core/config.js';
-import { appendEvent } from '../../src/core/memory.js';
-import { rulesPlanner } from '../../src/core/planner.js';
+import { resolveConfig, type AtomemConfig } from '../../packages/atomem/src/core/config.js';
+import { appendEvent } from '../../packages/atomem/src/core/memory.js';
+import { rulesPlanner } from '../../packages/atomem/src/core/planner.js';
 import { DAY, NOW, mem, state } from '../fixtures/planner-state.js';
 
 const cfg: AtomemConfig = resolveConfig({ sweepEvery: 5, mergeThreshold: 0.95, synthesizeEvery: 10, synthesizeOnErrors: 3, maxMemories: 10 });

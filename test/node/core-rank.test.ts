@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { resolveConfig, type AtomemConfig } from '../../src/core/config.js';
-import { explain } from '../../src/core/explain.js';
-import { memberVotes, rank, type Candidate, type RankedItem, type RankInput, type Reason } from '../../src/core/rank.js';
-import type { CommunityContext, KnownCommunity } from '../../src/core/retrieve.js';
-import type { AtomicMemory } from '../../src/core/types.js';
-import { normalize } from '../../src/core/vector.js';
+import { resolveConfig, type AtomemConfig } from '../../packages/atomem/src/core/config.js';
+import { explain } from '../../packages/atomem/src/core/explain.js';
+import { memberVotes, rank, type Candidate, type RankedItem, type RankInput, type Reason } from '../../packages/atomem/src/core/rank.js';
+import type { CommunityContext, KnownCommunity } from '../../packages/atomem/src/core/retrieve.js';
+import type { AtomicMemory } from '../../packages/atomem/src/core/types.js';
+import { normalize } from '../../packages/atomem/src/core/vector.js';
 
 const DAY = 86_400_000;
 const NOW = Date.UTC(2024, 5, 1);

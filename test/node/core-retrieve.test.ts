@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { retrieve, retrieveOwn, type CommunityContext, type KnownCommunity } from '../../src/core/retrieve.js';
-import type { AtomicMemory } from '../../src/core/types.js';
-import { dot, normalize } from '../../src/core/vector.js';
+import { retrieve, retrieveOwn, type CommunityContext, type KnownCommunity } from '../../packages/atomem/src/core/retrieve.js';
+import type { AtomicMemory } from '../../packages/atomem/src/core/types.js';
+import { dot, normalize } from '../../packages/atomem/src/core/vector.js';
 
 function at(deg: number): Float32Array {
   const r = (deg * Math.PI) / 180;

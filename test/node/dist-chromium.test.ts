@@ -12,7 +12,8 @@ import { tinyBertFiles } from '../fixtures/tiny-bert.js';
 // Its default worker chunk and shipped model assets (USE-lite + tfjs wasm) load next to it.
 // `npm test` builds first (pretest).
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** The atomem package folder: the page loads its built dist/ as a shop serving the package would. */
+const PKG = fileURLToPath(new URL('../../packages/atomem/', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TYPES: Record<string, string> = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json', '.wasm': 'application/wasm', '.html': 'text/html', '.map': 'application/json' };
 
@@ -70,8 +71,8 @@ beforeAll(async () => {
       else res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(body);
       return;
     }
-    const file = normalize(join(ROOT, decodeURIComponent(url.pathname)));
-    if (!file.startsWith(join(ROOT, 'dist')) || !existsSync(file) || !statSync(file).isFile()) {
+    const file = normalize(join(PKG, decodeURIComponent(url.pathname)));
+    if (!file.startsWith(join(PKG, 'dist')) || !existsSync(file) || !statSync(file).isFile()) {
       res.writeHead(404).end();
       return;
     }
@@ -90,7 +91,7 @@ afterAll(async () => {
 
 describe('the built package (dist/) in headless Chromium', () => {
   it('createAtomem with every default: worker chunk, USE-lite from the shipped assets, learns and explains, nothing leaves the host', async () => {
-    expect(existsSync(join(ROOT, 'dist/index.js')), 'run `npm run build` first (npm test does)').toBe(true);
+    expect(existsSync(join(PKG, 'dist/index.js')), 'run `npm run build` first (npm test does)').toBe(true);
     const page = await browser.newPage();
     const offsite: string[] = [];
     page.on('request', (r) => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { Embedding } from '../../src/core/types.js';
-import { cacheKey, createCachedEmbedder, EmbeddingCache, itemText, parseCacheKey } from '../../src/embed/cache.js';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
-import type { Embedder } from '../../src/embed/types.js';
+import type { Embedding } from '../../packages/atomem/src/core/types.js';
+import { cacheKey, createCachedEmbedder, EmbeddingCache, itemText, parseCacheKey } from '../../packages/atomem/src/embed/cache.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
+import type { Embedder } from '../../packages/atomem/src/embed/types.js';
 
 /** A hashing embedder that records every batch it is asked to embed. */
 function spy(dim = 16): Embedder & { calls: string[][] } {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { cosine, norm } from '../../src/core/vector.js';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
+import { cosine, norm } from '../../packages/atomem/src/core/vector.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
 
 describe('hashing embedder (unit-test double)', () => {
   it('has id hashing-<dim>@1 and the requested dimension', () => {

@@ -4,9 +4,9 @@ import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { env } from '@huggingface/transformers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { norm } from '../../src/core/vector.js';
-import { createMiniLMEmbedder, EmbedderLoadError, miniLMEmbedderId, type MiniLMEmbedder } from '../../src/embed/minilm.js';
-import type { LoadProgress } from '../../src/models/types.js';
+import { norm } from '../../packages/atomem/src/core/vector.js';
+import { createMiniLMEmbedder, EmbedderLoadError, miniLMEmbedderId, type MiniLMEmbedder } from '../../packages/atomem/src/embed/minilm.js';
+import type { LoadProgress } from '../../packages/atomem/src/models/types.js';
 import { TINY_BERT_HIDDEN, tinyBertExpected, tinyBertFiles, tinyBertTokenIds } from '../fixtures/tiny-bert.js';
 
 // The same tiny BERT as the browser test, on onnxruntime-node (its linux-x64 binary ships in the npm

@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import * as tf from '@tensorflow/tfjs-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cosine, norm } from '../../src/core/vector.js';
-import { createUseLiteEmbedder, USE_LITE_DIM, USE_LITE_ID, type UseLiteEmbedder } from '../../src/embed/use-lite.js';
-import { nodeAssetSource } from '../../src/embed/use-lite-node.js';
+import { cosine, norm } from '../../packages/atomem/src/core/vector.js';
+import { createUseLiteEmbedder, USE_LITE_DIM, USE_LITE_ID, type UseLiteEmbedder } from '../../packages/atomem/src/embed/use-lite.js';
+import { nodeAssetSource } from '../../packages/atomem/src/embed/use-lite-node.js';
 
 const SCI_FI = 'loves space adventure science fiction movies';
 

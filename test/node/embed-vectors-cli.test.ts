@@ -2,13 +2,13 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Item } from '../../src/core/types.js';
-import { itemText } from '../../src/embed/cache.js';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
-import { BROWSER_HASHING_DIM, runVectorsCli } from '../../src/embed/vectors-cli.js';
-import { CATALOG_VECTORS_VERSION, CatalogVectorsError, decodeCatalogVectors, encodeCatalogVectors, itemTextHash } from '../../src/protocol/catalog-vectors-v1.js';
-import { DEFAULT_EMBEDDER } from '../../src/server/defaults.js';
-import { buildEmbedder } from '../../src/worker/embedders.js';
+import type { Item } from '../../packages/atomem/src/core/types.js';
+import { itemText } from '../../packages/atomem/src/embed/cache.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
+import { BROWSER_HASHING_DIM, runVectorsCli } from '../../packages/atomem/src/embed/vectors-cli.js';
+import { CATALOG_VECTORS_VERSION, CatalogVectorsError, decodeCatalogVectors, encodeCatalogVectors, itemTextHash } from '../../packages/atomem/src/protocol/catalog-vectors-v1.js';
+import { DEFAULT_EMBEDDER } from '../../packages/atomem-index/src/defaults.js';
+import { buildEmbedder } from '../../packages/atomem/src/worker/embedders.js';
 
 const ITEMS: Item[] = [
   { id: 'sku-1', title: 'Red trail running shoes', categories: ['Shoes', 'Running'], description: 'Grippy sole, light mesh upper.' },
@@ -382,7 +382,7 @@ describe('atomem-vectors CLI', () => {
     const r = await run('--catalog', catalog, '--out', out, '--no-progress');
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    const { createUseLiteEmbedder, USE_LITE_ID } = await import('../../src/embed/use-lite.js');
+    const { createUseLiteEmbedder, USE_LITE_ID } = await import('../../packages/atomem/src/embed/use-lite.js');
     const file = decodeCatalogVectors(readFileSync(out));
     // the browser builds the same UseLite class (buildEmbedder 'use-lite'), whose id is a constant;
     // DEFAULT_EMBEDDER is the service's copy of the browser's default, kept equal by its own test.

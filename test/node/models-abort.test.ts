@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { raceAbort } from '../../src/models/abort.js';
+import { raceAbort } from '../../packages/atomem/src/models/abort.js';
 
 function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } {
   let resolve!: (v: T) => void;

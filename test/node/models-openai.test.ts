@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createOpenAICompatibleModel, OpenAICompatibleError } from '../../src/models/openai.js';
-import type { JsonSchema } from '../../src/models/types.js';
+import { createOpenAICompatibleModel, OpenAICompatibleError } from '../../packages/atomem/src/models/openai.js';
+import type { JsonSchema } from '../../packages/atomem/src/models/types.js';
 
 // A real local HTTP server speaking the chat-completions shape: a test double of the SERVER only.
 // The adapter's real code path (global fetch, headers, body, status handling, parsing) runs.

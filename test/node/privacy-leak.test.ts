@@ -7,8 +7,8 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadMovieLens } from '../../src/bench/datasets.js';
-import { expectedRandomHit, formatPrivacyLeak, measurePrivacyLeak, toWire, type LeakFigures, type PrivacyLeakReport } from '../../src/bench/privacy-leak.js';
+import { loadMovieLens } from '../../packages/bench/src/datasets.js';
+import { expectedRandomHit, formatPrivacyLeak, measurePrivacyLeak, toWire, type LeakFigures, type PrivacyLeakReport } from '../../packages/bench/src/privacy-leak.js';
 import { twoGroupDataset } from '../fixtures/synthetic.js';
 
 function binomial(n: number, k: number): number {

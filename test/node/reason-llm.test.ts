@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import type { MemoryAgent } from '../../src/agent/agent.js';
-import { createInProcessIndex } from '../../src/community/index.js';
-import type { Action, Interaction } from '../../src/core/types.js';
-import type { GenerateRequest } from '../../src/models/types.js';
-import { LlmReasoner, LlmReasonerError, type LlmReasonerOptions } from '../../src/reason/llm.js';
-import { OPERATIONS, type OperationName } from '../../src/reason/prompts.js';
-import { RulesReasoner } from '../../src/reason/rules.js';
-import type { ForwardStep, MemoryView } from '../../src/reason/types.js';
+import type { MemoryAgent } from '../../packages/atomem/src/agent/agent.js';
+import { createInProcessIndex } from '../../packages/atomem/src/community/index.js';
+import type { Action, Interaction } from '../../packages/atomem/src/core/types.js';
+import type { GenerateRequest } from '../../packages/atomem/src/models/types.js';
+import { LlmReasoner, LlmReasonerError, type LlmReasonerOptions } from '../../packages/atomem/src/reason/llm.js';
+import { OPERATIONS, type OperationName } from '../../packages/atomem/src/reason/prompts.js';
+import { RulesReasoner } from '../../packages/atomem/src/reason/rules.js';
+import type { ForwardStep, MemoryView } from '../../packages/atomem/src/reason/types.js';
 import { CATALOG, MIN, T0, TAU, embedder, events, expectValidMemories, j, llm, makeAgent, memoryState, observeAll, opOf, rng, routedModel, VALID } from '../fixtures/llm-agent.js';
 import { ScriptedModel, type ScriptStep } from '../fixtures/scripted-model.js';
 

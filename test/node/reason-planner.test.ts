@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { resolveConfig, type AtomemConfig } from '../../src/core/config.js';
-import { appendEvent } from '../../src/core/memory.js';
-import { rulesPlanner } from '../../src/core/planner.js';
-import type { AtomicMemory, MemoryState } from '../../src/core/types.js';
-import { llmPlanner, type PlanningReasoner } from '../../src/reason/planner.js';
-import type { PlanDecision, PlanInput } from '../../src/reason/types.js';
+import { resolveConfig, type AtomemConfig } from '../../packages/atomem/src/core/config.js';
+import { appendEvent } from '../../packages/atomem/src/core/memory.js';
+import { rulesPlanner } from '../../packages/atomem/src/core/planner.js';
+import type { AtomicMemory, MemoryState } from '../../packages/atomem/src/core/types.js';
+import { llmPlanner, type PlanningReasoner } from '../../packages/atomem/src/reason/planner.js';
+import type { PlanDecision, PlanInput } from '../../packages/atomem/src/reason/types.js';
 import { CATALOG, HOSTILE_TITLE, MIN, T0, events, expectValidMemories, j, llm, makeAgent, observeAll, opOf, rng, routedModel, VALID } from '../fixtures/llm-agent.js';
 import { DAY, NOW, mem, state } from '../fixtures/planner-state.js';
 import { ScriptedModel } from '../fixtures/scripted-model.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../src/core/types.js';
-import { RulesReasoner, rankCategories } from '../../src/reason/rules.js';
-import type { ForwardStep, MemoryView } from '../../src/reason/types.js';
+import type { Item } from '../../packages/atomem/src/core/types.js';
+import { RulesReasoner, rankCategories } from '../../packages/atomem/src/reason/rules.js';
+import type { ForwardStep, MemoryView } from '../../packages/atomem/src/reason/types.js';
 
 const I: Record<string, Item> = {
   heat: { id: 'heat', title: 'Heat (1995)', categories: ['Crime', 'Thriller'] },

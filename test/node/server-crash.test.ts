@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { INDEX_PATHS, encodeVector, hashToken, type WireCommunity, type WireMemory } from '../../src/protocol/index-v1.js';
-import { createIndexService } from '../../src/server/service.js';
-import { DEFAULT_EMBEDDER } from '../../src/server/defaults.js';
+import { INDEX_PATHS, encodeVector, hashToken, type WireCommunity, type WireMemory } from '../../packages/atomem/src/protocol/index-v1.js';
+import { createIndexService } from '../../packages/atomem-index/src/service.js';
+import { DEFAULT_EMBEDDER } from '../../packages/atomem-index/src/defaults.js';
 import { post, rng, unit } from '../fixtures/index-wire.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -28,7 +28,7 @@ afterAll(() => {
 function startChild(dataDir: string): Promise<{ child: ChildProcess; url: string; exited: Promise<{ code: number | null; signal: string | null }> }> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'src/server/cli.ts', '--port', '0', '--data', dataDir, '--embedder', EMB, '--k', String(K), '--rate-max', '0', '--log-level', 'warn', '--exact-below', '64'],
+    ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--port', '0', '--data', dataDir, '--embedder', EMB, '--k', String(K), '--rate-max', '0', '--log-level', 'warn', '--exact-below', '64'],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   children.push(child);
@@ -55,7 +55,7 @@ function startChild(dataDir: string): Promise<{ child: ChildProcess; url: string
 
 /** Run the CLI to completion (for start-up errors). */
 function runCli(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server/cli.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(child);
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -64,7 +64,7 @@ function runCli(args: string[]): Promise<{ code: number | null; stderr: string }
 
 describe('atomem-index CLI', () => {
   it('serves the browser default embedder when none is given', async () => {
-    const { USE_LITE_ID } = await import('../../src/embed/use-lite.js');
+    const { USE_LITE_ID } = await import('../../packages/atomem/src/embed/use-lite.js');
     expect(DEFAULT_EMBEDDER).toBe(USE_LITE_ID);
   });
 

@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { INDEX_LIMITS, INDEX_PATHS, decodeVector, encodeVector, hashToken, type WireCommunity, type WireMemory } from '../../src/protocol/index-v1.js';
-import { createIndexService, type IndexService } from '../../src/server/service.js';
+import { INDEX_LIMITS, INDEX_PATHS, decodeVector, encodeVector, hashToken, type WireCommunity, type WireMemory } from '../../packages/atomem/src/protocol/index-v1.js';
+import { createIndexService, type IndexService } from '../../packages/atomem-index/src/service.js';
 import { post, rng, unit } from '../fixtures/index-wire.js';
 
 const E1 = 'fuzz-a@1';

@@ -14,9 +14,9 @@ import {
   quantize,
   type WireCommunity,
   type WireMemory,
-} from '../../src/protocol/index-v1.js';
-import { CLIENT_HEADER, createIndexService, type IndexService, type IndexServiceOptions } from '../../src/server/service.js';
-import { DataDirInUseError, MemoryStore } from '../../src/server/store.js';
+} from '../../packages/atomem/src/protocol/index-v1.js';
+import { CLIENT_HEADER, createIndexService, type IndexService, type IndexServiceOptions } from '../../packages/atomem-index/src/service.js';
+import { DataDirInUseError, MemoryStore } from '../../packages/atomem-index/src/store.js';
 import { clustered, unit } from '../fixtures/index-wire.js';
 
 const EMB = 'test-embedder@1/int8';

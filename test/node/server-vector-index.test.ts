@@ -1,8 +1,8 @@
 // The service's neighbour index: usearch HNSW above a size threshold, exact flat scan below,
 // exact re-scoring of HNSW candidates, replace/remove semantics, bulk (re)builds.
 import { describe, expect, it } from 'vitest';
-import { createInProcessIndex, FlatVectorStore } from '../../src/community/index.js';
-import { HnswVectorSearch, hnswVectorSearch } from '../../src/server/vector-index.js';
+import { createInProcessIndex, FlatVectorStore } from '../../packages/atomem/src/community/index.js';
+import { HnswVectorSearch, hnswVectorSearch } from '../../packages/atomem-index/src/vector-index.js';
 import { clustered } from '../fixtures/index-wire.js';
 
 const dotp = (a: ArrayLike<number>, b: ArrayLike<number>) => {

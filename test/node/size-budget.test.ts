@@ -8,7 +8,7 @@ const BUDGET_GZIP_BYTES = 10 * 1024;
 
 describe('size budget of the main-thread entry', () => {
   it(`dist/index.js is at most ${BUDGET_GZIP_BYTES} bytes gzipped`, () => {
-    const file = new URL('../../dist/index.js', import.meta.url);
+    const file = new URL('../../packages/atomem/dist/index.js', import.meta.url);
     expect(existsSync(file), 'dist/index.js is missing: run `npm run build` (npm test does it first)').toBe(true);
     const code = readFileSync(file);
     const gz = gzipSync(code, { level: 9 }).length;
@@ -17,7 +17,7 @@ describe('size budget of the main-thread entry', () => {
   });
 
   it('the main-thread entry does not pull in the engine, tfjs or model runtimes', () => {
-    const code = readFileSync(new URL('../../dist/index.js', import.meta.url), 'utf8');
+    const code = readFileSync(new URL('../../packages/atomem/dist/index.js', import.meta.url), 'utf8');
     expect(code).not.toMatch(/@tensorflow|@huggingface|onnxruntime|@wllama|@mlc-ai|from ['"]idb['"]/);
     // the worker is a separate file next to it, started with new Worker(new URL(...))
     expect(code).toMatch(/new Worker\(\s*new URL\(/);

@@ -1,12 +1,12 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import * as fake from 'fake-indexeddb';
 import { IDBFactory, IDBObjectStore } from 'fake-indexeddb';
-import { InvalidImportError, MemoryStore, StorageQuotaError, dbName } from '../../src/store/index.js';
-import { createState } from '../../src/core/memory.js';
-import type { AtomicMemory, MemoryEvent, MemoryState } from '../../src/core/types.js';
-import { MemoryAgent } from '../../src/agent/agent.js';
-import { ItemVectors } from '../../src/agent/items.js';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
+import { InvalidImportError, MemoryStore, StorageQuotaError, dbName } from '../../packages/atomem/src/store/index.js';
+import { createState } from '../../packages/atomem/src/core/memory.js';
+import type { AtomicMemory, MemoryEvent, MemoryState } from '../../packages/atomem/src/core/types.js';
+import { MemoryAgent } from '../../packages/atomem/src/agent/agent.js';
+import { ItemVectors } from '../../packages/atomem/src/agent/items.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
 
 // idb recognises IndexedDB objects with `instanceof IDBRequest` etc., so Node needs the classes as
 // globals; the factory itself is still injected (a fresh one per test), never global.

@@ -4,15 +4,15 @@ import { join } from 'node:path';
 import * as fake from 'fake-indexeddb';
 import { IDBFactory, IDBObjectStore } from 'fake-indexeddb';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryAgent } from '../../src/agent/agent.js';
-import { ItemVectors } from '../../src/agent/items.js';
-import type { Interaction, Item } from '../../src/core/types.js';
-import { createHashingEmbedder } from '../../src/embed/hashing.js';
-import { INDEX_PATHS, decodeVector, hashToken, type UpsertRequest } from '../../src/protocol/index-v1.js';
-import { createIndexService, type IndexService } from '../../src/server/service.js';
-import { MemoryStore } from '../../src/store/index.js';
-import { HttpIndex, IndexHttpError } from '../../src/sync/http-index.js';
-import { OutboxIndex, SyncClient } from '../../src/sync/outbox.js';
+import { MemoryAgent } from '../../packages/atomem/src/agent/agent.js';
+import { ItemVectors } from '../../packages/atomem/src/agent/items.js';
+import type { Interaction, Item } from '../../packages/atomem/src/core/types.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
+import { INDEX_PATHS, decodeVector, hashToken, type UpsertRequest } from '../../packages/atomem/src/protocol/index-v1.js';
+import { createIndexService, type IndexService } from '../../packages/atomem-index/src/service.js';
+import { MemoryStore } from '../../packages/atomem/src/store/index.js';
+import { HttpIndex, IndexHttpError } from '../../packages/atomem/src/sync/http-index.js';
+import { OutboxIndex, SyncClient } from '../../packages/atomem/src/sync/outbox.js';
 
 // The sync client against the REAL index service over real HTTP (fastify on a loopback port).
 const { IDBCursor, IDBCursorWithValue, IDBDatabase, IDBIndex, IDBKeyRange, IDBOpenDBRequest, IDBRequest, IDBTransaction } = fake;

@@ -1,0 +1,8 @@
+/**
+ * `atomem-index` — the shared community index service (Node). Start it from the command line
+ * (`npx atomem-index --help`) or embed it in a server of your own with {@link createIndexService}.
+ */
+export { createIndexService, CLIENT_HEADER, CLIENT_TOKEN_PATTERN, type IndexService, type IndexServiceOptions, type LogStream } from './service.js';
+export { HnswVectorSearch, hnswVectorSearch, type HnswOptions, type HnswStats } from './vector-index.js';
+export { MemoryStore, DataDirInUseError, type StoredMemory, type NewMemory, type StoredLink, type MemoryStoreOptions } from './store.js';
+export { DEFAULT_EMBEDDER } from './defaults.js';

@@ -1,0 +1,58 @@
+/**
+ * `atomem/engine` — the memory agent and its building blocks, for Node (benchmarks, servers),
+ * tests and custom workers. A shop page imports `atomem` instead (`createAtomem`, the small
+ * main-thread client that runs all of this in a Web Worker).
+ */
+export { MemoryAgent, type AgentOptions, type AgentMode, type PrivacyLevel, type Recommendation } from './agent/agent.js';
+export { ItemVectors, UnknownItemError } from './agent/items.js';
+export { DEFAULT_CONFIG, EMBEDDER_TAU, resolveConfig, tauFor, type AtomemConfig, type RankWeights } from './core/config.js';
+export { rulesPlanner, type Plan, type Planner } from './core/planner.js';
+export type { Reason, RankedItem, Features } from './core/rank.js';
+export type {
+  Action,
+  AtomicMemory,
+  Embedding,
+  Interaction,
+  Item,
+  LifecycleEvent,
+  LifecycleOp,
+  MemoryEvent,
+  MemoryState,
+  Profile,
+} from './core/types.js';
+export { ACTION_WEIGHTS } from './core/types.js';
+export type { Embedder } from './embed/types.js';
+export { USE_LITE_ID, USE_LITE_DIM } from './embed/use-lite-id.js';
+export type { UseLiteOptions, UseLiteEmbedder } from './embed/use-lite.js';
+import type { UseLiteOptions, UseLiteEmbedder } from './embed/use-lite.js';
+
+/**
+ * Load USE-lite (see `embed/use-lite.ts`). tfjs is imported on this first call, not when
+ * `atomem/engine` loads, so Node code that never embeds text (the index service) needs no tfjs;
+ * in Node, install the optional peers `@tensorflow/tfjs-core`, `@tensorflow/tfjs-converter` and
+ * `@tensorflow/tfjs-backend-wasm` (4.22) to use it.
+ */
+export async function createUseLiteEmbedder(options?: UseLiteOptions): Promise<UseLiteEmbedder> {
+  const { createUseLiteEmbedder: create } = await import('./embed/use-lite.js');
+  return create(options);
+}
+export { createCachedEmbedder, itemText, type CachedEmbedder } from './embed/cache.js';
+export { RulesReasoner } from './reason/rules.js';
+export type { Reasoner, MemoryText, MemoryView, ForwardStep, Reflection } from './reason/types.js';
+export type { SharedIndex, SharedMemoryUpload, CommunityView } from './community/types.js';
+export { createInProcessIndex, type InProcessIndex, type InProcessIndexOptions } from './community/index.js';
+export { MemoryStore, InvalidImportError, StorageQuotaError, type OpenStoreOptions, type ExportFile } from './store/index.js';
+
+// ——— building blocks for the benchmark, the demo and custom hosts ———
+export { actionWeight } from './core/memory.js';
+export { meanNormalized } from './core/vector.js';
+export { createHashingEmbedder } from './embed/hashing.js';
+export { LlmReasoner, addCosts, zeroCosts, type OperationCosts } from './reason/llm.js';
+export { llmPlanner } from './reason/planner.js';
+export { OPERATIONS } from './reason/prompts.js';
+export { createOpenAICompatibleModel } from './models/openai.js';
+export { createScriptedModel } from './models/scripted.js';
+export type { LanguageModel } from './models/types.js';
+export { CommunityGraph, FlatVectorStore, PrototypeTracker, aggregateItems, noisyCounts, prototypeOf, InvalidUploadError } from './community/index.js';
+export type { VectorHit, VectorSearch, PrototypeMember, GraphMemory, CommunityGraphConfig } from './community/index.js';
+export { HttpIndex, IndexHttpError, addGaussianNoise, type HttpIndexOptions, type Payload } from './sync/http-index.js';

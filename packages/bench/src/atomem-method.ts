@@ -1,0 +1,389 @@
+/**
+ * atomem and its ablations as benchmark methods. Every user gets their own MemoryAgent that
+ * learns only from that user's history (STEAM's training loop); at privacy `embeddings` or
+ * `items` each agent shares its memories with one in-process shared index, then pulls its
+ * communities; ranking is the agent's own `recommend()`.
+ */
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MemoryAgent, type AgentMode, type AgentOptions } from 'atomem/engine';
+import { ItemVectors } from 'atomem/engine';
+import { createInProcessIndex, type InProcessIndex } from 'atomem/engine';
+import type { SharedIndex } from 'atomem/engine';
+import { HttpIndex } from 'atomem/engine';
+import { LlmReasoner, addCosts, zeroCosts } from 'atomem/engine';
+import { llmPlanner } from 'atomem/engine';
+import { OPERATIONS } from 'atomem/engine';
+import { createOpenAICompatibleModel } from 'atomem/engine';
+import { createScriptedModel } from 'atomem/engine';
+import type { LanguageModel } from 'atomem/engine';
+import { resolveConfig, tauFor, type AtomemConfig } from 'atomem/engine';
+import type { MemoryState } from 'atomem/engine';
+import { createCachedEmbedder, type CachedEmbedder } from 'atomem/engine';
+import { createHashingEmbedder } from 'atomem/engine';
+import { createUseLiteEmbedder } from 'atomem/engine';
+import type { Embedder } from 'atomem/engine';
+import { fidelity } from './metrics.js';
+import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
+import { idGenerator, negativeSampler, Rng } from './rng.js';
+import type { Dataset, EvalCase, Method, MethodContext, Privacy } from './types.js';
+
+/**
+ * The reasoner the benchmark's agents use: rules (default), or `atomem.reasoner=llm` with
+ * `atomem.llm=openai-compatible` (`atomem.llmUrl`, `atomem.llmModel`: any local server, to
+ * reproduce the papers' LLM rows) or `atomem.llm=scripted` (no model; plumbing and tests).
+ */
+function llmModelFrom(params: Readonly<Record<string, string>>): LanguageModel | undefined {
+  const kind = params['atomem.reasoner'] ?? 'rules';
+  if (kind === 'rules') return undefined;
+  if (kind !== 'llm') throw new Error(`atomem.reasoner must be rules or llm, got ${kind}`);
+  const llm = params['atomem.llm'] ?? 'scripted';
+  if (llm === 'scripted') return createScriptedModel();
+  if (llm === 'openai-compatible') {
+    const url = params['atomem.llmUrl'];
+    const model = params['atomem.llmModel'];
+    if (!url || !model) throw new Error('--llm openai-compatible needs --llm-url and --llm-model');
+    return createOpenAICompatibleModel({ baseUrl: url, model });
+  }
+  throw new Error(`atomem.llm must be scripted or openai-compatible, got ${llm}`);
+}
+
+const embedders = new Map<string, Promise<CachedEmbedder>>();
+
+/** One user's trained memory, shared by the runs of one variant. */
+interface Trained {
+  state: MemoryState;
+  correct: number;
+  steps: number;
+  lastAt: number;
+}
+const trainedCache = new WeakMap<Dataset, Map<string, Promise<Map<string, Trained>>>>();
+const catalogs = new WeakMap<Dataset, Map<string, Promise<ItemVectors>>>();
+
+/** One embedder per kind per process, with a disk cache of item vectors in `.bench-cache/`. */
+function embedderFor(kind: string): Promise<CachedEmbedder> {
+  let e = embedders.get(kind);
+  if (!e) {
+    e = (async () => {
+      let inner: Embedder;
+      if (kind === 'use-lite') inner = await createUseLiteEmbedder();
+      else if (kind === 'hashing') inner = createHashingEmbedder({ dim: 256 });
+      else throw new Error(`atomem.embedder must be use-lite or hashing, got ${kind}`);
+      return createCachedEmbedder(inner, { maxEntries: 200_000 });
+    })();
+    embedders.set(kind, e);
+  }
+  return e;
+}
+
+function cacheFile(embedderId: string, dataset: string): string {
+  return join(process.env.ATOMEM_BENCH_CACHE ?? '.bench-cache', `${dataset}-${embedderId.replace(/[^a-z0-9.-]+/gi, '_')}.json`);
+}
+
+/** Item vectors of a dataset's catalog, embedded once per process (and cached on disk). */
+async function catalogFor(ds: Dataset, kind: string, centre: boolean, ctx: MethodContext): Promise<ItemVectors> {
+  let byKind = catalogs.get(ds);
+  if (!byKind) catalogs.set(ds, (byKind = new Map()));
+  let p = byKind.get(`${kind}:${centre}`);
+  if (!p) {
+    p = (async () => {
+      const emb = await embedderFor(kind);
+      const file = cacheFile(emb.id, ds.name);
+      if (existsSync(file)) {
+        try {
+          emb.load(JSON.parse(readFileSync(file, 'utf8')) as [string, number[]][]);
+        } catch {
+          /* a damaged cache is only a slower start */
+        }
+      }
+      const items = new ItemVectors(emb, ds.items.values());
+      await items.warm((done, total) => ctx.progress(done, total, 'embedding catalog'));
+      if (centre) await items.centre();
+      try {
+        mkdirSync(join(file, '..'), { recursive: true });
+        writeFileSync(file, JSON.stringify(emb.snapshot().map(([k, v]) => [k, Array.from(v)])));
+      } catch {
+        /* read-only checkout: fine */
+      }
+      return items;
+    })();
+    byKind.set(`${kind}:${centre}`, p);
+  }
+  return p;
+}
+
+/** Raw (uncentred) USE-lite item vectors of a dataset, for diversity (ILD) of every method. */
+export async function benchItemVectors(ds: Dataset, params: Readonly<Record<string, string>>): Promise<Map<string, Float32Array>> {
+  const kind = params['atomem.embedder'] ?? 'use-lite';
+  const quiet = { progress() {} } as unknown as MethodContext;
+  const items = await catalogFor(ds, kind, false, quiet);
+  const ids = [...ds.items.keys()];
+  const vs = await items.vectorsOf(ids);
+  return new Map(ids.map((id, i) => [id, vs[i].vector]));
+}
+
+
+/** Config overrides from `--param atomem.<knob>=value` (and `atomem.w.<weight>=value`). */
+function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof resolveConfig>[0] {
+  const partial: Record<string, unknown> = {};
+  const weights: Record<string, number> = {};
+  for (const key of Object.keys(params)) {
+    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel'].includes(key)) continue;
+    const knob = key.slice('atomem.'.length);
+    if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
+    const n = paramNumber(params, key)!;
+    if (knob.startsWith('w.')) weights[knob.slice(2)] = n;
+    else partial[knob] = n;
+  }
+  resolveConfig({ ...(partial as Partial<AtomemConfig>), weights }); // validate early
+  return { ...(partial as Partial<AtomemConfig>), weights };
+}
+
+/** atomem as a benchmark method. */
+export class AtomemMethod implements Method {
+  readonly name: string;
+  private readonly privacy: Privacy;
+  private readonly mode: AgentMode & { communities: boolean };
+  private readonly params: Readonly<Record<string, string>>;
+  private readonly config: Parameters<typeof resolveConfig>[0];
+  private agents = new Map<string, MemoryAgent>();
+  private index: InProcessIndex | undefined;
+  /** `atomem.indexUrl`: each simulated device talks HTTP to a running service with its own secret. */
+  private remote = new Map<string, HttpIndex>();
+  private ctx!: MethodContext;
+  private llm: LanguageModel | undefined;
+  private reasoners: LlmReasoner[] = [];
+  private forwardCorrect = 0;
+  private forwardSteps = 0;
+
+  constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}) {
+    this.name = opts.name;
+    this.privacy = opts.privacy;
+    this.params = opts.params;
+    this.mode = { atomic: true, consolidation: true, communities: true, ...mode };
+    this.config = configFrom(opts.params);
+    this.llm = llmModelFrom(opts.params);
+  }
+
+  /**
+   * One simulated user's agent. With `atomem.reasoner=llm` it gets its own LLM reasoner (own
+   * budget) and, unless `atomem.planner=rules`, ARS's LLM planner (sweeps chosen by the model).
+   */
+  private agent(opts: Omit<AgentOptions, 'config' | 'mode' | 'reasoner' | 'planner'>): MemoryAgent {
+    const agent = new MemoryAgent({ ...opts, config: this.config, mode: this.mode });
+    if (!this.llm) return agent;
+    const r = new LlmReasoner({ model: this.llm });
+    this.reasoners.push(r);
+    const planner = this.params['atomem.planner'] ?? 'llm';
+    if (planner !== 'llm' && planner !== 'rules') throw new Error(`atomem.planner must be llm or rules, got ${planner}`);
+    agent.useReasoner(r, planner === 'llm' ? llmPlanner(r, (m) => agent.memoryView(m)) : undefined);
+    return agent;
+  }
+
+  async prepare(ctx: MethodContext): Promise<void> {
+    this.ctx = ctx;
+    const items = await catalogFor(ctx.dataset, this.params['atomem.embedder'] ?? 'use-lite', this.params['atomem.centre'] !== '0', ctx);
+    const share = this.mode.communities && this.privacy !== 'off';
+    const cfg = resolveConfig({ tau: tauFor(items.embedderId), ...this.config });
+    const url = this.params['atomem.indexUrl'];
+    if (share && url) {
+      const probe = new HttpIndex({ url, embedderId: items.embedderId, secret: 'probe-secret-not-used' });
+      const health = await probe.health().catch((e: Error) => {
+        throw new Error(`atomem.indexUrl ${url}: the service does not answer (${e.message})`);
+      });
+      if (!health.embedderIds.includes(items.embedderId)) {
+        throw new Error(`atomem.indexUrl ${url} does not accept embedder ${items.embedderId}: start it with --embedder '${items.embedderId}'`);
+      }
+      if (health.memories > 0) process.stderr.write(`warning: the index at ${url} already holds ${health.memories} memories: results mix with them\n`);
+    } else if (share) {
+      this.index = createInProcessIndex({
+        embedderId: items.embedderId,
+        k1: cfg.k1,
+        tau: paramNumber(this.params, 'atomem.communityTau') ?? cfg.tau,
+        maxMembers: paramNumber(this.params, 'atomem.maxMembers') ?? 200,
+        hops: paramNumber(this.params, 'atomem.hops') || undefined,
+        memberSelection: this.params['atomem.memberSelection'] === 'sample' ? 'sample' : 'similar',
+        minCommunitySize: paramNumber(this.params, 'atomem.minCommunitySize') ?? 3,
+        itemNoise: paramNumber(this.params, 'atomem.itemNoise') ?? 0,
+        seed: ctx.seed,
+      });
+    }
+    const trained = await this.train(ctx, items);
+    for (const [user, t] of trained) {
+      // why: training does not depend on the privacy level, so runs share it; each run gets its own copy.
+      const lastAt = t.lastAt;
+      const agent = this.agent({ items, state: structuredClone(t.state), clock: () => lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
+      this.forwardCorrect += t.correct;
+      this.forwardSteps += t.steps;
+      const index = this.indexFor(user, items.embedderId, share, url);
+      if (index) await agent.sync(index, this.privacy, { pull: false });
+      this.agents.set(user, agent);
+    }
+    if (this.index || this.remote.size) {
+      let pulled = 0;
+      for (const c of ctx.cases) {
+        const index = this.indexFor(c.user, items.embedderId, share, url);
+        if (index) await this.agents.get(c.user)?.pullCommunities(index);
+        ctx.progress(++pulled, ctx.cases.length, 'pulling communities');
+      }
+    }
+  }
+
+  /** The index one simulated device talks to: the shared in-process one, or its own HTTP client. */
+  private indexFor(user: string, embedderId: string, share: boolean, url: string | undefined): SharedIndex | undefined {
+    if (!share) return undefined;
+    if (!url) return this.index;
+    let h = this.remote.get(user);
+    if (!h) {
+      // a per-device secret, deterministic per seed so a rerun can delete what a crashed run left
+      h = new HttpIndex({ url, embedderId, secret: `bench-${this.ctx.seed}-${this.privacy}-${user}-secret` });
+      this.remote.set(user, h);
+    }
+    return h;
+  }
+
+  /** With a remote index: delete every copy this run uploaded, so the next run starts from an empty service. */
+  async dispose(): Promise<void> {
+    for (const [user, h] of this.remote) await this.agents.get(user)?.sync(h, 'off', { pull: false });
+    this.remote.clear();
+  }
+
+  /** STEAM's training loop for every user (cached per dataset, variant and config). */
+  private train(ctx: MethodContext, items: ItemVectors): Promise<Map<string, Trained>> {
+    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, this.config, this.llm?.id ?? 'rules', this.params['atomem.planner'] ?? 'llm']);
+    let byKey = trainedCache.get(ctx.dataset);
+    if (!byKey) trainedCache.set(ctx.dataset, (byKey = new Map()));
+    let p = byKey.get(key);
+    if (!p) {
+      p = (async () => {
+        const out = new Map<string, Trained>();
+        const catalog = [...ctx.dataset.items.keys()];
+        const users = [...ctx.histories.keys()];
+        let done = 0;
+        for (const user of users) {
+          const history = ctx.histories.get(user)!;
+          if (history.length === 0) continue;
+          const negativeFor = negativeSampler(ctx.seed, user, catalog, new Set(history.map((i) => i.item)));
+          const lastAt = history[history.length - 1].at;
+          const agent = this.agent({ items, clock: () => lastAt, newId: idGenerator(ctx.seed, user) });
+          const r = await agent.train(history, negativeFor);
+          out.set(user, { state: agent.snapshot, correct: r.correct, steps: r.steps, lastAt });
+          ctx.progress(++done, users.length, 'training agents');
+        }
+        return out;
+      })();
+      byKey.set(key, p);
+    }
+    return p;
+  }
+
+  async rank(c: EvalCase): Promise<string[]> {
+    const agent = this.agents.get(c.user);
+    if (!agent) return [...c.candidates];
+    const recs = await agent.recommend(c.candidates, { now: c.test.at });
+    if (process.env.ATOMEM_DUMP_FEATURES) {
+      // why: offline tuning of the ranking weights on validation cases (never on test items).
+      appendFileSync(process.env.ATOMEM_DUMP_FEATURES, JSON.stringify({ user: c.user, target: c.test.item, recs: recs.map((r) => [r.id, r.features]) }) + '\n');
+    }
+    return recs.map((r) => r.id);
+  }
+
+  /**
+   * Simulation fidelity (STEAM RQ2): for up to `atomem.fidelityUsers` evaluated users (default
+   * 100), an agent trained on the history minus its last 10 interactions is shown 20 items at
+   * 1:m positives (held-out real interactions) to negatives (random unseen items), m = 1, 3, 9,
+   * and answers yes/no. It says yes when its personal score for the item beats the 80th
+   * percentile of its scores for 50 random catalog items (self-calibrated: it never sees the ratio).
+   * Only for the `items` level run (or `off` when the method never shares), to save time.
+   */
+  private async fidelity(): Promise<Record<string, unknown>> {
+    const ctx = this.ctx;
+    const limit = paramNumber(this.params, 'atomem.fidelityUsers') ?? 100;
+    const items = await catalogFor(ctx.dataset, this.params['atomem.embedder'] ?? 'use-lite', this.params['atomem.centre'] !== '0', ctx);
+    const catalog = [...ctx.dataset.items.keys()];
+    const out: Record<string, unknown> = {};
+    const answers = new Map<number, { truth: boolean[]; said: boolean[] }>([[1, { truth: [], said: [] }], [3, { truth: [], said: [] }], [9, { truth: [], said: [] }]]);
+    for (const c of ctx.cases.slice(0, limit)) {
+      const history = c.history;
+      if (history.length < 15) continue;
+      const train = history.slice(0, -10);
+      const held = history.slice(-10).map((i) => i.item);
+      const seen = new Set([...history.map((i) => i.item), c.test.item]);
+      const rng = Rng.derive(ctx.seed, 'fidelity', c.user);
+      const unseen = () => {
+        for (;;) {
+          const id = catalog[rng.int(catalog.length)];
+          if (!seen.has(id)) return id;
+        }
+      };
+      const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, clock: () => train[train.length - 1].at, newId: idGenerator(ctx.seed, `fid/${c.user}`) });
+      await agent.train(train, unseen);
+      const reference = Array.from({ length: 50 }, unseen);
+      for (const m of [1, 3, 9]) {
+        const p = 20 / (1 + m);
+        const pos = held.slice(0, p);
+        const neg = Array.from({ length: 20 - p }, unseen);
+        const probe = [...pos, ...neg];
+        const recs = await agent.recommend([...new Set([...probe, ...reference])]);
+        const score = new Map(recs.map((r) => [r.id, r.score]));
+        const ref = reference.map((id) => score.get(id)!).sort((a, b) => a - b);
+        const threshold = ref[Math.floor(0.8 * ref.length)];
+        const a = answers.get(m)!;
+        probe.forEach((id, i) => {
+          a.truth.push(i < p);
+          a.said.push(score.get(id)! > threshold);
+        });
+      }
+    }
+    for (const [m, a] of answers) {
+      const f = fidelity(a.truth, a.said);
+      out[`fidelity1:${m}`] = { precision: f.precision, f1: f.f1, n: f.n };
+    }
+    return out;
+  }
+
+  async extras(): Promise<Record<string, unknown>> {
+    const out: Record<string, unknown> = {
+      forwardAccuracy: this.forwardSteps ? this.forwardCorrect / this.forwardSteps : 0,
+      memoriesPerUser: mean([...this.agents.values()].map((a) => a.snapshot.memories.length)),
+    };
+    if (this.llm) {
+      const total = zeroCosts();
+      const byOperation = Object.fromEntries(OPERATIONS.map((op) => [op, zeroCosts()]));
+      for (const r of this.reasoners) {
+        const c = r.costs();
+        addCosts(total, c.total);
+        for (const op of OPERATIONS) addCosts(byOperation[op], c.byOperation[op]);
+      }
+      out.llm = { model: this.llm.id, ...total, byOperation };
+    }
+    if (this.index) {
+      const s = this.index.stats();
+      out.index = { memories: s.memories, edges: s.edges, communities: s.communities, largestCommunity: s.largestCommunity, largestShare: s.largestShare, sizeHistogram: s.sizeHistogram, releasable: s.releasableCommunities };
+    }
+    if (this.privacy === 'items' || (this.privacy === 'off' && this.name === 'atomem')) Object.assign(out, await this.fidelity());
+    return out;
+  }
+}
+
+function mean(xs: number[]): number {
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+}
+
+const levels: Privacy[] = ['off', 'embeddings', 'items'];
+registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities' });
+// Ablations run at the level where every part of atomem is active (`items`); compare with atomem/items.
+const ablationLevels: Privacy[] = ['items'];
+registerMethod('atomem-single-summary', (o) => new AtomemMethod(o, { atomic: false }), {
+  privacyLevels: ablationLevels,
+  description: 'ablation: one summary memory instead of atomic memories',
+});
+registerMethod('atomem-no-consolidation', (o) => new AtomemMethod(o, { consolidation: false }), {
+  privacyLevels: ablationLevels,
+  description: 'ablation: every interaction forms a new memory',
+});
+registerMethod('atomem-no-communities', (o) => new AtomemMethod(o, { communities: false }), {
+  privacyLevels: ablationLevels,
+  description: 'ablation: no shared index (own memories only)',
+});
+

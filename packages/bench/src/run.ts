@@ -1,0 +1,278 @@
+/**
+ * Runs protocol `loo` for a list of methods on one dataset: the same users and candidates for
+ * every method, each method prepared on its own copy of the context, every case ranked,
+ * metrics with bootstrap intervals, wall-clock seconds.
+ */
+import type { Interaction } from 'atomem/engine';
+import { categoryCoverage, categoryEntropy, bootstrapCI, caseMetrics, ild, mean, meanMetrics, METRIC_KEYS, rankOf, type RankMetrics } from './metrics.js';
+import { buildProtocol, DEFAULT_SEED } from './protocol.js';
+import { methodFactories as registry, type MethodFactory } from './registry.js';
+import type { Dataset, EvalCase, Method, MethodContext, Privacy, Setting } from './types.js';
+
+/** A caller mistake (unknown method, bad option): the CLI exits with code 2. */
+export class BenchUsageError extends Error {
+  override name = 'BenchUsageError';
+}
+
+export interface ProgressEvent {
+  method: string;
+  privacy: Privacy | null;
+  phase: 'prepare' | 'rank';
+  done: number;
+  total: number;
+  label?: string;
+}
+
+export interface RunOptions {
+  dataset: Dataset;
+  /** Default `full`. */
+  setting?: Setting;
+  /** Default `all`. */
+  users?: number | 'all';
+  /** Default 2026. */
+  seed?: number;
+  /** Method names; default every registered method (registration order). */
+  methods?: readonly string[];
+  /**
+   * Privacy levels to run for methods that declare `privacyLevels` (intersection with the
+   * declared ones); default: every level the method declares.
+   */
+  privacy?: readonly Privacy[];
+  /** Evaluate on validation cases (tuning) instead of test cases. */
+  validation?: boolean;
+  /** Bootstrap resamples for the intervals (default 1000). */
+  resamples?: number;
+  /** Item vectors for the ILD of top-5 lists (omitted → no `ild5` column). */
+  itemVectors?: ReadonlyMap<string, ArrayLike<number>>;
+  /** Passed to every factory as `opts.params`. */
+  params?: Readonly<Record<string, string>>;
+  /** Default: the global registry of `registry.ts`. */
+  factories?: ReadonlyMap<string, MethodFactory>;
+  onProgress?: (e: ProgressEvent) => void;
+  /** Called with each row as soon as it is computed. */
+  onResult?: (row: ResultRow) => void;
+}
+
+export interface ResultRow extends RankMetrics {
+  method: string;
+  /** `null` for methods that take no privacy level. */
+  privacy: Privacy | null;
+  /** Number of evaluated cases. */
+  n: number;
+  /** 95% percentile-bootstrap intervals over users (paired: same resamples for every method). */
+  ci: Record<keyof RankMetrics, [number, number]>;
+  /** prepare + ranking, wall clock. */
+  seconds: number;
+  prepareSeconds: number;
+  rankSeconds: number;
+  /** Mean over cases of the category entropy (bits) of the top 5. */
+  entropy5: number;
+  /** Mean over cases of distinct categories in the top 5 / 5. */
+  coverage5: number;
+  /** Mean over cases of the ILD of the top 5 (only with `itemVectors`). */
+  ild5?: number;
+  /** Whatever `method.extras()` returned. */
+  [extra: string]: unknown;
+}
+
+export interface BenchmarkConfig {
+  dataset: string;
+  format?: string;
+  setting: Setting;
+  target: 'test' | 'validation';
+  users: number | 'all';
+  seed: number;
+  methods: string[];
+  privacy: Privacy[] | null;
+  catalogItems: number;
+  datasetUsers: number;
+  interactions: number;
+  evaluableUsers: number;
+  cases: number;
+}
+
+export interface BenchmarkResult {
+  config: BenchmarkConfig;
+  results: ResultRow[];
+  warnings: string[];
+}
+
+function cloneHistory(seq: readonly Interaction[]): Interaction[] {
+  return seq.map((x) => ({ ...x }));
+}
+
+// why: each method gets its own copy, so a method that mutates its input cannot change what
+// the next method sees.
+function cloneCases(cases: readonly EvalCase[]): EvalCase[] {
+  return cases.map((c) => ({ user: c.user, history: cloneHistory(c.history), test: { ...c.test }, candidates: c.candidates.slice() }));
+}
+
+function checkRanking(method: string, c: EvalCase, ranking: unknown): string[] {
+  if (!Array.isArray(ranking) || ranking.length !== c.candidates.length) {
+    throw new Error(`${method}: rank() for user ${c.user} must return the ${c.candidates.length} candidates, got ${Array.isArray(ranking) ? ranking.length : typeof ranking}`);
+  }
+  const want = new Set(c.candidates);
+  const got = new Set(ranking as string[]);
+  if (got.size !== want.size || [...got].some((id) => !want.has(id))) {
+    throw new Error(`${method}: rank() for user ${c.user} returned items that are not exactly its candidates`);
+  }
+  return ranking as string[];
+}
+
+/** Resolves which (method, privacy) pairs run; throws {@link BenchUsageError} on unknown names. */
+export function planRuns(
+  methods: readonly string[],
+  privacy: readonly Privacy[] | undefined,
+  factories: ReadonlyMap<string, MethodFactory>,
+): { runs: Array<{ method: string; privacy: Privacy | null }>; warnings: string[] } {
+  const unknown = methods.filter((m) => !factories.has(m));
+  if (unknown.length) {
+    throw new BenchUsageError(`unknown method${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')} (known: ${[...factories.keys()].join(', ')})`);
+  }
+  const runs: Array<{ method: string; privacy: Privacy | null }> = [];
+  const warnings: string[] = [];
+  for (const method of methods) {
+    const levels = factories.get(method)!.privacyLevels;
+    if (!levels || levels.length === 0) {
+      runs.push({ method, privacy: null });
+      continue;
+    }
+    const chosen = privacy ? levels.filter((p) => privacy.includes(p)) : levels;
+    if (chosen.length === 0) warnings.push(`${method} skipped: it runs at privacy ${levels.join('/')}, none of ${privacy!.join(',')}`);
+    for (const p of chosen) runs.push({ method, privacy: p });
+  }
+  return { runs, warnings };
+}
+
+/** Runs the benchmark; see {@link RunOptions}. */
+export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult> {
+  const factories = options.factories ?? registry;
+  const seed = options.seed ?? DEFAULT_SEED;
+  const setting = options.setting ?? 'full';
+  const users = options.users ?? 'all';
+  const target = options.validation ? 'validation' : 'test';
+  const methods = options.methods ? [...options.methods] : [...factories.keys()];
+  const { runs, warnings } = planRuns(methods, options.privacy, factories);
+  const { dataset } = options;
+
+  let protocol;
+  try {
+    protocol = buildProtocol(dataset, { setting, users, seed, target });
+  } catch (e) {
+    if (e instanceof RangeError) throw new BenchUsageError(e.message);
+    throw e;
+  }
+  warnings.push(...(dataset.warnings ?? []), ...protocol.warnings);
+
+  let interactions = 0;
+  for (const seq of dataset.sequences.values()) interactions += seq.length;
+  const config: BenchmarkConfig = {
+    dataset: dataset.name,
+    format: dataset.format,
+    setting,
+    target,
+    users,
+    seed,
+    methods,
+    privacy: options.privacy ? [...options.privacy] : null,
+    catalogItems: dataset.items.size,
+    datasetUsers: dataset.sequences.size,
+    interactions,
+    evaluableUsers: protocol.evaluable,
+    cases: protocol.cases.length,
+  };
+
+  const results: ResultRow[] = [];
+  for (const { method, privacy } of runs) {
+    const report = (phase: ProgressEvent['phase'], done: number, total: number, label?: string) =>
+      options.onProgress?.({ method, privacy, phase, done, total, label });
+    const cases = cloneCases(protocol.cases);
+    const histories = new Map<string, Interaction[]>();
+    for (const [u, seq] of protocol.histories) histories.set(u, cloneHistory(seq));
+    const ctx: MethodContext = {
+      dataset,
+      cases,
+      histories,
+      seed,
+      privacy: privacy ?? 'off',
+      setting,
+      target,
+      progress: (done, total, label) => report('prepare', done, total, label),
+    };
+
+    const t0 = performance.now();
+    const instance: Method = await factories.get(method)!({ name: method, privacy: privacy ?? 'off', seed, params: options.params ?? {} });
+    await instance.prepare(ctx);
+    const t1 = performance.now();
+    const ranks: number[] = [];
+    const tops: string[][] = [];
+    const every = Math.max(1, Math.floor(cases.length / 200));
+    for (let k = 0; k < cases.length; k++) {
+      const c = cases[k];
+      // why: rank from a pristine copy; the target stays with us, the method only sees candidates.
+      const ranking = checkRanking(method, c, await instance.rank(c));
+      ranks.push(rankOf(ranking, protocol.cases[k].test.item));
+      tops.push(ranking.slice(0, 5));
+      if ((k + 1) % every === 0 || k + 1 === cases.length) report('rank', k + 1, cases.length, 'ranking');
+    }
+    const t2 = performance.now();
+    const extras = (await instance.extras?.()) ?? {};
+    await instance.dispose?.();
+
+    const metrics = meanMetrics(ranks);
+    const per = ranks.map(caseMetrics);
+    const ci = {} as ResultRow['ci'];
+    for (const key of METRIC_KEYS) ci[key] = bootstrapCI(per.map((m) => m[key]), { seed, resamples: options.resamples });
+    const cats = (ids: string[]) => ids.map((id) => dataset.items.get(id)?.categories);
+    const row: ResultRow = {
+      method,
+      privacy,
+      n: cases.length,
+      ...metrics,
+      ci,
+      seconds: (t2 - t0) / 1000,
+      prepareSeconds: (t1 - t0) / 1000,
+      rankSeconds: (t2 - t1) / 1000,
+      entropy5: mean(tops.map((t) => categoryEntropy(cats(t)))),
+      coverage5: mean(tops.map((t) => categoryCoverage(cats(t), 5))),
+    };
+    const vectors = options.itemVectors;
+    if (vectors) {
+      row.ild5 = mean(tops.map((t) => ild(t.map((id) => vectors.get(id)).filter((v): v is ArrayLike<number> => v !== undefined))));
+    }
+    Object.assign(row, extras);
+    results.push(row);
+    options.onResult?.(row);
+  }
+  return { config, results, warnings };
+}
+
+const fmt = (x: unknown, digits = 3) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(digits) : '—');
+
+/** The results as a markdown table (NDCG@10 with its 95% interval). */
+export function markdownTable(result: BenchmarkResult): string {
+  const head = ['method', 'privacy', 'n', 'NDCG@1', 'NDCG@5', 'NDCG@10', '95% CI NDCG@10', 'HR@1', 'MRR', 'cat. entropy@5', 'coverage@5'];
+  const hasIld = result.results.some((r) => r.ild5 !== undefined);
+  if (hasIld) head.push('ILD@5');
+  head.push('seconds');
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map((h, i) => (i < 2 ? '---' : '---:')).join('|')}|`];
+  for (const r of result.results) {
+    const cells = [
+      r.method,
+      r.privacy ?? '—',
+      String(r.n),
+      fmt(r.ndcg1),
+      fmt(r.ndcg5),
+      fmt(r.ndcg10),
+      `[${fmt(r.ci.ndcg10[0])}, ${fmt(r.ci.ndcg10[1])}]`,
+      fmt(r.hr1),
+      fmt(r.mrr),
+      fmt(r.entropy5, 2),
+      fmt(r.coverage5, 2),
+    ];
+    if (hasIld) cells.push(fmt(r.ild5));
+    cells.push(fmt(r.seconds, 1));
+    lines.push(`| ${cells.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,64 @@
+import { defineConfig } from 'vitest/config';
+import { defaultClientConditions, defaultServerConditions } from 'vite';
+import { playwright } from '@vitest/browser-playwright';
+
+// why: inside the repository every workspace package resolves to its TypeScript source (the
+// `atomem-source` export condition), so tests never run against a stale build; the built
+// packages are tested as a shop gets them by test/node/dist-chromium.test.ts and test/consumer/.
+const conditions = ['atomem-source'];
+
+/**
+ * The test projects (the library build is packages/atomem/vite.config.ts).
+ * - `node`: pure core, communities, embedders, benchmark (Node 20).
+ * - `browser`: the same library in headless Debian Chromium (never a Playwright-downloaded browser).
+ */
+export default defineConfig({
+  resolve: { conditions: [...conditions, ...defaultClientConditions] },
+  ssr: { resolve: { conditions: [...conditions, ...defaultServerConditions], externalConditions: conditions } },
+  worker: { format: 'es' },
+  test: {
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'node',
+          environment: 'node',
+          include: ['test/node/**/*.test.ts'],
+          setupFiles: ['test/setup.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          // the demo shop end to end: `npm start`'s own server as a child process, driven by Chromium
+          name: 'e2e',
+          environment: 'node',
+          include: ['test/e2e/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 240_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'browser',
+          include: ['test/browser/**/*.test.ts'],
+          globalSetup: ['test/browser/index-service.setup.ts'],
+          browser: {
+            enabled: true,
+            headless: true,
+            provider: playwright({
+              launchOptions: {
+                executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+                args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+              },
+            }),
+            instances: [{ browser: 'chromium' }],
+          },
+        },
+      },
+    ],
+  },
+});
