@@ -203,24 +203,20 @@ export interface Visit {
 
 /**
  * Visit the quick-start page at `url` in a fresh context (empty cache, empty IndexedDB) unless
- * `context` reuses one (a returning visitor). Waits for the recommendations or `#status` saying
+ * `context` reuses one (a returning visitor: HTTP cache and IndexedDB kept). Waits for the recommendations or `#status` saying
  * they are unavailable.
  */
 export async function visit(browser: Browser, url: string, opts: { timeoutMs?: number; context?: Awaited<ReturnType<Browser['newContext']>> } = {}): Promise<Visit> {
   const context = opts.context ?? (await browser.newContext());
   const origin = new URL(url).origin;
   const v: Visit = { recommendations: [], status: '', pageErrors: [], consoleErrors: [], requests: [], offOrigin: [], failed: [], bytes: 0, msToRecommendations: null };
-  // every request of the context (the page's and its worker's) goes through here; off-origin ones are refused
-  await context.route('**/*', async (route) => {
-    const u = route.request().url();
+  // every request of the context, the page's and its worker's (no request routing: it would disable the HTTP cache)
+  const onRequest = (r: import('playwright').Request): void => {
+    const u = r.url();
     v.requests.push(u);
-    if (!u.startsWith(`${origin}/`) && !u.startsWith('data:') && !u.startsWith('blob:')) {
-      v.offOrigin.push(u);
-      await route.abort();
-      return;
-    }
-    await route.continue();
-  });
+    if (!u.startsWith(`${origin}/`) && !u.startsWith('data:') && !u.startsWith('blob:')) v.offOrigin.push(u);
+  };
+  context.on('request', onRequest);
   const page = await context.newPage();
   page.on('pageerror', (e) => v.pageErrors.push(`${e.name}: ${e.message}`));
   page.on('console', (m) => {
@@ -262,6 +258,7 @@ export async function visit(browser: Browser, url: string, opts: { timeoutMs?: n
   await Promise.all(pending);
   context.off('requestfinished', onFinished);
   context.off('requestfailed', onFailed);
+  context.off('request', onRequest);
   await page.close();
   if (!opts.context) await context.close();
   return v;
