@@ -10,8 +10,11 @@ import {
   packAtomem,
   removeTemp,
   REPO,
+  run,
   serve,
+  serveStatic,
   viteBuild,
+  webpackRecipeFiles,
   visit,
   type FreshApp,
   type Packed,
@@ -51,7 +54,7 @@ afterAll(async () => {
 /** Everything a shop page must see on a visit: recommendations, no error, nothing off the origin. */
 function expectHealthy(v: Visit, where: string): void {
   expect(v.pageErrors, `${where}: page errors`).toEqual([]);
-  expect(v.consoleErrors, `${where}: console errors`).toEqual([]);
+  expect(v.consoleErrors, `${where}: console errors ${JSON.stringify(v.consoleErrors)}`).toEqual([]);
   expect(v.offOrigin, `${where}: requests off the origin`).toEqual([]);
   expect(v.failed, `${where}: failed requests`).toEqual([]);
   expect(v.status, `${where}: #status`).toBe('');
@@ -149,4 +152,21 @@ describe('the README quick start in a fresh Vite app, in Chromium', () => {
     expect(v.requests.filter((u) => /\/(worker|use-lite)\//.test(u)).every((u) => new URL(u).pathname.startsWith('/shop/assets/atomem-'))).toBe(true);
     await preview.stop();
   }, 180_000);
+});
+
+describe("the README's webpack 5 recipe", () => {
+  it('a fresh app built with webpack (the recipe config, the quick start plus two options) renders recommendations from its own origin', async () => {
+    const shop = createFreshApp(packed.file, webpackRecipeFiles(), tmp, { webpack: '^5.113.0', 'webpack-cli': '^6.0.1', 'copy-webpack-plugin': '^14.0.0' });
+    expect(installTimeCode(shop.dir)).toEqual([]);
+    run(process.execPath, [join(shop.dir, 'node_modules/webpack-cli/bin/cli.js')], shop.dir);
+    const site = await serveStatic(join(shop.dir, 'dist'));
+    servers.push(site);
+    const v = await visit(browser, site.url);
+    expectHealthy(v, 'webpack');
+    const paths = v.requests.map((u) => new URL(u).pathname);
+    expect(paths).toContain('/main.js');
+    expect(paths).toContain('/atomem/worker/worker.js');
+    expect(paths).toContain('/atomem/assets/use-lite/model.json');
+    await site.stop();
+  }, 240_000);
 });

@@ -6,10 +6,11 @@
  * `npm run bench:package` (package-footprint.ts).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createReadStream, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { extname, join, relative, resolve, sep } from 'node:path';
+import { createServer as createHttpServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser } from 'playwright';
 
@@ -67,18 +68,42 @@ export function du(dir: string): { bytes: number; files: number } {
   return { bytes, files };
 }
 
-/** The README's quick start: its `<!-- consumer-test: FILE -->` code blocks, by file name. */
-export function quickStartFiles(readme = readFileSync(join(REPO, 'README.md'), 'utf8')): Record<string, string> {
+/** The README's `<!-- consumer-test: NAME -->` code blocks, by name. */
+export function readmeBlocks(readme = readFileSync(join(REPO, 'README.md'), 'utf8')): Record<string, string> {
   const out: Record<string, string> = {};
   for (const m of readme.matchAll(/<!-- consumer-test: (\S+) -->\s*```\w*\n([\s\S]*?)```/g)) out[m[1]] = m[2];
-  for (const f of ['vite.config.js', 'index.html', 'main.js']) if (!out[f]) throw new Error(`README.md has no <!-- consumer-test: ${f} --> block`);
   return out;
+}
+
+function pick(blocks: Record<string, string>, names: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const n of names) {
+    if (blocks[n] === undefined) throw new Error(`README.md has no <!-- consumer-test: ${n} --> block`);
+    out[n] = blocks[n];
+  }
+  return out;
+}
+
+/** The README's Vite quick start: vite.config.js (the plugin line), index.html, main.js. */
+export function quickStartFiles(blocks = readmeBlocks()): Record<string, string> {
+  return pick(blocks, ['vite.config.js', 'index.html', 'main.js']);
+}
+
+/**
+ * The README's webpack 5 recipe: its webpack.config.js, the quick start's index.html, and the
+ * quick start's main.js with the recipe's two options added to the `createAtomem` call.
+ */
+export function webpackRecipeFiles(blocks = readmeBlocks()): Record<string, string> {
+  const b = pick(blocks, ['webpack.config.js', 'webpack-options.js', 'index.html', 'main.js']);
+  const anchor = /^(\s*)catalog,\n/m;
+  if (!anchor.test(b['main.js'])) throw new Error("the quick start's main.js has no `catalog,` line in its createAtomem call");
+  return { 'webpack.config.js': b['webpack.config.js'], 'index.html': b['index.html'], 'main.js': b['main.js'].replace(anchor, (line) => `${line}${b['webpack-options.js']}`) };
 }
 
 /** A fresh app: folder, install logs and footprint. */
 export interface FreshApp {
   dir: string;
-  /** `npm install` of vite alone, then of the atomem tarball. */
+  /** `npm install` of the dev dependencies (vite) alone, then of the atomem tarball. */
   installs: { vite: { ms: number }; atomem: { ms: number; output: string } };
   /** node_modules before and after `npm install <atomem tarball>`. */
   footprint: { before: { bytes: number; files: number }; after: { bytes: number; files: number } };
@@ -92,13 +117,13 @@ export interface NpmTree {
 }
 
 /**
- * Make a Vite app in a temp folder: `npm install vite`, then a plain `npm install <tarball>`
+ * Make an app in a temp folder: `npm install` of its dev dependencies (default: vite), then a plain `npm install <tarball>`
  * (with `--foreground-scripts`, so any install script would show in `output`), then the quick
  * start's files. npm uses its normal cache (`--prefer-offline`).
  */
-export function createFreshApp(tarball: string, files = quickStartFiles(), parent = tmpdir()): FreshApp {
+export function createFreshApp(tarball: string, files = quickStartFiles(), parent = tmpdir(), devDependencies: Record<string, string> = { vite: VITE_RANGE }): FreshApp {
   const dir = mkdtempSync(join(parent, 'atomem-shop-'));
-  writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ name: 'fresh-shop', private: true, type: 'module', devDependencies: { vite: VITE_RANGE } }, null, 2)}\n`);
+  writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ name: 'fresh-shop', private: true, type: 'module', devDependencies }, null, 2)}\n`);
   const npmFlags = ['--no-audit', '--no-fund', '--prefer-offline', '--foreground-scripts'];
   const vite = run('npm', ['install', ...npmFlags], dir);
   const before = du(join(dir, 'node_modules'));
@@ -175,6 +200,26 @@ export async function serve(dir: string, mode: 'dev' | 'preview', extraArgs: str
   return { url, output: () => log, stop };
 }
 
+/** A plain static file server of `root` on loopback (what a shop's web server does for a webpack build). */
+export async function serveStatic(root: string): Promise<Served> {
+  const types: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8', '.json': 'application/json; charset=utf-8', '.wasm': 'application/wasm' };
+  let log = '';
+  const server = createHttpServer((req, res) => {
+    const path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
+    const file = resolve(root, `.${path.endsWith('/') ? `${path}index.html` : path}`);
+    if (!file.startsWith(resolve(root) + sep) || !existsSync(file) || !statSync(file).isFile()) {
+      log += `404 ${path}\n`;
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' });
+    createReadStream(file).pipe(res);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}/`, output: () => log, stop: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
 /** `vite build` in the app (extra args e.g. `--base ./ --outDir dist-relative`). */
 export function viteBuild(dir: string, extraArgs: string[] = []): { ms: number; output: string } {
   const r = run(process.execPath, [join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', ...extraArgs], dir, { NO_COLOR: '1' });
@@ -220,7 +265,8 @@ export async function visit(browser: Browser, url: string, opts: { timeoutMs?: n
   const page = await context.newPage();
   page.on('pageerror', (e) => v.pageErrors.push(`${e.name}: ${e.message}`));
   page.on('console', (m) => {
-    if (m.type() === 'error') v.consoleErrors.push(m.text());
+    // why: the browser asks for /favicon.ico by itself; the quick start has none
+    if (m.type() === 'error' && !/\/favicon\.ico$/.test(m.location().url)) v.consoleErrors.push(`${m.text()} (${m.location().url})`);
   });
   const pending: Promise<void>[] = [];
   let settled = 0;
