@@ -49,7 +49,9 @@ export default defineConfig({
           environment: 'node',
           include: ['test/consumer/**/*.test.ts'],
           testTimeout: 180_000,
-          hookTimeout: 300_000,
+          hookTimeout: 600_000,
+          // why: npm installs, two bundlers and Chromium; on 2 cores it runs after the other projects, not beside them
+          sequence: { groupOrder: 1 },
         },
       },
       {

@@ -30,8 +30,8 @@ export default defineConfig({
   build: {
     lib: {
       // index: the small main-thread client; engine: the agent and its parts (Node, benchmarks, custom workers);
-      // vite: the atomem/vite plugin (Node); node/vectors-cli: the atomem-vectors bin (Node).
-      entry: { index: 'src/client/index.ts', engine: 'src/engine.ts', protocol: 'src/protocol/index.ts', vite: 'src/vite.ts', 'node/vectors-cli': 'src/embed/vectors-cli.ts' },
+      // vite: the atomem/vite plugin (Node). The atomem-vectors bin: vite.node.config.ts.
+      entry: { index: 'src/client/index.ts', engine: 'src/engine.ts', protocol: 'src/protocol/index.ts', vite: 'src/vite.ts' },
       formats: ['es'],
     },
     target: 'es2022',

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright';
@@ -40,10 +40,10 @@ const servers: Served[] = [];
 beforeAll(async () => {
   expect(existsSync(join(REPO, 'packages/atomem/dist/manifest.json')), 'run `npm run build` first (npm test does)').toBe(true);
   tmp = mkdtempSync(join(tmpdir(), 'atomem-consumer-'));
-  packed = packAtomem(tmp);
-  app = createFreshApp(packed.file, undefined, tmp);
+  packed = await packAtomem(tmp);
+  app = await createFreshApp(packed.file, undefined, tmp);
   browser = await launchChromium();
-}, 300_000);
+}, 600_000);
 
 afterAll(async () => {
   for (const s of servers) await s.stop();
@@ -90,6 +90,7 @@ describe('the packed tarball', () => {
     // --foreground-scripts prints every lifecycle script npm runs as "> pkg@version script"
     expect(app.installs.atomem.output).not.toMatch(/^> /m);
     expect(app.installs.atomem.output).toMatch(/added 1 package/);
+    expect(app.installs.atomem.output).not.toMatch(/allow-?scripts/i);
     expect(installTimeCode(app.dir)).toEqual([]);
     const top = app.tree.dependencies ?? {};
     expect(Object.keys(top).sort()).toEqual(['atomem', 'vite']);
@@ -100,6 +101,15 @@ describe('the packed tarball', () => {
     const peers = JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')) as { dependencies?: object; peerDependenciesMeta: Record<string, { optional?: boolean }> };
     expect(peers.dependencies).toBeUndefined();
     for (const name of Object.keys(top.atomem.dependencies ?? {})) expect(peers.peerDependenciesMeta[name]?.optional, name).toBe(true);
+  });
+});
+
+describe('the installed package in Node', () => {
+  it('the atomem-vectors bin runs from node_modules/.bin (hashing embedder: no optional peer needed)', async () => {
+    writeFileSync(join(app.dir, 'catalog.json'), JSON.stringify([{ id: 'tent', title: 'Tent' }, { id: 'stove', title: 'Camping stove' }]));
+    const r = await run(process.execPath, [join(app.dir, 'node_modules/.bin/atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors.bin', '--embedder', 'hashing'], app.dir);
+    expect(r.stdout + r.stderr).toMatch(/wrote vectors\.bin: 2 items/);
+    expect(statSync(join(app.dir, 'vectors.bin')).size).toBeGreaterThan(0);
   });
 });
 
@@ -122,7 +132,7 @@ describe('the README quick start in a fresh Vite app, in Chromium', () => {
   }, 180_000);
 
   it('vite build + vite preview: the build holds the worker graph and USE-lite only; recommendations render, nothing off the origin', async () => {
-    const built = viteBuild(app.dir);
+    const built = await viteBuild(app.dir);
     const folders = readdirSync(join(app.dir, 'dist/assets')).filter((f) => f.startsWith('atomem-'));
     expect(folders).toHaveLength(1);
     const out = join(app.dir, 'dist/assets', folders[0]);
@@ -144,7 +154,7 @@ describe('the README quick start in a fresh Vite app, in Chromium', () => {
   }, 180_000);
 
   it("base: './' — the same build served under a sub-path resolves every URL relative to the page", async () => {
-    viteBuild(app.dir, ['--base', './', '--outDir', 'dist-relative']);
+    await viteBuild(app.dir, ['--base', './', '--outDir', 'dist-relative']);
     const preview = await serve(app.dir, 'preview', ['--base', '/shop/', '--outDir', 'dist-relative']);
     servers.push(preview);
     const v = await visit(browser, `${preview.url}shop/`);
@@ -152,13 +162,29 @@ describe('the README quick start in a fresh Vite app, in Chromium', () => {
     expect(v.requests.filter((u) => /\/(worker|use-lite)\//.test(u)).every((u) => new URL(u).pathname.startsWith('/shop/assets/atomem-'))).toBe(true);
     await preview.stop();
   }, 180_000);
+
+  it('the quick start degrades visibly when atomem cannot start: a build without the model files shows "unavailable", no uncaught error', async () => {
+    // the plugin told to ship no model files while the page uses the default USE-lite embedder
+    writeFileSync(join(app.dir, 'vite.noassets.config.js'), "import atomem from 'atomem/vite';\nexport default { plugins: [atomem({ assets: [] })] };\n");
+    await viteBuild(app.dir, ['--config', 'vite.noassets.config.js', '--outDir', 'dist-noassets']);
+    const preview = await serve(app.dir, 'preview', ['--config', 'vite.noassets.config.js', '--outDir', 'dist-noassets']);
+    servers.push(preview);
+    const v = await visit(browser, preview.url, { timeoutMs: 60_000 });
+    expect(v.status).toBe('Recommendations are unavailable right now.');
+    expect(v.recommendations).toEqual([]);
+    expect(v.pageErrors).toEqual([]); // createAtomem rejected and the page's catch handled it
+    // the page's catch logged why: the USE-lite chunk the build left out could not be loaded
+    expect(v.consoleErrors.join('\n')).toMatch(/use-lite-[\w-]+\.js/);
+    expect(v.offOrigin).toEqual([]);
+    await preview.stop();
+  }, 180_000);
 });
 
 describe("the README's webpack 5 recipe", () => {
   it('a fresh app built with webpack (the recipe config, the quick start plus two options) renders recommendations from its own origin', async () => {
-    const shop = createFreshApp(packed.file, webpackRecipeFiles(), tmp, { webpack: '^5.113.0', 'webpack-cli': '^6.0.1', 'copy-webpack-plugin': '^14.0.0' });
+    const shop = await createFreshApp(packed.file, webpackRecipeFiles(), tmp, { webpack: '^5.113.0', 'webpack-cli': '^6.0.1', 'copy-webpack-plugin': '^14.0.0' });
     expect(installTimeCode(shop.dir)).toEqual([]);
-    run(process.execPath, [join(shop.dir, 'node_modules/webpack-cli/bin/cli.js')], shop.dir);
+    await run(process.execPath, [join(shop.dir, 'node_modules/webpack-cli/bin/cli.js')], shop.dir);
     const site = await serveStatic(join(shop.dir, 'dist'));
     servers.push(site);
     const v = await visit(browser, site.url);

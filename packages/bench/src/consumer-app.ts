@@ -5,7 +5,7 @@
  * `vite preview`, visited by Debian's Chromium. Shared by test/consumer/ and
  * `npm run bench:package` (package-footprint.ts).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createReadStream, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -34,18 +34,30 @@ export interface Packed {
   files: { path: string; size: number }[];
 }
 
-/** Run a command; throws with its output when it fails. */
-export function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = {}): { stdout: string; stderr: string; ms: number } {
+/**
+ * Run a command (asynchronously: a test's timers and the browser keep running); throws with its
+ * output when it fails. Logs a line on stderr when `ATOMEM_CONSUMER_LOG` is set (slow machines).
+ */
+export async function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = {}): Promise<{ stdout: string; stderr: string; ms: number }> {
   const t0 = performance.now();
-  const r = spawnSync(cmd, args, { cwd, env: { ...process.env, ...env }, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const code = await new Promise<number | string>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (c, signal) => resolve(c ?? signal ?? 'unknown'));
+  });
   const ms = performance.now() - t0;
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} (in ${cwd}) exited ${r.status ?? r.signal}:\n${r.stdout}\n${r.stderr}`);
-  return { stdout: r.stdout, stderr: r.stderr, ms };
+  if (process.env.ATOMEM_CONSUMER_LOG) process.stderr.write(`consumer: ${cmd} ${args.join(' ')}: ${(ms / 1000).toFixed(1)} s\n`);
+  if (code !== 0) throw new Error(`${cmd} ${args.join(' ')} (in ${cwd}) exited ${code}:\n${stdout}\n${stderr}`);
+  return { stdout, stderr, ms };
 }
 
 /** Pack packages/atomem (built: `npm run build` first) into `dir`. */
-export function packAtomem(dir: string): Packed {
-  const { stdout } = run('npm', ['pack', '--json', '--pack-destination', dir], PKG);
+export async function packAtomem(dir: string): Promise<Packed> {
+  const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', dir], PKG);
   const [info] = JSON.parse(stdout.slice(stdout.indexOf('['))) as { filename: string; size: number; unpackedSize: number; entryCount: number; files: { path: string; size: number }[] }[];
   return { file: join(dir, info.filename), size: info.size, unpackedSize: info.unpackedSize, entryCount: info.entryCount, files: info.files };
 }
@@ -121,15 +133,15 @@ export interface NpmTree {
  * (with `--foreground-scripts`, so any install script would show in `output`), then the quick
  * start's files. npm uses its normal cache (`--prefer-offline`).
  */
-export function createFreshApp(tarball: string, files = quickStartFiles(), parent = tmpdir(), devDependencies: Record<string, string> = { vite: VITE_RANGE }): FreshApp {
+export async function createFreshApp(tarball: string, files = quickStartFiles(), parent = tmpdir(), devDependencies: Record<string, string> = { vite: VITE_RANGE }): Promise<FreshApp> {
   const dir = mkdtempSync(join(parent, 'atomem-shop-'));
   writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ name: 'fresh-shop', private: true, type: 'module', devDependencies }, null, 2)}\n`);
   const npmFlags = ['--no-audit', '--no-fund', '--prefer-offline', '--foreground-scripts'];
-  const vite = run('npm', ['install', ...npmFlags], dir);
+  const vite = await run('npm', ['install', ...npmFlags], dir);
   const before = du(join(dir, 'node_modules'));
-  const atomem = run('npm', ['install', ...npmFlags, tarball], dir);
+  const atomem = await run('npm', ['install', ...npmFlags, tarball], dir);
   const after = du(join(dir, 'node_modules'));
-  const tree = JSON.parse(run('npm', ['ls', '--all', '--json'], dir).stdout) as NpmTree;
+  const tree = JSON.parse((await run('npm', ['ls', '--all', '--json'], dir)).stdout) as NpmTree;
   for (const [name, body] of Object.entries(files)) {
     mkdirSync(join(dir, name, '..'), { recursive: true });
     writeFileSync(join(dir, name), body);
@@ -221,8 +233,8 @@ export async function serveStatic(root: string): Promise<Served> {
 }
 
 /** `vite build` in the app (extra args e.g. `--base ./ --outDir dist-relative`). */
-export function viteBuild(dir: string, extraArgs: string[] = []): { ms: number; output: string } {
-  const r = run(process.execPath, [join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', ...extraArgs], dir, { NO_COLOR: '1' });
+export async function viteBuild(dir: string, extraArgs: string[] = []): Promise<{ ms: number; output: string }> {
+  const r = await run(process.execPath, [join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', ...extraArgs], dir, { NO_COLOR: '1' });
   return { ms: r.ms, output: r.stdout + r.stderr };
 }
 

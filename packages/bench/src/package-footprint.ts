@@ -65,11 +65,11 @@ async function main(): Promise<void> {
   };
   try {
     process.stderr.write('bench:package: npm pack …\n');
-    const packed = packAtomem(tmp);
+    const packed = await packAtomem(tmp);
     budget('tarball (npm pack)', packed.size, TARBALL_BUDGET);
     rows.push(['unpacked (files in the tarball)', MB(packed.unpackedSize), `${packed.entryCount} files`]);
     process.stderr.write('bench:package: fresh Vite app, npm install vite, npm install <tarball> …\n');
-    const app = createFreshApp(packed.file, undefined, tmp);
+    const app = await createFreshApp(packed.file, undefined, tmp);
     const grown = app.footprint.after.bytes - app.footprint.before.bytes;
     budget('`npm install <tarball>` adds to node_modules', grown, INSTALL_BUDGET);
     rows.push(['files it adds / install time', `${app.footprint.after.files - app.footprint.before.files} files`, `${(app.installs.atomem.ms / 1000).toFixed(1)} s`]);
@@ -88,7 +88,7 @@ async function main(): Promise<void> {
     figures.emitted = emitted;
 
     process.stderr.write('bench:package: vite build + vite preview, Chromium …\n');
-    const built = viteBuild(app.dir);
+    const built = await viteBuild(app.dir);
     figures.viteBuildMs = built.ms;
     const preview = await serve(app.dir, 'preview');
     const browser = await launchChromium();
