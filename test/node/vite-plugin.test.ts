@@ -85,6 +85,11 @@ describe('the dev middleware on a real Vite dev server', () => {
     const ort = await fetch(`${base}@atomem/ort-wasm/ort-wasm-simd-threaded.asyncify.wasm`);
     expect(ort.status).toBe(404);
     expect(await ort.text()).toMatch(/add 'minilm' to atomem\(\{ assets \}\)/);
+    const { readdirSync } = await import('node:fs');
+    const webllmChunk = readdirSync(join(DIST, 'worker')).find((f) => f.startsWith('webllm-'))!;
+    const chunk = await fetch(`${base}@atomem/worker/${webllmChunk}`);
+    expect(chunk.status).toBe(404);
+    expect(await chunk.text()).toMatch(/add 'webllm' to atomem\(\{ assets \}\)/);
     expect((await fetch(`${base}@atomem/worker/no-such-chunk.js`)).status).toBe(404); // only the listed files are served
     expect((await fetch(`${base}@atomem/manifest.json`)).status).toBe(404);
   });

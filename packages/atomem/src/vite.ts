@@ -94,14 +94,15 @@ function findPackage(name: string, root: string): { dir: string; version: string
 type FileMap = Map<string, string>;
 
 /** Resolve the files the chosen parts need; throws a readable error for a bad option or a missing / mismatched package. */
-export function atomemFiles(assets: readonly AtomemAsset[], root: string, dist = distDir()): { files: FileMap; worker: string } {
+export function atomemFiles(assets: readonly AtomemAsset[], root: string, dist = distDir()): { files: FileMap; worker: string; owners: Map<string, AtomemAsset> } {
   const manifestFile = join(dist, 'manifest.json');
   if (!existsSync(manifestFile)) throw new Error(`atomem/vite: ${manifestFile} is missing (a broken or unbuilt atomem package)`);
   const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as Manifest;
   if (manifest.version !== 1) throw new Error(`atomem/vite: ${manifestFile} has version ${String(manifest.version)}; this plugin reads version 1`);
   const files: FileMap = new Map();
   // dist/worker/x.js → worker/x.js; dist/assets/use-lite/… → use-lite/…
-  const add = (rel: string): void => void files.set(rel.startsWith('assets/') ? rel.slice('assets/'.length) : rel, join(dist, rel));
+  const served = (rel: string): string => (rel.startsWith('assets/') ? rel.slice('assets/'.length) : rel);
+  const add = (rel: string): void => void files.set(served(rel), join(dist, rel));
   manifest.core.forEach(add);
   for (const a of assets) {
     const feature = manifest.features[a];
@@ -118,7 +119,14 @@ export function atomemFiles(assets: readonly AtomemAsset[], root: string, dist =
     }
   }
   for (const [rel, file] of files) if (!existsSync(file)) throw new Error(`atomem/vite: ${file} (for ${rel}) is missing: reinstall atomem`);
-  return { files, worker: manifest.worker };
+  // which option serves each file of the package, for the hint of a 404 in dev
+  const owners = new Map<string, AtomemAsset>();
+  for (const a of ALL) {
+    const feature = manifest.features[a];
+    for (const rel of feature?.files ?? []) if (!owners.has(served(rel))) owners.set(served(rel), a);
+    for (const ext of feature?.external ?? []) for (const f of ext.files) owners.set(`${ext.to}${f.split('/').pop()}`, a);
+  }
+  return { files, worker: manifest.worker, owners };
 }
 
 /** atomem's `dist/index.js`, whose two URL literals the plugin replaces. */
@@ -142,7 +150,7 @@ export default function atomem(options: AtomemViteOptions = {}): Plugin {
   if (!Array.isArray(assets)) throw new TypeError(`atomem/vite: assets must be an array such as ['use-lite'], got ${JSON.stringify(assets)}`);
   const dist = distDir();
   let config: ResolvedConfig;
-  let resolved: { files: FileMap; worker: string };
+  let resolved: ReturnType<typeof atomemFiles>;
   let entry = '';
 
   return {
@@ -170,7 +178,7 @@ export default function atomem(options: AtomemViteOptions = {}): Plugin {
         }
         const file = resolved.files.get(rel);
         if (!file) {
-          const part = ALL.find((a) => rel.startsWith(`${a}/`) || (a === 'use-lite' && rel.startsWith('tfjs-wasm/')) || (a === 'minilm' && rel.startsWith('ort-wasm/')));
+          const part = resolved.owners.get(rel);
           res.statusCode = 404;
           res.setHeader('content-type', 'text/plain; charset=utf-8');
           res.end(`atomem/vite: ${rel} is not served${part ? `: add '${part}' to atomem({ assets })` : ''}\n`);
