@@ -8,7 +8,7 @@
  */
 import type { Interaction, Item } from 'atomem/engine';
 import { Rng } from './rng.js';
-import type { EvalCase, Method, MethodContext } from './types.js';
+import type { Method, MethodContext, RankCase } from './types.js';
 
 /**
  * Candidates sorted by descending score; equal scores in the order of a random permutation
@@ -40,9 +40,9 @@ abstract class ScoringMethod implements Method {
   }
 
   protected abstract fit(ctx: MethodContext): void;
-  protected abstract scores(c: EvalCase): ArrayLike<number>;
+  protected abstract scores(c: RankCase): ArrayLike<number>;
 
-  rank(c: EvalCase): string[] {
+  rank(c: RankCase): string[] {
     return rankByScore(c.candidates, this.scores(c), tieRng(this.ctx.seed, this.name, c.user));
   }
 }
@@ -53,7 +53,7 @@ abstract class ScoringMethod implements Method {
 export class RandomMethod extends ScoringMethod {
   readonly name = 'random';
   protected fit(): void {}
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     return new Float64Array(c.candidates.length);
   }
 }
@@ -66,7 +66,7 @@ export class PopMethod extends ScoringMethod {
     this.counts.clear();
     for (const seq of ctx.histories.values()) for (const x of seq) this.counts.set(x.item, (this.counts.get(x.item) ?? 0) + 1);
   }
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     return c.candidates.map((id) => this.counts.get(id) ?? 0);
   }
 }
@@ -148,7 +148,7 @@ export class Bm25Method extends ScoringMethod {
     return q;
   }
 
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     const q = this.query(c.history);
     return c.candidates.map((id) => {
       const tf = this.docs.get(id);
@@ -229,7 +229,7 @@ export class ItemKnnMethod extends ScoringMethod {
     this.mark = new Uint8Array(n);
   }
 
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     const hist: number[] = [];
     for (const x of c.history) {
       const i = this.index.get(x.item);
@@ -386,7 +386,7 @@ export class BprMethod extends ScoringMethod {
     return x;
   }
 
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     return c.candidates.map((id) => this.score(c.user, id));
   }
 }
@@ -471,7 +471,7 @@ export class EaseMethod extends ScoringMethod {
     });
   }
 
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     const { n, P } = this;
     const hist = new Set<number>();
     for (const x of c.history) {

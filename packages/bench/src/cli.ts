@@ -122,8 +122,9 @@ function detailsTable(result: Awaited<ReturnType<typeof runBenchmark>>): string 
   if (!rows.length) return undefined;
   const f = (x: unknown) => (typeof x === 'number' ? x.toFixed(3) : '—');
   const fid = (r: Record<string, unknown>, m: number) => {
-    const v = r[`fidelity1:${m}`] as { precision: number; f1: number } | undefined;
-    return v ? `${f(v.precision)} / ${f(v.f1)}` : '—';
+    const v = r[`fidelity1:${m}`] as { precision: number | null; f1: number | null } | undefined;
+    if (!v) return '—';
+    return v.precision === null ? 'not computable' : `${f(v.precision)} / ${f(v.f1)}`;
   };
   const lines = [
     '| method | privacy | memories/user | forward acc. | fidelity 1:1 P/F1 | 1:3 P/F1 | 1:9 P/F1 | index memories | communities | largest |',
@@ -184,7 +185,7 @@ export async function main(argv: string[]): Promise<number> {
     const kcore = o.kcore ?? DEFAULT_KCORE[o.format];
     const dataset = loadDataset(o.format, dir, { kcore });
     // ILD@5 for every method needs item vectors: the same USE-lite vectors atomem uses (cached).
-    const itemVectors = methods.some((m) => m.startsWith('atomem')) ? await benchItemVectors(dataset, o.param ?? {}) : undefined;
+    const itemVectors = methods.some((m) => m.startsWith('atomem')) ? (ids: string[]) => benchItemVectors(dataset, o.param ?? {}, ids) : undefined;
     const result = await runBenchmark({
       itemVectors,
       dataset,

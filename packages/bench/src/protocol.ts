@@ -145,7 +145,7 @@ export function buildProtocol(dataset: Dataset, opts: ProtocolOptions = {}): Pro
       );
     }
     const candidates = Rng.derive(seed, `${prefix}shuffle`, user).shuffle([held.item, ...negatives]);
-    cases.push({ user, history, test: { ...held }, candidates });
+    cases.push({ user, history, test: { ...held }, candidates, now: history.length ? history[history.length - 1].at : 0 });
   }
   if (poolMissing > 0) warnings.push(`${poolMissing} evaluated users have no candidate pool; their negatives were drawn uniformly`);
   if (poolShort > 0) warnings.push(`${poolShort} candidate pools had fewer than ${NEGATIVES} usable items; completed by uniform draws`);

@@ -7,7 +7,7 @@ import type { Interaction } from 'atomem/engine';
 import { categoryCoverage, categoryEntropy, bootstrapCI, caseMetrics, ild, mean, meanMetrics, METRIC_KEYS, rankOf, type RankMetrics } from './metrics.js';
 import { buildProtocol, DEFAULT_SEED } from './protocol.js';
 import { methodFactories as registry, type MethodFactory } from './registry.js';
-import type { Dataset, EvalCase, Method, MethodContext, Privacy, Setting } from './types.js';
+import type { Dataset, EvalCase, Method, MethodContext, Privacy, RankCase, Setting } from './types.js';
 
 /** A caller mistake (unknown method, bad option): the CLI exits with code 2. */
 export class BenchUsageError extends Error {
@@ -42,8 +42,11 @@ export interface RunOptions {
   validation?: boolean;
   /** Bootstrap resamples for the intervals (default 1000). */
   resamples?: number;
-  /** Item vectors for the ILD of top-5 lists (omitted → no `ild5` column). */
-  itemVectors?: ReadonlyMap<string, ArrayLike<number>>;
+  /**
+   * Item vectors for the ILD of top-5 lists (omitted → no `ild5` column): a map, or a function
+   * giving the vectors of the items a method put in its top 5 (so only those are embedded).
+   */
+  itemVectors?: ReadonlyMap<string, ArrayLike<number>> | ((ids: string[]) => Promise<ReadonlyMap<string, ArrayLike<number>>>);
   /** Passed to every factory as `opts.params`. */
   params?: Readonly<Record<string, string>>;
   /** Default: the global registry of `registry.ts`. */
@@ -101,13 +104,20 @@ function cloneHistory(seq: readonly Interaction[]): Interaction[] {
   return seq.map((x) => ({ ...x }));
 }
 
-// why: each method gets its own copy, so a method that mutates its input cannot change what
-// the next method sees.
-function cloneCases(cases: readonly EvalCase[]): EvalCase[] {
-  return cases.map((c) => ({ user: c.user, history: cloneHistory(c.history), test: { ...c.test }, candidates: c.candidates.slice() }));
+/**
+ * What a method may see of the cases: a fresh copy (a method that mutates its input cannot change
+ * what the next method sees) without the target, and "now" = the last history timestamp.
+ */
+export function rankCases(cases: readonly EvalCase[]): RankCase[] {
+  return cases.map((c) => ({
+    user: c.user,
+    history: cloneHistory(c.history),
+    candidates: c.candidates.slice(),
+    now: c.history.length ? c.history[c.history.length - 1].at : 0,
+  }));
 }
 
-function checkRanking(method: string, c: EvalCase, ranking: unknown): string[] {
+function checkRanking(method: string, c: RankCase, ranking: unknown): string[] {
   if (!Array.isArray(ranking) || ranking.length !== c.candidates.length) {
     throw new Error(`${method}: rank() for user ${c.user} must return the ${c.candidates.length} candidates, got ${Array.isArray(ranking) ? ranking.length : typeof ranking}`);
   }
@@ -186,7 +196,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
   for (const { method, privacy } of runs) {
     const report = (phase: ProgressEvent['phase'], done: number, total: number, label?: string) =>
       options.onProgress?.({ method, privacy, phase, done, total, label });
-    const cases = cloneCases(protocol.cases);
+    const cases = rankCases(protocol.cases);
     const histories = new Map<string, Interaction[]>();
     for (const [u, seq] of protocol.histories) histories.set(u, cloneHistory(seq));
     const ctx: MethodContext = {
@@ -236,7 +246,8 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       entropy5: mean(tops.map((t) => categoryEntropy(cats(t)))),
       coverage5: mean(tops.map((t) => categoryCoverage(cats(t), 5))),
     };
-    const vectors = options.itemVectors;
+    const given = options.itemVectors;
+    const vectors = typeof given === 'function' ? await given([...new Set(tops.flat())]) : given;
     if (vectors) {
       row.ild5 = mean(tops.map((t) => ild(t.map((id) => vectors.get(id)).filter((v): v is ArrayLike<number> => v !== undefined))));
     }

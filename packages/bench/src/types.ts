@@ -18,15 +18,24 @@ export interface Dataset {
 /** The on-disk formats `datasets.ts` reads (see /EVAL.md, "Data formats"). */
 export type DatasetFormat = 'movielens' | 'agentcf' | 'jsonl';
 
-/** One evaluated user under protocol `loo`. */
-export interface EvalCase {
-  user: string;
-  /** Everything before the test item (training + validation), oldest first. */
-  history: Interaction[];
-  /** The held-out test item and its timestamp. */
+/** One evaluated user under protocol `loo` (what the runner knows; methods get a {@link RankCase}). */
+export interface EvalCase extends RankCase {
+  /** The held-out item and its timestamp. */
   test: Interaction;
-  /** The test item plus 9 negatives, already shuffled (seeded). */
+}
+
+/**
+ * What a method sees of one evaluated user when it ranks: never the held-out item (it is among
+ * the candidates, unmarked) nor its timestamp.
+ */
+export interface RankCase {
+  user: string;
+  /** Everything before the target, oldest first (a copy: mutating it changes nothing). */
+  history: Interaction[];
+  /** The target plus 9 negatives, already shuffled (seeded). */
   candidates: string[];
+  /** "Now" for the method: the timestamp of the last history interaction (0 when the history is empty). */
+  now: number;
 }
 
 export type Privacy = 'off' | 'embeddings' | 'items';
@@ -35,8 +44,8 @@ export type Setting = 'full' | 'sample';
 /** What every method gets before ranking. */
 export interface MethodContext {
   dataset: Dataset;
-  /** The evaluated users' cases (same for every method). */
-  cases: EvalCase[];
+  /** The evaluated users' cases (same for every method), without their targets. */
+  cases: RankCase[];
   /**
    * Every user that exists in this setting → the interactions the method may learn from
    * (for `full`: each user's history before their own test item; for `sample`: the
@@ -60,7 +69,7 @@ export interface Method {
   /** Train / build state from `ctx`. */
   prepare(ctx: MethodContext): Promise<void>;
   /** Return the case's candidates in ranked order (best first). */
-  rank(c: EvalCase): Promise<string[]> | string[];
+  rank(c: RankCase): Promise<string[]> | string[];
   /**
    * Optional extra columns for this method's result row (e.g. diversity, simulation
    * fidelity), called once after every case was ranked; merged into the row.
