@@ -488,8 +488,8 @@ export class MemoryAgent {
     }
     const target = reflection.decision === 'consolidate' ? this.state.memories.find((m) => m.id === reflection.target) : undefined;
     if (target) {
-      const items = [...target.items.filter((i) => i !== ev.item), ev.item].map((id) => this.items.item(id));
-      const text = await this.describe(items, target.strength);
+      const items = [...target.items.filter((i) => i !== ev.item), ev.item].filter((id) => this.items.has(id)).map((id) => this.items.item(id));
+      const text = await this.describe(items, target.strength, { content: target.content, category: target.category });
       out.push(reinforce(target, this.config, ctx, { item: ev.item, vector: v, weight: w, ...text }));
     } else {
       const text = await this.describe([actual], this.config.initialStrength * w);
@@ -510,8 +510,9 @@ export class MemoryAgent {
     return credit;
   }
 
-  private describe(items: Item[], strength: number): Promise<MemoryText> {
-    return this.reason((r) => r.describeMemory({ items, strength }));
+  /** The memory's statement for its items; `previous` = its current text when it is being updated. */
+  private describe(items: Item[], strength: number, previous?: MemoryText): Promise<MemoryText> {
+    return this.reason((r) => r.describeMemory({ items, strength, ...(previous ? { previous } : {}) }));
   }
 
   /** Run one reasoner operation; if it fails, the rules reasoner does that operation instead. */
