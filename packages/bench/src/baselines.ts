@@ -105,6 +105,7 @@ export interface Bm25Options {
  * the catalog. Query = the user's history (training + validation) as a bag of terms: each
  * term weighs the number of history items whose text contains it, so a genre seen in 40 of
  * the user's items counts 40 times and a title word once. idf = ln(1 + (N − df + 0.5)/(df + 0.5)).
+ * In setting `instruct` the query is the case's intent alone (BM25 with the intent).
  */
 export class Bm25Method extends ScoringMethod {
   readonly name = 'bm25';
@@ -149,7 +150,8 @@ export class Bm25Method extends ScoringMethod {
   }
 
   protected scores(c: RankCase): ArrayLike<number> {
-    const q = this.query(c.history);
+    // setting `instruct`: a search box over item text that knows nothing of the shopper — the intent is the query
+    const q = c.intent !== undefined ? new Map(tokenize(c.intent).map((t) => [t, 1])) : this.query(c.history);
     return c.candidates.map((id) => {
       const tf = this.docs.get(id);
       if (!tf) return 0;

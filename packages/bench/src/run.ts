@@ -29,6 +29,8 @@ export interface RunOptions {
   setting?: Setting;
   /** Default `all`. */
   users?: number | 'all';
+  /** Setting `evolving`: steps per user (default 5). */
+  steps?: number;
   /** Default 2026. */
   seed?: number;
   /** Method names; default every registered method (registration order). */
@@ -114,6 +116,8 @@ export function rankCases(cases: readonly EvalCase[]): RankCase[] {
     history: cloneHistory(c.history),
     candidates: c.candidates.slice(),
     now: c.history.length ? c.history[c.history.length - 1].at : 0,
+    ...(c.intent !== undefined ? { intent: c.intent } : {}),
+    ...(c.step !== undefined ? { step: c.step } : {}),
   }));
 }
 
@@ -154,6 +158,21 @@ export function planRuns(
   return { runs, warnings };
 }
 
+/** Per-case metrics averaged per user (one unit per user, in first-seen order). */
+function perUserMeans(users: readonly string[], per: readonly RankMetrics[]): RankMetrics[] {
+  const groups = new Map<string, RankMetrics[]>();
+  users.forEach((u, i) => {
+    const g = groups.get(u) ?? [];
+    g.push(per[i]);
+    groups.set(u, g);
+  });
+  return [...groups.values()].map((g) => {
+    const m = {} as RankMetrics;
+    for (const key of METRIC_KEYS) m[key] = g.reduce((s, x) => s + x[key], 0) / g.length;
+    return m;
+  });
+}
+
 /** Runs the benchmark; see {@link RunOptions}. */
 export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult> {
   const factories = options.factories ?? registry;
@@ -167,7 +186,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
 
   let protocol;
   try {
-    protocol = buildProtocol(dataset, { setting, users, seed, target });
+    protocol = buildProtocol(dataset, { setting, users, seed, target, steps: options.steps });
   } catch (e) {
     if (e instanceof RangeError) throw new BenchUsageError(e.message);
     throw e;
@@ -224,6 +243,11 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       ranks.push(rankOf(ranking, protocol.cases[k].test.item));
       tops.push(ranking.slice(0, 5));
       if ((k + 1) % every === 0 || k + 1 === cases.length) report('rank', k + 1, cases.length, 'ranking');
+      // evolving: once every user's step is ranked, each user makes the interaction that was the target
+      const next = cases[k + 1];
+      if (c.step !== undefined && (!next || next.step !== c.step) && instance.observe) {
+        for (let i = 0; i <= k; i++) if (cases[i].step === c.step) await instance.observe(cases[i].user, { ...protocol.cases[i].test });
+      }
     }
     const t2 = performance.now();
     const extras = (await instance.extras?.()) ?? {};
@@ -232,7 +256,9 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     const metrics = meanMetrics(ranks);
     const per = ranks.map(caseMetrics);
     const ci = {} as ResultRow['ci'];
-    for (const key of METRIC_KEYS) ci[key] = bootstrapCI(per.map((m) => m[key]), { seed, resamples: options.resamples });
+    // why: in `evolving` a user's steps are not independent: resample users (their mean over steps).
+    const units = perUserMeans(cases.map((c) => c.user), per);
+    for (const key of METRIC_KEYS) ci[key] = bootstrapCI(units.map((m) => m[key]), { seed, resamples: options.resamples });
     const cats = (ids: string[]) => ids.map((id) => dataset.items.get(id)?.categories);
     const row: ResultRow = {
       method,
@@ -245,7 +271,17 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       rankSeconds: (t2 - t1) / 1000,
       entropy5: mean(tops.map((t) => categoryEntropy(cats(t)))),
       coverage5: mean(tops.map((t) => categoryCoverage(cats(t), 5))),
+      setting,
     };
+    if (setting === 'evolving') {
+      const bySteps = new Map<number, number[]>();
+      cases.forEach((c, i) => {
+        const list = bySteps.get(c.step!) ?? [];
+        list.push(ranks[i]);
+        bySteps.set(c.step!, list);
+      });
+      row.perStep = [...bySteps].map(([step, rs]) => ({ step, n: rs.length, ...meanMetrics(rs) }));
+    }
     const given = options.itemVectors;
     const vectors = typeof given === 'function' ? await given([...new Set(tops.flat())]) : given;
     if (vectors) {

@@ -36,10 +36,24 @@ export interface RankCase {
   candidates: string[];
   /** "Now" for the method: the timestamp of the last history interaction (0 when the history is empty). */
   now: number;
+  /**
+   * Setting `instruct`: the shopper's stated intent, derived from the target's categories in
+   * words (never its title or id), e.g. "Looking for a comedy or a romance". Methods that take
+   * no intent ignore it.
+   */
+  intent?: string;
+  /** Setting `evolving`: the step (1 = the first of the user's last N interactions). */
+  step?: number;
 }
 
 export type Privacy = 'off' | 'embeddings' | 'items';
-export type Setting = 'full' | 'sample';
+/**
+ * `full`: every user's history exists; `sample`: only the evaluated users' last 8;
+ * `instruct`: `full` plus a stated intent per case (ARS / InstructRec); `evolving`: `full`, but
+ * each user's last N interactions are tested one after another, the method observing each
+ * revealed interaction before the next step (ARS's evolving setting).
+ */
+export type Setting = 'full' | 'sample' | 'instruct' | 'evolving';
 
 /** What every method gets before ranking. */
 export interface MethodContext {
@@ -68,6 +82,12 @@ export interface Method {
   readonly name: string;
   /** Train / build state from `ctx`. */
   prepare(ctx: MethodContext): Promise<void>;
+  /**
+   * Setting `evolving` only: the interaction the user just made (the target of the step that
+   * was ranked), to learn from before the next step. Methods without it see it anyway in the
+   * next step's history.
+   */
+  observe?(user: string, interaction: Interaction): Promise<void> | void;
   /** Return the case's candidates in ranked order (best first). */
   rank(c: RankCase): Promise<string[]> | string[];
   /**
