@@ -289,8 +289,8 @@ describe('MemoryAgent.train', () => {
     const history = ['heat', 'fargo', 'casino', 'godfather'].map((id) => ev(id));
     const negatives = ['alien', 'titanic', 'matrix', 'emma'];
     const r = await agent.train(history, (i) => negatives[i]);
-    // step 1: no memory yet → a tie, counted as a miss; afterwards the crime memory wins
-    expect(r).toEqual({ correct: 3, steps: 4 });
+    // step 1: no memory yet → a tie, worth half; afterwards the crime memory wins
+    expect(r).toEqual({ correct: 3.5, steps: 4 });
     expect(agent.memories()).toHaveLength(1);
     expect(agent.memories()[0].items).toEqual(['heat', 'fargo', 'casino', 'godfather']);
   });

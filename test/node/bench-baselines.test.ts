@@ -82,7 +82,7 @@ describe('baselines', () => {
       ['u3', h('x')],
     ]);
     const dataset: Dataset = { name: 'pop', items, sequences: histories };
-    const c: EvalCase = { user: 'u4', history: [], test: { item: 'w', at: 9 }, candidates: ['w', 'z', 'y', 'x'] };
+    const c: EvalCase = { user: 'u4', history: [], test: { item: 'w', at: 9 }, candidates: ['w', 'z', 'y', 'x'], now: 0 };
     const m = new PopMethod();
     await m.prepare(context(dataset, [c], histories));
     expect(m.rank(c)).toEqual(['x', 'y', 'z', 'w']);
@@ -116,7 +116,7 @@ describe('baselines', () => {
       ['u4', h('s')],
     ]);
     const dataset: Dataset = { name: 'knn', items, sequences: histories };
-    const c: EvalCase = { user: 'u5', history: h('p'), test: { item: 'q', at: 9 }, candidates: ['s', 'r', 'q'] };
+    const c: EvalCase = { user: 'u5', history: h('p'), test: { item: 'q', at: 9 }, candidates: ['s', 'r', 'q'], now: 0 };
     const m = new ItemKnnMethod();
     await m.prepare(context(dataset, [c], histories));
     expect(m.rank(c)).toEqual(['q', 'r', 's']);
@@ -135,7 +135,7 @@ describe('baselines', () => {
       ['5', { id: '5', title: 'Ride the Lightning', categories: ['Metal'] }],
     ]);
     const dataset: Dataset = { name: 'bm25', items, sequences: new Map() };
-    const c: EvalCase = { user: 'u', history: [{ item: '1', at: 1 }, { item: '2', at: 2 }], test: { item: '4', at: 3 }, candidates: ['3', '5', '4'] };
+    const c: EvalCase = { user: 'u', history: [{ item: '1', at: 1 }, { item: '2', at: 2 }], test: { item: '4', at: 3 }, candidates: ['3', '5', '4'], now: 2 };
     const m = new Bm25Method();
     await m.prepare(context(dataset, [c], new Map([['u', c.history]])));
     expect(m.rank(c)[0]).toBe('4');

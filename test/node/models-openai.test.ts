@@ -99,7 +99,8 @@ describe('OpenAI-compatible adapter against a local chat-completions server', ()
     expect(result.text).toBe('{"content":"likes trail shoes","category":"shoes"}');
     expect(result.promptTokens).toBe(21);
     expect(result.outputTokens).toBe(7);
-    expect(result.constrained).toBe(true);
+    // the server may ignore response_format: a schema sent is not decoding constrained
+    expect(result.constrained).toBe(false);
     expect(result.ms).toBeGreaterThan(0);
   });
 

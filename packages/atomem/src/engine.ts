@@ -8,6 +8,7 @@ export { ItemVectors, UnknownItemError } from './agent/items.js';
 export { DEFAULT_CONFIG, EMBEDDER_TAU, resolveConfig, tauFor, type AtomemConfig, type RankWeights } from './core/config.js';
 export { rulesPlanner, type Plan, type Planner } from './core/planner.js';
 export type { Reason, RankedItem, Features } from './core/rank.js';
+export { combine } from './core/rank.js';
 export type {
   Action,
   AtomicMemory,

@@ -4,8 +4,8 @@
  * `items` each agent shares its memories with one in-process shared index, then pulls its
  * communities; ranking is the agent's own `recommend()`.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { appendFileSync } from 'node:fs';
+import { readVectorCache, vectorCacheFile, writeVectorCache } from './vector-cache.js';
 import { MemoryAgent, type AgentMode, type AgentOptions } from 'atomem/engine';
 import { ItemVectors } from 'atomem/engine';
 import { createInProcessIndex, type InProcessIndex } from 'atomem/engine';
@@ -26,7 +26,8 @@ import type { Embedder } from 'atomem/engine';
 import { fidelity } from './metrics.js';
 import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
 import { idGenerator, negativeSampler, Rng } from './rng.js';
-import type { Dataset, EvalCase, Method, MethodContext, Privacy } from './types.js';
+import { BenchUsageError } from './run.js';
+import type { Dataset, Method, MethodContext, Privacy, RankCase } from './types.js';
 
 /**
  * The reasoner the benchmark's agents use: rules (default), or `atomem.reasoner=llm` with
@@ -76,34 +77,45 @@ function embedderFor(kind: string): Promise<CachedEmbedder> {
   return e;
 }
 
-function cacheFile(embedderId: string, dataset: string): string {
-  return join(process.env.ATOMEM_BENCH_CACHE ?? '.bench-cache', `${dataset}-${embedderId.replace(/[^a-z0-9.-]+/gi, '_')}.json`);
-}
-
-/** Item vectors of a dataset's catalog, embedded once per process (and cached on disk). */
-async function catalogFor(ds: Dataset, kind: string, centre: boolean, ctx: MethodContext): Promise<ItemVectors> {
+/**
+ * Item vectors of a dataset, embedded once per process (and cached on disk, binary): only the items
+ * a run needs — every item of the dataset's sequences and every candidate of the context's cases;
+ * other catalog items are embedded on first use. Centring uses the mean of the sequence items
+ * (for a k-core-filtered catalog that is the whole catalog).
+ */
+async function catalogFor(ds: Dataset, kind: string, centre: boolean, ctx: Pick<MethodContext, 'progress' | 'cases'>): Promise<ItemVectors> {
   let byKind = catalogs.get(ds);
   if (!byKind) catalogs.set(ds, (byKind = new Map()));
   let p = byKind.get(`${kind}:${centre}`);
   if (!p) {
     p = (async () => {
       const emb = await embedderFor(kind);
-      const file = cacheFile(emb.id, ds.name);
-      if (existsSync(file)) {
-        try {
-          emb.load(JSON.parse(readFileSync(file, 'utf8')) as [string, number[]][]);
-        } catch {
-          /* a damaged cache is only a slower start */
-        }
-      }
+      const warn = (m: string) => process.stderr.write(`warning: ${m}\n`);
+      const file = vectorCacheFile(emb.id, ds.name);
       const items = new ItemVectors(emb, ds.items.values());
-      await items.warm((done, total) => ctx.progress(done, total, 'embedding catalog'));
-      if (centre) await items.centre();
-      try {
-        mkdirSync(join(file, '..'), { recursive: true });
-        writeFileSync(file, JSON.stringify(emb.snapshot().map(([k, v]) => [k, Array.from(v)])));
-      } catch {
-        /* read-only checkout: fine */
+      const cached = readVectorCache(file, emb, ds.items, warn);
+      for (const [id, v] of cached) items.seed(id, v);
+      const seen = new Set<string>();
+      for (const seq of ds.sequences.values()) for (const x of seq) if (ds.items.has(x.item)) seen.add(x.item);
+      const needed = new Set(seen);
+      for (const c of ctx.cases) for (const id of c.candidates) if (ds.items.has(id)) needed.add(id);
+      const missing = [...needed].filter((id) => !cached.has(id));
+      for (let i = 0; i < missing.length; i += 256) {
+        await items.vectorsOf(missing.slice(i, i + 256));
+        ctx.progress(Math.min(missing.length, i + 256), missing.length, 'embedding items');
+      }
+      if (missing.length) {
+        const all = new Map(cached);
+        for (const id of missing) all.set(id, items.raw(id)!);
+        writeVectorCache(file, emb, ds.items, all, warn);
+      }
+      if (centre) {
+        const ids = [...seen].sort();
+        const vs = await items.vectorsOf(ids);
+        const mean = new Float32Array(emb.dim);
+        for (const e of vs) for (let d = 0; d < mean.length; d++) mean[d] += e.vector[d];
+        for (let d = 0; d < mean.length; d++) mean[d] /= Math.max(1, vs.length);
+        await items.centre(mean);
       }
       return items;
     })();
@@ -112,14 +124,13 @@ async function catalogFor(ds: Dataset, kind: string, centre: boolean, ctx: Metho
   return p;
 }
 
-/** Raw (uncentred) USE-lite item vectors of a dataset, for diversity (ILD) of every method. */
-export async function benchItemVectors(ds: Dataset, params: Readonly<Record<string, string>>): Promise<Map<string, Float32Array>> {
+/** Raw (uncentred) USE-lite vectors of the given items, for diversity (ILD) of every method. */
+export async function benchItemVectors(ds: Dataset, params: Readonly<Record<string, string>>, ids: readonly string[]): Promise<Map<string, Float32Array>> {
   const kind = params['atomem.embedder'] ?? 'use-lite';
-  const quiet = { progress() {} } as unknown as MethodContext;
-  const items = await catalogFor(ds, kind, false, quiet);
-  const ids = [...ds.items.keys()];
-  const vs = await items.vectorsOf(ids);
-  return new Map(ids.map((id, i) => [id, vs[i].vector]));
+  const items = await catalogFor(ds, kind, false, { progress() {}, cases: [] });
+  const known = ids.filter((id) => ds.items.has(id));
+  const vs = await items.vectorsOf(known);
+  return new Map(known.map((id, i) => [id, vs[i].vector]));
 }
 
 
@@ -128,7 +139,7 @@ function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof
   const partial: Record<string, unknown> = {};
   const weights: Record<string, number> = {};
   for (const key of Object.keys(params)) {
-    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel'].includes(key)) continue;
+    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
     const n = paramNumber(params, key)!;
@@ -155,6 +166,7 @@ export class AtomemMethod implements Method {
   private reasoners: LlmReasoner[] = [];
   private forwardCorrect = 0;
   private forwardSteps = 0;
+  private dumpFile: string | undefined;
 
   constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}) {
     this.name = opts.name;
@@ -182,6 +194,12 @@ export class AtomemMethod implements Method {
 
   async prepare(ctx: MethodContext): Promise<void> {
     this.ctx = ctx;
+    const dump = this.params['atomem.dumpFeatures'] ?? process.env.ATOMEM_DUMP_FEATURES;
+    if (dump) {
+      // why: ranking features are for fitting weights on validation items; a dump of test cases would invite tuning on test.
+      if ((ctx.target ?? 'test') === 'test') throw new BenchUsageError('feature dumps (atomem.dumpFeatures / ATOMEM_DUMP_FEATURES) are refused on test cases: add --validation');
+      this.dumpFile = dump;
+    }
     const items = await catalogFor(ctx.dataset, this.params['atomem.embedder'] ?? 'use-lite', this.params['atomem.centre'] !== '0', ctx);
     const share = this.mode.communities && this.privacy !== 'off';
     const cfg = resolveConfig({ tau: tauFor(items.embedderId), ...this.config });
@@ -277,13 +295,15 @@ export class AtomemMethod implements Method {
     return p;
   }
 
-  async rank(c: EvalCase): Promise<string[]> {
+  async rank(c: RankCase): Promise<string[]> {
     const agent = this.agents.get(c.user);
     if (!agent) return [...c.candidates];
-    const recs = await agent.recommend(c.candidates, { now: c.test.at });
-    if (process.env.ATOMEM_DUMP_FEATURES) {
-      // why: offline tuning of the ranking weights on validation cases (never on test items).
-      appendFileSync(process.env.ATOMEM_DUMP_FEATURES, JSON.stringify({ user: c.user, target: c.test.item, recs: recs.map((r) => [r.id, r.features]) }) + '\n');
+    const recs = await agent.recommend(c.candidates, { now: c.now });
+    if (this.dumpFile) {
+      // why: offline tuning of the ranking weights on validation cases (refused on test in prepare).
+      // in candidate (input) order, so re-scoring breaks ties the way rank() does
+      const byId = new Map(recs.map((r) => [r.id, r.features]));
+      appendFileSync(this.dumpFile, JSON.stringify({ user: c.user, candidates: c.candidates.map((id) => [id, byId.get(id)]) }) + '\n');
     }
     return recs.map((r) => r.id);
   }
@@ -308,7 +328,7 @@ export class AtomemMethod implements Method {
       if (history.length < 15) continue;
       const train = history.slice(0, -10);
       const held = history.slice(-10).map((i) => i.item);
-      const seen = new Set([...history.map((i) => i.item), c.test.item]);
+      const seen = new Set(history.map((i) => i.item));
       const rng = Rng.derive(ctx.seed, 'fidelity', c.user);
       const unseen = () => {
         for (;;) {
@@ -336,6 +356,11 @@ export class AtomemMethod implements Method {
       }
     }
     for (const [m, a] of answers) {
+      if (a.truth.length === 0) {
+        // why: a 0.000 here would read as a measured failure; no user had 15 interactions before the target.
+        out[`fidelity1:${m}`] = { precision: null, f1: null, n: 0, note: 'not computable: no evaluated user has 15 interactions before the target' };
+        continue;
+      }
       const f = fidelity(a.truth, a.said);
       out[`fidelity1:${m}`] = { precision: f.precision, f1: f.f1, n: f.n };
     }

@@ -8,7 +8,7 @@
  */
 import type { Interaction, Item } from 'atomem/engine';
 import { Rng } from './rng.js';
-import type { EvalCase, Method, MethodContext } from './types.js';
+import type { Method, MethodContext, RankCase } from './types.js';
 
 /**
  * Candidates sorted by descending score; equal scores in the order of a random permutation
@@ -40,9 +40,9 @@ abstract class ScoringMethod implements Method {
   }
 
   protected abstract fit(ctx: MethodContext): void;
-  protected abstract scores(c: EvalCase): ArrayLike<number>;
+  protected abstract scores(c: RankCase): ArrayLike<number>;
 
-  rank(c: EvalCase): string[] {
+  rank(c: RankCase): string[] {
     return rankByScore(c.candidates, this.scores(c), tieRng(this.ctx.seed, this.name, c.user));
   }
 }
@@ -53,7 +53,7 @@ abstract class ScoringMethod implements Method {
 export class RandomMethod extends ScoringMethod {
   readonly name = 'random';
   protected fit(): void {}
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     return new Float64Array(c.candidates.length);
   }
 }
@@ -66,7 +66,7 @@ export class PopMethod extends ScoringMethod {
     this.counts.clear();
     for (const seq of ctx.histories.values()) for (const x of seq) this.counts.set(x.item, (this.counts.get(x.item) ?? 0) + 1);
   }
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     return c.candidates.map((id) => this.counts.get(id) ?? 0);
   }
 }
@@ -105,6 +105,7 @@ export interface Bm25Options {
  * the catalog. Query = the user's history (training + validation) as a bag of terms: each
  * term weighs the number of history items whose text contains it, so a genre seen in 40 of
  * the user's items counts 40 times and a title word once. idf = ln(1 + (N − df + 0.5)/(df + 0.5)).
+ * In setting `instruct` the query is the case's intent alone (BM25 with the intent).
  */
 export class Bm25Method extends ScoringMethod {
   readonly name = 'bm25';
@@ -148,8 +149,9 @@ export class Bm25Method extends ScoringMethod {
     return q;
   }
 
-  protected scores(c: EvalCase): ArrayLike<number> {
-    const q = this.query(c.history);
+  protected scores(c: RankCase): ArrayLike<number> {
+    // setting `instruct`: a search box over item text that knows nothing of the shopper — the intent is the query
+    const q = c.intent !== undefined ? new Map(tokenize(c.intent).map((t) => [t, 1])) : this.query(c.history);
     return c.candidates.map((id) => {
       const tf = this.docs.get(id);
       if (!tf) return 0;
@@ -229,7 +231,7 @@ export class ItemKnnMethod extends ScoringMethod {
     this.mark = new Uint8Array(n);
   }
 
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     const hist: number[] = [];
     for (const x of c.history) {
       const i = this.index.get(x.item);
@@ -386,7 +388,7 @@ export class BprMethod extends ScoringMethod {
     return x;
   }
 
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     return c.candidates.map((id) => this.score(c.user, id));
   }
 }
@@ -471,7 +473,7 @@ export class EaseMethod extends ScoringMethod {
     });
   }
 
-  protected scores(c: EvalCase): ArrayLike<number> {
+  protected scores(c: RankCase): ArrayLike<number> {
     const { n, P } = this;
     const hist = new Set<number>();
     for (const x of c.history) {

@@ -74,7 +74,8 @@ function program(): Command {
     .addOption(new Option('--format <format>', 'dataset format').choices(['movielens', 'agentcf', 'jsonl']).default('movielens'))
     .option('--data <dir>', 'dataset folder (default: $ATOMEM_ML100K, else ../shared/data/ml-100k)')
     .option('--kcore <k>', 'k-core filter (default 5 for movielens, 0 otherwise)', parseNonNegativeInt)
-    .addOption(new Option('--setting <setting>', 'full or sample').choices(['full', 'sample']).default('full'))
+    .addOption(new Option('--setting <setting>', 'full, sample, instruct (full + a stated intent per case) or evolving (the last --steps interactions tested one after another)').choices(['full', 'sample', 'instruct', 'evolving']).default('full'))
+    .option('--steps <n>', 'setting evolving: interactions tested per user (default 5)', parseNonNegativeInt)
     .option('--users <n|all>', 'evaluated users, drawn without replacement', parseUsers, 'all' as number | 'all')
     .option('--seed <n>', 'seed of every random draw', parseSeed, DEFAULT_SEED)
     .option('--methods <a,b,c>', 'methods to run (default: all registered)', parseList)
@@ -99,6 +100,7 @@ interface CliOptions {
   data?: string;
   kcore?: number;
   setting: Setting;
+  steps?: number;
   users: number | 'all';
   seed: number;
   methods?: string[];
@@ -122,8 +124,9 @@ function detailsTable(result: Awaited<ReturnType<typeof runBenchmark>>): string 
   if (!rows.length) return undefined;
   const f = (x: unknown) => (typeof x === 'number' ? x.toFixed(3) : '—');
   const fid = (r: Record<string, unknown>, m: number) => {
-    const v = r[`fidelity1:${m}`] as { precision: number; f1: number } | undefined;
-    return v ? `${f(v.precision)} / ${f(v.f1)}` : '—';
+    const v = r[`fidelity1:${m}`] as { precision: number | null; f1: number | null } | undefined;
+    if (!v) return '—';
+    return v.precision === null ? 'not computable' : `${f(v.precision)} / ${f(v.f1)}`;
   };
   const lines = [
     '| method | privacy | memories/user | forward acc. | fidelity 1:1 P/F1 | 1:3 P/F1 | 1:9 P/F1 | index memories | communities | largest |',
@@ -184,11 +187,12 @@ export async function main(argv: string[]): Promise<number> {
     const kcore = o.kcore ?? DEFAULT_KCORE[o.format];
     const dataset = loadDataset(o.format, dir, { kcore });
     // ILD@5 for every method needs item vectors: the same USE-lite vectors atomem uses (cached).
-    const itemVectors = methods.some((m) => m.startsWith('atomem')) ? await benchItemVectors(dataset, o.param ?? {}) : undefined;
+    const itemVectors = methods.some((m) => m.startsWith('atomem')) ? (ids: string[]) => benchItemVectors(dataset, o.param ?? {}, ids) : undefined;
     const result = await runBenchmark({
       itemVectors,
       dataset,
       setting: o.setting,
+      steps: o.steps,
       users: o.users,
       seed: o.seed,
       methods,
@@ -213,6 +217,15 @@ export async function main(argv: string[]): Promise<number> {
         `${c.cases} of ${c.evaluableUsers} evaluable users, ${c.catalogItems} catalog items, ${c.interactions} interactions\n\n`,
     );
     process.stdout.write(`${markdownTable(result)}\n`);
+    const steps = result.results.filter((r) => Array.isArray(r.perStep));
+    if (steps.length) {
+      const n = (steps[0].perStep as { step: number }[]).length;
+      process.stdout.write(`\n| method | privacy | ${Array.from({ length: n }, (_, i) => `step ${i + 1} NDCG@10`).join(' | ')} | mean |\n|---|---|${'---:|'.repeat(n + 1)}\n`);
+      for (const r of steps) {
+        const ps = r.perStep as { ndcg10: number }[];
+        process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${ps.map((p) => p.ndcg10.toFixed(3)).join(' | ')} | ${r.ndcg10.toFixed(3)} |\n`);
+      }
+    }
     const details = detailsTable(result);
     if (details) process.stdout.write(`\n${details}\n`);
     const llmRows = result.results.filter((r) => r.llm);

@@ -33,8 +33,10 @@ export const SAMPLE_LENGTH = 8;
 export const MIN_EVALUABLE = 3;
 
 export interface ProtocolOptions {
-  /** `full` (default) or `sample`. */
+  /** `full` (default), `sample`, `instruct` or `evolving` (see {@link Setting}). */
   setting?: Setting;
+  /** Setting `evolving`: how many of each user's last interactions are tested, one after another. Default 5. */
+  steps?: number;
   /** How many users to evaluate, drawn without replacement; `'all'` (default) for every evaluable user. */
   users?: number | 'all';
   /** Default {@link DEFAULT_SEED}. */
@@ -106,7 +108,8 @@ export function buildProtocol(dataset: Dataset, opts: ProtocolOptions = {}): Pro
   const setting = opts.setting ?? 'full';
   const seed = opts.seed ?? DEFAULT_SEED;
   const target = opts.target ?? 'test';
-  if (setting !== 'full' && setting !== 'sample') throw new RangeError(`setting must be "full" or "sample", got ${setting}`);
+  if (!['full', 'sample', 'instruct', 'evolving'].includes(setting)) throw new RangeError(`setting must be "full", "sample", "instruct" or "evolving", got ${setting}`);
+  if (setting === 'evolving') return evolvingProtocol(dataset, { ...opts, seed, target });
   const holdOut = target === 'test' ? 1 : 2;
   const prefix = target === 'test' ? '' : 'validation-';
   const users = drawUsers(dataset, opts.users ?? 'all', seed);
@@ -145,13 +148,15 @@ export function buildProtocol(dataset: Dataset, opts: ProtocolOptions = {}): Pro
       );
     }
     const candidates = Rng.derive(seed, `${prefix}shuffle`, user).shuffle([held.item, ...negatives]);
-    cases.push({ user, history, test: { ...held }, candidates });
+    const c: EvalCase = { user, history, test: { ...held }, candidates, now: history.length ? history[history.length - 1].at : 0 };
+    if (setting === 'instruct') c.intent = intentFor(dataset.items.get(held.item)?.categories);
+    cases.push(c);
   }
   if (poolMissing > 0) warnings.push(`${poolMissing} evaluated users have no candidate pool; their negatives were drawn uniformly`);
   if (poolShort > 0) warnings.push(`${poolShort} candidate pools had fewer than ${NEGATIVES} usable items; completed by uniform draws`);
 
   const histories = new Map<string, Interaction[]>();
-  if (setting === 'full') {
+  if (setting !== 'sample') {
     for (const [user, seq] of dataset.sequences) {
       histories.set(user, seq.slice(0, Math.max(0, seq.length - holdOut)).map((x) => ({ ...x })));
     }
@@ -172,4 +177,52 @@ export function testCases(dataset: Dataset, opts: Omit<ProtocolOptions, 'target'
  */
 export function validationCases(dataset: Dataset, opts: Omit<ProtocolOptions, 'target'> = {}): Protocol {
   return buildProtocol(dataset, { ...opts, target: 'validation' });
+}
+
+/**
+ * The intent of setting `instruct`, from the target's categories only (the way InstructRec's
+ * coarse intents are made): "Looking for a comedy", "Looking for a crime or a thriller", "Looking
+ * for a drama, a romance or a war film". Never the title or the id; "something new" without categories.
+ */
+export function intentFor(categories: readonly string[] | undefined): string {
+  const cats = [...new Set((categories ?? []).map((c) => c.trim()).filter(Boolean))];
+  if (cats.length === 0) return 'Looking for something new';
+  const a = (c: string) => `${/^[aeiou]/i.test(c) ? 'an' : 'a'} ${c.toLowerCase()}`;
+  const words = cats.map(a);
+  const list = words.length === 1 ? words[0] : `${words.slice(0, -1).join(', ')} or ${words[words.length - 1]}`;
+  return `Looking for ${list}`;
+}
+
+/**
+ * Setting `evolving` (ARS): each evaluated user's last `steps` interactions are the targets of
+ * steps 1…N in time order; step j's history is everything before its target (so it holds the
+ * targets of steps 1…j−1, which the method observed). Candidates per (user, step): the target
+ * plus 9 negatives never in the user's sequence, streams (seed, `evolving-negatives`, user, j)
+ * and (seed, `evolving-shuffle`, user, j). Every user's learnable history (`histories`) stops
+ * before their own first step. Users need steps + 2 interactions. Validation is not offered.
+ */
+function evolvingProtocol(dataset: Dataset, opts: ProtocolOptions & { seed: number; target: 'test' | 'validation' }): Protocol {
+  const steps = opts.steps ?? 5;
+  if (!Number.isInteger(steps) || steps < 1 || steps > 50) throw new RangeError(`steps must be an integer in 1..50, got ${steps}`);
+  if (opts.target !== 'test') throw new RangeError('setting evolving has no validation target: tune with the loo setting');
+  const users = drawUsers(dataset, opts.users ?? 'all', opts.seed).filter((u) => dataset.sequences.get(u)!.length >= steps + 2);
+  if (users.length === 0) throw new RangeError(`setting evolving: no evaluated user has ${steps + 2} interactions`);
+  const catalog = sortedCatalog(dataset);
+  const cases: EvalCase[] = [];
+  for (let j = 1; j <= steps; j++) {
+    for (const user of users) {
+      const seq = dataset.sequences.get(user)!;
+      const at = seq.length - steps - 1 + j;
+      const held = seq[at];
+      const history = seq.slice(0, at).map((x) => ({ ...x }));
+      const exclude = new Set(seq.map((x) => x.item));
+      const negatives = drawUniform(catalog, exclude, NEGATIVES, Rng.derive(opts.seed, 'evolving-negatives', user, j), user);
+      const candidates = Rng.derive(opts.seed, 'evolving-shuffle', user, j).shuffle([held.item, ...negatives]);
+      cases.push({ user, history, test: { ...held }, candidates, now: history[history.length - 1].at, step: j });
+    }
+  }
+  const histories = new Map<string, Interaction[]>();
+  for (const [user, seq] of dataset.sequences) histories.set(user, seq.slice(0, Math.max(0, seq.length - steps)).map((x) => ({ ...x })));
+  const skipped = drawUsers(dataset, opts.users ?? 'all', opts.seed).length - users.length;
+  return { cases, histories, evaluable: evaluableUsers(dataset).length, warnings: skipped ? [`${skipped} evaluated users have fewer than ${steps + 2} interactions and are not in the evolving setting`] : [] };
 }

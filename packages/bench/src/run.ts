@@ -7,7 +7,7 @@ import type { Interaction } from 'atomem/engine';
 import { categoryCoverage, categoryEntropy, bootstrapCI, caseMetrics, ild, mean, meanMetrics, METRIC_KEYS, rankOf, type RankMetrics } from './metrics.js';
 import { buildProtocol, DEFAULT_SEED } from './protocol.js';
 import { methodFactories as registry, type MethodFactory } from './registry.js';
-import type { Dataset, EvalCase, Method, MethodContext, Privacy, Setting } from './types.js';
+import type { Dataset, EvalCase, Method, MethodContext, Privacy, RankCase, Setting } from './types.js';
 
 /** A caller mistake (unknown method, bad option): the CLI exits with code 2. */
 export class BenchUsageError extends Error {
@@ -29,6 +29,8 @@ export interface RunOptions {
   setting?: Setting;
   /** Default `all`. */
   users?: number | 'all';
+  /** Setting `evolving`: steps per user (default 5). */
+  steps?: number;
   /** Default 2026. */
   seed?: number;
   /** Method names; default every registered method (registration order). */
@@ -42,8 +44,11 @@ export interface RunOptions {
   validation?: boolean;
   /** Bootstrap resamples for the intervals (default 1000). */
   resamples?: number;
-  /** Item vectors for the ILD of top-5 lists (omitted → no `ild5` column). */
-  itemVectors?: ReadonlyMap<string, ArrayLike<number>>;
+  /**
+   * Item vectors for the ILD of top-5 lists (omitted → no `ild5` column): a map, or a function
+   * giving the vectors of the items a method put in its top 5 (so only those are embedded).
+   */
+  itemVectors?: ReadonlyMap<string, ArrayLike<number>> | ((ids: string[]) => Promise<ReadonlyMap<string, ArrayLike<number>>>);
   /** Passed to every factory as `opts.params`. */
   params?: Readonly<Record<string, string>>;
   /** Default: the global registry of `registry.ts`. */
@@ -101,13 +106,22 @@ function cloneHistory(seq: readonly Interaction[]): Interaction[] {
   return seq.map((x) => ({ ...x }));
 }
 
-// why: each method gets its own copy, so a method that mutates its input cannot change what
-// the next method sees.
-function cloneCases(cases: readonly EvalCase[]): EvalCase[] {
-  return cases.map((c) => ({ user: c.user, history: cloneHistory(c.history), test: { ...c.test }, candidates: c.candidates.slice() }));
+/**
+ * What a method may see of the cases: a fresh copy (a method that mutates its input cannot change
+ * what the next method sees) without the target, and "now" = the last history timestamp.
+ */
+export function rankCases(cases: readonly EvalCase[]): RankCase[] {
+  return cases.map((c) => ({
+    user: c.user,
+    history: cloneHistory(c.history),
+    candidates: c.candidates.slice(),
+    now: c.history.length ? c.history[c.history.length - 1].at : 0,
+    ...(c.intent !== undefined ? { intent: c.intent } : {}),
+    ...(c.step !== undefined ? { step: c.step } : {}),
+  }));
 }
 
-function checkRanking(method: string, c: EvalCase, ranking: unknown): string[] {
+function checkRanking(method: string, c: RankCase, ranking: unknown): string[] {
   if (!Array.isArray(ranking) || ranking.length !== c.candidates.length) {
     throw new Error(`${method}: rank() for user ${c.user} must return the ${c.candidates.length} candidates, got ${Array.isArray(ranking) ? ranking.length : typeof ranking}`);
   }
@@ -144,6 +158,21 @@ export function planRuns(
   return { runs, warnings };
 }
 
+/** Per-case metrics averaged per user (one unit per user, in first-seen order). */
+function perUserMeans(users: readonly string[], per: readonly RankMetrics[]): RankMetrics[] {
+  const groups = new Map<string, RankMetrics[]>();
+  users.forEach((u, i) => {
+    const g = groups.get(u) ?? [];
+    g.push(per[i]);
+    groups.set(u, g);
+  });
+  return [...groups.values()].map((g) => {
+    const m = {} as RankMetrics;
+    for (const key of METRIC_KEYS) m[key] = g.reduce((s, x) => s + x[key], 0) / g.length;
+    return m;
+  });
+}
+
 /** Runs the benchmark; see {@link RunOptions}. */
 export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult> {
   const factories = options.factories ?? registry;
@@ -157,7 +186,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
 
   let protocol;
   try {
-    protocol = buildProtocol(dataset, { setting, users, seed, target });
+    protocol = buildProtocol(dataset, { setting, users, seed, target, steps: options.steps });
   } catch (e) {
     if (e instanceof RangeError) throw new BenchUsageError(e.message);
     throw e;
@@ -186,7 +215,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
   for (const { method, privacy } of runs) {
     const report = (phase: ProgressEvent['phase'], done: number, total: number, label?: string) =>
       options.onProgress?.({ method, privacy, phase, done, total, label });
-    const cases = cloneCases(protocol.cases);
+    const cases = rankCases(protocol.cases);
     const histories = new Map<string, Interaction[]>();
     for (const [u, seq] of protocol.histories) histories.set(u, cloneHistory(seq));
     const ctx: MethodContext = {
@@ -214,6 +243,11 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       ranks.push(rankOf(ranking, protocol.cases[k].test.item));
       tops.push(ranking.slice(0, 5));
       if ((k + 1) % every === 0 || k + 1 === cases.length) report('rank', k + 1, cases.length, 'ranking');
+      // evolving: once every user's step is ranked, each user makes the interaction that was the target
+      const next = cases[k + 1];
+      if (c.step !== undefined && (!next || next.step !== c.step) && instance.observe) {
+        for (let i = 0; i <= k; i++) if (cases[i].step === c.step) await instance.observe(cases[i].user, { ...protocol.cases[i].test });
+      }
     }
     const t2 = performance.now();
     const extras = (await instance.extras?.()) ?? {};
@@ -222,7 +256,9 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     const metrics = meanMetrics(ranks);
     const per = ranks.map(caseMetrics);
     const ci = {} as ResultRow['ci'];
-    for (const key of METRIC_KEYS) ci[key] = bootstrapCI(per.map((m) => m[key]), { seed, resamples: options.resamples });
+    // why: in `evolving` a user's steps are not independent: resample users (their mean over steps).
+    const units = perUserMeans(cases.map((c) => c.user), per);
+    for (const key of METRIC_KEYS) ci[key] = bootstrapCI(units.map((m) => m[key]), { seed, resamples: options.resamples });
     const cats = (ids: string[]) => ids.map((id) => dataset.items.get(id)?.categories);
     const row: ResultRow = {
       method,
@@ -235,8 +271,19 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       rankSeconds: (t2 - t1) / 1000,
       entropy5: mean(tops.map((t) => categoryEntropy(cats(t)))),
       coverage5: mean(tops.map((t) => categoryCoverage(cats(t), 5))),
+      setting,
     };
-    const vectors = options.itemVectors;
+    if (setting === 'evolving') {
+      const bySteps = new Map<number, number[]>();
+      cases.forEach((c, i) => {
+        const list = bySteps.get(c.step!) ?? [];
+        list.push(ranks[i]);
+        bySteps.set(c.step!, list);
+      });
+      row.perStep = [...bySteps].map(([step, rs]) => ({ step, n: rs.length, ...meanMetrics(rs) }));
+    }
+    const given = options.itemVectors;
+    const vectors = typeof given === 'function' ? await given([...new Set(tops.flat())]) : given;
     if (vectors) {
       row.ild5 = mean(tops.map((t) => ild(t.map((id) => vectors.get(id)).filter((v): v is ArrayLike<number> => v !== undefined))));
     }

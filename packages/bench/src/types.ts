@@ -18,25 +18,48 @@ export interface Dataset {
 /** The on-disk formats `datasets.ts` reads (see /EVAL.md, "Data formats"). */
 export type DatasetFormat = 'movielens' | 'agentcf' | 'jsonl';
 
-/** One evaluated user under protocol `loo`. */
-export interface EvalCase {
-  user: string;
-  /** Everything before the test item (training + validation), oldest first. */
-  history: Interaction[];
-  /** The held-out test item and its timestamp. */
+/** One evaluated user under protocol `loo` (what the runner knows; methods get a {@link RankCase}). */
+export interface EvalCase extends RankCase {
+  /** The held-out item and its timestamp. */
   test: Interaction;
-  /** The test item plus 9 negatives, already shuffled (seeded). */
+}
+
+/**
+ * What a method sees of one evaluated user when it ranks: never the held-out item (it is among
+ * the candidates, unmarked) nor its timestamp.
+ */
+export interface RankCase {
+  user: string;
+  /** Everything before the target, oldest first (a copy: mutating it changes nothing). */
+  history: Interaction[];
+  /** The target plus 9 negatives, already shuffled (seeded). */
   candidates: string[];
+  /** "Now" for the method: the timestamp of the last history interaction (0 when the history is empty). */
+  now: number;
+  /**
+   * Setting `instruct`: the shopper's stated intent, derived from the target's categories in
+   * words (never its title or id), e.g. "Looking for a comedy or a romance". Methods that take
+   * no intent ignore it.
+   */
+  intent?: string;
+  /** Setting `evolving`: the step (1 = the first of the user's last N interactions). */
+  step?: number;
 }
 
 export type Privacy = 'off' | 'embeddings' | 'items';
-export type Setting = 'full' | 'sample';
+/**
+ * `full`: every user's history exists; `sample`: only the evaluated users' last 8;
+ * `instruct`: `full` plus a stated intent per case (ARS / InstructRec); `evolving`: `full`, but
+ * each user's last N interactions are tested one after another, the method observing each
+ * revealed interaction before the next step (ARS's evolving setting).
+ */
+export type Setting = 'full' | 'sample' | 'instruct' | 'evolving';
 
 /** What every method gets before ranking. */
 export interface MethodContext {
   dataset: Dataset;
-  /** The evaluated users' cases (same for every method). */
-  cases: EvalCase[];
+  /** The evaluated users' cases (same for every method), without their targets. */
+  cases: RankCase[];
   /**
    * Every user that exists in this setting → the interactions the method may learn from
    * (for `full`: each user's history before their own test item; for `sample`: the
@@ -59,8 +82,14 @@ export interface Method {
   readonly name: string;
   /** Train / build state from `ctx`. */
   prepare(ctx: MethodContext): Promise<void>;
+  /**
+   * Setting `evolving` only: the interaction the user just made (the target of the step that
+   * was ranked), to learn from before the next step. Methods without it see it anyway in the
+   * next step's history.
+   */
+  observe?(user: string, interaction: Interaction): Promise<void> | void;
   /** Return the case's candidates in ranked order (best first). */
-  rank(c: EvalCase): Promise<string[]> | string[];
+  rank(c: RankCase): Promise<string[]> | string[];
   /**
    * Optional extra columns for this method's result row (e.g. diversity, simulation
    * fidelity), called once after every case was ranked; merged into the row.

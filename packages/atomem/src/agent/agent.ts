@@ -207,7 +207,8 @@ export class MemoryAgent {
   /**
    * STEAM's training loop over a user's history: for each interaction, a forward step
    * (does memory prefer the real item over `negativeFor(i)`?), then a backward step
-   * (reflection → consolidation or formation; misleading memories weakened).
+   * (reflection → consolidation or formation; misleading memories weakened). `correct` sums
+   * the forward credits (ties count half).
    */
   async train(history: readonly Interaction[], negativeFor: (index: number) => string | undefined): Promise<{ correct: number; steps: number }> {
     if (!Array.isArray(history) || history.length === 0) throw new RangeError('train: history is empty (nothing to learn from)');
@@ -225,8 +226,7 @@ export class MemoryAgent {
       this.items.item(it.item);
       const neg = negativeFor(i);
       const ev = appendEvent(this.state, this.config, it);
-      const ok = await this.process(ev, neg);
-      if (ok) correct++;
+      correct += await this.process(ev, neg);
       // why: training is offline batch work, the planner's idle case.
       await this.sweep(it.at, { idle: true });
     }
@@ -438,9 +438,13 @@ export class MemoryAgent {
     return out;
   }
 
-  /** Backward step for one event (with an optional forward step against `negative`). Returns forward correctness. */
-  private async process(ev: MemoryEvent, negative: string | undefined, out: LifecycleEvent[] = []): Promise<boolean> {
-    if (!ev.pending) return true; // idempotent: a replayed event is not applied twice
+  /**
+   * Backward step for one event (with an optional forward step against `negative`). Returns the
+   * forward step's credit: 1 when memory preferred the real item, 0.5 on a tie, 0 when it lost
+   * (1 without a negative).
+   */
+  private async process(ev: MemoryEvent, negative: string | undefined, out: LifecycleEvent[] = []): Promise<number> {
+    if (!ev.pending) return 1; // idempotent: a replayed event is not applied twice
     const start = out.length;
     const now = ev.at;
     const ctx = this.ctx(now);
@@ -448,12 +452,17 @@ export class MemoryAgent {
     const [v] = await this.items.vectorsOf([ev.item]);
     const actual = this.items.item(ev.item);
     let correct = true;
+    let credit = 1;
     let misleading: { memory: AtomicMemory; similarity: number }[] = [];
     let negItem;
     if (negative !== undefined && this.items.has(negative)) {
       const [nv] = await this.items.vectorsOf([negative]);
       negItem = this.items.item(negative);
-      correct = this.personal(v.vector, now) > this.personal(nv.vector, now);
+      const own = this.personal(v.vector, now);
+      const other = this.personal(nv.vector, now);
+      correct = own > other;
+      // why: a tie (typically 0 vs 0: no memory speaks for either) is a coin flip, not a right or wrong answer.
+      credit = own > other ? 1 : own === other ? 0.5 : 0;
       if (!correct) {
         this.state.signal.predictionErrors++;
         misleading = retrieveOwn(this.state.memories, nv.vector, this.config.k2, this.config.tau).filter((r) => r.memory.strength > 0);
@@ -479,8 +488,8 @@ export class MemoryAgent {
     }
     const target = reflection.decision === 'consolidate' ? this.state.memories.find((m) => m.id === reflection.target) : undefined;
     if (target) {
-      const items = [...target.items.filter((i) => i !== ev.item), ev.item].map((id) => this.items.item(id));
-      const text = await this.describe(items, target.strength);
+      const items = [...target.items.filter((i) => i !== ev.item), ev.item].filter((id) => this.items.has(id)).map((id) => this.items.item(id));
+      const text = await this.describe(items, target.strength, { content: target.content, category: target.category });
       out.push(reinforce(target, this.config, ctx, { item: ev.item, vector: v, weight: w, ...text }));
     } else {
       const text = await this.describe([actual], this.config.initialStrength * w);
@@ -498,11 +507,12 @@ export class MemoryAgent {
     }
     markProcessed(this.state, ev.seq);
     out.slice(start).forEach((e) => this.emit(e));
-    return correct;
+    return credit;
   }
 
-  private describe(items: Item[], strength: number): Promise<MemoryText> {
-    return this.reason((r) => r.describeMemory({ items, strength }));
+  /** The memory's statement for its items; `previous` = its current text when it is being updated. */
+  private describe(items: Item[], strength: number, previous?: MemoryText): Promise<MemoryText> {
+    return this.reason((r) => r.describeMemory({ items, strength, ...(previous ? { previous } : {}) }));
   }
 
   /** Run one reasoner operation; if it fails, the rules reasoner does that operation instead. */

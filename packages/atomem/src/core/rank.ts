@@ -187,27 +187,39 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     const { f, reasons } = features(input, cfg, c, all, votes, i);
     return { id: c.id, score: 0, features: f, reasons };
   });
+  const scores = combine(out.map((o) => o.features), cfg.weights);
+  out.forEach((o, i) => (o.score = scores[i]));
+  return out.map((x, i) => ({ x, i })).sort((a, b) => b.x.score - a.x.score || a.i - b.i).map((e) => e.x);
+}
+
+/**
+ * The ranker's combination rule: each signal standardised within the list (z-score), times its
+ * weight, summed. A signal that is constant over the list (up to rounding) adds nothing. Also
+ * used by the benchmark's weight tuning, so tuned weights mean exactly what `rank` does.
+ */
+export function combine<K extends string>(features: readonly Readonly<Record<K, number>>[], weights: Readonly<Record<K, number>>): Float64Array {
+  const scores = new Float64Array(features.length);
+  if (features.length === 0) return scores;
   // why: signals live on very different scales (a popularity share is ~1e-3, a similarity
   // ~0.8); standardising each within the list makes the weights comparable and tunable.
-  const keys = Object.keys(cfg.weights) as (keyof RankWeights)[];
-  for (const k of keys) {
-    const w = cfg.weights[k];
+  for (const k of Object.keys(weights) as K[]) {
+    const w = weights[k];
     if (w === 0) continue;
     let m = 0;
     let maxAbs = 0;
-    for (const o of out) {
-      m += o.features[k];
-      maxAbs = Math.max(maxAbs, Math.abs(o.features[k]));
+    for (const f of features) {
+      m += f[k];
+      maxAbs = Math.max(maxAbs, Math.abs(f[k]));
     }
-    m /= out.length;
+    m /= features.length;
     let v = 0;
-    for (const o of out) v += (o.features[k] - m) ** 2;
-    const sd = Math.sqrt(v / out.length);
+    for (const f of features) v += (f[k] - m) ** 2;
+    const sd = Math.sqrt(v / features.length);
     // why: relative, so a signal that is constant up to rounding is skipped at any scale.
     if (sd === 0 || sd < 1e-9 * maxAbs) continue;
-    for (const o of out) o.score += (w * (o.features[k] - m)) / sd;
+    for (let i = 0; i < features.length; i++) scores[i] += (w * (features[i][k] - m)) / sd;
   }
-  return out.map((x, i) => ({ x, i })).sort((a, b) => b.x.score - a.x.score || a.i - b.i).map((e) => e.x);
+  return scores;
 }
 
 function uniqueCommunities(ctx: CommunityContext): KnownCommunity[] {

@@ -162,7 +162,8 @@ export function createOpenAICompatibleModel(options: OpenAICompatibleOptions): L
       promptTokens: count(answer.usage?.prompt_tokens, request.messages.reduce((n, m) => n + m.content.length, 0)),
       outputTokens: count(answer.usage?.completion_tokens, text.length),
       ms,
-      constrained: request.schema !== undefined,
+      // why: a server may ignore response_format; we cannot know it constrained anything (answers are validated either way).
+      constrained: false,
     };
   }
 

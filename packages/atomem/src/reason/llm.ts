@@ -302,6 +302,9 @@ export class LlmReasoner implements Reasoner {
       if (v.decision === 'consolidate') {
         const target = prompt.supporting.get(v.target.trim());
         if (!target) throw new InvalidOutput(`target: "${v.target}" is not a label of a supporting memory (${[...prompt.supporting.keys()].join(', ') || 'there are none: use "form"'})`);
+        // why: STEAM consolidates only into a memory at similarity ≥ tau; a model must not glue unrelated interests together.
+        const sim = step.supporting.find((s) => s.memory.id === target)?.similarity ?? -1;
+        if (sim < step.tau) throw new InvalidOutput(`target: "${v.target}" has similarity ${sim.toFixed(2)}, below tau ${step.tau.toFixed(2)}: consolidate only into a memory at least that similar, else "form"`);
         return { decision: 'consolidate', target, misled, insight };
       }
       if (v.target.trim() !== '') throw new InvalidOutput('target must be "" when decision is "form"');
