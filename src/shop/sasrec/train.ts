@@ -173,10 +173,13 @@ export class Sampler {
   }
 }
 
-function workerUrl(): URL {
-  // why: under tsx the sources run as .ts; a build would ship .js next to this module.
-  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
-  return new URL(`./train-worker${ext}`, import.meta.url);
+/** A gradient thread; from TypeScript sources (tsx, vitest) it registers tsx's loader first. */
+function startWorker(workerData: unknown): Worker {
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./train-worker.js', import.meta.url), { workerData });
+  // why: Node 20 does not apply the parent's `--import tsx` loader to worker threads.
+  const entry = new URL('./train-worker.ts', import.meta.url).href;
+  const boot = `import('tsx/esm/api').then((m) => { m.register(); return import(${JSON.stringify(entry)}); }).catch((e) => { console.error(e); process.exit(1); });`;
+  return new Worker(boot, { eval: true, workerData });
 }
 
 interface WorkerHandle {
@@ -217,9 +220,7 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
 
   const workers: WorkerHandle[] = [];
   for (let t = 1; t < threads; t++) {
-    const worker = new Worker(workerUrl(), {
-      workerData: { layout, maxRows, maxSeqs: seqsPerChunk, paramsSab, gradsSab, dropout: o.dropout },
-    });
+    const worker = startWorker({ layout, maxRows, maxSeqs: seqsPerChunk, paramsSab, gradsSab, dropout: o.dropout });
     const h: WorkerHandle = { worker };
     worker.on('message', (msg: { loss?: number; error?: string }) => {
       const p = h.pending;
