@@ -3,12 +3,14 @@
  *
  *   npx tsx src/bench/tune-sasrec.ts --data DIR [--epochs 150] [--every 10]
  *       [--grid lr=0.001,batchSize=128 --grid lr=0.002,batchSize=128 ...] [--seed 2026]
- *       [--param sasrec.KEY=VALUE ...] [--json FILE]
+ *       [--param sasrec.KEY=VALUE ...] [--quantize] [--json FILE]
  *
  * For each grid point, one training run on the validation histories (every user's
  * interactions before their validation item) to `--epochs`, evaluated every `--every`
  * epochs on the validation cases of protocol `loo` (setting `full`, all users); prints a
  * markdown table and the best (epochs, grid point) by NDCG@10. The test item is never read.
+ * `--quantize`: also evaluates each grid point's final weights after a round trip through
+ * the binary format with float16 and int8 item embeddings (src/shop/sasrec/model.ts).
  */
 import { writeFileSync } from 'node:fs';
 import { Command } from 'commander';
@@ -18,7 +20,7 @@ import { buildProtocol, DEFAULT_SEED } from './protocol.js';
 import { SasrecMethod, sasrecOptions } from './sasrec-method.js';
 import { resolveDataDir } from './cli.js';
 import type { MethodContext } from './types.js';
-import type { SasrecWeights } from '../shop/sasrec/model.js';
+import { deserializeSasrec, serializeSasrec, type ItemEmbeddingEncoding, type SasrecWeights } from '../shop/sasrec/model.js';
 
 interface Row {
   grid: string;
@@ -39,9 +41,10 @@ async function main(): Promise<void> {
     .option('--seed <n>', 'seed', (v) => Number(v), DEFAULT_SEED)
     .option('--grid <k=v,...>', 'a grid point of sasrec options (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
     .option('--param <key=value>', 'a sasrec.* option for every grid point (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+    .option('--quantize', 'evaluate the final weights with float16 and int8 item embeddings too')
     .option('--json <file>', 'write the rows as JSON');
   cmd.parse();
-  const o = cmd.opts<{ data?: string; epochs: number; every: number; seed: number; grid?: string[]; param?: string[]; json?: string }>();
+  const o = cmd.opts<{ data?: string; epochs: number; every: number; seed: number; grid?: string[]; param?: string[]; quantize?: boolean; json?: string }>();
   const dataset = loadDataset('movielens', resolveDataDir('movielens', o.data));
   const protocol = buildProtocol(dataset, { setting: 'full', users: 'all', seed: o.seed, target: 'validation' });
   const base: Record<string, string> = {};
@@ -51,6 +54,7 @@ async function main(): Promise<void> {
   }
   const grid = o.grid ?? ['lr=0.001,batchSize=128'];
   const rows: Row[] = [];
+  const quantized: Array<{ grid: string; encoding: ItemEmbeddingEncoding; bytes: number; ndcg1: number; ndcg5: number; ndcg10: number }> = [];
   console.error(`validation cases: ${protocol.cases.length}; grid: ${grid.join(' | ')}; epochs ${o.epochs}, every ${o.every}`);
   for (const point of grid) {
     const params = { ...base };
@@ -84,14 +88,26 @@ async function main(): Promise<void> {
       progress: () => {},
     };
     await method.prepare(ctx);
+    if (o.quantize && method.model) {
+      for (const encoding of ['f32', 'f16', 'int8'] as const) {
+        const bytes = serializeSasrec(method.model, { itemEmbedding: encoding });
+        const w = deserializeSasrec(bytes);
+        const m = meanMetrics(protocol.cases.map((c) => rankOf(method.rankWith(c, w), c.test.item)));
+        quantized.push({ grid: point, encoding, bytes: bytes.length, ndcg1: m.ndcg1, ndcg5: m.ndcg5, ndcg10: m.ndcg10 });
+      }
+    }
   }
   const f = (x: number) => x.toFixed(4);
   console.log('| grid | epoch | loss | NDCG@1 | NDCG@5 | NDCG@10 | HR@1 | seconds |');
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) console.log(`| ${r.grid} | ${r.epoch} | ${f(r.loss)} | ${f(r.ndcg1)} | ${f(r.ndcg5)} | ${f(r.ndcg10)} | ${f(r.hr1)} | ${r.seconds.toFixed(0)} |`);
+  if (quantized.length) {
+    console.log('\n| grid | item embeddings | file bytes | NDCG@1 | NDCG@5 | NDCG@10 |\n|---|---|---:|---:|---:|---:|');
+    for (const q of quantized) console.log(`| ${q.grid} | ${q.encoding} | ${q.bytes} | ${f(q.ndcg1)} | ${f(q.ndcg5)} | ${f(q.ndcg10)} |`);
+  }
   const best = rows.reduce((a, b) => (b.ndcg10 > a.ndcg10 ? b : a));
   console.log(`\nbest on validation: ${best.grid}, epochs ${best.epoch}: NDCG@10 ${f(best.ndcg10)}`);
-  if (o.json) writeFileSync(o.json, JSON.stringify({ seed: o.seed, epochs: o.epochs, every: o.every, grid, rows, best }, null, 2));
+  if (o.json) writeFileSync(o.json, JSON.stringify({ seed: o.seed, epochs: o.epochs, every: o.every, grid, rows, best, quantized }, null, 2));
 }
 
 main().catch((e) => {

@@ -10,8 +10,10 @@ import {
   encodeHistory,
   fromHalf,
   namedTensors,
+  sasrecKernel,
   scoreItems,
   serializeSasrec,
+  setSasrecKernel,
   toHalf,
   type SasrecWeights,
 } from '../../src/shop/sasrec/model.js';
@@ -127,6 +129,24 @@ describe('SASRec inference', () => {
     expect(encodeHistory(w, [3, 2, 1])).not.toEqual(a);
     expect(encodeHistory(w, [1, 2, 3])).toEqual(a);
     expect(a.every(Number.isFinite)).toBe(true);
+  });
+
+  it('the WebAssembly SIMD and the plain JS inference agree, and weights may change between calls', () => {
+    const hist = Array.from({ length: 20 }, (_, i) => 1 + ((i * 7) % 30));
+    setSasrecKernel('js');
+    expect(sasrecKernel(w.config)).toBe('js');
+    const js = encodeHistory(w, hist);
+    setSasrecKernel('auto');
+    const auto = encodeHistory(w, hist);
+    for (let c = 0; c < 16; c++) expect(Math.abs(auto[c] - js[c])).toBeLessThan(1e-5);
+    const saved = w.blocks[0].wq[5];
+    w.blocks[0].wq[5] += 0.5;
+    try {
+      expect(encodeHistory(w, hist)).not.toEqual(auto);
+    } finally {
+      w.blocks[0].wq[5] = saved;
+    }
+    expect(encodeHistory(w, hist)).toEqual(auto);
   });
 
   it('scoreItems is the dot product with the shared item embedding', () => {

@@ -22,6 +22,8 @@
  * Matrices are stored `[out][in]` row-major (y_j = Σ_k W[j·in + k]·x_k + b_j).
  */
 
+import { simdMmNT } from './simd.js';
+
 export interface SasrecConfig {
   /** Longest history the model reads (the original's `maxlen`); older items are dropped. */
   maxLen: number;
@@ -125,46 +127,16 @@ export function namedTensors(w: SasrecWeights): Array<[string, Float32Array]> {
 // ---------------------------------------------------------------------------------------
 // Kernels (plain loops over Float32Array; V8 computes in doubles).
 
-/**
- * Y[i, :] = W · X[i, :] + b for rows i < m; X rows of length k at stride k, W n×k, Y stride n.
- * Two rows × four outputs per inner loop.
- */
-function linear(X: Float32Array, m: number, k: number, W: Float32Array, b: Float32Array, n: number, Y: Float32Array): void {
-  let i = 0;
-  for (; i + 1 < m; i += 2) {
-    const x0 = i * k;
-    const x1 = x0 + k;
-    const y0 = i * n;
-    const y1 = y0 + n;
-    let j = 0;
-    for (; j + 3 < n; j += 4) {
-      const w0 = j * k;
-      const w1 = w0 + k;
-      const w2 = w1 + k;
-      const w3 = w2 + k;
-      let a0 = 0, a1 = 0, a2 = 0, a3 = 0, c0 = 0, c1 = 0, c2 = 0, c3 = 0;
-      for (let t = 0; t < k; t++) {
-        const u = X[x0 + t];
-        const v = X[x1 + t];
-        const p0 = W[w0 + t], p1 = W[w1 + t], p2 = W[w2 + t], p3 = W[w3 + t];
-        a0 += u * p0; a1 += u * p1; a2 += u * p2; a3 += u * p3;
-        c0 += v * p0; c1 += v * p1; c2 += v * p2; c3 += v * p3;
-      }
-      Y[y0 + j] = a0 + b[j]; Y[y0 + j + 1] = a1 + b[j + 1]; Y[y0 + j + 2] = a2 + b[j + 2]; Y[y0 + j + 3] = a3 + b[j + 3];
-      Y[y1 + j] = c0 + b[j]; Y[y1 + j + 1] = c1 + b[j + 1]; Y[y1 + j + 2] = c2 + b[j + 2]; Y[y1 + j + 3] = c3 + b[j + 3];
-    }
-    for (; j < n; j++) {
-      const w0 = j * k;
-      let a = 0, c = 0;
-      for (let t = 0; t < k; t++) {
-        a += X[x0 + t] * W[w0 + t];
-        c += X[x1 + t] * W[w0 + t];
-      }
-      Y[y0 + j] = a + b[j];
-      Y[y1 + j] = c + b[j];
-    }
+/** C = A·Bᵀ over strided operands (see {@link gemmNT}). */
+type Gemm = (M: number, N: number, K: number, A: Float32Array, ao: number, lda: number, B: Float32Array, bo: number, ldb: number, C: Float32Array, co: number, ldc: number) => void;
+
+/** Y[i, :] = W · X[i, :] + b for rows i < m (X stride k, W n×k, Y stride n). */
+function linear(mm: Gemm, X: Float32Array, m: number, k: number, W: Float32Array, b: Float32Array, n: number, Y: Float32Array): void {
+  mm(m, n, k, X, 0, k, W, 0, k, Y, 0, n);
+  for (let i = 0; i < m; i++) {
+    const y = i * n;
+    for (let j = 0; j < n; j++) Y[y + j] += b[j];
   }
-  for (; i < m; i++) linearRow(X, i * k, k, W, b, n, Y, i * n);
 }
 
 /** y = W·x + b for one row x = X[xo .. xo+k), written to Y[yo .. yo+n). */
@@ -176,6 +148,60 @@ function linearRow(X: Float32Array, xo: number, k: number, W: Float32Array, b: F
     Y[yo + j] = b ? a + b[j] : a;
   }
 }
+
+/**
+ * C[co + i·ldc + j] = Σ_{t<K} A[ao + i·lda + t] · B[bo + j·ldb + t] (i < M, j < N); the
+ * attention products, two rows × four columns per inner loop.
+ */
+function gemmNT(M: number, N: number, K: number, A: Float32Array, ao: number, lda: number, B: Float32Array, bo: number, ldb: number, C: Float32Array, co: number, ldc: number): void {
+  let i = 0;
+  for (; i + 1 < M; i += 2) {
+    const a0 = ao + i * lda;
+    const a1 = a0 + lda;
+    const c0 = co + i * ldc;
+    const c1 = c0 + ldc;
+    let j = 0;
+    for (; j + 3 < N; j += 4) {
+      const b0 = bo + j * ldb;
+      const b1 = b0 + ldb;
+      const b2 = b1 + ldb;
+      const b3 = b2 + ldb;
+      let s0 = 0, s1 = 0, s2 = 0, s3 = 0, t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+      for (let t = 0; t < K; t++) {
+        const u = A[a0 + t];
+        const v = A[a1 + t];
+        const x0 = B[b0 + t], x1 = B[b1 + t], x2 = B[b2 + t], x3 = B[b3 + t];
+        s0 += u * x0; s1 += u * x1; s2 += u * x2; s3 += u * x3;
+        t0 += v * x0; t1 += v * x1; t2 += v * x2; t3 += v * x3;
+      }
+      C[c0 + j] = s0; C[c0 + j + 1] = s1; C[c0 + j + 2] = s2; C[c0 + j + 3] = s3;
+      C[c1 + j] = t0; C[c1 + j + 1] = t1; C[c1 + j + 2] = t2; C[c1 + j + 3] = t3;
+    }
+    for (; j < N; j++) {
+      const b0 = bo + j * ldb;
+      let s0 = 0, t0 = 0;
+      for (let t = 0; t < K; t++) {
+        s0 += A[a0 + t] * B[b0 + t];
+        t0 += A[a1 + t] * B[b0 + t];
+      }
+      C[c0 + j] = s0;
+      C[c1 + j] = t0;
+    }
+  }
+  if (i < M) {
+    const a0 = ao + i * lda;
+    const c0 = co + i * ldc;
+    for (let j = 0; j < N; j++) {
+      const b0 = bo + j * ldb;
+      let s0 = 0;
+      for (let t = 0; t < K; t++) s0 += A[a0 + t] * B[b0 + t];
+      C[c0 + j] = s0;
+    }
+  }
+}
+
+/** Rows per causal block of the attention products (blocks above the diagonal are skipped). */
+const CAUSAL_BLOCK = 8;
 
 /** Layer norm of row X[xo .. xo+d) into Y[yo ..) (may alias). */
 function layerNormRow(X: Float32Array, xo: number, d: number, g: Float32Array, b: Float32Array, Y: Float32Array, yo: number): void {
@@ -191,15 +217,64 @@ function layerNormRow(X: Float32Array, xo: number, d: number, g: Float32Array, b
   for (let c = 0; c < d; c++) Y[yo + c] = (X[xo + c] - mean) * rstd * g[c] + b[c];
 }
 
-// Scratch buffers, reused across calls (one thread: a Web Worker or Node's main thread).
-let scratchSize = 0;
-let S: Float32Array[] = [];
-function scratch(n: number): Float32Array[] {
-  if (n > scratchSize) {
-    scratchSize = n;
-    S = Array.from({ length: 7 }, () => new Float32Array(n));
+/**
+ * Scratch buffers and the product kernel, reused across calls (one thread: a Web Worker or
+ * Node's main thread). With WebAssembly SIMD (and no CSP forbidding it) the products of every
+ * block but the last run in wasm on copies of that block's matrices in the wasm memory (copied
+ * on every call, so weights may change between calls); otherwise plain JS loops.
+ */
+interface Runtime {
+  key: string;
+  mm: Gemm;
+  wasm: boolean;
+  /** X, Xn, Q, K, V, O, P, A, Vt */
+  buf: Float32Array[];
+  /** Per non-last block: wq, wk, wv, w1, w2 slots in the wasm memory (empty for JS). */
+  mats: Float32Array[];
+}
+
+let kernelChoice: 'auto' | 'js' = 'auto';
+let runtime: Runtime | undefined;
+
+/** `js` forces the plain-JS products (for tests and comparisons); `auto` (default) uses WebAssembly SIMD where available. */
+export function setSasrecKernel(kernel: 'auto' | 'js'): void {
+  kernelChoice = kernel;
+  runtime = undefined;
+}
+
+/** Which kernel {@link encodeHistory} uses for a config: `wasm` or `js`. */
+export function sasrecKernel(config: SasrecConfig): 'wasm' | 'js' {
+  return getRuntime(config).wasm ? 'wasm' : 'js';
+}
+
+function getRuntime(config: SasrecConfig): Runtime {
+  const { maxLen: L, dim: d, blocks } = config;
+  const key = `${kernelChoice}:${L}:${d}:${blocks}`;
+  if (runtime?.key === key) return runtime;
+  const n = Math.max(L * d, 4 * d, L * L);
+  const mats = Math.max(0, blocks - 1) * 5;
+  if (kernelChoice === 'auto' && typeof WebAssembly === 'object') {
+    try {
+      const floats = 9 * (n + 4) + mats * (d * d + 4);
+      const memory = new WebAssembly.Memory({ initial: Math.ceil((floats * 4) / 65536) + 1 });
+      const mmAcc = simdMmNT(memory);
+      let at = 0;
+      const take = (len: number) => {
+        const v = new Float32Array(memory.buffer, at * 4, len);
+        at += Math.ceil(len / 4) * 4 + 4;
+        return v;
+      };
+      const buf = Array.from({ length: 9 }, () => take(n));
+      const slots = Array.from({ length: mats }, () => take(d * d));
+      const mm: Gemm = (M, N, K, A, ao, lda, B, bo, ldb, C, co, ldc) => mmAcc(M, N, K, A, ao, lda, B, bo, ldb, C, co, ldc, false);
+      runtime = { key, mm, wasm: true, buf, mats: slots };
+      return runtime;
+    } catch {
+      // why: no SIMD, or a Content-Security-Policy without 'wasm-unsafe-eval': plain JS.
+    }
   }
-  return S;
+  runtime = { key, mm: gemmNT, wasm: false, buf: Array.from({ length: 9 }, () => new Float32Array(n)), mats: [] };
+  return runtime;
 }
 
 function checkItems(weights: SasrecWeights, items: ArrayLike<number>, from: number): void {
@@ -222,7 +297,9 @@ export function encodeHistory(weights: SasrecWeights, itemIndices: ArrayLike<num
   if (T === 0) return out;
   const from = itemIndices.length - T;
   checkItems(weights, itemIndices, from);
-  const [X, Xn, Q, K, V, O, P] = scratch(Math.max(T * d, 4 * d, T));
+  const rt = getRuntime(weights.config);
+  const mm = rt.mm;
+  const [X, Xn, Q, K, V, O, P, A, Vt] = rt.buf;
   const E = weights.itemEmb;
   const scale = Math.sqrt(d);
   const pos0 = L - T;
@@ -237,45 +314,55 @@ export function encodeHistory(weights: SasrecWeights, itemIndices: ArrayLike<num
   // Every block but the last: all T positions.
   for (let b = 0; b < nb - 1; b++) {
     const w = weights.blocks[b];
+    let [wq, wk, wv, w1, w2] = [w.wq, w.wk, w.wv, w.w1, w.w2];
+    if (rt.wasm) {
+      const m = rt.mats;
+      [wq, wk, wv, w1, w2] = [wq, wk, wv, w1, w2].map((src, k) => {
+        m[b * 5 + k].set(src);
+        return m[b * 5 + k];
+      });
+    }
     for (let j = 0; j < T; j++) layerNormRow(X, j * d, d, w.ln1g, w.ln1b, Xn, j * d);
-    linear(Xn, T, d, w.wq, w.bq, d, Q);
-    linear(X, T, d, w.wk, w.bk, d, K);
-    linear(X, T, d, w.wv, w.bv, d, V);
+    linear(mm, Xn, T, d, wq, w.bq, d, Q);
+    linear(mm, X, T, d, wk, w.bk, d, K);
+    linear(mm, X, T, d, wv, w.bv, d, V);
     for (let h = 0; h < heads; h++) {
       const ho = h * dh;
+      // scores A[i, j] = q_i·k_j/√dₕ for j ≤ i (causal row blocks), softmax per row
+      for (let i0 = 0; i0 < T; i0 += CAUSAL_BLOCK) {
+        const i1 = Math.min(T, i0 + CAUSAL_BLOCK);
+        mm(i1 - i0, i1, dh, Q, i0 * d + ho, d, K, ho, d, A, i0 * T, T);
+      }
       for (let i = 0; i < T; i++) {
-        const qi = i * d + ho;
+        const r = i * T;
         let max = -Infinity;
-        for (let j = 0; j <= i; j++) {
-          const kj = j * d + ho;
-          let s = 0;
-          for (let c = 0; c < dh; c++) s += Q[qi + c] * K[kj + c];
-          s *= inv;
-          P[j] = s;
-          if (s > max) max = s;
-        }
+        for (let j = 0; j <= i; j++) if (A[r + j] > max) max = A[r + j];
         let sum = 0;
         for (let j = 0; j <= i; j++) {
-          const e = Math.exp(P[j] - max);
-          P[j] = e;
+          const e = Math.exp((A[r + j] - max) * inv);
+          A[r + j] = e;
           sum += e;
         }
-        const r = 1 / sum;
-        const oi = i * d + ho;
-        for (let c = 0; c < dh; c++) O[oi + c] = 0;
-        for (let j = 0; j <= i; j++) {
-          const a = P[j] * r;
-          const vj = j * d + ho;
-          for (let c = 0; c < dh; c++) O[oi + c] += a * V[vj + c];
-        }
+        const rs = 1 / sum;
+        for (let j = 0; j <= i; j++) A[r + j] *= rs;
+        for (let j = i + 1; j < T; j++) A[r + j] = 0;
+      }
+      // O = A·V, with V's head columns transposed (dₕ × T)
+      for (let j = 0; j < T; j++) {
+        const v = j * d + ho;
+        for (let c = 0; c < dh; c++) Vt[c * T + j] = V[v + c];
+      }
+      for (let i0 = 0; i0 < T; i0 += CAUSAL_BLOCK) {
+        const i1 = Math.min(T, i0 + CAUSAL_BLOCK);
+        mm(i1 - i0, dh, i1, A, i0 * T, T, Vt, 0, T, O, i0 * d + ho, d);
       }
     }
     // x₁ = attention + LN₁(x); y = LN₂(x₁) (into Xn); x = FFN(y) + y.
     for (let t = 0; t < T * d; t++) O[t] += Xn[t];
     for (let j = 0; j < T; j++) layerNormRow(O, j * d, d, w.ln2g, w.ln2b, Xn, j * d);
-    linear(Xn, T, d, w.w1, w.b1, d, Q);
+    linear(mm, Xn, T, d, w1, w.b1, d, Q);
     for (let t = 0; t < T * d; t++) if (Q[t] < 0) Q[t] = 0;
-    linear(Q, T, d, w.w2, w.b2, d, X);
+    linear(mm, Q, T, d, w2, w.b2, d, X);
     for (let t = 0; t < T * d; t++) X[t] += Xn[t];
   }
   const last = (T - 1) * d;
