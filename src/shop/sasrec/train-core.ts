@@ -109,8 +109,6 @@ export class GradCore {
   private readonly t1: F;
   private readonly t2: F;
   private readonly wt: F;
-  private readonly ones: F;
-  private readonly bsum: F;
   private readonly ad: F;
   private readonly dap: F;
   private readonly tt: F;
@@ -153,7 +151,7 @@ export class GradCore {
       P: plan(layout.size), G: plan(layout.size),
       xout: plan(R), xhf: plan(R), rsf: plan(maxRows), z: plan(R), m0: plan(R),
       dx: plan(R), dn: plan(R), dq: plan(R), dk: plan(R), dv: plan(R), dh: plan(R), t1: plan(R), t2: plan(R),
-      wt: plan(d * d), ones: plan(2 * maxRows), bsum: plan(2 * d), ad: plan(L * L), dap: plan(L * L), tt: plan(L * L), vt: plan(d * L), kt: plan(d * L), qt: plan(d * L), dot: plan(d * L),
+      wt: plan(d * d), ad: plan(L * L), dap: plan(L * L), tt: plan(L * L), vt: plan(d * L), kt: plan(d * L), qt: plan(d * L), dot: plan(d * L),
     };
     const el = Arr.BYTES_PER_ELEMENT;
     const offsets: number[] = [];
@@ -195,9 +193,6 @@ export class GradCore {
     this.t1 = view(named.t1);
     this.t2 = view(named.t2);
     this.wt = view(named.wt);
-    this.ones = view(named.ones);
-    this.ones.fill(1, 0, maxRows);
-    this.bsum = view(named.bsum);
     this.ad = view(named.ad);
     this.dap = view(named.dap);
     this.tt = view(named.tt);
@@ -551,10 +546,11 @@ export class GradCore {
   /** Y = X·Wᵀ + b for R rows of width d, W at P[wo], b at P[bo]. */
   private linearFwd(R: number, d: number, X: F, wo: number, bo: number, Y: F): void {
     const p = this.P;
-    // why: rows start as the bias (a native copy), then the product accumulates onto them
-    const bias = p.subarray(bo, bo + d);
-    for (let r = 0; r < R; r++) Y.set(bias, r * d);
-    this.mm(R, d, d, X, 0, d, p, wo, d, Y, 0, d, true);
+    this.mm(R, d, d, X, 0, d, p, wo, d, Y, 0, d, false);
+    for (let r = 0; r < R; r++) {
+      const y = r * d;
+      for (let c = 0; c < d; c++) Y[y + c] += p[bo + c];
+    }
   }
 
   /**
@@ -569,9 +565,12 @@ export class GradCore {
     transpose(R, d, dY, 0, d, t1, 0, R);
     transpose(R, d, X, 0, d, t2, 0, R);
     this.mm(d, d, R, t1, 0, R, t2, 0, R, g, wo, d, true);
-    // ∂b[j] = Σ_r ∂Y[r, j] = (ones · t1ᵀ)[j]; `ones` is 2 × maxRows (row 1 zero) so the product runs in the kernel
-    this.mm(2, d, R, this.ones, 0, this.maxRows, t1, 0, R, this.bsum, 0, d, false);
-    for (let j = 0; j < d; j++) g[bo + j] += this.bsum[j];
+    for (let j = 0; j < d; j++) {
+      let s = 0;
+      const r0 = j * R;
+      for (let r = 0; r < R; r++) s += t1[r0 + r];
+      g[bo + j] += s;
+    }
     // ∂X[r, k] = Σ_j ∂Y[r, j]·W[j, k] = ∂Y · (Wᵀ)ᵀ
     const wt = this.wt;
     transpose(d, d, this.P, wo, d, wt, 0, d);
