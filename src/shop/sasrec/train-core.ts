@@ -328,7 +328,9 @@ export class GradCore {
                 AD[dr + j] = aij * m;
               } else AD[dr + j] = aij;
             }
-            for (let j = i + 1; j < T; j++) {
+            // why only up to the end of the diagonal block: the causal products never read further
+            const je = blockEnd(i, T);
+            for (let j = i + 1; j < je; j++) {
               A[ar + j] = 0;
               AD[dr + j] = 0;
             }
@@ -460,7 +462,8 @@ export class GradCore {
               const ar = ab + i * T;
               const dr = i * T;
               for (let j = 0; j <= i; j++) AD[dr + j] = A[ar + j] * MA[ar + j];
-              for (let j = i + 1; j < T; j++) AD[dr + j] = 0;
+              const je = blockEnd(i, T);
+              for (let j = i + 1; j < je; j++) AD[dr + j] = 0;
             }
           } else {
             Ad = A;
@@ -472,7 +475,7 @@ export class GradCore {
             mm(i1 - i0, i1, dh, dO, qo + i0 * d, d, S.v, qo, d, DA, i0 * T, T, false);
           }
           // ∂V = ADᵀ·∂O: row j needs columns i ≥ j of ADᵀ
-          transpose(T, T, Ad, adOff, T, TT, 0, T);
+          lowerTranspose(T, Ad, adOff, TT);
           transpose(T, dh, dO, qo, d, this.dot, 0, T);
           for (let j0 = 0; j0 < T; j0 += BS) {
             const j1 = Math.min(T, j0 + BS);
@@ -489,7 +492,8 @@ export class GradCore {
               dot += A[ar + j] * ga;
             }
             for (let j = 0; j <= i; j++) DA[dr + j] = A[ar + j] * (DA[dr + j] - dot) * inv;
-            for (let j = i + 1; j < T; j++) DA[dr + j] = 0;
+            const je = blockEnd(i, T);
+            for (let j = i + 1; j < je; j++) DA[dr + j] = 0;
           }
           // ∂Q = ∂S·K
           transpose(T, dh, S.k, qo, d, this.kt, 0, T);
@@ -498,7 +502,7 @@ export class GradCore {
             mm(i1 - i0, dh, i1, DA, i0 * T, T, this.kt, 0, T, dQ, qo + i0 * d, d, false);
           }
           // ∂K = ∂Sᵀ·Q
-          transpose(T, T, DA, 0, T, TT, 0, T);
+          lowerTranspose(T, DA, 0, TT);
           transpose(T, dh, S.q, qo, d, this.qt, 0, T);
           for (let j0 = 0; j0 < T; j0 += BS) {
             const j1 = Math.min(T, j0 + BS);
@@ -511,7 +515,7 @@ export class GradCore {
       // K, V from x: ∂x = ∂K·Wk + ∂V·Wv (into dx, which is free now)
       const dXin = this.dx;
       this.linearBwd(R, d, S.xin, dK, w.wk, w.bk, dXin, false);
-      this.linearBwd(R, d, S.xin, dV, w.wv, w.bv, dXin, true);
+      this.linearBwd(R, d, S.xin, dV, w.wv, w.bv, dXin, true, true);
       // n₁ = LN₁(x): ∂x += LN backward of ∂n₁ (via dq as temp)
       layerNormBwd(R, d, dN1, S.xh1, S.rs1, p, w.ln1g, g, w.ln1g, w.ln1b, this.dq);
       for (let t = 0; t < R * d; t++) dXin[t] += this.dq[t];
@@ -557,13 +561,14 @@ export class GradCore {
    * Backward of Y = X·Wᵀ + b (X rows × d, W d × d at `wo`): G[W] += ∂Yᵀ·X, G[b] += Σ ∂Y,
    * dX (+)= ∂Y·W.
    */
-  private linearBwd(R: number, d: number, X: F, dY: F, wo: number, bo: number, dX: F, acc: boolean): void {
+  private linearBwd(R: number, d: number, X: F, dY: F, wo: number, bo: number, dX: F, acc: boolean, xTransposed = false): void {
     const t1 = this.t1;
     const t2 = this.t2;
     const g = this.G;
     // ∂W[j, k] = Σ_r ∂Y[r, j]·X[r, k]: both transposed to d × R, then A·Bᵀ with inner R.
     transpose(R, d, dY, 0, d, t1, 0, R);
-    transpose(R, d, X, 0, d, t2, 0, R);
+    // why optional: K and V share their input, whose transpose is still in t2 from K's call
+    if (!xTransposed) transpose(R, d, X, 0, d, t2, 0, R);
     this.mm(d, d, R, t1, 0, R, t2, 0, R, g, wo, d, true);
     for (let j = 0; j < d; j++) {
       let s = 0;
@@ -575,6 +580,25 @@ export class GradCore {
     const wt = this.wt;
     transpose(d, d, this.P, wo, d, wt, 0, d);
     this.mm(R, d, d, dY, 0, d, wt, 0, d, dX, 0, d, acc);
+  }
+}
+
+/** End (exclusive) of the causal row block holding row i: columns beyond it are never read. */
+function blockEnd(i: number, T: number): number {
+  return Math.min(T, (Math.floor(i / BS) + 1) * BS);
+}
+
+/**
+ * D[j·T + i] = S[so + i·T + j] for the entries the causal ∂V and ∂K products read: column
+ * block [j0, j1) needs rows i ≥ j0 only.
+ */
+function lowerTranspose(T: number, S: F, so: number, D: F): void {
+  for (let j0 = 0; j0 < T; j0 += BS) {
+    const j1 = Math.min(T, j0 + BS);
+    for (let i = j0; i < T; i++) {
+      const r = so + i * T;
+      for (let j = j0; j < j1; j++) D[j * T + i] = S[r + j];
+    }
   }
 }
 
