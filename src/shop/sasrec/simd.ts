@@ -8,7 +8,7 @@
  * N mod 4 columns, the last K mod 4 terms) are added by the scalar JS kernel on the same
  * memory, so any shape works.
  */
-import { mmNT as mmNTjs, type F } from './kernels.js';
+import { mmNT as mmNTjs, transpose as transposeJs, type F } from './kernels.js';
 
 // --- a tiny assembler -------------------------------------------------------------------
 
@@ -63,13 +63,60 @@ const op = {
   f32store: (offset = 0) => [0x38, 2, ...uleb(offset)],
   f32add: [0x92],
   v128load: (offset = 0) => [0xfd, 0x00, 2, ...uleb(offset)],
+  v128store: (offset = 0) => [0xfd, 0x0b, 2, ...uleb(offset)],
+  /** i8x16.shuffle picking float lanes (0–3 first operand, 4–7 second). */
+  shuffle: (lanes: number[]) => [0xfd, 0x0d, ...lanes.flatMap((l) => [4 * l, 4 * l + 1, 4 * l + 2, 4 * l + 3])],
   v128zero: [0xfd, 0x0c, ...new Array(16).fill(0)],
   f32x4add: [0xfd, ...uleb(228)],
   f32x4mul: [0xfd, ...uleb(230)],
   lane: (l: number) => [0xfd, 0x1f, l],
 };
 
-/** Bytes of the module: export `mm(M, N, K, A, lda, B, ldb, C, ldc, acc)`, pointers and strides in bytes. */
+/** Body of `tr(M, N, A, lda, B, ldb)`: B[j][i] = A[i][j] for i < M, j < N (both multiples of 4), 4 × 4 tiles by shuffles. */
+function transposeBody(): number[] {
+  const [M, N, A, LDA, B, LDB] = [0, 1, 2, 3, 4, 5];
+  const [I, J, A0, B0] = [6, 7, 8, 9];
+  const [R0, R1, R2, R3, T0, T1, T2, T3] = [10, 11, 12, 13, 14, 15, 16, 17];
+  const code: number[] = [];
+  const e = (...parts: number[][]) => {
+    for (const p of parts) code.push(...p);
+  };
+  e(op.i32(0), op.set(I));
+  e(op.block, op.loop);
+  e(op.get(I), op.get(M), op.geS, op.brIf(1));
+  e(op.i32(0), op.set(J));
+  e(op.block, op.loop);
+  e(op.get(J), op.get(N), op.geS, op.brIf(1));
+  e(op.get(A), op.get(I), op.get(LDA), op.mul, op.add, op.get(J), op.i32(2), op.shl, op.add, op.set(A0));
+  const rows = [R0, R1, R2, R3];
+  for (let r = 0; r < 4; r++) {
+    e(op.get(A0));
+    for (let k = 0; k < r; k++) e(op.get(LDA), op.add);
+    e(op.v128load(), op.set(rows[r]));
+  }
+  e(op.get(R0), op.get(R1), op.shuffle([0, 4, 1, 5]), op.set(T0));
+  e(op.get(R0), op.get(R1), op.shuffle([2, 6, 3, 7]), op.set(T1));
+  e(op.get(R2), op.get(R3), op.shuffle([0, 4, 1, 5]), op.set(T2));
+  e(op.get(R2), op.get(R3), op.shuffle([2, 6, 3, 7]), op.set(T3));
+  e(op.get(B), op.get(J), op.get(LDB), op.mul, op.add, op.get(I), op.i32(2), op.shl, op.add, op.set(B0));
+  const outs: Array<[number, number, number[]]> = [[T0, T2, [0, 1, 4, 5]], [T0, T2, [2, 3, 6, 7]], [T1, T3, [0, 1, 4, 5]], [T1, T3, [2, 3, 6, 7]]];
+  outs.forEach(([x, y, lanes], r) => {
+    e(op.get(B0));
+    for (let k = 0; k < r; k++) e(op.get(LDB), op.add);
+    e(op.get(x), op.get(y), op.shuffle(lanes), op.v128store());
+  });
+  e(op.get(J), op.i32(4), op.add, op.set(J));
+  e(op.br(0), op.end, op.end);
+  e(op.get(I), op.i32(4), op.add, op.set(I));
+  e(op.br(0), op.end, op.end);
+  e(op.end);
+  return [...vec([[...uleb(4), I32], [...uleb(8), V128]]), ...code];
+}
+
+/**
+ * Bytes of the module: exports `mm(M, N, K, A, lda, B, ldb, C, ldc, acc)` and
+ * `tr(M, N, A, lda, B, ldb)`, pointers and strides in bytes.
+ */
 export function simdModuleBytes(): Uint8Array {
   // params 0..9: M N K A lda B ldb C ldc acc (M even, N % 4 = 0, K % 4 = 0; K in floats)
   const [M, N, K, A, LDA, B, LDB, C, LDC, ACC] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
@@ -133,14 +180,16 @@ export function simdModuleBytes(): Uint8Array {
   e(op.end);
 
   const body = [...vec([[...uleb(12), I32], [...uleb(12), V128]]), ...code];
+  const tbody = transposeBody();
   const type = [0x60, ...vec(new Array(10).fill([I32])), ...vec([])];
+  const ttype = [0x60, ...vec(new Array(6).fill([I32])), ...vec([])];
   const bytes = [
     0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, vec([type])),
+    ...section(1, vec([type, ttype])),
     ...section(2, vec([[...str('env'), ...str('mem'), 0x02, 0x00, ...uleb(1)]])),
-    ...section(3, vec([uleb(0)])),
-    ...section(7, vec([[...str('mm'), 0x00, ...uleb(0)]])),
-    ...section(10, vec([[...uleb(body.length), ...body]])),
+    ...section(3, vec([uleb(0), uleb(1)])),
+    ...section(7, vec([[...str('mm'), 0x00, ...uleb(0)], [...str('tr'), 0x00, ...uleb(1)]])),
+    ...section(10, vec([[...uleb(body.length), ...body], [...uleb(tbody.length), ...tbody]])),
   ];
   return Uint8Array.from(bytes);
 }
@@ -156,12 +205,36 @@ export function simdSupported(): boolean {
   }
 }
 
+export type Transpose = typeof transposeJs;
+
+/** Both kernels on one memory (see {@link simdMmNT}); the transpose copies bits exactly. */
+export function simdKernels(memory: WebAssembly.Memory): { mm: MmNT; transpose: Transpose } {
+  const inst = new WebAssembly.Instance(new WebAssembly.Module(simdModuleBytes() as BufferSource), { env: { mem: memory } });
+  const tr = inst.exports.tr as (M: number, N: number, A: number, lda: number, B: number, ldb: number) => void;
+  const transpose: Transpose = (M, N, A: F, ao, lda, B: F, bo, ldb) => {
+    const buf = memory.buffer;
+    if (A.buffer !== buf || B.buffer !== buf || !(A instanceof Float32Array) || !(B instanceof Float32Array)) {
+      transposeJs(M, N, A, ao, lda, B, bo, ldb);
+      return;
+    }
+    const M4 = M & ~3;
+    const N4 = N & ~3;
+    if (M4 > 0 && N4 > 0) tr(M4, N4, A.byteOffset + ao * 4, lda * 4, B.byteOffset + bo * 4, ldb * 4);
+    if (N4 < N && M4 > 0) transposeJs(M4, N - N4, A, ao + N4, lda, B, bo + N4 * ldb, ldb);
+    if (M4 < M) transposeJs(M - M4, N, A, ao + M4 * lda, lda, B, bo + M4, ldb);
+  };
+  return { mm: wrapMm(memory, inst), transpose };
+}
+
 /**
  * {@link mmNT} on `memory`: same arguments (views into `memory.buffer`, element offsets and
  * strides). Falls back to the JS kernel for arrays outside the memory and for float64.
  */
 export function simdMmNT(memory: WebAssembly.Memory): MmNT {
-  const inst = new WebAssembly.Instance(new WebAssembly.Module(simdModuleBytes() as BufferSource), { env: { mem: memory } });
+  return simdKernels(memory).mm;
+}
+
+function wrapMm(memory: WebAssembly.Memory, inst: WebAssembly.Instance): MmNT {
   const mm = inst.exports.mm as (M: number, N: number, K: number, A: number, lda: number, B: number, ldb: number, C: number, ldc: number, acc: number) => void;
   return (M, N, K, A: F, ao, lda, B: F, bo, ldb, C: F, co, ldc, acc) => {
     const buf = memory.buffer;

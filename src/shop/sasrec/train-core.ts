@@ -19,7 +19,7 @@
 import { LN_EPS } from './model.js';
 import type { Layout } from './layout.js';
 import { mmNT as mmNTjs, transpose, type F } from './kernels.js';
-import { simdMmNT, simdSupported, type MmNT } from './simd.js';
+import { simdKernels, simdSupported, type MmNT, type Transpose } from './simd.js';
 
 /** Row block of the causal attention products (only blocks on or below the diagonal are computed). */
 const BS = 16;
@@ -120,6 +120,7 @@ export class GradCore {
   private readonly P: F;
   private readonly G: F;
   private readonly mm: MmNT;
+  private readonly tr: Transpose;
   /** Which kernel runs the products. */
   readonly kernel: 'wasm' | 'js';
   private readonly off: Int32Array;
@@ -165,10 +166,13 @@ export class GradCore {
     if (useWasm) {
       const memory = new WebAssembly.Memory({ initial: Math.ceil((total * el) / 65536) + 1 });
       buffer = memory.buffer;
-      this.mm = simdMmNT(memory);
+      const k = simdKernels(memory);
+      this.mm = k.mm;
+      this.tr = k.transpose;
     } else {
       buffer = new ArrayBuffer(total * el);
       this.mm = mmNTjs;
+      this.tr = transpose;
     }
     this.kernel = useWasm ? 'wasm' : 'js';
     const view = (i: number) => new Arr(buffer, offsets[i] * el, sizes[i]);
@@ -336,7 +340,7 @@ export class GradCore {
             }
           }
           // O = drop(A)·V = AD · (Vᵀ)ᵀ
-          transpose(T, dh, S.v, qo, d, this.vt, 0, T);
+          this.tr(T, dh, S.v, qo, d, this.vt, 0, T);
           for (let i0 = 0; i0 < T; i0 += BS) {
             const i1 = Math.min(T, i0 + BS);
             mm(i1 - i0, dh, i1, AD, i0 * T, T, this.vt, 0, T, O, qo + i0 * d, d, false);
@@ -475,8 +479,8 @@ export class GradCore {
             mm(i1 - i0, i1, dh, dO, qo + i0 * d, d, S.v, qo, d, DA, i0 * T, T, false);
           }
           // ∂V = ADᵀ·∂O: row j needs columns i ≥ j of ADᵀ
-          lowerTranspose(T, Ad, adOff, TT);
-          transpose(T, dh, dO, qo, d, this.dot, 0, T);
+          this.lowerTranspose(T, Ad, adOff, TT);
+          this.tr(T, dh, dO, qo, d, this.dot, 0, T);
           for (let j0 = 0; j0 < T; j0 += BS) {
             const j1 = Math.min(T, j0 + BS);
             mm(j1 - j0, dh, T - j0, TT, j0 * T + j0, T, this.dot, j0, T, dV, qo + j0 * d, d, false);
@@ -496,14 +500,14 @@ export class GradCore {
             for (let j = i + 1; j < je; j++) DA[dr + j] = 0;
           }
           // ∂Q = ∂S·K
-          transpose(T, dh, S.k, qo, d, this.kt, 0, T);
+          this.tr(T, dh, S.k, qo, d, this.kt, 0, T);
           for (let i0 = 0; i0 < T; i0 += BS) {
             const i1 = Math.min(T, i0 + BS);
             mm(i1 - i0, dh, i1, DA, i0 * T, T, this.kt, 0, T, dQ, qo + i0 * d, d, false);
           }
           // ∂K = ∂Sᵀ·Q
-          lowerTranspose(T, DA, 0, TT);
-          transpose(T, dh, S.q, qo, d, this.qt, 0, T);
+          this.lowerTranspose(T, DA, 0, TT);
+          this.tr(T, dh, S.q, qo, d, this.qt, 0, T);
           for (let j0 = 0; j0 < T; j0 += BS) {
             const j1 = Math.min(T, j0 + BS);
             mm(j1 - j0, dh, T - j0, TT, j0 * T + j0, T, this.qt, j0, T, dK, qo + j0 * d, d, false);
@@ -547,6 +551,17 @@ export class GradCore {
     return loss * norm;
   }
 
+  /**
+   * D[j·T + i] = S[so + i·T + j] for the entries the causal ∂V and ∂K products read: column
+   * block [j0, j1) needs rows i ≥ j0 only.
+   */
+  private lowerTranspose(T: number, S: F, so: number, D: F): void {
+    for (let j0 = 0; j0 < T; j0 += BS) {
+      const j1 = Math.min(T, j0 + BS);
+      this.tr(T - j0, j1 - j0, S, so + j0 * T + j0, T, D, j0 * T + j0, T);
+    }
+  }
+
   /** Y = X·Wᵀ + b for R rows of width d, W at P[wo], b at P[bo]. */
   private linearFwd(R: number, d: number, X: F, wo: number, bo: number, Y: F): void {
     const p = this.P;
@@ -566,9 +581,9 @@ export class GradCore {
     const t2 = this.t2;
     const g = this.G;
     // ∂W[j, k] = Σ_r ∂Y[r, j]·X[r, k]: both transposed to d × R, then A·Bᵀ with inner R.
-    transpose(R, d, dY, 0, d, t1, 0, R);
+    this.tr(R, d, dY, 0, d, t1, 0, R);
     // why optional: K and V share their input, whose transpose is still in t2 from K's call
-    if (!xTransposed) transpose(R, d, X, 0, d, t2, 0, R);
+    if (!xTransposed) this.tr(R, d, X, 0, d, t2, 0, R);
     this.mm(d, d, R, t1, 0, R, t2, 0, R, g, wo, d, true);
     for (let j = 0; j < d; j++) {
       let s = 0;
@@ -578,7 +593,7 @@ export class GradCore {
     }
     // ∂X[r, k] = Σ_j ∂Y[r, j]·W[j, k] = ∂Y · (Wᵀ)ᵀ
     const wt = this.wt;
-    transpose(d, d, this.P, wo, d, wt, 0, d);
+    this.tr(d, d, this.P, wo, d, wt, 0, d);
     this.mm(R, d, d, dY, 0, d, wt, 0, d, dX, 0, d, acc);
   }
 }
@@ -586,20 +601,6 @@ export class GradCore {
 /** End (exclusive) of the causal row block holding row i: columns beyond it are never read. */
 function blockEnd(i: number, T: number): number {
   return Math.min(T, (Math.floor(i / BS) + 1) * BS);
-}
-
-/**
- * D[j·T + i] = S[so + i·T + j] for the entries the causal ∂V and ∂K products read: column
- * block [j0, j1) needs rows i ≥ j0 only.
- */
-function lowerTranspose(T: number, S: F, so: number, D: F): void {
-  for (let j0 = 0; j0 < T; j0 += BS) {
-    const j1 = Math.min(T, j0 + BS);
-    for (let i = j0; i < T; i++) {
-      const r = so + i * T;
-      for (let j = j0; j < j1; j++) D[j * T + i] = S[r + j];
-    }
-  }
 }
 
 function softplus(x: number): number {
