@@ -7,8 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { Rng } from '../../src/bench/rng.js';
 import { makeLayout, weightsView, type Layout } from '../../src/shop/sasrec/layout.js';
 import { encodeHistory, scoreItems, type SasrecConfig } from '../../src/shop/sasrec/model.js';
-import { mmNT } from '../../src/shop/sasrec/kernels.js';
-import { simdMmNT, simdSupported } from '../../src/shop/sasrec/simd.js';
+import { mmNT, transpose } from '../../src/shop/sasrec/kernels.js';
+import { simdKernels, simdMmNT, simdSupported } from '../../src/shop/sasrec/simd.js';
 import { GradCore, type ChunkData } from '../../src/shop/sasrec/train-core.js';
 import { initWeights, Sampler, trainSasrec } from '../../src/shop/sasrec/train.js';
 
@@ -106,6 +106,22 @@ describe.skipIf(!simdSupported())('WASM SIMD product', () => {
         mmNT(M, N, K, A, 1, K, B, 3, K, D, 0, N, acc);
         for (let i = 0; i < C.length; i++) expect(Math.abs(C[i] - D[i]), `${M}×${N}×${K} acc ${acc} at ${i}`).toBeLessThan(1e-5);
       }
+    }
+  });
+
+  it('the wasm transpose copies exactly, on ragged shapes and offsets', () => {
+    const memory = new WebAssembly.Memory({ initial: 16 });
+    const { transpose: tr } = simdKernels(memory);
+    const rng = new Rng('transpose');
+    for (const [M, N] of [[1, 1], [4, 4], [5, 7], [64, 64], [13, 100], [3, 2], [8, 5]]) {
+      const A = new Float32Array(memory.buffer, 4, M * N + 3);
+      const B = new Float32Array(memory.buffer, 4 * (M * N + 8), M * N + 2);
+      for (let i = 0; i < A.length; i++) A[i] = rng.next() - 0.5;
+      const C = new Float32Array(B.length);
+      tr(M, N, A, 1, N, B, 2, M);
+      transpose(M, N, A, 1, N, C, 2, M);
+      expect(B.subarray(2), `${M}×${N}`).toEqual(C.subarray(2));
+      for (let i = 0; i < M; i++) for (let j = 0; j < N; j++) expect(B[2 + j * M + i]).toBe(A[1 + i * N + j]);
     }
   });
 
