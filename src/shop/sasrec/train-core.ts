@@ -77,6 +77,16 @@ class Sfc32 {
     this.d = s[3] | 1;
     for (let i = 0; i < 12; i++) this.next();
   }
+  /** The next uint32 u, returned as the int32 u − 2³¹ (a small integer for V8, never a heap number). */
+  nextShifted(): number {
+    const t = (((this.a + this.b) | 0) + this.d) | 0;
+    this.d = (this.d + 1) | 0;
+    this.a = this.b ^ (this.b >>> 9);
+    this.b = (this.c + (this.c << 3)) | 0;
+    this.c = (this.c << 21) | (this.c >>> 11);
+    this.c = (this.c + t) | 0;
+    return t ^ -2147483648;
+  }
   next(): number {
     const t = (((this.a + this.b) | 0) + this.d) | 0;
     this.d = (this.d + 1) | 0;
@@ -236,7 +246,8 @@ export class GradCore {
 
   /** Mask value for one dropout site: 0 with probability `dropout`, else 1/(1 − dropout). */
   private mask(thr: number, keep: number): number {
-    return this.rng.next() < thr ? 0 : keep;
+    // why shifted: u < thr ⟺ u − 2³¹ < thr − 2³¹, compared without a uint32 heap number
+    return this.rng.nextShifted() < thr - 2147483648 ? 0 : keep;
   }
 
   /**
