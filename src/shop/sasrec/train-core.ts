@@ -75,7 +75,7 @@ class Sfc32 {
     this.b = s[1] | 0;
     this.c = s[2] | 0;
     this.d = s[3] | 1;
-    for (let i = 0; i < 12; i++) this.next();
+    for (let i = 0; i < 12; i++) this.nextShifted();
   }
   /** The next uint32 u, returned as the int32 u − 2³¹ (a small integer for V8, never a heap number). */
   nextShifted(): number {
@@ -87,22 +87,12 @@ class Sfc32 {
     this.c = (this.c + t) | 0;
     return t ^ -2147483648;
   }
-  next(): number {
-    const t = (((this.a + this.b) | 0) + this.d) | 0;
-    this.d = (this.d + 1) | 0;
-    this.a = this.b ^ (this.b >>> 9);
-    this.b = (this.c + (this.c << 3)) | 0;
-    this.c = (this.c << 21) | (this.c >>> 11);
-    this.c = (this.c + t) | 0;
-    return t >>> 0;
-  }
 }
 
 export class GradCore {
   readonly layout: Layout;
   readonly maxRows: number;
   readonly maxSeqs: number;
-  private readonly Arr: ArrayCtor;
   private readonly st: BlockState[];
   private readonly xout: F;
   private readonly xhf: F;
@@ -143,7 +133,6 @@ export class GradCore {
     this.maxRows = maxRows;
     this.maxSeqs = maxSeqs;
     const Arr = opts.Arr ?? Float32Array;
-    this.Arr = Arr;
     const { dim: d, maxLen: L, heads, blocks } = layout.config;
     const R = maxRows * d;
     const attn = heads * Math.min(maxSeqs * L * L, maxRows * L);
