@@ -59,7 +59,9 @@ export class SasrecMethod implements Method {
     this.index = itemIndex(ctx);
     const seqs = [...ctx.histories.values()].map((seq) => Int32Array.from(seq, (x) => this.index.get(x.item)!));
     const epochs = this.opts.epochs ?? SASREC_DEFAULTS.epochs;
-    const { name: _name, checkpoint: _checkpoint, ...train } = this.opts;
+    const { name: _name, checkpoint: _checkpoint, ...rest } = this.opts;
+    // why filtered: an absent `sasrec.seed` arrives as undefined and must not hide the run's seed
+    const train = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as SasrecTrainOptions;
     const r = await trainSasrec(seqs, this.index.size, {
       seed: ctx.seed,
       ...train,

@@ -32,6 +32,20 @@ describe('bench method sasrec', () => {
     expect(byName.sasrec.trainSeconds).toBeGreaterThanOrEqual(0);
   }, 60_000);
 
+  it('trains with the run\'s seed unless sasrec.seed is given', async () => {
+    const dataset = twoGroupDataset({ usersPerGroup: 8, len: 6 });
+    const { cases, histories } = testCases(dataset);
+    const train = async (seed: number, opts: Record<string, number> = {}) => {
+      // as the registered factory builds it: every sasrec.* key present, absent ones undefined
+      const m = new SasrecMethod({ ...sasrecOptions({}), epochs: 1, dim: 8, maxLen: 6, batchSize: 8, threads: 1, ...opts });
+      await m.prepare({ dataset, cases, histories, seed, privacy: 'off', progress: () => {} });
+      return m.model!.itemEmb;
+    };
+    expect(await train(1)).toEqual(await train(1));
+    expect(await train(2)).not.toEqual(await train(1));
+    expect(await train(2, { seed: 1 })).toEqual(await train(1));
+  });
+
   it('a ranking depends only on the history and the candidates, never on the test item', async () => {
     const dataset = twoGroupDataset({ usersPerGroup: 10, len: 8 });
     const { cases, histories } = testCases(dataset);
