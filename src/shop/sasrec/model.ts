@@ -234,12 +234,12 @@ interface Runtime {
 }
 
 let kernelChoice: 'auto' | 'js' = 'auto';
-let runtime: Runtime | undefined;
+/** One runtime per (kernel, maxLen, dim, blocks): models of different shapes may alternate. */
+const runtimes = new Map<string, Runtime>();
 
 /** `js` forces the plain-JS products (for tests and comparisons); `auto` (default) uses WebAssembly SIMD where available. */
 export function setSasrecKernel(kernel: 'auto' | 'js'): void {
   kernelChoice = kernel;
-  runtime = undefined;
 }
 
 /** Which kernel {@link encodeHistory} uses for a config: `wasm` or `js`. */
@@ -250,7 +250,16 @@ export function sasrecKernel(config: SasrecConfig): 'wasm' | 'js' {
 function getRuntime(config: SasrecConfig): Runtime {
   const { maxLen: L, dim: d, blocks } = config;
   const key = `${kernelChoice}:${L}:${d}:${blocks}`;
-  if (runtime?.key === key) return runtime;
+  const cached = runtimes.get(key);
+  if (cached) return cached;
+  const rt = makeRuntime(key, config);
+  if (runtimes.size >= 8) runtimes.clear(); // why: a bound; a few hundred KB each
+  runtimes.set(key, rt);
+  return rt;
+}
+
+function makeRuntime(key: string, config: SasrecConfig): Runtime {
+  const { maxLen: L, dim: d, blocks } = config;
   const n = Math.max(L * d, 4 * d, L * L);
   const mats = Math.max(0, blocks - 1) * 5;
   if (kernelChoice === 'auto' && typeof WebAssembly === 'object') {
@@ -267,14 +276,12 @@ function getRuntime(config: SasrecConfig): Runtime {
       const buf = Array.from({ length: 9 }, () => take(n));
       const slots = Array.from({ length: mats }, () => take(d * d));
       const mm: Gemm = (M, N, K, A, ao, lda, B, bo, ldb, C, co, ldc) => mmAcc(M, N, K, A, ao, lda, B, bo, ldb, C, co, ldc, false);
-      runtime = { key, mm, wasm: true, buf, mats: slots };
-      return runtime;
+      return { key, mm, wasm: true, buf, mats: slots };
     } catch {
       // why: no SIMD, or a Content-Security-Policy without 'wasm-unsafe-eval': plain JS.
     }
   }
-  runtime = { key, mm: gemmNT, wasm: false, buf: Array.from({ length: 9 }, () => new Float32Array(n)), mats: [] };
-  return runtime;
+  return { key, mm: gemmNT, wasm: false, buf: Array.from({ length: 9 }, () => new Float32Array(n)), mats: [] };
 }
 
 function checkItems(weights: SasrecWeights, items: ArrayLike<number>, from: number): void {
