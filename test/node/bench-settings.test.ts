@@ -3,7 +3,8 @@ import { Bm25Method } from '../../packages/bench/src/baselines.js';
 import { buildProtocol, intentFor } from '../../packages/bench/src/protocol.js';
 import type { MethodFactory } from '../../packages/bench/src/registry.js';
 import { runBenchmark } from '../../packages/bench/src/run.js';
-import type { Interaction, RankCase } from '../../packages/bench/src/types.js';
+import type { RankCase } from '../../packages/bench/src/types.js';
+import type { Interaction } from '../../packages/atomem/src/core/types.js';
 import { twoGroupDataset } from '../fixtures/synthetic.js';
 
 describe('setting instruct', () => {

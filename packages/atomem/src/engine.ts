@@ -57,3 +57,4 @@ export type { LanguageModel } from './models/types.js';
 export { CommunityGraph, FlatVectorStore, PrototypeTracker, aggregateItems, noisyCounts, prototypeOf, InvalidUploadError } from './community/index.js';
 export type { VectorHit, VectorSearch, PrototypeMember, GraphMemory, CommunityGraphConfig } from './community/index.js';
 export { HttpIndex, IndexHttpError, addGaussianNoise, type HttpIndexOptions, type Payload } from './sync/http-index.js';
+export { Rng, hash32 } from './core/rng.js';
