@@ -11,6 +11,7 @@ const conditions = ['atomem-source'];
  * The test projects (the library build is packages/atomem/vite.config.ts).
  * - `node`: pure core, communities, embedders, benchmark (Node 20).
  * - `browser`: the same library in headless Debian Chromium (never a Playwright-downloaded browser).
+ * - `e2e`: the demo shop end to end; `consumer`: the packed package in a fresh Vite app.
  */
 export default defineConfig({
   resolve: { conditions: [...conditions, ...defaultClientConditions] },
@@ -38,6 +39,19 @@ export default defineConfig({
           include: ['test/e2e/**/*.test.ts'],
           testTimeout: 120_000,
           hookTimeout: 240_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          // the packed tarball in a fresh Vite app outside the repo (plain npm install, README quick start), in Chromium
+          name: 'consumer',
+          environment: 'node',
+          include: ['test/consumer/**/*.test.ts'],
+          testTimeout: 180_000,
+          hookTimeout: 600_000,
+          // why: npm installs, two bundlers and Chromium; on 2 cores it runs after the other projects, not beside them
+          sequence: { groupOrder: 1 },
         },
       },
       {

@@ -9,14 +9,12 @@
  *
  * Model output is untrusted: it only ever reaches the DOM as text (`h()` / `textContent`).
  *
- * The library is loaded at run time from the BUILT package, `/dist/index.js`, which the demo
- * server serves from the same origin (so are its worker chunk and model assets under
- * `/dist/assets/`); only its types come from the sources.
+ * The page imports the public `atomem` package as a shop does (its built dist/, with the
+ * `atomem/vite` plugin in vite.config.ts serving and emitting the worker and model files).
  */
-import type { Atomem, AtomicMemory, EngineStatus, LifecycleEvent, LlmEvent, LlmOptions, PrivacyLevel, ProgressEvent, RecommendationResult } from 'atomem';
+import { createAtomem, type Atomem, type AtomicMemory, type EngineStatus, type LifecycleEvent, type LlmEvent, type LlmOptions, type PrivacyLevel, type ProgressEvent, type RecommendationResult } from 'atomem';
 import { DEPARTMENTS, generateCatalog, productImageUrl, toItems, type Product } from './catalog.js';
 
-type ClientModule = typeof import('atomem');
 type LlmCosts = NonNullable<EngineStatus['llm']['costs']>;
 type OperationCosts = LlmCosts['total'];
 
@@ -27,8 +25,6 @@ interface DemoConfig {
   catalogVectors?: string;
 }
 
-/** URL of the built library entry (served by demo/server.ts). A variable so Vite leaves it alone. */
-const LIBRARY_URL = '/dist/index.js';
 /** Items on the "For you" shelf. */
 const SHELF_SIZE = 8;
 /** localStorage key of the shopper's choice to let the model rerank the shelf (`on` / `off`). */
@@ -663,12 +659,10 @@ async function start(): Promise<void> {
   const saved = localStorage.getItem('atomem-demo-privacy') as PrivacyLevel | null;
   const privacy: PrivacyLevel = saved === 'off' || saved === 'items' || saved === 'embeddings' ? saved : 'embeddings';
   $<HTMLSelectElement>('privacy').value = privacy;
-  const { createAtomem } = (await import(/* @vite-ignore */ LIBRARY_URL)) as ClientModule;
   atomem = await createAtomem({
     profile: 'demo',
     catalog: toItems(catalog),
     index: { url: location.origin, privacy, syncEvery: 3 },
-    assetsBaseUrl: new URL('/dist/assets/', location.href).href,
     ...(demoConfig.llm ? { llm: demoConfig.llm } : {}),
     // the catalog embedded by the server at start: this browser embeds nothing on a first visit
     ...(demoConfig.catalogVectors ? { catalogVectors: demoConfig.catalogVectors } : {}),

@@ -1,9 +1,9 @@
 /**
  * The demo shop's server (`npm start`): ONE origin for everything —
  * - the shared community index service (`/v1/…`, SQLite in `ATOMEM_DATA`, default `.atomem-data/`),
- * - the built demo page (`demo/dist/`, from `npm run build:demo`) at `/`,
- * - the built library (`dist/`, from `npm run build`) at `/dist/…` (entry, worker chunk, USE-lite
- *   model files, tfjs wasm): the page imports `/dist/index.js` exactly as a shop would.
+ * - the built demo page (`apps/demo/dist/`, from `npm run build`) at `/`: a Vite build that
+ *   imports `atomem` and uses `atomem/vite` like a shop, so atomem's worker, its chunks and the
+ *   USE-lite files are part of it (`assets/atomem-<hash>/`).
  *
  * At the first start it fills the index with a simulated population of shoppers (see
  * demo/seed.ts) so communities exist from the first click, and embeds the catalog ahead of time
@@ -38,7 +38,6 @@ import { seedPopulation } from './seed.js';
 /** The repository root (the data folder's default parent). */
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const PAGE_DIR = join(ROOT, 'apps', 'demo', 'dist');
-const LIB_DIR = join(ROOT, 'packages', 'atomem', 'dist');
 
 /** Content types of the files the demo serves. */
 const TYPES: Record<string, string> = {
@@ -57,7 +56,7 @@ const TYPES: Record<string, string> = {
   '.gguf': 'application/octet-stream',
 };
 
-/** Map a request path to a file under demo/dist/ or dist/ (undefined: not served). */
+/** Map a request path to a file under apps/demo/dist/ (undefined: not served). */
 export function fileFor(pathname: string): string | undefined {
   let path: string;
   try {
@@ -66,10 +65,9 @@ export function fileFor(pathname: string): string | undefined {
     return undefined;
   }
   if (path.includes('\0')) return undefined;
-  const [base, rel] = path.startsWith('/dist/') ? [LIB_DIR, path.slice('/dist/'.length)] : [PAGE_DIR, path === '/' ? 'index.html' : path.slice(1)];
-  const file = resolve(base, rel);
-  // why: never serve anything outside the two folders (../ tricks), nor dist/node (server code)
-  if (!file.startsWith(base + sep) || file.startsWith(join(LIB_DIR, 'node') + sep)) return undefined;
+  const file = resolve(PAGE_DIR, path === '/' ? 'index.html' : path.slice(1));
+  // why: never serve anything outside the page's folder (../ tricks)
+  if (!file.startsWith(PAGE_DIR + sep)) return undefined;
   if (!existsSync(file) || !statSync(file).isFile()) return undefined;
   return file;
 }
@@ -188,12 +186,8 @@ async function main(): Promise<void> {
   const shoppers = Number(process.env.DEMO_SHOPPERS ?? 80);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`PORT must be an integer in 0–65535, got ${process.env.PORT}`);
   const model = modelSetupFromEnv(process.env);
-  for (const [file, script] of [
-    [join(PAGE_DIR, 'index.html'), 'npm run build'],
-    [join(LIB_DIR, 'index.js'), 'npm run build'],
-  ] as const) {
-    if (!existsSync(file)) throw new Error(`${file} is missing: run \`${script}\` first (\`npm start\` does)`);
-  }
+  const page = join(PAGE_DIR, 'index.html');
+  if (!existsSync(page)) throw new Error(`${page} is missing: run \`npm run build\` first (\`npm start\` does)`);
   mkdirSync(dataDir, { recursive: true });
   log(`atomem demo: data folder ${dataDir}`);
   log(`atomem demo: ${model.summary}`);

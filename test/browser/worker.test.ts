@@ -107,6 +107,32 @@ describe('worker engine through createAtomem', () => {
     expect((await a.memories()).flatMap((m) => m.items)).toContain('shoes-court');
   });
 
+  it('a second evaluation of the start module in the same worker exposes nothing: one engine answers every call', async () => {
+    let report: unknown;
+    const a = await createAtomem({
+      profile: profile('double-start'),
+      catalog,
+      embedder: 'hashing',
+      config: { tau: 0.3 },
+      worker: () => {
+        const w = new Worker(new URL('./double-start.worker.ts', import.meta.url), { type: 'module' });
+        w.addEventListener('message', (e: MessageEvent) => {
+          if (e.data && typeof e.data === 'object' && 'doubleStart' in e.data) report = e.data.doubleStart;
+        });
+        return w;
+      },
+    });
+    open.push(a);
+    await expect.poll(() => report).toBeDefined();
+    // the first copy exposed the engine, the second (a distinct module instance) did nothing
+    expect(report).toEqual([true, false, true]);
+    // a second, uninitialised engine would answer some of these with "the engine is not initialised"
+    for (let i = 0; i < 5; i++) await a.track({ item: 'books-mystery', action: 'click', at: 1_000 + i });
+    const ranked = await a.recommend(['books-thriller', 'kitchen-wok', 'shoes-trail']);
+    expect(ranked[0].id).toBe('books-thriller');
+    expect((await Promise.all(Array.from({ length: 10 }, () => a.status()))).every((s) => s.embedder.kind === 'hashing')).toBe(true);
+  });
+
   it('replaces a dead worker on the next call; state comes back from IndexedDB', async () => {
     const workers: Worker[] = [];
     const p = profile('restart');

@@ -7,13 +7,16 @@ import { chromium, type Browser } from 'playwright';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tinyBertFiles } from '../fixtures/tiny-bert.js';
 
-// The BUILT package in real headless Chromium: a page imports dist/index.js exactly as a shop
-// would, served as plain static files (no Vite transform, which would also rewrite the worker).
-// Its default worker chunk and shipped model assets (USE-lite + tfjs wasm) load next to it.
-// `npm test` builds first (pretest).
+// The README's plain static site recipe: the BUILT package in real headless Chromium, a page
+// importing dist/index.js served as plain static files (no bundler, no Vite transform). Its
+// prebuilt worker (dist/worker/) and shipped model assets (USE-lite + tfjs wasm) load next to it;
+// for MiniLM the recipe's copy of onnxruntime-web's wasm into assets/ort-wasm/ is served from
+// node_modules/onnxruntime-web/dist. `npm test` builds first (pretest).
 
 /** The atomem package folder: the page loads its built dist/ as a shop serving the package would. */
 const PKG = fileURLToPath(new URL('../../packages/atomem/', import.meta.url));
+/** onnxruntime-web's dist/ (the exact version the worker bundles), which the recipe copies into assets/ort-wasm/. */
+const ORT = fileURLToPath(new URL('../../node_modules/onnxruntime-web/dist/', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TYPES: Record<string, string> = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json', '.wasm': 'application/wasm', '.html': 'text/html', '.map': 'application/json' };
 
@@ -71,8 +74,9 @@ beforeAll(async () => {
       else res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(body);
       return;
     }
-    const file = normalize(join(PKG, decodeURIComponent(url.pathname)));
-    if (!file.startsWith(join(PKG, 'dist')) || !existsSync(file) || !statSync(file).isFile()) {
+    const ort = url.pathname.match(/^\/dist\/assets\/ort-wasm\/(ort-wasm-simd-threaded\.asyncify\.(?:mjs|wasm))$/);
+    const file = ort ? join(ORT, ort[1]) : normalize(join(PKG, decodeURIComponent(url.pathname)));
+    if ((!ort && !file.startsWith(join(PKG, 'dist'))) || file.startsWith(join(PKG, 'dist', 'node')) || !existsSync(file) || !statSync(file).isFile()) {
       res.writeHead(404).end();
       return;
     }
@@ -123,7 +127,8 @@ describe('the built package (dist/) in headless Chromium', () => {
     expect(r.memories.flatMap((m) => m.items)).toEqual(expect.arrayContaining(['tent', 'stove']));
     // the page loaded the built files only: the entry, the worker chunk, the shipped assets
     expect(requests).toContain('/dist/index.js');
-    expect(requests.some((p) => /^\/dist\/assets\/worker-[\w-]+\.js$/.test(p))).toBe(true);
+    expect(requests).toContain('/dist/worker/worker.js');
+    expect(requests.some((p) => /^\/dist\/worker\/engine-[\w-]+\.js$/.test(p))).toBe(true);
     expect(requests).toContain('/dist/assets/use-lite/model.json');
     expect(requests.some((p) => p.startsWith('/src/'))).toBe(false);
     expect(offsite).toEqual([]);
@@ -185,7 +190,7 @@ describe('the built package (dist/) in headless Chromium', () => {
     }
   }, 120_000);
 
-  it('MiniLM path from dist/: transformers.js in the worker chunk, ONNX runtime wasm from dist/assets/ort-wasm, model from the shop host', async () => {
+  it('MiniLM path from dist/: transformers.js in a worker chunk, ONNX runtime wasm copied into assets/ort-wasm, model from the shop host', async () => {
     const page = await browser.newPage();
     const offsite: string[] = [];
     page.on('request', (r) => {

