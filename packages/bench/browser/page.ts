@@ -417,7 +417,7 @@ function memoryState(n: number, createState: () => MemoryState): MemoryState {
       id: `m-${i}`,
       content: `Enjoys ${item.title} and similar ${item.categories![0].toLowerCase()} products`,
       category: item.categories![0],
-      embedding: { embedderId: 'use-lite@0.2.0/float32', vector: v },
+      embedding: { embedderId: 'use-lite@0.2.0/uint8', vector: v },
       items: Array.from({ length: 8 }, (_, j) => products[(i + j * 8) % products.length].id),
       strength: 0.2 + 0.6 * (rand() + 0.5),
       evidence: 1 + (i % 9),

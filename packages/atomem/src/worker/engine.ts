@@ -167,7 +167,7 @@ export class Engine implements EngineApi {
       const e = s.embedder;
       return {
         capabilities: this.capabilities ?? (await probeCapabilities()),
-        embedder: { id: e.embedder.id, kind: e.kind, device: e.device, dim: e.embedder.dim },
+        embedder: { id: e.embedder.id, kind: e.kind, device: e.device, dim: e.embedder.dim, state: e.state(), error: e.error() },
         llm: {
           mode: s.llm.model ? s.llm.model.backend : 'rules',
           model: s.llm.model?.id ?? null,

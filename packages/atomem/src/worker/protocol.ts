@@ -17,8 +17,10 @@ export type EngineConfig = Partial<Omit<AtomemConfig, 'weights'>> & { weights?: 
 
 /**
  * Which embedder the worker builds.
- * - `use-lite` (default): Universal Sentence Encoder lite, 512-d, on tfjs WASM. Its files ship
- *   with the package (`dist/assets/use-lite/`, `dist/assets/tfjs-wasm/`); works offline.
+ * - `use-lite` (default): Universal Sentence Encoder lite, 512-d, on tfjs WASM, uint8 weights
+ *   (id `use-lite@0.2.0/uint8`). Its files ship with the package (`dist/assets/use-lite/`,
+ *   `dist/assets/tfjs-wasm/`; 7.4 MB); works offline. Loaded only when a text must be embedded:
+ *   a catalog fully covered by the IndexedDB cache or by `catalogVectors` never fetches it.
  * - `minilm`: all-MiniLM-L6-v2 (384-d) through transformers.js, WebGPU when an adapter exists,
  *   else WASM. Weights come from `modelBaseUrl` (the Hugging Face hub by default, or the shop's
  *   own host); the ONNX runtime's wasm from `wasmPaths` (self-hosted, never a CDN).
@@ -133,7 +135,20 @@ export interface EngineOptions {
 /** What the engine runs on, for the page and the demo's inspector. */
 export interface EngineStatus {
   capabilities: Capabilities;
-  embedder: { id: string; kind: 'use-lite' | 'minilm' | 'hashing'; device: 'wasm' | 'webgpu' | 'cpu'; dim: number };
+  embedder: {
+    id: string;
+    kind: 'use-lite' | 'minilm' | 'hashing';
+    device: 'wasm' | 'webgpu' | 'cpu';
+    dim: number;
+    /**
+     * USE-lite loads only when a text must be embedded (an item missing from the IndexedDB cache
+     * and from `catalogVectors`): `not loaded` until then, `loading`, then `ready`. MiniLM and
+     * hashing are `ready` from `init` on.
+     */
+    state: 'not loaded' | 'loading' | 'ready';
+    /** Why the last load failed (it is tried again on the next need), or null. */
+    error: string | null;
+  };
   llm: {
     /** Where the active model runs, or `rules` when none loaded. */
     mode: ModelBackend | 'rules';
