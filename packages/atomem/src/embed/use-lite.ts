@@ -239,7 +239,9 @@ let backendReady: Promise<void> | null = null;
 /** Make `wasm` the active tfjs backend, configuring binaries and threads on first use only. */
 function ensureWasmBackend(wasmPaths: string | undefined, threads: number | undefined): Promise<void> {
   backendReady ??= (async () => {
-    if (tf.findBackend('wasm') === null) {
+    // why: not tf.findBackend('wasm'): it starts the backend's initialisation, and setBackend below
+    // would start a second one (two fetches and two instances of the 0.4 MB wasm binary).
+    if (!('wasm' in tf.engine().registry)) {
       // why: both settings are read once, when tfjs first initialises the backend.
       if (wasmPaths !== undefined) setWasmPaths(wasmPaths);
       setThreadsCount(threads ?? defaultThreads());
