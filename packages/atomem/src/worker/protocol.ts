@@ -30,7 +30,13 @@ export type EmbedderSpec =
   | 'use-lite'
   | 'minilm'
   | 'hashing'
-  | { kind: 'use-lite'; /** Folder URL of model.json, vocab.json and shards. */ baseUrl?: string; /** Folder URL of the tfjs .wasm files (trailing slash). */ wasmPaths?: string }
+  | {
+      kind: 'use-lite';
+      /** Folder URL of model.json, vocab.json and shards: the package's own `dist/assets/use-lite/` files (uint8), served elsewhere. */
+      baseUrl?: string;
+      /** Folder URL of the tfjs .wasm files (trailing slash). */
+      wasmPaths?: string;
+    }
   | {
       kind: 'minilm';
       /** Model id. Default `Xenova/all-MiniLM-L6-v2`. */
@@ -55,7 +61,11 @@ export type EmbedderSpec =
  * JSON schemas, validation, bounded repairs and budget, rules for any operation that fails).
  */
 export interface LlmOptions {
-  /** Chrome's built-in Prompt API, when the browser offers it. */
+  /**
+   * Chrome's built-in Prompt API, when the browser offers it. `LanguageModel` exists on Window
+   * only: `createAtomem` lends the page's to the worker (not where `document.permissionsPolicy`
+   * blocks `language-model`); with `shared: true` the newest page that lends it answers.
+   */
   promptApi?: boolean;
   /** WebLLM on WebGPU: an MLC model id, and optionally an app config pointing at self-hosted weights. */
   webllm?: { model: string; appConfig?: Record<string, unknown> };
