@@ -315,7 +315,7 @@ function renderStatus(s: EngineStatus | undefined): void {
   const llmMode = s.llm.mode === 'rules' ? 'rules (no language model)' : `${s.llm.mode}: ${s.llm.model ?? ''}`;
   const tried = s.llm.attempts.map((a) => `${a.runtime} ${a.ok ? '✓' : `✗ ${a.reason ?? ''}`}`).join('; ');
   dl.replaceChildren(
-    ...row('embedder', `${s.embedder.kind} on ${s.embedder.device.toUpperCase()} (${s.embedder.dim}-d, ${s.embedder.id})`),
+    ...row('embedder', `${s.embedder.kind} on ${s.embedder.device.toUpperCase()} (${s.embedder.dim}-d, ${s.embedder.id}), ${s.embedder.state}${s.embedder.error ? ` — last load failed: ${s.embedder.error}` : ''}`),
     ...row('reasoner', llmMode + (s.llm.loading ? ' — loading…' : '')),
     ...(tried ? row('models tried', tried) : []),
     ...row('WebGPU', gpu),

@@ -1,7 +1,7 @@
 /**
  * A simulated population of shoppers for the demo: each one a Node {@link MemoryAgent} over the
  * demo catalog with the USE-lite embedder (NOT centred, so its vector space and embedder id,
- * `use-lite@0.2.0/float32`, are the browser engine's), browsing with a multi-interest persona and
+ * `use-lite@0.2.0/uint8`, are the browser engine's), browsing with a multi-interest persona and
  * sharing its memories with the index like a browser would — so communities exist from the
  * first click of a real visitor.
  */

@@ -84,12 +84,14 @@ describe('the demo shop in headless Chromium', () => {
     expect(await page.locator('#grid .card').count()).toBeGreaterThanOrEqual(300);
     await expect.poll(() => page.locator('#status').innerText()).toMatch(/use-lite on WASM/);
     expect(await page.locator('#status').innerText()).toMatch(/rules/);
-    // the page's build (atomem + atomem/vite, like a shop's): atomem's worker, its chunks and the model came from the demo origin
+    // the page's build (atomem + atomem/vite, like a shop's): atomem's worker and its chunks came from the demo origin
     expect(seen.some((u) => new RegExp(`^${base}/assets/atomem-[0-9a-f]+/worker/worker\\.js$`).test(u))).toBe(true);
     expect(seen.some((u) => new RegExp(`^${base}/assets/atomem-[0-9a-f]+/worker/engine-[\\w-]+\\.js$`).test(u))).toBe(true);
-    expect(seen.some((u) => new RegExp(`^${base}/assets/atomem-[0-9a-f]+/use-lite/model\\.json$`).test(u))).toBe(true);
-    // the server embedded the catalog at start: this first visit fetched its vectors and embedded no product
+    // the server embedded the catalog at start: this first visit fetched its vectors, embedded no
+    // product, and so never fetched USE-lite (code, wasm or weights)
     expect(seen).toContain(`${base}/catalog-vectors.bin`);
+    expect(seen.filter((u) => u.includes('/use-lite/') || u.includes('/tfjs-wasm/'))).toEqual([]);
+    expect(await page.locator('#status').innerText()).toMatch(/not loaded/);
     const status = await page.locator('#status').innerText();
     expect(status).toMatch(/catalog ready/);
     expect(status).not.toMatch(/catalog ready \d+\/\d+ items/);

@@ -178,7 +178,7 @@ describe('MemoryAgent.sync', () => {
 
   it('skips memories of another embedder than the index accepts', async () => {
     const a = await crimeFan('u1');
-    const other = spyIndex(createInProcessIndex({ embedderId: 'use-lite@0.2.0/float32' }));
+    const other = spyIndex(createInProcessIndex({ embedderId: 'use-lite@0.2.0/uint8' }));
     await expect(a.sync(other.index, 'items')).resolves.toBeUndefined();
     expect(other.upserts).toEqual([]);
   });

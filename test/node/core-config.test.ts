@@ -91,8 +91,8 @@ describe('resolveConfig', () => {
 
 describe('tauFor', () => {
   it('uses the calibrated value for a known embedder', () => {
-    expect(tauFor('use-lite@0.2.0/float32')).toBe(EMBEDDER_TAU['use-lite@0.2.0/float32']);
-    expect(tauFor('use-lite@0.2.0/float32')).toBeGreaterThan(0.5);
+    expect(tauFor('use-lite@0.2.0/uint8')).toBe(EMBEDDER_TAU['use-lite@0.2.0/uint8']);
+    expect(tauFor('use-lite@0.2.0/uint8')).toBeGreaterThan(0.5);
   });
   it("falls back to the paper's 0.5 for an unknown embedder", () => {
     expect(tauFor('hashing-256@1')).toBe(0.5);

@@ -20,9 +20,8 @@ const ORT = fileURLToPath(new URL('../../node_modules/onnxruntime-web/dist/', im
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TYPES: Record<string, string> = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json', '.wasm': 'application/wasm', '.html': 'text/html', '.map': 'application/json' };
 
-const PAGE = `<!doctype html><meta charset="utf-8"><title>atomem dist</title><script type="module">
-import { createAtomem } from '/dist/index.js';
-const catalog = [
+/** The page's products (the shop's vector file covers exactly these). */
+const CATALOG = [
   { id: 'tent', title: 'Two-person camping tent', categories: ['Outdoor'], description: 'lightweight tent for hiking and camping trips' },
   { id: 'stove', title: 'Camping stove', categories: ['Outdoor'], description: 'portable gas stove for camping and hiking' },
   { id: 'boots', title: 'Hiking boots', categories: ['Outdoor'], description: 'waterproof boots for mountain hiking' },
@@ -30,13 +29,20 @@ const catalog = [
   { id: 'kettle', title: 'Electric kettle', categories: ['Kitchen'], description: 'fast boiling kettle for tea' },
   { id: 'novel', title: 'Mystery novel', categories: ['Books'], description: 'a detective story paperback' },
 ];
+
+const PAGE = `<!doctype html><meta charset="utf-8"><title>atomem dist</title><script type="module">
+import { createAtomem } from '/dist/index.js';
+const catalog = ${JSON.stringify(CATALOG)};
 const out = { progress: [] };
 const params = new URLSearchParams(location.search);
+// a product the shop's vector file does not cover (added after the file was made)
+if (params.get('extra')) catalog.push({ id: 'lamp', title: 'Head lamp', categories: ['Outdoor'], description: 'bright LED lamp for night hikes' });
 const embedder = params.get('embedder') ? JSON.parse(params.get('embedder')) : undefined;
 try {
   const t0 = performance.now();
-  const atomem = await createAtomem({ profile: params.get('profile') ?? 'dist-test-' + (embedder ? 'x' : 'default'), catalog, embedder: embedder ?? (params.get("burst") ? "hashing" : undefined), onProgress: (p) => out.progress.push(p) });
+  const atomem = await createAtomem({ profile: params.get('profile') ?? 'dist-test-' + (embedder ? 'x' : 'default'), catalog, embedder: embedder ?? (params.get("burst") ? "hashing" : undefined), catalogVectors: params.get('vectors') ?? undefined, onProgress: (p) => out.progress.push(p) });
   out.startMs = performance.now() - t0;
+  out.initialStatus = await atomem.status();
   const burst = params.get('burst');
   if (burst) {
     // one page of several writing to the same profile at once
@@ -54,6 +60,8 @@ window.__result = out;
 </script>`;
 
 const tiny = tinyBertFiles();
+/** The shop's catalog vector file for the page's six products, made in Node (beforeAll) as atomem-vectors would. */
+let vectorFile: Uint8Array | undefined;
 let server: Server;
 let browser: Browser;
 let base = '';
@@ -65,6 +73,10 @@ beforeAll(async () => {
     requests.push(url.pathname);
     if (url.pathname === '/') {
       res.writeHead(200, { 'content-type': 'text/html' }).end(PAGE);
+      return;
+    }
+    if (url.pathname === '/catalog-vectors.bin' && vectorFile) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(vectorFile.length) }).end(vectorFile);
       return;
     }
     // a tiny BERT written by the test (config, tokenizer, ONNX graph), as the shop's own model host
@@ -83,6 +95,16 @@ beforeAll(async () => {
     res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' });
     createReadStream(file).pipe(res);
   });
+  {
+    // the page's catalog (its first six products), embedded in Node with the default USE-lite
+    const { createUseLiteEmbedder } = await import('../../packages/atomem/src/embed/use-lite.js');
+    const { itemText } = await import('../../packages/atomem/src/embed/cache.js');
+    const { encodeCatalogVectors } = await import('../../packages/atomem/src/protocol/catalog-vectors-v1.js');
+    const items = CATALOG;
+    const use = await createUseLiteEmbedder();
+    vectorFile = encodeCatalogVectors(use, items, (await use.embed(items.map((it) => itemText(it)))).map((e) => e.vector));
+    await use.dispose?.();
+  }
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
@@ -137,14 +159,59 @@ describe('the built package (dist/) in headless Chromium', () => {
     console.log(`dist in Chromium: createAtomem (USE-lite, cold) → ready in ${r.startMs.toFixed(0)} ms`);
 
     // a page reload: a fresh page and worker, the same profile; the memory is still there
+    const before = requests.length;
     await page.goto(`${base}/?readonly=1`);
     await page.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 90_000 });
     const again = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as typeof r;
     expect(again.error).toBeUndefined();
+    // a returning visit: every item vector is in the IndexedDB cache, so USE-lite is never fetched
+    expect(requests.slice(before).filter((p) => p.includes('/use-lite') || p.includes('/tfjs-wasm/'))).toEqual([]);
+    expect(again.status.embedder).toMatchObject({ id: 'use-lite@0.2.0/uint8', state: 'not loaded' });
     expect(again.memories).toEqual(r.memories);
     expect(again.ranked.map((x) => x.id)).toEqual(r.ranked.map((x) => x.id));
     await page.close();
   }, 120_000);
+
+  it("lazy USE-lite: a first visit whose catalog the shop's vector file covers fetches no model file; one product missing from it loads the model", async () => {
+    type R = { error?: string; progress: { stage: string; phase: string }[]; ranked: { id: string }[]; initialStatus: { embedder: { id: string; state: string } }; status: { embedder: { state: string } } };
+    const visit = async (query: string): Promise<{ r: R; fetched: string[] }> => {
+      const ctx = await browser.newContext(); // a first visit: empty HTTP cache, empty IndexedDB
+      const page = await ctx.newPage();
+      const before = requests.length;
+      await page.goto(`${base}/?${query}`);
+      await page.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 90_000 });
+      const r = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as R;
+      const fetched = requests.slice(before);
+      await ctx.close();
+      return { r, fetched };
+    };
+    const model = (paths: string[]): string[] => paths.filter((p) => p.startsWith('/dist/assets/use-lite') || p.startsWith('/dist/assets/tfjs-wasm/') || /\/dist\/assets\/use-lite-[\w-]+\.js$/.test(p));
+
+    // covered: the vector file, the entry and the worker chunk; not one USE-lite file, code or wasm
+    const covered = await visit('profile=lazy-covered&vectors=/catalog-vectors.bin');
+    expect(covered.r.error).toBeUndefined();
+    expect(covered.fetched).toContain('/catalog-vectors.bin');
+    expect(model(covered.fetched)).toEqual([]);
+    expect(covered.r.initialStatus.embedder).toEqual(expect.objectContaining({ id: 'use-lite@0.2.0/uint8', state: 'not loaded' }));
+    expect(covered.r.status.embedder.state).toBe('not loaded'); // tracking and ranking cached items needs no model
+    expect(covered.r.progress.some((p) => p.stage === 'embedder')).toBe(false);
+    expect(covered.r.ranked[0].id).toBe('boots');
+
+    // one product missing from the file: the model loads (progress on the stream), once
+    const missing = await visit('profile=lazy-missing&vectors=/catalog-vectors.bin&extra=1');
+    expect(missing.r.error).toBeUndefined();
+    const m = model(missing.fetched);
+    expect(m).toEqual(expect.arrayContaining(['/dist/assets/use-lite/model.json', '/dist/assets/use-lite/vocab.json', '/dist/assets/use-lite/group1-shard1of2.bin', '/dist/assets/use-lite/group1-shard2of2.bin']));
+    expect(m.filter((p) => p === '/dist/assets/use-lite/model.json')).toHaveLength(1);
+    expect(missing.r.initialStatus.embedder.state).toBe('ready');
+    expect(missing.r.progress.filter((p) => p.stage === 'embedder').map((p) => p.phase)).toEqual(expect.arrayContaining(['load', 'download', 'ready']));
+
+    // no vector file: the model loads at start as before
+    const none = await visit('profile=lazy-none');
+    expect(none.r.error).toBeUndefined();
+    expect(model(none.fetched)).toContain('/dist/assets/use-lite/model.json');
+    expect(none.r.initialStatus.embedder.state).toBe('ready');
+  }, 180_000);
 
   it('two pages of the same origin writing to one profile at the same time lose nothing', async () => {
     const ctx = await browser.newContext();

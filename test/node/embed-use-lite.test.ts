@@ -20,7 +20,7 @@ describe('USE-lite embedder (real weights, tfjs wasm)', () => {
 
   it('has the documented id and dimension', () => {
     expect(use.id).toBe(USE_LITE_ID);
-    expect(use.id).toBe('use-lite@0.2.0/float32');
+    expect(use.id).toBe('use-lite@0.2.0/uint8');
     expect(use.dim).toBe(512);
     expect(tf.getBackend()).toBe('wasm');
   });

@@ -389,7 +389,7 @@ describe('atomem-vectors CLI', () => {
     expect(file.header.embedder).toBe(USE_LITE_ID);
     expect(file.header.embedder).toBe(DEFAULT_EMBEDDER);
     expect(file.header.dim).toBe(512);
-    expect(r.stdout).toMatch(/ 5 items, embedder use-lite@0\.2\.0\/float32, dim 512, /);
+    expect(r.stdout).toMatch(/ 5 items, embedder use-lite@0\.2\.0\/uint8, dim 512, /);
     const use = await createUseLiteEmbedder();
     try {
       // one call with the same 5 texts, as the CLI made: same batch, so bit-identical

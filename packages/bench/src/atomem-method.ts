@@ -68,8 +68,10 @@ function embedderFor(kind: string): Promise<CachedEmbedder> {
     e = (async () => {
       let inner: Embedder;
       if (kind === 'use-lite') inner = await createUseLiteEmbedder();
+      // the published float32 weights, for comparing against the shipped uint8 ones
+      else if (kind === 'use-lite-float32') inner = await createUseLiteEmbedder({ weights: 'float32' });
       else if (kind === 'hashing') inner = createHashingEmbedder({ dim: 256 });
-      else throw new Error(`atomem.embedder must be use-lite or hashing, got ${kind}`);
+      else throw new Error(`atomem.embedder must be use-lite, use-lite-float32 or hashing, got ${kind}`);
       return createCachedEmbedder(inner, { maxEntries: 200_000 });
     })();
     embedders.set(kind, e);

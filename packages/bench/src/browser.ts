@@ -47,13 +47,17 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
-import { createServer, type Plugin, type ViteDevServer } from 'vite';
+import { createServer, defaultClientConditions, type Plugin, type ViteDevServer } from 'vite';
+import { FIRST_VISIT_BUDGET, measureFirstVisit, type FirstVisit, type FirstVisitResult } from './first-visit.js';
 import type { BenchApi, IdleBatchResult, OpenResult, PageInfo, RerankResult } from '../../bench/browser/page.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** The repository root (the Vite dev server's root). */
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+/** The built package's shipped assets (USE-lite, tfjs wasm), as the page fetches them. */
+const ASSETS = join(ROOT, 'packages/atomem/dist/assets');
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
-const PAGE_PATH = '/bench/browser/index.html';
+const PAGE_PATH = '/packages/bench/browser/index.html';
 /** Per page call; a USE-lite cold start takes seconds, not minutes. */
 const CALL_TIMEOUT_MS = 300_000;
 
@@ -169,15 +173,15 @@ function benchModels(): Plugin {
 
 /** dist/assets must hold USE-lite (with `.bin` shards) and the tfjs wasm binaries. */
 function checkAssets(): void {
-  const model = join(ROOT, 'atomem/dist/assets/use-lite/model.json');
-  const wasm = join(ROOT, 'atomem/dist/assets/tfjs-wasm/tfjs-backend-wasm-simd.wasm');
+  const model = join(ASSETS, 'use-lite/model.json');
+  const wasm = join(ASSETS, 'tfjs-wasm/tfjs-backend-wasm-simd.wasm');
   let ok = existsSync(model) && existsSync(wasm);
   if (ok) {
     const manifest = JSON.parse(readFileSync(model, 'utf8')) as { weightsManifest: { paths: string[] }[] };
-    ok = manifest.weightsManifest.every((g) => g.paths.every((p) => p.endsWith('.bin') && existsSync(join(ROOT, 'atomem/dist/assets/use-lite', p))));
+    ok = manifest.weightsManifest.every((g) => g.paths.every((p) => p.endsWith('.bin') && existsSync(join(ASSETS, 'use-lite', p))));
   }
   if (!ok) {
-    process.stderr.write('bench:browser: dist/assets/ is missing or incomplete (USE-lite model, .bin shards, tfjs wasm). Run `npm run build` first.\n');
+    process.stderr.write('bench:browser: packages/atomem/dist/assets/ is missing or incomplete (USE-lite model, .bin shards, tfjs wasm). Run `npm run build` first.\n');
     process.exit(2);
   }
 }
@@ -192,7 +196,9 @@ async function startVite(): Promise<{ server: ViteDevServer; base: string }> {
     server: { port: 0, host: '127.0.0.1', hmr: false },
     // why: find every dependency (the worker's lazy tfjs too) before the first page asks, so no
     // re-optimisation happens mid-run.
-    optimizeDeps: { entries: ['bench/browser/page.ts', 'src/worker/worker.ts'] },
+    optimizeDeps: { entries: ['packages/bench/browser/page.ts', 'packages/atomem/src/worker/worker.ts'] },
+    // why: in-repo imports of atomem resolve to its sources (the atomem-source export condition), as in the tests
+    resolve: { conditions: ['atomem-source', ...defaultClientConditions] },
     plugins: [benchWorkers(), benchModels()],
   });
   await server.listen();
@@ -234,6 +240,25 @@ async function call<K extends keyof BenchApi>(page: Page, name: K, arg?: Paramet
   }
 }
 
+/** The first-visit table: bytes transferred and time to first recommendation, with and without the vector file. */
+function printFirstVisit(fv: FirstVisitResult): void {
+  const mb = (b: number): string => `${(b / 1e6).toFixed(2)} MB`;
+  const p50 = (xs: FirstVisit[], f: (v: FirstVisit) => number): number => pct(xs.map(f), 50);
+  const without = p50(fv.withoutVectors, (v) => v.ttfrMs);
+  console.log(`First visit of the built package (static loopback server, bodies uncompressed, fresh browser context each; ${fv.catalog}-product catalog; vector file ${mb(fv.vectorFileBytes)}):\n`);
+  console.log('| first visit | bytes transferred (p50) | of which USE-lite (code, wasm, model) | of which vector file | time to first recommendation p50 | p95 | n | budget | baseline (same run) | ratio |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---|---|---|');
+  const row = (label: string, xs: FirstVisit[], budget: number, baseline: string, base: number): void => {
+    const bytes = p50(xs, (v) => v.bytes);
+    const ttfr = p50(xs, (v) => v.ttfrMs);
+    console.log(
+      `| ${label} | ${mb(bytes)} | ${mb(p50(xs, (v) => v.modelBytes))} | ${mb(p50(xs, (v) => v.vectorBytes))} | ${fmtMs(ttfr)} | ${fmtMs(pct(xs.map((v) => v.ttfrMs), 95))} | ${xs.length} | ≤ ${mb(budget)}: ${bytes <= budget ? 'met' : 'MISSED'} | ${baseline} | ${(ttfr / base).toFixed(2)}× |`,
+    );
+  };
+  row("with the shop's catalog vector file (USE-lite never fetched: `status().embedder.state` 'not loaded')", fv.withVectors, FIRST_VISIT_BUDGET.withVectors, 'the first visit without the file (next row)', without);
+  row(`without it (USE-lite uint8 fetched, ${fv.catalog} products embedded on the device)`, fv.withoutVectors, FIRST_VISIT_BUDGET.withoutVectors, 'itself', without);
+}
+
 async function main(): Promise<void> {
   const program = new Command()
     .name('bench:browser')
@@ -253,9 +278,34 @@ async function main(): Promise<void> {
       if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--llm-runs must be an integer in 0..100');
       return n;
     }, 3)
+    .option('--first-visit-runs <n>', 'first visits (fresh contexts) of the built package per configuration, with and without the catalog vector file; 0 skips them', (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--first-visit-runs must be an integer in 0..100');
+      return n;
+    }, 3)
+    .option('--first-visit-catalog <n>', 'products in the first-visit catalog (default: --catalog; up to 5000, titles repeat past 256)', (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 10 || n > 5000) throw new InvalidArgumentError('--first-visit-catalog must be an integer in 10..5000');
+      return n;
+    })
+    .option('--first-visit-only', 'only the first-visit rows (no Vite dev server, no other rows)')
     .option('--json <file>', 'also write the results as JSON')
     .parse();
-  const opts = program.opts<{ runs: number; llmRuns: number; catalog: number; json?: string }>();
+  const opts = program.opts<{ runs: number; llmRuns: number; catalog: number; firstVisitRuns: number; firstVisitCatalog?: number; firstVisitOnly?: boolean; json?: string }>();
+  if (opts.firstVisitOnly) {
+    if (opts.firstVisitRuns < 1) throw new InvalidArgumentError('--first-visit-only needs --first-visit-runs ≥ 1');
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    try {
+      const began = performance.now();
+      const fv = await measureFirstVisit(browser, { runs: opts.firstVisitRuns, catalog: opts.firstVisitCatalog ?? opts.catalog, log });
+      console.log(`atomem first visit — Chromium ${browser.version()}, ${fv.runs} runs, ${((performance.now() - began) / 1000).toFixed(0)} s\n`);
+      printFirstVisit(fv);
+      if (opts.json) writeFileSync(opts.json, `${JSON.stringify({ chromium: browser.version(), firstVisit: fv }, null, 2)}\n`);
+    } finally {
+      await browser.close();
+    }
+    return;
+  }
   const runs = opts.runs;
   const began = performance.now();
   const withModel = opts.llmRuns > 0 && existsSync(MODEL_PATH);
@@ -263,8 +313,7 @@ async function main(): Promise<void> {
 
   checkAssets();
   const { server, base } = await startVite();
-  // why: the dev server is rooted at packages/ (ROOT), so the built package's assets are at /atomem/dist/assets/
-  const assetsBaseUrl = `${base}/atomem/dist/assets/`;
+  const assetsBaseUrl = `${base}/packages/atomem/dist/assets/`;
   const runId = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   let browser: Browser | undefined;
   try {
@@ -444,6 +493,12 @@ async function main(): Promise<void> {
       }
     }
 
+    let firstVisit: FirstVisitResult | null = null;
+    if (opts.firstVisitRuns > 0) {
+      log(`first visits of the built package: ${opts.firstVisitRuns} per configuration`);
+      firstVisit = await measureFirstVisit(browser, { runs: opts.firstVisitRuns, catalog: opts.firstVisitCatalog ?? opts.catalog, log });
+    }
+
     // ---- results ----
     const results: BrowserBenchResult[] = [];
     const add = (name: string, samples: number[], unit: BrowserBenchResult['unit'], baseline: string, baselineValue: number, withP95 = true): void => {
@@ -567,9 +622,13 @@ async function main(): Promise<void> {
     for (const r of results) {
       console.log(`| ${r.name} | ${fmtValue(r.value, r.unit)} | ${r.p95 === undefined ? '' : fmtValue(r.p95, r.unit)} | ${r.n} | ${r.baseline} | ${fmtValue(r.baselineValue, r.unit)} | ${fmtRatio(r)} |`);
     }
+    if (firstVisit) {
+      console.log('');
+      printFirstVisit(firstVisit);
+    }
     log(`done in ${wallS.toFixed(0)} s`);
     if (opts.json) {
-      writeFileSync(opts.json, `${JSON.stringify({ chromium: version, cores, crossOriginIsolated: info?.crossOriginIsolated ?? false, runs, llmRuns: llmRuns.length, catalog: cat, wallSeconds: wallS, baselines: baselineFigures, results, llm: llmSummary }, null, 2)}\n`);
+      writeFileSync(opts.json, `${JSON.stringify({ chromium: version, cores, crossOriginIsolated: info?.crossOriginIsolated ?? false, runs, llmRuns: llmRuns.length, catalog: cat, wallSeconds: wallS, baselines: baselineFigures, results, llm: llmSummary, firstVisit }, null, 2)}\n`);
       log(`wrote ${opts.json}`);
     }
   } finally {

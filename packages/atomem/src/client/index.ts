@@ -15,7 +15,8 @@
 import { proxy, wrap, type Remote } from 'comlink';
 import { installErrorTransfer } from '../worker/errors.js';
 import { defaultAssetsBaseUrl, spawnWorker } from './worker-url.js';
-import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, EngineStatus, ProgressEvent, SerializedError } from '../worker/protocol.js';
+import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, EngineStatus, PagePromptApi, ProgressEvent, PromptApiLoanInfo, SerializedError } from '../worker/protocol.js';
+import { pageLanguageModel, promptBridge } from './prompt-bridge.js';
 
 export type {
   Capabilities,
@@ -66,7 +67,7 @@ export interface CreateAtomemOptions extends EngineOptions {
  * in `EngineApi` of the worker protocol) minus its wiring, plus events and disposal.
  * Every method runs in the worker.
  */
-export interface Atomem extends Omit<EngineApi, 'subscribe' | 'unsubscribe' | 'init'> {
+export interface Atomem extends Omit<EngineApi, 'subscribe' | 'unsubscribe' | 'init' | 'lendPromptApi'> {
   /** Listen to `progress`, `memory` (lifecycle), `llm` (model calls and fallbacks) or `error` events. Returns an unsubscribe function. */
   on<K extends EngineEventName>(event: K, cb: (payload: EngineEventMap[K]) => void): () => void;
   /** Disconnect: terminate a dedicated worker, or leave a shared one. Later calls reject. */
@@ -154,12 +155,38 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     });
     try {
       subscription = await Promise.race([conn.remote.subscribe(proxy(dispatch)), died]);
+      await Promise.race([lend(conn.remote, subscription), died]);
       await Promise.race([conn.remote.init(engineOptions), died]);
     } catch (e) {
       conn.close();
       throw e;
     }
     return conn;
+  };
+
+  // Chrome's Prompt API exists on Window only: with llm.promptApi the page lends it to the worker
+  // (feature-detected, permissions policy respected), holding a Web Lock while it lives so that a
+  // shared worker learns when this page goes away mid-call.
+  let loan: { bridge: PagePromptApi | null; info: PromptApiLoanInfo; close?: () => void } | null = null;
+  if (rest.llm?.promptApi) {
+    const lm = pageLanguageModel();
+    if ('api' in lm) {
+      const b = promptBridge(lm.api);
+      const info: PromptApiLoanInfo = {};
+      let release = (): void => undefined;
+      const locks = typeof navigator !== 'undefined' ? navigator.locks : undefined;
+      if (locks) {
+        const name = (info.lock = `atomem-page:${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`);
+        await new Promise<void>((granted) => {
+          locks.request(name, () => (granted(), new Promise<void>((r) => (release = r)))).catch(() => granted());
+        });
+      }
+      if (typeof addEventListener === 'function') addEventListener('pagehide', () => b.abortAll('the page went away'));
+      loan = { bridge: b.bridge, info, close: () => (b.abortAll('atomem was disposed'), release()) };
+    } else loan = { bridge: null, info: { reason: lm.reason } };
+  }
+  const lend = async (remote: Remote<EngineApi>, token: number): Promise<void> => {
+    if (loan) await remote.lendPromptApi(token, loan.bridge ? proxy(loan.bridge) : null, loan.info);
   };
 
   let current: Promise<Connection> = connect();
@@ -205,6 +232,7 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
       if (disposed) return;
       disposed = true;
       listeners.clear();
+      loan?.close?.();
       current.then((c) => c.close(), () => undefined);
     },
   };

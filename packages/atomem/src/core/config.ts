@@ -139,8 +139,11 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
  * percentile of random catalog pairs, like 0.5 does for MiniLM.
  */
 export const EMBEDDER_TAU: Readonly<Record<string, number>> = Object.freeze({
-  'use-lite@0.2.0/float32': 0.85,
+  /** The shipped uint8 weights (cosine ≥ 0.99 to float32 on every ML-100K item text: same calibration). */
+  'use-lite@0.2.0/uint8': 0.85,
   /** Centred on the catalog mean (see ItemVectors.centre): pairs spread around 0, p99 ≈ 0.47. */
+  'use-lite@0.2.0/uint8~centred': 0.35,
+  'use-lite@0.2.0/float32': 0.85,
   'use-lite@0.2.0/float32~centred': 0.35,
 });
 

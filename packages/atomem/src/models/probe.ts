@@ -35,10 +35,15 @@ export interface Capabilities {
   cores: number;
   /** `navigator.deviceMemory` in GB where the browser tells (Chromium), else null. */
   deviceMemoryGB: number | null;
-  /** Chrome's built-in Prompt API: `absent` (no `LanguageModel`), or its `availability()` answer. */
+  /**
+   * Chrome's built-in Prompt API: `absent` (no `LanguageModel`), or its `availability()` answer.
+   * In the engine's worker: the answer of the page that lends it (Chrome exposes it on Window only).
+   */
   promptApi: 'absent' | 'unavailable' | 'downloadable' | 'downloading' | 'available';
   /** Web Locks (cross-tab write coordination). */
   webLocks: boolean;
+  /** This context can start (nested) workers: false in a Chromium SharedWorker, so wllama cannot run there. */
+  workers: boolean;
 }
 
 // (module (func (result v128) i32.const 0 i8x16.splat i8x16.popcnt)) — wasm-feature-detect's SIMD probe.
@@ -117,5 +122,6 @@ export async function probeCapabilities(): Promise<Capabilities> {
     deviceMemoryGB: typeof nav?.deviceMemory === 'number' ? nav.deviceMemory : null,
     promptApi,
     webLocks: !!nav?.locks,
+    workers: typeof (globalThis as { Worker?: unknown }).Worker === 'function',
   };
 }

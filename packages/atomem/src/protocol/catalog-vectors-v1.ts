@@ -29,7 +29,7 @@ const MAX_HEADER_BYTES = 64 * 1024 * 1024;
 /** The JSON header. */
 export interface CatalogVectorsHeader {
   version: 1;
-  /** Embedder id, e.g. `use-lite@0.2.0/float32` (the embedder's own id, as the worker's embedder reports it); vectors of any other embedder are useless. */
+  /** Embedder id, e.g. `use-lite@0.2.0/uint8` (the embedder's own id, as the worker's embedder reports it); vectors of any other embedder are useless. */
   embedder: string;
   dim: number;
   /** `[itemId, itemTextHash]` per row, in row order. */

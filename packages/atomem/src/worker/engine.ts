@@ -14,6 +14,7 @@ import { markProcessed, pendingCount, validateInteraction } from '../core/memory
 import type { AtomicMemory, MemoryEvent, MemoryState, Profile } from '../core/types.js';
 import { probeCapabilities, type Capabilities } from '../models/probe.js';
 import { loadLanguageModel } from '../models/select.js';
+import { PromptApiLenders } from '../models/prompt-api-bridge.js';
 import { LlmReasoner } from '../reason/llm.js';
 import { llmPlanner } from '../reason/planner.js';
 import type { LanguageModel, LoadProgress } from '../models/types.js';
@@ -33,7 +34,9 @@ import type {
   EngineListener,
   EngineOptions,
   EngineStatus,
+  PagePromptApi,
   PrivacyLevel,
+  PromptApiLoanInfo,
   RecommendationResult,
   RecommendOptions,
   SyncReport,
@@ -92,6 +95,8 @@ function defaultLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
 /** {@link EngineApi} implementation. One instance per worker. */
 export class Engine implements EngineApi {
   private readonly listeners = new Map<number, EngineListener>();
+  /** Pages lending Chrome's Prompt API (exposed on Window only). */
+  private readonly promptApi = new PromptApiLenders();
   private nextToken = 1;
   private session: Session | undefined;
   private capabilities: Capabilities | undefined;
@@ -114,6 +119,13 @@ export class Engine implements EngineApi {
 
   unsubscribe(token: number): void {
     this.listeners.delete(token);
+    this.promptApi.gone(token, 'left');
+  }
+
+  lendPromptApi(token: number, bridge: PagePromptApi | null, info?: PromptApiLoanInfo): void {
+    if (!this.listeners.has(token)) throw new TypeError(`lendPromptApi: no subscription ${token} (subscribe first)`);
+    if (bridge !== null && typeof bridge !== 'object' && typeof bridge !== 'function') throw new TypeError('lendPromptApi: bridge must be a Comlink proxy of the page\'s Prompt API, or null');
+    this.promptApi.lend(token, bridge, info);
   }
 
   init(options: EngineOptions): Promise<void> {
@@ -133,6 +145,8 @@ export class Engine implements EngineApi {
         return;
       }
       this.capabilities ??= await probeCapabilities();
+      // a worker has no LanguageModel of its own: report what the lending page's says
+      if (this.capabilities.promptApi === 'absent' && this.promptApi.size) this.capabilities = { ...this.capabilities, promptApi: await this.promptApi.availability() };
       const progress = (p: LoadProgress): void => this.emit('progress', p);
       const embedder = await buildEmbedder(options.embedder, options.assetsBaseUrl, progress);
       const items = new ItemVectors(embedder.embedder, options.catalog);
@@ -167,7 +181,7 @@ export class Engine implements EngineApi {
       const e = s.embedder;
       return {
         capabilities: this.capabilities ?? (await probeCapabilities()),
-        embedder: { id: e.embedder.id, kind: e.kind, device: e.device, dim: e.embedder.dim },
+        embedder: { id: e.embedder.id, kind: e.kind, device: e.device, dim: e.embedder.dim, state: e.state(), error: e.error() },
         llm: {
           mode: s.llm.model ? s.llm.model.backend : 'rules',
           model: s.llm.model?.id ?? null,
@@ -355,7 +369,9 @@ export class Engine implements EngineApi {
   /** Try the configured language models in the background (WebGPU → WASM → rules), visibly. */
   private async loadModel(s: Session, progress: (p: LoadProgress) => void): Promise<void> {
     try {
-      const choice = await loadLanguageModel(s.options.llm, s.options.assetsBaseUrl, progress);
+      // why: the worker's own LanguageModel when a future browser exposes it there, else the pages' loans
+      const own = typeof (globalThis as { LanguageModel?: unknown }).LanguageModel !== 'undefined';
+      const choice = await loadLanguageModel(s.options.llm, s.options.assetsBaseUrl, progress, { promptApi: own ? undefined : this.promptApi.api() });
       s.llm.attempts = choice.attempts;
       if (this.session !== s) {
         await choice.model?.dispose();

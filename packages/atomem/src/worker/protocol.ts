@@ -17,8 +17,10 @@ export type EngineConfig = Partial<Omit<AtomemConfig, 'weights'>> & { weights?: 
 
 /**
  * Which embedder the worker builds.
- * - `use-lite` (default): Universal Sentence Encoder lite, 512-d, on tfjs WASM. Its files ship
- *   with the package (`dist/assets/use-lite/`, `dist/assets/tfjs-wasm/`); works offline.
+ * - `use-lite` (default): Universal Sentence Encoder lite, 512-d, on tfjs WASM, uint8 weights
+ *   (id `use-lite@0.2.0/uint8`). Its files ship with the package (`dist/assets/use-lite/`,
+ *   `dist/assets/tfjs-wasm/`; 7.4 MB); works offline. Loaded only when a text must be embedded:
+ *   a catalog fully covered by the IndexedDB cache or by `catalogVectors` never fetches it.
  * - `minilm`: all-MiniLM-L6-v2 (384-d) through transformers.js, WebGPU when an adapter exists,
  *   else WASM. Weights come from `modelBaseUrl` (the Hugging Face hub by default, or the shop's
  *   own host); the ONNX runtime's wasm from `wasmPaths` (default `assetsBaseUrl` + `ort-wasm/`:
@@ -30,7 +32,13 @@ export type EmbedderSpec =
   | 'use-lite'
   | 'minilm'
   | 'hashing'
-  | { kind: 'use-lite'; /** Folder URL of model.json, vocab.json and shards. */ baseUrl?: string; /** Folder URL of the tfjs .wasm files (trailing slash). */ wasmPaths?: string }
+  | {
+      kind: 'use-lite';
+      /** Folder URL of model.json, vocab.json and shards: the package's own `dist/assets/use-lite/` files (uint8), served elsewhere. */
+      baseUrl?: string;
+      /** Folder URL of the tfjs .wasm files (trailing slash). */
+      wasmPaths?: string;
+    }
   | {
       kind: 'minilm';
       /** Model id. Default `Xenova/all-MiniLM-L6-v2`. */
@@ -55,7 +63,11 @@ export type EmbedderSpec =
  * JSON schemas, validation, bounded repairs and budget, rules for any operation that fails).
  */
 export interface LlmOptions {
-  /** Chrome's built-in Prompt API, when the browser offers it. */
+  /**
+   * Chrome's built-in Prompt API, when the browser offers it. `LanguageModel` exists on Window
+   * only: `createAtomem` lends the page's to the worker (not where `document.permissionsPolicy`
+   * blocks `language-model`); with `shared: true` the newest page that lends it answers.
+   */
   promptApi?: boolean;
   /** WebLLM on WebGPU: an MLC model id, and optionally an app config pointing at self-hosted weights. */
   webllm?: { model: string; appConfig?: Record<string, unknown> };
@@ -137,7 +149,20 @@ export interface EngineOptions {
 /** What the engine runs on, for the page and the demo's inspector. */
 export interface EngineStatus {
   capabilities: Capabilities;
-  embedder: { id: string; kind: 'use-lite' | 'minilm' | 'hashing'; device: 'wasm' | 'webgpu' | 'cpu'; dim: number };
+  embedder: {
+    id: string;
+    kind: 'use-lite' | 'minilm' | 'hashing';
+    device: 'wasm' | 'webgpu' | 'cpu';
+    dim: number;
+    /**
+     * USE-lite loads only when a text must be embedded (an item missing from the IndexedDB cache
+     * and from `catalogVectors`): `not loaded` until then, `loading`, then `ready`. MiniLM and
+     * hashing are `ready` from `init` on.
+     */
+    state: 'not loaded' | 'loading' | 'ready';
+    /** Why the last load failed (it is tried again on the next need), or null. */
+    error: string | null;
+  };
   llm: {
     /** Where the active model runs, or `rules` when none loaded. */
     mode: ModelBackend | 'rules';
@@ -231,12 +256,62 @@ export type EngineEvent = { [K in EngineEventName]: { type: K; payload: EngineEv
 /** The engine's listener (a `Comlink.proxy` callback on the main thread). */
 export type EngineListener = (event: EngineEvent) => void;
 
+/** A chat message as the page's `LanguageModel` takes it. */
+export interface BridgeMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/** `LanguageModel.availability()` / `create()` options that cross to the page (no signal, no monitor: those stay in the worker). */
+export interface BridgeCreateOptions {
+  expectedInputs?: { type: 'text'; languages?: string[] }[];
+  expectedOutputs?: { type: 'text'; languages?: string[] }[];
+  initialPrompts?: BridgeMessage[];
+  temperature?: number;
+  topK?: number;
+}
+
+/**
+ * Chrome's built-in Prompt API as the page lends it to the worker (Chrome exposes `LanguageModel`
+ * on Window only). The client implements it over the page's `LanguageModel`
+ * (`src/client/prompt-bridge.ts`); the worker wraps it back into a `LanguageModel`-like object
+ * (`src/models/prompt-api-bridge.ts`). Sessions and calls are named by numbers; `abort(call)`
+ * aborts the page-side call (the worker's AbortSignals cannot cross).
+ */
+export interface PagePromptApi {
+  availability(options: BridgeCreateOptions): Promise<'unavailable' | 'downloadable' | 'downloading' | 'available'>;
+  params(): Promise<{ defaultTopK: number; maxTopK: number; defaultTemperature: number; maxTemperature: number } | null>;
+  /** Create a session; `onDownload` (a Comlink proxy) gets the model's download progress. */
+  create(options: BridgeCreateOptions, call: number, onDownload?: (loaded: number, total: number) => void): Promise<{ session: number; usage: number | null }>;
+  /** `session.prompt(input, { responseConstraint })`; `usage` is the session's context usage after it. */
+  prompt(session: number, input: string | BridgeMessage[], options: { responseConstraint?: unknown }, call: number): Promise<{ text: string; usage: number | null }>;
+  /** `measureContextUsage` (or the older `measureInputUsage`), null where the browser has neither. */
+  measure(session: number, input: string | BridgeMessage[], options: { responseConstraint?: unknown }, call: number): Promise<number | null>;
+  abort(call: number): Promise<void>;
+  destroy(session: number): Promise<void>;
+}
+
+/** What comes with a page's {@link PagePromptApi} loan (or with its refusal). */
+export interface PromptApiLoanInfo {
+  /** A Web Lock the page holds while it lives: the worker learns that the page went away when it is granted. */
+  lock?: string;
+  /** Why the page lends nothing (no `LanguageModel`, or the permissions policy blocks `language-model`). */
+  reason?: string;
+}
+
 /** What the worker exposes. Every method except `subscribe` needs `init` first. */
 export interface EngineApi {
   /** Register an event listener (one per connected page); call before `init` to get its progress. Returns a token for `unsubscribe`. */
   subscribe(listener: EngineListener): number;
   /** Drop a listener (a page leaving a shared engine). */
   unsubscribe(token: number): void;
+  /**
+   * The page with subscription `token` lends its Prompt API (a Comlink proxy), or says why it
+   * cannot (`bridge` null). Call before `init`. In-flight calls on a page that goes away (its
+   * `info.lock` is released, or it unsubscribes) reject with a `PageGoneError`; the operation
+   * then falls back to rules and later calls use another page's loan, if any.
+   */
+  lendPromptApi(token: number, bridge: PagePromptApi | null, info?: PromptApiLoanInfo): void;
   /**
    * Open the profile's store, load its state, build the embedder (and LLM, if configured) and
    * the agent, replay pending events. In a shared engine a second page's `init` for the same
