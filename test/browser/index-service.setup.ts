@@ -19,7 +19,7 @@ declare module 'vitest' {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dir = mkdtempSync(join(tmpdir(), 'atomem-browser-index-'));
   const embedderIds = [createHashingEmbedder({ dim: 256 }).id];
-  const service = createIndexService({ dataDir: dir, embedderIds, minCommunitySize: 2, itemNoise: 0, tau: 0.3, logger: false });
+  const service = createIndexService({ legacyV1: true, dataDir: dir, embedderIds, minCommunitySize: 2, itemNoise: 0, tau: 0.3, logger: false });
   const url = await service.listen({ port: 0, host: '127.0.0.1' });
   project.provide('indexUrl', url);
   return async () => {

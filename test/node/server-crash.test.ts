@@ -74,7 +74,7 @@ describe('atomem-index CLI', () => {
     const bad = await runCli(['--data', dataDir, '--embedder', EMB, '--k', 'zero']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/--k must be an integer/);
-    const svc = createIndexService({ dataDir, embedderIds: [EMB] });
+    const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB] });
     try {
       const busy = await runCli(['--data', dataDir, '--embedder', EMB, '--port', '0']);
       expect(busy.code).toBe(1);
@@ -168,7 +168,7 @@ describe('index service: crash safety', () => {
     expect(await second.exited).toEqual({ code: 0, signal: null });
 
     // Recompute from the file alone: connected components of the stored link graph.
-    const svc = createIndexService({ dataDir, embedderIds: [EMB], minCommunitySize: K, rateLimit: false });
+    const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], minCommunitySize: K, rateLimit: false });
     await svc.ready;
     const rows = svc.store.all();
     const ids = new Set(rows.map((m) => m.id));

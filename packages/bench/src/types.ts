@@ -29,7 +29,12 @@ export interface EvalCase {
   candidates: string[];
 }
 
-export type Privacy = 'off' | 'embeddings' | 'items';
+/**
+ * `off`: nothing shared. `contribute`: protocol v2 (one local-DP report per device per epoch,
+ * the epoch's aggregate release used for ranking). `embeddings` / `items`: DEPRECATED,
+ * insecure protocol v1 (raw memory vectors, and item ids), kept for before/after figures.
+ */
+export type Privacy = 'off' | 'contribute' | 'embeddings' | 'items';
 export type Setting = 'full' | 'sample';
 
 /** What every method gets before ranking. */

@@ -6,7 +6,7 @@
  * Mechanism (per device per epoch, one report):
  * 1. **Padding-and-sampling** (Wang et al., "Locally differentially private frequent itemset
  *    mining", S&P 2018): the device's recent liked items, padded with dummies to ℓ slots; one
- *    slot is drawn uniformly. The report then depends on the whole set only through one draw,
+ *    slot is drawn uniformly (a dummy slot reports a uniformly random cohort and bucket). The report then depends on the whole set only through one draw,
  *    so ε holds for the set, and every device contributes exactly one value (contribution
  *    bounding: sensitivity 1 per epoch).
  * 2. **Optimal local hashing** (Wang et al., "Locally differentially private protocols for
@@ -68,7 +68,9 @@ export function ldpParams(opts: { epsPermanent: number; epsInstant: number; ell:
 }
 
 /** The shipped defaults: ε ≈ 3.9 per report (per shopper per epoch), 4 per item over a lifetime. */
-export const DEFAULT_LDP = Object.freeze(ldpParams({ epsPermanent: 4, epsInstant: 7, ell: 10, cohorts: 256 }));
+// why 4096 cohorts: a heavy item biases the estimate of each item its hash collides with in
+// more cohorts than 1/g of them; the fluctuation shrinks as 1/√(g·cohorts) (±0.2 % of its reports here)
+export const DEFAULT_LDP = Object.freeze(ldpParams({ epsPermanent: 4, epsInstant: 7, ell: 10, cohorts: 4096 }));
 
 /** A device's memoized permanent randomization: item → (cohort, permanently randomized bucket). */
 export type PermanentMemo = Record<string, { cohort: number; bucket: number }>;
@@ -95,8 +97,11 @@ function randomize(value: number, eps: number, g: number, random: () => number):
 export function makeReport(items: readonly string[], params: LdpParams, memo: PermanentMemo, random: () => number): WireReport {
   const distinct = [...new Set(items.filter((i) => i !== DUMMY_ITEM))].slice(-params.ell);
   const slot = below(params.ell, random);
-  const value = slot < distinct.length ? distinct[slot] : DUMMY_ITEM;
-  // why: the dummy is memoized like any item, so a device with few items is not recognisable by fresh dummies
+  // why: a padding slot reports a uniform (cohort, bucket): it adds exactly the null model's 1/g
+  // support to every item (a fixed dummy value would bias the items its hash collides with), and
+  // its likelihood ratio to any item's report is ≤ e^ε (1/g ≥ the channel's "other" probability)
+  if (slot >= distinct.length) return { cohort: below(params.cohorts, random), bucket: below(params.g, random) };
+  const value = distinct[slot];
   let m = memo[value];
   if (m === undefined || m.cohort >= params.cohorts || m.bucket >= params.g) {
     const cohort = below(params.cohorts, random);
@@ -111,15 +116,15 @@ export function makeReport(items: readonly string[], params: LdpParams, memo: Pe
  * service keeps of them. `cells[cohort * g + bucket]` = number of reports.
  */
 export class ReportHistogram {
-  readonly cells: Float64Array;
+  /** Non-empty cells: `cohort * g + bucket` → number of reports. */
+  readonly cells = new Map<number, number>();
   total = 0;
-  constructor(readonly params: Pick<LdpParams, 'cohorts' | 'g'>) {
-    this.cells = new Float64Array(params.cohorts * params.g);
-  }
+  constructor(readonly params: Pick<LdpParams, 'cohorts' | 'g'>) {}
   add(r: WireReport, count = 1): void {
     if (!Number.isInteger(r.cohort) || r.cohort < 0 || r.cohort >= this.params.cohorts) throw new RangeError(`cohort ${r.cohort} out of [0, ${this.params.cohorts})`);
     if (!Number.isInteger(r.bucket) || r.bucket < 0 || r.bucket >= this.params.g) throw new RangeError(`bucket ${r.bucket} out of [0, ${this.params.g})`);
-    this.cells[r.cohort * this.params.g + r.bucket] += count;
+    const key = r.cohort * this.params.g + r.bucket;
+    this.cells.set(key, (this.cells.get(key) ?? 0) + count);
     this.total += count;
   }
 }
@@ -128,7 +133,7 @@ export class ReportHistogram {
  * Unbiased estimates, per item of `domain`, of the number of devices that hold the item among
  * their ℓ slots: ℓ · (support − n·q*) / (p* − q*), where support = reports whose (cohort,
  * bucket) matches the item's hash and q* = 1/g (a report of another value matches with the
- * hash's probability 1/g). Cost O(cohorts · |domain|), independent of the number of reports.
+ * hash's probability 1/g). Cost O(min(non-empty cells, cohorts) · |domain|).
  */
 export function estimateCounts(hist: ReportHistogram, domain: readonly string[], params: LdpParams): Map<string, number> {
   const { g, cohorts, ell } = params;
@@ -140,9 +145,20 @@ export function estimateCounts(hist: ReportHistogram, domain: readonly string[],
     for (const v of domain) out.set(v, 0);
     return out;
   }
+  // why: iterate whichever is smaller, the non-empty cells or the cohorts
+  const cells = [...hist.cells];
+  const byCells = cells.length < cohorts;
+  const perCohort = byCells ? undefined : Array.from({ length: cohorts }, (_, c) => Array.from({ length: g }, (_, b) => hist.cells.get(c * g + b) ?? 0));
   for (const v of domain) {
     let support = 0;
-    for (let c = 0; c < cohorts; c++) support += hist.cells[c * g + olhBucket(c, v, g)];
+    if (byCells) {
+      for (const [key, count] of cells) {
+        const c = Math.floor(key / g);
+        if (olhBucket(c, v, g) === key - c * g) support += count;
+      }
+    } else {
+      for (let c = 0; c < cohorts; c++) support += perCohort![c][olhBucket(c, v, g)];
+    }
     out.set(v, (ell * (support - n * q)) / (same - q));
   }
   return out;

@@ -61,7 +61,7 @@ export function buildRelease(o: BuildReleaseOptions): Release {
   }
   const communities: ReleaseCommunity[] = [];
   for (const c of o.communities.communities) {
-    // devices whose sampled slot fell in this community ≈ Σ estimates / ℓ
+    // a lower bound on the distinct devices holding an item of the community (each holds ≤ ℓ items)
     let contributors = 0;
     for (const id of c.items) contributors += est.get(id) ?? 0;
     contributors /= o.ldp.ell;

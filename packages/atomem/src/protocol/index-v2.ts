@@ -153,7 +153,11 @@ export interface ReleaseCommunity {
   prototype: string;
   /** Catalog items of the community (public: the clustering runs on the public item space). */
   items: string[];
-  /** Estimated number of contributors whose sampled item lies in the community (LDP estimate). */
+  /**
+   * Estimated distinct contributors: Σ of the community's item estimates / ℓ, an unbiased
+   * estimate of a lower bound on the devices with at least one recent item in the community
+   * (each device holds at most ℓ items).
+   */
   contributors: number;
   /** Item → estimated number of devices with it among their recent items (clipped at 0, only > 0 kept). */
   counts: Record<string, number>;
