@@ -198,10 +198,16 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
   try {
     const v2Devices = (list: string[]) => new Map(list.map((u) => [u, agents.get(u)!] as const));
     done = 0;
+    // uploads first, then every device's `communities` request (as the benchmark does; a pull
+    // after each upload would keep one copy of a giant community's vectors per version alive)
     for (const u of sharing) {
       progress('v1 sync (epoch 1)', ++done, sharing.length);
       current = u;
-      await agents.get(u)!.sync(capture(1), 'items');
+      await agents.get(u)!.sync(capture(1), 'items', { pull: false });
+    }
+    for (const u of sharing) {
+      current = u;
+      await agents.get(u)!.pullCommunities(capture(1));
     }
     const e1 = await runEpoch({ space, devices: v2Devices(sharing), epoch: 1, seed, service: bench, onProgress: (d, t) => progress('v2 reports (epoch 1)', d, t) });
     done = 0;
@@ -216,7 +222,11 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
     for (const u of sharing) {
       progress('v1 sync (epoch 2)', ++done, sharing.length);
       current = u;
-      await agents.get(u)!.sync(capture(2), 'items');
+      await agents.get(u)!.sync(capture(2), 'items', { pull: false });
+    }
+    for (const u of sharing) {
+      current = u;
+      await agents.get(u)!.pullCommunities(capture(2));
     }
     const e2 = await runEpoch({ space, devices: v2Devices(users), epoch: 2, seed, service: bench, onProgress: (d, t) => progress('v2 reports (epoch 2)', d, t) });
     const release2 = e2.release;

@@ -71,8 +71,9 @@ export class AttesterTokenProvider implements TokenProvider {
   async token(epoch: number): Promise<string> {
     const blind = await blindTokenRequest(await this.tokenKey(), epoch);
     const body: IssueRequest = { v: 2, epoch, request: blind.request };
-    // why: the attester IS the shop's server and authenticates the shopper by the shop's own session
-    const res = await this.doFetch(this.opts.attesterUrl, { method: 'POST', credentials: 'include', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    // why: the attester IS the shop's server (same origin) and authenticates the shopper by the shop's own
+    // session cookie; 'same-origin' never sends it anywhere else
+    const res = await this.doFetch(this.opts.attesterUrl, { method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const text = await res.text();
     if (!res.ok) throw new Error(`attester refused a token for epoch ${epoch}: HTTP ${res.status} ${text.slice(0, 200)}`);
     return blind.finalize((JSON.parse(text) as IssueResponse).response);
