@@ -114,27 +114,31 @@ function cos(a: Float32Array, b: Float32Array): number {
   return s / (Math.sqrt(na * nb) || 1);
 }
 
-/** A v1 request as the operator logs it. */
-type V1Request = { kind: 'upsert'; device: string; ids: string[] } | { kind: 'communities'; device: string; ids: string[] } | { kind: 'delete'; device: string; ids: string[] };
+/**
+ * A v1 request as the operator logs it. `connection`: v1 clients keep one connection for a
+ * sync's requests (delete old copies → upload new ones → `communities`), so the operator sees
+ * which requests came together.
+ */
+type V1Request = { kind: 'upsert' | 'communities' | 'delete'; connection: string; ids: string[] };
 
 /** The v1 index as the service holds it (int8 wire vectors), with every request logged. */
-function loggingIndex(inner: InProcessIndex, log: V1Request[], device: () => string): SharedIndex {
+function loggingIndex(inner: InProcessIndex, log: V1Request[], connection: () => string): SharedIndex {
   return {
     embedderId: inner.embedderId,
     async upsert(batch) {
       // HttpIndex sends up to 256 memories per request
       for (let i = 0; i < batch.length; i += 256) {
         const part = batch.slice(i, i + 256);
-        log.push({ kind: 'upsert', device: device(), ids: part.map((u) => u.id) });
+        log.push({ kind: 'upsert', connection: connection(), ids: part.map((u) => u.id) });
         inner.upsertSync(part.map((u) => ({ ...u, vector: toWire(u.vector, 0) })));
       }
     },
     async delete(ids) {
-      log.push({ kind: 'delete', device: device(), ids: [...ids] });
+      log.push({ kind: 'delete', connection: connection(), ids: [...ids] });
       inner.deleteSync(ids);
     },
     async communities(ids) {
-      log.push({ kind: 'communities', device: device(), ids: [...ids] });
+      log.push({ kind: 'communities', connection: connection(), ids: [...ids] });
       return inner.communitiesSync(ids);
     },
   };
@@ -179,7 +183,8 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
   const v1 = createInProcessIndex({ embedderId: items.embedderId, k1: cfg.k1, tau: cfg.tau, minCommunitySize: 3, itemNoise: 1, seed, maxMembers: 64, memberSelection: 'similar' });
   const log1: V1Request[] = [];
   let current = '';
-  const wire1 = loggingIndex(v1, log1, () => current);
+  let syncNo = 0;
+  const wire1 = loggingIndex(v1, log1, () => `${current}#${syncNo}`);
   const uploads = new Map<string, { device: string; epoch: number; vector: Float32Array; items: string[] }>();
   const capture = (epoch: number): SharedIndex => ({
     embedderId: wire1.embedderId,
@@ -198,6 +203,7 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
   try {
     const v2Devices = (list: string[]) => new Map(list.map((u) => [u, agents.get(u)!] as const));
     done = 0;
+    syncNo = 1;
     // uploads first, then every device's `communities` request (as the benchmark does; a pull
     // after each upload would keep one copy of a giant community's vectors per version alive)
     for (const u of sharing) {
@@ -219,6 +225,7 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       await agent.train(splits.get(u)!.second, negativeSampler(seed, `${u}/2`, catalog, new Set(h.map((i) => i.item))));
     }
     done = 0;
+    syncNo = 2;
     for (const u of sharing) {
       progress('v1 sync (epoch 2)', ++done, sharing.length);
       current = u;
@@ -254,12 +261,10 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       }
     }
     const cosScore = (p: { a: string; b: string }) => cos(uploads.get(p.a)!.vector, uploads.get(p.b)!.vector);
-    // request log: two ids are linked when one request carried both (an upload batch or a communities id list)
-    const together = new Map<string, Set<number>>();
-    log1.forEach((req, i) => {
-      if (req.kind === 'delete') return;
-      for (const id of req.ids) (together.get(id) ?? together.set(id, new Set()).get(id)!).add(i);
-    });
+    // request log: two ids are linked when one connection carried both (an upload batch, the
+    // deletion of the old copies before the upload of the new ones, a `communities` id list)
+    const together = new Map<string, Set<string>>();
+    for (const req of log1) for (const id of req.ids) (together.get(id) ?? together.set(id, new Set()).get(id)!).add(req.connection);
     const logScore = (p: { a: string; b: string }) => {
       const A = together.get(p.a);
       const B = together.get(p.b);
@@ -287,8 +292,11 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       }
     }
     const v2Link = auc(v2Pos, v2Neg);
-    rows.push({ attack: 'linkage of two records of one shopper (stored data)', measure: 'AUC', v1: v1LinkCos, v2: v2Link, chance: 0.5 });
-    rows.push({ attack: 'linkage of two records of one shopper (request log)', measure: 'AUC', v1: v1LinkLog, v2: v2Link, chance: 0.5 });
+    // v2 stores no row per report (a histogram of counts, deleted with the epoch): the stored data
+    // offers no pair to score, every pair gets the same score
+    const v2Stored = auc(v2Pos.map(() => 0), v2Neg.map(() => 0));
+    rows.push({ attack: 'linkage of two records of one shopper (stored data)', measure: 'AUC (v1: cosine of the vectors)', v1: v1LinkCos, v2: v2Stored, chance: 0.5 });
+    rows.push({ attack: 'linkage of two records of one shopper (request log)', measure: 'AUC (v1: same connection; v2: cohort, bucket, time)', v1: v1LinkLog, v2: v2Link, chance: 0.5 });
 
     // ——— n−1 ———
     let v1Hits = 0;

@@ -85,7 +85,8 @@ export async function runEpoch(o: EpochOptions): Promise<{ release: Release | un
     let done = 0;
     for (const { device, delay } of plan) {
       const agent = o.devices.get(device)!;
-      const rng = Rng.derive(o.seed, 'ldp', device);
+      // why: a fresh stream per epoch, as a device's CSPRNG would be
+      const rng = Rng.derive(o.seed, 'ldp', o.epoch, device);
       const report = agent.makeReport(o.epoch, v2.ldp, () => rng.next());
       o.onProgress?.(++done, plan.length);
       if (!report) continue;
