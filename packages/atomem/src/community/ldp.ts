@@ -22,7 +22,7 @@
  * The report is (cohort, bucket): g-ary randomized response composed twice. Its ε (per shopper
  * per epoch) is ln(P[y = h | h] / P[y = h | h′]) of the composed channel, {@link composedEpsilon}.
  */
-import { DUMMY_ITEM, olhBucket, type LdpParams, type WireReport } from '../protocol/index-v2.js';
+import { DUMMY_ITEM, itemHash, olhBucket, olhBucketOf, type LdpParams, type WireReport } from '../protocol/index-v2.js';
 
 /** g-ary randomized response: keep with p, else one of the other g − 1 values each with q. */
 export function grr(eps: number, g: number): { p: number; q: number } {
@@ -146,18 +146,20 @@ export function estimateCounts(hist: ReportHistogram, domain: readonly string[],
     return out;
   }
   // why: iterate whichever is smaller, the non-empty cells or the cohorts
-  const cells = [...hist.cells];
-  const byCells = cells.length < cohorts;
-  const perCohort = byCells ? undefined : Array.from({ length: cohorts }, (_, c) => Array.from({ length: g }, (_, b) => hist.cells.get(c * g + b) ?? 0));
+  const keys = [...hist.cells.keys()];
+  const counts = keys.map((k) => hist.cells.get(k)!);
+  const cellCohort = keys.map((k) => Math.floor(k / g));
+  const cellBucket = keys.map((k, i) => k - cellCohort[i] * g);
+  const byCells = keys.length < cohorts;
+  const dense = byCells ? undefined : new Float64Array(cohorts * g);
+  if (dense) for (let i = 0; i < keys.length; i++) dense[keys[i]] = counts[i];
   for (const v of domain) {
+    const h = itemHash(v);
     let support = 0;
     if (byCells) {
-      for (const [key, count] of cells) {
-        const c = Math.floor(key / g);
-        if (olhBucket(c, v, g) === key - c * g) support += count;
-      }
+      for (let i = 0; i < keys.length; i++) if (olhBucketOf(h, cellCohort[i], g) === cellBucket[i]) support += counts[i];
     } else {
-      for (let c = 0; c < cohorts; c++) support += perCohort![c][olhBucket(c, v, g)];
+      for (let c = 0; c < cohorts; c++) support += dense![c * g + olhBucketOf(h, c, g)];
     }
     out.set(v, (ell * (support - n * q)) / (same - q));
   }

@@ -87,25 +87,41 @@ export const DEFAULT_EPOCH_MS = 86_400_000;
 /** The dummy slot of padding-and-sampling (never a catalog id: ids are non-empty). */
 export const DUMMY_ITEM = '';
 
-/**
- * The public hash of local hashing: item → bucket in [0, g) for a cohort. cyrb53 of
- * `cohort:item` (public domain), reduced mod g. Both sides compute it identically.
- */
-export function olhBucket(cohort: number, item: string, g: number): number {
-  const str = `${cohort}:${item}`;
+/** 32-bit string hash of an item id (cyrb53's first half, public domain): the item's key in {@link olhBucketOf}. */
+export function itemHash(item: string): number {
   let h1 = 0xdeadbeef ^ 0x2;
   let h2 = 0x41c6ce57 ^ 0x2;
-  for (let i = 0; i < str.length; i++) {
-    const ch = str.charCodeAt(i);
+  for (let i = 0; i < item.length; i++) {
+    const ch = item.charCodeAt(i);
     h1 = Math.imul(h1 ^ ch, 2654435761);
     h2 = Math.imul(h2 ^ ch, 1597334677);
   }
   h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507);
   h1 ^= Math.imul(h2 ^ (h2 >>> 13), 3266489909);
-  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507);
-  h2 ^= Math.imul(h1 ^ (h1 >>> 13), 3266489909);
-  const h = 4294967296 * (2097151 & h2) + (h1 >>> 0);
-  return h % g;
+  return h1 >>> 0;
+}
+
+/** murmur3's 32-bit finalizer: a bijective avalanche mix. */
+function fmix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** The bucket of an item (by its {@link itemHash}) for a cohort: two mixing rounds of (item, cohort), mod g. */
+export function olhBucketOf(hash: number, cohort: number, g: number): number {
+  return fmix32(fmix32(hash ^ Math.imul(cohort + 1, 0x9e3779b1)) + cohort) % g;
+}
+
+/**
+ * The public hash family of local hashing: item → bucket in [0, g) for a cohort. Both sides
+ * compute it identically; the service hashes each item once and mixes in the cohorts.
+ */
+export function olhBucket(cohort: number, item: string, g: number): number {
+  return olhBucketOf(itemHash(item), cohort, g);
 }
 
 /** The randomized part of a report: which cohort's hash, and the randomized bucket. */
