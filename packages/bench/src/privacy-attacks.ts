@@ -185,13 +185,13 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
   let current = '';
   let syncNo = 0;
   const wire1 = loggingIndex(v1, log1, () => `${current}#${syncNo}`);
-  const uploads = new Map<string, { device: string; epoch: number; vector: Float32Array; items: string[] }>();
+  const uploads = new Map<string, { device: string; epoch: number; vector: Float32Array; items: string[]; memory: string }>();
   const capture = (epoch: number): SharedIndex => ({
     embedderId: wire1.embedderId,
     async upsert(batch: readonly SharedMemoryUpload[]) {
       for (const u of batch) {
         const m = agents.get(current)!.snapshot.memories.find((x) => x.embedding.vector === u.vector);
-        uploads.set(u.id, { device: current, epoch, vector: toWire(u.vector, 0), items: m ? m.items : [] });
+        uploads.set(u.id, { device: current, epoch, vector: toWire(u.vector, 0), items: m ? m.items : [], memory: m ? m.id : 'profile' });
       }
       return wire1.upsert(batch);
     },
@@ -247,11 +247,15 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
     const byDevice1 = new Map<string, string[]>();
     for (const [id, r] of recs1) (byDevice1.get(r.device) ?? byDevice1.set(r.device, []).get(r.device)!).push(id);
     const ids1 = recs1.map(([id]) => id);
+    // a record of epoch 2 and the previous version of the same memory (or the profile record),
+    // against a record of another device
+    const prevVersion = new Map<string, string>();
+    for (const [id, r] of recs1) prevVersion.set(`${r.device}\u0000${r.memory}`, id);
     const pairsV1: { a: string; b: string; same: boolean }[] = [];
     for (const [id2, r2] of recs2) {
-      const own = byDevice1.get(r2.device);
-      if (!own?.length) continue;
-      pairsV1.push({ a: own[rng.int(own.length)], b: id2, same: true });
+      const prev = prevVersion.get(`${r2.device}\u0000${r2.memory}`) ?? (byDevice1.get(r2.device)?.length ? byDevice1.get(r2.device)![rng.int(byDevice1.get(r2.device)!.length)] : undefined);
+      if (!prev) continue;
+      pairsV1.push({ a: prev, b: id2, same: true });
       for (;;) {
         const other = ids1[rng.int(ids1.length)];
         if (uploads.get(other)!.device !== r2.device) {
@@ -295,7 +299,7 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
     // v2 stores no row per report (a histogram of counts, deleted with the epoch): the stored data
     // offers no pair to score, every pair gets the same score
     const v2Stored = auc(v2Pos.map(() => 0), v2Neg.map(() => 0));
-    rows.push({ attack: 'linkage of two records of one shopper (stored data)', measure: 'AUC (v1: cosine of the vectors)', v1: v1LinkCos, v2: v2Stored, chance: 0.5 });
+    rows.push({ attack: 'linkage of two records of one shopper (stored data)', measure: 'AUC (v1: cosine of a memory\'s two versions)', v1: v1LinkCos, v2: v2Stored, chance: 0.5 });
     rows.push({ attack: 'linkage of two records of one shopper (request log)', measure: 'AUC (v1: same connection; v2: cohort, bucket, time)', v1: v1LinkLog, v2: v2Link, chance: 0.5 });
 
     // ——— n−1 ———
@@ -458,15 +462,17 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       if (r.items.length === 0) continue;
       const scored = catVecs.map((v, i) => ({ i, s: cos(v, r.vector) })).sort((a, b) => b.s - a.s).slice(0, 10);
       const own = new Set(r.items);
-      v1Prec += scored.filter((x) => own.has(catalog[x.i])).length / 10;
+      v1Prec += scored.filter((x) => own.has(space.ids[x.i])).length / 10;
       v1N2++;
     }
     let v2Prec = 0;
     let basePrec = 0;
     for (const l of e2.log) {
       const own = new Set(agents.get(l.device)!.reportItems());
+      // the report's hash support, most popular first, filled up with the most popular other items
       const support = byPop.filter((c) => olhBucket(l.body.report.cohort, c, ldp.g) === l.body.report.bucket).slice(0, 10);
-      v2Prec += support.filter((c) => own.has(c)).length / 10;
+      const guess = [...support, ...top10.filter((c) => !support.includes(c))].slice(0, 10);
+      v2Prec += guess.filter((c) => own.has(c)).length / 10;
       basePrec += top10.filter((c) => own.has(c)).length / 10;
     }
     rows.push({ attack: 'set recovery: items of one record with the public catalog', measure: `precision@10 (10 most popular items: ${(basePrec / e2.log.length).toFixed(3)})`, v1: v1Prec / Math.max(1, v1N2), v2: v2Prec / e2.log.length, chance: basePrec / e2.log.length });
