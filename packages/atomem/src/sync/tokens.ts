@@ -6,6 +6,7 @@
  * which knows who asks) never sees the token.
  */
 import { TOKEN_TYPES, TokenChallenge, publicVerif } from '@cloudflare/privacypass-ts';
+import { ReportHttpError } from './report-client.js';
 import { INDEX_V2_PATHS, fromBase64Url, toBase64Url, tokenChallengeContext, type IssueRequest, type IssueResponse, type TokenKeyResponse } from '../protocol/index-v2.js';
 
 /** Where a device gets its token for an epoch. */
@@ -75,7 +76,7 @@ export class AttesterTokenProvider implements TokenProvider {
     // session cookie; 'same-origin' never sends it anywhere else
     const res = await this.doFetch(this.opts.attesterUrl, { method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const text = await res.text();
-    if (!res.ok) throw new Error(`attester refused a token for epoch ${epoch}: HTTP ${res.status} ${text.slice(0, 200)}`);
+    if (!res.ok) throw new ReportHttpError(`attester refused a token for epoch ${epoch}: HTTP ${res.status} ${text.slice(0, 200)}`, res.status, res.status === 429 ? 'token_limit' : `attester_${res.status}`, res.status >= 500);
     return blind.finalize((JSON.parse(text) as IssueResponse).response);
   }
 }

@@ -363,8 +363,10 @@ export class Engine implements EngineApi {
     try {
       await sync.client.send(epoch, report);
     } catch (e) {
-      // a refused token (spent, or the epoch closed) is final for this epoch; anything else is retried at the next sync
-      if (!(e instanceof ReportHttpError && e.status === 403)) throw e;
+      // final for this epoch: a refused token (spent, or the epoch closed: 403) or the attester's
+      // one-token-per-epoch limit (429: this shopper already reported, e.g. from another device);
+      // anything else is retried at the next sync
+      if (!(e instanceof ReportHttpError && (e.status === 403 || e.code === 'token_limit'))) throw e;
     }
     await this.mutation(async () => {
       const { agent, store } = this.ready();
