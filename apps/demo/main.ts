@@ -276,8 +276,8 @@ function renderCommunities(memories: AtomicMemory[]): void {
       'p',
       { class: 'small' },
       protos.length
-        ? `${protos.length} ${protos.length === 1 ? 'community' : 'communities'} of shoppers with similar memories (only anonymous vectors were compared).`
-        : 'Not linked to a community yet (memories are shared once they have enough evidence, if sharing is on).',
+        ? `${protos.length} ${protos.length === 1 ? 'community' : 'communities'} of the public release your memories match (matched on this device).`
+        : 'Not linked to a community yet (memories are matched to the public release on this device, if sharing is on).',
     ),
   );
 }
@@ -506,7 +506,7 @@ async function renderInspector(): Promise<void> {
   renderMemories(memories);
   renderCommunities(memories);
   $('profile').textContent = profile?.narrative || 'No profile yet: it is written after a few actions.';
-  $('payload').textContent = payload ? `${new Date(payload.at).toLocaleTimeString()} POST ${payload.path}\n${JSON.stringify(payload.body, null, 2)}` : 'Nothing shared yet.';
+  $('payload').textContent = payload ? `${new Date(payload.at).toLocaleTimeString()} POST ${payload.path}\n${JSON.stringify(payload.body, null, 2)}` : 'No report sent yet.';
   renderStatus(status);
   renderLlm(status);
   renderEvents();
@@ -582,7 +582,13 @@ function setupControls(): void {
     privacy.disabled = true;
     try {
       const r = await atomem.setPrivacy(level);
-      notice(level === 'off' ? 'Sharing is off: your shared copies were deleted and nothing more is uploaded.' : `Sharing: ${level} (${r.sent} sent, ${r.communities} communities).`);
+      notice(
+        level === 'off'
+          ? 'Sharing is off: nothing is sent or fetched.'
+          : level === 'receive'
+            ? `Receiving the community release only (epoch ${r.release ?? '—'}, ${r.communities} memories linked); nothing is sent.`
+            : `Contributing: one private report this epoch${r.pending ? ' (scheduled)' : ''}; release epoch ${r.release ?? '—'}, ${r.communities} memories linked.`,
+      );
     } catch (e) {
       notice(`Could not change sharing: ${e instanceof Error ? e.message : String(e)}`);
     } finally {
@@ -622,7 +628,7 @@ function setupControls(): void {
     events.length = 0;
     llmEvents.length = 0; // error messages may quote the erased memories
     actions = 0;
-    notice('Forgotten: your memory is erased on this device and deletion of its shared copies was sent.');
+    notice('Forgotten: your memory is erased on this device. Reports carry no handle, so nothing on the index is tied to you.');
     await refresh();
   });
 }
@@ -657,12 +663,14 @@ async function start(): Promise<void> {
   demoConfig = await loadDemoConfig();
   renderLlm(undefined);
   const saved = localStorage.getItem('atomem-demo-privacy') as PrivacyLevel | null;
-  const privacy: PrivacyLevel = saved === 'off' || saved === 'items' || saved === 'embeddings' ? saved : 'embeddings';
+  // the demo contributes by default to show the mechanism; the library's default is `off` (docs/PRIVACY.md)
+  const privacy: PrivacyLevel = saved === 'off' || saved === 'receive' || saved === 'contribute' ? saved : 'contribute';
   $<HTMLSelectElement>('privacy').value = privacy;
   atomem = await createAtomem({
     profile: 'demo',
     catalog: toItems(catalog),
-    index: { url: location.origin, privacy, syncEvery: 3 },
+    // reportDelay 3 s so a visitor sees the report; a shop keeps the default random moment in the epoch
+    index: { url: location.origin, privacy, syncEvery: 3, attesterUrl: new URL('/shop/atomem-token', location.href).href, reportDelay: 3000 },
     ...(demoConfig.llm ? { llm: demoConfig.llm } : {}),
     // the catalog embedded by the server at start: this browser embeds nothing on a first visit
     ...(demoConfig.catalogVectors ? { catalogVectors: demoConfig.catalogVectors } : {}),

@@ -2,12 +2,12 @@
  * A simulated population of shoppers for the demo: each one a Node {@link MemoryAgent} over the
  * demo catalog with the USE-lite embedder (NOT centred, so its vector space and embedder id,
  * `use-lite@0.2.0/uint8`, are the browser engine's), browsing with a multi-interest persona and
- * sharing its memories with the index like a browser would — so communities exist from the
- * first click of a real visitor.
+ * making its protocol v2 report exactly as a browser does (the same local-DP randomizer), so
+ * the demo can publish a release of the epoch before the first visit.
  */
 import { webcrypto } from 'node:crypto';
-import { ItemVectors, MemoryAgent, type Action, type Embedder, type SharedIndex } from 'atomem/engine';
-import { HttpIndex } from 'atomem/engine';
+import { ItemVectors, MemoryAgent, type Action, type Embedder } from 'atomem/engine';
+import type { LdpParams, WireReport } from 'atomem/protocol';
 import { DEPARTMENTS, seededRandom, toItems, type Product } from './catalog.js';
 
 /** A simulated shopper's taste: 2–3 departments, a favourite product kind in each, some noise. */
@@ -21,8 +21,9 @@ export interface Persona {
 
 /** Options of {@link seedPopulation}. */
 export interface SeedOptions {
-  /** Index service root URL (uploads go over HTTP, exactly as a browser's). */
-  url: string;
+  /** The epoch the reports are for, and the service's local-DP parameters. */
+  epoch: number;
+  ldp: LdpParams;
   catalog: readonly Product[];
   /** The embedder (USE-lite, not centred, in the demo). */
   embedder: Embedder;
@@ -32,8 +33,6 @@ export interface SeedOptions {
   shoppers?: number;
   /** Seed of the personas and their browsing. Default 7. */
   seed?: number;
-  /** Privacy level the simulated shoppers share at. Default `items` (so communities carry item aggregates). */
-  privacy?: 'embeddings' | 'items';
   /** Progress callback (shoppers done, total). */
   onProgress?: (done: number, total: number) => void;
 }
@@ -71,15 +70,17 @@ export function browse(persona: Persona, catalog: readonly Product[], rnd: () =>
 }
 
 /**
- * Simulate `shoppers` agents and share their memories with the index at `url`. All agents share
- * one {@link ItemVectors} (the catalog is embedded once). Resolves with how many memories were shared.
+ * Simulate `shoppers` agents and make each one's v2 report for `epoch`. All agents share
+ * one {@link ItemVectors} (the catalog is embedded once). Resolves with each shopper's report.
  */
-export async function seedPopulation(options: SeedOptions): Promise<{ shoppers: number; events: number; memories: number }> {
-  const { url, catalog, embedder, shoppers = 80, seed = 7, privacy = 'items', onProgress } = options;
+export async function seedPopulation(options: SeedOptions): Promise<{ shoppers: number; events: number; reports: WireReport[] }> {
+  const { catalog, embedder, shoppers = 80, seed = 7, onProgress } = options;
   const rnd = seededRandom(seed);
   const items = options.items ?? new ItemVectors(embedder, toItems(catalog));
   let events = 0;
-  let memories = 0;
+  const reports: WireReport[] = [];
+  // why: the reports' randomization must not be predictable from the persona seed
+  const random = () => webcrypto.getRandomValues(new Uint32Array(1))[0] / 4294967296;
   const start = Date.now() - 14 * 24 * 3600_000;
   for (let s = 0; s < shoppers; s++) {
     const persona = drawPersona(rnd);
@@ -91,11 +92,9 @@ export async function seedPopulation(options: SeedOptions): Promise<{ shoppers: 
       await agent.observe({ item: e.item, action: e.action, at });
     }
     events += count;
-    const secret = Buffer.from(webcrypto.getRandomValues(new Uint8Array(24))).toString('base64url');
-    const index: SharedIndex = new HttpIndex({ url, embedderId: items.embedderId, secret });
-    await agent.sync(index, privacy, { pull: false });
-    memories += agent.sharedIds().length;
+    const report = agent.makeReport(options.epoch, options.ldp, random);
+    if (report) reports.push(report);
     onProgress?.(s + 1, shoppers);
   }
-  return { shoppers, events, memories };
+  return { shoppers, events, reports };
 }

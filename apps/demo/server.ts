@@ -1,17 +1,18 @@
 /**
  * The demo shop's server (`npm start`): ONE origin for everything —
- * - the shared community index service (`/v1/…`, SQLite in `ATOMEM_DATA`, default `.atomem-data/`),
+ * - the shared community index service (protocol v2, `/v2/…`, SQLite in `ATOMEM_DATA`, default
+ *   `.atomem-data/`) and the shop's Privacy Pass attester (`POST /shop/atomem-token`),
  * - the built demo page (`apps/demo/dist/`, from `npm run build`) at `/`: a Vite build that
  *   imports `atomem` and uses `atomem/vite` like a shop, so atomem's worker, its chunks and the
  *   USE-lite files are part of it (`assets/atomem-<hash>/`).
  *
- * At the first start it fills the index with a simulated population of shoppers (see
- * demo/seed.ts) so communities exist from the first click, and embeds the catalog ahead of time
+ * At the first start it publishes the release of the previous epoch from a simulated
+ * population's reports (see demo/seed.ts) so communities exist from the first click, and embeds the catalog ahead of time
  * into `catalog-vectors.bin` (served at `/catalog-vectors.bin`, the page's `catalogVectors`) so
  * a visitor's browser does not embed 300 products; later starts reuse the data folder.
  *
  *   PORT (default 5173; 0 = any free port) · HOST (default 127.0.0.1) · ATOMEM_DATA (data folder)
- *   DEMO_SHOPPERS (simulated shoppers at the first start, default 80)
+ *   DEMO_SHOPPERS (simulated shoppers at the first start, default 80) · DEMO_EPOCH_MS (default one day)
  *   DEMO_LOG_REQUESTS (set: log `request METHOD /path` for every request on stderr; the e2e test reads it)
  *
  * An optional language model for the page (none by default: the rules reasoner), see
@@ -28,8 +29,9 @@ import { createReadStream, existsSync, mkdirSync, readFileSync, renameSync, stat
 import { basename, extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { randomBytes } from 'node:crypto';
 import { createIndexService } from 'atomem-index';
-import { createUseLiteEmbedder, ItemVectors, tauFor, USE_LITE_ID, type Embedder, type Item } from 'atomem/engine';
+import { buildRelease, createUseLiteEmbedder, ItemVectors, ReportHistogram, USE_LITE_ID, type Embedder, type Item } from 'atomem/engine';
 import { decodeCatalogVectors, encodeCatalogVectors, itemTextHash } from 'atomem/protocol';
 import type { LlmOptions } from 'atomem';
 import { generateCatalog, toItems } from './catalog.js';
@@ -192,12 +194,69 @@ async function main(): Promise<void> {
   log(`atomem demo: data folder ${dataDir}`);
   log(`atomem demo: ${model.summary}`);
 
-  // the browser engine's default embedder: USE-lite, not centred; tau for that space (0.85, not the paper's 0.5)
-  const service = createIndexService({ dataDir, embedderIds: [USE_LITE_ID], tau: tauFor(USE_LITE_ID), rateLimit: false });
-  if (process.env.DEMO_LOG_REQUESTS) {
-    // for the e2e test: every request as it arrives on the wire (method and path only, no address)
-    service.app.addHook('onRequest', async (req) => log(`request ${req.method} ${req.url.split('?')[0]}`));
+  const catalog = generateCatalog();
+  let embedder: Embedder | undefined;
+  const loadEmbedder = async (): Promise<Embedder> => {
+    if (!embedder) {
+      log('atomem demo: loading USE-lite (offline, from node_modules) …');
+      embedder = await createUseLiteEmbedder();
+    }
+    return embedder;
+  };
+  // The catalog embedded once here, so a visitor's browser skips it (catalogVectors); the same
+  // vectors are the index's public item space (protocol v2) and serve the simulated shoppers.
+  const vectorsFile = join(dataDir, 'catalog-vectors.bin');
+  let items: ItemVectors | undefined;
+  if (!vectorsFresh(vectorsFile, toItems(catalog))) {
+    const t0 = Date.now();
+    items = new ItemVectors(await loadEmbedder(), toItems(catalog));
+    await items.warm();
+    const all = toItems(catalog);
+    const tmp = `${vectorsFile}.${process.pid}.tmp`;
+    writeFileSync(tmp, encodeCatalogVectors(items.embedder, all, all.map((it) => items!.raw(it.id)!)));
+    renameSync(tmp, vectorsFile);
+    log(`atomem demo: embedded ${all.length} products for the browsers (${VECTORS_ROUTE}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   }
+
+  // protocol v2 over the catalog's item space; this server is also the shop's attester (below)
+  const epochMs = Number(process.env.DEMO_EPOCH_MS ?? 86_400_000);
+  const service = createIndexService({
+    dataDir,
+    rateLimit: false,
+    v2: {
+      epochMs,
+      // why: the demo's seeded population is small; the service defaults (50 reports, 20 contributors) are for real traffic
+      minReports: 10,
+      minContributors: 2,
+      space: async () => {
+        const cv = decodeCatalogVectors(readFileSync(vectorsFile));
+        const ids = [...cv.vectors.keys()].sort();
+        return { embedderId: cv.header.embedder, ids, vectors: ids.map((id) => cv.vectors.get(id)!.vector) };
+      },
+    },
+  });
+  if (process.env.DEMO_LOG_REQUESTS) {
+    // for the e2e test: every request as it arrives on the wire (method, path, whether it carried a cookie; no address)
+    service.app.addHook('onRequest', async (req) => log(`request ${req.method} ${req.url.split('?')[0]}${req.headers.cookie ? ' cookie' : ''}`));
+  }
+  // The shop's Privacy Pass attester: one token per shopper (here: per demo cookie) per epoch.
+  // A real shop keys this on its login or session; the index never sees the cookie.
+  const tokensGiven = new Map<string, number>();
+  service.app.post<{ Body: { v: 2; epoch: number; request: string } }>('/shop/atomem-token', async (req, reply) => {
+    const cookie = /(?:^|;\s*)demo_shopper=([A-Za-z0-9_-]{16,64})/.exec(req.headers.cookie ?? '')?.[1];
+    const shopper = cookie ?? randomBytes(18).toString('base64url');
+    if (!cookie) reply.header('set-cookie', `demo_shopper=${shopper}; Path=/; HttpOnly; SameSite=Strict`);
+    const body = req.body;
+    const v2 = service.v2!;
+    if (!body || body.v !== 2 || body.epoch !== v2.epoch() || typeof body.request !== 'string') return reply.code(400).send({ error: 'bad_request', message: 'expected { v: 2, epoch: <current>, request }' });
+    if (tokensGiven.get(shopper) === body.epoch) return reply.code(429).send({ error: 'rate_limited', message: 'one token per shopper per epoch' });
+    tokensGiven.set(shopper, body.epoch);
+    try {
+      return { response: await v2.issuer().issue(body.request) };
+    } catch (e) {
+      return reply.code(400).send({ error: 'bad_request', message: e instanceof Error ? e.message : String(e) });
+    }
+  });
   service.app.register(async (scope) => {
     const serve = async (req: FastifyRequest, reply: FastifyReply) => {
       const file = fileFor(new URL(req.url, 'http://x').pathname);
@@ -254,39 +313,20 @@ async function main(): Promise<void> {
 
   const base = await service.listen({ port, host });
   await service.ready;
-  const catalog = generateCatalog();
-  let embedder: Embedder | undefined;
-  const loadEmbedder = async (): Promise<Embedder> => {
-    if (!embedder) {
-      log('atomem demo: loading USE-lite (offline, from node_modules) …');
-      embedder = await createUseLiteEmbedder();
-    }
-    return embedder;
-  };
-  // The catalog embedded once here, so a visitor's browser skips it (catalogVectors); the same
-  // vectors serve the simulated shoppers below.
-  const vectorsFile = join(dataDir, 'catalog-vectors.bin');
-  let items: ItemVectors | undefined;
-  if (!vectorsFresh(vectorsFile, toItems(catalog))) {
-    const t0 = Date.now();
-    items = new ItemVectors(await loadEmbedder(), toItems(catalog));
-    await items.warm();
-    const all = toItems(catalog);
-    const tmp = `${vectorsFile}.${process.pid}.tmp`;
-    writeFileSync(tmp, encodeCatalogVectors(items.embedder, all, all.map((it) => items!.raw(it.id)!)));
-    renameSync(tmp, vectorsFile);
-    log(`atomem demo: embedded ${all.length} products for the browsers (${VECTORS_ROUTE}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-  }
-  const health = (await (await fetch(`${base}/v1/health`)).json()) as { memories: number; communities: number };
-  if (health.memories > 0) {
-    log(`atomem demo: the index already holds ${health.memories} memories in ${health.communities} communities; not re-seeding`);
+  const v2 = service.v2!;
+  if (v2.store.latestRelease() !== undefined) {
+    log(`atomem demo: the index has a release (epoch ${v2.store.latestRelease()}); not re-seeding`);
   } else if (shoppers > 0) {
+    // Demo shortcut: the release of the PREVIOUS epoch, made from simulated shoppers' reports by the
+    // service's own aggregation code (not over HTTP), so communities exist from the first click.
     const t0 = Date.now();
     const seedEmbedder = await loadEmbedder();
+    const epoch = v2.epoch() - 1;
     log(`atomem demo: simulating ${shoppers} shoppers over ${catalog.length} products …`);
     const width = 30;
     const r = await seedPopulation({
-      url: base,
+      epoch,
+      ldp: v2.ldp,
       catalog,
       embedder: seedEmbedder,
       items,
@@ -298,8 +338,16 @@ async function main(): Promise<void> {
       },
     });
     if (process.stderr.isTTY) process.stderr.write('\n');
-    const after = (await (await fetch(`${base}/v1/health`)).json()) as { memories: number; communities: number };
-    log(`atomem demo: ${r.shoppers} shoppers, ${r.events} events → ${after.memories} shared memories in ${after.communities} communities (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    const hist = new ReportHistogram(v2.ldp);
+    for (const rep of r.reports) hist.add(rep);
+    const space = await (async () => {
+      const cv = decodeCatalogVectors(readFileSync(vectorsFile));
+      const ids = [...cv.vectors.keys()].sort();
+      return { embedderId: cv.header.embedder, ids, vectors: ids.map((id) => cv.vectors.get(id)!.vector) };
+    })();
+    const release = buildRelease({ epoch, epochMs, space, communities: v2.communities(), hist, ldp: v2.ldp, minContributors: 2 });
+    v2.store.publish(epoch, JSON.stringify(release));
+    log(`atomem demo: ${r.shoppers} shoppers, ${r.events} events → ${r.reports.length} reports → release of epoch ${epoch} with ${release.communities.length} communities (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   }
   const shown = new URL(base);
   process.stdout.write(`atomem demo ready at http://${host.includes(':') ? `[${host}]` : host}:${shown.port}\n`);

@@ -1,16 +1,13 @@
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createAtomem, type Atomem } from '../../packages/atomem/src/client/index.js';
-import type { Item } from '../../packages/atomem/src/core/types.js';
-import type { UpsertRequest } from '../../packages/atomem/src/protocol/index-v1.js';
+import type { PrivacyLevel } from '../../packages/atomem/src/worker/protocol.js';
 import { profileTracker } from '../fixtures/idb.js';
+import { SYNC_CATALOG as catalog, SYNC_EPOCH_MS } from '../fixtures/sync-catalog.js';
 
-// Sharing from the real worker to the REAL index service (started by the project's global
-// setup), cross-origin over HTTP, with the durable IndexedDB outbox in between.
+// Protocol v2 from the real worker to the REAL index service (started by the project's global
+// setup), cross-origin over HTTP: a Privacy Pass token from the attester, one local-DP report per
+// epoch, the epoch's release fetched back and matched on the device.
 const url = inject('indexUrl');
-
-const catalog: Item[] = ['Garden', 'Audio'].flatMap((d) =>
-  Array.from({ length: 8 }, (_, i) => ({ id: `${d.toLowerCase()}-${i}`, title: `${d} thing ${i}`, categories: [d], description: `${d} ${d} ${d} product` })),
-);
 const open: Atomem[] = [];
 const profiles = profileTracker('sync-', `${Date.now()}`);
 
@@ -19,64 +16,63 @@ afterEach(async () => {
   await profiles.deleteAll();
 });
 
-async function start(name: string, privacy: 'off' | 'embeddings' | 'items' = 'items'): Promise<Atomem> {
+async function start(name: string, privacy: PrivacyLevel): Promise<Atomem> {
   const profile = profiles.profile(name);
-  const a = await createAtomem({ profile, catalog, embedder: 'hashing', config: { tau: 0.3, minShareEvidence: 1 }, index: { url, privacy, syncEvery: 1000 } });
+  const a = await createAtomem({ profile, catalog, embedder: 'hashing', config: { tau: 0.3 }, index: { url, privacy, syncEvery: 1000, attesterUrl: `${url}/attester`, reportDelay: 0 } });
   open.push(a);
   return a;
 }
 
-const health = async (): Promise<{ memories: number }> => (await fetch(`${url}/v1/health`)).json();
+const health = async (): Promise<{ epoch: number; latestRelease: number | null }> => (await fetch(`${url}/v2/health`)).json();
 
-describe('sync with the shared index from the worker', () => {
-  it('uploads anonymized copies, pulls communities, and switching privacy off deletes them and stops uploads', async () => {
-    const before = (await health()).memories;
-    const [a, b] = await Promise.all([start('a'), start('b')]);
+describe('protocol v2 from the worker', () => {
+  it('contribute: one report per epoch, then the epoch\'s release is matched locally; off stops everything', async () => {
+    const [a, b] = await Promise.all([start('a', 'contribute'), start('b', 'contribute')]);
     for (const x of [a, b]) {
       await x.track({ item: 'garden-1', action: 'purchase' });
       await x.track({ item: 'garden-2', action: 'purchase' });
     }
-    const rb = await b.sync();
-    const ra = await a.sync();
-    expect(rb.error).toBeUndefined();
-    expect(ra).toMatchObject({ privacy: 'items', pending: 0, dropped: 0 });
-    expect(ra.sent).toBeGreaterThan(0);
-    expect(ra.communities).toBeGreaterThan(0); // b's copies are in a's community
-    const mine = (await health()).memories - before;
-    expect(mine).toBe(ra.sent + rb.sent);
+    const { epoch } = await health();
+    await Promise.all([a.sync(), b.sync()]);
+    await expect.poll(async () => (await a.status()).sync?.reportedEpoch, { timeout: 10_000 }).toBeGreaterThanOrEqual(epoch);
+    await expect.poll(async () => (await b.status()).sync?.reportedEpoch, { timeout: 10_000 }).toBeGreaterThanOrEqual(epoch);
 
-    // what went on the wire: ids, token hashes, int8 vectors, item ids (level items) — no text, no profile name
+    // on the wire: epoch, a Privacy Pass token, a randomized (cohort, bucket); no text, no item, no profile
     const payload = await a.lastPayload();
-    const body = JSON.stringify(payload?.body);
-    expect(payload?.path).toBe('/v1/communities');
-    const status = await a.status();
-    expect(status.sync).toMatchObject({ url, privacy: 'items', pending: 0, lastError: null });
-    expect(body).not.toContain('sync-a');
-    const memories = await a.memories();
-    for (const m of memories) expect(body).not.toContain(m.content);
+    expect(payload?.path).toBe('/v2/reports');
+    const body = payload!.body as Record<string, unknown>;
+    expect(Object.keys(body).sort()).toEqual(['epoch', 'report', 'token', 'v']);
+    expect(Object.keys(body.report as object).sort()).toEqual(['bucket', 'cohort']);
+    const text = JSON.stringify(body);
+    expect(text).not.toMatch(/garden|sync-a|Garden/);
+    const sentAt = payload!.at;
+
+    // a second sync in the same epoch sends nothing more
+    await a.sync();
+    if ((await health()).epoch === (body.epoch as number)) expect((await a.lastPayload())?.at).toBe(sentAt);
+
+    // the epoch closes; the service publishes its release; a sync downloads and matches it
+    await expect.poll(async () => (await health()).latestRelease, { timeout: 4 * SYNC_EPOCH_MS, interval: 250 }).toBeGreaterThanOrEqual(epoch);
+    const r = await a.sync();
+    expect(r.error).toBeUndefined();
+    expect(r.release).toBeGreaterThanOrEqual(epoch);
+    expect(r.communities).toBeGreaterThan(0);
+    expect((await a.memories()).some((m) => m.links.length > 0)).toBe(true);
 
     const off = await a.setPrivacy('off');
-    expect(off).toMatchObject({ privacy: 'off', pending: 0 });
-    expect((await health()).memories).toBe(before + rb.sent);
-    await a.track({ item: 'garden-3', action: 'purchase' });
-    const quiet = await a.sync();
-    expect(quiet.sent).toBe(0); // nothing uploaded at level off
-    expect((await health()).memories).toBe(before + rb.sent);
-    const upsert = (await a.lastPayload())?.body as UpsertRequest | { deletions: unknown[] };
-    expect('deletions' in upsert).toBe(true); // the last thing a sent was the deletion of its copies
-  });
+    expect(off).toMatchObject({ privacy: 'off', pending: 0, communities: 0, release: null });
+    expect((await a.memories()).every((m) => m.links.length === 0)).toBe(true);
+  }, 30_000);
 
-  it('erase deletes this shopper\'s copies on the index too', async () => {
-    const before = (await health()).memories;
-    const a = await start('erase', 'embeddings');
+  it('receive downloads the release and sends nothing', async () => {
+    await expect.poll(async () => (await health()).latestRelease, { timeout: 4 * SYNC_EPOCH_MS, interval: 250 }).not.toBeNull();
+    const a = await start('receive', 'receive');
     await a.track({ item: 'audio-1', action: 'purchase' });
     await a.track({ item: 'audio-5', action: 'purchase' });
     const r = await a.sync();
-    expect(r.sent).toBeGreaterThan(0);
-    expect((await health()).memories).toBe(before + r.sent);
-    await a.erase();
-    await expect.poll(async () => (await health()).memories, { timeout: 10_000 }).toBe(before);
-    expect(await a.memories()).toEqual([]);
-    expect((await a.status()).sync?.pending).toBe(0);
-  });
+    expect(r).toMatchObject({ privacy: 'receive', sent: 0, pending: 0 });
+    expect(r.release).not.toBeNull();
+    expect(await a.lastPayload()).toBeNull();
+    await expect(a.setPrivacy('contribute')).resolves.toMatchObject({ privacy: 'contribute' });
+  }, 30_000);
 });

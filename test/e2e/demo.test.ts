@@ -27,10 +27,10 @@ let page: Page;
 /** Requests the browser made to anything but the demo origin. */
 const offsite: string[] = [];
 const seen: string[] = [];
-let seeded = 0;
+let seeded: number | null = null;
 
-async function health(): Promise<{ memories: number; communities: number }> {
-  return (await (await fetch(`${base}/v1/health`)).json()) as { memories: number; communities: number };
+async function health(): Promise<{ latestRelease: number | null; epoch: number }> {
+  return (await (await fetch(`${base}/v2/health`)).json()) as { latestRelease: number | null; epoch: number };
 }
 
 /** Departments of the "For you" shelf, best first. */
@@ -53,11 +53,11 @@ beforeAll(async () => {
     execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
   }
   demo = await startDemo({ DEMO_SHOPPERS: '60', DEMO_LOG_REQUESTS: '1' }, (chunk) => {
-    for (const m of chunk.matchAll(/^request (\S+ \S+)$/gm)) wire.push(m[1]);
+    for (const m of chunk.matchAll(/^request (\S+ \S+(?: cookie)?)$/gm)) wire.push(m[1]);
   });
   base = demo.base;
   expect(demo.stderr()).toContain(`data folder ${demo.dataDir}`);
-  seeded = (await health()).memories;
+  seeded = (await health()).latestRelease;
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
   context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
   context.on('request', (r) => {
@@ -76,8 +76,11 @@ afterAll(async () => {
 
 describe('the demo shop in headless Chromium', () => {
   it('starts with a seeded population and loads the page with no request leaving localhost', async () => {
-    expect(seeded).toBeGreaterThan(50);
-    expect((await health()).communities).toBeGreaterThan(0);
+    // the release of the previous epoch, from the simulated shoppers' reports
+    expect(seeded).toBe((await health()).epoch - 1);
+    const release = (await (await fetch(`${base}/v2/releases/latest`)).json()) as { communities: unknown[]; reports: number };
+    expect(release.reports).toBe(60);
+    expect(release.communities.length).toBeGreaterThan(0);
     await page.goto(`${base}/`);
     await page.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
     await expect.poll(() => page.locator('#shelf .card').count()).toBe(8);
@@ -127,17 +130,26 @@ describe('the demo shop in headless Chromium', () => {
     expect(titles.filter((t) => text.includes(t)).length).toBeGreaterThanOrEqual(3);
     expect(await page.locator('#events li').count()).toBeGreaterThan(0);
     expect(await page.locator('#events').innerText()).toMatch(/formed/);
-    // syncEvery 3: the profile record and memories with enough evidence went to the index
-    await expect.poll(() => wire.filter((w) => w === 'POST /v1/memories').length, { timeout: 30_000 }).toBeGreaterThan(0);
-    await expect.poll(async () => (await health()).memories, { timeout: 30_000 }).toBeGreaterThan(seeded);
-    await expect.poll(() => page.locator('#payload').innerText(), { timeout: 15_000 }).toMatch(/\/v1\//);
-    expect(await page.locator('#payload').innerText()).not.toMatch(/Kitchen|kitchen-0/); // embeddings only: no text, no item ids
-    // purchases give a memory enough evidence to be shared: it joins a community of simulated shoppers
-    await clickProduct('kitchen-001', 'purchase');
-    await clickProduct('kitchen-002', 'purchase');
-    await clickProduct('kitchen-003', 'cart'); // the third action since the last sync triggers one (syncEvery 3)
+    // syncEvery 3: the page fetched the public release (a plain GET) and matched it locally
+    await expect.poll(() => wire.filter((w) => w.startsWith('GET /v2/releases/latest')).length, { timeout: 30_000 }).toBeGreaterThan(0);
     await expect.poll(() => page.locator('#memories .community').count(), { timeout: 30_000 }).toBeGreaterThan(0);
     await expect.poll(() => page.locator('#communities svg line').count(), { timeout: 10_000 }).toBeGreaterThan(0);
+    // contribute: one report this epoch, with a token from the shop's attester
+    await expect.poll(() => wire.filter((w) => w.startsWith('POST /v2/reports')).length, { timeout: 30_000 }).toBe(1);
+    expect(wire.filter((w) => w.startsWith('POST /shop/atomem-token')).length).toBe(1);
+    await expect.poll(() => page.locator('#payload').innerText(), { timeout: 15_000 }).toMatch(/\/v2\/reports/);
+    const payload = await page.locator('#payload').innerText();
+    expect(payload).not.toMatch(/Kitchen|kitchen-0/); // a randomized (cohort, bucket): no text, no item ids
+    expect(payload).toMatch(/"cohort"/);
+    // the shop's cookie exists on this origin, but no request to the index carries it
+    expect((await context.cookies()).map((c) => c.name)).toContain('demo_shopper');
+    expect(wire.filter((w) => w.includes('/v2/') && w.endsWith(' cookie'))).toEqual([]);
+    // more actions: more release fetches, never a second report in the epoch
+    await clickProduct('kitchen-001', 'purchase');
+    await clickProduct('kitchen-002', 'purchase');
+    await clickProduct('kitchen-003', 'cart');
+    await settle(4000);
+    expect(wire.filter((w) => w.startsWith('POST /v2/reports')).length).toBe(1);
     await settle();
     // the whole inspector, not just its scrolled viewport
     await page.evaluate(() => {
@@ -149,23 +161,22 @@ describe('the demo shop in headless Chromium', () => {
     await page.evaluate(() => document.getElementById('inspector')!.removeAttribute('style'));
   }, 120_000);
 
-  it('switching privacy to off deletes the shared copies and stops uploads (on the wire)', async () => {
+  it('switching privacy to off stops every request to the index (on the wire)', async () => {
     await page.selectOption('#privacy', 'off');
     await expect.poll(() => page.locator('#notice').innerText(), { timeout: 30_000 }).toMatch(/Sharing is off/);
-    await expect.poll(async () => (await health()).memories, { timeout: 30_000 }).toBe(seeded);
+    await expect.poll(() => page.locator('#memories .community').count(), { timeout: 30_000 }).toBe(0);
     const mark = wire.length;
     for (const id of ['kitchen-007', 'kitchen-008', 'kitchen-009', 'kitchen-010']) await clickProduct(id, 'cart');
     await clickProduct('kitchen-011', 'purchase');
     await clickProduct('kitchen-012');
     await settle(4000);
-    expect(wire.slice(mark).filter((w) => w === 'POST /v1/memories')).toEqual([]);
-    expect((await health()).memories).toBe(seeded);
+    expect(wire.slice(mark).filter((w) => w.includes('/v2/'))).toEqual([]);
     expect(offsite).toEqual([]);
   }, 120_000);
 
   it('a reload keeps the memory (IndexedDB) and the privacy choice', async () => {
-    await page.selectOption('#privacy', 'embeddings');
-    await expect.poll(async () => (await health()).memories, { timeout: 30_000 }).toBeGreaterThan(seeded);
+    await page.selectOption('#privacy', 'receive');
+    await expect.poll(() => page.locator('#memories .community').count(), { timeout: 30_000 }).toBeGreaterThan(0);
     await settle();
     const statements = async () => page.locator('#memories .statement').allInnerTexts();
     const before = await statements();
@@ -173,13 +184,14 @@ describe('the demo shop in headless Chromium', () => {
     await page.reload();
     await page.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
     await expect.poll(statements, { timeout: 30_000 }).toEqual(before);
-    expect(await page.locator('#privacy').inputValue()).toBe('embeddings');
+    expect(await page.locator('#privacy').inputValue()).toBe('receive');
+    // receive sends nothing
+    expect(wire.filter((w) => w.startsWith('POST /v2/reports')).length).toBe(1);
   }, 180_000);
 
-  it('forget me empties the memory here and its copies in the index', async () => {
+  it('forget me empties the memory here (the index holds nothing tied to this shopper)', async () => {
     await page.locator('#forget-me').click();
     await expect.poll(() => page.locator('#memories').innerText(), { timeout: 30_000 }).toMatch(/No memories yet/);
-    await expect.poll(async () => (await health()).memories, { timeout: 30_000 }).toBe(seeded);
     await page.reload();
     await page.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
     await expect.poll(() => page.locator('#memories').innerText(), { timeout: 30_000 }).toMatch(/No memories yet/);

@@ -26,6 +26,7 @@ describe('atomem as a benchmark method', () => {
     expect(result.results.map((r) => `${r.method}/${r.privacy}`)).toEqual([
       'random/null',
       'atomem/off',
+      'atomem/contribute',
       'atomem/embeddings',
       'atomem/items',
       'atomem-single-summary/items',
@@ -45,6 +46,10 @@ describe('atomem as a benchmark method', () => {
     // held-out items are of the user's own taste: saying yes to them is easy to get right
     expect(fid.precision).toBeGreaterThan(0.5);
     expect(row('atomem', 'off').index).toBeUndefined();
+    // protocol v2 through the real service: one report per simulated device, then the release
+    const release = row('atomem', 'contribute').release as { epsilon: number; reports: number };
+    expect(release.reports).toBe(50);
+    expect(release.epsilon).toBeLessThanOrEqual(4);
     expect(row('atomem-no-communities', 'items').index).toBeUndefined();
     expect(row('atomem-single-summary', 'items').memoriesPerUser).toBe(1);
   });

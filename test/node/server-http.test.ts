@@ -38,7 +38,7 @@ function tempDir(): string {
 }
 
 async function start(opts: Partial<IndexServiceOptions> = {}, dataDir = tempDir()) {
-  const svc = createIndexService({ dataDir, embedderIds: [EMB], itemNoise: 0, rateLimit: false, ...opts });
+  const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], itemNoise: 0, rateLimit: false, ...opts });
   services.push(svc);
   await svc.ready;
   const url = await svc.listen({ port: 0 });
@@ -113,7 +113,7 @@ describe('index service: health and basics', () => {
       [[EMB, 4]],
     );
     seed.close();
-    const svc = createIndexService({ dataDir, embedderIds: [EMB], rateLimit: false });
+    const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], rateLimit: false });
     services.push(svc);
     const early = await svc.app.inject({ method: 'GET', url: INDEX_PATHS.health });
     expect(early.statusCode).toBe(503);
@@ -211,10 +211,10 @@ describe('index service: health and basics', () => {
 
   it('a second service on the same data dir is refused while the first runs', async () => {
     const { dataDir } = await start();
-    expect(() => createIndexService({ dataDir, embedderIds: [EMB], logger: false })).toThrow(DataDirInUseError);
+    expect(() => createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], logger: false })).toThrow(DataDirInUseError);
     // A service that fails to build releases the data dir.
     const other = tempDir();
-    expect(() => createIndexService({ dataDir: other, embedderIds: [EMB], itemNoise: -1 })).toThrow(/itemNoise/);
+    expect(() => createIndexService({ legacyV1: true, dataDir: other, embedderIds: [EMB], itemNoise: -1 })).toThrow(/itemNoise/);
     await start({}, other);
   });
 });

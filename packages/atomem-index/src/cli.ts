@@ -2,15 +2,20 @@
 /**
  * `atomem-index`: run the shared community index service.
  *
- *   atomem-index --data ./index-data --embedder use-lite@1.3.3/float32 [--embedder …]
- *                [--port 8787] [--host 127.0.0.1] [--k 3] [--item-noise 1] …
+ *   atomem-index --data ./index-data --catalog-vectors ./catalog-vectors.bin [--port 8787]
+ *                [--epoch-ms 86400000] [--min-contributors 20] [--min-reports 50] …
+ *   (attester key from the environment: ATOMEM_ATTESTER_KEY)
+ *   atomem-index … --legacy-v1 --embedder use-lite@0.2.0/float32   (DEPRECATED, insecure v1)
  *
- * Prints `atomem-index ready at http://HOST:PORT (N memories)` on stdout once the stored
- * memories are loaded (the port is already open before that: /v1/health answers 503 while
+ * Protocol v2 needs the shop's catalog vector file (`atomem-vectors`): its item space is what
+ * communities are built from. Prints `atomem-index ready at http://HOST:PORT (…)` on stdout
+ * once loaded (the port is already open before that: /v1/health answers 503 while
  * loading). Logs are JSON lines on stderr, without IP addresses. SIGTERM / SIGINT close
  * gracefully (in-flight requests finish, the SQLite file is closed); a second signal exits at once.
  */
 
+import { readFileSync } from 'node:fs';
+import { decodeCatalogVectors } from 'atomem/protocol';
 import { DEFAULT_EMBEDDER } from './defaults.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { createIndexService, type IndexService } from './service.js';
@@ -52,14 +57,24 @@ export interface CliOptions {
   sync: 'normal' | 'full';
   exactBelow?: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  catalogVectors?: string;
+  legacyV1?: boolean;
+  epochMs?: number;
+  minContributors?: number;
+  minReports?: number;
 }
 
 /** The commander program. */
 export function program(): Command {
   return new Command('atomem-index')
-    .description('atomem shared community index service (wire protocol v1)')
-    .requiredOption('--data <dir>', 'data directory (SQLite file index.sqlite; created if missing)')
-    .option('--embedder <id>', `embedder id to serve (repeatable; default ${DEFAULT_EMBEDDER}, the browser engine's default)`, collect, [] as string[])
+    .description('atomem shared community index service (protocol v2; v1 deprecated behind --legacy-v1)')
+    .requiredOption('--data <dir>', 'data directory (SQLite files; created if missing)')
+    .option('--catalog-vectors <file>', "protocol v2: the shop's catalog vector file (atomem-vectors); its item space defines the communities")
+    .option('--epoch-ms <ms>', 'protocol v2: epoch length (default one day)', int('--epoch-ms', 1))
+    .option('--min-contributors <n>', 'protocol v2: estimated contributors a community needs to be released (default 20)', num('--min-contributors', 0))
+    .option('--min-reports <n>', 'protocol v2: reports an epoch needs to be released (default 50)', int('--min-reports', 1))
+    .option('--legacy-v1', 'also serve the DEPRECATED, INSECURE protocol v1 (/v1/…; see docs/PRIVACY.md)')
+    .option('--embedder <id>', `v1: embedder id to serve (repeatable; default ${DEFAULT_EMBEDDER}, the browser engine's default)`, collect, [] as string[])
     .option('--port <port>', 'TCP port (0 = any free port)', int('--port', 0), 8787)
     .option('--host <host>', 'interface to bind', '127.0.0.1')
     .option('--k <k>', 'k-anonymity: minimum community size released', int('--k', 1), 3)
@@ -80,8 +95,28 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   const cmd = program();
   cmd.parse(argv);
   const o = cmd.opts<CliOptions>();
+  const legacyV1 = o.legacyV1 === true;
+  if (o.catalogVectors === undefined && !legacyV1) throw new Error('--catalog-vectors <file> is required (protocol v2 builds its communities from the shop\'s item space), or --legacy-v1');
+  if (legacyV1) process.stderr.write('atomem-index: WARNING: serving the deprecated, insecure protocol v1 (/v1/…)\n');
+  const file = o.catalogVectors;
   const service = createIndexService({
     dataDir: o.data,
+    legacyV1,
+    ...(file
+      ? {
+          v2: {
+            space: async () => {
+              const cv = decodeCatalogVectors(readFileSync(file));
+              const ids = [...cv.vectors.keys()].sort();
+              return { embedderId: cv.header.embedder, ids, vectors: ids.map((id) => cv.vectors.get(id)!.vector) };
+            },
+            epochMs: o.epochMs,
+            minContributors: o.minContributors,
+            minReports: o.minReports,
+            attesterKey: process.env.ATOMEM_ATTESTER_KEY || undefined,
+          },
+        }
+      : {}),
     embedderIds: o.embedder.length ? o.embedder : [DEFAULT_EMBEDDER],
     minCommunitySize: o.k,
     itemNoise: o.itemNoise,
@@ -111,8 +146,8 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   process.on('SIGINT', () => stop('SIGINT'));
   const url = await service.listen({ port: o.port, host: o.host });
   await service.ready;
-  const memories = o.embedder.reduce((n, e) => n + (service.index(e)?.graph.size ?? 0), 0);
-  process.stdout.write(`atomem-index ready at ${url} (${memories} memories)\n`);
+  const memories = legacyV1 ? o.embedder.reduce((n, e) => n + (service.index(e)?.graph.size ?? 0), 0) : 0;
+  process.stdout.write(`atomem-index ready at ${url} (${file ? `v2: epoch ${service.v2!.epoch()}` : 'v2 off'}${legacyV1 ? `, v1: ${memories} memories` : ''})\n`);
   return service;
 }
 

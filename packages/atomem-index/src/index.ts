@@ -6,3 +6,7 @@ export { createIndexService, CLIENT_HEADER, CLIENT_TOKEN_PATTERN, type IndexServ
 export { HnswVectorSearch, hnswVectorSearch, type HnswOptions, type HnswStats } from './vector-index.js';
 export { MemoryStore, DataDirInUseError, type StoredMemory, type NewMemory, type StoredLink, type MemoryStoreOptions } from './store.js';
 export { DEFAULT_EMBEDDER } from './defaults.js';
+export { registerV2, type V2Controller, type V2Options } from './v2.js';
+export { ReportStore, type ReportStoreOptions } from './report-store.js';
+export { clusterItems, type ClusterOptions } from './clusters.js';
+export { PrivacyPassIssuer, generateIssuerKey, type TokenIssuer, type StoredIssuerKey } from './tokens.js';

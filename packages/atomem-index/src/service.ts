@@ -1,5 +1,10 @@
 /**
- * The shared community index as an HTTP service (wire protocol v1, src/protocol/index-v1.ts):
+ * The shared community index as an HTTP service. Protocol v2 (src/protocol/index-v2.ts, the
+ * default; routes in ./v2.ts): token-gated local-DP reports in, one aggregate release per epoch
+ * out. Protocol v1 (below) is DEPRECATED and INSECURE (docs/PRIVACY.md: its records link, its
+ * communities leak member vectors, k counts records) and served only with `legacyV1: true`.
+ *
+ * v1 (wire protocol v1, src/protocol/index-v1.ts):
  * fastify for HTTP and JSON-schema validation, SQLite ({@link MemoryStore}) for durability,
  * one {@link createInProcessIndex} per embedder with a usearch-backed {@link HnswVectorSearch}.
  *
@@ -47,6 +52,7 @@ import {
 import { communitiesBodySchema, deleteBodySchema, upsertBodySchema } from './schemas.js';
 import { MemoryStore, type NewMemory, type StoredLink, type StoredMemory } from './store.js';
 import { HnswVectorSearch, type HnswOptions, type HnswStats } from './vector-index.js';
+import { registerV2, type V2Controller, type V2Options } from './v2.js';
 
 /** Header carrying the client's anonymous per-session rate-limit token (not in index-v1.ts yet). */
 export { CLIENT_HEADER } from 'atomem/protocol';
@@ -61,10 +67,18 @@ export interface LogStream {
 
 /** Options of {@link createIndexService}. */
 export interface IndexServiceOptions {
-  /** Directory of the SQLite file (created if missing). One service per directory. */
+  /** Directory of the SQLite files (created if missing). One service per directory. */
   dataDir: string;
-  /** Embedder ids served; uploads and queries for other ids get 400 `unknown_embedder`. */
-  embedderIds: string[];
+  /** Protocol v2 (the default protocol): the item space and the epoch, LDP and token settings. */
+  v2?: V2Options;
+  /**
+   * Also serve the DEPRECATED, INSECURE protocol v1 (`/v1/…`: raw memory vectors in, member
+   * vectors out; see docs/PRIVACY.md). Default false. Only for the privacy benchmark's "before"
+   * figures and old clients during a migration.
+   */
+  legacyV1?: boolean;
+  /** v1 only: embedder ids served; uploads and queries for other ids get 400 `unknown_embedder`. */
+  embedderIds?: string[];
   /** k of k-anonymity: communities with fewer members are never released. Default 3. */
   minCommunitySize?: number;
   /** Laplace scale b of released item counts. Default 1. */
@@ -107,8 +121,10 @@ export interface IndexService {
   readonly app: FastifyInstance;
   /** Resolves once the memories are loaded from disk (before that, routes answer 503 `not_ready`). */
   readonly ready: Promise<void>;
-  /** The store (read it in tests and tools; mutating it behind the service's back breaks the index). */
+  /** The v1 store (only with `legacyV1`; throws otherwise). Read it in tests and tools. */
   readonly store: MemoryStore;
+  /** The v2 part (undefined without `v2` options). */
+  readonly v2: V2Controller | undefined;
   /** Listen on `host:port` (port 0 = any free port); resolves to the base URL. Logs no address. */
   listen(options: { port: number; host?: string }): Promise<string>;
   /** The in-process index of an embedder (undefined if not served). Read only. */
@@ -239,8 +255,10 @@ function loggerConfig(option: IndexServiceOptions['logger']) {
  */
 export function createIndexService(options: IndexServiceOptions): IndexService {
   const { dataDir, minCommunitySize = 3 } = options;
-  const embedderIds = [...new Set(options.embedderIds)];
-  if (embedderIds.length === 0) throw new RangeError('embedderIds must name at least one embedder');
+  if (!options.legacyV1 && !options.v2) throw new RangeError('configure protocol v2 (options.v2 with the item space) or, deprecated, legacyV1');
+  if (!options.legacyV1) return buildService(options, [], undefined);
+  const embedderIds = [...new Set(options.embedderIds ?? [])];
+  if (embedderIds.length === 0) throw new RangeError('embedderIds must name at least one embedder (legacy v1)');
   for (const e of embedderIds) {
     if (typeof e !== 'string' || e.length === 0 || e.length > INDEX_LIMITS.maxIdLength) {
       throw new RangeError(`embedder id ${JSON.stringify(e)} must be 1–${INDEX_LIMITS.maxIdLength} characters`);
@@ -257,16 +275,19 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
   }
 }
 
-/** {@link createIndexService} once the store is open. */
-function buildService(options: IndexServiceOptions, embedderIds: string[], store: MemoryStore): IndexService {
+/** {@link createIndexService} once the v1 store (legacy only) is open. */
+function buildService(options: IndexServiceOptions, embedderIds: string[], legacyStore: MemoryStore | undefined): IndexService {
+  const legacy = legacyStore !== undefined;
+  // why: without legacyV1 there is no v1 state; an in-memory stand-in keeps the v1 code paths typed (they are never routed)
+  const store = legacyStore ?? (undefined as unknown as MemoryStore);
   const { minCommunitySize = 3, itemNoise = 1, k1, tau, maxMembers = 64, memberSelection, hops, rateLimit: limit = { max: 600, timeWindow: 60_000 } } = options;
   let seed = options.noiseSeed;
-  if (seed === undefined) {
+  if (seed === undefined && legacy) {
     const stored = store.getMeta('noiseSeed');
     seed = stored === undefined ? randomInt(0, 2 ** 31) : Number(stored);
     if (stored === undefined) store.setMeta('noiseSeed', String(seed));
   }
-  const noiseSeed = seed;
+  const noiseSeed = seed ?? 0;
 
   const spaces = new Map<string, Space>();
   let loading = false;
@@ -292,6 +313,7 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], store
     return space;
   };
   const resetSpaces = (): void => {
+    if (!legacy) return;
     const dims = store.embedderDims();
     for (const s of spaces.values()) s.search?.inner.dispose();
     spaces.clear();
@@ -392,7 +414,17 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], store
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
   });
 
+  let v2: V2Controller | undefined;
+  let v2Registered!: () => void;
+  // why: v2 registers below (it needs `fail`); the load waits for that, then for v2's item space
+  const v2Started = new Promise<void>((r) => (v2Registered = r));
   const ready$ = (async () => {
+    await v2Started;
+    await v2?.ready;
+    if (!legacy) {
+      ready = true;
+      return;
+    }
     const steps = replay();
     while (!closed && !steps.next().done) await new Promise<void>((r) => setImmediate(r));
     if (closed) {
@@ -515,7 +547,10 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], store
     return { rows, newDims };
   };
 
-  app.register(async (api) => {
+  if (options.v2) v2 = registerV2(app, options.dataDir, options.v2, { synchronous: options.synchronous, legacyV1: legacy, fail });
+  v2Registered();
+
+  if (legacy) app.register(async (api) => {
     api.get(INDEX_PATHS.health, { config: { rateLimit: false } }, async (): Promise<HealthResponse> => {
       requireReady();
       return health();
@@ -621,7 +656,11 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], store
   return {
     app,
     ready: ready$,
-    store,
+    get store(): MemoryStore {
+      if (!legacy) throw new Error('service.store: the v1 store exists only with legacyV1');
+      return store;
+    },
+    v2,
     async listen({ port, host = '127.0.0.1' }) {
       await app.listen({ port, host, listenTextResolver: () => 'index service listening' });
       const addr = app.server.address();
@@ -644,7 +683,8 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], store
         await ready$.catch(() => {});
         await app.close();
         for (const s of spaces.values()) s.search?.inner.dispose();
-        store.close();
+        v2?.close();
+        legacyStore?.close();
       })();
       return closing;
     },

@@ -3,7 +3,7 @@
  * tests and custom workers. A shop page imports `atomem` instead (`createAtomem`, the small
  * main-thread client that runs all of this in a Web Worker).
  */
-export { MemoryAgent, type AgentOptions, type AgentMode, type PrivacyLevel, type Recommendation } from './agent/agent.js';
+export { MemoryAgent, type AgentOptions, type AgentMode, type V1PrivacyLevel, type Recommendation } from './agent/agent.js';
 export { ItemVectors, UnknownItemError } from './agent/items.js';
 export { DEFAULT_CONFIG, EMBEDDER_TAU, resolveConfig, tauFor, type AtomemConfig, type RankWeights } from './core/config.js';
 export { rulesPlanner, type Plan, type Planner } from './core/planner.js';
@@ -58,3 +58,7 @@ export { CommunityGraph, FlatVectorStore, PrototypeTracker, aggregateItems, nois
 export type { VectorHit, VectorSearch, PrototypeMember, GraphMemory, CommunityGraphConfig } from './community/index.js';
 export { HttpIndex, IndexHttpError, addGaussianNoise, type HttpIndexOptions, type Payload } from './sync/http-index.js';
 export { Rng, hash32 } from './core/rng.js';
+export { DEFAULT_LDP, ReportHistogram, composedChannel, composedEpsilon, estimateCounts, estimateStd, grr, ldpParams, makeReport, type PermanentMemo } from './community/ldp.js';
+export { buildRelease, decodePrototypes, matchMemory, type BuildReleaseOptions, type ItemCommunities, type ItemSpace, type MatchedCommunity } from './community/release.js';
+export { ReportClient, ReportHttpError, reportDelay, type ReportClientOptions, type SentReport } from './sync/report-client.js';
+export { AttesterTokenProvider, blindTokenRequest, epochChallenge, type TokenProvider, type AttesterTokenProviderOptions } from './sync/tokens.js';

@@ -24,6 +24,8 @@ import { createHashingEmbedder } from 'atomem/engine';
 import { createUseLiteEmbedder } from 'atomem/engine';
 import type { Embedder } from 'atomem/engine';
 import { fidelity } from './metrics.js';
+import { itemSpaceOf, runEpoch } from './v2-epoch.js';
+import type { Release } from 'atomem/protocol';
 import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
 import { idGenerator, negativeSampler, Rng } from './rng.js';
 import { BenchUsageError } from './run.js';
@@ -169,6 +171,8 @@ export class AtomemMethod implements Method {
   private forwardCorrect = 0;
   private forwardSteps = 0;
   private dumpFile: string | undefined;
+  /** Level `contribute`: the epoch's release (protocol v2). */
+  private release: Release | undefined;
 
   constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}) {
     this.name = opts.name;
@@ -203,7 +207,8 @@ export class AtomemMethod implements Method {
       this.dumpFile = dump;
     }
     const items = await catalogFor(ctx.dataset, this.params['atomem.embedder'] ?? 'use-lite', this.params['atomem.centre'] !== '0', ctx);
-    const share = this.mode.communities && this.privacy !== 'off';
+    const v2 = this.mode.communities && this.privacy === 'contribute';
+    const share = this.mode.communities && (this.privacy === 'embeddings' || this.privacy === 'items');
     const cfg = resolveConfig({ tau: tauFor(items.embedderId), ...this.config });
     const url = this.params['atomem.indexUrl'];
     if (share && url) {
@@ -236,8 +241,20 @@ export class AtomemMethod implements Method {
       this.forwardCorrect += t.correct;
       this.forwardSteps += t.steps;
       const index = this.indexFor(user, items.embedderId, share, url);
-      if (index) await agent.sync(index, this.privacy, { pull: false });
+      if (index) await agent.sync(index, this.privacy as 'embeddings' | 'items', { pull: false });
       this.agents.set(user, agent);
+    }
+    if (v2) {
+      // protocol v2 through the real service with its shipped defaults: one simulated epoch in
+      // which every device reports from its training history; then each device ranks with the release
+      const space = await itemSpaceOf(items, [...ctx.dataset.items.keys()]);
+      const { release } = await runEpoch({ space, devices: this.agents, epoch: 1, seed: ctx.seed, onProgress: (d, t) => ctx.progress(d, t, 'v2 reports') });
+      this.release = release;
+      let done = 0;
+      for (const c of ctx.cases) {
+        await this.agents.get(c.user)?.useRelease(release);
+        ctx.progress(++done, ctx.cases.length, 'matching the release');
+      }
     }
     if (this.index || this.remote.size) {
       let pulled = 0;
@@ -384,6 +401,10 @@ export class AtomemMethod implements Method {
       }
       out.llm = { model: this.llm.id, ...total, byOperation };
     }
+    if (this.release) {
+      const r = this.release;
+      out.release = { epsilon: r.ldp.epsilon, delta: r.ldp.delta, reports: r.reports, communities: r.communities.length, popularItems: Object.keys(r.popularity).length, ldp: r.ldp };
+    } else if (this.privacy === 'contribute') out.release = { published: false };
     if (this.index) {
       const s = this.index.stats();
       out.index = { memories: s.memories, edges: s.edges, communities: s.communities, largestCommunity: s.largestCommunity, largestShare: s.largestShare, sizeHistogram: s.sizeHistogram, releasable: s.releasableCommunities };
@@ -397,7 +418,7 @@ function mean(xs: number[]): number {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
 }
 
-const levels: Privacy[] = ['off', 'embeddings', 'items'];
+const levels: Privacy[] = ['off', 'contribute', 'embeddings', 'items'];
 registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities' });
 // Ablations run at the level where every part of atomem is active (`items`); compare with atomem/items.
 const ablationLevels: Privacy[] = ['items'];

@@ -79,7 +79,7 @@ function program(): Command {
     .option('--users <n|all>', 'evaluated users, drawn without replacement', parseUsers, 'all' as number | 'all')
     .option('--seed <n>', 'seed of every random draw', parseSeed, DEFAULT_SEED)
     .option('--methods <a,b,c>', 'methods to run (default: all registered)', parseList)
-    .option('--privacy <levels>', 'privacy levels for methods that take one: off,embeddings,items (default: all they declare)', parsePrivacy)
+    .option('--privacy <levels>', 'privacy levels for methods that take one: off,contribute (protocol v2), embeddings,items (deprecated v1) (default: all they declare)', parsePrivacy)
     .option('--param <key=value>', 'method parameter, repeatable (e.g. bpr.epochs=40)', parseParam)
     .option('--json <file>', 'write { config, results } as JSON')
     .addOption(new Option('--reasoner <kind>', 'memory operations by rules (default) or an LLM').choices(['rules', 'llm']))

@@ -296,7 +296,7 @@ function cacheFile(dir: string, embedderId: string, dataset: string): string {
 }
 
 /** The catalog's item vectors, as the benchmark's `catalogFor` builds them (same disk cache file). */
-async function catalogVectors(opts: PrivacyLeakOptions, progress: (label: string, done: number, total: number) => void): Promise<ItemVectors> {
+export async function catalogVectors(opts: PrivacyLeakOptions, progress: (label: string, done: number, total: number) => void): Promise<ItemVectors> {
   const kind = opts.embedder ?? 'use-lite';
   let emb: Embedder;
   let cached: CachedEmbedder | undefined;

@@ -13,7 +13,7 @@
  */
 import type { Method, Privacy } from './types.js';
 
-export const PRIVACY_LEVELS: readonly Privacy[] = ['off', 'embeddings', 'items'];
+export const PRIVACY_LEVELS: readonly Privacy[] = ['off', 'contribute', 'embeddings', 'items'];
 
 /** What a factory gets for one method instance. */
 export interface MethodOptions {

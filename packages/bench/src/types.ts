@@ -46,7 +46,12 @@ export interface RankCase {
   step?: number;
 }
 
-export type Privacy = 'off' | 'embeddings' | 'items';
+/**
+ * `off`: nothing shared. `contribute`: protocol v2 (one local-DP report per device per epoch,
+ * the epoch's aggregate release used for ranking). `embeddings` / `items`: DEPRECATED,
+ * insecure protocol v1 (raw memory vectors, and item ids), kept for before/after figures.
+ */
+export type Privacy = 'off' | 'contribute' | 'embeddings' | 'items';
 /**
  * `full`: every user's history exists; `sample`: only the evaluated users' last 8;
  * `instruct`: `full` plus a stated intent per case (ARS / InstructRec); `evolving`: `full`, but

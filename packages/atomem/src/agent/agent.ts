@@ -27,12 +27,20 @@ import { meanNormalized } from '../core/vector.js';
 import { explain } from '../core/explain.js';
 import type { AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile, SharedCopyRef } from '../core/types.js';
 import type { SharedIndex, SharedMemoryUpload } from '../community/types.js';
+import { makeReport } from '../community/ldp.js';
+import { decodePrototypes, matchMemory } from '../community/release.js';
+import type { LdpParams, Release, WireReport } from '../protocol/index-v2.js';
 import { RulesReasoner } from '../reason/rules.js';
 import type { ForwardStep, MemoryText, MemoryView, Reasoner } from '../reason/types.js';
 import type { ItemVectors } from './items.js';
 
-/** What is shared with the index: `off` nothing, `embeddings` vectors, `items` vectors + item ids. */
-export type PrivacyLevel = 'off' | 'embeddings' | 'items';
+/**
+ * DEPRECATED protocol v1 levels of {@link MemoryAgent.sync}: `off` nothing, `embeddings`
+ * memory vectors, `items` vectors + item ids. v1 is insecure (docs/PRIVACY.md); it stays for the
+ * privacy benchmark's "before" figures. Devices use protocol v2 ({@link MemoryAgent.makeReport},
+ * {@link MemoryAgent.useRelease}).
+ */
+export type V1PrivacyLevel = 'off' | 'embeddings' | 'items';
 
 /** Variants used by the benchmark's ablations (STEAM's paper). */
 export interface AgentMode {
@@ -292,11 +300,12 @@ export class MemoryAgent {
   }
 
   /**
+   * DEPRECATED (protocol v1, insecure: see docs/PRIVACY.md).
    * Share memories with the index at `privacy` and pull their communities. Changed memories
    * get a fresh random id (the old copy is deleted); forgotten ones are deleted; at `off`
    * every shared copy is deleted and nothing is sent.
    */
-  async sync(index: SharedIndex, privacy: PrivacyLevel, opts: { pull?: boolean } = {}): Promise<void> {
+  async sync(index: SharedIndex, privacy: V1PrivacyLevel, opts: { pull?: boolean } = {}): Promise<void> {
     const n = this.config.shareRecentEvents;
     const recent = n > 0 ? new Set(this.state.events.slice(-n).map((e) => e.item)) : undefined;
     /** What one memory's shared copy would be now (undefined: not shared). */
@@ -364,7 +373,101 @@ export class MemoryAgent {
     };
   }
 
-  /** Fetch communities for the shared memories and link memories to their prototypes. */
+  // ——— protocol v2 ———
+
+  /**
+   * The items a v2 report samples from: the distinct items of the last `shareRecentEvents`
+   * processed events with a positive action, oldest first (catalog items only).
+   */
+  reportItems(): string[] {
+    const n = this.config.shareRecentEvents || this.state.events.length;
+    const liked = this.state.events.filter((e) => !e.pending && actionWeight(e.action) > 0 && this.items.has(e.item)).slice(-n);
+    const out: string[] = [];
+    for (const e of liked) {
+      const i = out.indexOf(e.item);
+      if (i >= 0) out.splice(i, 1);
+      out.push(e.item);
+    }
+    return out;
+  }
+
+  /** Last epoch this device reported for (undefined: never). */
+  reportedEpoch(): number | undefined {
+    return this.state.reporting?.lastEpoch;
+  }
+
+  /**
+   * This device's local-DP report (protocol v2; see community/ldp.ts), or undefined when it has
+   * already reported for `epoch` or a later one. The memoized permanent randomization is kept
+   * in the state (save it); call {@link markReported} once the service accepted the report.
+   * `random`: a CSPRNG-backed [0, 1) source on a real device.
+   */
+  makeReport(epoch: number, params: LdpParams, random: () => number): WireReport | undefined {
+    const r = (this.state.reporting ??= { memo: {} });
+    if (r.lastEpoch !== undefined && r.lastEpoch >= epoch) return undefined;
+    return makeReport(this.reportItems(), params, r.memo, random);
+  }
+
+  /** Record that the report of `epoch` was accepted (no second report this epoch). */
+  markReported(epoch: number): void {
+    const r = (this.state.reporting ??= { memo: {} });
+    r.lastEpoch = Math.max(r.lastEpoch ?? -Infinity, epoch);
+  }
+
+  /**
+   * Use a v2 release for ranking (undefined: none): each memory is linked to its top-`k1`
+   * community prototypes (relation extraction against the public space, on the device), and
+   * the release's popularity estimates become the popularity signal. Returns the number of
+   * memories linked to a community. Nothing is sent.
+   */
+  async useRelease(release: Release | undefined): Promise<number> {
+    if (!release || release.embedderId !== this.items.embedderId) {
+      this.communities = undefined;
+      for (const m of this.state.memories) m.links = [];
+      return 0;
+    }
+    const prototypes = decodePrototypes(release);
+    const known = new Map<string, KnownCommunity>();
+    const byMemory = new Map<string, KnownCommunity[]>();
+    let linked = 0;
+    for (const m of this.state.memories) {
+      m.links = [];
+      if (m.strength <= 0 || m.embedding.embedderId !== release.embedderId) continue;
+      const hits = matchMemory(m.embedding.vector, prototypes, this.config.k1, -1);
+      const list: KnownCommunity[] = [];
+      for (const h of hits) {
+        let k = known.get(h.community.id);
+        if (!k) {
+          const top = Object.entries(h.community.counts)
+            .sort((a, b) => b[1] - a[1])
+            .slice(0, 3)
+            .map(([id]) => id)
+            .filter((id) => this.items.has(id));
+          const examples = (top.length ? top : h.community.items.filter((id) => this.items.has(id)).slice(0, 3)).map((id) => this.items.item(id));
+          const summary = await this.reason((r) => r.summarizePrototype({ items: examples, size: Math.round(h.community.contributors) }));
+          const itemTotal = Object.values(h.community.counts).reduce((a, b) => a + b, 0);
+          k = {
+            view: { id: h.community.id, size: Math.round(h.community.contributors), prototype: h.prototype, members: [], items: h.community.counts, ownIds: [] },
+            summary,
+            itemTotal,
+          };
+          known.set(h.community.id, k);
+        }
+        list.push(k);
+        m.links.push(h.community.id);
+      }
+      if (list.length) {
+        byMemory.set(m.id, list);
+        linked++;
+      }
+    }
+    const total = Object.values(release.popularity).reduce((a, b) => a + b, 0);
+    const itemShares = new Map(total > 0 ? Object.entries(release.popularity).map(([id, x]) => [id, x / total] as const) : []);
+    this.communities = { byMemory, itemShares };
+    return linked;
+  }
+
+  /** DEPRECATED (protocol v1). Fetch communities for the shared memories and link memories to their prototypes. */
   async pullCommunities(index: SharedIndex): Promise<void> {
     const bySharedId = new Map([...this.shared].map(([mid, c]) => [c.id, mid]));
     const views = bySharedId.size ? await index.communities([...bySharedId.keys()]) : [];

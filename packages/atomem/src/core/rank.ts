@@ -143,6 +143,12 @@ export function features(
       contribution: w.prototype * p + w.members * members + w.communityItems * share,
     });
   }
+  const shares = input.communities?.itemShares;
+  if (shares) {
+    // protocol v2: the release's global popularity estimate
+    f.popularity = shares.get(c.id) ?? 0;
+    if (f.popularity > 0) reasons.push({ kind: 'popular', share: f.popularity, contribution: w.popularity * f.popularity });
+  }
   if (all.length) {
     let count = 0;
     let total = 0;
@@ -151,7 +157,7 @@ export function features(
       count += k.view.items[c.id] ?? 0;
       total += k.itemTotal;
     }
-    if (total > 0) {
+    if (total > 0 && !shares) {
       f.popularity = count / total;
       if (count > 0) reasons.push({ kind: 'popular', share: f.popularity, contribution: w.popularity * f.popularity });
     }

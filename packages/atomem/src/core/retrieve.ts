@@ -28,6 +28,12 @@ export interface KnownCommunity {
 /** Global context for retrieval: own memory id → its communities. */
 export interface CommunityContext {
   byMemory: Map<string, KnownCommunity[]>;
+  /**
+   * Item → share of the release's popularity estimates (protocol v2: LDP estimates over all
+   * reports of the epoch). When set, the ranker's `popularity` signal reads it instead of
+   * summing the item counts of the shopper's own communities (v1).
+   */
+  itemShares?: ReadonlyMap<string, number>;
 }
 
 /** Top-`k` memories by cosine to `query` with similarity ≥ `tau`, best first. */

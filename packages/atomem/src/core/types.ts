@@ -105,6 +105,20 @@ export interface MemoryState {
    * exported (the copies belong to this device's deletion secret).
    */
   shared?: Record<string, SharedCopyRef>;
+  /**
+   * Protocol v2 reporting state: the memoized permanent randomization per reported item
+   * (RAPPOR-style, so later reports cannot average its noise away) and the last epoch a
+   * report was sent for (at most one per epoch). Never exported.
+   */
+  reporting?: ReportingState;
+}
+
+/** See {@link MemoryState.reporting}. */
+export interface ReportingState {
+  /** Item → memoized (cohort, permanently randomized bucket). */
+  memo: Record<string, { cohort: number; bucket: number }>;
+  /** Last epoch a report was sent for. */
+  lastEpoch?: number;
 }
 
 /** A shared copy of one memory: its random id and what it was made from. */

@@ -65,6 +65,8 @@ export interface MetaRecord {
   revision?: number;
   /** The sharing map of the state (`MemoryState.shared`): which memories have which copy in the shared index. */
   shared?: Record<string, { id: string; fingerprint: string }>;
+  /** Protocol v2 reporting state (`MemoryState.reporting`): memoized randomization, last reported epoch. */
+  reporting?: { memo: Record<string, { cohort: number; bucket: number }>; lastEpoch?: number };
   /** Per-profile secret from which deletion tokens of shared copies are derived (HMAC); never leaves the device. */
   deviceSecret?: string;
 }

@@ -102,6 +102,7 @@ function metaOf(state: MemoryState, nextSeq = state.nextSeq, revision = 0, keep?
     signal: { ...state.signal },
     revision,
     ...(state.shared ? { shared: structuredClone(state.shared) } : keep?.shared ? { shared: keep.shared } : {}),
+    ...(state.reporting ? { reporting: structuredClone(state.reporting) } : keep?.reporting ? { reporting: keep.reporting } : {}),
     ...(keep?.deviceSecret ? { deviceSecret: keep.deviceSecret } : {}),
   };
 }
@@ -250,6 +251,7 @@ export class MemoryStore {
       state.nextSeq = meta.nextSeq;
       state.signal = { ...meta.signal };
       if (meta.shared) state.shared = meta.shared;
+      if (meta.reporting) state.reporting = meta.reporting;
     }
     const lastSeq = state.events.length ? state.events[state.events.length - 1].seq : 0;
     state.nextSeq = Math.max(state.nextSeq, lastSeq + 1);

@@ -1,4 +1,7 @@
 /**
+ * DEPRECATED: protocol v1 is insecure (docs/PRIVACY.md); the engine uses protocol v2
+ * (`report-client.ts`). Kept for the privacy benchmark's "before" figures and old services.
+ *
  * The shared index over HTTP: a {@link SharedIndex} speaking wire protocol v1
  * (`src/protocol/index-v1.ts`) to the `atomem-index` service. The agent's `sync` works with it
  * unchanged. What it sends is inspectable (`lastPayload()`), for the demo and audits.

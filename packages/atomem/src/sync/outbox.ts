@@ -1,4 +1,7 @@
 /**
+ * DEPRECATED: protocol v1 is insecure (docs/PRIVACY.md); the engine uses protocol v2
+ * (`report-client.ts`). Kept for the privacy benchmark's "before" figures and old services.
+ *
  * Durable sync with the shared index: what the agent decides to share or delete is first
  * written to the profile's IndexedDB outbox ({@link OutboxIndex}), then {@link SyncClient}
  * drains the outbox to the service in batches, with retry, exponential backoff and jitter.

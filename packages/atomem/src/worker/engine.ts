@@ -21,8 +21,9 @@ import type { LanguageModel, LoadProgress } from '../models/types.js';
 import { MemoryStore, StorageQuotaError } from '../store/index.js';
 import { warmCatalog } from './catalog.js';
 import { buildEmbedder, type BuiltEmbedder } from './embedders.js';
-import { HttpIndex } from '../sync/http-index.js';
-import { OutboxIndex, SyncClient } from '../sync/outbox.js';
+import { ReportClient, ReportHttpError, reportDelay } from '../sync/report-client.js';
+import { AttesterTokenProvider } from '../sync/tokens.js';
+import type { HealthV2Response, Release } from '../protocol/index-v2.js';
 
 import type { ExportFile } from '../store/file.js';
 import { serializeError } from './errors.js';
@@ -64,14 +65,25 @@ interface Session {
 
 interface SyncSession {
   url: string;
-  http: HttpIndex;
-  outbox: OutboxIndex;
-  client: SyncClient;
+  client: ReportClient;
   privacy: PrivacyLevel;
+  attesterUrl: string | undefined;
+  delay: 'random' | number;
   every: number;
   since: number;
   lastError: string | null;
   pending: Promise<unknown> | null;
+  /** The release in use. */
+  release: Release | undefined;
+  /** The scheduled report of an epoch. */
+  report: { epoch: number; timer: ReturnType<typeof setTimeout> } | null;
+  stopped: boolean;
+}
+
+/** A [0, 1) number from the platform CSPRNG (reports must not use Math.random). */
+function cryptoRandom(): number {
+  const u = globalThis.crypto.getRandomValues(new Uint32Array(2));
+  return (u[0] * 2 ** 21 + (u[1] >>> 11)) / 2 ** 53;
 }
 
 /** Options of {@link Engine}. */
@@ -156,7 +168,7 @@ export class Engine implements EngineApi {
         const state = await store.load();
         await this.closeSession();
         const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null, reasoner: null, idleTimer: null }, sync: null };
-        if (options.index) session.sync = await this.syncSession(store, items, options.index);
+        if (options.index) session.sync = await this.syncSession(options.index);
         this.session = session;
         if (options.llm) session.llm.loading = this.loadModel(session, progress);
         await this.exclusive(async () => {
@@ -192,7 +204,9 @@ export class Engine implements EngineApi {
         },
         storage: { degraded: s.store.degraded, persisted: null },
         shared: this.shared,
-        sync: s.sync ? { url: s.sync.url, privacy: s.sync.privacy, pending: (await s.store.outbox()).length, lastError: s.sync.lastError } : null,
+        sync: s.sync
+          ? { url: s.sync.url, privacy: s.sync.privacy, pending: s.sync.report ? 1 : 0, lastError: s.sync.lastError, release: s.sync.release?.epoch ?? null, reportedEpoch: s.agent.reportedEpoch() ?? null }
+          : null,
       };
     })();
   }
@@ -250,10 +264,7 @@ export class Engine implements EngineApi {
   import(file: unknown): Promise<void> {
     return this.mutation(async () => {
       const s = this.ready();
-      const old = s.agent.sharedIds();
       await this.write(() => s.store.import(file));
-      // the replaced memories' shared copies go too
-      if (s.sync && old.length) await this.write(() => s.sync!.outbox.delete(old));
       await this.reload(s);
       if (s.sync) this.syncSoon();
     });
@@ -262,17 +273,14 @@ export class Engine implements EngineApi {
   erase(): Promise<void> {
     return this.mutation(async () => {
       const s = this.ready();
-      const sharedIds = s.agent.sharedIds();
-      const tokens: Record<string, string> = {};
-      if (s.sync) for (const id of sharedIds) tokens[id] = await s.sync.http.tokenFor(id);
-      await this.write(() => s.store.erase({ sharedIds, tokens }));
-      await this.reload(s);
-      if (s.sync) {
-        // the device secret went with everything else: derive tokens from the new one from now on
-        s.sync.client.stop();
-        s.sync = await this.syncSession(s.store, s.items, s.options.index!, s.sync.privacy);
-        void s.sync.client.drain();
+      // why: v2 reports carry no handle, so there is nothing on the index to delete; a report
+      // already sent is part of its epoch's aggregate (ε-LDP), an unsent one is cancelled
+      if (s.sync?.report) {
+        clearTimeout(s.sync.report.timer);
+        s.sync.report = null;
       }
+      await this.write(() => s.store.erase({}));
+      await this.reload(s);
     });
   }
 
@@ -282,60 +290,103 @@ export class Engine implements EngineApi {
     if (!sync) return Promise.reject(new Error('sync: no index configured (createAtomem({ index: { url } }))'));
     const run = (async (): Promise<SyncReport> => {
       sync.since = 0;
-      await this.mutation(async () => {
-        const { agent, store } = this.ready();
-        await agent.sync(sync.outbox, sync.privacy, { pull: false });
-        await this.write(() => store.saveState(agent.snapshot));
-      });
-      const drained = await sync.client.drain();
+      const base = { privacy: sync.privacy, sent: 0, dropped: 0 };
+      if (sync.privacy === 'off') {
+        sync.release = undefined;
+        if (sync.report) clearTimeout(sync.report.timer);
+        sync.report = null;
+        await this.mutation(async () => void (await this.ready().agent.useRelease(undefined)));
+        sync.lastError = null;
+        return { ...base, pending: 0, communities: 0, release: null };
+      }
+      let error: string | undefined;
       let communities = 0;
-      let error = drained.error?.message;
-      if (!drained.error && sync.privacy !== 'off') {
-        try {
-          communities = await this.mutation(async () => {
-            const { agent, store } = this.ready();
-            await agent.pullCommunities(sync.http);
-            await this.write(() => store.saveState(agent.snapshot));
-            return agent.memories().filter((m) => m.links.length > 0).length;
-          });
-        } catch (e) {
-          error = e instanceof Error ? e.message : String(e);
-        }
+      try {
+        const release = await sync.client.latestRelease();
+        sync.release = release;
+        communities = await this.mutation(async () => this.ready().agent.useRelease(release));
+        if (sync.privacy === 'contribute') await this.scheduleReport(sync);
+      } catch (e) {
+        error = e instanceof Error ? e.message : String(e);
       }
       sync.lastError = error ?? null;
-      return { privacy: sync.privacy, sent: drained.sent, dropped: drained.dropped, pending: drained.pending, communities, ...(error ? { error } : {}) };
+      return { ...base, pending: sync.report ? 1 : 0, communities, release: sync.release?.epoch ?? null, ...(error ? { error } : {}) };
     })();
     sync.pending = run.catch(() => undefined).finally(() => (sync.pending = null));
     return run;
   }
 
   setPrivacy(level: PrivacyLevel): Promise<SyncReport> {
-    if (level !== 'off' && level !== 'embeddings' && level !== 'items') return Promise.reject(new TypeError(`privacy must be 'off', 'embeddings' or 'items', got ${String(level)}`));
+    if (level !== 'off' && level !== 'receive' && level !== 'contribute') return Promise.reject(new TypeError(`privacy must be 'off', 'receive' or 'contribute', got ${String(level)}`));
     const s = this.ready();
     if (!s.sync) return Promise.reject(new Error('setPrivacy: no index configured (createAtomem({ index: { url } }))'));
+    if (level === 'contribute' && !s.sync.attesterUrl) return Promise.reject(new TypeError("setPrivacy: 'contribute' needs index.attesterUrl (the shop's Privacy Pass attester)"));
     s.sync.privacy = level;
     return this.sync();
   }
 
   async lastPayload(): Promise<{ path: string; body: unknown; at: number } | null> {
-    return this.ready().sync?.http.lastPayload() ?? null;
+    return this.ready().sync?.client.lastReport() ?? null;
   }
 
   // ——— sync internals ———
 
-  private async syncSession(store: MemoryStore, items: ItemVectors, index: NonNullable<EngineOptions['index']>, privacy?: PrivacyLevel): Promise<SyncSession> {
+  private async syncSession(index: NonNullable<EngineOptions['index']>): Promise<SyncSession> {
     if (!index || typeof index.url !== 'string') throw new TypeError('index.url must be the URL of an atomem-index service');
-    const level = privacy ?? index.privacy ?? 'embeddings';
-    if (level !== 'off' && level !== 'embeddings' && level !== 'items') throw new TypeError(`index.privacy must be 'off', 'embeddings' or 'items', got ${String(level)}`);
-    const http = new HttpIndex({ url: index.url, embedderId: items.embedderId, secret: await store.deviceSecret(), noise: index.noise });
-    const client = new SyncClient({
-      store,
-      http,
-      onDropped: (q, e) => this.emit('error', { name: 'IndexRefused', message: `the index refused a queued ${q.entry.kind} for good: ${e.message}` }),
+    const level = index.privacy ?? 'off';
+    if (level !== 'off' && level !== 'receive' && level !== 'contribute') throw new TypeError(`index.privacy must be 'off', 'receive' or 'contribute', got ${String(level)}`);
+    if (level === 'contribute' && typeof index.attesterUrl !== 'string') throw new TypeError("index.privacy 'contribute' needs index.attesterUrl (the shop's Privacy Pass attester)");
+    const delay = index.reportDelay ?? 'random';
+    if (delay !== 'random' && !(typeof delay === 'number' && delay >= 0)) throw new TypeError(`index.reportDelay must be 'random' or a number ≥ 0, got ${String(delay)}`);
+    const tokens = new AttesterTokenProvider({ indexUrl: index.url, attesterUrl: index.attesterUrl ?? '' });
+    const client = new ReportClient({ url: index.url, tokens });
+    return { url: index.url, client, privacy: level, attesterUrl: index.attesterUrl, delay, every: index.syncEvery ?? 5, since: 0, lastError: null, pending: null, release: undefined, report: null, stopped: false };
+  }
+
+  /** At `contribute`: schedule this epoch's one report (at a random moment) unless sent or scheduled. */
+  private async scheduleReport(sync: SyncSession): Promise<void> {
+    const health: HealthV2Response = await sync.client.health();
+    const { agent } = this.ready();
+    const done = agent.reportedEpoch();
+    if ((done !== undefined && done >= health.epoch) || (sync.report && sync.report.epoch === health.epoch)) return;
+    if (sync.report) clearTimeout(sync.report.timer);
+    const wait = sync.delay === 'random' ? reportDelay(Date.now(), health.epoch, health.epochMs, cryptoRandom) : sync.delay;
+    const epoch = health.epoch;
+    sync.report = {
+      epoch,
+      timer: setTimeout(() => {
+        void this.sendReport(sync, epoch, health).catch((e) => {
+          sync.lastError = e instanceof Error ? e.message : String(e);
+          this.emit('error', { name: 'ReportError', message: sync.lastError });
+        });
+      }, wait),
+    };
+  }
+
+  private async sendReport(sync: SyncSession, epoch: number, health: HealthV2Response): Promise<void> {
+    if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute') return;
+    const report = await this.mutation(async () => {
+      const { agent, store } = this.ready();
+      const r = agent.makeReport(epoch, health.ldp, cryptoRandom);
+      // the memoized randomization is saved before anything is sent
+      if (r) await this.write(() => store.saveState(agent.snapshot));
+      return r;
     });
-    const session: SyncSession = { url: index.url, http, outbox: new OutboxIndex(store, http), client, privacy: level, every: index.syncEvery ?? 5, since: 0, lastError: null, pending: null };
-    void client.drain().catch(() => undefined); // what a previous session left queued
-    return session;
+    sync.report = null;
+    if (!report) return;
+    try {
+      await sync.client.send(epoch, report);
+    } catch (e) {
+      // final for this epoch: a refused token (spent, or the epoch closed: 403) or the attester's
+      // one-token-per-epoch limit (429: this shopper already reported, e.g. from another device);
+      // anything else is retried at the next sync
+      if (!(e instanceof ReportHttpError && (e.status === 403 || e.code === 'token_limit'))) throw e;
+    }
+    await this.mutation(async () => {
+      const { agent, store } = this.ready();
+      agent.markReported(epoch);
+      await this.write(() => store.saveState(agent.snapshot));
+    });
   }
 
   /** Sync in the background (after the current operation); failures become `error` events. */
@@ -359,7 +410,10 @@ export class Engine implements EngineApi {
     this.session = undefined;
     if (!s) return;
     if (s.llm.idleTimer) clearTimeout(s.llm.idleTimer);
-    s.sync?.client.stop();
+    if (s.sync) {
+      s.sync.stopped = true;
+      if (s.sync.report) clearTimeout(s.sync.report.timer);
+    }
     await s.sync?.pending;
     s.store.close();
     await s.llm.loading;

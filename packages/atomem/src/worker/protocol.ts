@@ -85,33 +85,54 @@ export interface LlmOptions {
   idleMs?: number;
 }
 
-/** Privacy level of sharing: `off` nothing, `embeddings` memory vectors, `items` vectors + item ids. */
-export type PrivacyLevel = 'off' | 'embeddings' | 'items';
+/**
+ * Sharing with the community index (protocol v2): `off` nothing is sent or fetched;
+ * `receive` only the public release is downloaded (a plain GET of the same file for everyone)
+ * and matched on the device, nothing is sent; `contribute` also sends one local-DP report per
+ * epoch (ε per shopper per epoch in the release's `ldp`, see docs/PRIVACY.md).
+ */
+export type PrivacyLevel = 'off' | 'receive' | 'contribute';
 
-/** Where and how to share anonymized memory vectors. */
+/** Where and how to share with the community index. */
 export interface IndexOptions {
   /** The `atomem-index` service root, e.g. `https://index.shop.example`. */
   url: string;
-  /** Default `embeddings`. */
+  /**
+   * Default `off`: on the benchmark (ML-100K, 943 shoppers) `contribute` at its ε did not
+   * measurably beat `off` (docs/PRIVACY.md, "Quality").
+   */
   privacy?: PrivacyLevel;
-  /** Gaussian noise (standard deviation) added to vectors before upload. Default 0. */
-  noise?: number;
-  /** Sync after this many tracked events (and after forget / erase / privacy changes). Default 5. */
+  /**
+   * The shop's attester endpoint (needed for `contribute`): authenticates the shopper with the
+   * shop's own session, allows one token per shopper per epoch, and forwards the blinded
+   * Privacy Pass request to the index (body and answer: `IssueRequest` / `IssueResponse` of
+   * `atomem/protocol`). Cookies go to this URL only, never to the index.
+   */
+  attesterUrl?: string;
+  /** Fetch the release after this many tracked events (and on privacy changes). Default 5. */
   syncEvery?: number;
+  /**
+   * Delay before the epoch's report: `random` (default) = a uniformly random moment in what
+   * remains of the epoch, so its arrival says nothing about the visit; a number = that many ms
+   * (tests and demos).
+   */
+  reportDelay?: 'random' | number;
 }
 
 /** What one sync did. */
 export interface SyncReport {
   privacy: PrivacyLevel;
-  /** Outbox entries the service acknowledged. */
+  /** Reports the service accepted during this sync (0 or 1). */
   sent: number;
-  /** Entries refused for good (dropped, reported as `error` events). */
+  /** Reports refused for good (their token was spent or the epoch closed), reported as `error` events. */
   dropped: number;
-  /** Entries still queued (offline): they are retried with backoff and on the next start. */
+  /** 1 while this epoch's report waits for its random moment (or for the service), else 0. */
   pending: number;
-  /** Communities pulled for this shopper's memories (0 when offline or off). */
+  /** Memories linked to a released community (0 when off or no release yet). */
   communities: number;
-  /** Why the upload or the pull failed, if it did. */
+  /** Epoch of the release in use, or null. */
+  release: number | null;
+  /** Why fetching the release or sending the report failed, if it did. */
   error?: string;
 }
 
@@ -189,7 +210,7 @@ export interface EngineStatus {
   /** True inside a SharedWorker (several tabs share this engine). */
   shared: boolean;
   /** Sharing with the community index, or null when no index is configured. */
-  sync: { url: string; privacy: PrivacyLevel; pending: number; lastError: string | null } | null;
+  sync: { url: string; privacy: PrivacyLevel; pending: number; lastError: string | null; release: number | null; reportedEpoch: number | null } | null;
 }
 
 /** One interaction as the page reports it. `at` defaults to the worker's `Date.now()`, `action` to `'click'`. */
@@ -336,10 +357,10 @@ export interface EngineApi {
   import(file: unknown): Promise<void>;
   /** Erase everything of this profile (deletion requests for its shared copies are queued and sent); the engine continues with an empty state. */
   erase(): Promise<void>;
-  /** Share now: queue uploads / deletions, drain the outbox, pull communities. Needs `index`. */
+  /** Fetch the latest release and match it; at `contribute`, schedule this epoch's report if not sent yet. Needs `index`. */
   sync(): Promise<SyncReport>;
-  /** Change the privacy level and sync (`off` deletes every shared copy and stops uploads). */
+  /** Change the privacy level and sync (`off` stops fetching and reporting and drops the release in use). */
   setPrivacy(level: PrivacyLevel): Promise<SyncReport>;
-  /** The last request body sent to the index, exactly as on the wire (for audits and the demo), or null. */
+  /** The last report sent to the index, exactly as on the wire (for audits and the demo), or null. */
   lastPayload(): Promise<{ path: string; body: unknown; at: number } | null>;
 }

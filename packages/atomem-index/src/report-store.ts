@@ -1,0 +1,157 @@
+/**
+ * Durable storage of protocol v2: one SQLite file (`reports.sqlite` in the data dir).
+ *
+ * What it holds, and what it deliberately does not:
+ * - `cells(epoch, cohort, bucket, n)`: the epoch's reports folded into a histogram as they
+ *   arrive. There is **no row per report** — no id, no insertion sequence, no timestamp — so
+ *   nothing in the file orders or groups one shopper's reports. Cells of an epoch are deleted
+ *   once its release is built (retention: the epoch plus the grace period).
+ * - `spent(nonce, epoch)`: the nonce of every redeemed Privacy Pass token of the open epochs, a
+ *   tombstone that refuses a replayed report body. `WITHOUT ROWID` with the random nonce as
+ *   key: stored in nonce order, not arrival order. Deleted with the epoch's cells.
+ * - `releases(epoch, body)`: the published aggregates (public anyway), kept for `keepReleases`.
+ * - `meta(key, value)`: the issuer key.
+ *
+ * `secure_delete = ON` overwrites deleted content with zeros, and the WAL is checkpointed
+ * (TRUNCATE) after each release, so deleted cells and tombstones do not linger in free pages or
+ * the WAL. Durability as in the v1 store: WAL, `synchronous = NORMAL` by default, exclusive lock.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { DataDirInUseError } from './store.js';
+
+const SCHEMA_VERSION = 1;
+
+/** Options of {@link ReportStore.open}. */
+export interface ReportStoreOptions {
+  synchronous?: 'normal' | 'full';
+}
+
+/** The v2 SQLite store. All methods are synchronous; each mutation is one transaction. */
+export class ReportStore {
+  readonly file: string;
+  private readonly db: Database.Connection;
+  private readonly stmt;
+  private readonly spendTx: (nonce: Buffer, epoch: number, cohort: number, bucket: number) => boolean;
+  private readonly publishTx: (epoch: number, body: string | undefined, keep: number) => void;
+
+  private constructor(file: string, db: Database.Connection) {
+    this.file = file;
+    this.db = db;
+    const q = <P extends unknown[], R = unknown>(sql: string) => db.prepare<P, R>(sql);
+    this.stmt = {
+      spend: q<[Buffer, number]>('INSERT OR IGNORE INTO spent (nonce, epoch) VALUES (?, ?)'),
+      bump: q<[number, number, number]>('INSERT INTO cells (epoch, cohort, bucket, n) VALUES (?, ?, ?, 1) ON CONFLICT (epoch, cohort, bucket) DO UPDATE SET n = n + 1'),
+      cells: q<[number], { cohort: number; bucket: number; n: number }>('SELECT cohort, bucket, n FROM cells WHERE epoch = ?'),
+      reports: q<[number], { n: number | null }>('SELECT SUM(n) AS n FROM cells WHERE epoch = ?'),
+      openEpochs: q<[], { epoch: number }>('SELECT DISTINCT epoch FROM cells UNION SELECT DISTINCT epoch FROM spent ORDER BY epoch'),
+      dropCells: q<[number]>('DELETE FROM cells WHERE epoch <= ?'),
+      dropSpent: q<[number]>('DELETE FROM spent WHERE epoch <= ?'),
+      putRelease: q<[number, string]>('INSERT OR REPLACE INTO releases (epoch, body) VALUES (?, ?)'),
+      pruneReleases: q<[number]>('DELETE FROM releases WHERE epoch NOT IN (SELECT epoch FROM releases ORDER BY epoch DESC LIMIT ?)'),
+      release: q<[number], { body: string }>('SELECT body FROM releases WHERE epoch = ?'),
+      latest: q<[], { epoch: number }>('SELECT MAX(epoch) AS epoch FROM releases'),
+      getMeta: q<[string], { value: string }>('SELECT value FROM meta WHERE key = ?'),
+      setMeta: q<[string, string]>('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)'),
+    };
+    this.spendTx = db.transaction((nonce: Buffer, epoch: number, cohort: number, bucket: number) => {
+      if (this.stmt.spend.run(nonce, epoch).changes === 0) return false;
+      this.stmt.bump.run(epoch, cohort, bucket);
+      return true;
+    });
+    this.publishTx = db.transaction((epoch: number, body: string | undefined, keep: number) => {
+      if (body !== undefined) this.stmt.putRelease.run(epoch, body);
+      this.stmt.dropCells.run(epoch);
+      this.stmt.dropSpent.run(epoch);
+      this.stmt.pruneReleases.run(keep);
+    });
+  }
+
+  /** Open (creating if needed) `reports.sqlite` in `dataDir`; {@link DataDirInUseError} when another process holds it. */
+  static open(dataDir: string, options: ReportStoreOptions = {}): ReportStore {
+    mkdirSync(dataDir, { recursive: true });
+    const file = join(dataDir, 'reports.sqlite');
+    const db = new Database(file, { timeout: 250 });
+    try {
+      db.pragma('locking_mode = EXCLUSIVE');
+      db.pragma('journal_mode = WAL');
+      db.pragma(`synchronous = ${options.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
+      // why: deleted cells and tombstones are overwritten, not left in free pages
+      db.pragma('secure_delete = ON');
+      db.exec('BEGIN EXCLUSIVE; COMMIT;');
+      db.exec(`
+        CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS cells (
+          epoch INTEGER NOT NULL, cohort INTEGER NOT NULL, bucket INTEGER NOT NULL, n INTEGER NOT NULL,
+          PRIMARY KEY (epoch, cohort, bucket)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS spent (nonce BLOB PRIMARY KEY, epoch INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS releases (epoch INTEGER PRIMARY KEY, body TEXT NOT NULL);
+      `);
+      const version = db.pragma('user_version', { simple: true }) as number;
+      if (version === 0) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      else if (version !== SCHEMA_VERSION) throw new Error(`${file}: schema version ${version}, this service reads ${SCHEMA_VERSION}`);
+    } catch (err) {
+      db.close();
+      if ((err as { code?: string }).code === 'SQLITE_BUSY') throw new DataDirInUseError(`data dir ${dataDir} is in use by another process (${file} is locked)`);
+      throw err;
+    }
+    return new ReportStore(file, db);
+  }
+
+  /**
+   * One transaction: spend the token (its nonce) and count the report. False (nothing
+   * written) when the token was already spent.
+   */
+  spend(nonceHex: string, epoch: number, cohort: number, bucket: number): boolean {
+    return this.spendTx(Buffer.from(nonceHex, 'hex'), epoch, cohort, bucket);
+  }
+
+  /** The histogram of an epoch's reports. */
+  cells(epoch: number): { cohort: number; bucket: number; n: number }[] {
+    return this.stmt.cells.all(epoch);
+  }
+
+  /** Reports counted in an epoch. */
+  reportCount(epoch: number): number {
+    return this.stmt.reports.get(epoch)?.n ?? 0;
+  }
+
+  /** Epochs with cells or tombstones still stored, ascending. */
+  openEpochs(): number[] {
+    return this.stmt.openEpochs.all().map((r) => r.epoch);
+  }
+
+  /**
+   * One transaction: store the release of `epoch` (or none, when too few reports), delete the
+   * cells and tombstones of every epoch ≤ `epoch`, keep only the last `keep` releases; then
+   * checkpoint the WAL so the deleted pages leave it too.
+   */
+  publish(epoch: number, body: string | undefined, keep = 30): void {
+    this.publishTx(epoch, body, keep);
+    this.db.pragma('wal_checkpoint(TRUNCATE)');
+  }
+
+  /** The stored release body of an epoch. */
+  release(epoch: number): string | undefined {
+    return this.stmt.release.get(epoch)?.body;
+  }
+
+  /** Latest released epoch. */
+  latestRelease(): number | undefined {
+    return this.stmt.latest.get()?.epoch ?? undefined;
+  }
+
+  getMeta(key: string): string | undefined {
+    return this.stmt.getMeta.get(key)?.value;
+  }
+
+  setMeta(key: string, value: string): void {
+    this.stmt.setMeta.run(key, value);
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+}
