@@ -1,0 +1,175 @@
+/**
+ * Fits the shop scorer's combiner weights on validation cases and prints the table:
+ *
+ *   npx tsx src/bench/tune-shop.ts --data DIR [--seed 2026] [--param shop.k=v]...
+ *       [--epsilon 1,4,8,inf] [--extra sasrec] [--test] [--json FILE]
+ *
+ * Per configuration (ε): trains the model on the validation histories (every user's last two
+ * interactions held out), computes every signal for every validation case from that user's own
+ * history, reports each signal alone (NDCG@10), fits the weights (listwise softmax regression on
+ * the z-scored signals, `src/shop/fit.ts`), and reports the combination in-sample, by 5-fold
+ * cross-validation over users, and with each signal left out (refitted). `--test` then trains on
+ * the test histories and reads the test split once with the fitted weights. The weights printed
+ * for ε = ∞ are the shipped `DEFAULT_WEIGHTS` of `src/shop/score.ts`.
+ */
+import { writeFileSync } from 'node:fs';
+import { Command, InvalidArgumentError } from 'commander';
+import { loadDataset } from './datasets.js';
+import { ndcgAt, rankOf, bootstrapCI, mean } from './metrics.js';
+import { buildProtocol, DEFAULT_SEED } from './protocol.js';
+import { rankByScore, tieRng } from './baselines.js';
+import { combine, SIGNALS, ShopScorer } from '../shop/score.js';
+import { fitWeights, type FitCase } from '../shop/fit.js';
+import { shopModelSizes } from '../shop/format.js';
+import { lastAt, scorerOptionsFrom, shopSignals, trainForContext } from './shop-method.js';
+import type { EvalCase, MethodContext } from './types.js';
+import './methods.js';
+
+interface Row {
+  config: string;
+  split: 'validation' | 'test';
+  what: string;
+  ndcg10: number;
+  ci?: [number, number];
+}
+
+function parseParam(value: string, previous: Record<string, string> = {}): Record<string, string> {
+  const eq = value.indexOf('=');
+  if (eq <= 0) throw new InvalidArgumentError('expected key=value.');
+  return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
+}
+
+/** NDCG@10 per case of a score vector per case (ties by the bench's seeded stream). */
+function ndcgs(cases: readonly EvalCase[], scores: readonly ArrayLike<number>[], seed: number, label: string): number[] {
+  return cases.map((c, k) => ndcgAt(rankOf(rankByScore(c.candidates, scores[k], tieRng(seed, label, c.user)), c.test.item), 10));
+}
+
+async function signalsFor(
+  ctx: MethodContext,
+  params: Record<string, string>,
+  extraNames: string[],
+): Promise<{ fit: FitCase[]; names: string[]; info: Record<string, unknown> }> {
+  const { model, bytes, seconds } = await trainForContext(ctx, params);
+  const scorer = new ShopScorer(model, scorerOptionsFrom(params));
+  const providers = extraNames.map((n) => {
+    const f = shopSignals.get(n);
+    if (!f) throw new Error(`--extra: unknown signal ${n}`);
+    return [n, f({ name: `shop-${n}`, privacy: 'off', seed: ctx.seed, params })] as const;
+  });
+  for (const [, p] of providers) await p.prepare(ctx);
+  const fit: FitCase[] = [];
+  for (const c of ctx.cases) {
+    const signals: Record<string, ArrayLike<number>> = { ...scorer.signals(c.history, c.candidates, lastAt(c)) };
+    for (const [n, p] of providers) signals[n] = await p.scores(c);
+    fit.push({ signals, positive: c.candidates.indexOf(c.test.item) });
+  }
+  const sizes = shopModelSizes(bytes);
+  const present = SIGNALS.filter((n) => (n !== 'trend' || model.trend) && (!n.startsWith('vec') || model.vectors));
+  return { fit, names: [...present, ...extraNames], info: { fileBytes: bytes.length, sizes, trainSeconds: Number(seconds.toFixed(1)), privacy: model.privacy, lambda: model.info.lambda } };
+}
+
+function evaluate(cases: readonly EvalCase[], fit: readonly FitCase[], weights: Record<string, number>, seed: number): number[] {
+  return ndcgs(
+    cases,
+    fit.map((f, k) => combine(f.signals, weights, cases[k].candidates.length)),
+    seed,
+    'shop',
+  );
+}
+
+/** 5-fold cross-validated NDCG@10 over users (weights refitted without each fold). */
+function crossValidated(cases: readonly EvalCase[], fit: readonly FitCase[], names: string[], seed: number, folds = 5): number {
+  const out = new Float64Array(cases.length);
+  for (let f = 0; f < folds; f++) {
+    const train = fit.filter((_, k) => k % folds !== f);
+    const w = fitWeights(train, names);
+    const idx = cases.map((_, k) => k).filter((k) => k % folds === f);
+    const v = evaluate(idx.map((k) => cases[k]), idx.map((k) => fit[k]), w, seed);
+    idx.forEach((k, t) => (out[k] = v[t]));
+  }
+  return mean(out);
+}
+
+async function main(): Promise<void> {
+  const o = new Command()
+    .requiredOption('--data <dir>', 'ml-100k folder')
+    .option('--seed <n>', 'seed', (v) => Number(v), DEFAULT_SEED)
+    .option('--param <key=value>', 'shop.* parameter (repeatable)', parseParam, {} as Record<string, string>)
+    .option('--epsilon <list>', 'ε values (inf = no DP)', 'inf')
+    .option('--extra <names>', 'extra signals registered with registerShopSignal', '')
+    .option('--signals <names>', 'fit only these signals (default: all)', '')
+    .option('--test', 'then read the test split once per configuration with the fitted weights')
+    .option('--no-ablation', 'skip the leave-one-signal-out refits')
+    .option('--json <file>', 'write the rows as JSON')
+    .parse()
+    .opts<{ data: string; seed: number; param: Record<string, string>; epsilon: string; extra: string; test?: boolean; ablation: boolean; json?: string; signals: string }>();
+  const dataset = loadDataset('movielens', o.data, {});
+  const extra = o.extra.split(',').filter(Boolean);
+  const rows: Row[] = [];
+  const weightsOut: Record<string, Record<string, number>> = {};
+  const print = (r: Row) => {
+    rows.push(r);
+    const ci = r.ci ? ` [${r.ci[0].toFixed(3)}, ${r.ci[1].toFixed(3)}]` : '';
+    process.stdout.write(`| ${r.config} | ${r.split} | ${r.what} | ${r.ndcg10.toFixed(3)}${ci} |\n`);
+  };
+  const quiet = () => {};
+  process.stdout.write('| config | split | what | NDCG@10 [95% CI] |\n|---|---|---|---|\n');
+  for (const eps of o.epsilon.split(',')) {
+    const params = { ...o.param, ...(eps === 'inf' ? {} : { 'shop.epsilon': eps }) };
+    const config = eps === 'inf' ? 'ε=∞' : `ε=${eps}`;
+    const val = buildProtocol(dataset, { seed: o.seed, target: 'validation' });
+    const vctx: MethodContext = { dataset, cases: val.cases, histories: val.histories, seed: o.seed, privacy: 'off', progress: quiet, setting: 'full', target: 'validation' };
+    const got = await signalsFor(vctx, params, extra);
+    const { fit, info } = got;
+    const subset = o.signals.split(',').filter(Boolean);
+    const names = subset.length ? got.names.filter((n) => subset.includes(n)) : got.names;
+    process.stderr.write(`${config}: ${JSON.stringify(info)}\n`);
+    const ci = (v: number[]): [number, number] => bootstrapCI(v, { seed: o.seed });
+    let refWeights: Record<string, number> | undefined;
+    for (const n of names) {
+      const v = ndcgs(val.cases, fit.map((f) => f.signals[n]), o.seed, `shop-${n}`);
+      print({ config, split: 'validation', what: `${n} alone`, ndcg10: mean(v) });
+    }
+    const reference = ['ease', 'knn', 'knnRecent'].filter((n) => names.includes(n));
+    if (reference.length === 3 && names.length > 3) {
+      const wr = fitWeights(fit, reference);
+      print({ config, split: 'validation', what: 'reference ensemble ease + knn + knnRecent (in-sample)', ndcg10: mean(evaluate(val.cases, fit, wr, o.seed)) });
+      refWeights = wr;
+    }
+    const weights = fitWeights(fit, names);
+    weightsOut[config] = weights;
+    const vIn = evaluate(val.cases, fit, weights, o.seed);
+    print({ config, split: 'validation', what: 'combined (in-sample)', ndcg10: mean(vIn), ci: ci(vIn) });
+    print({ config, split: 'validation', what: 'combined (5-fold CV over users)', ndcg10: crossValidated(val.cases, fit, names, o.seed) });
+    if (o.ablation) {
+      for (const n of names) {
+        const rest = names.filter((x) => x !== n);
+        const w = fitWeights(fit, rest);
+        print({ config, split: 'validation', what: `without ${n} (refitted, in-sample)`, ndcg10: mean(evaluate(val.cases, fit, w, o.seed)) });
+      }
+    }
+    process.stderr.write(`${config} weights: ${JSON.stringify(weights)}\n`);
+    if (o.test) {
+      const test = buildProtocol(dataset, { seed: o.seed, target: 'test' });
+      const tctx: MethodContext = { dataset, cases: test.cases, histories: test.histories, seed: o.seed, privacy: 'off', progress: quiet, setting: 'full', target: 'test' };
+      const t = await signalsFor(tctx, params, extra);
+      const vt = evaluate(test.cases, t.fit, weights, o.seed);
+      print({ config, split: 'test', what: 'combined (validation weights)', ndcg10: mean(vt), ci: ci(vt) });
+      if (refWeights) {
+        const vr = evaluate(test.cases, t.fit, refWeights, o.seed);
+        print({ config, split: 'test', what: 'reference ensemble ease + knn + knnRecent (validation weights)', ndcg10: mean(vr), ci: ci(vr) });
+      }
+      for (const n of got.names.filter((x) => names.includes(x))) {
+        const v = ndcgs(test.cases, t.fit.map((f) => f.signals[n]), o.seed, `shop-${n}`);
+        print({ config, split: 'test', what: `${n} alone`, ndcg10: mean(v), ci: ci(v) });
+      }
+    }
+  }
+  process.stdout.write(`\nweights (largest = 1):\n${JSON.stringify(weightsOut, null, 2)}\n`);
+  if (o.json) writeFileSync(o.json, `${JSON.stringify({ params: o.param, seed: o.seed, rows, weights: weightsOut }, null, 2)}\n`);
+}
+
+main().catch((e: Error) => {
+  process.stderr.write(`${e.stack ?? e.message}\n`);
+  process.exit(1);
+});

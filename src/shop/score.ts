@@ -1,0 +1,284 @@
+/**
+ * On-device ranking with a published {@link ShopModel}: per-candidate signals computed from the
+ * shopper's own history only (item ids, times, actions; nothing else is read and nothing leaves
+ * the function), and a combiner that standardises each signal within the candidate list and
+ * weights it (the rule of `core/rank.ts`). Pure: no Node or DOM APIs, no dependencies; runs in a
+ * Web Worker.
+ *
+ * Signals (all larger = better):
+ * - `ease`, `knn`: Σ over the distinct history items h of action(h) · list[h → c];
+ * - `easeRecent`, `knnRecent`: the same over the last `recent` (5) distinct items, the r-th most
+ *   recent weighted `recentDecay^r` (the recent-versus-long-term contrast);
+ * - `markov`: P(c | last item) from the transition list (the last `markovItems` items, decayed);
+ * - `pop`: log(1 + popularity); `trend`: log(1 + users in the `window` buckets before now);
+ * - `vec`, `vecRecent`: cosine between the candidate's collaborative vector and the action-weighted
+ *   mean of the history's (all / recent) vectors; candidates or history items the file does not
+ *   know use `contentVector(id)` through the file's content map, when given.
+ * Extra signals computed elsewhere on the device (e.g. a sequence model) join through `extra`
+ * and get a weight by name like any other.
+ */
+import { ACTION_WEIGHTS, type Action } from '../core/types.js';
+import type { ContentMap, NeighbourLists, ShopModel } from './format.js';
+
+/** One event of the shopper's own history. */
+export interface DeviceEvent {
+  item: string;
+  /** Epoch ms. */
+  at: number;
+  /** Default `click`. */
+  action?: Action;
+}
+
+/** Names of the built-in signals, in table order. */
+export const SIGNALS = ['ease', 'easeRecent', 'knn', 'knnRecent', 'markov', 'pop', 'trend', 'vec', 'vecRecent'] as const;
+export type SignalName = (typeof SIGNALS)[number];
+
+/**
+ * Default combiner weights, fitted on ML-100K validation cases by `src/bench/tune-shop.ts`
+ * (listwise softmax regression on the z-scored signals; see its output).
+ */
+export const DEFAULT_WEIGHTS: Readonly<Record<string, number>> = {
+  ease: 1,
+  easeRecent: 0.5,
+  knn: 0.2,
+  knnRecent: 0.5,
+  markov: 0.3,
+  pop: 0.1,
+  trend: 0.3,
+  vec: 0.2,
+  vecRecent: 0.2,
+};
+
+export interface ScorerOptions {
+  /** Distinct recent items of the `*Recent` signals (default 5). */
+  recent?: number;
+  /** Weight ratio between consecutive recent items (default 0.7). */
+  recentDecay?: number;
+  /** Last items the Markov signal starts from (default 1). */
+  markovItems?: number;
+  /** Decay between them (default 0.5). */
+  markovDecay?: number;
+  /** Trend buckets summed before the current one (default: the file's window). */
+  trendWindow?: number;
+  /**
+   * Raw content vector (the embedder of `model.contentMap`) of an item the file does not know, for
+   * its collaborative vector through the content map.
+   */
+  contentVector?: (id: string) => ArrayLike<number> | undefined;
+}
+
+export interface ScoreOptions {
+  /** Signal → weight (default: the file's weights, else {@link DEFAULT_WEIGHTS}). Missing names weigh 0. */
+  weights?: Readonly<Record<string, number>>;
+  /** More per-candidate signals (same order as `candidates`). */
+  extra?: Readonly<Record<string, ArrayLike<number>>>;
+  /** The device's clock (epoch ms) for `trend`; default the latest history time. */
+  now?: number;
+}
+
+/** A candidate with its combined score and the signals behind it. */
+export interface ScoredCandidate {
+  id: string;
+  score: number;
+  signals: Record<string, number>;
+}
+
+/** Apply a content map: normalise(normalise(raw − mean) · matrix); a zero vector if degenerate. */
+export function mapContent(map: ContentMap, raw: ArrayLike<number>, dim: number): Float32Array {
+  if (raw.length !== map.inDim) throw new RangeError(`content vector has ${raw.length} dimensions, the map expects ${map.inDim}`);
+  const x = new Float64Array(map.inDim);
+  let nrm = 0;
+  for (let d = 0; d < map.inDim; d++) {
+    x[d] = raw[d] - map.mean[d];
+    nrm += x[d] * x[d];
+  }
+  nrm = Math.sqrt(nrm) || 1;
+  const out = new Float32Array(dim);
+  for (let d = 0; d < map.inDim; d++) {
+    const a = x[d] / nrm;
+    if (a === 0) continue;
+    for (let c = 0; c < dim; c++) out[c] += a * map.matrix[d * dim + c];
+  }
+  let o = 0;
+  for (let c = 0; c < dim; c++) o += out[c] * out[c];
+  o = Math.sqrt(o);
+  if (o > 0) for (let c = 0; c < dim; c++) out[c] /= o;
+  return out;
+}
+
+/**
+ * Standardise each signal within the list (mean 0, population sd 1; a signal constant up to
+ * rounding contributes nothing) and sum with the weights. Signals without a weight are ignored.
+ */
+export function combine(signals: Readonly<Record<string, ArrayLike<number>>>, weights: Readonly<Record<string, number>>, length: number): Float64Array {
+  const out = new Float64Array(length);
+  for (const [name, w] of Object.entries(weights)) {
+    const s = signals[name];
+    if (!w || !s) continue;
+    if (s.length !== length) throw new RangeError(`signal ${name} has ${s.length} values for ${length} candidates`);
+    let mean = 0;
+    let maxAbs = 0;
+    for (let i = 0; i < length; i++) {
+      mean += s[i];
+      maxAbs = Math.max(maxAbs, Math.abs(s[i]));
+    }
+    mean /= length;
+    let v = 0;
+    for (let i = 0; i < length; i++) v += (s[i] - mean) ** 2;
+    const sd = Math.sqrt(v / length);
+    if (!(sd > 1e-9 * maxAbs) || !Number.isFinite(sd)) continue;
+    for (let i = 0; i < length; i++) out[i] += (w * (s[i] - mean)) / sd;
+  }
+  return out;
+}
+
+/** Scores candidates for one shopper from a model; build once per model, call per recommendation. */
+export class ShopScorer {
+  private readonly index = new Map<string, number>();
+  private readonly slot: Int32Array;
+  private readonly opts: Required<Omit<ScorerOptions, 'contentVector' | 'trendWindow'>> & Pick<ScorerOptions, 'contentVector' | 'trendWindow'>;
+
+  constructor(readonly model: ShopModel, opts: ScorerOptions = {}) {
+    model.items.forEach((id, i) => this.index.set(id, i));
+    this.slot = new Int32Array(model.items.length).fill(-1);
+    this.opts = { recent: 5, recentDecay: 0.7, markovItems: 1, markovDecay: 0.5, ...opts };
+  }
+
+  /** Distinct history items, most recent first, with the action weight of their latest event. */
+  private distinct(history: readonly DeviceEvent[]): Array<{ id: string; w: number }> {
+    // why: the device's order by time; equal times keep the order given (a stable sort).
+    const ordered = history.map((e, k) => ({ e, k })).sort((a, b) => a.e.at - b.e.at || a.k - b.k);
+    const seen = new Set<string>();
+    const out: Array<{ id: string; w: number }> = [];
+    for (let t = ordered.length - 1; t >= 0; t--) {
+      const e = ordered[t].e;
+      if (seen.has(e.item)) continue;
+      seen.add(e.item);
+      out.push({ id: e.item, w: ACTION_WEIGHTS[e.action ?? 'click'] ?? 0 });
+    }
+    return out;
+  }
+
+  /** Σ_h weight(h) · list[h → c] for each candidate. */
+  private listScores(list: NeighbourLists | undefined, hist: Array<{ i: number; w: number }>, cand: readonly number[]): Float64Array {
+    const out = new Float64Array(cand.length);
+    if (!list) return out;
+    const slot = this.slot;
+    cand.forEach((c, k) => {
+      if (c >= 0) slot[c] = k;
+    });
+    for (const { i, w } of hist) {
+      if (w === 0) continue;
+      for (let p = list.offsets[i]; p < list.offsets[i + 1]; p++) {
+        const k = slot[list.targets[p]];
+        if (k >= 0) out[k] += w * list.weights[p];
+      }
+    }
+    for (const c of cand) if (c >= 0) slot[c] = -1;
+    // why: a candidate already in the history gets no self-vote (lists hold no diagonal), as in EASE.
+    return out;
+  }
+
+  private vectorOf(id: string): Float32Array | undefined {
+    const v = this.model.vectors;
+    if (!v) return undefined;
+    const i = this.index.get(id);
+    if (i !== undefined) {
+      const row = v.values.subarray(i * v.dim, (i + 1) * v.dim);
+      for (let d = 0; d < v.dim; d++) if (row[d] !== 0) return row;
+    }
+    const raw = this.opts.contentVector?.(id);
+    if (raw && this.model.contentMap) return mapContent(this.model.contentMap, raw, v.dim);
+    return undefined;
+  }
+
+  private vectorScores(items: Array<{ id: string; w: number }>, candidates: readonly string[]): Float64Array {
+    const out = new Float64Array(candidates.length);
+    const v = this.model.vectors;
+    if (!v || items.length === 0) return out;
+    const u = new Float64Array(v.dim);
+    for (const { id, w } of items) {
+      const x = this.vectorOf(id);
+      if (!x || w === 0) continue;
+      for (let d = 0; d < v.dim; d++) u[d] += w * x[d];
+    }
+    let nu = 0;
+    for (let d = 0; d < v.dim; d++) nu += u[d] * u[d];
+    nu = Math.sqrt(nu);
+    if (nu === 0) return out;
+    candidates.forEach((id, k) => {
+      const x = this.vectorOf(id);
+      if (!x) return;
+      let s = 0;
+      for (let d = 0; d < v.dim; d++) s += u[d] * x[d];
+      out[k] = s / nu;
+    });
+    return out;
+  }
+
+  private trendScores(cand: readonly number[], now: number): Float64Array {
+    const out = new Float64Array(cand.length);
+    const t = this.model.trend;
+    if (!t || !Number.isFinite(now)) return out;
+    const rows = t.counts.offsets.length - 1;
+    // why: the `window` most recent buckets strictly before the current one, so a count never
+    // includes the current bucket (a file published yesterday has no later data either).
+    const current = Math.floor(now / t.bucketMs) - t.firstBucket;
+    const end = Math.min(current, rows);
+    const startRow = Math.max(0, end - (this.opts.trendWindow ?? t.window));
+    const slot = this.slot;
+    cand.forEach((c, k) => {
+      if (c >= 0) slot[c] = k;
+    });
+    for (let b = startRow; b < end; b++) {
+      for (let p = t.counts.offsets[b]; p < t.counts.offsets[b + 1]; p++) {
+        const k = slot[t.counts.targets[p]];
+        if (k >= 0) out[k] += t.counts.weights[p];
+      }
+    }
+    for (const c of cand) if (c >= 0) slot[c] = -1;
+    for (let k = 0; k < out.length; k++) out[k] = Math.log1p(Math.max(0, out[k]));
+    return out;
+  }
+
+  /** Every built-in signal for the candidates (same order), from `history` only. */
+  signals(history: readonly DeviceEvent[], candidates: readonly string[], now?: number): Record<SignalName, Float64Array> {
+    const o = this.opts;
+    const all = this.distinct(history);
+    const known = all.map((x) => ({ i: this.index.get(x.id) ?? -1, w: x.w })).filter((x) => x.i >= 0);
+    const recentItems = all.slice(0, o.recent).map((x, r) => ({ id: x.id, w: x.w * o.recentDecay ** r }));
+    const recent = recentItems.map((x) => ({ i: this.index.get(x.id) ?? -1, w: x.w })).filter((x) => x.i >= 0);
+    const markovFrom = all.slice(0, o.markovItems).map((x, r) => ({ i: this.index.get(x.id) ?? -1, w: x.w * o.markovDecay ** r })).filter((x) => x.i >= 0);
+    const cand = candidates.map((id) => this.index.get(id) ?? -1);
+    const { lists, popularity } = this.model;
+    let latest = -Infinity;
+    for (const e of history) if (e.at > latest) latest = e.at;
+    return {
+      ease: this.listScores(lists.ease, known, cand),
+      easeRecent: this.listScores(lists.ease, recent, cand),
+      knn: this.listScores(lists.knn, known, cand),
+      knnRecent: this.listScores(lists.knn, recent, cand),
+      markov: this.listScores(lists.markov, markovFrom, cand),
+      pop: Float64Array.from(cand, (c) => (c >= 0 ? Math.log1p(Math.max(0, popularity[c])) : 0)),
+      trend: this.trendScores(cand, now ?? latest),
+      vec: this.vectorScores(all, candidates),
+      vecRecent: this.vectorScores(recentItems, candidates),
+    };
+  }
+
+  /** Combined scores (same order as `candidates`). */
+  score(history: readonly DeviceEvent[], candidates: readonly string[], opts: ScoreOptions = {}): Float64Array {
+    const s: Record<string, ArrayLike<number>> = { ...this.signals(history, candidates, opts.now), ...opts.extra };
+    return combine(s, opts.weights ?? this.model.weights ?? DEFAULT_WEIGHTS, candidates.length);
+  }
+
+  /** Candidates best first, with scores and signals (ties keep the input order). */
+  rank(history: readonly DeviceEvent[], candidates: readonly string[], opts: ScoreOptions = {}): ScoredCandidate[] {
+    const sig: Record<string, ArrayLike<number>> = { ...this.signals(history, candidates, opts.now), ...opts.extra };
+    const score = combine(sig, opts.weights ?? this.model.weights ?? DEFAULT_WEIGHTS, candidates.length);
+    return candidates
+      .map((id, k) => ({ id, score: score[k], signals: Object.fromEntries(Object.entries(sig).map(([n, v]) => [n, v[k]])), k }))
+      .sort((a, b) => b.score - a.score || a.k - b.k)
+      .map(({ id, score: sc, signals }) => ({ id, score: sc, signals }));
+  }
+}
