@@ -11,7 +11,8 @@
  * - `shop.lambda`, `shop.easeItems`, `shop.k.ease|knn|markov`, `shop.easeSigned`, `shop.dim`,
  *   `shop.vectorPower`, `shop.orient.ease|knn|markov=in|out`, `shop.coldBelow`, `shop.ridge`, `shop.trend=1`, `shop.trendWindow`, `shop.trendBucketMs`:
  *   training options (`TrainOptions`);
- * - `shop.recent`, `shop.recentDecay`, `shop.markovItems`, `shop.markovDecay`: scorer options;
+ * - `shop.recent`, `shop.recentDecay`, `shop.markovItems`, `shop.markovDecay`, `shop.neutralCold=0|1`:
+ *   scorer options;
  * - `shop.w.<signal>=x`: a combiner weight (others keep their default); `shop.only=<signal>`:
  *   rank by one signal alone (per-signal figures);
  * - `shop.content=use-lite|none` (use-lite): content vectors for the hybrid item vectors;
@@ -111,6 +112,7 @@ export function scorerOptionsFrom(params: Readonly<Record<string, string>>): Sco
     const v = paramNumber(params, `shop.${key}`);
     if (v !== undefined) out[key] = v;
   }
+  if (params['shop.neutralCold'] !== undefined) out.neutralCold = params['shop.neutralCold'] !== '0' && params['shop.neutralCold'] !== 'false';
   return out;
 }
 
@@ -127,13 +129,14 @@ export function weightsFrom(params: Readonly<Record<string, string>>, base: Read
 /**
  * Trains the model of one benchmark context: log = `ctx.histories` (cut at `until` if asked),
  * catalog = the dataset's items, content vectors unless `shop.content=none`, noise seeded from
- * (seed, `shop-noise`, ε) so runs are reproducible. Returns the model decoded from its file.
+ * (seed, `shop-noise`, ε) so runs are reproducible. Returns the model decoded from its file
+ * (`model`), the trainer's own (`trained`, unquantised) and the file.
  */
 export async function trainForContext(
   ctx: MethodContext,
   params: Readonly<Record<string, string>>,
   extra: Partial<TrainOptions> = {},
-): Promise<{ model: ShopModel; bytes: Uint8Array; seconds: number }> {
+): Promise<{ model: ShopModel; trained: ShopModel; bytes: Uint8Array; seconds: number }> {
   const log = shopLog(ctx.histories);
   const opts: TrainOptions = { ...trainOptionsFrom(params), ...extra };
   const until = paramNumber(params, 'shop.until');
@@ -148,7 +151,7 @@ export async function trainForContext(
   const trained = trainShopModel(log, opts);
   const seconds = (performance.now() - t0) / 1000;
   const bytes = encodeShopModel(trained);
-  return { model: decodeShopModel(bytes), bytes, seconds };
+  return { model: decodeShopModel(bytes), trained, bytes, seconds };
 }
 
 /** The `shop` method (see the module comment). */

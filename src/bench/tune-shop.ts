@@ -15,13 +15,13 @@
 import { writeFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadDataset } from './datasets.js';
-import { ndcgAt, rankOf, bootstrapCI, mean } from './metrics.js';
+import { bootstrapCI, mean } from './metrics.js';
 import { buildProtocol, DEFAULT_SEED } from './protocol.js';
-import { rankByScore, tieRng } from './baselines.js';
-import { combine, SIGNALS, ShopScorer } from '../shop/score.js';
+import { combine } from '../shop/score.js';
 import { fitWeights, type FitCase } from '../shop/fit.js';
 import { shopModelSizes } from '../shop/format.js';
-import { lastAt, scorerOptionsFrom, shopSignals, trainForContext } from './shop-method.js';
+import { scorerOptionsFrom, shopSignals, trainForContext } from './shop-method.js';
+import { caseSignals, contextFor, ndcgs, presentSignals } from './shop-eval.js';
 import type { EvalCase, MethodContext } from './types.js';
 import './methods.js';
 
@@ -39,33 +39,22 @@ function parseParam(value: string, previous: Record<string, string> = {}): Recor
   return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
 }
 
-/** NDCG@10 per case of a score vector per case (ties by the bench's seeded stream). */
-function ndcgs(cases: readonly EvalCase[], scores: readonly ArrayLike<number>[], seed: number, label: string): number[] {
-  return cases.map((c, k) => ndcgAt(rankOf(rankByScore(c.candidates, scores[k], tieRng(seed, label, c.user)), c.test.item), 10));
-}
-
 async function signalsFor(
   ctx: MethodContext,
   params: Record<string, string>,
   extraNames: string[],
 ): Promise<{ fit: FitCase[]; names: string[]; info: Record<string, unknown> }> {
   const { model, bytes, seconds } = await trainForContext(ctx, params);
-  const scorer = new ShopScorer(model, scorerOptionsFrom(params));
   const providers = extraNames.map((n) => {
     const f = shopSignals.get(n);
     if (!f) throw new Error(`--extra: unknown signal ${n}`);
     return [n, f({ name: `shop-${n}`, privacy: 'off', seed: ctx.seed, params })] as const;
   });
   for (const [, p] of providers) await p.prepare(ctx);
-  const fit: FitCase[] = [];
-  for (const c of ctx.cases) {
-    const signals: Record<string, ArrayLike<number>> = { ...scorer.signals(c.history, c.candidates, lastAt(c)) };
-    for (const [n, p] of providers) signals[n] = await p.scores(c);
-    fit.push({ signals, positive: c.candidates.indexOf(c.test.item) });
-  }
+  const fit = caseSignals(model, ctx.cases, scorerOptionsFrom(params));
+  for (const [k, c] of ctx.cases.entries()) for (const [n, p] of providers) fit[k].signals[n] = await p.scores(c);
   const sizes = shopModelSizes(bytes);
-  const present = SIGNALS.filter((n) => (n !== 'trend' || model.trend) && (!n.startsWith('vec') || model.vectors));
-  return { fit, names: [...present, ...extraNames], info: { fileBytes: bytes.length, sizes, trainSeconds: Number(seconds.toFixed(1)), privacy: model.privacy, lambda: model.info.lambda } };
+  return { fit, names: [...presentSignals(model), ...extraNames], info: { fileBytes: bytes.length, sizes, trainSeconds: Number(seconds.toFixed(1)), privacy: model.privacy, lambda: model.info.lambda } };
 }
 
 function evaluate(cases: readonly EvalCase[], fit: readonly FitCase[], weights: Record<string, number>, seed: number): number[] {
@@ -112,13 +101,12 @@ async function main(): Promise<void> {
     const ci = r.ci ? ` [${r.ci[0].toFixed(3)}, ${r.ci[1].toFixed(3)}]` : '';
     process.stdout.write(`| ${r.config} | ${r.split} | ${r.what} | ${r.ndcg10.toFixed(3)}${ci} |\n`);
   };
-  const quiet = () => {};
   process.stdout.write('| config | split | what | NDCG@10 [95% CI] |\n|---|---|---|---|\n');
   for (const eps of o.epsilon.split(',')) {
     const params = { ...o.param, ...(eps === 'inf' ? {} : { 'shop.epsilon': eps }) };
     const config = eps === 'inf' ? 'ε=∞' : `ε=${eps}`;
     const val = buildProtocol(dataset, { seed: o.seed, target: 'validation' });
-    const vctx: MethodContext = { dataset, cases: val.cases, histories: val.histories, seed: o.seed, privacy: 'off', progress: quiet, setting: 'full', target: 'validation' };
+    const vctx = contextFor(dataset, val, o.seed, 'validation');
     const got = await signalsFor(vctx, params, extra);
     const { fit, info } = got;
     const subset = o.signals.split(',').filter(Boolean);
@@ -151,7 +139,7 @@ async function main(): Promise<void> {
     process.stderr.write(`${config} weights: ${JSON.stringify(weights)}\n`);
     if (o.test) {
       const test = buildProtocol(dataset, { seed: o.seed, target: 'test' });
-      const tctx: MethodContext = { dataset, cases: test.cases, histories: test.histories, seed: o.seed, privacy: 'off', progress: quiet, setting: 'full', target: 'test' };
+      const tctx = contextFor(dataset, test, o.seed, 'test');
       const t = await signalsFor(tctx, params, extra);
       const vt = evaluate(test.cases, t.fit, weights, o.seed);
       print({ config, split: 'test', what: 'combined (validation weights)', ndcg10: mean(vt), ci: ci(vt) });

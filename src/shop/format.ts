@@ -59,7 +59,10 @@ export interface TrendCounts {
 /** Low-dimensional item vectors where "near" means "liked by the same people". */
 export interface ItemVectorTable {
   dim: number;
-  /** items × dim, row-major; rows unit-norm (a zero row = no vector). */
+  /**
+   * items × dim, row-major. Rows from data are unit-norm; rows predicted from content (`cold`) are
+   * the ridge estimate of a unit vector (norm below 1); a zero row = no vector.
+   */
   values: Float32Array;
   /** 1 where the vector was predicted from content only (item without enough data). */
   cold: Uint8Array;
@@ -72,8 +75,10 @@ export interface ContentMap {
   inDim: number;
   /** Subtracted from a raw content vector before it is normalised and mapped. */
   mean: Float32Array;
-  /** inDim × dim, row-major: collaborative ≈ normalise(content − mean) · matrix. */
+  /** inDim × dim, row-major: collaborative ≈ bias + normalise(content − mean) · matrix. */
   matrix: Float32Array;
+  /** dim: the mean collaborative vector (the ridge intercept). */
+  bias: Float32Array;
 }
 
 /** Differential privacy of the published statistics (absent: no privacy, exact counts). */
@@ -281,9 +286,10 @@ export function encodeShopModel(model: ShopModel): Uint8Array {
     const c = model.contentMap;
     const dim = model.vectors?.dim;
     if (!dim) throw new RangeError('encodeShopModel: a content map needs item vectors');
-    if (c.mean.length !== c.inDim || c.matrix.length !== c.inDim * dim) throw new RangeError('encodeShopModel: content map sizes do not match inDim × dim');
+    if (c.mean.length !== c.inDim || c.matrix.length !== c.inDim * dim || c.bias.length !== dim) throw new RangeError('encodeShopModel: content map sizes do not match inDim × dim');
     add('content.mean', 'f32', c.mean);
     add('content.matrix', 'f32', c.matrix);
+    add('content.bias', 'f32', c.bias);
   }
   for (const a of arrays) {
     if (a.type === 'f32') for (const v of a.data) if (!Number.isFinite(v)) throw new RangeError(`encodeShopModel: section ${a.name} holds ${v}`);
@@ -470,6 +476,7 @@ export function decodeShopModel(bytes: ArrayBuffer | Uint8Array): ShopModel {
       inDim: c.inDim,
       mean: get('content.mean', ['f32'], c.inDim) as Float32Array,
       matrix: get('content.matrix', ['f32'], c.inDim * model.vectors!.dim) as Float32Array,
+      bias: get('content.bias', ['f32'], model.vectors!.dim) as Float32Array,
     };
   }
   if (header.privacy) model.privacy = header.privacy;
