@@ -9,7 +9,9 @@
  * history, reports each signal alone (NDCG@10), fits the weights (listwise softmax regression on
  * the z-scored signals, `src/shop/fit.ts`), and reports the combination in-sample, by 5-fold
  * cross-validation over users, and with each signal left out (refitted). `--test` then trains on
- * the test histories and reads the test split once with the fitted weights. The weights printed
+ * the test histories and reads the test split once with the fitted weights. A DP configuration is
+ * one noise draw, so each ε runs `--draws` (3) draws: weights fitted on the pooled cases, figures
+ * the mean over draws (test: each draw listed). The weights printed
  * for ε = ∞ are the shipped `DEFAULT_WEIGHTS` of `src/shop/score.ts`.
  */
 import { writeFileSync } from 'node:fs';
@@ -66,13 +68,16 @@ function evaluate(cases: readonly EvalCase[], fit: readonly FitCase[], weights: 
   );
 }
 
-/** 5-fold cross-validated NDCG@10 over users (weights refitted without each fold). */
-function crossValidated(cases: readonly EvalCase[], fit: readonly FitCase[], names: string[], seed: number, folds = 5): number {
+/**
+ * 5-fold cross-validated NDCG@10 over users (weights refitted without each fold). With several
+ * noise draws pooled, case k belongs to user k mod `users`, so a user's draws share a fold.
+ */
+function crossValidated(cases: readonly EvalCase[], fit: readonly FitCase[], names: string[], seed: number, folds = 5, users = cases.length): number {
   const out = new Float64Array(cases.length);
+  const fold = (k: number) => (k % users) % folds;
   for (let f = 0; f < folds; f++) {
-    const train = fit.filter((_, k) => k % folds !== f);
-    const w = fitWeights(train, names);
-    const idx = cases.map((_, k) => k).filter((k) => k % folds === f);
+    const w = fitWeights(fit.filter((_, k) => fold(k) !== f), names);
+    const idx = cases.map((_, k) => k).filter((k) => fold(k) === f);
     const v = evaluate(idx.map((k) => cases[k]), idx.map((k) => fit[k]), w, seed);
     idx.forEach((k, t) => (out[k] = v[t]));
   }
@@ -86,12 +91,13 @@ async function main(): Promise<void> {
     .option('--param <key=value>', 'shop.* parameter (repeatable)', parseParam, {} as Record<string, string>)
     .option('--epsilon <list>', 'ε values (inf = no DP)', 'inf')
     .option('--extra <names>', 'extra signals registered with registerShopSignal', '')
+    .option('--draws <n>', 'noise draws per DP configuration', (v) => Number(v), 3)
     .option('--signals <names>', 'fit only these signals (default: all)', '')
     .option('--test', 'then read the test split once per configuration with the fitted weights')
     .option('--no-ablation', 'skip the leave-one-signal-out refits')
     .option('--json <file>', 'write the rows as JSON')
     .parse()
-    .opts<{ data: string; seed: number; param: Record<string, string>; epsilon: string; extra: string; test?: boolean; ablation: boolean; json?: string; signals: string }>();
+    .opts<{ data: string; seed: number; param: Record<string, string>; epsilon: string; extra: string; test?: boolean; ablation: boolean; json?: string; signals: string; draws: number }>();
   const dataset = loadDataset('movielens', o.data, {});
   const extra = o.extra.split(',').filter(Boolean);
   const rows: Row[] = [];
@@ -103,54 +109,69 @@ async function main(): Promise<void> {
   };
   process.stdout.write('| config | split | what | NDCG@10 [95% CI] |\n|---|---|---|---|\n');
   for (const eps of o.epsilon.split(',')) {
-    const params = { ...o.param, ...(eps === 'inf' ? {} : { 'shop.epsilon': eps }) };
     const config = eps === 'inf' ? 'ε=∞' : `ε=${eps}`;
+    // why: a DP model is one noise draw; its figures vary with the draw, so fit on and report over several.
+    const draws = eps === 'inf' ? 1 : o.draws;
+    const paramsOf = (r: number) => ({ ...o.param, ...(eps === 'inf' ? {} : { 'shop.epsilon': eps }), ...(r > 0 ? { 'shop.noiseSeed': String(r) } : {}) });
     const val = buildProtocol(dataset, { seed: o.seed, target: 'validation' });
     const vctx = contextFor(dataset, val, o.seed, 'validation');
-    const got = await signalsFor(vctx, params, extra);
-    const { fit, info } = got;
+    const runs: FitCase[][] = [];
+    let all: string[] = [];
+    for (let r = 0; r < draws; r++) {
+      const got = await signalsFor(vctx, paramsOf(r), extra);
+      runs.push(got.fit);
+      all = got.names;
+      if (r === 0) process.stderr.write(`${config}: ${JSON.stringify(got.info)}\n`);
+    }
     const subset = o.signals.split(',').filter(Boolean);
-    const names = subset.length ? got.names.filter((n) => subset.includes(n)) : got.names;
-    process.stderr.write(`${config}: ${JSON.stringify(info)}\n`);
+    const names = subset.length ? all.filter((n) => subset.includes(n)) : all;
+    const note = draws > 1 ? ` (mean of ${draws} noise draws)` : '';
+    const meanOver = (f: (fit: FitCase[]) => number) => mean(runs.map(f));
     const ci = (v: number[]): [number, number] => bootstrapCI(v, { seed: o.seed });
     let refWeights: Record<string, number> | undefined;
     for (const n of names) {
-      const v = ndcgs(val.cases, fit.map((f) => f.signals[n]), o.seed, `shop-${n}`);
-      print({ config, split: 'validation', what: `${n} alone`, ndcg10: mean(v) });
+      print({ config, split: 'validation', what: `${n} alone${note}`, ndcg10: meanOver((fit) => mean(ndcgs(val.cases, fit.map((f) => f.signals[n]), o.seed, `shop-${n}`))) });
     }
+    // Pooled over draws: the same users in every draw, so folds by user index stay disjoint.
+    const pooledCases = runs.flatMap(() => val.cases);
+    const pooled = runs.flat();
     const reference = ['ease', 'knn', 'knnRecent'].filter((n) => names.includes(n));
     if (reference.length === 3 && names.length > 3) {
-      const wr = fitWeights(fit, reference);
-      print({ config, split: 'validation', what: 'reference ensemble ease + knn + knnRecent (in-sample)', ndcg10: mean(evaluate(val.cases, fit, wr, o.seed)) });
-      refWeights = wr;
+      refWeights = fitWeights(pooled, reference);
+      print({ config, split: 'validation', what: `reference ensemble ease + knn + knnRecent (in-sample)${note}`, ndcg10: meanOver((fit) => mean(evaluate(val.cases, fit, refWeights!, o.seed))) });
     }
-    const weights = fitWeights(fit, names);
+    const weights = fitWeights(pooled, names);
     weightsOut[config] = weights;
-    const vIn = evaluate(val.cases, fit, weights, o.seed);
-    print({ config, split: 'validation', what: 'combined (in-sample)', ndcg10: mean(vIn), ci: ci(vIn) });
-    print({ config, split: 'validation', what: 'combined (5-fold CV over users)', ndcg10: crossValidated(val.cases, fit, names, o.seed) });
+    const vIn = evaluate(val.cases, runs[0], weights, o.seed);
+    print({ config, split: 'validation', what: `combined (in-sample)${note}`, ndcg10: meanOver((fit) => mean(evaluate(val.cases, fit, weights, o.seed))), ci: draws === 1 ? ci(vIn) : undefined });
+    print({ config, split: 'validation', what: `combined (5-fold CV over users)${note}`, ndcg10: crossValidated(pooledCases, pooled, names, o.seed, 5, val.cases.length) });
     if (o.ablation) {
       for (const n of names) {
-        const rest = names.filter((x) => x !== n);
-        const w = fitWeights(fit, rest);
-        print({ config, split: 'validation', what: `without ${n} (refitted, in-sample)`, ndcg10: mean(evaluate(val.cases, fit, w, o.seed)) });
+        const w = fitWeights(pooled, names.filter((x) => x !== n));
+        print({ config, split: 'validation', what: `without ${n} (refitted, in-sample)${note}`, ndcg10: meanOver((fit) => mean(evaluate(val.cases, fit, w, o.seed))) });
       }
     }
     process.stderr.write(`${config} weights: ${JSON.stringify(weights)}\n`);
     if (o.test) {
       const test = buildProtocol(dataset, { seed: o.seed, target: 'test' });
       const tctx = contextFor(dataset, test, o.seed, 'test');
-      const t = await signalsFor(tctx, params, extra);
-      const vt = evaluate(test.cases, t.fit, weights, o.seed);
-      print({ config, split: 'test', what: 'combined (validation weights)', ndcg10: mean(vt), ci: ci(vt) });
-      if (refWeights) {
-        const vr = evaluate(test.cases, t.fit, refWeights, o.seed);
-        print({ config, split: 'test', what: 'reference ensemble ease + knn + knnRecent (validation weights)', ndcg10: mean(vr), ci: ci(vr) });
+      const per: number[][] = [];
+      const refPer: number[] = [];
+      const signalPer = new Map<string, number[][]>();
+      for (let r = 0; r < draws; r++) {
+        const t = await signalsFor(tctx, paramsOf(r), extra);
+        per.push(evaluate(test.cases, t.fit, weights, o.seed));
+        if (refWeights) refPer.push(mean(evaluate(test.cases, t.fit, refWeights, o.seed)));
+        for (const n of names) {
+          if (!signalPer.has(n)) signalPer.set(n, []);
+          signalPer.get(n)!.push(ndcgs(test.cases, t.fit.map((f) => f.signals[n]), o.seed, `shop-${n}`));
+        }
       }
-      for (const n of got.names.filter((x) => names.includes(x))) {
-        const v = ndcgs(test.cases, t.fit.map((f) => f.signals[n]), o.seed, `shop-${n}`);
-        print({ config, split: 'test', what: `${n} alone`, ndcg10: mean(v), ci: ci(v) });
-      }
+      const spread = (xs: number[]) => (xs.length > 1 ? ` (draws: ${xs.map((x) => x.toFixed(3)).join(', ')})` : '');
+      const means = per.map(mean);
+      print({ config, split: 'test', what: `combined (validation weights)${note}${spread(means)}`, ndcg10: mean(means), ci: draws === 1 ? ci(per[0]) : undefined });
+      if (refWeights) print({ config, split: 'test', what: `reference ensemble ease + knn + knnRecent (validation weights)${note}`, ndcg10: mean(refPer), ci: undefined });
+      for (const [n, v] of signalPer) print({ config, split: 'test', what: `${n} alone${note}`, ndcg10: mean(v.map(mean)), ci: draws === 1 ? ci(v[0]) : undefined });
     }
   }
   process.stdout.write(`\nweights (largest = 1):\n${JSON.stringify(weightsOut, null, 2)}\n`);

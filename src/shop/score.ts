@@ -39,20 +39,39 @@ const DATA_SIGNALS = ['ease', 'easeRecent', 'knn', 'knnRecent', 'markov', 'pop',
 /**
  * Default combiner weights: the ε = ∞ fit of `npx tsx src/bench/tune-shop.ts --data <ml-100k>`
  * (ML-100K validation cases, seed 2026, listwise softmax regression on the z-scored signals,
- * largest weight 1; combined NDCG@10 0.830 in-sample, 0.827 by 5-fold CV). Negative weights are
+ * largest weight 1; combined NDCG@10 0.828 in-sample, 0.824 by 5-fold CV). Negative weights are
  * corrections among correlated signals (e.g. `pop` against `vecRecent`, which leans popular).
  * `trend` has no weight: it adds nothing on ML-100K (published only on request).
  */
 export const DEFAULT_WEIGHTS: Readonly<Record<string, number>> = {
-  ease: 0.498,
-  easeRecent: 0.066,
-  knn: 0.092,
-  knnRecent: 0.083,
-  markov: 0.147,
-  pop: -0.399,
-  vec: -0.186,
+  ease: 0.292,
+  easeRecent: 0,
+  knn: 0.131,
+  knnRecent: 0.113,
+  markov: 0.144,
+  pop: -0.295,
+  vec: -0.076,
   vecRecent: 1,
 };
+
+/**
+ * Weights for DP files, by ε (the trainer writes the set of the largest ε here not above the
+ * file's, the ε = 1 set below 1): `tune-shop.ts --epsilon 8,4,1 --draws 5`, fitted on 5 pooled
+ * noise draws. With noisy pairwise statistics, popularity and Markov carry more of the ranking.
+ */
+export const DP_WEIGHTS: Readonly<Record<number, Readonly<Record<string, number>>>> = {
+  8: { ease: -0.132, easeRecent: -0.053, knn: 0.365, knnRecent: 0.279, markov: 0.765, pop: 1, vec: 0.101, vecRecent: 0.694 },
+  4: { ease: 0.033, easeRecent: 0.202, knn: 0.234, knnRecent: 0.087, markov: 0.594, pop: 1, vec: 0.089, vecRecent: 0.637 },
+  1: { ease: 0.609, easeRecent: 0.38, knn: 0.243, knnRecent: 0.114, markov: 0.67, pop: 1, vec: 0.426, vecRecent: 0.596 },
+};
+
+/** The shipped weights for a file of privacy budget ε (∞: {@link DEFAULT_WEIGHTS}). */
+export function weightsForEpsilon(epsilon: number): Readonly<Record<string, number>> {
+  if (epsilon === Infinity) return DEFAULT_WEIGHTS;
+  const keys = Object.keys(DP_WEIGHTS).map(Number).sort((a, b) => a - b);
+  const key = keys.filter((k) => k <= epsilon).pop() ?? keys[0];
+  return DP_WEIGHTS[key];
+}
 
 export interface ScorerOptions {
   /** Distinct recent items of the `*Recent` signals (default 5). */
