@@ -358,7 +358,8 @@ export function shopModelSizes(bytes: Uint8Array): Record<string, number> {
 
 /** Decode and validate a file. Throws RangeError for anything malformed. */
 export function decodeShopModel(bytes: ArrayBuffer | Uint8Array): ShopModel {
-  const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+  // why: a plain Uint8Array view, so `.slice` copies (Node's Buffer#slice is a view of a pooled buffer).
+  const u8 = bytes instanceof Uint8Array ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : new Uint8Array(bytes);
   const fail = (why: string): never => {
     throw new RangeError(`not a valid shop model file: ${why}`);
   };

@@ -188,3 +188,15 @@ describe('malformed input', () => {
     expect(() => encodeShopModel({ ...m, lists: { ...m.lists, knn: bad } })).toThrow(/NaN/);
   });
 });
+
+describe('inputs', () => {
+  it('decodes a Node Buffer from a shared pool and an ArrayBuffer alike', () => {
+    const bytes = encodeShopModel(fullModel());
+    const pooled = Buffer.concat([Buffer.alloc(3), Buffer.from(bytes)]).subarray(3);
+    expect(pooled.byteOffset).toBeGreaterThan(0);
+    const a = decodeShopModel(pooled);
+    const b = decodeShopModel(bytes.slice().buffer);
+    expect(Array.from(a.lists.ease.weights)).toEqual(Array.from(b.lists.ease.weights));
+    expect(Array.from(a.vectors!.values)).toEqual(Array.from(b.vectors!.values));
+  });
+});
