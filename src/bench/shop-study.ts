@@ -270,7 +270,9 @@ async function scale(items: number, users: number, perUser: number, easeItems: n
   const t0 = performance.now();
   const { log, catalog, content } = syntheticShop(items, users, perUser, seed);
   err(`scale: ${log.length} interactions in ${((performance.now() - t0) / 1000).toFixed(1)} s; training`);
-  const stages: Array<[string, number]> = [];
+  // why: a stage's work comes before its progress calls, so the time since the previous call
+  // (of any stage) is charged to the stage of this call.
+  const stages = new Map<string, number>();
   let last = performance.now();
   let current = '';
   const rng = new Rng(seed);
@@ -279,29 +281,19 @@ async function scale(items: number, users: number, perUser: number, easeItems: n
     easeItems,
     content: { embedder: 'synthetic', vectors: content },
     random: () => rng.next(),
-    onProgress: (stage, done, total) => {
-      if (stage !== current) {
-        const now = performance.now();
-        if (current) stages.push([current, (now - last) / 1000]);
-        err(`  ${stage}…`);
-        current = stage;
-        last = now;
-      }
-      if (done === total) {
-        const now = performance.now();
-        stages.push([stage, (now - last) / 1000]);
-        current = '';
-        last = now;
-      }
+    onProgress: (stage) => {
+      const now = performance.now();
+      stages.set(stage, (stages.get(stage) ?? 0) + (now - last) / 1000);
+      last = now;
+      if (stage !== current) err(`  ${stage}… (${(stages.get(stage)! + 0).toFixed(0)} s so far)`);
+      current = stage;
     },
   });
   const bytes = encodeShopModel(model);
   const sizes = shopModelSizes(bytes);
   out(`\n### Synthetic shop: ${items.toLocaleString('en')} items, ${users.toLocaleString('en')} users, ${log.length.toLocaleString('en')} interactions, EASE on the top ${Math.min(easeItems, items).toLocaleString('en')}\n`);
   out('| stage | seconds |\n|---|---:|');
-  const merged = new Map<string, number>();
-  for (const [s, t] of stages) merged.set(s, (merged.get(s) ?? 0) + t);
-  for (const [s, t] of merged) out(`| ${s} | ${t.toFixed(1)} |`);
+  for (const [s, t] of stages) out(`| ${s} | ${t.toFixed(1)} |`);
   out(`| total (trainShopModel) | ${Number(model.info.trainSeconds).toFixed(1)} |`);
   out('\n| part | bytes |\n|---|---:|');
   for (const [k, v] of Object.entries(sizes)) out(`| ${k} | ${v.toLocaleString('en')} |`);

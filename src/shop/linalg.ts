@@ -8,60 +8,86 @@
 /** A seeded source of standard normal deviates (the caller owns the stream). */
 export type Normal = () => number;
 
+/** Rows processed together: each streamed row is reused this many times from cache. */
+const BLOCK = 16;
+
 /**
  * Lower Cholesky factor of the SPD n×n matrix `A` (row-major), in place: on return the lower
  * triangle (with the diagonal) holds L, the strict upper triangle is zeroed. Throws a RangeError
- * when a pivot is not positive (A not positive definite).
+ * when a pivot is not positive (A not positive definite). Rows are factored in blocks of 16 so
+ * that each earlier row, streamed from memory once per block, serves 16 dot products (the
+ * unblocked loop is memory-bound: it streams all of L for every row).
  */
 export function choleskyInPlace(A: Float64Array, n: number): void {
-  for (let i = 0; i < n; i++) {
-    const ri = i * n;
-    for (let j = 0; j <= i; j++) {
+  for (let I = 0; I < n; I += BLOCK) {
+    const end = Math.min(n, I + BLOCK);
+    for (let j = 0; j < end; j++) {
       const rj = j * n;
-      let s = A[ri + j];
-      for (let k = 0; k < j; k++) s -= A[ri + k] * A[rj + k];
-      if (i === j) {
-        if (!(s > 0)) throw new RangeError(`cholesky: pivot ${i} is ${s}; the matrix is not positive definite`);
-        A[ri + i] = Math.sqrt(s);
-      } else A[ri + j] = s / A[rj + j];
+      for (let i = Math.max(I, j); i < end; i++) {
+        const ri = i * n;
+        let s = A[ri + j];
+        for (let k = 0; k < j; k++) s -= A[ri + k] * A[rj + k];
+        if (i === j) {
+          if (!(s > 0)) throw new RangeError(`cholesky: pivot ${i} is ${s}; the matrix is not positive definite`);
+          A[ri + i] = Math.sqrt(s);
+        } else A[ri + j] = s / A[rj + j];
+      }
     }
-    for (let j = i + 1; j < n; j++) A[ri + j] = 0;
+    for (let i = I; i < end; i++) for (let j = i + 1; j < n; j++) A[i * n + j] = 0;
   }
 }
 
 /**
- * Inverse of the SPD n×n matrix `A` (row-major; `A` is overwritten with its Cholesky factor).
- * A⁻¹ = L⁻ᵀ L⁻¹: row i of U = L⁻ᵀ is column i of L⁻¹, found by forward substitution; then
- * (A⁻¹)[i][j] = Σ_{k ≥ max(i,j)} U[i][k] U[j][k]. About n³/2 multiply-adds, 2n² doubles.
+ * Inverse of the SPD n×n matrix `A` (row-major; `A` is overwritten with its Cholesky factor,
+ * then reused for the result). A⁻¹ = L⁻ᵀ L⁻¹: row i of U = L⁻ᵀ is column i of L⁻¹, found by
+ * forward substitution; then (A⁻¹)[i][j] = Σ_{k ≥ max(i,j)} U[i][k] U[j][k]. About n³/2
+ * multiply-adds and 2n² doubles; every phase works on blocks of 16 rows (see {@link choleskyInPlace}).
  */
 export function invertSpd(A: Float64Array, n: number, onRow?: (done: number, total: number) => void): Float64Array {
   choleskyInPlace(A, n);
+  onRow?.(n, 3 * n);
   const U = new Float64Array(n * n);
-  const m = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    // column i of L⁻¹: m[k] = 0 for k < i
-    m[i] = 1 / A[i * n + i];
-    for (let k = i + 1; k < n; k++) {
+  // Columns i..i+15 of L⁻¹ at once: m_c[k] = −(Σ_{j=c}^{k−1} L[k][j] m_c[j]) / L[k][k], m_c[c] = 1/L[c][c].
+  const M = new Float64Array(BLOCK * n);
+  for (let I = 0; I < n; I += BLOCK) {
+    const bs = Math.min(BLOCK, n - I);
+    M.fill(0);
+    for (let k = I; k < n; k++) {
       const rk = k * n;
-      let s = 0;
-      for (let j = i; j < k; j++) s += A[rk + j] * m[j];
-      m[k] = -s / A[rk + k];
+      const d = A[rk + k];
+      for (let c = 0; c < bs; c++) {
+        const col = I + c;
+        if (k < col) continue;
+        const mc = c * n;
+        if (k === col) {
+          M[mc + k] = 1 / d;
+          continue;
+        }
+        let s = 0;
+        for (let j = col; j < k; j++) s += A[rk + j] * M[mc + j];
+        M[mc + k] = -s / d;
+      }
     }
-    const ui = i * n;
-    for (let k = i; k < n; k++) U[ui + k] = m[k];
-    if (onRow && (i % 64 === 63 || i === n - 1)) onRow(i + 1, 2 * n);
+    for (let c = 0; c < bs; c++) {
+      const col = I + c;
+      U.set(M.subarray(c * n + col, c * n + n), col * n + col);
+    }
+    onRow?.(n + Math.min(n, I + BLOCK), 3 * n);
   }
   const P = A; // reuse: L is no longer needed
-  for (let i = 0; i < n; i++) {
-    const ui = i * n;
-    for (let j = i; j < n; j++) {
+  for (let I = 0; I < n; I += BLOCK) {
+    const end = Math.min(n, I + BLOCK);
+    for (let j = I; j < n; j++) {
       const uj = j * n;
-      let s = 0;
-      for (let k = j; k < n; k++) s += U[ui + k] * U[uj + k];
-      P[ui + j] = s;
-      P[j * n + i] = s;
+      for (let i = I; i < end && i <= j; i++) {
+        const ui = i * n;
+        let s = 0;
+        for (let k = j; k < n; k++) s += U[ui + k] * U[uj + k];
+        P[ui + j] = s;
+        P[uj + i] = s;
+      }
     }
-    if (onRow && (i % 64 === 63 || i === n - 1)) onRow(n + i + 1, 2 * n);
+    onRow?.(2 * n + Math.min(n, end), 3 * n);
   }
   return P;
 }

@@ -5,21 +5,24 @@
  *
  * What it learns (each a sparse or low-dimensional summary; nothing per user is kept):
  * - `ease`: EASE (Steck 2019, λ 500) on the N most popular items (`easeItems`, default 10 000: a
- *   dense N×N inverse, N³/2 multiply-adds), B = I − P·diag(1/diag P), P = (XᵀX + λI)⁻¹, kept as
- *   the top-k weights of each row (history item → the items it predicts). Items outside the top
- *   N get no EASE row: item-kNN covers the tail (the scalable path, see the size/cost notes in the
- *   shop README).
- * - `knn`: cosine co-occurrence co(i, j)/√(n_i n_j) over distinct users, top-k per item; computed
- *   sparsely from inverted lists (Σ_u n_u² work), every catalog item.
+ *   dense N×N inverse, N³/2 multiply-adds), B = I − P·diag(1/diag P), P = (XᵀX + λI)⁻¹; each
+ *   candidate keeps its k strongest predictors (selection `in`, stored by history item). Items
+ *   outside the top N are no EASE candidates: item-kNN covers the tail (the scalable path; cost
+ *   and size figures in `src/shop/README.md`).
+ * - `knn`: cosine co-occurrence co(i, j)/√(n_i n_j) over distinct users, each candidate's k
+ *   nearest items; computed sparsely from inverted lists (Σ_u n_u² work), every catalog item.
  * - `markov`: first-order transitions a → b between consecutive distinct items of a user's
- *   sequence (stable order by time), P(b | a), top-k per item.
- * - `popularity`: distinct users per item; `trend`: distinct users per (time bucket, item).
- * - `vectors`: the top-`dim` eigenvectors of the cosine-normalised co-occurrence matrix
- *   D^−½ XᵀX D^−½ (subspace iteration on the sparse log), rows scaled by √eigenvalue and
- *   normalised: two items are near when the same people picked both. Items with fewer than
- *   `coldBelow` users get a vector predicted from their content vector by a ridge map fitted on
- *   the other items (`content`), so new and unsold products still have one; the map itself ships
- *   in the file (`contentMap`) for products newer than the file.
+ *   sequence (stable order by time), P(b | a), the k likeliest successors of each item.
+ * - k per list: the largest that fits a byte budget (`listBudget`, 6 MiB for the three lists),
+ *   capped at 128/128/64 (see `k`).
+ * - `popularity`: distinct users per item; `trend` (on request): distinct users per (day, item).
+ * - `vectors`: the top-`dim` (32) eigenvectors of the cosine-normalised co-occurrence matrix
+ *   D^−½ XᵀX D^−½ (subspace iteration on the sparse log: 2·nnz·d per step), rows scaled by
+ *   √eigenvalue and normalised: two items are near when the same people picked both. Items with
+ *   fewer than `coldBelow` users get the ridge estimate of their vector from their content vector
+ *   (`content`; map with intercept fitted on the other items, not normalised: an expected vector),
+ *   so new and unsold products still rank; the map ships in the file (`contentMap`) for products
+ *   newer than the file.
  *
  * ## Differential privacy (`epsilon` < ∞)
  *
@@ -93,7 +96,7 @@ export interface TrainOptions {
   /**
    * Bytes the three lists may take in the file together (default 6 MiB; shares ease 40%, knn 40%,
    * markov 20%; EASE sized for its top-N items): bounds the file for any catalog size. ML-100K
-   * (1 349 items) gets the k caps; 64 000 items k 123/11/4, 100 000 items 123/5/2 — the
+   * (1 349 items) gets the k caps; 64 000 items k 73/11/4, 100 000 items 67/5/2 — the
    * collaborative vectors (dense, d bytes per item) carrying the rest.
    */
   listBudget?: number;
@@ -228,13 +231,14 @@ interface UserLog {
 }
 
 /**
- * The largest k ≤ `max` (at least 2) whose list fits `bytes` for n items in the file format: per
- * row a 1-byte length and a 4-byte scale, per entry a 1-byte weight and a varint of the gap
- * between sorted targets (about n/k).
+ * The largest k ≤ `max` (at least 2) whose list fits `bytes` in the file format, for `rows` source
+ * rows and `candidates` items that keep k sources each: per row a 1-byte length and a 4-byte
+ * scale; per entry a 1-byte weight and a varint of the gap between a row's sorted targets (a row
+ * holds candidates·k/rows entries spread over `rows` indices).
  */
-export function kForBudget(bytes: number, n: number, max: number): number {
+export function kForBudget(bytes: number, rows: number, max: number, candidates = rows): number {
   const varint = (x: number) => (x < 128 ? 1 : x < 16384 ? 2 : x < 2097152 ? 3 : 4);
-  for (let k = max; k > 2; k--) if (n * (5 + k * (1 + varint(n / k))) <= bytes) return k;
+  for (let k = max; k > 2; k--) if (rows * 5 + candidates * k * (1 + varint((rows * rows) / (candidates * k))) <= bytes) return k;
   return 2;
 }
 
@@ -305,7 +309,7 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
   // n is not known yet (catalog ∪ log); the catalog size is a fine estimate for the budget. The
   // EASE list only has the top easeItems as candidates, so its k is set for those.
   const nEstimate = Math.max(1, opts.catalog?.length ?? 0);
-  const kEase = opts.k?.ease ?? kForBudget(0.4 * budget, Math.min(nEstimate, opts.easeItems ?? 10_000), 128);
+  const kEase = opts.k?.ease ?? kForBudget(0.4 * budget, nEstimate, 128, Math.min(nEstimate, opts.easeItems ?? 10_000));
   const kKnn = opts.k?.knn ?? kForBudget(0.4 * budget, nEstimate, 128);
   const kMarkov = opts.k?.markov ?? kForBudget(0.2 * budget, nEstimate, 64);
   const dim = opts.dim ?? 32;
