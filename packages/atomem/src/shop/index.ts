@@ -25,3 +25,4 @@ export { ShopScorer, combine as combineSignals, DEFAULT_WEIGHTS as SHOP_WEIGHTS,
 export { fitWeights, type FitCase } from './fit.js';
 export { invertSpd } from './linalg.js';
 export { encodeShopModel, decodeShopModel, shopModelSizes, type ShopModel } from '../protocol/shop-model-v1.js';
+export { ShopKnowledge, SEQUENCE_SIGNAL, type PublishedSasrec } from './device.js';

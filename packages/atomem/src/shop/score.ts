@@ -203,6 +203,11 @@ export class ShopScorer {
     this.opts = { recent: 5, recentDecay: 0.7, markovItems: 1, markovDecay: 0.5, neutralCold: true, ...opts };
   }
 
+  /** Position of an item in the file (undefined: the file does not know it). */
+  indexOf(id: string): number | undefined {
+    return this.index.get(id);
+  }
+
   /** Distinct history items, most recent first, with the action weight of their latest event. */
   private distinct(history: readonly DeviceEvent[]): Array<{ id: string; w: number }> {
     // why: the device's order by time; equal times keep the order given (a stable sort).
