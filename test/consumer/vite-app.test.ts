@@ -7,6 +7,7 @@ import {
   createFreshApp,
   installTimeCode,
   launchChromium,
+  PACKAGE_README,
   packAtomem,
   removeTemp,
   REPO,
@@ -23,9 +24,10 @@ import {
 } from '../../packages/bench/src/consumer-app.js';
 
 // atomem as a shop gets it: `npm pack` of the built package, a fresh Vite app in a temp folder
-// outside the repository, a plain `npm install <tarball>`, and ONLY the README's quick start
-// (its `<!-- consumer-test: … -->` blocks: vite.config.js with the plugin line, index.html,
-// main.js). One tarball and one app for every case below. `npm test` builds first (pretest).
+// outside the repository, a plain `npm install <tarball>`, and ONLY the quick start of the
+// package's README, the one npm shows (its `<!-- consumer-test: … -->` blocks: vite.config.js
+// with the plugin line, index.html, main.js; the repository README's copies are identical).
+// One tarball and one app for every case below. `npm test` builds first (pretest).
 
 /**
  * Budgets of issue #10 for a package that holds every option's files: USE-lite (uint8, 7 MB),
@@ -73,6 +75,8 @@ describe('the packed tarball', () => {
       expect(paths, p).toContain(p);
     }
     expect(paths.filter((p) => !p.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE'].includes(p))).toEqual([]);
+    // the README npm shows is the package's own (committed, no repository-relative links), not a copy of the repository's
+    expect(readFileSync(join(app.dir, 'node_modules/atomem/README.md'), 'utf8')).toBe(readFileSync(PACKAGE_README, 'utf8'));
     expect(paths.filter((p) => p.endsWith('.map') || (p.endsWith('.ts') && !p.endsWith('.d.ts')))).toEqual([]);
     // what the plugin serves is all there, the runtimes' wasm included (a shop installs no other package for them)
     const manifest = JSON.parse(readFileSync(join(REPO, 'packages/atomem/dist/manifest.json'), 'utf8')) as { core: string[]; features: Record<string, { files: string[] }> };
