@@ -38,6 +38,24 @@ async function run(...args: string[]) {
 }
 
 describe('atomem-vectors --log', () => {
+  it('the committed browser fixture (test/fixtures/shop-file) decodes and matches its catalog', async () => {
+    const { createHashingEmbedder } = await import('../../packages/atomem/src/embed/hashing.js');
+    const { itemText } = await import('../../packages/atomem/src/embed/cache.js');
+    const { itemTextHash } = await import('../../packages/atomem/src/protocol/catalog-vectors-v1.js');
+    const root = new URL('../fixtures/shop-file/', import.meta.url);
+    const cat = JSON.parse(readFileSync(new URL('catalog.json', root), 'utf8')) as { id: string; title: string }[];
+    const file = decodeCatalogFile(readFileSync(new URL('catalog-v2.bin', root)));
+    const e = createHashingEmbedder({ dim: 256 });
+    expect(file.embedder).toBe(e.id);
+    const want = await e.embed(cat.map((it) => itemText(it)));
+    cat.forEach((it, i) => {
+      expect(file.vectors.get(it.id)?.hash).toBe(itemTextHash(it));
+      expect(file.vectors.get(it.id)?.vector).toEqual(want[i].vector);
+    });
+    expect(file.shop!.model.items).toEqual(cat.map((it) => it.id));
+    expect(file.shop!.sasrec!.items).toEqual(cat.map((it) => it.id));
+  });
+
   it('trains the shop model and SASRec from the log and writes format v2 that ranks a shoe shopper towards shoes', async () => {
     const r = await run('--log', join(dir, 'interactions.jsonl'), '--sasrec-epochs', '5', '--seed', '3');
     expect(r.stderr).toMatch(/shop model: /);
