@@ -5,7 +5,7 @@ import { copyAssets, writeManifest } from './scripts/assets.js';
  * Library mode inlines every `new URL('x.wasm', import.meta.url)` asset as base64 (Vite ignores
  * assetsInlineLimit for libraries), which turned onnxruntime-web's default 27 MB wasm into a
  * 72 MB JS chunk. atomem always passes the runtimes their wasm location (`wasmPaths`, shipped in
- * dist/assets/ or copied by atomem/vite), so these defaults are never used: mark them `@vite-ignore`.
+ * dist/assets/ort-wasm/ and dist/assets/wllama/ by scripts/assets.ts), so these defaults are never used: mark them `@vite-ignore`.
  */
 function keepRuntimeWasmOut(): Plugin {
   return {

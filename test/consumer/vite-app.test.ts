@@ -7,6 +7,7 @@ import {
   createFreshApp,
   installTimeCode,
   launchChromium,
+  PACKAGE_README,
   packAtomem,
   removeTemp,
   REPO,
@@ -23,11 +24,15 @@ import {
 } from '../../packages/bench/src/consumer-app.js';
 
 // atomem as a shop gets it: `npm pack` of the built package, a fresh Vite app in a temp folder
-// outside the repository, a plain `npm install <tarball>`, and ONLY the README's quick start
-// (its `<!-- consumer-test: … -->` blocks: vite.config.js with the plugin line, index.html,
-// main.js). One tarball and one app for every case below. `npm test` builds first (pretest).
+// outside the repository, a plain `npm install <tarball>`, and ONLY the quick start of the
+// package's README, the one npm shows (its `<!-- consumer-test: … -->` blocks: vite.config.js
+// with the plugin line, index.html, main.js; the repository README's copies are identical).
+// One tarball and one app for every case below. `npm test` builds first (pretest).
 
-/** Budgets of issue #10: USE-lite's float32 weights alone are 28 MB. */
+/**
+ * Budgets of issue #10 for a package that holds every option's files: USE-lite (uint8, 7 MB),
+ * tfjs, the worker chunks, onnxruntime-web's wasm for MiniLM (27 MB) and wllama's (10 MB).
+ */
 const TARBALL_BUDGET = 32e6;
 const INSTALL_BUDGET = 60e6;
 
@@ -70,11 +75,16 @@ describe('the packed tarball', () => {
       expect(paths, p).toContain(p);
     }
     expect(paths.filter((p) => !p.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE'].includes(p))).toEqual([]);
+    // the README npm shows is the package's own (committed, no repository-relative links), not a copy of the repository's
+    expect(readFileSync(join(app.dir, 'node_modules/atomem/README.md'), 'utf8')).toBe(readFileSync(PACKAGE_README, 'utf8'));
     expect(paths.filter((p) => p.endsWith('.map') || (p.endsWith('.ts') && !p.endsWith('.d.ts')))).toEqual([]);
-    // what the plugin serves is all there, and the runtimes taken from other packages are not
+    // what the plugin serves is all there, the runtimes' wasm included (a shop installs no other package for them)
     const manifest = JSON.parse(readFileSync(join(REPO, 'packages/atomem/dist/manifest.json'), 'utf8')) as { core: string[]; features: Record<string, { files: string[] }> };
     for (const f of [...manifest.core, ...Object.values(manifest.features).flatMap((x) => x.files)]) expect(paths, f).toContain(`dist/${f}`);
-    expect(paths.filter((p) => /ort-wasm|wllama\.wasm/.test(p))).toEqual([]);
+    for (const p of ['dist/assets/ort-wasm/ort-wasm-simd-threaded.asyncify.wasm', 'dist/assets/ort-wasm/ort-wasm-simd-threaded.asyncify.mjs', 'dist/assets/wllama/wllama.wasm']) {
+      expect(manifest.features[p.includes('ort-wasm') ? 'minilm' : 'wllama'].files, p).toContain(p.slice('dist/'.length));
+      expect(packed.files.find((f) => f.path === p)?.size, p).toBe(statSync(join(REPO, 'packages/atomem', p)).size);
+    }
     // every path the package.json points at exists in the tarball
     const pkg = JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')) as { bin: Record<string, string>; exports: Record<string, Record<string, string> | string> };
     const targets = [...Object.values(pkg.bin), ...Object.values(pkg.exports).flatMap((e) => (typeof e === 'string' ? [e] : Object.entries(e).filter(([c]) => c !== 'atomem-source').map(([, t]) => t)))];
@@ -161,6 +171,26 @@ describe('the README quick start in a fresh Vite app, in Chromium', () => {
     expectHealthy(v, "base './'");
     expect(v.requests.filter((u) => /\/(worker|use-lite)\//.test(u)).every((u) => new URL(u).pathname.startsWith('/shop/assets/atomem-'))).toBe(true);
     await preview.stop();
+  }, 180_000);
+
+  it("atomem({ assets: ['minilm', 'wllama'] }) emits the runtimes' wasm from the package itself: the app has no onnxruntime-web or @wllama/wllama", async () => {
+    expect(existsSync(join(app.dir, 'node_modules/onnxruntime-web'))).toBe(false);
+    expect(existsSync(join(app.dir, 'node_modules/@wllama/wllama'))).toBe(false);
+    writeFileSync(join(app.dir, 'vite.runtimes.config.js'), "import atomem from 'atomem/vite';\nexport default { plugins: [atomem({ assets: ['minilm', 'wllama'] })] };\n");
+    const built = await viteBuild(app.dir, ['--config', 'vite.runtimes.config.js', '--outDir', 'dist-runtimes']);
+    const [folder] = readdirSync(join(app.dir, 'dist-runtimes/assets')).filter((f) => f.startsWith('atomem-'));
+    const out = join(app.dir, 'dist-runtimes/assets', folder);
+    const emitted = readdirSync(out, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name).slice(out.length + 1)).sort();
+    const pkgDist = join(app.dir, 'node_modules/atomem/dist');
+    const manifest = JSON.parse(readFileSync(join(pkgDist, 'manifest.json'), 'utf8')) as { core: string[]; features: Record<string, { files: string[] }> };
+    const want = [...new Set([...manifest.core, ...manifest.features.minilm.files, ...manifest.features.wllama.files].map((f) => f.replace(/^assets\//, '')))].sort();
+    expect(emitted).toEqual(want);
+    for (const f of ['ort-wasm/ort-wasm-simd-threaded.asyncify.wasm', 'ort-wasm/ort-wasm-simd-threaded.asyncify.mjs', 'wllama/wllama.wasm']) {
+      expect(emitted, f).toContain(f);
+      expect(readFileSync(join(out, f)).equals(readFileSync(join(pkgDist, 'assets', f))), f).toBe(true);
+    }
+    expect(emitted.some((f) => f.startsWith('use-lite/'))).toBe(false);
+    expect(built.output).toMatch(/atomem: \d+ files, [\d.]+ MB \(minilm, wllama\)/);
   }, 180_000);
 
   it('the quick start degrades visibly when atomem cannot start: a build without the model files shows "unavailable", no uncaught error', async () => {

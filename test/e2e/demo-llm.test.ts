@@ -7,7 +7,7 @@
  * 1. A scripted OpenAI-compatible server (node:http on 127.0.0.1, port 0, CORS for the page's
  *    origin) answers each chat completion with JSON that satisfies the request's schema, except
  *    the profile synthesis, which gets markup that is not JSON: that operation falls back to
- *    rules, visibly (and the markup must stay text). Writes docs/screenshots/inspector-llm.png.
+ *    rules, visibly (and the markup must stay text). Writes inspector-llm.png (see SCREENSHOTS).
  *    A rerank request (`rerank@1`) gets the candidates' labels in reverse order, each with the
  *    reason `Model pick <label>`: the shelf's rerank toggle must show that order and mark those
  *    reasons as the model's, and stop calling the model once unchecked.
@@ -26,11 +26,10 @@ import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { minimalValue } from '../../packages/atomem/src/models/scripted.js';
-import { startDemo, type Demo } from './demo-server.js';
+import { SCREENSHOTS as SHOTS, startDemo, type Demo } from './demo-server.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const SHOTS = join(ROOT, 'docs', 'screenshots');
 const GGUF = resolve(ROOT, '..', 'shared', 'models', 'stories260K', 'stories260K.gguf');
 const MODEL_NAME = 'scripted-test';
 const API_KEY = 'test-key-not-secret';

@@ -6,10 +6,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/**
+ * Where the e2e tests write their screenshots: `test-results/screenshots/` (gitignored), so a test
+ * run leaves the repository as it was, or `ATOMEM_SCREENSHOTS` (relative to the repository root):
+ * `ATOMEM_SCREENSHOTS=docs/screenshots npm run test:e2e` refreshes the README's pictures on purpose.
+ */
+export const SCREENSHOTS = resolve(ROOT, process.env.ATOMEM_SCREENSHOTS || join('test-results', 'screenshots'));
 
 /** A running demo server. */
 export interface Demo {

@@ -1,8 +1,8 @@
 /**
  * End to end: the demo shop (demo/server.ts: index service + built page + built library on one
  * origin) in headless Debian Chromium driven by playwright. Needs `npm run build` (dist/) first;
- * builds the demo page (demo/dist/) itself when it is missing. Writes docs/screenshots/shop.png
- * and docs/screenshots/inspector.png.
+ * builds the demo page (demo/dist/) itself when it is missing. Writes shop.png and
+ * inspector.png into test-results/screenshots/ (`ATOMEM_SCREENSHOTS=docs/screenshots`: the README's).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -10,11 +10,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDemo, type Demo } from './demo-server.js';
+import { SCREENSHOTS as SHOTS, startDemo, type Demo } from './demo-server.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const SHOTS = join(ROOT, 'docs', 'screenshots');
 const DEPT = 'Kitchen';
 
 let demo: Demo | undefined;

@@ -9,14 +9,14 @@ import { tinyBertFiles } from '../fixtures/tiny-bert.js';
 
 // The README's plain static site recipe: the BUILT package in real headless Chromium, a page
 // importing dist/index.js served as plain static files (no bundler, no Vite transform). Its
-// prebuilt worker (dist/worker/) and shipped model assets (USE-lite + tfjs wasm) load next to it;
-// for MiniLM the recipe's copy of onnxruntime-web's wasm into assets/ort-wasm/ is served from
-// node_modules/onnxruntime-web/dist. `npm test` builds first (pretest).
+// prebuilt worker (dist/worker/) and shipped assets load next to it: USE-lite + tfjs wasm,
+// onnxruntime-web's wasm for MiniLM (assets/ort-wasm/), wllama's (assets/wllama/). Nothing is
+// served from another package's folder. `npm test` builds first (pretest).
 
 /** The atomem package folder: the page loads its built dist/ as a shop serving the package would. */
 const PKG = fileURLToPath(new URL('../../packages/atomem/', import.meta.url));
-/** onnxruntime-web's dist/ (the exact version the worker bundles), which the recipe copies into assets/ort-wasm/. */
-const ORT = fileURLToPath(new URL('../../node_modules/onnxruntime-web/dist/', import.meta.url));
+/** The toy GGUF (1.2 MB) of ../shared, read-only and never copied: streamed by the test server; the wllama case is skipped without it. */
+const GGUF = fileURLToPath(new URL('../../../shared/models/stories260K/stories260K.gguf', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TYPES: Record<string, string> = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json', '.wasm': 'application/wasm', '.html': 'text/html', '.map': 'application/json' };
 
@@ -38,9 +38,10 @@ const params = new URLSearchParams(location.search);
 // a product the shop's vector file does not cover (added after the file was made)
 if (params.get('extra')) catalog.push({ id: 'lamp', title: 'Head lamp', categories: ['Outdoor'], description: 'bright LED lamp for night hikes' });
 const embedder = params.get('embedder') ? JSON.parse(params.get('embedder')) : undefined;
+const llm = params.get('llm') ? JSON.parse(params.get('llm')) : undefined;
 try {
   const t0 = performance.now();
-  const atomem = await createAtomem({ profile: params.get('profile') ?? 'dist-test-' + (embedder ? 'x' : 'default'), catalog, embedder: embedder ?? (params.get("burst") ? "hashing" : undefined), catalogVectors: params.get('vectors') ?? undefined, onProgress: (p) => out.progress.push(p) });
+  const atomem = await createAtomem({ profile: params.get('profile') ?? 'dist-test-' + (embedder ? 'x' : 'default'), catalog, embedder: embedder ?? (params.get("burst") ? "hashing" : undefined), catalogVectors: params.get('vectors') ?? undefined, llm, onProgress: (p) => out.progress.push(p) });
   out.startMs = performance.now() - t0;
   out.initialStatus = await atomem.status();
   const burst = params.get('burst');
@@ -52,6 +53,8 @@ try {
     await atomem.track({ item: 'stove', action: 'cart' });
   }
   out.ranked = await atomem.recommend(['blender', 'boots', 'novel', 'kettle']);
+  // a language model loads in the background: wait until every configured runtime was tried
+  for (let i = 0; llm && i < 600 && (await atomem.status()).llm.loading; i++) await new Promise((r) => setTimeout(r, 100));
   out.memories = (await atomem.memories()).map((m) => ({ content: m.content, items: m.items }));
   out.status = await atomem.status();
   out.events = (await atomem.export()).state.events;
@@ -86,9 +89,15 @@ beforeAll(async () => {
       else res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(body);
       return;
     }
-    const ort = url.pathname.match(/^\/dist\/assets\/ort-wasm\/(ort-wasm-simd-threaded\.asyncify\.(?:mjs|wasm))$/);
-    const file = ort ? join(ORT, ort[1]) : normalize(join(PKG, decodeURIComponent(url.pathname)));
-    if ((!ort && !file.startsWith(join(PKG, 'dist'))) || file.startsWith(join(PKG, 'dist', 'node')) || !existsSync(file) || !statSync(file).isFile()) {
+    if (url.pathname === '/models/stories260K.gguf' && existsSync(GGUF)) {
+      const size = statSync(GGUF).size;
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(size) });
+      if (req.method === 'HEAD') res.end();
+      else createReadStream(GGUF).pipe(res);
+      return;
+    }
+    const file = normalize(join(PKG, decodeURIComponent(url.pathname)));
+    if (!file.startsWith(join(PKG, 'dist')) || file.startsWith(join(PKG, 'dist', 'node')) || !existsSync(file) || !statSync(file).isFile()) {
       res.writeHead(404).end();
       return;
     }
@@ -257,7 +266,7 @@ describe('the built package (dist/) in headless Chromium', () => {
     }
   }, 120_000);
 
-  it('MiniLM path from dist/: transformers.js in a worker chunk, ONNX runtime wasm copied into assets/ort-wasm, model from the shop host', async () => {
+  it('MiniLM path from dist/: transformers.js in a worker chunk, the ONNX runtime wasm shipped in assets/ort-wasm, model from the shop host', async () => {
     const page = await browser.newPage();
     const offsite: string[] = [];
     page.on('request', (r) => {
@@ -279,8 +288,33 @@ describe('the built package (dist/) in headless Chromium', () => {
     expect(r.progress.some((p) => p.stage === 'embedder' && p.unit === 'bytes')).toBe(true);
     expect(r.ranked).toHaveLength(4);
     const mine = requests.slice(before);
-    expect(mine.some((p) => p.startsWith('/dist/assets/ort-wasm/'))).toBe(true);
+    expect(mine).toContain('/dist/assets/ort-wasm/ort-wasm-simd-threaded.asyncify.wasm');
     expect(mine).toContain('/models/tiny-bert/onnx/model.onnx');
+    expect(offsite).toEqual([]);
+    await page.close();
+  }, 120_000);
+  it.skipIf(!existsSync(GGUF))('wllama path from dist/: llm: { wllama } with the default wasmUrl loads the shipped assets/wllama/wllama.wasm and runs the model', async () => {
+    const page = await browser.newPage();
+    const offsite: string[] = [];
+    page.on('request', (r) => {
+      if (!r.url().startsWith(base) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) offsite.push(r.url());
+    });
+    const before = requests.length;
+    const llm = { wllama: { model: `${base}/models/stories260K.gguf` } };
+    await page.goto(`${base}/?profile=dist-wllama&embedder=${encodeURIComponent('"hashing"')}&llm=${encodeURIComponent(JSON.stringify(llm))}`);
+    await page.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 90_000 });
+    const r = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as {
+      error?: string;
+      ranked: { id: string }[];
+      status: { llm: { mode: string; model: string | null; loading: boolean; attempts: { runtime: string; ok: boolean; reason?: string }[] } };
+    };
+    expect(r.error).toBeUndefined();
+    expect(r.status.llm.loading).toBe(false);
+    expect(r.status.llm, JSON.stringify(r.status.llm.attempts)).toMatchObject({ mode: 'wasm', model: 'wllama:stories260K' });
+    expect(r.ranked).toHaveLength(4);
+    const mine = requests.slice(before);
+    expect(mine).toContain('/dist/assets/wllama/wllama.wasm');
+    expect(mine).toContain('/models/stories260K.gguf');
     expect(offsite).toEqual([]);
     await page.close();
   }, 120_000);

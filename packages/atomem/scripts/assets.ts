@@ -3,16 +3,16 @@
  * a CDN), and `dist/manifest.json`: which files each option needs (used by atomem/vite to
  * serve and emit only those). Run by the worker build (`vite.worker.config.ts`) after bundling.
  *
- * Two runtimes' binaries are NOT in the package (they would double its size): onnxruntime-web's
- * wasm (MiniLM, 27 MB) and wllama's wasm (10 MB). The manifest names the exact package version
- * the worker bundles; atomem/vite copies them from the shop's own install of that package when
- * the option is chosen (`atomem({ assets: ['minilm'] })`).
+ * The runtimes' binaries ship too, taken at build from the very packages the worker bundles
+ * (so the wasm always matches its JS glue): onnxruntime-web's asyncify build for MiniLM
+ * (`ort-wasm/`, 27 MB) and wllama's (`wllama/`, 10 MB). atomem/vite serves and emits each folder
+ * only for its option (`atomem({ assets: ['minilm'] })`).
  *
  * USE-lite ships quantized: its 27.9 MB of float32 weights become 7.0 MB of uint8 shards
  * (`group1-shard{i}of{n}.bin`: upstream's names are extension-less, which some static servers and
  * Vite's dev server mishandle), written with a `model.json` whose manifest tfjs dequantizes.
  */
-import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { quantizeUseLite, type ModelJsonLike } from '../src/embed/use-lite-quant.js';
@@ -44,6 +44,17 @@ function filesUnder(dir: string, prefix = ''): string[] {
   return out;
 }
 
+/** Copy `names` from `from` into a fresh `to`; throws naming the file when a package no longer has it. Returns the copies' paths with `prefix`. */
+function copyFiles(from: string, names: string[], to: string, prefix: string): string[] {
+  rmSync(to, { recursive: true, force: true });
+  mkdirSync(to, { recursive: true });
+  for (const n of names) {
+    if (!existsSync(join(from, n))) throw new Error(`copyAssets: ${join(from, n)} is missing (did the runtime package change its file names?)`);
+    cpSync(join(from, n), join(to, n));
+  }
+  return filesUnder(to, prefix);
+}
+
 /** Copy every shipped asset group into `outDir/assets/`. Returns each group's files (relative to `outDir`). */
 export function copyAssets(outDir: string): Record<string, string[]> {
   const out = join(outDir, 'assets');
@@ -72,24 +83,18 @@ export function copyAssets(outDir: string): Record<string, string[]> {
   mkdirSync(tfjsDst, { recursive: true });
   for (const f of readdirSync(tfjs).filter((f) => f.endsWith('.wasm'))) cpSync(join(tfjs, f), join(tfjsDst, f));
   groups['tfjs-wasm'] = filesUnder(tfjsDst, 'assets/tfjs-wasm/');
+
+  // onnxruntime-web (MiniLM): the asyncify build is the one transformers.js loads (WASM and WebGPU)
+  groups['ort-wasm'] = copyFiles(join(pkgDir('onnxruntime-web'), 'dist'), ['ort-wasm-simd-threaded.asyncify.mjs', 'ort-wasm-simd-threaded.asyncify.wasm'], join(out, 'ort-wasm'), 'assets/ort-wasm/');
+
+  // wllama (llama.cpp in WASM): its single-file wasm
+  groups.wllama = copyFiles(join(pkgDir('@wllama/wllama'), 'esm', 'wasm'), ['wllama.wasm'], join(out, 'wllama'), 'assets/wllama/');
   return groups;
 }
 
 /** What atomem/vite may be asked to include (`atomem({ assets: [...] })`); `core` is always included. */
 export const FEATURES = ['use-lite', 'minilm', 'wllama', 'webllm'] as const;
 export type Feature = (typeof FEATURES)[number];
-
-/** A runtime binary taken from the shop's own install of a package (exact version: the JS glue is bundled in the worker). */
-export interface ExternalAsset {
-  /** npm package name. */
-  package: string;
-  /** The exact version the worker bundles. */
-  version: string;
-  /** Files inside the package folder (with `/`). */
-  files: string[];
-  /** Folder (under the package's asset base, with a trailing `/`) the files are served from. */
-  to: string;
-}
 
 /** `dist/manifest.json`: the files of each option, relative to `dist/`. */
 export interface AssetManifest {
@@ -98,22 +103,17 @@ export interface AssetManifest {
   worker: string;
   /** Always needed: the worker entry, the engine chunk, small lazy chunks. */
   core: string[];
-  /** Per option: worker chunks, shipped assets and binaries taken from other packages. */
-  features: Record<Feature, { files: string[]; external: ExternalAsset[] }>;
+  /** Per option: its worker chunks and shipped assets. */
+  features: Record<Feature, { files: string[] }>;
 }
 
 /** The source modules whose (lazy) chunks belong to an option, and the asset groups it needs. */
 const FEATURE_ROOTS: Record<Feature, { modules: RegExp; assets: string[] }> = {
   'use-lite': { modules: /[\\/]src[\\/]embed[\\/]use-lite(-browser|-node)?\.ts$/, assets: ['use-lite', 'tfjs-wasm'] },
-  minilm: { modules: /[\\/]src[\\/]embed[\\/]minilm\.ts$/, assets: [] },
-  wllama: { modules: /[\\/]src[\\/]models[\\/]wllama\.ts$/, assets: [] },
+  minilm: { modules: /[\\/]src[\\/]embed[\\/]minilm\.ts$/, assets: ['ort-wasm'] },
+  wllama: { modules: /[\\/]src[\\/]models[\\/]wllama\.ts$/, assets: ['wllama'] },
   webllm: { modules: /[\\/]src[\\/]models[\\/]webllm\.ts$/, assets: [] },
 };
-
-/** The installed version of a package. */
-function versionOf(name: string): string {
-  return (JSON.parse(readFileSync(join(pkgDir(name), 'package.json'), 'utf8')) as { version: string }).version;
-}
 
 /** What a chunk of the worker bundle tells about itself (Rollup/Rolldown `OutputChunk`). */
 interface ChunkLike {
@@ -153,10 +153,11 @@ export function writeManifest(outDir: string, bundle: Record<string, ChunkLike>,
     if (!roots.length) throw new Error(`writeManifest: no worker chunk holds the ${f} code`);
     const mine = closure(roots, (c) => [...(c.imports ?? []), ...(c.dynamicImports ?? [])], eager);
     for (const c of mine) claimed.add(c);
-    features[f] = { files: [...[...mine].sort().map((c) => `worker/${c}`), ...FEATURE_ROOTS[f].assets.flatMap((g) => groups[g] ?? [])], external: [] };
+    features[f] = { files: [...[...mine].sort().map((c) => `worker/${c}`), ...FEATURE_ROOTS[f].assets.flatMap((g) => {
+      if (!groups[g]?.length) throw new Error(`writeManifest: the ${f} option needs the asset group ${g}, which copyAssets did not write`);
+      return groups[g];
+    })] };
   }
-  features.minilm.external.push({ package: 'onnxruntime-web', version: versionOf('onnxruntime-web'), files: ['dist/ort-wasm-simd-threaded.asyncify.mjs', 'dist/ort-wasm-simd-threaded.asyncify.wasm'], to: 'ort-wasm/' });
-  features.wllama.external.push({ package: '@wllama/wllama', version: versionOf('@wllama/wllama'), files: ['esm/wasm/wllama.wasm'], to: 'wllama/' });
   // core: the eager chunks, the lazy chunks no option claims (small model adapters) and everything they import
   const unclaimed = chunks.map(([name]) => name).filter((c) => !claimed.has(c));
   const core = [...closure(unclaimed, (c) => [...(c.imports ?? []), ...(c.dynamicImports ?? [])].filter((d) => !claimed.has(d) || (c.imports ?? []).includes(d)), new Set())]

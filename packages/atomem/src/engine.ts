@@ -37,7 +37,7 @@ export async function createUseLiteEmbedder(options?: UseLiteOptions): Promise<U
   const { createUseLiteEmbedder: create } = await import('./embed/use-lite.js');
   return create(options);
 }
-export { createCachedEmbedder, itemText, type CachedEmbedder } from './embed/cache.js';
+export { cacheKey, createCachedEmbedder, itemText, type CachedEmbedder } from './embed/cache.js';
 export { RulesReasoner } from './reason/rules.js';
 export type { Reasoner, MemoryText, MemoryView, ForwardStep, Reflection } from './reason/types.js';
 export type { SharedIndex, SharedMemoryUpload, CommunityView } from './community/types.js';

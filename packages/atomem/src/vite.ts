@@ -24,16 +24,15 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
-import { dirname, extname, join, resolve } from 'node:path';
+import { dirname, extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Plugin, ResolvedConfig } from 'vite';
 
 /**
  * Optional parts of atomem whose files the build includes:
  * - `'use-lite'`: the default embedder (USE-lite weights, vocabulary, tfjs runtime and its wasm);
- * - `'minilm'`: `embedder: 'minilm'` (transformers.js chunk; the ONNX runtime wasm is copied from the
- *   shop's own install of `onnxruntime-web`, the exact version atomem bundles — the plugin names it);
- * - `'wllama'`: `llm: { wllama }` (wllama chunk; `wllama.wasm` copied from the shop's `@wllama/wllama`);
+ * - `'minilm'`: `embedder: 'minilm'` (transformers.js chunk and the ONNX runtime's wasm, `ort-wasm/`);
+ * - `'wllama'`: `llm: { wllama }` (wllama chunk and `wllama/wllama.wasm`);
  * - `'webllm'`: `llm: { webllm }` (the WebLLM runtime chunk, 6 MB).
  * The rules reasoner, the hashing embedder, `llm.openai` and `llm.promptApi` need none.
  */
@@ -57,7 +56,7 @@ interface Manifest {
   version: 1;
   worker: string;
   core: string[];
-  features: Record<AtomemAsset, { files: string[]; external: { package: string; version: string; files: string[]; to: string }[] }>;
+  features: Record<AtomemAsset, { files: string[] }>;
 }
 
 /** The two string literals of atomem's dist/index.js this plugin replaces (src/client/worker-url.dist.ts). */
@@ -79,22 +78,11 @@ function distDir(): string {
   return existsSync(join(here, 'manifest.json')) || !existsSync(join(here, '..', 'dist', 'manifest.json')) ? here : join(here, '..', 'dist');
 }
 
-/** The folder of an installed package, looked up from `root` the way Node resolves it (its `exports` may hide package.json). */
-function findPackage(name: string, root: string): { dir: string; version: string } | undefined {
-  for (let dir = resolve(root); ; ) {
-    const pkg = join(dir, 'node_modules', name, 'package.json');
-    if (existsSync(pkg)) return { dir: dirname(pkg), version: (JSON.parse(readFileSync(pkg, 'utf8')) as { version: string }).version };
-    const up = dirname(dir);
-    if (up === dir) return undefined;
-    dir = up;
-  }
-}
-
 /** Served path (relative to the atomem base: `worker/…`, `use-lite/…`) → file on disk. */
 type FileMap = Map<string, string>;
 
-/** Resolve the files the chosen parts need; throws a readable error for a bad option or a missing / mismatched package. */
-export function atomemFiles(assets: readonly AtomemAsset[], root: string, dist = distDir()): { files: FileMap; worker: string; owners: Map<string, AtomemAsset> } {
+/** Resolve the files the chosen parts need (all inside atomem's `dist/`); throws a readable error for a bad option or a broken package. */
+export function atomemFiles(assets: readonly AtomemAsset[], dist = distDir()): { files: FileMap; worker: string; owners: Map<string, AtomemAsset> } {
   const manifestFile = join(dist, 'manifest.json');
   if (!existsSync(manifestFile)) throw new Error(`atomem/vite: ${manifestFile} is missing (a broken or unbuilt atomem package)`);
   const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as Manifest;
@@ -108,15 +96,6 @@ export function atomemFiles(assets: readonly AtomemAsset[], root: string, dist =
     const feature = manifest.features[a];
     if (!feature) throw new Error(`atomem/vite: unknown asset '${String(a)}' in atomem({ assets }); known: ${ALL.map((x) => `'${x}'`).join(', ')}`);
     feature.files.forEach(add);
-    for (const ext of feature.external) {
-      const found = findPackage(ext.package, root);
-      const fix = `install it next to atomem: npm i -D ${ext.package}@${ext.version}`;
-      if (!found) throw new Error(`atomem/vite: atomem({ assets: ['${a}'] }) needs ${ext.package}@${ext.version} (its wasm matches the JS atomem bundles); ${fix}`);
-      if (found.version !== ext.version) {
-        throw new Error(`atomem/vite: atomem({ assets: ['${a}'] }) needs ${ext.package}@${ext.version} exactly (its wasm must match the JS atomem bundles), found ${found.version} in ${found.dir}; ${fix}`);
-      }
-      for (const f of ext.files) files.set(`${ext.to}${f.split('/').pop()}`, join(found.dir, f));
-    }
   }
   for (const [rel, file] of files) if (!existsSync(file)) throw new Error(`atomem/vite: ${file} (for ${rel}) is missing: reinstall atomem`);
   // which option serves each file of the package, for the hint of a 404 in dev
@@ -124,7 +103,6 @@ export function atomemFiles(assets: readonly AtomemAsset[], root: string, dist =
   for (const a of ALL) {
     const feature = manifest.features[a];
     for (const rel of feature?.files ?? []) if (!owners.has(served(rel))) owners.set(served(rel), a);
-    for (const ext of feature?.external ?? []) for (const f of ext.files) owners.set(`${ext.to}${f.split('/').pop()}`, a);
   }
   return { files, worker: manifest.worker, owners };
 }
@@ -159,7 +137,7 @@ export default function atomem(options: AtomemViteOptions = {}): Plugin {
     config: () => ({ optimizeDeps: { exclude: ['atomem'] } }),
     configResolved(c) {
       config = c;
-      resolved = atomemFiles(assets, c.root, dist);
+      resolved = atomemFiles(assets, dist);
       entry = clientEntry(dist);
     },
 

@@ -1,7 +1,8 @@
 /**
  * atomem as a shop gets it: the packed tarball installed with a plain `npm install` into a fresh
- * Vite app in a temp folder outside the repository, whose files are exactly the README's quick
- * start (`<!-- consumer-test: FILE -->` blocks), served by `vite` (dev) or `vite build` +
+ * Vite app in a temp folder outside the repository, whose files are exactly the quick start of
+ * the package's README, the one npm shows (`<!-- consumer-test: FILE -->` blocks; the root
+ * README's copies must be identical: test/node/package-readme.test.ts), served by `vite` (dev) or `vite build` +
  * `vite preview`, visited by Debian's Chromium. Shared by test/consumer/ and
  * `npm run bench:package` (package-footprint.ts).
  */
@@ -17,6 +18,8 @@ import { chromium, type Browser } from 'playwright';
 /** The repository root. */
 export const REPO = fileURLToPath(new URL('../../../', import.meta.url));
 const PKG = join(REPO, 'packages', 'atomem');
+/** The README in the tarball (npm's page of the package); the repository's README.md has the longer guide. */
+export const PACKAGE_README = join(PKG, 'README.md');
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
 /** The Vite the fresh app installs (the version the repository builds with). */
@@ -80,7 +83,7 @@ export function du(dir: string): { bytes: number; files: number } {
   return { bytes, files };
 }
 
-/** The README's `<!-- consumer-test: NAME -->` code blocks, by name. */
+/** A README's `<!-- consumer-test: NAME -->` code blocks, by name (default: the repository's README.md). */
 export function readmeBlocks(readme = readFileSync(join(REPO, 'README.md'), 'utf8')): Record<string, string> {
   const out: Record<string, string> = {};
   for (const m of readme.matchAll(/<!-- consumer-test: (\S+) -->\s*```\w*\n([\s\S]*?)```/g)) out[m[1]] = m[2];
@@ -90,19 +93,19 @@ export function readmeBlocks(readme = readFileSync(join(REPO, 'README.md'), 'utf
 function pick(blocks: Record<string, string>, names: string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (const n of names) {
-    if (blocks[n] === undefined) throw new Error(`README.md has no <!-- consumer-test: ${n} --> block`);
+    if (blocks[n] === undefined) throw new Error(`the README has no <!-- consumer-test: ${n} --> block`);
     out[n] = blocks[n];
   }
   return out;
 }
 
-/** The README's Vite quick start: vite.config.js (the plugin line), index.html, main.js. */
-export function quickStartFiles(blocks = readmeBlocks()): Record<string, string> {
+/** The package README's Vite quick start: vite.config.js (the plugin line), index.html, main.js. */
+export function quickStartFiles(blocks = readmeBlocks(readFileSync(PACKAGE_README, 'utf8'))): Record<string, string> {
   return pick(blocks, ['vite.config.js', 'index.html', 'main.js']);
 }
 
 /**
- * The README's webpack 5 recipe: its webpack.config.js, the quick start's index.html, and the
+ * The repository README's webpack 5 recipe: its webpack.config.js, the quick start's index.html, and the
  * quick start's main.js with the recipe's two options added to the `createAtomem` call.
  */
 export function webpackRecipeFiles(blocks = readmeBlocks()): Record<string, string> {

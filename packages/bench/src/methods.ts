@@ -9,6 +9,7 @@ import { methodFactories, paramNumber, registerMethod } from './registry.js';
 // ─── additional method modules (atomem and its ablations): one import line each ────────
 import './atomem-method.js';
 import './sasrec-method.js';
+import './shop-method.js';
 // ─── end of additional method modules ──────────────────────────────────────────────────
 
 export { methodFactories, registerMethod, PRIVACY_LEVELS } from './registry.js';

@@ -76,11 +76,11 @@ async function main(): Promise<void> {
     figures.tarball = { bytes: packed.size, unpacked: packed.unpackedSize, files: packed.entryCount };
     figures.install = { bytes: grown, files: app.footprint.after.files - app.footprint.before.files, ms: app.installs.atomem.ms };
 
-    // the build output per option, from the repository's built package (the MiniLM / wllama wasm from the repo's installs)
+    // the build output per option (what atomem/vite emits), from the repository's built package: the same files as the tarball's
     const choices: AtomemAsset[][] = [['use-lite'], [], ['minilm'], ['wllama'], ['webllm'], ['use-lite', 'minilm', 'wllama', 'webllm']];
     const emitted: Record<string, { files: number; bytes: number }> = {};
     for (const c of choices) {
-      const { files } = atomemFiles(c, REPO, join(REPO, 'packages/atomem/dist'));
+      const { files } = atomemFiles(c, join(REPO, 'packages/atomem/dist'));
       const bytes = [...files.values()].reduce((n, f) => n + statSync(f).size, 0);
       emitted[c.join('+') || 'none'] = { files: files.size, bytes };
       rows.push([`build output, atomem({ assets: [${c.map((x) => `'${x}'`).join(', ')}] })`, MB(bytes), `${files.size} files`]);

@@ -99,8 +99,9 @@ export class MemoryAgent {
 
   constructor(opts: AgentOptions) {
     this.items = opts.items;
-    // why: tau depends on the embedder's similarity spread (see EMBEDDER_TAU).
-    this.config = resolveConfig({ tau: tauFor(opts.items.embedderId), ...opts.config });
+    // why: tau depends on the item space's similarity spread (see EMBEDDER_TAU; the shop's space is calibrated from its own pairs).
+    const tau = opts.items.shop ? opts.items.shop.pairQuantile(0.9) : tauFor(opts.items.embedderId);
+    this.config = resolveConfig({ tau, ...opts.config });
     this.reasoner = opts.reasoner ?? this.rules;
     this.planner = opts.planner ?? rulesPlanner;
     this.clock = opts.clock ?? Date.now;
@@ -267,7 +268,13 @@ export class MemoryAgent {
       weight: actionWeight(e.action) * Math.pow(0.9, recentEvents.length - 1 - i),
     }));
     const now = opts.now ?? this.clock();
-    const ranked = rank({ memories: this.state.memories, candidates: cands, recent, communities: this.communities, now }, this.config);
+    // the shop's published model scores the candidates from this shopper's own events (nothing leaves the device)
+    const shop = this.items.shop;
+    const extra = shop ? shop.signals(this.state.events, ids, now, String(this.state.nextSeq)) : undefined;
+    const ranked = rank(
+      { memories: this.state.memories, candidates: cands, recent, communities: this.communities, now, extra, weights: (shop ? this.config.shopWeights : this.config.weights) as Readonly<Record<string, number>> },
+      this.config,
+    );
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
     const out = ranked.map((r) => ({ ...r, explanations: explain(r, titleOf) }));
     const top = Math.min(rerankN, out.length);

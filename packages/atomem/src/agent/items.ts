@@ -2,6 +2,8 @@ import type { Embedding, Item } from '../core/types.js';
 import type { Embedder } from '../embed/types.js';
 import { itemText } from '../embed/cache.js';
 import { isFiniteVector, normalize } from '../core/vector.js';
+import type { ShopKnowledge } from '../shop/device.js';
+import { mapContent } from '../shop/score.js';
 
 /** FNV-1a over the float bits: a short, stable name for a centring mean. */
 function hashVector(v: Float32Array): string {
@@ -9,6 +11,25 @@ function hashVector(v: Float32Array): string {
   let h = 0x811c9dc5;
   for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i], 0x01000193);
   return (h >>> 0).toString(16).padStart(8, '0');
+}
+
+/**
+ * A deterministic unit direction from an item id (xorshift seeded by FNV-1a): the position of an
+ * item the shop's file can neither find nor place — in 32 dimensions it is similar to nothing in
+ * particular (|cosine| ≈ 0.18 to anything), and memories keep their unit vectors.
+ */
+function idDirection(id: string, dim: number): Float32Array {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  let x = h >>> 0 || 1;
+  const v = new Float32Array(dim);
+  for (let d = 0; d < dim; d++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    v[d] = ((x >>> 0) / 4294967296) * 2 - 1;
+  }
+  return normalize(v);
 }
 
 /** Thrown for an item id the catalog does not know. */
@@ -26,11 +47,16 @@ export class UnknownItemError extends Error {
 export class ItemVectors {
   private readonly items = new Map<string, Item>();
   private readonly vectors = new Map<string, Embedding>();
+  /** Item vectors in the shop's collaborative space (with {@link useShop}). */
+  private readonly shopVectors = new Map<string, Embedding>();
   private mean: Float32Array | undefined;
   private spaceId: string;
+  private contentId: string;
+  private shopKnowledge: ShopKnowledge | undefined;
 
   constructor(readonly embedder: Embedder, items: Iterable<Item> = []) {
     this.spaceId = embedder.id;
+    this.contentId = embedder.id;
     this.add(items);
   }
 
@@ -40,6 +66,31 @@ export class ItemVectors {
    */
   get embedderId(): string {
     return this.spaceId;
+  }
+
+  /** The shop's published model, when {@link useShop} moved the item space to it. */
+  get shop(): ShopKnowledge | undefined {
+    return this.shopKnowledge;
+  }
+
+  /** Dimension of the item space (the embedder's, or the shop's collaborative vectors'). */
+  get dim(): number {
+    return this.shopKnowledge?.model.vectors?.dim ?? this.embedder.dim;
+  }
+
+  /**
+   * Move the item space to the shop's collaborative vectors (the published model of its order
+   * log), where "near" means "liked by the same people": from now on {@link vectorsOf} returns
+   * them, and memories, retrieval and communities live there. Items the file has no vector for
+   * are placed through its content map from their content embedding (new products), else they
+   * get a deterministic random direction from their id (similar to nothing in particular). {@link contentVectorsOf} keeps the
+   * content space (for text such as a stated intent). The space id is `shop:<file id>`.
+   */
+  useShop(shop: ShopKnowledge): void {
+    if (!shop.model.vectors) throw new RangeError('useShop: the shop model has no item vectors');
+    this.shopKnowledge = shop;
+    this.shopVectors.clear();
+    this.spaceId = `shop:${shop.id}`;
   }
 
   /** The catalog mean subtracted from every vector (undefined before centring). */
@@ -57,6 +108,7 @@ export class ItemVectors {
    */
   async centre(mean?: ArrayLike<number>, onProgress?: (done: number, total: number) => void): Promise<void> {
     if (this.mean) throw new Error('item space is already centred');
+    if (this.shopKnowledge) throw new Error('centre: the item space is the shop\'s; centre the content space before useShop');
     let m: Float32Array;
     if (mean) {
       if (mean.length !== this.embedder.dim) throw new RangeError(`centre: mean has dimension ${mean.length}, embedder ${this.embedder.dim}`);
@@ -70,15 +122,15 @@ export class ItemVectors {
     }
     if (!isFiniteVector(m)) throw new RangeError('centre: mean contains NaN or Infinity');
     this.mean = m;
-    this.spaceId = `${this.embedder.id}~c${hashVector(m)}`;
+    this.spaceId = this.contentId = `${this.embedder.id}~c${hashVector(m)}`;
     for (const [id, e] of this.vectors) this.vectors.set(id, this.project(e.vector));
   }
 
   private project(v: Float32Array): Embedding {
-    if (!this.mean) return { embedderId: this.spaceId, vector: v };
+    if (!this.mean) return { embedderId: this.contentId, vector: v };
     const out = new Float32Array(v.length);
     for (let i = 0; i < v.length; i++) out[i] = v[i] - this.mean[i];
-    return { embedderId: this.spaceId, vector: normalize(out) };
+    return { embedderId: this.contentId, vector: normalize(out) };
   }
 
   /** Add or replace catalog items (a changed item is re-embedded on next use). */
@@ -88,7 +140,10 @@ export class ItemVectors {
         throw new TypeError('catalog item needs a non-empty string id and a string title');
       }
       const prev = this.items.get(it.id);
-      if (prev && itemText(prev) !== itemText(it)) this.vectors.delete(it.id);
+      if (prev && itemText(prev) !== itemText(it)) {
+        this.vectors.delete(it.id);
+        this.shopVectors.delete(it.id);
+      }
       this.items.set(it.id, it);
     }
   }
@@ -109,8 +164,37 @@ export class ItemVectors {
     return this.items.values();
   }
 
-  /** Embeddings of the given items (embedding misses in one batch). */
+  /** Vectors of the given items in the item space (the shop's after {@link useShop}, else the content space). */
   async vectorsOf(ids: readonly string[]): Promise<Embedding[]> {
+    if (this.shopKnowledge) return this.shopVectorsOf(ids);
+    return this.contentVectorsOf(ids);
+  }
+
+  private async shopVectorsOf(ids: readonly string[]): Promise<Embedding[]> {
+    const shop = this.shopKnowledge!;
+    const dim = this.dim;
+    const missing: string[] = [];
+    for (const id of new Set(ids)) {
+      if (this.shopVectors.has(id)) continue;
+      const v = shop.vectorOf(id);
+      if (v) this.shopVectors.set(id, { embedderId: this.spaceId, vector: Float32Array.from(v) });
+      else missing.push(id);
+    }
+    if (missing.length) {
+      const map = shop.model.contentMap;
+      // why: the content map expects the embedder's raw output (it subtracts its own mean); centred vectors cannot be uncentred.
+      const raw = map && map.embedder === this.embedder.id ? await this.embedder.embed(missing.map((id) => itemText(this.item(id)))) : undefined;
+      missing.forEach((id, i) => {
+        const mapped = raw ? mapContent(map!, raw[i].vector, dim) : undefined;
+        const vector = mapped && mapped.some((x) => x !== 0) ? mapped : idDirection(id, dim);
+        this.shopVectors.set(id, { embedderId: this.spaceId, vector });
+      });
+    }
+    return ids.map((id) => this.shopVectors.get(id)!);
+  }
+
+  /** Embeddings of the given items in the content space (embedding misses in one batch). */
+  async contentVectorsOf(ids: readonly string[]): Promise<Embedding[]> {
     const missing = [...new Set(ids.filter((id) => !this.vectors.has(id)))];
     if (missing.length) {
       const texts = missing.map((id) => itemText(this.item(id)));
@@ -118,6 +202,11 @@ export class ItemVectors {
       missing.forEach((id, i) => this.vectors.set(id, this.project(embs[i].vector)));
     }
     return ids.map((id) => this.vectors.get(id)!);
+  }
+
+  /** The content space's id (the embedder's, `~c<hash>` once centred), whatever the item space is. */
+  get contentSpaceId(): string {
+    return this.contentId;
   }
 
   /**
@@ -136,16 +225,16 @@ export class ItemVectors {
     return this.vectors.get(id)?.vector;
   }
 
-  /** Embedding of one item, if already computed (sync; for hot loops after a warm-up). */
+  /** Embedding of one item in the item space, if already computed (sync; for hot loops after a warm-up). */
   cached(id: string): Embedding | undefined {
-    return this.vectors.get(id);
+    return this.shopKnowledge ? this.shopVectors.get(id) : this.vectors.get(id);
   }
 
-  /** Embed the whole catalog (in batches), reporting progress. */
+  /** Embed the whole catalog in the content space (in batches), reporting progress. */
   async warm(onProgress?: (done: number, total: number) => void, batch = 256): Promise<void> {
     const ids = [...this.items.keys()].filter((id) => !this.vectors.has(id));
     for (let i = 0; i < ids.length; i += batch) {
-      await this.vectorsOf(ids.slice(i, i + batch));
+      await this.contentVectorsOf(ids.slice(i, i + batch));
       onProgress?.(Math.min(ids.length, i + batch), ids.length);
     }
   }

@@ -68,8 +68,14 @@ export interface AtomemConfig {
   shareProfile: boolean;
   /** Liked events the shared profile record is built from. */
   profileShareEvents: number;
-  /** Ranking weights (see `rank.ts`). */
+  /** Ranking weights (see `rank.ts`) when the item space is the content embedder's. */
   weights: RankWeights;
+  /**
+   * Ranking weights when the shop's published model is loaded (the item space is then its
+   * collaborative vectors, and the model's own signals join the memory's: `ease`, `knn`,
+   * `markov`, `pop`, `vec`, … and `sasrec`). Missing names weigh 0.
+   */
+  shopWeights: Readonly<Record<string, number>>;
 }
 
 /** Mixing weights of the ranker's signals. */
@@ -120,6 +126,20 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   // privacy `items`: signals are standardised within each candidate list, so these are
   // relative weights. `memory` is small but not 0: it keeps STEAM's retrieval in the
   // explanations and breaks ties between otherwise equal candidates.
+  shopWeights: Object.freeze({
+    memory: 0.1,
+    profile: 0.3,
+    recent: 0.2,
+    ease: 0.575,
+    easeRecent: 0.075,
+    knn: 0.223,
+    knnRecent: 0.12,
+    markov: 0.176,
+    pop: -0.492,
+    vec: -0.328,
+    vecRecent: 1,
+    sasrec: 1,
+  }),
   weights: Object.freeze({
     memory: 0.1,
     profile: 1.5,
@@ -154,11 +174,12 @@ export function tauFor(embedderId: string): number {
 }
 
 /** Merge a partial config over the defaults and validate it; throws a RangeError naming the bad knob. */
-export function resolveConfig(partial: Partial<Omit<AtomemConfig, 'weights'>> & { weights?: Partial<RankWeights> } = {}): AtomemConfig {
+export function resolveConfig(partial: Partial<Omit<AtomemConfig, 'weights' | 'shopWeights'>> & { weights?: Partial<RankWeights>; shopWeights?: Readonly<Record<string, number>> } = {}): AtomemConfig {
   const cfg: AtomemConfig = {
     ...DEFAULT_CONFIG,
     ...partial,
     weights: { ...DEFAULT_CONFIG.weights, ...(partial.weights ?? {}) },
+    shopWeights: { ...DEFAULT_CONFIG.shopWeights, ...(partial.shopWeights ?? {}) },
   };
   const check = (name: string, v: number, lo: number, hi: number, int = false) => {
     if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi || (int && !Number.isInteger(v))) {
@@ -189,5 +210,7 @@ export function resolveConfig(partial: Partial<Omit<AtomemConfig, 'weights'>> & 
   check('profileShareEvents', cfg.profileShareEvents, 1, 1e6, true);
   if (typeof cfg.shareProfile !== 'boolean') throw new RangeError(`atomem config: shareProfile must be a boolean, got ${String(cfg.shareProfile)}`);
   for (const [k, v] of Object.entries(cfg.weights)) check(`weights.${k}`, v, 0, 1e6);
+  // why: shop weights are fitted jointly (listwise regression); a negative weight corrects a correlated signal.
+  for (const [k, v] of Object.entries(cfg.shopWeights)) check(`shopWeights.${k}`, v, -1e6, 1e6);
   return cfg;
 }

@@ -31,8 +31,8 @@ export type Reason =
   | { kind: 'popular'; share: number; contribution: number }
   | { kind: 'alsoPicked'; share: number; contribution: number };
 
-/** One signal per ranking weight. */
-export type Features = Record<keyof RankWeights, number>;
+/** One number per signal: the memory's (one per {@link RankWeights} key) and any extra ones (the shop model's). */
+export type Features = Record<keyof RankWeights, number> & Record<string, number>;
 
 /** A ranked candidate. */
 export interface RankedItem {
@@ -51,6 +51,10 @@ export interface RankInput {
   /** Own memory id → its communities (global context). Absent at privacy `off`. */
   communities?: CommunityContext;
   now: number;
+  /** More signals per candidate (same order as `candidates`), e.g. the shop model's; combined by name like the rest. */
+  extra?: Readonly<Record<string, ArrayLike<number>>>;
+  /** Weights to combine with (default `cfg.weights`; the agent passes `cfg.shopWeights` when a shop model is loaded). */
+  weights?: Readonly<Record<string, number>>;
 }
 
 /**
@@ -191,9 +195,11 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   const votes = all.length ? memberVotes(input.candidates, all, cfg.tau) : undefined;
   const out = input.candidates.map((c, i) => {
     const { f, reasons } = features(input, cfg, c, all, votes, i);
+    for (const [name, values] of Object.entries(input.extra ?? {})) f[name] = values[i];
     return { id: c.id, score: 0, features: f, reasons };
   });
-  const scores = combine(out.map((o) => o.features), cfg.weights);
+  const weights = input.weights ?? cfg.weights;
+  const scores = combine(out.map((o) => o.features), weights as Readonly<Record<string, number>>);
   out.forEach((o, i) => (o.score = scores[i]));
   return out.map((x, i) => ({ x, i })).sort((a, b) => b.x.score - a.x.score || a.i - b.i).map((e) => e.x);
 }
@@ -203,27 +209,29 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
  * weight, summed. A signal that is constant over the list (up to rounding) adds nothing. Also
  * used by the benchmark's weight tuning, so tuned weights mean exactly what `rank` does.
  */
-export function combine<K extends string>(features: readonly Readonly<Record<K, number>>[], weights: Readonly<Record<K, number>>): Float64Array {
+export function combine(features: readonly Readonly<Record<string, number>>[], weights: Readonly<Record<string, number>>): Float64Array {
   const scores = new Float64Array(features.length);
   if (features.length === 0) return scores;
   // why: signals live on very different scales (a popularity share is ~1e-3, a similarity
   // ~0.8); standardising each within the list makes the weights comparable and tunable.
-  for (const k of Object.keys(weights) as K[]) {
+  for (const k of Object.keys(weights)) {
     const w = weights[k];
     if (w === 0) continue;
     let m = 0;
     let maxAbs = 0;
+    // why: a signal this list does not have (e.g. no shop model) counts as constant, i.e. nothing
+    const x = (f: Readonly<Record<string, number>>) => (Number.isFinite(f[k]) ? f[k] : 0);
     for (const f of features) {
-      m += f[k];
-      maxAbs = Math.max(maxAbs, Math.abs(f[k]));
+      m += x(f);
+      maxAbs = Math.max(maxAbs, Math.abs(x(f)));
     }
     m /= features.length;
     let v = 0;
-    for (const f of features) v += (f[k] - m) ** 2;
+    for (const f of features) v += (x(f) - m) ** 2;
     const sd = Math.sqrt(v / features.length);
     // why: relative, so a signal that is constant up to rounding is skipped at any scale.
     if (sd === 0 || sd < 1e-9 * maxAbs) continue;
-    for (let i = 0; i < features.length; i++) scores[i] += (w * (features[i][k] - m)) / sd;
+    for (let i = 0; i < features.length; i++) scores[i] += (w * (x(features[i]) - m)) / sd;
   }
   return scores;
 }

@@ -76,8 +76,8 @@ export interface MiniLMOptions {
    * ONNX Runtime Web's binaries, self-hosted (browser and worker only; ignored in Node).
    * Required there: transformers.js would otherwise fetch them from a CDN. Either
    * - a folder URL (trailing slash) holding `ort-wasm-simd-threaded.asyncify.mjs` and
-   *   `ort-wasm-simd-threaded.asyncify.wasm` (copied from `onnxruntime-web/dist/`, the exact
-   *   version transformers.js depends on), or
+   *   `ort-wasm-simd-threaded.asyncify.wasm` (the atomem package ships them in
+   *   `dist/assets/ort-wasm/`, copied from the exact `onnxruntime-web` its worker bundles), or
    * - `{ wasm }` (URL of `ort-wasm-simd-threaded.asyncify.wasm`: the JS glue bundled in
    *   transformers.js is used) or `{ wasm, mjs }` (both files; transformers.js then caches them
    *   in its cache and imports the glue from a `blob:` URL, which a strict CSP must allow).

@@ -23,10 +23,12 @@ export interface WllamaModelOptions {
    */
   model: string | URL | Blob | Blob[];
   /**
-   * URL of `wllama.wasm`, served by the shop itself (never a CDN). It ships in the package as
-   * `@wllama/wllama/esm/wasm/wllama.wasm`: with Vite, `import wasmUrl from
-   * '@wllama/wllama/esm/wasm/wllama.wasm?url'`; otherwise copy it next to your bundle. It must
-   * come from the same release as the installed `@wllama/wllama` (wllama checks the version).
+   * URL of `wllama.wasm`, served by the shop itself (never a CDN). The atomem package ships the
+   * one matching the wllama its worker bundles as `dist/assets/wllama/wllama.wasm` (the default
+   * of `llm.wllama.wasmUrl`); code importing this adapter from source with its own
+   * `@wllama/wllama` serves that package's `esm/wasm/wllama.wasm` (with Vite, `import wasmUrl
+   * from '@wllama/wllama/esm/wasm/wllama.wasm?url'`). It must come from the same release as the
+   * wllama JS that loads it (wllama checks the version).
    */
   wasmUrl: string | URL;
   /** Name used in the model id (`wllama:<name>`). Default: the GGUF's file name without `.gguf`. */

@@ -23,9 +23,9 @@ export type EngineConfig = Partial<Omit<AtomemConfig, 'weights'>> & { weights?: 
  *   a catalog fully covered by the IndexedDB cache or by `catalogVectors` never fetches it.
  * - `minilm`: all-MiniLM-L6-v2 (384-d) through transformers.js, WebGPU when an adapter exists,
  *   else WASM. Weights come from `modelBaseUrl` (the Hugging Face hub by default, or the shop's
- *   own host); the ONNX runtime's wasm from `wasmPaths` (default `assetsBaseUrl` + `ort-wasm/`:
- *   not in the package — `atomem({ assets: ['minilm'] })` copies it from the shop's
- *   `onnxruntime-web` of the exact version atomem bundles; self-hosted, never a CDN).
+ *   own host); the ONNX runtime's wasm from `wasmPaths` (default `assetsBaseUrl` + `ort-wasm/`,
+ *   shipped in the package as `dist/assets/ort-wasm/`, 27 MB, emitted by
+ *   `atomem({ assets: ['minilm'] })`; self-hosted, never a CDN).
  * - `hashing`: deterministic feature hashing, instant, no model. For tests and demos; poor quality.
  */
 export type EmbedderSpec =
@@ -145,11 +145,10 @@ export interface EngineOptions {
   /** Which embedder the worker builds. Default `'use-lite'`. */
   embedder?: EmbedderSpec;
   /**
-   * Base URL of the asset folders: `use-lite/` and `tfjs-wasm/` (in the package), `ort-wasm/`
-   * (MiniLM) and `wllama/` (wllama), which atomem/vite copies from the shop's own installs of
-   * onnxruntime-web and @wllama/wllama. `createAtomem` sets it to `dist/assets/` next to its own
-   * module (atomem/vite: to the folder it serves or emits); set it when the shop serves those
-   * files elsewhere.
+   * Base URL of the asset folders, all shipped in the package's `dist/assets/`: `use-lite/` and
+   * `tfjs-wasm/` (USE-lite), `ort-wasm/` (MiniLM) and `wllama/` (wllama). `createAtomem` sets it
+   * to `dist/assets/` next to its own module (atomem/vite: to the folder it serves or emits); set
+   * it when the shop serves those files elsewhere.
    */
   assetsBaseUrl?: string;
   /**

@@ -1,0 +1,135 @@
+/**
+ * What a device knows from the shop's published file, and the signals it computes from it over
+ * the shopper's own history (pure: no I/O, runs in the engine worker). The file carries the
+ * shop model (lists, popularity, collaborative vectors, content map; `protocol/shop-model-v1.ts`)
+ * and, optionally, a SASRec sequence model with its item ids.
+ */
+import type { ShopModel } from '../protocol/shop-model-v1.js';
+import { encodeHistory, scoreItems, type SasrecWeights } from './sasrec/model.js';
+import { ShopScorer, type DeviceEvent, type ScorerOptions } from './score.js';
+
+/** A published SASRec model and the item ids of its indices (`items[i - 1]` is index i). */
+export interface PublishedSasrec {
+  weights: SasrecWeights;
+  items: readonly string[];
+}
+
+/** Names of the signals {@link ShopKnowledge.signals} may return beyond the shop scorer's. */
+export const SEQUENCE_SIGNAL = 'sasrec';
+
+/** The decoded published file, ready to score. Build once per file. */
+export class ShopKnowledge {
+  readonly scorer: ShopScorer;
+  private readonly sasrecIndex = new Map<string, number>();
+  private cache: { key: string; user: Float32Array } | undefined;
+  private readonly quantiles = new Map<number, number>();
+
+  /**
+   * @param id a stable id of the file (e.g. a hash of its bytes): part of the item space's id,
+   *   so memories made with another file are recognised and moved.
+   */
+  constructor(
+    readonly id: string,
+    readonly model: ShopModel,
+    readonly sasrec?: PublishedSasrec,
+    opts: ScorerOptions = {},
+  ) {
+    this.scorer = new ShopScorer(model, opts);
+    if (sasrec) {
+      if (sasrec.items.length > sasrec.weights.numItems) throw new RangeError(`sasrec: ${sasrec.items.length} item ids for a model of ${sasrec.weights.numItems} items`);
+      sasrec.items.forEach((item, i) => this.sasrecIndex.set(item, i + 1));
+    }
+  }
+
+  /**
+   * The `q`-quantile of cosine similarity between random pairs of items with data (deterministic:
+   * up to 20,000 pairs drawn by a fixed xorshift). atomem sets STEAM's `tau` in this space at the
+   * 0.9 quantile — where the paper's 0.5 sits for all-MiniLM-L6-v2 on catalog text. Memoised.
+   */
+  pairQuantile(q: number): number {
+    const hit = this.quantiles.get(q);
+    if (hit !== undefined) return hit;
+    const v = this.model.vectors;
+    if (!v) return 0.5;
+    const rows: number[] = [];
+    for (let i = 0; i < this.model.items.length; i++) if (!v.cold[i] && v.values[i * v.dim] !== undefined && this.vectorOf(this.model.items[i])) rows.push(i);
+    if (rows.length < 2) return 0.5;
+    let x = 0x9e3779b9;
+    const next = () => {
+      x ^= x << 13;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      return (x >>> 0) % rows.length;
+    };
+    const sims: number[] = [];
+    const pairs = Math.min(20000, (rows.length * (rows.length - 1)) / 2);
+    while (sims.length < pairs) {
+      const a = rows[next()];
+      const b = rows[next()];
+      if (a === b) continue;
+      let s = 0;
+      let na = 0;
+      let nb = 0;
+      for (let d = 0; d < v.dim; d++) {
+        const p = v.values[a * v.dim + d];
+        const r = v.values[b * v.dim + d];
+        s += p * r;
+        na += p * p;
+        nb += r * r;
+      }
+      sims.push(na > 0 && nb > 0 ? s / Math.sqrt(na * nb) : 0);
+    }
+    sims.sort((p, r) => p - r);
+    const out = sims[Math.min(sims.length - 1, Math.floor(q * sims.length))];
+    this.quantiles.set(q, out);
+    return out;
+  }
+
+  /** The item's collaborative vector (unit for items with data, shorter for content-predicted ones), if the file has one. */
+  vectorOf(id: string): Float32Array | undefined {
+    const v = this.model.vectors;
+    if (!v) return undefined;
+    const i = this.scorer.indexOf(id);
+    if (i === undefined) return undefined;
+    const row = v.values.subarray(i * v.dim, (i + 1) * v.dim);
+    for (let d = 0; d < v.dim; d++) if (row[d] !== 0) return row;
+    return undefined;
+  }
+
+  /**
+   * Every signal for `candidates` (same order) from the shopper's `history` (oldest first):
+   * the shop scorer's (ease, knn, markov, pop, vec, … and their recent variants) plus `sasrec`
+   * when the file has a sequence model. `key` (e.g. the history's last sequence number) lets a
+   * repeated call on the same history reuse the sequence model's user vector.
+   */
+  signals(history: readonly DeviceEvent[], candidates: readonly string[], now?: number, key?: string): Record<string, Float64Array> {
+    const out: Record<string, Float64Array> = { ...this.scorer.signals(history, candidates, now) };
+    if (this.sasrec) out[SEQUENCE_SIGNAL] = this.sequenceScores(history, candidates, key);
+    return out;
+  }
+
+  private sequenceScores(history: readonly DeviceEvent[], candidates: readonly string[], key?: string): Float64Array {
+    const { weights } = this.sasrec!;
+    let user: Float32Array;
+    if (key !== undefined && this.cache?.key === key) user = this.cache.user;
+    else {
+      // why: SASRec reads a sequence of positive interactions; dislikes and skips are not "next items".
+      const seq: number[] = [];
+      for (const e of history) {
+        if (e.action === 'dislike' || e.action === 'skip') continue;
+        const i = this.sasrecIndex.get(e.item);
+        if (i !== undefined) seq.push(i);
+      }
+      user = encodeHistory(weights, seq.slice(-weights.config.maxLen));
+      if (key !== undefined) this.cache = { key, user };
+    }
+    const idx = candidates.map((id) => this.sasrecIndex.get(id) ?? 0);
+    const s = scoreItems(weights, user, idx.map((i) => (i > 0 ? i : 1)));
+    // why: an item the sequence model never saw gets the list's mean, not −∞ (it must not sink below everything).
+    let sum = 0;
+    let n = 0;
+    for (let k = 0; k < idx.length; k++) if (idx[k] > 0) (sum += s[k]), n++;
+    const mean = n ? sum / n : 0;
+    return Float64Array.from(s, (v, k) => (idx[k] > 0 ? v : mean));
+  }
+}
