@@ -66,6 +66,7 @@ import { communitiesBodySchema, deleteBodySchema, upsertBodySchema } from './sch
 import { MemoryStore, type NewMemory, type StoredLink, type StoredMemory } from './store.js';
 import { HnswVectorSearch, type HnswOptions, type HnswStats } from './vector-index.js';
 import { registerV2, type V2Controller, type V2Options } from './v2.js';
+import { KNOWN_EMBEDDER_DIMS } from './defaults.js';
 import { DataDir, StorageError, StorageHealth, type StorageFailure } from './storage.js';
 import { LoopDelay, addressKeyer, corsOriginOption, installConnectionCaps, openFileLimit, resolveNetworkLimits, type CorsOrigins, type EdgeCounters, type NetworkLimits } from './edge.js';
 
@@ -101,7 +102,7 @@ export interface IndexServiceOptions {
    * v1 only: the vector dimension of every served embedder (the registry, fixed by
    * configuration: an upload of another dimension gets 400 `wrong_dimension`, and a data dir
    * holding another dimension for an embedder refuses the start). Required for each id of
-   * `embedderIds`.
+   * `embedderIds` except the browser engine's own embedders (`KNOWN_EMBEDDER_DIMS`).
    */
   embedderDims?: Record<string, number>;
   /** k of k-anonymity: communities with fewer members are never released. Default 3. */
@@ -338,7 +339,7 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
       if (typeof e !== 'string' || e.length === 0 || e.length > INDEX_LIMITS.maxIdLength) {
         throw new RangeError(`embedder id ${JSON.stringify(e)} must be 1–${INDEX_LIMITS.maxIdLength} characters`);
       }
-      const d = options.embedderDims?.[e];
+      const d = options.embedderDims?.[e] ?? KNOWN_EMBEDDER_DIMS[e];
       if (!(Number.isInteger(d) && d! >= 1 && d! <= INDEX_LIMITS.maxDim)) {
         throw new RangeError(`embedder ${e}: its dimension must be configured (embedderDims[${JSON.stringify(e)}] / --embedder ${e}=<dim>, an integer in 1..${INDEX_LIMITS.maxDim}), got ${String(d)}; the first upload no longer sets it`);
       }
