@@ -154,7 +154,7 @@ export interface IndexServiceOptions {
     /** `quick_check` every file at start. Default true. */
     integrityCheck?: boolean;
   };
-  /** v1 only: member vectors in one communities answer, over all its communities. Default 1 024. */
+  /** v1 only: member vectors in one communities answer, over all its communities (a 512-d answer stays under ~200 KB). Default 256. */
   maxResponseMembers?: number;
   /**
    * `false` (default): no logging. `true` or options: JSON lines (pino) to `stream` (default
@@ -383,7 +383,7 @@ function buildService(
   const legacy = legacyStore !== undefined;
   // why: without legacyV1 there is no v1 state; the v1 code paths below are never routed then
   const store = legacyStore ?? (undefined as unknown as MemoryStore);
-  const { minCommunitySize = 3, itemNoise = 1, k1, tau, maxMembers = 64, memberSelection, hops, rateLimit: limit = { max: 600, timeWindow: 60_000 }, maxResponseMembers = 1024 } = options;
+  const { minCommunitySize = 3, itemNoise = 1, k1, tau, maxMembers = 64, memberSelection, hops, rateLimit: limit = { max: 600, timeWindow: 60_000 }, maxResponseMembers = 256 } = options;
   let seed = options.noiseSeed;
   if (seed === undefined && legacy) {
     const stored = store.getMeta('noiseSeed');

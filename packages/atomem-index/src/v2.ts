@@ -30,7 +30,7 @@ import {
   type ReportResponse,
   type TokenKeyResponse,
 } from 'atomem/protocol';
-import { clusterItems, type ClusterOptions } from './clusters.js';
+import { clusterItemSpace, type ClusterOptions } from './clusters.js';
 import { ReportStore } from './report-store.js';
 import { DataDir, MARKER_FILE, StorageError, StorageHealth, type StorageFailure } from './storage.js';
 import { PrivacyPassIssuer, generateIssuerKey, type TokenIssuer } from './tokens.js';
@@ -140,11 +140,16 @@ export function checkSpace(space: ItemSpace): void {
   if (!(dim >= 1)) throw new RangeError('v2: the item space has 0-dimensional vectors');
   const seen = new Set<string>();
   space.ids.forEach((id, i) => {
-    if (!isValidItemId(id)) throw new RangeError(`v2: item id ${JSON.stringify(id)} (entry ${i} of the catalog) does not follow the item-id grammar (${ITEM_ID_PATTERN}): ids are shown to shoppers, so controls, bidi and zero-width characters, whitespace and < > & " ' \` are refused. Fix: rename it in the catalog vector file.`);
+    if (!isValidItemId(id)) throw new RangeError(`v2: item id ${printable(id)} (entry ${i} of the catalog) does not follow the item-id grammar (${ITEM_ID_PATTERN}): ids are shown to shoppers, so controls, bidi and zero-width characters, whitespace and < > & " ' \` are refused. Fix: rename it in the catalog vector file.`);
     if (seen.has(id)) throw new RangeError(`v2: item id ${JSON.stringify(id)} appears twice in the catalog`);
     seen.add(id);
     if (space.vectors[i].length !== dim) throw new RangeError(`v2: item ${id} has a ${space.vectors[i].length}-d vector, the others ${dim}-d`);
   });
+}
+
+/** `JSON.stringify`, with every character outside printable ASCII as `\uXXXX` (safe in logs and terminals). */
+function printable(s: string): string {
+  return JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 function sameSecret(a: string, b: string): boolean {
@@ -216,6 +221,8 @@ export function registerV2(
   let communities: ItemCommunities | undefined;
   let issuer: TokenIssuer | undefined;
   let loadError: Error | undefined;
+  /** Share of the item-space clustering done (health says it while loading). */
+  let clustering = 0;
   const ready = (async () => {
     space = typeof options.space === 'function' ? await options.space() : options.space;
     if (!space || space.ids.length === 0) throw new Error('v2: the item space is empty (configure the catalog vector file)');
@@ -231,7 +238,10 @@ export function registerV2(
       );
     }
     if (!had) dir.update((m) => (m.space = { embedderId: space!.embedderId, dim }));
-    communities = clusterItems(space, options.clusters);
+    const run = await clusterItemSpace(space, options.clusters, dir.path, (share) => (clustering = share));
+    clustering = 1;
+    app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, ms: Math.round(run.ms) }, 'v2: item space clustered');
+    communities = run.communities;
     let stored = store.getMeta('issuerKey');
     if (stored === undefined) {
       stored = JSON.stringify(await generateIssuerKey());
@@ -248,7 +258,7 @@ export function registerV2(
 
   const requireReady = (): { space: ItemSpace; communities: ItemCommunities; issuer: TokenIssuer } => {
     if (loadError) throw new V2Error(503, 'not_ready', `v2 failed to load: ${loadError.message}`);
-    if (!space || !communities || !issuer) throw new V2Error(503, 'not_ready', 'v2 is loading the item space');
+    if (!space || !communities || !issuer) throw new V2Error(503, 'not_ready', space ? `v2 is clustering the item space (${Math.round(clustering * 100)} %)` : 'v2 is loading the item space', 5);
     return { space, communities, issuer };
   };
 
