@@ -13,6 +13,7 @@ import Database from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createIndexService, type IndexService, type IndexServiceOptions } from '../../packages/atomem-index/src/service.js';
 import { StorageError, MARKER_FILE } from '../../packages/atomem-index/src/storage.js';
+import { addressKeyer, ipv6Prefix64, resolveNetworkLimits } from '../../packages/atomem-index/src/edge.js';
 import { INDEX_V2_PATHS, isValidItemId, type TokenKeyResponse } from '../../packages/atomem/src/protocol/index-v2.js';
 import { INDEX_PATHS, encodeVector, hashToken } from '../../packages/atomem/src/protocol/index-v1.js';
 import { blindTokenRequest } from '../../packages/atomem/src/sync/tokens.js';
@@ -376,5 +377,26 @@ describe('the edge', () => {
     const m = await fetch(`${url}/v2/metrics`, { headers: { authorization: `Bearer ${METRICS}` } });
     expect(m.status).toBe(200);
     expect(await m.json()).toMatchObject({ storage: { state: 'ok' }, edge: { connections: expect.any(Number) }, requests: expect.any(Object) });
+  });
+});
+
+describe('edge helpers', () => {
+  it('network defaults, and nonsense refused', () => {
+    expect(resolveNetworkLimits()).toEqual({ headersTimeoutMs: 10_000, requestTimeoutMs: 15_000, idleTimeoutMs: 15_000, keepAliveTimeoutMs: 5_000, maxConnections: 4096, maxConnectionsPerAddress: 64, maxRequestsPerSocket: 1000 });
+    expect(resolveNetworkLimits({}, true).maxConnectionsPerAddress).toBe(Infinity);
+    expect(() => resolveNetworkLimits({ requestTimeoutMs: 0 })).toThrow(/requestTimeoutMs must be a number ≥ 1/);
+    expect(() => resolveNetworkLimits({ headersTimeoutMs: 20_000 })).toThrow(/must not exceed/);
+  });
+
+  it('rate-limit keys: an HMAC of the address (never the address), IPv6 by its /64, IPv4-mapped as IPv4', () => {
+    const key = addressKeyer();
+    expect(key('203.0.113.9')).not.toContain('203');
+    expect(key('203.0.113.9')).toBe(key('::ffff:203.0.113.9'));
+    expect(key('203.0.113.9')).not.toBe(key('203.0.113.10'));
+    expect(ipv6Prefix64('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2');
+    expect(ipv6Prefix64('2001:db8::1')).toBe('2001:db8:0:0');
+    expect(key('2001:db8:1:2::1')).toBe(key('2001:db8:1:2:ffff:ffff:ffff:ffff'));
+    expect(key('2001:db8:1:2::1')).not.toBe(key('2001:db8:1:3::1'));
+    expect(addressKeyer()('203.0.113.9')).not.toBe(key('203.0.113.9'));
   });
 });

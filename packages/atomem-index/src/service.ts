@@ -648,7 +648,7 @@ function buildService(
     if (!ready || loading) throw new HttpError(503, 'not_ready', `the index is loading (${loaded} memories so far)`, 5);
   };
 
-  /** v1 health body, recomputed at most once a second (it walks every community). */
+  /** v1 health body, recomputed at most once a second (it walks every community) and after every write. */
   let healthCache: { at: number; body: HealthResponse } | undefined;
   const health = (): HealthResponse => {
     const now = Date.now();
@@ -788,6 +788,7 @@ function buildService(
         afterFailedWrite(err);
       }
       storage.ok(store.file);
+      healthCache = undefined;
       return { accepted: rows.length };
     });
 
@@ -822,6 +823,7 @@ function buildService(
         afterFailedWrite(err);
       }
       storage.ok(store.file);
+      healthCache = undefined;
       return { deleted };
     });
 
