@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createIndexService, type IndexService, type IndexServiceOptions } from '../../packages/atomem-index/src/service.js';
-import { StorageError, MARKER_FILE } from '../../packages/atomem-index/src/storage.js';
+import { StorageError, StorageHealth, MARKER_FILE, classifyStorageError } from '../../packages/atomem-index/src/storage.js';
 import { addressKeyer, ipv6Prefix64, resolveNetworkLimits } from '../../packages/atomem-index/src/edge.js';
 import { INDEX_V2_PATHS, isValidItemId, type TokenKeyResponse } from '../../packages/atomem/src/protocol/index-v2.js';
 import { INDEX_PATHS, encodeVector, hashToken } from '../../packages/atomem/src/protocol/index-v1.js';
@@ -246,6 +246,78 @@ describe('storage faults', () => {
     expect(stderr).toMatch(/not writable by this process \(uid \d+/);
     expect(stderr).toMatch(/Fix: make the directory writable/);
   }, 60_000);
+});
+
+describe('storage faults, v1 (legacy)', () => {
+  it('disk full mid-burst: 507 with Retry-After, the in-memory index is rebuilt from SQLite in the background (health keeps answering), every acknowledged memory survives', async () => {
+    const dataDir = tempDir();
+    const E = 'full@1';
+    const DIM = 32;
+    const base = { legacyV1: true, dataDir, embedderIds: [E], embedderDims: { [E]: DIM }, rateLimit: false as const, minCommunitySize: 2 };
+    const warm = createIndexService(base);
+    await warm.ready;
+    await warm.close();
+    const bytes = statSync(join(dataDir, 'index.sqlite')).size;
+    const svc = createIndexService({ ...base, storage: { maxBytes: bytes + 64 * 1024 } });
+    services.push(svc);
+    await svc.ready;
+    const url = await svc.listen({ port: 0 });
+    const hash = await hashToken('token-token-token-1');
+    let n = 0;
+    const acked: string[] = [];
+    let full: Response | undefined;
+    for (let b = 0; b < 400 && !full; b++) {
+      const memories = Array.from({ length: 16 }, () => {
+        const v = Float32Array.from({ length: DIM }, (_, d) => Math.sin(n * 0.37 + d) + (d === n % DIM ? 2 : 0));
+        return { id: `mem-${(n++).toString().padStart(8, '0')}`, tokenHash: hash, embedderId: E, dim: DIM, vector: encodeVector(v.map((x) => x / Math.hypot(...v))) };
+      });
+      const res = await fetch(url + INDEX_PATHS.upsert, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ v: 1, memories }) });
+      if (res.status === 200) acked.push(...memories.map((m) => m.id));
+      else full = res;
+    }
+    expect(full, 'the size limit was never reached').toBeDefined();
+    expect(full!.status).toBe(507);
+    expect(Number(full!.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(((await full!.json()) as { error: string }).error).toBe('storage_full');
+    // health answers throughout the rebuild (503 not_ready, then 503 degraded naming the file)
+    let h: { status: number; body: { status?: string; error?: string; storage?: { state: string; file: string } } } = { status: 0, body: {} };
+    for (let i = 0; i < 400; i++) {
+      const r = await fetch(url + INDEX_PATHS.health);
+      h = { status: r.status, body: await r.json() };
+      if (h.body.status === 'degraded') break;
+      expect(h.body.error).toBe('not_ready');
+      await new Promise((r2) => setTimeout(r2, 25));
+    }
+    expect(h.status).toBe(503);
+    expect(h.body.storage).toMatchObject({ state: 'full', file: join(dataDir, 'index.sqlite') });
+    // the rebuilt in-memory index equals SQLite: exactly the acknowledged memories
+    expect(svc.index(E)!.graph.size).toBe(acked.length);
+    expect(svc.store.count()).toBe(acked.length);
+    await services.pop()!.close();
+    const again = createIndexService(base);
+    services.push(again);
+    await again.ready;
+    expect(again.store.count()).toBe(acked.length);
+    for (const id of [acked[0], acked.at(-1)!]) expect(again.store.get(id)).toBeDefined();
+  }, 120_000);
+
+  it('run-time corruption is sticky (writes refused until an operator acts), full / I/O clear on the next good write', () => {
+    const file = '/data/index.sqlite';
+    const c = classifyStorageError(Object.assign(new Error('database disk image is malformed'), { code: 'SQLITE_CORRUPT' }), file)!;
+    expect(c).toMatchObject({ state: 'corrupt', status: 503, code: 'storage_corrupt' });
+    expect(c.message).toContain(file);
+    expect(classifyStorageError(Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR_WRITE' }), file)).toMatchObject({ state: 'io', status: 503, code: 'storage_unavailable' });
+    expect(classifyStorageError(new Error('a bug'), file)).toBeUndefined();
+    const h = new StorageHealth();
+    h.fail(Object.assign(new Error('full'), { code: 'SQLITE_FULL' }), file);
+    expect(h.status()).toMatchObject({ state: 'full', file, refusedWrites: 1 });
+    h.ok(file);
+    expect(h.healthy).toBe(true);
+    h.fail(Object.assign(new Error('malformed'), { code: 'SQLITE_CORRUPT' }), file);
+    h.ok(file);
+    expect(h.healthy).toBe(false);
+    expect(h.blocked(file)?.state).toBe('corrupt');
+  });
 });
 
 describe('configuration registries', () => {
