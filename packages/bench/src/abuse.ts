@@ -215,6 +215,7 @@ async function main(): Promise<void> {
 
     const slowBody = async (addr: string, until: () => boolean) => {
       const open = new Set<Socket>();
+      let ending = false;
       while (!until()) {
         while (open.size < 64 && !until()) {
           const s = connect({ port, host: '127.0.0.1', localAddress: addr });
@@ -222,7 +223,8 @@ async function main(): Promise<void> {
           s.on('error', () => {});
           s.on('close', () => {
             open.delete(s);
-            note('slow body', 0);
+            // 0 = closed by the server (timeout or cap), not by us at the end
+            if (!ending) note('slow body', 0);
           });
           s.on('connect', () => s.write(`POST ${INDEX_PATHS.upsert} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 65536\r\n\r\n{`));
           const t = setInterval(() => (s.destroyed ? clearInterval(t) : s.write(' ')), 500);
@@ -231,6 +233,7 @@ async function main(): Promise<void> {
         }
         await sleep(200);
       }
+      ending = true;
       for (const s of open) s.destroy();
     };
     const oversized = async (addr: string, until: () => boolean) => {
@@ -252,6 +255,7 @@ async function main(): Promise<void> {
     };
     const flood = async (addr: string, until: () => boolean) => {
       const open = new Set<Socket>();
+      let ending = false;
       while (!until()) {
         if (open.size < 200) {
           const s = connect({ port, host: '127.0.0.1', localAddress: addr });
@@ -259,11 +263,12 @@ async function main(): Promise<void> {
           s.on('error', () => {});
           s.on('close', () => {
             open.delete(s);
-            note('connection flood', 0);
+            if (!ending) note('connection flood', 0);
           });
           await sleep(2);
         } else await sleep(100);
       }
+      ending = true;
       for (const s of open) s.destroy();
     };
     const kinds = [slowBody, oversized, rotation, flood];
