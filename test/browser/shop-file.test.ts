@@ -5,6 +5,7 @@ import type { Item } from '../../packages/atomem/src/core/types.js';
 import { itemText } from '../../packages/atomem/src/embed/cache.js';
 import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
 import { encodeCatalogVectors } from '../../packages/atomem/src/protocol/catalog-vectors-v1.js';
+import { encodeCatalogFile } from '../../packages/atomem/src/protocol/catalog-vectors-v2.js';
 import { FILE_CACHE_DB } from '../../packages/atomem/src/worker/shop-file-cache.js';
 import { profileTracker } from '../fixtures/idb.js';
 import catalog from '../fixtures/shop-file/catalog.json';
@@ -146,6 +147,19 @@ describe('the shop model in the catalog vector file (v2)', () => {
     // another profile: its item vectors are not cached, so the whole file is downloaded
     const other = await start('other', SHOP_FILE);
     expect((await other.a.status()).catalog).toMatchObject({ source: 'download', shop: { sequence: 'sasrec' } });
+  });
+
+  it('a v2 file without a shop part (no order log) behaves as v1: content vectors from the file, the content space', async () => {
+    const embedder = createHashingEmbedder({ dim: 256 });
+    const vectors = (await embedder.embed(items.map((it) => itemText(it)))).map((e) => e.vector);
+    const url = URL.createObjectURL(new Blob([encodeCatalogFile({ embedder, items, vectors }) as BlobPart]));
+    urls.push(url);
+    const s = await start('noshop', url);
+    expect((await s.a.status()).catalog).toMatchObject({ version: 2, source: 'download', shop: null });
+    expect(s.progress.filter((p) => p.stage === 'catalog' && p.unit === 'items').at(-1)?.total).toBe(0);
+    await shopper(s.a);
+    expect((await s.a.memories()).every((m) => m.embedding.embedderId === 'hashing-256@1')).toBe(true);
+    expect(s.errors).toEqual([]);
   });
 
   it('a corrupt v2 file is an error event and the engine runs in the content space, embedding here', async () => {
