@@ -57,17 +57,23 @@ async function watchNetwork(): Promise<{ urls: () => string[]; stop: () => Promi
   // why first: the test server creates the CDP session on the first command; listeners registered before it are lost
   await session.send('Network.enable');
   let id = 1;
-  session.on('Network.requestWillBeSent', (e: { requestId: string; request: { url: string } }) => seen.push(`page:${e.requestId}`, e.request.url));
   let probeSeen = false;
-  session.on('Target.attachedToTarget', (e: { sessionId: string; targetInfo: { type: string; url: string } }) => {
+  const onPage = (e: { requestId: string; request: { url: string } }) => seen.push(`page:${e.requestId}`, e.request.url);
+  const onAttach = (e: { sessionId: string; targetInfo: { type: string; url: string } }) => {
     if (e.targetInfo.url.startsWith('blob:')) probeSeen = true;
     const send = (method: string) => session.send('Target.sendMessageToTarget', { sessionId: e.sessionId, message: JSON.stringify({ id: id++, method }) });
-    void send('Network.enable').then(() => send('Runtime.runIfWaitingForDebugger'));
-  });
-  session.on('Target.receivedMessageFromTarget', (e: { message: string }) => {
+    // why the catch: a worker may be gone before its commands arrive (the probe's, a disposed engine's)
+    send('Network.enable')
+      .then(() => send('Runtime.runIfWaitingForDebugger'))
+      .catch(() => undefined);
+  };
+  const onWorker = (e: { message: string }) => {
     const m = JSON.parse(e.message) as { method?: string; params?: { requestId: string; request?: { url: string } } };
     if (m.method === 'Network.requestWillBeSent' && m.params?.request) seen.push(`worker:${m.params.requestId}`, m.params.request.url);
-  });
+  };
+  session.on('Network.requestWillBeSent', onPage);
+  session.on('Target.attachedToTarget', onAttach);
+  session.on('Target.receivedMessageFromTarget', onWorker);
   await session.send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: true, flatten: false });
   // why: the listeners above reach the test server asynchronously; a probe worker proves the watch
   // sees workers before the test starts the engine's
@@ -82,6 +88,9 @@ async function watchNetwork(): Promise<{ urls: () => string[]; stop: () => Promi
   const stop = async () => {
     await session.send('Target.setAutoAttach', { autoAttach: false, waitForDebuggerOnStart: false, flatten: false });
     await session.send('Network.disable');
+    session.off('Network.requestWillBeSent', onPage);
+    session.off('Target.attachedToTarget', onAttach);
+    session.off('Target.receivedMessageFromTarget', onWorker);
   };
   stops.push(stop);
   return { urls: () => [...byId.values()], stop };
