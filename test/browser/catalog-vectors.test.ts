@@ -8,7 +8,8 @@ import { profileTracker } from '../fixtures/idb.js';
 
 // A shop's catalog embedded ahead of time (here in the page, with the same hashing embedder the
 // worker builds), handed to the worker as `catalogVectors`: real worker, real fetch of a blob URL
-// (same origin), real IndexedDB cache.
+// (same origin), real IndexedDB cache. Progress arrives on its own message channel, possibly
+// after createAtomem resolved (a loaded machine): the checks on it poll.
 
 const catalog: Item[] = ['trail', 'road', 'court', 'boot', 'skillet', 'wok', 'saucepan', 'griddle'].map((n, i) => ({
   id: `p-${n}`,
