@@ -364,6 +364,13 @@ describe('configuration registries', () => {
     const svc = createIndexService(v2Options(dataDir, {}, space('other-space@2', 16)));
     services.push(svc);
     await expect(svc.ready).rejects.toThrow(/holds releases of the item space fault-space@1 \(8-d\), but the configured catalog is other-space@2 \(16-d\)/);
+    await services.pop()!.close();
+    // on purpose: replaceSpace records the new space
+    const base = v2Options(dataDir, {}, space('other-space@2', 16));
+    const replaced = createIndexService({ ...base, v2: { ...base.v2!, replaceSpace: true } });
+    services.push(replaced);
+    await replaced.ready;
+    expect(JSON.parse(readFileSync(join(dataDir, MARKER_FILE), 'utf8')).space).toEqual({ embedderId: 'other-space@2', dim: 16 });
   });
 
   it('item ids follow the documented grammar; a catalog with a hostile id is refused naming it', async () => {
