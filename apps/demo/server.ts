@@ -295,6 +295,8 @@ async function main(): Promise<void> {
       minReports: 10,
       minContributors: 2,
       space: async () => publicSpace(),
+      // why: the demo re-embeds its catalog when the model or the shop file changes (and re-seeds below)
+      replaceSpace: true,
     },
   });
   if (process.env.DEMO_LOG_REQUESTS) {

@@ -3,7 +3,7 @@
 // slow clients, connection floods, header rotation, CORS, metrics, the dimension registry.
 // Each fault ends with the data intact, the state named (health or the start error) and a
 // message naming the file and the fix.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
@@ -24,6 +24,7 @@ const METRICS = 'metrics-secret-for-tests-0001';
 const EPOCH_MS = 1_000_000;
 
 const dirs: string[] = [];
+const immutable: string[] = [];
 const services: IndexService[] = [];
 const sockets: Socket[] = [];
 afterEach(async () => {
@@ -31,6 +32,7 @@ afterEach(async () => {
   while (services.length) await services.pop()!.close();
 });
 afterAll(() => {
+  for (const d of immutable) spawnSync('chattr', ['-i', d]);
   for (const d of dirs) {
     try {
       chmodSync(d, 0o755);
@@ -232,11 +234,22 @@ describe('storage faults', () => {
 
   it('a read-only data dir: exit 1 naming the directory, the user and the fix', async () => {
     const dataDir = tempDir();
-    mkdirSync(join(dataDir, 'data'));
-    chmodSync(join(dataDir, 'data'), 0o555);
-    // why: root writes anywhere; run the service as nobody then, so the directory really is not writable
-    const asUser = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+    const data = join(dataDir, 'data');
+    mkdirSync(data);
+    chmodSync(data, 0o555);
     chmodSync(dataDir, 0o755);
+    // why: root writes anywhere. Then run the service as nobody when nobody can read the
+    // repository, else make the directory immutable (chattr +i); one of them is needed.
+    let asUser = {};
+    if (process.getuid?.() === 0) {
+      const cli = join(process.cwd(), 'packages/atomem-index/src/cli.ts');
+      const nobody = spawnSync(process.execPath, ['-e', `require('fs').accessSync(${JSON.stringify(cli)}, 4)`], { uid: 65534, gid: 65534 });
+      if (nobody.status === 0) asUser = { uid: 65534, gid: 65534 };
+      else {
+        expect(spawnSync('chattr', ['+i', data]).status, 'neither nobody nor chattr can make a read-only data dir here').toBe(0);
+        immutable.push(data);
+      }
+    }
     const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--legacy-v1', '--port', '0', '--data', join(dataDir, 'data')], { cwd: process.cwd(), env: { ...process.env, HOME: dataDir }, stdio: ['ignore', 'pipe', 'pipe'], ...asUser });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
@@ -351,6 +364,13 @@ describe('configuration registries', () => {
     const svc = createIndexService(v2Options(dataDir, {}, space('other-space@2', 16)));
     services.push(svc);
     await expect(svc.ready).rejects.toThrow(/holds releases of the item space fault-space@1 \(8-d\), but the configured catalog is other-space@2 \(16-d\)/);
+    await services.pop()!.close();
+    // on purpose: replaceSpace records the new space
+    const base = v2Options(dataDir, {}, space('other-space@2', 16));
+    const replaced = createIndexService({ ...base, v2: { ...base.v2!, replaceSpace: true } });
+    services.push(replaced);
+    await replaced.ready;
+    expect(JSON.parse(readFileSync(join(dataDir, MARKER_FILE), 'utf8')).space).toEqual({ embedderId: 'other-space@2', dim: 16 });
   });
 
   it('item ids follow the documented grammar; a catalog with a hostile id is refused naming it', async () => {

@@ -59,6 +59,7 @@ export interface CliOptions {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   catalogVectors?: string;
   legacyV1?: boolean;
+  replaceItemSpace?: boolean;
   epochMs?: number;
   minContributors?: number;
   minReports?: number;
@@ -99,6 +100,7 @@ export function program(): Command {
     .option('--epoch-ms <ms>', 'protocol v2: epoch length (default one day)', int('--epoch-ms', 1))
     .option('--min-contributors <n>', 'protocol v2: estimated contributors a community needs to be released (default 20)', num('--min-contributors', 0))
     .option('--min-reports <n>', 'protocol v2: reports an epoch needs to be released (default 50)', int('--min-reports', 1))
+    .option('--replace-item-space', "protocol v2: accept a catalog of another embedder or dimension than the data dir's (default: refuse to start)")
     .option('--legacy-v1', 'also serve the DEPRECATED, INSECURE protocol v1 (/v1/…; see docs/PRIVACY.md)')
     .option('--embedder <id[=dim]>', `v1: embedder id to serve and its vector dimension (repeatable; default ${DEFAULT_EMBEDDER}, the browser engine's default; =dim may be left out for ${Object.keys(KNOWN_EMBEDDER_DIMS).join(', ')})`, collect, [] as string[])
     .option('--port <port>', 'TCP port (0 = any free port)', int('--port', 0), 8787)
@@ -149,6 +151,7 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
             minContributors: o.minContributors,
             minReports: o.minReports,
             attesterKey: process.env.ATOMEM_ATTESTER_KEY || undefined,
+            replaceSpace: o.replaceItemSpace === true,
           },
         }
       : {}),

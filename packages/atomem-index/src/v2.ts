@@ -68,6 +68,13 @@ export interface V2Options {
   tickMs?: number;
   /** Releases kept. Default 30. */
   keepReleases?: number;
+  /**
+   * When the catalog's embedder or dimension differs from the one the data dir recorded at its
+   * first start: `false` (default) refuses to start (a catalog file of the wrong embedder is a
+   * configuration mistake); `true` records the new space and goes on (releases of the old
+   * space stay until they age out; a shop that re-embeds its catalog on purpose).
+   */
+  replaceSpace?: boolean;
 }
 
 /** The running v2 part of a service. */
@@ -230,11 +237,14 @@ export function registerV2(
     // The registry of the item space (embedder id → dimension) is fixed by the first configured catalog, in the marker.
     const dim = space.vectors[0].length;
     const had = dir.marker?.space;
-    if (had && (had.embedderId !== space.embedderId || had.dim !== dim)) {
+    if (had && (had.embedderId !== space.embedderId || had.dim !== dim) && options.replaceSpace) {
+      app.log.warn({ from: had, to: { embedderId: space.embedderId, dim } }, 'v2: the item space changed (replaceSpace)');
+      dir.update((m) => (m.space = { embedderId: space!.embedderId, dim }));
+    } else if (had && (had.embedderId !== space.embedderId || had.dim !== dim)) {
       throw new StorageError(
         'mismatch',
         dir.file(MARKER_FILE),
-        `the data dir ${dir.path} holds releases of the item space ${had.embedderId} (${had.dim}-d), but the configured catalog is ${space.embedderId} (${dim}-d). Fix: configure the catalog vector file of ${had.embedderId}, or serve the new embedder from a new data dir.`,
+        `the data dir ${dir.path} holds releases of the item space ${had.embedderId} (${had.dim}-d), but the configured catalog is ${space.embedderId} (${dim}-d). Fix: configure the catalog vector file of ${had.embedderId}, serve the new embedder from a new data dir, or replace the space on purpose (--replace-item-space).`,
       );
     }
     if (!had) dir.update((m) => (m.space = { embedderId: space!.embedderId, dim }));
