@@ -46,7 +46,7 @@ export type V1PrivacyLevel = 'off' | 'embeddings' | 'items';
 export interface AgentMode {
   /** false = one summary memory instead of atomic memories. */
   atomic: boolean;
-  /** false = never consolidate: every interaction forms a memory. */
+  /** false = never consolidate: every interaction forms a memory, and sweeps merge nothing. */
   consolidation: boolean;
 }
 
@@ -640,7 +640,8 @@ export class MemoryAgent {
     const out: LifecycleEvent[] = [];
     const plan = await this.planner(this.state, this.config, now, when);
     const ctx = this.ctx(now);
-    for (const [keep, absorb] of plan.merge) {
+    // why: the no-consolidation ablation must not consolidate in sweeps either (a merge is consolidation of two memories)
+    for (const [keep, absorb] of this.mode.consolidation ? plan.merge : []) {
       const a = this.state.memories.find((m) => m.id === keep);
       const b = this.state.memories.find((m) => m.id === absorb);
       if (!a || !b) continue;
