@@ -17,7 +17,7 @@ import { OPERATIONS } from 'atomem/engine';
 import { createOpenAICompatibleModel } from 'atomem/engine';
 import { createScriptedModel } from 'atomem/engine';
 import type { LanguageModel } from 'atomem/engine';
-import { resolveConfig, tauFor, type AtomemConfig } from 'atomem/engine';
+import { resolveConfig, spaceDefaults, type AtomemConfig } from 'atomem/engine';
 import type { MemoryState } from 'atomem/engine';
 import { createCachedEmbedder, type CachedEmbedder } from 'atomem/engine';
 import { createHashingEmbedder } from 'atomem/engine';
@@ -283,7 +283,7 @@ export class AtomemMethod implements Method {
     const items = (this.items = await this.itemSpace(ctx));
     const v2 = this.mode.communities && this.privacy === 'contribute';
     const share = this.mode.communities && (this.privacy === 'embeddings' || this.privacy === 'items');
-    const cfg = resolveConfig({ tau: items.shop ? items.shop.pairQuantile(0.9) : tauFor(items.embedderId), ...this.config });
+    const cfg = resolveConfig({ ...spaceDefaults(items, this.config), ...this.config });
     const url = this.params['atomem.indexUrl'];
     if (share && url) {
       const probe = new HttpIndex({ url, embedderId: items.embedderId, secret: 'probe-secret-not-used' });

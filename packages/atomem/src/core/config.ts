@@ -68,6 +68,14 @@ export interface AtomemConfig {
   shareProfile: boolean;
   /** Liked events the shared profile record is built from. */
   profileShareEvents: number;
+  /**
+   * With the shop's published model the item space is its collaborative vectors, whose cosines
+   * spread differently from any text embedder's: `tau` is then this quantile of the cosines of
+   * random item pairs of the file (`ShopKnowledge.pairQuantile`), unless `tau` is given.
+   */
+  shopTauQuantile: number;
+  /** Likewise `mergeThreshold` in the shop's space: this quantile of random pairs' cosines, unless `mergeThreshold` is given. */
+  shopMergeQuantile: number;
   /** Ranking weights (see `rank.ts`) when the item space is the content embedder's. */
   weights: RankWeights;
   /**
@@ -122,6 +130,8 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   shareRecentEvents: 10,
   shareProfile: true,
   profileShareEvents: 20,
+  shopTauQuantile: 0.9,
+  shopMergeQuantile: 0.999,
   // Tuned on ML-100K validation items of all 943 users (never test items), USE-lite centred,
   // privacy `items`: signals are standardised within each candidate list, so these are
   // relative weights. `memory` is small but not 0: it keeps STEAM's retrieval in the
@@ -208,6 +218,8 @@ export function resolveConfig(partial: Partial<Omit<AtomemConfig, 'weights' | 's
   check('maxSharedItems', cfg.maxSharedItems, 1, 1e4, true);
   check('shareRecentEvents', cfg.shareRecentEvents, 0, 1e6, true);
   check('profileShareEvents', cfg.profileShareEvents, 1, 1e6, true);
+  check('shopTauQuantile', cfg.shopTauQuantile, 0, 1);
+  check('shopMergeQuantile', cfg.shopMergeQuantile, 0, 1);
   if (typeof cfg.shareProfile !== 'boolean') throw new RangeError(`atomem config: shareProfile must be a boolean, got ${String(cfg.shareProfile)}`);
   for (const [k, v] of Object.entries(cfg.weights)) check(`weights.${k}`, v, 0, 1e6);
   // why: shop weights are fitted jointly (listwise regression); a negative weight corrects a correlated signal.
