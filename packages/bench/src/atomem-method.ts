@@ -468,6 +468,8 @@ export class AtomemMethod implements Method {
 
   async extras(): Promise<Record<string, unknown>> {
     const overridden = overriddenDefaults(this.params);
+    // why: the in-process v1 index runs with the benchmark's settings, not the service's defaults (noise 1, 64 members)
+    if (this.index) for (const k of ['atomem.itemNoise', 'atomem.maxMembers']) if (!overridden.includes(k)) overridden.push(`${k} (bench: ${k.endsWith('Noise') ? '0' : '200'})`);
     const cfg = [...this.agents.values()][0]?.config;
     const out: Record<string, unknown> = {
       itemVectors: this.itemVectors,
