@@ -56,6 +56,27 @@ export interface RunOptions {
   onProgress?: (e: ProgressEvent) => void;
   /** Called with each row as soon as it is computed. */
   onResult?: (row: ResultRow) => void;
+  /**
+   * Paired NDCG@10 differences to report as `[a, b]` method names (a − b, same privacy level or
+   * b without one); default: atomem − shop, atomem − sasrec. Rows with `ablationOf` always get
+   * theirs (`diffToFull`: ablation − full, same level).
+   */
+  pairs?: ReadonlyArray<readonly [string, string]>;
+}
+
+/** A paired difference of mean NDCG@10 over the same users, with a 95% paired bootstrap interval. */
+export interface PairedDiff {
+  a: string;
+  b: string;
+  privacyA: Privacy | null;
+  privacyB: Privacy | null;
+  /** mean(a) − mean(b) of NDCG@10 over users. */
+  mean: number;
+  ci: [number, number];
+  /** Users where a ranks the target better / worse / the same. */
+  better: number;
+  worse: number;
+  ties: number;
 }
 
 export interface ResultRow extends RankMetrics {
@@ -100,6 +121,21 @@ export interface BenchmarkResult {
   config: BenchmarkConfig;
   results: ResultRow[];
   warnings: string[];
+  /** Paired differences (see {@link RunOptions.pairs}). */
+  paired: PairedDiff[];
+}
+
+/** Paired difference of per-user NDCG@10 values `a` − `b` (same users, same order). */
+export function pairedDiff(a: readonly number[], b: readonly number[], seed: number, resamples?: number): Pick<PairedDiff, 'mean' | 'ci' | 'better' | 'worse' | 'ties'> {
+  if (a.length !== b.length) throw new Error(`pairedDiff: ${a.length} vs ${b.length} users`);
+  const d = a.map((x, i) => x - b[i]);
+  return {
+    mean: mean(d),
+    ci: bootstrapCI(d, { seed, resamples }),
+    better: d.filter((x) => x > 1e-12).length,
+    worse: d.filter((x) => x < -1e-12).length,
+    ties: d.filter((x) => Math.abs(x) <= 1e-12).length,
+  };
 }
 
 function cloneHistory(seq: readonly Interaction[]): Interaction[] {
@@ -212,6 +248,8 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
   };
 
   const results: ResultRow[] = [];
+  /** Per-user NDCG@10 of every row (same user order), for paired differences. */
+  const perUser = new Map<ResultRow, number[]>();
   for (const { method, privacy } of runs) {
     const report = (phase: ProgressEvent['phase'], done: number, total: number, label?: string) =>
       options.onProgress?.({ method, privacy, phase, done, total, label });
@@ -288,10 +326,42 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       row.ild5 = mean(tops.map((t) => ild(t.map((id) => vectors.get(id)).filter((v): v is ArrayLike<number> => v !== undefined))));
     }
     Object.assign(row, extras);
+    perUser.set(row, units.map((m) => m.ndcg10));
     results.push(row);
     options.onResult?.(row);
   }
-  return { config, results, warnings };
+  const paired: PairedDiff[] = [];
+  const find = (name: string, privacy: Privacy | null) => results.find((r) => r.method === name && r.privacy === privacy) ?? results.find((r) => r.method === name && r.privacy === null);
+  for (const row of results) {
+    const of = row.ablationOf;
+    if (typeof of !== 'string') continue;
+    const full = find(of, row.privacy);
+    if (!full) {
+      warnings.push(`${row.method}${row.privacy ? `@${row.privacy}` : ''}: no ${of} row at the same level in this run, so no paired difference`);
+      continue;
+    }
+    const d = pairedDiff(perUser.get(row)!, perUser.get(full)!, seed, options.resamples);
+    row.diffToFull = d;
+    paired.push({ a: row.method, b: full.method, privacyA: row.privacy, privacyB: full.privacy, ...d });
+  }
+  for (const [a, b] of options.pairs ?? [['atomem', 'shop'], ['atomem', 'sasrec']]) {
+    for (const ra of results.filter((r) => r.method === a)) {
+      const rb = find(b, ra.privacy);
+      if (!rb) continue;
+      paired.push({ a, b, privacyA: ra.privacy, privacyB: rb.privacy, ...pairedDiff(perUser.get(ra)!, perUser.get(rb)!, seed, options.resamples) });
+    }
+  }
+  return { config, results, warnings, paired };
+}
+
+/** The paired differences as a markdown table. */
+export function pairedTable(paired: readonly PairedDiff[]): string {
+  const lines = ['| a − b | NDCG@10 difference | 95% paired bootstrap CI | users a better / worse / same |', '|---|---:|---|---:|'];
+  const name = (m: string, p: Privacy | null) => (p ? `${m}@${p}` : m);
+  for (const d of paired) {
+    lines.push(`| ${name(d.a, d.privacyA)} − ${name(d.b, d.privacyB)} | ${d.mean >= 0 ? '+' : ''}${d.mean.toFixed(4)} | [${d.ci[0].toFixed(4)}, ${d.ci[1].toFixed(4)}] | ${d.better} / ${d.worse} / ${d.ties} |`);
+  }
+  return lines.join('\n');
 }
 
 const fmt = (x: unknown, digits = 3) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(digits) : '—');

@@ -46,7 +46,7 @@ export type V1PrivacyLevel = 'off' | 'embeddings' | 'items';
 export interface AgentMode {
   /** false = one summary memory instead of atomic memories. */
   atomic: boolean;
-  /** false = never consolidate: every interaction forms a memory. */
+  /** false = never consolidate: every interaction forms a memory, and sweeps merge nothing. */
   consolidation: boolean;
 }
 
@@ -70,6 +70,18 @@ export interface AgentOptions {
 /** A ranked recommendation with readable explanations. */
 export interface Recommendation extends RankedItem {
   explanations: string[];
+}
+
+/**
+ * `tau` (and, in the shop's space, `mergeThreshold`) for an item space: the embedder's calibrated
+ * tau, or quantiles of random item pairs' cosines of the shop's file (`shopTauQuantile`,
+ * `shopMergeQuantile`).
+ */
+export function spaceDefaults(items: ItemVectors, config: AgentOptions['config'] = {}): { tau: number; mergeThreshold?: number } {
+  const shop = items.shop;
+  if (!shop) return { tau: tauFor(items.embedderId) };
+  const base = resolveConfig(config);
+  return { tau: shop.pairQuantile(base.shopTauQuantile), mergeThreshold: shop.pairQuantile(base.shopMergeQuantile) };
 }
 
 /** Key of the shared profile record in the sharing state (never a memory id: those are UUIDs). */
@@ -99,9 +111,8 @@ export class MemoryAgent {
 
   constructor(opts: AgentOptions) {
     this.items = opts.items;
-    // why: tau depends on the item space's similarity spread (see EMBEDDER_TAU; the shop's space is calibrated from its own pairs).
-    const tau = opts.items.shop ? opts.items.shop.pairQuantile(0.9) : tauFor(opts.items.embedderId);
-    this.config = resolveConfig({ tau, ...opts.config });
+    // why: tau and the merge threshold depend on the item space's similarity spread (see EMBEDDER_TAU; the shop's space is calibrated from its own pairs).
+    this.config = resolveConfig({ ...spaceDefaults(opts.items, opts.config), ...opts.config });
     this.reasoner = opts.reasoner ?? this.rules;
     this.planner = opts.planner ?? rulesPlanner;
     this.clock = opts.clock ?? Date.now;
@@ -640,7 +651,8 @@ export class MemoryAgent {
     const out: LifecycleEvent[] = [];
     const plan = await this.planner(this.state, this.config, now, when);
     const ctx = this.ctx(now);
-    for (const [keep, absorb] of plan.merge) {
+    // why: the no-consolidation ablation must not consolidate in sweeps either (a merge is consolidation of two memories)
+    for (const [keep, absorb] of this.mode.consolidation ? plan.merge : []) {
       const a = this.state.memories.find((m) => m.id === keep);
       const b = this.state.memories.find((m) => m.id === absorb);
       if (!a || !b) continue;
