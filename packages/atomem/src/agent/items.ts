@@ -204,6 +204,16 @@ export class ItemVectors {
     return ids.map((id) => this.vectors.get(id)!);
   }
 
+  /**
+   * Embed a free text (e.g. the shopper's stated intent) into the content space, centred like the
+   * items: comparable with {@link contentVectorsOf}, whatever the item space is. Nothing is cached
+   * or stored (the embedder's own in-memory cache, if it has one, aside).
+   */
+  async embedText(text: string): Promise<Embedding> {
+    const [e] = await this.embedder.embed([text]);
+    return this.project(e.vector);
+  }
+
   /** The content space's id (the embedder's, `~c<hash>` once centred), whatever the item space is. */
   get contentSpaceId(): string {
     return this.contentId;
