@@ -8,7 +8,7 @@ import { meanNormalized } from '../../packages/atomem/src/core/vector.js';
 import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
 import { rerankPrompt } from '../../packages/atomem/src/reason/prompts.js';
 import { RulesReasoner } from '../../packages/atomem/src/reason/rules.js';
-import type { RerankInput } from '../../packages/atomem/src/reason/types.js';
+import type { Reasoner, RerankInput } from '../../packages/atomem/src/reason/types.js';
 
 // A small gift shop; memories are made by hand (their vectors = the centroid of their items, as formation makes them).
 const OUTDOOR = 'outdoor hiking trail mountain walking gear';
@@ -186,14 +186,20 @@ describe('the intent in the language model\u2019s rerank prompt is data', () => 
     const { agent, state } = await shopper();
     state.profile = { narrative: 'Cooks a lot; hikes now and then.', sources: [], updatedAt: T0 };
     const seen: RerankInput[] = [];
-    class Spy extends RulesReasoner {
-      override readonly id = 'llm:spy';
-      override async rerank(input: RerankInput) {
+    const rules = new RulesReasoner();
+    const spy: Reasoner = {
+      id: 'llm:spy',
+      describeMemory: (i) => rules.describeMemory(i),
+      reflect: (s) => rules.reflect(s),
+      mergeMemories: (a, b) => rules.mergeMemories(a, b),
+      summarizePrototype: (i) => rules.summarizePrototype(i),
+      synthesizeProfile: (m) => rules.synthesizeProfile(m),
+      rerank: async (input) => {
         seen.push(input);
-        return super.rerank(input);
-      }
-    }
-    agent.useReasoner(new Spy());
+        return rules.rerank(input);
+      },
+    };
+    agent.useReasoner(spy);
     await agent.recommend(candidates(), { intent: 'hiking gifts', rerank: 3 });
     expect(seen).toHaveLength(1);
     expect(seen[0].intent).toBe('hiking gifts');

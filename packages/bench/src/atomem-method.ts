@@ -30,6 +30,7 @@ import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
 import { idGenerator, negativeSampler, Rng } from './rng.js';
 import { BenchUsageError } from './run.js';
 import type { Dataset, Method, MethodContext, Privacy, RankCase } from './types.js';
+import type { Interaction } from 'atomem/engine';
 
 /**
  * The reasoner the benchmark's agents use: rules (default), or `atomem.reasoner=llm` with
@@ -142,7 +143,13 @@ export async function benchItemVectors(ds: Dataset, params: Readonly<Record<stri
 function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof resolveConfig>[0] {
   const partial: Record<string, unknown> = {};
   const weights: Record<string, number> = {};
+  const intentWeights: Record<string, number> = {};
   for (const key of Object.keys(params)) {
+    if (key.startsWith('atomem.iw.')) {
+      // intent weights (setting instruct): atomem.iw.intent, .intentTerms, .intentCategories, .intentMemory
+      intentWeights[key.slice('atomem.iw.'.length)] = paramNumber(params, key)!;
+      continue;
+    }
     if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
@@ -150,8 +157,8 @@ function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof
     if (knob.startsWith('w.')) weights[knob.slice(2)] = n;
     else partial[knob] = n;
   }
-  resolveConfig({ ...(partial as Partial<AtomemConfig>), weights }); // validate early
-  return { ...(partial as Partial<AtomemConfig>), weights };
+  resolveConfig({ ...(partial as Partial<AtomemConfig>), weights, intentWeights }); // validate early
+  return { ...(partial as Partial<AtomemConfig>), weights, ...(Object.keys(intentWeights).length ? { intentWeights } : {}) };
 }
 
 /** atomem as a benchmark method. */
@@ -174,7 +181,13 @@ export class AtomemMethod implements Method {
   /** Level `contribute`: the epoch's release (protocol v2). */
   private release: Release | undefined;
 
-  constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}) {
+  /** Setting `instruct`: rank with the case's stated intent (false for `atomem-no-intent`). */
+  private readonly useIntent: boolean;
+  /** Setting `evolving`: each simulated device's clock, moved to the interaction it just observed. */
+  private readonly clocks = new Map<string, number>();
+
+  constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}, use: { intent?: boolean } = {}) {
+    this.useIntent = use.intent ?? true;
     this.name = opts.name;
     this.privacy = opts.privacy;
     this.params = opts.params;
@@ -237,7 +250,7 @@ export class AtomemMethod implements Method {
     for (const [user, t] of trained) {
       // why: training does not depend on the privacy level, so runs share it; each run gets its own copy.
       const lastAt = t.lastAt;
-      const agent = this.agent({ items, state: structuredClone(t.state), clock: () => lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
+      const agent = this.agent({ items, state: structuredClone(t.state), clock: () => this.clocks.get(user) ?? lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
       this.forwardCorrect += t.correct;
       this.forwardSteps += t.steps;
       const index = this.indexFor(user, items.embedderId, share, url);
@@ -317,7 +330,7 @@ export class AtomemMethod implements Method {
   async rank(c: RankCase): Promise<string[]> {
     const agent = this.agents.get(c.user);
     if (!agent) return [...c.candidates];
-    const recs = await agent.recommend(c.candidates, { now: c.now });
+    const recs = await agent.recommend(c.candidates, { now: c.now, ...(this.useIntent && c.intent !== undefined ? { intent: c.intent } : {}) });
     if (this.dumpFile) {
       // why: offline tuning of the ranking weights on validation cases (refused on test in prepare).
       // in candidate (input) order, so re-scoring breaks ties the way rank() does
@@ -325,6 +338,14 @@ export class AtomemMethod implements Method {
       appendFileSync(this.dumpFile, JSON.stringify({ user: c.user, candidates: c.candidates.map((id) => [id, byId.get(id)]) }) + '\n');
     }
     return recs.map((r) => r.id);
+  }
+
+  /** Setting `evolving`: the device observes the interaction it was just tested on (memory updated, planner run). */
+  async observe(user: string, interaction: Interaction): Promise<void> {
+    const agent = this.agents.get(user);
+    if (!agent) return;
+    this.clocks.set(user, interaction.at);
+    await agent.observe(interaction);
   }
 
   /**
@@ -419,7 +440,11 @@ function mean(xs: number[]): number {
 }
 
 const levels: Privacy[] = ['off', 'contribute', 'embeddings', 'items'];
-registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities' });
+registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities (setting instruct: with the stated intent)' });
+registerMethod('atomem-no-intent', (o) => new AtomemMethod(o, {}, { intent: false }), {
+  privacyLevels: levels,
+  description: 'ablation for setting instruct: atomem ignoring the stated intent',
+});
 // Ablations run at the level where every part of atomem is active (`items`); compare with atomem/items.
 const ablationLevels: Privacy[] = ['items'];
 registerMethod('atomem-single-summary', (o) => new AtomemMethod(o, { atomic: false }), {

@@ -12,7 +12,7 @@ import { benchItemVectors } from './atomem-method.js';
 import { DatasetError, DEFAULT_KCORE, loadDataset } from './datasets.js';
 import { defaultMethods, methodFactories, PRIVACY_LEVELS } from './methods.js';
 import { DEFAULT_SEED } from './protocol.js';
-import { BenchUsageError, markdownTable, runBenchmark, type ProgressEvent } from './run.js';
+import { BenchUsageError, markdownTable, pairedTable, runBenchmark, type ProgressEvent } from './run.js';
 import type { DatasetFormat, Privacy, Setting } from './types.js';
 import { addCosts, zeroCosts, type OperationCosts } from 'atomem/engine';
 
@@ -226,6 +226,7 @@ export async function main(argv: string[]): Promise<number> {
         process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${ps.map((p) => p.ndcg10.toFixed(3)).join(' | ')} | ${r.ndcg10.toFixed(3)} |\n`);
       }
     }
+    if (result.paired.length) process.stdout.write(`\nPaired differences (per user, paired bootstrap over users):\n\n${pairedTable(result.paired)}\n`);
     const details = detailsTable(result);
     if (details) process.stdout.write(`\n${details}\n`);
     const llmRows = result.results.filter((r) => r.llm);
@@ -252,7 +253,7 @@ export async function main(argv: string[]): Promise<number> {
       }
     }
     if (o.json) {
-      writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir }, results: result.results }, null, 2)}\n`);
+      writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir }, results: result.results, paired: result.paired }, null, 2)}\n`);
     }
     return 0;
   } catch (e) {

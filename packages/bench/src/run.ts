@@ -53,6 +53,12 @@ export interface RunOptions {
   params?: Readonly<Record<string, string>>;
   /** Default: the global registry of `registry.ts`. */
   factories?: ReadonlyMap<string, MethodFactory>;
+  /**
+   * Paired differences to report (`a − b` per user, with a paired bootstrap interval): method
+   * names or `method/privacy`. Default in setting `instruct`: atomem − bm25 and
+   * atomem − atomem-no-intent (those that ran); none otherwise.
+   */
+  paired?: ReadonlyArray<readonly [string, string]>;
   onProgress?: (e: ProgressEvent) => void;
   /** Called with each row as soon as it is computed. */
   onResult?: (row: ResultRow) => void;
@@ -96,10 +102,31 @@ export interface BenchmarkConfig {
   cases: number;
 }
 
+/** One paired difference `a − b` (same users, same candidates). */
+export interface PairedDifference {
+  /** Row keys: `method` or `method/privacy`. */
+  a: string;
+  b: string;
+  metric: 'ndcg10' | 'mrr' | 'hr1';
+  /** Users (the bootstrap's units). */
+  n: number;
+  /** Mean over users of a − b. */
+  diff: number;
+  /** 95% percentile-bootstrap interval of the mean difference, resampling users (the rows' own resamples: paired). */
+  ci: [number, number];
+}
+
 export interface BenchmarkResult {
   config: BenchmarkConfig;
   results: ResultRow[];
+  /** See {@link RunOptions.paired}. */
+  paired: PairedDifference[];
   warnings: string[];
+}
+
+/** `method/privacy` (or `method` for methods without levels). */
+export function rowKey(r: Pick<ResultRow, 'method' | 'privacy'>): string {
+  return r.privacy ? `${r.method}/${r.privacy}` : r.method;
 }
 
 function cloneHistory(seq: readonly Interaction[]): Interaction[] {
@@ -212,6 +239,8 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
   };
 
   const results: ResultRow[] = [];
+  /** Row key → per-user metric means (same user order for every row). */
+  const unitsOf = new Map<string, RankMetrics[]>();
   for (const { method, privacy } of runs) {
     const report = (phase: ProgressEvent['phase'], done: number, total: number, label?: string) =>
       options.onProgress?.({ method, privacy, phase, done, total, label });
@@ -258,6 +287,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     const ci = {} as ResultRow['ci'];
     // why: in `evolving` a user's steps are not independent: resample users (their mean over steps).
     const units = perUserMeans(cases.map((c) => c.user), per);
+    unitsOf.set(rowKey({ method, privacy }), units);
     for (const key of METRIC_KEYS) ci[key] = bootstrapCI(units.map((m) => m[key]), { seed, resamples: options.resamples });
     const cats = (ids: string[]) => ids.map((id) => dataset.items.get(id)?.categories);
     const row: ResultRow = {
@@ -291,7 +321,36 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     results.push(row);
     options.onResult?.(row);
   }
-  return { config, results, warnings };
+  const pairs = options.paired ?? (setting === 'instruct' ? [['atomem', 'bm25'], ['atomem', 'atomem-no-intent']] as const : []);
+  const paired: PairedDifference[] = [];
+  /** A name: an exact row key, else the method's `off` row, else its first row. */
+  const find = (name: string) => results.find((r) => rowKey(r) === name) ?? results.find((r) => r.method === name && r.privacy === 'off') ?? results.find((r) => r.method === name);
+  for (const [a, b] of pairs) {
+    const ra = find(a);
+    const rb = find(b);
+    if (!ra || !rb) continue;
+    const ua = unitsOf.get(rowKey(ra))!;
+    const ub = unitsOf.get(rowKey(rb))!;
+    for (const metric of ['ndcg10', 'mrr', 'hr1'] as const) {
+      const d = ua.map((u, i) => u[metric] - ub[i][metric]);
+      paired.push({ a: rowKey(ra), b: rowKey(rb), metric, n: d.length, diff: mean(d), ci: bootstrapCI(d, { seed, resamples: options.resamples }) });
+    }
+  }
+  return { config, results, paired, warnings };
+}
+
+/** Paired differences as a markdown table (NDCG@10, MRR, HR@1 with 95% paired intervals). */
+export function pairedTable(paired: readonly PairedDifference[]): string {
+  const lines = ['| difference | users | Δ NDCG@10 | 95% CI | Δ MRR | 95% CI | Δ HR@1 | 95% CI |', '|---|---:|---:|---|---:|---|---:|---|'];
+  const groups = new Map<string, PairedDifference[]>();
+  for (const p of paired) groups.set(`${p.a} − ${p.b}`, [...(groups.get(`${p.a} − ${p.b}`) ?? []), p]);
+  const f = (x: number) => (x >= 0 ? '+' : '') + x.toFixed(3);
+  for (const [name, ps] of groups) {
+    const by = (m: PairedDifference['metric']) => ps.find((p) => p.metric === m);
+    const cell = (p?: PairedDifference) => (p ? `${f(p.diff)} | [${f(p.ci[0])}, ${f(p.ci[1])}]` : '— | —');
+    lines.push(`| ${name} | ${ps[0].n} | ${cell(by('ndcg10'))} | ${cell(by('mrr'))} | ${cell(by('hr1'))} |`);
+  }
+  return lines.join('\n');
 }
 
 const fmt = (x: unknown, digits = 3) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(digits) : '—');

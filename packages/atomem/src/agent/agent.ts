@@ -362,6 +362,7 @@ export class MemoryAgent {
     const categories = new Float64Array(n);
     const memory = new Float64Array(n);
     const best: (IntentMemory | undefined)[] = new Array(n);
+    const bestCos = new Float64Array(n);
     const space = this.items.embedderId;
     const sel = selected.filter((s) => s.memory.embedding.embedderId === space).map((s) => ({ ...s, w: salience(this.config, s.memory, now) * Math.max(0, s.similarity) }));
     for (let i = 0; i < n; i++) {
@@ -371,11 +372,13 @@ export class MemoryAgent {
       categories[i] = t.categories;
       let top = 0;
       for (const s of sel) {
-        const v = s.w * dot(s.memory.embedding.vector, cands[i].vector);
+        const cos = dot(s.memory.embedding.vector, cands[i].vector);
+        const v = s.w * cos;
         memory[i] += v;
         if (v > top) {
           top = v;
           best[i] = s;
+          bestCos[i] = cos;
         }
       }
     }
@@ -387,8 +390,12 @@ export class MemoryAgent {
       const textPart = (w.intent ?? 0) * zi[i] + (w.intentTerms ?? 0) * zc[i] + (w.intentCategories ?? 0) * zk[i];
       const memoryPart = (w.intentMemory ?? 0) * zm[i];
       const list: Reason[] = [];
+      // the intent met a memory: the candidate fits the intent and is like (cosine ≥ tau) a memory the intent
+      // selected — whatever intentMemory weighs, the memory's own signals rank it among the intent's items —
+      // or the intent-selected memory itself lifted it
       const b = best[i];
-      if (b && memoryPart > 0) {
+      const met = b !== undefined && ((textPart > 0 && bestCos[i] >= this.config.tau) || memoryPart > 0);
+      if (b && met) {
         const item = await this.nearestItem(b.memory, cands[i].vector);
         const action = item ? [...this.state.events].reverse().find((e) => e.item === item)?.action : undefined;
         list.push({ kind: 'intent', intent: text, similarity: intent[i], contribution: memoryPart + Math.max(0, textPart), memoryId: b.memory.id, content: b.memory.content, ...(item ? { item } : {}), ...(action ? { action } : {}) });
