@@ -102,6 +102,8 @@ describe('intent selects the memories that bear on it', () => {
     const { agent } = await shopper();
     const hiking = await agent.intentMemories('hiking on mountain trails');
     expect(hiking.memories[0].memoryId).toBe('m-outdoor');
+    // "bears on it": closer to the intent than the catalog's average item — the kitchen memory is not
+    expect(hiking.memories.map((m) => m.memoryId)).not.toContain('m-kitchen');
     const cooking = await agent.intentMemories('cooking pan for the stove');
     expect(cooking.memories[0].memoryId).toBe('m-kitchen');
     expect(cooking.memories.length).toBeLessThanOrEqual(3);

@@ -149,6 +149,11 @@ export interface BenchApi {
   idleBatch(o: { events: number }): Promise<IdleBatchResult>;
   /** recommend() with and without a listwise rerank of the top `top`, on the kept instance. */
   rerank(o: { top: number; samples: number; plainSamples: number }): Promise<RerankResult>;
+  /**
+   * recommend(10 candidates, { intent }) on the kept instance, a different intent text each sample
+   * (so each embeds its intent), and recommend(the same candidates) without one, interleaved.
+   */
+  intent(o: { samples: number; warmup: number }): Promise<{ intentMs: number[]; plainMs: number[]; candidates: number; explained: number }>;
   /** Dispose every instance and delete every IndexedDB database this page created. */
   cleanup(): Promise<void>;
   /** Save a 1,000-memory state once, then time `MemoryStore.load()` on a fresh connection per run. */
@@ -520,6 +525,30 @@ const api: BenchApi = {
     }
     const after = (await atomem.status()).llm.costs!;
     return { rerankMs, plainMs, costs: diffCosts(after.byOperation.rerank, before.byOperation.rerank), fallbackMessages: fallbackMessages(), candidates: candidates.length };
+  },
+
+  async intent({ samples, warmup }) {
+    const atomem = kept;
+    if (!atomem) throw new Error('intent: call start() first');
+    const candidates = candidateIds();
+    const wants = ['a gift for my dad, he hikes', 'something for the kitchen', 'new headphones for running', 'a book for a long train ride', 'garden tools for spring', 'a toy for a five-year-old', 'tea for a cold evening', 'camping gear for the weekend'];
+    const intentMs: number[] = [];
+    const plainMs: number[] = [];
+    let explained = 0;
+    for (let i = 0; i < warmup + samples; i++) {
+      const intent = `${wants[i % wants.length]} (${i})`;
+      const t0 = performance.now();
+      const ranked = await atomem.recommend(candidates, { intent });
+      const t1 = performance.now();
+      await atomem.recommend(candidates);
+      const t2 = performance.now();
+      if (ranked.length !== candidates.length) throw new Error(`recommend returned ${ranked.length} of ${candidates.length} candidates`);
+      if (i < warmup) continue;
+      intentMs.push(t1 - t0);
+      plainMs.push(t2 - t1);
+      if (ranked.some((r) => r.explanations.some((e) => e.includes('asked for')))) explained++;
+    }
+    return { intentMs, plainMs, candidates: candidates.length, explained };
   },
 
   async cleanup() {

@@ -150,7 +150,7 @@ function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof
       intentWeights[key.slice('atomem.iw.'.length)] = paramNumber(params, key)!;
       continue;
     }
-    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
+    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures', 'atomem.observe'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
     const n = paramNumber(params, key)!;
@@ -343,7 +343,8 @@ export class AtomemMethod implements Method {
   /** Setting `evolving`: the device observes the interaction it was just tested on (memory updated, planner run). */
   async observe(user: string, interaction: Interaction): Promise<void> {
     const agent = this.agents.get(user);
-    if (!agent) return;
+    // atomem.observe=0: a frozen memory (the evolving setting's control: does learning between steps help?)
+    if (!agent || this.params['atomem.observe'] === '0') return;
     this.clocks.set(user, interaction.at);
     await agent.observe(interaction);
   }

@@ -344,7 +344,10 @@ export class MemoryAgent {
       if (known.length === 0) continue;
       centroids.set(m.id, meanNormalized((await this.items.contentVectorsOf(known)).map((e) => e.vector)));
     }
-    const selected = selectIntentMemories(this.state.memories, vector, (m) => centroids.get(m.id), this.config.intentMemories, this.config.intentMinSimilarity);
+    // why: "bears on it" = closer to the intent than the catalog's average item is (cosines spread
+    // differently per space: around 0 when centred, around 0.5 in raw USE-lite)
+    const average = dot(vector, await this.items.contentMean());
+    const selected = selectIntentMemories(this.state.memories, vector, (m) => centroids.get(m.id), this.config.intentMemories, Math.max(this.config.intentMinSimilarity, average));
     return { vector, selected };
   }
 

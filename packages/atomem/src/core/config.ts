@@ -86,7 +86,10 @@ export interface AtomemConfig {
   intentWeights: Readonly<Record<string, number>>;
   /** Memories an intent selects (top by cosine of their content centroid to the intent). */
   intentMemories: number;
-  /** A memory is selected by an intent only at cosine ≥ this (content space). */
+  /**
+   * A memory is selected by an intent only at cosine ≥ this (content space), and only when its
+   * centroid is closer to the intent than the catalog's average item is.
+   */
   intentMinSimilarity: number;
 }
 
@@ -158,7 +161,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   // order the items that fit the intent); it stays a named signal a shop can weigh.
   intentWeights: Object.freeze({ intent: 0.5, intentTerms: 6, intentCategories: 8, intentMemory: 0 }),
   intentMemories: 3,
-  intentMinSimilarity: 0,
+  intentMinSimilarity: -1,
   weights: Object.freeze({
     memory: 0.1,
     profile: 1.5,
