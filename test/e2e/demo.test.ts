@@ -196,7 +196,7 @@ describe('the demo shop in headless Chromium', () => {
     await box.fill('a tent and hiking boots for the mountains');
     await expect.poll(async () => (await shelfDepartments()).slice(0, 3), { timeout: 60_000 }).toEqual(['Outdoor', 'Outdoor', 'Outdoor']);
     expect(await page.locator('#shelf').getAttribute('data-intent')).toBe('on');
-    expect((await explanations()).join('\n')).toContain('asked for “a tent and hiking boots for the mountains”');
+    expect((await explanations()).join('\n')).toContain('Matches what you asked for: “a tent and hiking boots for the mountains”.');
     await expect.poll(() => page.locator('#intent-summary').innerText(), { timeout: 30_000 }).toMatch(/a tent and hiking boots/);
     // an intent that meets the memory: it selects the Kitchen memories and says how they met
     await box.fill('a new frying pan for cooking');
