@@ -63,6 +63,17 @@ describe('atomem in setting instruct and evolving', () => {
     const result = await runBenchmark({ dataset, setting: 'evolving', steps: 3, methods: ['atomem'], privacy: ['off'], params, seed: 1 });
     const r = result.results[0];
     expect((r.perStep as { step: number }[]).map((s) => s.step)).toEqual([1, 2, 3]);
+    // the frozen control does not learn: its devices' events stay as trained
+    const both = await runBenchmark({ dataset, setting: 'evolving', steps: 3, methods: ['atomem', 'atomem-frozen'], privacy: ['off'], params, seed: 1 });
+    expect(both.results[0].ndcg10).toBe(r.ndcg10);
+    expect(both.paired.filter((p) => p.metric === 'ndcg10').map((p) => `${p.a} − ${p.b}`)).toEqual(['atomem/off − atomem-frozen/off']);
+    const frozen = new AtomemMethod({ name: 'atomem-frozen', privacy: 'off', seed: 1, params }, {}, { observe: false });
+    const pf = buildProtocol(dataset, { setting: 'evolving', steps: 3 });
+    await frozen.prepare({ dataset, cases: pf.cases.map((c) => ({ ...c })), histories: pf.histories, seed: 1, privacy: 'off', setting: 'evolving', target: 'test', progress: () => {} });
+    const fa = (frozen as unknown as { agents: Map<string, { snapshot: { events: unknown[] } }> }).agents.get(pf.cases[0].user)!;
+    const n0 = fa.snapshot.events.length;
+    await frozen.observe(pf.cases[0].user, { ...pf.cases[0].test });
+    expect(fa.snapshot.events.length).toBe(n0);
     // the method really learns between steps: a device's events grow by the observed interactions
     const p = buildProtocol(dataset, { setting: 'evolving', steps: 3 });
     const m = new AtomemMethod({ name: 'atomem', privacy: 'off', seed: 1, params });

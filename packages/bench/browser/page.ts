@@ -153,7 +153,7 @@ export interface BenchApi {
    * recommend(10 candidates, { intent }) on the kept instance, a different intent text each sample
    * (so each embeds its intent), and recommend(the same candidates) without one, interleaved.
    */
-  intent(o: { samples: number; warmup: number }): Promise<{ intentMs: number[]; plainMs: number[]; candidates: number; explained: number }>;
+  intent(o: { samples: number; warmup: number }): Promise<{ intentMs: number[]; plainMs: number[]; selectMs: number[]; candidates: number; explained: number }>;
   /** Dispose every instance and delete every IndexedDB database this page created. */
   cleanup(): Promise<void>;
   /** Save a 1,000-memory state once, then time `MemoryStore.load()` on a fresh connection per run. */
@@ -534,6 +534,7 @@ const api: BenchApi = {
     const wants = ['a gift for my dad, he hikes', 'something for the kitchen', 'new headphones for running', 'a book for a long train ride', 'garden tools for spring', 'a toy for a five-year-old', 'tea for a cold evening', 'camping gear for the weekend'];
     const intentMs: number[] = [];
     const plainMs: number[] = [];
+    const selectMs: number[] = [];
     let explained = 0;
     for (let i = 0; i < warmup + samples; i++) {
       const intent = `${wants[i % wants.length]} (${i})`;
@@ -542,13 +543,16 @@ const api: BenchApi = {
       const t1 = performance.now();
       await atomem.recommend(candidates);
       const t2 = performance.now();
+      await atomem.intentMemories(`${intent} again`); // the intent's embedding + memory selection alone
+      const t3 = performance.now();
       if (ranked.length !== candidates.length) throw new Error(`recommend returned ${ranked.length} of ${candidates.length} candidates`);
       if (i < warmup) continue;
       intentMs.push(t1 - t0);
       plainMs.push(t2 - t1);
+      selectMs.push(t3 - t2);
       if (ranked.some((r) => r.explanations.some((e) => e.includes('asked for')))) explained++;
     }
-    return { intentMs, plainMs, candidates: candidates.length, explained };
+    return { intentMs, plainMs, selectMs, candidates: candidates.length, explained };
   },
 
   async cleanup() {

@@ -150,7 +150,7 @@ function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof
       intentWeights[key.slice('atomem.iw.'.length)] = paramNumber(params, key)!;
       continue;
     }
-    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures', 'atomem.observe'].includes(key)) continue;
+    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
     const n = paramNumber(params, key)!;
@@ -186,8 +186,12 @@ export class AtomemMethod implements Method {
   /** Setting `evolving`: each simulated device's clock, moved to the interaction it just observed. */
   private readonly clocks = new Map<string, number>();
 
-  constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}, use: { intent?: boolean } = {}) {
+  /** Setting `evolving`: learn from each revealed interaction (false for `atomem-frozen`). */
+  private readonly learnsOnline: boolean;
+
+  constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}, use: { intent?: boolean; observe?: boolean } = {}) {
     this.useIntent = use.intent ?? true;
+    this.learnsOnline = use.observe ?? true;
     this.name = opts.name;
     this.privacy = opts.privacy;
     this.params = opts.params;
@@ -343,8 +347,8 @@ export class AtomemMethod implements Method {
   /** Setting `evolving`: the device observes the interaction it was just tested on (memory updated, planner run). */
   async observe(user: string, interaction: Interaction): Promise<void> {
     const agent = this.agents.get(user);
-    // atomem.observe=0: a frozen memory (the evolving setting's control: does learning between steps help?)
-    if (!agent || this.params['atomem.observe'] === '0') return;
+    // atomem-frozen: the evolving setting's control (does learning between steps help?)
+    if (!agent || !this.learnsOnline) return;
     this.clocks.set(user, interaction.at);
     await agent.observe(interaction);
   }
@@ -445,6 +449,10 @@ registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, de
 registerMethod('atomem-no-intent', (o) => new AtomemMethod(o, {}, { intent: false }), {
   privacyLevels: levels,
   description: 'ablation for setting instruct: atomem ignoring the stated intent',
+});
+registerMethod('atomem-frozen', (o) => new AtomemMethod(o, {}, { observe: false }), {
+  privacyLevels: levels,
+  description: 'control for setting evolving: atomem whose memory does not learn between steps',
 });
 // Ablations run at the level where every part of atomem is active (`items`); compare with atomem/items.
 const ablationLevels: Privacy[] = ['items'];

@@ -380,7 +380,7 @@ async function main(): Promise<void> {
     const withVectors: number[] = [];
 
     /** recommend with a stated intent (use-lite instance of each run), and without, interleaved. */
-    const intentRows = { intentMs: [] as number[], plainMs: [] as number[], candidates: 0 };
+    const intentRows = { intentMs: [] as number[], plainMs: [] as number[], selectMs: [] as number[], candidates: 0 };
     for (let r = 0; r < runs; r++) {
       {
         const { context, page } = await freshPage(browser, base);
@@ -426,8 +426,9 @@ async function main(): Promise<void> {
             if (it.explained === 0) throw new Error('recommend with an intent explained no item by the intent');
             intentRows.intentMs.push(...it.intentMs);
             intentRows.plainMs.push(...it.plainMs);
+            intentRows.selectMs.push(...it.selectMs);
             intentRows.candidates = it.candidates;
-            log(`run ${r + 1}/${runs}: recommend(${it.candidates}, { intent }) p50 ${fmtMs(pct(it.intentMs, 50))}, without intent ${fmtMs(pct(it.plainMs, 50))}`);
+            log(`run ${r + 1}/${runs}: recommend(${it.candidates}, { intent }) p50 ${fmtMs(pct(it.intentMs, 50))}, without intent ${fmtMs(pct(it.plainMs, 50))}, intentMemories alone ${fmtMs(pct(it.selectMs, 50))}`);
           }
           await call(page, 'cleanup');
           const model = (ms: number | null): string => (ms === null ? '' : ` (embedder ready at ${fmtMs(ms)})`);
@@ -542,6 +543,13 @@ async function main(): Promise<void> {
     add(
       `recommend(${intentRows.candidates} candidates, { intent }), use-lite, after 210 events (the intent embedded by USE-lite each call, memories selected, intent signals)`,
       intentRows.intentMs,
+      'ms',
+      'recommend(the same candidates) without an intent, same instance, interleaved',
+      pct(intentRows.plainMs, 50),
+    );
+    add(
+      '… of which: intentMemories(intent) alone (the USE-lite embedding of the intent + memory selection, one RPC)',
+      intentRows.selectMs,
       'ms',
       'recommend(the same candidates) without an intent, same instance, interleaved',
       pct(intentRows.plainMs, 50),

@@ -56,7 +56,7 @@ export interface RunOptions {
   /**
    * Paired differences to report (`a − b` per user, with a paired bootstrap interval): method
    * names or `method/privacy`. Default in setting `instruct`: atomem − bm25 and
-   * atomem − atomem-no-intent (those that ran); none otherwise.
+   * atomem − atomem-no-intent; in `evolving`: atomem − atomem-frozen (those that ran); none otherwise.
    */
   paired?: ReadonlyArray<readonly [string, string]>;
   onProgress?: (e: ProgressEvent) => void;
@@ -321,7 +321,11 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     results.push(row);
     options.onResult?.(row);
   }
-  const pairs = options.paired ?? (setting === 'instruct' ? [['atomem', 'bm25'], ['atomem', 'atomem-no-intent']] as const : []);
+  const defaults: Partial<Record<Setting, ReadonlyArray<readonly [string, string]>>> = {
+    instruct: [['atomem', 'bm25'], ['atomem', 'atomem-no-intent']],
+    evolving: [['atomem', 'atomem-frozen']],
+  };
+  const pairs = options.paired ?? defaults[setting] ?? [];
   const paired: PairedDifference[] = [];
   /** A name: an exact row key, else the method's `off` row, else its first row. */
   const find = (name: string) => results.find((r) => rowKey(r) === name) ?? results.find((r) => r.method === name && r.privacy === 'off') ?? results.find((r) => r.method === name);
