@@ -235,6 +235,19 @@ describe('the intent in the language model\u2019s rerank prompt is data', () => 
     const data = JSON.parse(user.slice(start + '<data>'.length, end));
     expect(data.request).toBe(hostile);
     expect(p.id).toBe('rerank@2');
+    // ARS's ranker input: profile narrative and recent events travel as data too; no intent → no request field
+    const q = rerankPrompt({
+      memories: [],
+      candidates: CATALOG.slice(0, 2).map((item) => ({ id: item.id, item })),
+      profile: 'Cooks a lot.',
+      recent: [{ item: CATALOG[4], action: 'purchase' }],
+    });
+    const qd = q.messages.find((m) => m.role === 'user')!.content;
+    const qdata = JSON.parse(qd.slice(qd.indexOf('<data>') + 6, qd.lastIndexOf('</data>')));
+    expect(qdata.profile).toBe('Cooks a lot.');
+    expect(qdata.recent).toEqual([{ title: 'Cast iron skillet', categories: ['Kitchen'], action: 'purchase' }]);
+    expect(qdata.request).toBeUndefined();
+    expect(qd).not.toContain('data.request');
     expect(p.messages.every((m) => !m.content.includes('<system>'))).toBe(true);
   });
 });
