@@ -85,4 +85,25 @@ describe('atomem in setting instruct and evolving', () => {
     expect(agent.snapshot.events.length).toBe(before + 1);
     expect(agent.snapshot.events[agent.snapshot.events.length - 1].item).toBe(p.cases[0].test.item);
   });
+
+  it('evolving with a language model: model use per step, and every observed event is turned into memory before the next step', async () => {
+    const small: Dataset = { ...dataset, sequences: new Map([...dataset.sequences].slice(0, 4)) };
+    const llmParams = { ...params, 'atomem.reasoner': 'llm', 'atomem.llm': 'scripted' };
+    const result = await runBenchmark({ dataset: small, setting: 'evolving', steps: 2, methods: ['atomem'], privacy: ['off'], params: llmParams, seed: 1 });
+    const r = result.results[0];
+    const per = r.llmPerStep as { step: number; calls: number; requests: number }[];
+    expect(per.map((x) => x.step)).toEqual([1, 2]);
+    // the observations after each step went through the model (ranking makes no call without rerank)
+    expect(per.every((x) => x.calls > 0)).toBe(true);
+    // training before step 1 is not counted in any step
+    expect(per[0].calls + per[1].calls).toBeLessThan((r.llm as { calls: number }).calls);
+    // the LLM planner defers events; observe() runs the idle batch, so nothing waits for the next step
+    const p = buildProtocol(small, { setting: 'evolving', steps: 2 });
+    const m = new AtomemMethod({ name: 'atomem', privacy: 'off', seed: 1, params: llmParams });
+    await m.prepare({ dataset: small, cases: p.cases.map((c) => ({ ...c })), histories: p.histories, seed: 1, privacy: 'off', setting: 'evolving', target: 'test', progress: () => {} });
+    const user = p.cases[0].user;
+    const agent = (m as unknown as { agents: Map<string, { hasPending(): boolean }> }).agents.get(user)!;
+    await m.observe(user, { ...p.cases[0].test });
+    expect(agent.hasPending()).toBe(false);
+  });
 });

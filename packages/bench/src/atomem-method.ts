@@ -186,6 +186,10 @@ export class AtomemMethod implements Method {
   /** Setting `evolving`: each simulated device's clock, moved to the interaction it just observed. */
   private readonly clocks = new Map<string, number>();
 
+  /** Setting `evolving` with a language model: the cost counters at the first ranking of the current step. */
+  private stepMark: { step: number; total: ReturnType<typeof zeroCosts> } | undefined;
+  /** Setting `evolving` with a language model: model use per step (its rankings + the observations after it). */
+  private llmPerStep: { step: number; calls: number; requests: number; promptTokens: number; outputTokens: number; ms: number }[] = [];
   /** Setting `evolving`: learn from each revealed interaction (false for `atomem-frozen`). */
   private readonly learnsOnline: boolean;
 
@@ -331,7 +335,27 @@ export class AtomemMethod implements Method {
     return p;
   }
 
+  /** Every simulated device's model costs, summed. */
+  private llmTotal(): ReturnType<typeof zeroCosts> {
+    const total = zeroCosts();
+    for (const r of this.reasoners) addCosts(total, r.costs().total);
+    return total;
+  }
+
+  /** Close the current step's cost window (setting `evolving` with a model). */
+  private closeStep(): void {
+    if (!this.stepMark) return;
+    const now = this.llmTotal();
+    const m = this.stepMark.total;
+    this.llmPerStep.push({ step: this.stepMark.step, calls: now.calls - m.calls, requests: now.requests - m.requests, promptTokens: now.promptTokens - m.promptTokens, outputTokens: now.outputTokens - m.outputTokens, ms: now.ms - m.ms });
+    this.stepMark = undefined;
+  }
+
   async rank(c: RankCase): Promise<string[]> {
+    if (this.llm && c.step !== undefined && this.stepMark?.step !== c.step) {
+      this.closeStep();
+      this.stepMark = { step: c.step, total: this.llmTotal() };
+    }
     const agent = this.agents.get(c.user);
     if (!agent) return [...c.candidates];
     const recs = await agent.recommend(c.candidates, { now: c.now, ...(this.useIntent && c.intent !== undefined ? { intent: c.intent } : {}) });
@@ -351,6 +375,8 @@ export class AtomemMethod implements Method {
     if (!agent || !this.learnsOnline) return;
     this.clocks.set(user, interaction.at);
     await agent.observe(interaction);
+    // the LLM planner defers events to idle time; between two steps the device is idle (the worker's idleMs)
+    if (agent.hasPending()) await agent.idle();
   }
 
   /**
@@ -426,6 +452,8 @@ export class AtomemMethod implements Method {
         for (const op of OPERATIONS) addCosts(byOperation[op], c.byOperation[op]);
       }
       out.llm = { model: this.llm.id, ...total, byOperation };
+      this.closeStep();
+      if (this.llmPerStep.length) out.llmPerStep = this.llmPerStep;
     }
     if (this.release) {
       const r = this.release;

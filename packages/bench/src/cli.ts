@@ -226,6 +226,15 @@ export async function main(argv: string[]): Promise<number> {
         process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${ps.map((p) => p.ndcg10.toFixed(3)).join(' | ')} | ${r.ndcg10.toFixed(3)} |\n`);
       }
     }
+    const costRows = result.results.filter((r) => Array.isArray(r.llmPerStep));
+    if (costRows.length) {
+      process.stdout.write('\n| method | privacy | step | model calls (its rankings + the memory updates after it) | operations | prompt tokens | output tokens | model seconds |\n|---|---|---:|---:|---:|---:|---:|---:|\n');
+      for (const r of costRows) {
+        for (const c of r.llmPerStep as { step: number; calls: number; requests: number; promptTokens: number; outputTokens: number; ms: number }[]) {
+          process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${c.step} | ${c.calls} | ${c.requests} | ${c.promptTokens} | ${c.outputTokens} | ${(c.ms / 1000).toFixed(1)} |\n`);
+        }
+      }
+    }
     if (result.paired.length) process.stdout.write(`\nPaired differences (per user, paired bootstrap over users):\n\n${pairedTable(result.paired)}\n`);
     const details = detailsTable(result);
     if (details) process.stdout.write(`\n${details}\n`);
