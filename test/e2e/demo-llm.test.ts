@@ -8,7 +8,7 @@
  *    origin) answers each chat completion with JSON that satisfies the request's schema, except
  *    the profile synthesis, which gets markup that is not JSON: that operation falls back to
  *    rules, visibly (and the markup must stay text). Writes inspector-llm.png (see SCREENSHOTS).
- *    A rerank request (`rerank@1`) gets the candidates' labels in reverse order, each with the
+ *    A rerank request (`rerank@2`) gets the candidates' labels in reverse order, each with the
  *    reason `Model pick <label>`: the shelf's rerank toggle must show that order and mark those
  *    reasons as the model's, and stop calling the model once unchecked.
  * 2. If the toy GGUF `../shared/models/stories260K/stories260K.gguf` exists: the server streams

@@ -253,7 +253,7 @@ describe('MemoryAgent with the LLM planner', () => {
   });
 });
 
-describe('listwise rerank (rerank@1)', () => {
+describe('listwise rerank (rerank@2)', () => {
   const CANDIDATES = ['heat', 'fargo', 'casino', 'alien', 'matrix', 'titanic'];
 
   async function trained(answer: (op: ReturnType<typeof opOf>, labels: string[]) => string) {

@@ -174,6 +174,11 @@ export interface BenchApi {
   /** recommend() with and without a listwise rerank of the top `top`, on the kept instance. */
   rerank(o: { top: number; samples: number; plainSamples: number }): Promise<RerankResult>;
   /**
+   * recommend(10 candidates, { intent }) on the kept instance, a different intent text each sample
+   * (so each embeds its intent), and recommend(the same candidates) without one, interleaved.
+   */
+  intent(o: { samples: number; warmup: number }): Promise<{ intentMs: number[]; plainMs: number[]; selectMs: number[]; candidates: number; explained: number }>;
+  /**
    * The shop model path (catalog vector file v2 at `url`, hashing embedder, a `catalog`-product
    * catalog): first visit (createAtomem → first recommendation, the file downloaded), `events`
    * shopper events, `samples` timed recommend(10 candidates); then the returning visit (a new
@@ -552,6 +557,34 @@ const api: BenchApi = {
     }
     const after = (await atomem.status()).llm.costs!;
     return { rerankMs, plainMs, costs: diffCosts(after.byOperation.rerank, before.byOperation.rerank), fallbackMessages: fallbackMessages(), candidates: candidates.length };
+  },
+
+  async intent({ samples, warmup }) {
+    const atomem = kept;
+    if (!atomem) throw new Error('intent: call start() first');
+    const candidates = candidateIds();
+    const wants = ['a gift for my dad, he hikes', 'something for the kitchen', 'new headphones for running', 'a book for a long train ride', 'garden tools for spring', 'a toy for a five-year-old', 'tea for a cold evening', 'camping gear for the weekend'];
+    const intentMs: number[] = [];
+    const plainMs: number[] = [];
+    const selectMs: number[] = [];
+    let explained = 0;
+    for (let i = 0; i < warmup + samples; i++) {
+      const intent = `${wants[i % wants.length]} (${i})`;
+      const t0 = performance.now();
+      const ranked = await atomem.recommend(candidates, { intent });
+      const t1 = performance.now();
+      await atomem.recommend(candidates);
+      const t2 = performance.now();
+      await atomem.intentMemories(`${intent} again`); // the intent's embedding + memory selection alone
+      const t3 = performance.now();
+      if (ranked.length !== candidates.length) throw new Error(`recommend returned ${ranked.length} of ${candidates.length} candidates`);
+      if (i < warmup) continue;
+      intentMs.push(t1 - t0);
+      plainMs.push(t2 - t1);
+      selectMs.push(t3 - t2);
+      if (ranked.some((r) => r.explanations.some((e) => e.includes('asked for')))) explained++;
+    }
+    return { intentMs, plainMs, selectMs, candidates: candidates.length, explained };
   },
 
   async shopModel({ profile, catalog: size, url, baselineUrl, events, samples, warmup }) {

@@ -33,6 +33,7 @@ import { shopKnowledgeFor, shopUntil } from './shop-publish.js';
 import type { ShopKnowledge } from 'atomem/shop';
 import { DEFAULT_CONFIG, type LifecycleEvent } from 'atomem/engine';
 import type { Dataset, Method, MethodContext, Privacy, RankCase } from './types.js';
+import type { Interaction } from 'atomem/engine';
 
 /**
  * The reasoner the benchmark's agents use: rules (default), or `atomem.reasoner=llm` with
@@ -149,7 +150,13 @@ function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
   const partial: Record<string, unknown> = {};
   const weights: Record<string, number> = {};
   const shopWeights: Record<string, number> = {};
+  const intentWeights: Record<string, number> = {};
   for (const key of Object.keys(params)) {
+    if (key.startsWith('atomem.iw.')) {
+      // intent weights (setting instruct): atomem.iw.intent, .intentTerms, .intentCategories, .intentMemory
+      intentWeights[key.slice('atomem.iw.'.length)] = paramNumber(params, key)!;
+      continue;
+    }
     if (!key.startsWith('atomem.') || ['atomem.itemVectors', 'atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
@@ -158,8 +165,8 @@ function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
     else if (knob.startsWith('sw.')) shopWeights[knob.slice(3)] = n;
     else partial[knob] = n;
   }
-  resolveConfig({ ...(partial as Partial<AtomemConfig>), weights, shopWeights }); // validate early
-  return { ...(partial as Partial<AtomemConfig>), weights, shopWeights };
+  resolveConfig({ ...(partial as Partial<AtomemConfig>), weights, shopWeights, intentWeights }); // validate early
+  return { ...(partial as Partial<AtomemConfig>), weights, shopWeights, ...(Object.keys(intentWeights).length ? { intentWeights } : {}) };
 }
 
 /** `atomem.itemVectors` (CLI `--item-vectors`): `hybrid` (default: the shop's published model) or `content`. */
@@ -224,11 +231,25 @@ export class AtomemMethod implements Method {
   private ops: Record<string, number> = {};
   private trainingEvents = 0;
 
+  /** Setting `instruct`: rank with the case's stated intent (false for `atomem-no-intent`). */
+  private readonly useIntent: boolean;
+  /** Setting `evolving`: each simulated device's clock, moved to the interaction it just observed. */
+  private readonly clocks = new Map<string, number>();
+
+  /** Setting `evolving` with a language model: the cost counters at the first ranking of the current step. */
+  private stepMark: { step: number; total: ReturnType<typeof zeroCosts> } | undefined;
+  /** Setting `evolving` with a language model: model use per step (its rankings + the observations after it). */
+  private llmPerStep: { step: number; calls: number; requests: number; promptTokens: number; outputTokens: number; ms: number }[] = [];
+  /** Setting `evolving`: learn from each revealed interaction (false for `atomem-frozen`). */
+  private readonly learnsOnline: boolean;
+
   /**
    * @param mode ablations of the memory's structure; `variant` ablations of what the method
    *   reads (item vectors, the SASRec model, ranking weights) — see {@link ABLATIONS}.
    */
-  constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}, variant: { itemVectors?: 'content'; sasrec?: false; ablation?: AblationInfo; weights?: (cfg: { weights: Record<string, number>; shopWeights: Record<string, number> }) => void } = {}) {
+  constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}, variant: { itemVectors?: 'content'; sasrec?: false; ablation?: AblationInfo; weights?: (cfg: { weights: Record<string, number>; shopWeights: Record<string, number> }) => void; intent?: boolean; observe?: boolean } = {}) {
+    this.useIntent = variant.intent ?? true;
+    this.learnsOnline = variant.observe ?? true;
     this.name = opts.name;
     this.privacy = opts.privacy;
     this.params = opts.params;
@@ -311,7 +332,7 @@ export class AtomemMethod implements Method {
     for (const [user, t] of trained) {
       // why: training does not depend on the privacy level, so runs share it; each run gets its own copy.
       const lastAt = t.lastAt;
-      const agent = this.agent({ items, state: structuredClone(t.state), clock: () => lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
+      const agent = this.agent({ items, state: structuredClone(t.state), clock: () => this.clocks.get(user) ?? lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
       this.forwardCorrect += t.correct;
       this.forwardSteps += t.steps;
       this.trainingEvents += t.steps;
@@ -394,10 +415,30 @@ export class AtomemMethod implements Method {
     return p;
   }
 
+  /** Every simulated device's model costs, summed. */
+  private llmTotal(): ReturnType<typeof zeroCosts> {
+    const total = zeroCosts();
+    for (const r of this.reasoners) addCosts(total, r.costs().total);
+    return total;
+  }
+
+  /** Close the current step's cost window (setting `evolving` with a model). */
+  private closeStep(): void {
+    if (!this.stepMark) return;
+    const now = this.llmTotal();
+    const m = this.stepMark.total;
+    this.llmPerStep.push({ step: this.stepMark.step, calls: now.calls - m.calls, requests: now.requests - m.requests, promptTokens: now.promptTokens - m.promptTokens, outputTokens: now.outputTokens - m.outputTokens, ms: now.ms - m.ms });
+    this.stepMark = undefined;
+  }
+
   async rank(c: RankCase): Promise<string[]> {
+    if (this.llm && c.step !== undefined && this.stepMark?.step !== c.step) {
+      this.closeStep();
+      this.stepMark = { step: c.step, total: this.llmTotal() };
+    }
     const agent = this.agents.get(c.user);
     if (!agent) return [...c.candidates];
-    const recs = await agent.recommend(c.candidates, { now: c.now });
+    const recs = await agent.recommend(c.candidates, { now: c.now, ...(this.useIntent && c.intent !== undefined ? { intent: c.intent } : {}) });
     if (this.dumpFile) {
       // why: offline tuning of the ranking weights on validation cases (refused on test in prepare).
       // in candidate (input) order, so re-scoring breaks ties the way rank() does
@@ -405,6 +446,17 @@ export class AtomemMethod implements Method {
       appendFileSync(this.dumpFile, JSON.stringify({ user: c.user, candidates: c.candidates.map((id) => [id, byId.get(id)]) }) + '\n');
     }
     return recs.map((r) => r.id);
+  }
+
+  /** Setting `evolving`: the device observes the interaction it was just tested on (memory updated, planner run). */
+  async observe(user: string, interaction: Interaction): Promise<void> {
+    const agent = this.agents.get(user);
+    // atomem-frozen: the evolving setting's control (does learning between steps help?)
+    if (!agent || !this.learnsOnline) return;
+    this.clocks.set(user, interaction.at);
+    await agent.observe(interaction);
+    // the LLM planner defers events to idle time; between two steps the device is idle (the worker's idleMs)
+    if (agent.hasPending()) await agent.idle();
   }
 
   /**
@@ -495,6 +547,8 @@ export class AtomemMethod implements Method {
         for (const op of OPERATIONS) addCosts(byOperation[op], c.byOperation[op]);
       }
       out.llm = { model: this.llm.id, ...total, byOperation };
+      this.closeStep();
+      if (this.llmPerStep.length) out.llmPerStep = this.llmPerStep;
     }
     if (this.release) {
       const r = this.release;
@@ -514,7 +568,15 @@ function mean(xs: number[]): number {
 }
 
 const levels: Privacy[] = ['off', 'contribute', 'embeddings', 'items'];
-registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities' });
+registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities (setting instruct: with the stated intent)' });
+registerMethod('atomem-no-intent', (o) => new AtomemMethod(o, {}, { intent: false }), {
+  privacyLevels: levels,
+  description: 'ablation for setting instruct: atomem ignoring the stated intent',
+});
+registerMethod('atomem-frozen', (o) => new AtomemMethod(o, {}, { observe: false }), {
+  privacyLevels: levels,
+  description: 'control for setting evolving: atomem whose memory does not learn between steps',
+});
 
 /** What an ablation row says it removed (`removes` in its JSON row, with `ablationOf: "atomem"`). */
 export interface AblationInfo {

@@ -8,7 +8,9 @@
  *    and `use-lite` cold again on a first visit with the shop's precomputed catalog vectors
  *    (`catalogVectors`, made once in the page before the clock starts and served by Vite) —
  *    baseline: the use-lite cold start without them;
- * 2. `await atomem.track()` round trip p50/p95 — baseline: a bare Comlink round trip;
+ * 2. `await atomem.track()` round trip p50/p95 — baseline: a bare Comlink round trip; then, on the
+ *    use-lite instance, `recommend(10 candidates, { intent })` p50/p95 with a new intent text each
+ *    call (its USE-lite embedding included) — baseline: `recommend(same candidates)` interleaved;
  * 3. `MemoryStore.load()` of 1,000 atomic memories (512-d) from IndexedDB — baseline:
  *    `structuredClone` of the same state (JSON.parse of it as JSON is shown beside);
  * 4. USE-lite texts/s on 256 product titles + descriptions, batches of 64 — baseline: the
@@ -562,6 +564,8 @@ async function main(): Promise<void> {
     }
     const withVectors: number[] = [];
 
+    /** recommend with a stated intent (use-lite instance of each run), and without, interleaved. */
+    const intentRows = { intentMs: [] as number[], plainMs: [] as number[], selectMs: [] as number[], candidates: 0 };
     for (let r = 0; r < runs; r++) {
       {
         const { context, page } = await freshPage(browser, base);
@@ -601,6 +605,16 @@ async function main(): Promise<void> {
           if (s.warmEmbedderMs !== null) st.warmModel.push(s.warmEmbedderMs);
           const t = await call(page, 'track', { events: 200, warmup: 10 });
           starts[embedder].track.push(...t);
+          if (embedder === 'use-lite') {
+            // the stated intent on the instance that just learned 210 events: its USE-lite embedding included
+            const it = await call(page, 'intent', { samples: 30, warmup: 3 });
+            if (it.explained === 0) throw new Error('recommend with an intent explained no item by the intent');
+            intentRows.intentMs.push(...it.intentMs);
+            intentRows.plainMs.push(...it.plainMs);
+            intentRows.selectMs.push(...it.selectMs);
+            intentRows.candidates = it.candidates;
+            log(`run ${r + 1}/${runs}: recommend(${it.candidates}, { intent }) p50 ${fmtMs(pct(it.intentMs, 50))}, without intent ${fmtMs(pct(it.plainMs, 50))}, intentMemories alone ${fmtMs(pct(it.selectMs, 50))}`);
+          }
           await call(page, 'cleanup');
           const model = (ms: number | null): string => (ms === null ? '' : ` (embedder ready at ${fmtMs(ms)})`);
           log(`run ${r + 1}/${runs}: ${embedder} start cold ${fmtMs(s.coldMs)}${model(s.coldEmbedderMs)}, warm ${fmtMs(s.warmMs)}${model(s.warmEmbedderMs)}; track p50 ${fmtMs(pct(t, 50))} (mean of the first 20 ${fmtMs(mean(t.slice(0, 20)))}, of the last 20 ${fmtMs(mean(t.slice(-20)))})`);
@@ -711,6 +725,20 @@ async function main(): Promise<void> {
     for (const embedder of ['hashing', 'use-lite'] as const) {
       add(`track() round trip, ${embedder} (durable in IndexedDB, ${starts[embedder].track.length / runs} events/run)`, starts[embedder].track, 'ms', 'bare Comlink round trip (p50 of 10-call means)', pct(comlink, 50));
     }
+    add(
+      `recommend(${intentRows.candidates} candidates, { intent }), use-lite, after 210 events (the intent embedded by USE-lite each call, memories selected, intent signals)`,
+      intentRows.intentMs,
+      'ms',
+      'recommend(the same candidates) without an intent, same instance, interleaved',
+      pct(intentRows.plainMs, 50),
+    );
+    add(
+      '… of which: intentMemories(intent) alone (the USE-lite embedding of the intent + memory selection, one RPC)',
+      intentRows.selectMs,
+      'ms',
+      'recommend(the same candidates) without an intent, same instance, interleaved',
+      pct(intentRows.plainMs, 50),
+    );
     add(
       `IndexedDB MemoryStore.load() of ${idb.memories.toLocaleString("en-US")} memories (512-d), fresh connection`,
       idb.loadMs,

@@ -12,7 +12,7 @@ import { ablationsFor, benchItemVectors } from './atomem-method.js';
 import { DatasetError, DEFAULT_KCORE, loadDataset } from './datasets.js';
 import { defaultMethods, methodFactories, PRIVACY_LEVELS } from './methods.js';
 import { DEFAULT_SEED } from './protocol.js';
-import { BenchUsageError, markdownTable, pairedTable, runBenchmark, type ProgressEvent } from './run.js';
+import { BenchUsageError, contrastsTable, markdownTable, pairedTable, runBenchmark, type ProgressEvent } from './run.js';
 import type { DatasetFormat, Privacy, Setting } from './types.js';
 import { addCosts, zeroCosts, type OperationCosts } from 'atomem/engine';
 
@@ -240,6 +240,16 @@ export async function main(argv: string[]): Promise<number> {
         process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${ps.map((p) => p.ndcg10.toFixed(3)).join(' | ')} | ${r.ndcg10.toFixed(3)} |\n`);
       }
     }
+    const costRows = result.results.filter((r) => Array.isArray(r.llmPerStep));
+    if (costRows.length) {
+      process.stdout.write('\n| method | privacy | step | model calls (its rankings + the memory updates after it) | operations | prompt tokens | output tokens | model seconds |\n|---|---|---:|---:|---:|---:|---:|---:|\n');
+      for (const r of costRows) {
+        for (const c of r.llmPerStep as { step: number; calls: number; requests: number; promptTokens: number; outputTokens: number; ms: number }[]) {
+          process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${c.step} | ${c.calls} | ${c.requests} | ${c.promptTokens} | ${c.outputTokens} | ${(c.ms / 1000).toFixed(1)} |\n`);
+        }
+      }
+    }
+    if (result.contrasts.length) process.stdout.write(`\nThe setting's contrasts (per user, paired bootstrap over users):\n\n${contrastsTable(result.contrasts)}\n`);
     const details = detailsTable(result);
     if (details) process.stdout.write(`\n${details}\n`);
     const cycles = result.results.filter((r) => r.lifecyclePer1000 !== undefined);
@@ -276,7 +286,7 @@ export async function main(argv: string[]): Promise<number> {
       }
     }
     if (o.json) {
-      writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir, itemVectors: o.itemVectors, shopLogUntil: o.shopLogUntil ?? 1 }, results: result.results, paired: result.paired }, null, 2)}\n`);
+      writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir, itemVectors: o.itemVectors, shopLogUntil: o.shopLogUntil ?? 1 }, results: result.results, paired: result.paired, contrasts: result.contrasts }, null, 2)}\n`);
     }
     return 0;
   } catch (e) {

@@ -6,6 +6,7 @@
 import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
 import {
   actionWeight,
+  salience,
   appendEvent,
   createState,
   extract,
@@ -15,15 +16,15 @@ import {
   pendingCount,
   reinforce,
   resynthesize,
-  salience,
   validateInteraction,
   weaken,
   type OpContext,
 } from '../core/memory.js';
 import { rulesPlanner, type PlanContext, type Planner } from '../core/planner.js';
-import { rank, type Candidate, type RankedItem, type RecentSignal } from '../core/rank.js';
+import { rank, type Candidate, type RankedItem, type Reason, type RecentSignal } from '../core/rank.js';
+import { cleanIntent, intentTerms, selectIntentMemories, termMatch, type IntentMemory } from '../core/intent.js';
 import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
-import { meanNormalized } from '../core/vector.js';
+import { dot, meanNormalized } from '../core/vector.js';
 import { explain } from '../core/explain.js';
 import type { AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile, SharedCopyRef } from '../core/types.js';
 import type { SharedIndex, SharedMemoryUpload } from '../community/types.js';
@@ -82,6 +83,30 @@ export function spaceDefaults(items: ItemVectors, config: AgentOptions['config']
   if (!shop) return { tau: tauFor(items.embedderId) };
   const base = resolveConfig(config);
   return { tau: shop.pairQuantile(base.shopTauQuantile), mergeThreshold: shop.pairQuantile(base.shopMergeQuantile) };
+}
+
+/** Options of {@link MemoryAgent.recommend}. */
+export interface RecommendOpts {
+  /** "Now" for recency decay (default: the agent's clock). */
+  now?: number;
+  /** Rerank the top this-many listwise with the reasoner (default 0: off; rules keep the order). */
+  rerank?: number;
+  /**
+   * The shopper's stated intent, e.g. "a gift for my dad, he hikes" (at most
+   * `INTENT_MAX_CHARS` characters; control characters are removed; non-string, empty or
+   * over-long → `InvalidIntentError`). Embedded on the device in the content space, it selects
+   * the memories that bear on it and adds the intent signals (`config.intentWeights`) to the
+   * ranking. Used for this call only: never stored, never sent.
+   */
+  intent?: string;
+}
+
+/** The memories a stated intent selected (see {@link MemoryAgent.intentMemories}). */
+export interface IntentSelection {
+  /** The intent as used (cleaned). */
+  intent: string;
+  /** Best first. */
+  memories: { memoryId: string; content: string; category: string; similarity: number }[];
 }
 
 /** Key of the shared profile record in the sharing state (never a memory id: those are UUIDs). */
@@ -253,11 +278,15 @@ export class MemoryAgent {
     return { correct, steps: history.length };
   }
 
-  /** Rank candidate item ids with explanations (unknown ids → UnknownItemError). */
-  async recommend(candidates: readonly string[], opts: { now?: number; rerank?: number } = {}): Promise<Recommendation[]> {
+  /**
+   * Rank candidate item ids with explanations (unknown ids → UnknownItemError). With
+   * `opts.intent`, the stated intent conditions the ranking (see {@link RecommendOpts.intent}).
+   */
+  async recommend(candidates: readonly string[], opts: RecommendOpts = {}): Promise<Recommendation[]> {
     if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
     const rerankN = opts.rerank ?? 0;
     if (!Number.isInteger(rerankN) || rerankN < 0) throw new TypeError(`rerank must be an integer ≥ 0, got ${String(opts.rerank)}`);
+    const intentText = opts.intent === undefined ? undefined : cleanIntent(opts.intent);
     const seen = new Set<string>();
     for (const id of candidates) {
       if (seen.has(id)) throw new TypeError(`candidates contain "${id}" twice`);
@@ -281,16 +310,132 @@ export class MemoryAgent {
     const now = opts.now ?? this.clock();
     // the shop's published model scores the candidates from this shopper's own events (nothing leaves the device)
     const shop = this.items.shop;
-    const extra = shop ? shop.signals(this.state.events, ids, now, String(this.state.nextSeq)) : undefined;
-    const ranked = rank(
-      { memories: this.state.memories, candidates: cands, recent, communities: this.communities, now, extra, weights: (shop ? this.config.shopWeights : this.config.weights) as Readonly<Record<string, number>> },
-      this.config,
-    );
+    const extra: Record<string, ArrayLike<number>> = shop ? { ...shop.signals(this.state.events, ids, now, String(this.state.nextSeq)) } : {};
+    let weights = (shop ? this.config.shopWeights : this.config.weights) as Readonly<Record<string, number>>;
+    let extraReasons: Reason[][] | undefined;
+    if (intentText !== undefined) {
+      const signals = await this.intentSignals(intentText, ids, cands, now);
+      Object.assign(extra, signals.extra);
+      extraReasons = signals.reasons;
+      weights = { ...weights, ...this.config.intentWeights };
+    }
+    const ranked = rank({ memories: this.state.memories, candidates: cands, recent, communities: this.communities, now, extra, weights, extraReasons }, this.config);
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
     const out = ranked.map((r) => ({ ...r, explanations: explain(r, titleOf) }));
     const top = Math.min(rerankN, out.length);
     if (top < 2 || this.reasoner === this.rules) return out;
-    return [...(await this.rerankTop(out.slice(0, top))), ...out.slice(top)];
+    return [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
+  }
+
+  /**
+   * The memories a stated intent selects (STEAM-style retrieval with the intent as the query, over
+   * the memories' content centroids), for inspection. Same validation as `recommend`'s intent;
+   * nothing is stored.
+   */
+  async intentMemories(intent: string): Promise<IntentSelection> {
+    const text = cleanIntent(intent);
+    const { selected } = await this.intentQuery(text);
+    return { intent: text, memories: selected.map((s) => ({ memoryId: s.memory.id, content: s.memory.content, category: s.memory.category, similarity: s.similarity })) };
+  }
+
+  /** Embed the (clean) intent in the content space and select the memories that bear on it. */
+  private async intentQuery(text: string): Promise<{ vector: Float32Array; selected: IntentMemory[] }> {
+    const { vector } = await this.items.embedText(text);
+    // why: with the shop's model loaded, memory vectors live in its collaborative space; the intent
+    // is text, so memories are compared through their items' content centroid instead.
+    const centroids = new Map<string, Float32Array>();
+    const contentId = this.items.contentSpaceId;
+    for (const m of this.state.memories) {
+      if (m.strength <= 0) continue;
+      if (m.embedding.embedderId === contentId) {
+        centroids.set(m.id, m.embedding.vector);
+        continue;
+      }
+      const known = m.items.filter((id) => this.items.has(id));
+      if (known.length === 0) continue;
+      centroids.set(m.id, meanNormalized((await this.items.contentVectorsOf(known)).map((e) => e.vector)));
+    }
+    // why: "bears on it" = closer to the intent than the catalog's average item is (cosines spread
+    // differently per space: around 0 when centred, around 0.5 in raw USE-lite)
+    const average = dot(vector, await this.items.contentMean());
+    const selected = selectIntentMemories(this.state.memories, vector, (m) => centroids.get(m.id), this.config.intentMemories, Math.max(this.config.intentMinSimilarity, average));
+    return { vector, selected };
+  }
+
+  /**
+   * The intent's signals per candidate (see `AtomemConfig.intentWeights`) and the reasons that say
+   * how the intent and the memory met.
+   */
+  private async intentSignals(text: string, ids: readonly string[], cands: readonly Candidate[], now: number): Promise<{ extra: Record<string, Float64Array>; reasons: Reason[][] }> {
+    const { vector, selected } = await this.intentQuery(text);
+    const content = await this.items.contentVectorsOf(ids);
+    const terms = new Set(intentTerms(text));
+    const n = ids.length;
+    const intent = new Float64Array(n);
+    const covered = new Float64Array(n);
+    const categories = new Float64Array(n);
+    const memory = new Float64Array(n);
+    const best: (IntentMemory | undefined)[] = new Array(n);
+    const bestCos = new Float64Array(n);
+    const space = this.items.embedderId;
+    const sel = selected.filter((s) => s.memory.embedding.embedderId === space).map((s) => ({ ...s, w: salience(this.config, s.memory, now) * Math.max(0, s.similarity) }));
+    for (let i = 0; i < n; i++) {
+      intent[i] = dot(vector, content[i].vector);
+      const t = termMatch(terms, this.items.item(ids[i]));
+      covered[i] = t.covered;
+      categories[i] = t.categories;
+      let top = 0;
+      for (const s of sel) {
+        const cos = dot(s.memory.embedding.vector, cands[i].vector);
+        const v = s.w * cos;
+        memory[i] += v;
+        if (v > top) {
+          top = v;
+          best[i] = s;
+          bestCos[i] = cos;
+        }
+      }
+    }
+    const w = this.config.intentWeights;
+    const z = standardize;
+    const zi = z(intent), zc = z(covered), zk = z(categories), zm = z(memory);
+    const reasons: Reason[][] = [];
+    for (let i = 0; i < n; i++) {
+      const textPart = (w.intent ?? 0) * zi[i] + (w.intentTerms ?? 0) * zc[i] + (w.intentCategories ?? 0) * zk[i];
+      const memoryPart = (w.intentMemory ?? 0) * zm[i];
+      const list: Reason[] = [];
+      // the intent met a memory: the candidate fits the intent and is like (cosine ≥ tau) a memory the intent
+      // selected — whatever intentMemory weighs, the memory's own signals rank it among the intent's items —
+      // or the intent-selected memory itself lifted it
+      const b = best[i];
+      const met = b !== undefined && ((textPart > 0 && bestCos[i] >= this.config.tau) || memoryPart > 0);
+      if (b && met) {
+        const item = await this.nearestItem(b.memory, cands[i].vector);
+        const action = item ? [...this.state.events].reverse().find((e) => e.item === item)?.action : undefined;
+        list.push({ kind: 'intent', intent: text, similarity: intent[i], contribution: memoryPart + Math.max(0, textPart), memoryId: b.memory.id, content: b.memory.content, ...(item ? { item } : {}), ...(action ? { action } : {}) });
+      } else if (textPart > 0) {
+        list.push({ kind: 'intent', intent: text, similarity: intent[i], contribution: textPart });
+      }
+      reasons.push(list);
+    }
+    return { extra: { intent, intentTerms: covered, intentCategories: categories, intentMemory: memory }, reasons };
+  }
+
+  /** The memory's linked item most like `vector` (item space), if any is still in the catalog. */
+  private async nearestItem(m: AtomicMemory, vector: Float32Array): Promise<string | undefined> {
+    const known = m.items.filter((id) => this.items.has(id));
+    if (known.length === 0) return undefined;
+    const vs = await this.items.vectorsOf(known);
+    let best = known[known.length - 1];
+    let bestSim = -Infinity;
+    vs.forEach((v, i) => {
+      const s = dot(v.vector, vector);
+      if (s > bestSim) {
+        bestSim = s;
+        best = known[i];
+      }
+    });
+    return best;
   }
 
   /**
@@ -298,11 +443,18 @@ export class MemoryAgent {
    * among the explanations. Scores are reassigned in the new order (the same set of scores, so
    * the list stays sorted by score). The rules reasoner (also the fallback) keeps the order.
    */
-  private async rerankTop(top: Recommendation[]): Promise<Recommendation[]> {
+  private async rerankTop(top: Recommendation[], intent?: string): Promise<Recommendation[]> {
     const memories = this.memories()
       .slice(0, 8)
       .map((m) => this.view(m));
-    const result = await this.reason((r) => r.rerank({ memories, candidates: top.map((t) => ({ id: t.id, item: this.items.item(t.id) })) }));
+    // ARS's ranker reads the profile, the recent events and the stated intent
+    const recent = this.state.events
+      .slice(-8)
+      .filter((e) => this.items.has(e.item))
+      .map((e) => ({ item: this.items.item(e.item), action: e.action }));
+    const profile = this.state.profile?.narrative.slice(0, this.config.profileMaxChars) || undefined;
+    const input = { memories, candidates: top.map((t) => ({ id: t.id, item: this.items.item(t.id) })), recent, ...(profile ? { profile } : {}), ...(intent !== undefined ? { intent } : {}) };
+    const result = await this.reason((r) => r.rerank(input));
     const byId = new Map(top.map((t) => [t.id, t]));
     return result.order.map((o, i) => {
       const t = byId.get(o.id)!;
@@ -678,4 +830,24 @@ export class MemoryAgent {
     out.forEach((e) => this.emit(e));
     return out;
   }
+}
+
+/** z-scores within the list (all 0 when the values are constant), as `combine` standardises. */
+function standardize(x: Float64Array): Float64Array {
+  const n = x.length;
+  const out = new Float64Array(n);
+  if (n === 0) return out;
+  let m = 0;
+  let maxAbs = 0;
+  for (const v of x) {
+    m += v;
+    maxAbs = Math.max(maxAbs, Math.abs(v));
+  }
+  m /= n;
+  let q = 0;
+  for (const v of x) q += (v - m) ** 2;
+  const sd = Math.sqrt(q / n);
+  if (sd === 0 || sd < 1e-9 * maxAbs) return out;
+  for (let i = 0; i < n; i++) out[i] = (x[i] - m) / sd;
+  return out;
 }

@@ -32,6 +32,7 @@ export type {
   PrivacyLevel,
   SyncReport,
   ProgressEvent,
+  IntentMemoriesResult,
   RecommendOptions,
   RecommendationResult,
   SerializedError,
@@ -209,6 +210,7 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
   return {
     track: async (interaction) => (await engine()).track(interaction),
     recommend: async (candidates, opts) => (await engine()).recommend(candidates, opts),
+    intentMemories: async (intent) => (await engine()).intentMemories(intent),
     memories: async () => (await engine()).memories(),
     profile: async () => (await engine()).profile(),
     forget: async (memoryId) => (await engine()).forget(memoryId),

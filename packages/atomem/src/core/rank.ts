@@ -4,7 +4,7 @@
  * and collaborative signals that contributed, largest first.
  */
 import type { AtomemConfig, RankWeights } from './config.js';
-import type { AtomicMemory } from './types.js';
+import type { Action, AtomicMemory } from './types.js';
 import { decay } from './memory.js';
 import { retrieve, type CommunityContext, type KnownCommunity } from './retrieve.js';
 import { dot } from './vector.js';
@@ -29,7 +29,13 @@ export type Reason =
   | { kind: 'recent'; item: string; similarity: number; contribution: number }
   | { kind: 'community'; communityId: string; summary: string; size: number; contribution: number }
   | { kind: 'popular'; share: number; contribution: number }
-  | { kind: 'alsoPicked'; share: number; contribution: number };
+  | { kind: 'alsoPicked'; share: number; contribution: number }
+  /**
+   * The shopper's stated intent: it matches the candidate (`similarity`: cosine to the intent) and,
+   * with `memoryId`, meets one of the memories the intent selected (`item`: that memory's item
+   * most like the candidate, `action`: what the shopper did with it).
+   */
+  | { kind: 'intent'; intent: string; similarity: number; contribution: number; memoryId?: string; content?: string; item?: string; action?: Action };
 
 /** One number per signal: the memory's (one per {@link RankWeights} key) and any extra ones (the shop model's). */
 export type Features = Record<keyof RankWeights, number> & Record<string, number>;
@@ -55,6 +61,8 @@ export interface RankInput {
   extra?: Readonly<Record<string, ArrayLike<number>>>;
   /** Weights to combine with (default `cfg.weights`; the agent passes `cfg.shopWeights` when a shop model is loaded). */
   weights?: Readonly<Record<string, number>>;
+  /** Reasons behind the `extra` signals, per candidate (same order); placed before the ranker's own (e.g. the stated intent's). */
+  extraReasons?: ReadonlyArray<readonly Reason[]>;
 }
 
 /**
@@ -196,7 +204,8 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   const out = input.candidates.map((c, i) => {
     const { f, reasons } = features(input, cfg, c, all, votes, i);
     for (const [name, values] of Object.entries(input.extra ?? {})) f[name] = values[i];
-    return { id: c.id, score: 0, features: f, reasons };
+    const given = input.extraReasons?.[i];
+    return { id: c.id, score: 0, features: f, reasons: given?.length ? [...given, ...reasons] : reasons };
   });
   const weights = input.weights ?? cfg.weights;
   const scores = combine(out.map((o) => o.features), weights as Readonly<Record<string, number>>);

@@ -1,4 +1,4 @@
-import type { Item } from '../core/types.js';
+import type { Action, Item } from '../core/types.js';
 
 /** The part of a memory a reasoner may read (no embeddings, no ids of other users). */
 export interface MemoryView {
@@ -82,6 +82,12 @@ export interface RerankInput {
   memories: MemoryView[];
   /** Candidates in the engine's order. */
   candidates: { id: string; item: Item }[];
+  /** The profile narrative (ARS's tier 3), if one was synthesised. */
+  profile?: string;
+  /** The shopper's latest events, oldest first (ARS: the ranker reads the recent events). */
+  recent?: { item: Item; action: Action }[];
+  /** The shopper's stated intent (cleaned; data, never instructions). */
+  intent?: string;
 }
 
 /** A reranking: every candidate id exactly once, best first, each with a one-line reason. */

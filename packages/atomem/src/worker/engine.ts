@@ -41,6 +41,7 @@ import type {
   PrivacyLevel,
   PromptApiLoanInfo,
   RecommendationResult,
+  IntentMemoriesResult,
   RecommendOptions,
   SyncReport,
   TrackInput,
@@ -238,9 +239,14 @@ export class Engine implements EngineApi {
   recommend(candidates: string[], opts: RecommendOptions = {}): Promise<RecommendationResult[]> {
     return this.reading(async () => {
       if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
-      const ranked = await this.ready().agent.recommend(candidates, { rerank: opts.rerank });
+      // why: only the fields we know cross into the agent (the intent is used for this call and dropped)
+      const ranked = await this.ready().agent.recommend(candidates, { rerank: opts.rerank, ...(opts.intent !== undefined ? { intent: opts.intent } : {}) });
       return ranked.map((r) => ({ id: r.id, score: r.score, explanations: r.explanations }));
     });
+  }
+
+  intentMemories(intent: string): Promise<IntentMemoriesResult> {
+    return this.reading(async () => this.ready().agent.intentMemories(intent));
   }
 
   memories(): Promise<AtomicMemory[]> {

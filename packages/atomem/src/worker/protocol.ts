@@ -248,6 +248,23 @@ export interface RecommendOptions {
    * whenever the model fails or the call budget is spent. One model call per `recommend`.
    */
   rerank?: number;
+  /**
+   * The shopper's stated intent for this ranking, e.g. "a gift for my dad, he hikes" (at most 200
+   * characters; control characters are removed). Embedded in the worker with the content
+   * embedder, it selects the memories that bear on it and conditions the ranking; explanations
+   * say how intent and memory met. Never stored, never sent (docs/PRIVACY.md). A non-string,
+   * empty or over-long intent rejects with `InvalidIntentError` (its `reason`: `type`, `empty`
+   * or `too-long`).
+   */
+  intent?: string;
+}
+
+/** The memories a stated intent selects (for inspection; see `EngineApi.intentMemories`). */
+export interface IntentMemoriesResult {
+  /** The intent as used (control characters removed, whitespace collapsed). */
+  intent: string;
+  /** Best first: each memory's id, statement, category and cosine to the intent. */
+  memories: { memoryId: string; content: string; category: string; similarity: number }[];
 }
 
 /** A ranked candidate with readable explanations, best first. */
@@ -365,6 +382,8 @@ export interface EngineApi {
   track(interaction: TrackInput): Promise<void>;
   /** Rank candidate ids (unknown id → `UnknownItemError`). */
   recommend(candidates: string[], opts?: RecommendOptions): Promise<RecommendationResult[]>;
+  /** The memories a stated intent selects (same validation as `recommend`'s `intent`; nothing stored). */
+  intentMemories(intent: string): Promise<IntentMemoriesResult>;
   /** Atomic memories, most salient first. */
   memories(): Promise<AtomicMemory[]>;
   /** The profile narrative, or null before the first synthesis. */
