@@ -365,7 +365,7 @@ export class AtomemMethod implements Method {
   private train(ctx: MethodContext, items: ItemVectors): Promise<Map<string, Trained>> {
     // why without the ranking weights: training never ranks with them (the forward step is memory-only), so rankings that differ only in weights share one training
     const { weights: _w, shopWeights: _sw, ...trainingConfig } = this.config;
-    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, trainingConfig, this.llm?.id ?? 'rules', this.params['atomem.planner'] ?? 'llm']);
+    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, this.mode.merge ?? true, trainingConfig, this.llm?.id ?? 'rules', this.params['atomem.planner'] ?? 'llm']);
     let byKey = trainedCache.get(ctx.dataset);
     if (!byKey) trainedCache.set(ctx.dataset, (byKey = new Map()));
     let p = byKey.get(key);
@@ -567,7 +567,7 @@ export const ABLATIONS: Ablation[] = [
   {
     name: 'atomem-no-consolidation',
     removes: 'consolidation: every interaction forms a new memory (no reinforce, no merge in sweeps)',
-    make: (o, ablation) => new AtomemMethod(o, { consolidation: false }, { ablation }),
+    make: (o, ablation) => new AtomemMethod(o, { consolidation: false, merge: false }, { ablation }),
   },
   {
     name: 'atomem-single-summary',
