@@ -280,6 +280,10 @@ export class AtomemMethod implements Method {
       if ((ctx.target ?? 'test') === 'test') throw new BenchUsageError('feature dumps (atomem.dumpFeatures / ATOMEM_DUMP_FEATURES) are refused on test cases: add --validation');
       this.dumpFile = dump;
     }
+    if (this.itemVectors === 'hybrid' && this.params['atomem.indexUrl'] && this.mode.communities && this.privacy !== 'off') {
+      // why: a running service accepts one embedder id chosen at start, and a trained shop file's space id exists only after training
+      throw new BenchUsageError('--index-url needs --item-vectors content (the service is started for one embedder id; the shop file\'s space id is known only once it is trained)');
+    }
     const items = (this.items = await this.itemSpace(ctx));
     const v2 = this.mode.communities && this.privacy === 'contribute';
     const share = this.mode.communities && (this.privacy === 'embeddings' || this.privacy === 'items');
