@@ -320,6 +320,12 @@ function renderStatus(s: EngineStatus | undefined): void {
     ...(tried ? row('models tried', tried) : []),
     ...row('WebGPU', gpu),
     ...row('last progress', progress),
+    ...row(
+      'ranking',
+      s.catalog?.shop
+        ? `the shop's model (catalog vector file v${s.catalog.version}, ${s.catalog.shop.items} products${s.catalog.shop.sequence ? ` + ${s.catalog.shop.sequence}` : ''}${s.catalog.shop.epsilon !== null ? `, ε ${s.catalog.shop.epsilon}` : ''}; ${s.catalog.source}), over this shopper's own events, on this device`
+        : 'content vectors only (no shop model in the catalog vector file)',
+    ),
     ...row('storage', `${s.storage.degraded ? 'in memory (quota)' : 'IndexedDB'}${s.storage.persisted ? ', persistent' : ''}`),
     ...row('sharing', s.sync ? `${s.sync.privacy} → ${s.sync.url} (${s.sync.pending} queued${s.sync.lastError ? `, error: ${s.sync.lastError}` : ''})` : 'no index'),
   );

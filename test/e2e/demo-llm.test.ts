@@ -161,7 +161,8 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
     modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`;
     demo = await startDemo({ ATOMEM_OPENAI_URL: modelUrl, ATOMEM_OPENAI_MODEL: MODEL_NAME, ATOMEM_OPENAI_KEY: API_KEY, ATOMEM_LLM_BUDGET: '60/20' });
     ({ context, page, seen } = await newContext());
-  }, 60_000);
+    // why 180 s: a fresh data folder's first start also trains the shop model on the demo's order log
+  }, 180_000);
 
   afterAll(async () => {
     await context?.close();
@@ -353,7 +354,8 @@ describe.skipIf(!existsSync(GGUF))('the demo with a GGUF served by the demo serv
   beforeAll(async () => {
     demo = await startDemo({ ATOMEM_GGUF: GGUF, ATOMEM_LLM_BUDGET: '40/20' });
     ({ context, page, seen } = await newContext());
-  }, 60_000);
+    // why 180 s: a fresh data folder's first start also trains the shop model on the demo's order log
+  }, 180_000);
 
   afterAll(async () => {
     await context?.close();

@@ -97,6 +97,8 @@ describe('the demo shop in headless Chromium', () => {
     const status = await page.locator('#status').innerText();
     expect(status).toMatch(/catalog ready/);
     expect(status).not.toMatch(/catalog ready \d+\/\d+ items/);
+    // the file is v2: the shop model learned from the demo's made-up order log ranks on the device
+    expect(status).toMatch(/the shop's model \(catalog vector file v2, 300 products \+ sasrec; download\)/);
     expect(offsite).toEqual([]);
   }, 180_000);
 

@@ -24,7 +24,7 @@ describe('benchmark through the wire (atomem.indexUrl)', () => {
     dir = mkdtempSync(join(tmpdir(), 'atomem-index-'));
     // the bench's embedder id for this dataset (hashing, not centred), as the service must be started with
     const embedderId = new ItemVectors(createHashingEmbedder({ dim: 256 }), []).embedderId;
-    service = createIndexService({ legacyV1: true, dataDir: dir, embedderIds: [embedderId], minCommunitySize: 2, itemNoise: 0, tau: 0.3, maxMembers: 200, logger: false, rateLimit: false });
+    service = createIndexService({ legacyV1: true, dataDir: dir, embedderIds: [embedderId], embedderDims: { [embedderId]: 256 }, minCommunitySize: 2, itemNoise: 0, tau: 0.3, maxMembers: 200, logger: false, rateLimit: false });
     url = await service.listen({ port: 0, host: '127.0.0.1' });
   });
 

@@ -295,7 +295,7 @@ export class AtomemMethod implements Method {
         throw new Error(`atomem.indexUrl ${url}: the service does not answer (${e.message})`);
       });
       if (!health.embedderIds.includes(items.embedderId)) {
-        throw new Error(`atomem.indexUrl ${url} does not accept embedder ${items.embedderId}: start it with --embedder '${items.embedderId}'`);
+        throw new Error(`atomem.indexUrl ${url} does not accept embedder ${items.embedderId}: start it with --embedder '${items.embedderId}=<its dimension>'`);
       }
       if (health.memories > 0) process.stderr.write(`warning: the index at ${url} already holds ${health.memories} memories: results mix with them\n`);
     } else if (share) {
