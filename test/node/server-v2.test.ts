@@ -97,6 +97,9 @@ describe('index service v2', () => {
     svc.v2!.store.publish(3, JSON.stringify({ v: 2, epoch: 3 }));
     const after = (await (await fetch(`${url}/v2/health`)).json()) as { latestRelease: number | null };
     expect(after.latestRelease).toBe(3);
+    // `latest` must be revalidated (it changes with every epoch); an epoch's own release is immutable
+    expect((await fetch(`${url}${INDEX_V2_PATHS.latest}`)).headers.get('cache-control')).toBe('public, no-cache');
+    expect((await fetch(`${url}/v2/releases/3`)).headers.get('cache-control')).toMatch(/immutable/);
   });
 
   it('reports in, one immutable aggregate release per epoch out', async () => {

@@ -392,7 +392,9 @@ export function registerV2(
     const sendRelease = (reply: FastifyReply, e: number | undefined, immutable: boolean) => {
       const body = e === undefined ? undefined : store.release(e);
       if (body === undefined) return extra.fail(reply, 404, 'not_found', e === undefined ? 'no release published yet' : `no release for epoch ${e}`);
-      reply.header('cache-control', immutable ? 'public, max-age=31536000, immutable' : 'public, max-age=300');
+      // why: `latest` changes when an epoch is published; a cached copy would hand a device last epoch's
+      // release (`no-cache` = revalidate every time; the ETag names the epoch)
+      reply.header('cache-control', immutable ? 'public, max-age=31536000, immutable' : 'public, no-cache');
       reply.header('etag', `"release-${e}"`);
       return reply.type('application/json').send(body);
     };
