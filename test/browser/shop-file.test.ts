@@ -96,9 +96,11 @@ async function watchNetwork(): Promise<{ urls: () => string[]; stop: () => Promi
   return { urls: () => [...byId.values()], stop };
 }
 
+// why: the purchase is the latest event — the shop model's sequence signals (SASRec, Markov, vecRecent) weigh
+// what came last, and in the log skillet viewers buy the other pans
 const shopper = async (a: Atomem) => {
-  await a.track({ item: 'p-wok', action: 'purchase', at: 1_000 });
-  await a.track({ item: 'p-skillet', action: 'view', at: 2_000 });
+  await a.track({ item: 'p-skillet', action: 'view', at: 1_000 });
+  await a.track({ item: 'p-wok', action: 'purchase', at: 2_000 });
 };
 
 describe('the shop model in the catalog vector file (v2)', () => {
