@@ -291,7 +291,16 @@ export class MemoryAgent {
     const memories = this.memories()
       .slice(0, 8)
       .map((m) => this.view(m));
-    const result = await this.reason((r) => r.rerank({ memories, candidates: top.map((t) => ({ id: t.id, item: this.items.item(t.id) })) }));
+    // ARS: ranking consumes the profile narrative plus the recent events (the rules path uses the profile as a vector signal)
+    const narrative = this.state.profile?.narrative.slice(0, this.config.profileMaxChars);
+    const recent = this.state.events
+      .slice(-Math.max(1, this.config.recentEvents))
+      .filter((e) => this.items.has(e.item))
+      .slice(-10)
+      .map((e) => ({ item: this.items.item(e.item), action: e.action }));
+    const result = await this.reason((r) =>
+      r.rerank({ memories, ...(narrative ? { profile: narrative } : {}), recent, candidates: top.map((t) => ({ id: t.id, item: this.items.item(t.id) })) }),
+    );
     const byId = new Map(top.map((t) => [t.id, t]));
     return result.order.map((o, i) => {
       const t = byId.get(o.id)!;

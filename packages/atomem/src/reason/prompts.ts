@@ -46,7 +46,7 @@ export const LIMITS = {
 } as const;
 
 /** Caps on the data put into prompts. */
-const DATA = { title: 120, category: 40, categories: 4, itemsPerMemory: 8, memories: 12, prototypeItems: 8, planCandidates: 8, rerankItems: 20, rerankMemories: 8 } as const;
+const DATA = { title: 120, category: 40, categories: 4, itemsPerMemory: 8, memories: 12, prototypeItems: 8, planCandidates: 8, rerankItems: 20, rerankMemories: 8, rerankRecent: 10 } as const;
 
 /** Most merge (and, separately, forget) candidates one `planLifecycle` prompt carries; most candidates one `rerank` prompt reorders. */
 export const PROMPT_CAPS = { planCandidates: DATA.planCandidates, rerankItems: DATA.rerankItems } as const;
@@ -343,12 +343,18 @@ export interface RerankPrompt extends BuiltPrompt {
 }
 
 /**
- * `rerank@1`: the strongest memories' statements (no items) and, under labels in the engine's
- * order, the candidates' titles and categories. No ids, no history.
+ * `rerank@2`: ARS's ranking context — the profile narrative (capped at {@link LIMITS.narrative}
+ * characters), the last few events (title, categories and the action: viewed, added to cart,
+ * bought, …), the strongest memories' statements (no items) — and, under labels in the engine's
+ * order, the candidates' titles and categories. No ids. (v2: profile and recent events added.)
  */
 export function rerankPrompt(input: RerankInput): RerankPrompt {
   const candidates = input.candidates.slice(0, DATA.rerankItems);
+  const profile = input.profile ? cleanData(input.profile, LIMITS.narrative) : '';
+  const recent = (input.recent ?? []).slice(-DATA.rerankRecent).map((e) => ({ ...itemData(e.item), action: cleanData(e.action, 12) }));
   const data = {
+    ...(profile ? { profile } : {}),
+    ...(recent.length ? { recentEvents: recent } : {}),
     memories: input.memories.slice(0, DATA.rerankMemories).map((m) => ({
       statement: cleanData(m.content, LIMITS.content),
       category: cleanData(m.category, LIMITS.category),
@@ -358,11 +364,11 @@ export function rerankPrompt(input: RerankInput): RerankPrompt {
   };
   const schema = rerankSchema(candidates.length);
   const task = [
-    "Task: order the candidates for this shopper, best first, using their memories (negative strength means they avoid it). The candidates come in the engine's order; keep it where the memories say nothing.",
+    "Task: order the candidates for this shopper, best first, using their profile (a summary of their tastes), their recent events (oldest first; purchase and cart say more than click or view) and their memories (negative strength means they avoid it). The candidates come in the engine's order; keep it where these say nothing.",
     `ranking: every candidate label exactly once; why: one line of at most ${LIMITS.why} characters the shopper will read, e.g. "Because you like …".`,
   ].join('\n');
   return {
-    id: 'rerank@1',
+    id: 'rerank@2',
     operation: 'rerank',
     messages: messages(task, data, schema),
     schema,

@@ -1,4 +1,4 @@
-import type { Item } from '../core/types.js';
+import type { Action, Item } from '../core/types.js';
 
 /** The part of a memory a reasoner may read (no embeddings, no ids of other users). */
 export interface MemoryView {
@@ -80,6 +80,13 @@ export interface PlanDecision {
 export interface RerankInput {
   /** Strongest memories first. */
   memories: MemoryView[];
+  /**
+   * ARS's profile narrative (tier 3, the last resynthesis), truncated to `profileMaxChars`;
+   * absent before the first synthesis.
+   */
+  profile?: string;
+  /** The shopper's most recent events (tier 1), oldest first: the item and what was done with it. */
+  recent?: { item: Item; action: Action }[];
   /** Candidates in the engine's order. */
   candidates: { id: string; item: Item }[];
 }
