@@ -68,6 +68,15 @@ export interface AtomemConfig {
   shareProfile: boolean;
   /** Liked events the shared profile record is built from. */
   profileShareEvents: number;
+  /**
+   * Diversification of the first row by interest coverage (`core/diversify.ts`, xQuAD over the
+   * shopper's positive memories): λ in [0, 1], 0 = off (the ranker's order). A multi-interest
+   * shopper's first `diversityDepth` cards then cover each strong interest.
+   * `recommend(ids, { diversify: false })` turns it off per call.
+   */
+  diversity: number;
+  /** Positions the diversification re-orders (the first row of a shelf). */
+  diversityDepth: number;
   /** Ranking weights (see `rank.ts`) when the item space is the content embedder's. */
   weights: RankWeights;
   /**
@@ -122,6 +131,8 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   shareRecentEvents: 10,
   shareProfile: true,
   profileShareEvents: 20,
+  diversity: 0.7,
+  diversityDepth: 8,
   // Tuned on ML-100K validation items of all 943 users (never test items), USE-lite centred,
   // privacy `items`: signals are standardised within each candidate list, so these are
   // relative weights. `memory` is small but not 0: it keeps STEAM's retrieval in the
@@ -208,6 +219,8 @@ export function resolveConfig(partial: Partial<Omit<AtomemConfig, 'weights' | 's
   check('maxSharedItems', cfg.maxSharedItems, 1, 1e4, true);
   check('shareRecentEvents', cfg.shareRecentEvents, 0, 1e6, true);
   check('profileShareEvents', cfg.profileShareEvents, 1, 1e6, true);
+  check('diversity', cfg.diversity, 0, 1);
+  check('diversityDepth', cfg.diversityDepth, 0, 1e4, true);
   if (typeof cfg.shareProfile !== 'boolean') throw new RangeError(`atomem config: shareProfile must be a boolean, got ${String(cfg.shareProfile)}`);
   for (const [k, v] of Object.entries(cfg.weights)) check(`weights.${k}`, v, 0, 1e6);
   // why: shop weights are fitted jointly (listwise regression); a negative weight corrects a correlated signal.
