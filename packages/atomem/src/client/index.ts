@@ -32,6 +32,7 @@ export type {
   PrivacyLevel,
   SyncReport,
   ProgressEvent,
+  ExcludeRule,
   RecommendOptions,
   RecommendationResult,
   SerializedError,

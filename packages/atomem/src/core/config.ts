@@ -28,6 +28,13 @@ export interface AtomemConfig {
   initialStrength: number;
   /** Two memories at cosine ≥ mergeThreshold are merged (ARS merge). */
   mergeThreshold: number;
+  /**
+   * A single-item memory never reinforced is absorbed (merged) at a sweep into its nearest
+   * established memory (several items or reinforced) of the same polarity at cosine ≥ `tau × absorbSingletons` (see
+   * `singletonAbsorptions` in planner.ts); 0 = never. Keeps a shopper's memory at one memory
+   * per sub-interest instead of a pile of single-item ones.
+   */
+  absorbSingletons: number;
   /** Memories whose |strength| falls below this, with little evidence, are forgotten. */
   forgetThreshold: number;
   /** Evidence below which a weak memory may be forgotten. */
@@ -118,6 +125,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   learningRate: 0.2,
   initialStrength: 0.3,
   mergeThreshold: 0.92,
+  absorbSingletons: 0.9,
   forgetThreshold: 0.05,
   forgetMinEvidence: 1.5,
   halfLifeDays: 90,
@@ -207,6 +215,7 @@ export function resolveConfig(partial: Partial<Omit<AtomemConfig, 'weights' | 's
   check('learningRate', cfg.learningRate, 0, 1);
   check('initialStrength', cfg.initialStrength, 0, 1);
   check('mergeThreshold', cfg.mergeThreshold, -1, 1);
+  check('absorbSingletons', cfg.absorbSingletons, 0, 1);
   check('forgetThreshold', cfg.forgetThreshold, 0, 1);
   check('forgetMinEvidence', cfg.forgetMinEvidence, 0, 1e9);
   check('halfLifeDays', cfg.halfLifeDays, 0.001, 1e6);

@@ -1,16 +1,19 @@
 /**
- * Diversification of the top of a ranking by interest coverage (xQuAD, Santos et al. 2010, with
- * the shopper's own memories as the aspects): a multi-interest shopper's first row covers each
- * strong interest instead of filling up with the strongest one. Pure.
+ * Diversification of the top of a ranking by interest coverage — proportional representation
+ * of the shopper's interests in the first row (PM-2, Dang & Croft, SIGIR 2012), with the
+ * shopper's own positive memories as the aspects: a multi-interest shopper's first row covers
+ * each strong interest instead of filling up with the strongest one. Pure.
  *
- * Aspects are the positive memories, weighted by salience × log(1 + evidence) (the `profile`
- * signal's weights). A candidate covers a memory when its cosine reaches `tau` — exactly the
- * memories that would be retrieved for it, i.e. that support its card (cover is 0 or 1).
- * Greedily, each next slot takes the candidate maximising
+ * Aspects are weighted by salience × log(1 + evidence) (the `profile` signal's weights). A
+ * candidate covers a memory when its cosine reaches `tau` — exactly the memories that would be
+ * retrieved for it, i.e. that support its card. Each slot goes to the aspect with the highest
+ * Sainte-Laguë quotient `weight / (2 · seats + 1)`; the slot then takes the candidate maximising
  *
- *     (1 − λ) · relevance(c) + λ · Σ_m p(m) · cover(c, m) · Π_{s already placed} (1 − cover(s, m))
+ *     (1 − λ) · relevance(c) + λ · cover(c, that aspect)
  *
- * with relevance the ranker's score min-max scaled over the pool. λ = 0 is the ranker's order.
+ * (relevance = the ranker's score min-max scaled over the pool), and the aspects it covers gain
+ * a seat. So an interest with a third of the weight gets about a third of the first row; one too
+ * weak for a seat among the first `depth` gets none. λ = 0 is the ranker's order.
  */
 import { dot } from './vector.js';
 
@@ -49,40 +52,54 @@ export function diversify(ranked: readonly DiversifyCandidate[], aspects: readon
   const asp = aspects.filter((a) => a.weight > 0);
   const depth = Math.min(p.depth, n);
   if (asp.length < 2 || !(p.lambda > 0) || depth < 2) return identity;
-  const total = asp.reduce((a, x) => a + x.weight, 0);
-  const weight = asp.map((a) => a.weight / total);
+  // the pool: the top of the ranking plus each aspect's best-ranked covering candidates
   const poolSize = Math.min(n, Math.max(depth, p.pool ?? Math.max(3 * depth, 30)));
-  const cover: Float64Array[] = [];
+  const covers = (i: number, a: number) => dot(ranked[i].vector, asp[a].vector) >= p.tau;
+  const pool: number[] = identity.slice(0, poolSize);
+  for (let a = 0; a < asp.length; a++) {
+    let found = 0;
+    for (let i = poolSize; i < n && found < depth; i++) {
+      if (covers(i, a)) {
+        if (!pool.includes(i)) pool.push(i);
+        found++;
+      }
+    }
+  }
+  pool.sort((x, y) => x - y);
+  const cover = new Map<number, Uint8Array>();
   let lo = Infinity;
   let hi = -Infinity;
-  for (let i = 0; i < poolSize; i++) {
-    const c = new Float64Array(asp.length);
-    for (let a = 0; a < asp.length; a++) c[a] = dot(ranked[i].vector, asp[a].vector) >= p.tau ? 1 : 0;
-    cover.push(c);
+  for (const i of pool) {
+    const c = new Uint8Array(asp.length);
+    for (let a = 0; a < asp.length; a++) c[a] = covers(i, a) ? 1 : 0;
+    cover.set(i, c);
     lo = Math.min(lo, ranked[i].score);
     hi = Math.max(hi, ranked[i].score);
   }
   const rel = (i: number) => (hi > lo ? (ranked[i].score - lo) / (hi - lo) : 1);
-  const residual = new Float64Array(asp.length).fill(1); // Π (1 − cover) over placed items
-  const taken = new Uint8Array(poolSize);
+  const seats = new Float64Array(asp.length);
+  const taken = new Set<number>();
   const order: number[] = [];
   for (let slot = 0; slot < depth; slot++) {
+    // the aspect whose turn it is (Sainte-Laguë), among those some remaining candidate covers
+    let turn = -1;
+    let q = -Infinity;
+    for (let a = 0; a < asp.length; a++) {
+      const qa = asp[a].weight / (2 * seats[a] + 1);
+      if (qa > q && pool.some((i) => !taken.has(i) && cover.get(i)![a])) (q = qa), (turn = a);
+    }
     let best = -1;
     let bestV = -Infinity;
-    for (let i = 0; i < poolSize; i++) {
-      if (taken[i]) continue;
-      let div = 0;
-      for (let a = 0; a < asp.length; a++) div += weight[a] * cover[i][a] * residual[a];
-      const v = (1 - p.lambda) * rel(i) + p.lambda * div;
-      if (v > bestV + 1e-12) {
-        bestV = v;
-        best = i;
-      }
+    for (const i of pool) {
+      if (taken.has(i)) continue;
+      const v = (1 - p.lambda) * rel(i) + (turn >= 0 ? p.lambda * cover.get(i)![turn] : 0);
+      if (v > bestV + 1e-12) (bestV = v), (best = i);
     }
-    taken[best] = 1;
+    taken.add(best);
     order.push(best);
-    for (let a = 0; a < asp.length; a++) residual[a] *= 1 - cover[best][a];
+    const c = cover.get(best)!;
+    for (let a = 0; a < asp.length; a++) if (c[a]) seats[a] += 1;
   }
-  for (let i = 0; i < n; i++) if (i >= poolSize || !taken[i]) order.push(i);
+  for (let i = 0; i < n; i++) if (!taken.has(i)) order.push(i);
   return order;
 }

@@ -231,7 +231,11 @@ export class Engine implements EngineApi {
   recommend(candidates: string[], opts: RecommendOptions = {}): Promise<RecommendationResult[]> {
     return this.reading(async () => {
       if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
-      const ranked = await this.ready().agent.recommend(candidates, { rerank: opts.rerank });
+      const ranked = await this.ready().agent.recommend(candidates, {
+        rerank: opts.rerank,
+        ...(opts.diversify !== undefined ? { diversify: opts.diversify } : {}),
+        ...(opts.exclude !== undefined ? { exclude: opts.exclude } : {}),
+      });
       return ranked.map((r) => ({ id: r.id, score: r.score, explanations: r.explanations }));
     });
   }

@@ -227,7 +227,22 @@ export interface RecommendOptions {
    * whenever the model fails or the call budget is spent. One model call per `recommend`.
    */
   rerank?: number;
+  /**
+   * Diversify the first row by interest coverage (default true): a shopper with several strong
+   * interests sees each of them among the first `config.diversityDepth` cards (8). `false` = the
+   * ranker's order. Strength: `config.diversity` (0.7; 0 turns it off for every call).
+   */
+  diversify?: boolean;
+  /**
+   * Leave out items the shopper already has or has just seen: `'bought'` (any purchase),
+   * `'seen'` (the items of the last `config.recentEvents` events, any action), `'interacted'`
+   * (every item in the history), or several of them. Default: none.
+   */
+  exclude?: ExcludeRule | ExcludeRule[];
 }
+
+/** The rules of {@link RecommendOptions.exclude}. */
+export type ExcludeRule = 'bought' | 'seen' | 'interacted';
 
 /** A ranked candidate with readable explanations, best first. */
 export interface RecommendationResult {
