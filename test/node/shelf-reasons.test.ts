@@ -209,18 +209,31 @@ describe('diversify (pure)', () => {
     { score: 0, vector: v(0, 0, 1) },
     { score: 0, vector: v(0, 0.1, 1) },
   ];
-  it('puts the second interest into the first row at λ > 0, keeps the order at λ = 0 or with one aspect', () => {
-    expect(diversify(ranked, [{ vector: a, weight: 2 }, { vector: b, weight: 1 }], { lambda: 0.5, depth: 2, tau: 0.5 })).toEqual([0, 3, 1, 2, 4, 5]);
-    expect(diversify(ranked, [{ vector: a, weight: 2 }, { vector: b, weight: 1 }], { lambda: 0, depth: 2, tau: 0.5 })).toEqual([0, 1, 2, 3, 4, 5]);
-    expect(diversify(ranked, [{ vector: a, weight: 2 }], { lambda: 0.9, depth: 4, tau: 0.5 })).toEqual([0, 1, 2, 3, 4, 5]);
+  it('puts the second interest into the first row, keeps the order at minShare 0 or with one aspect', () => {
+    expect(diversify(ranked, [{ vector: a, weight: 2 }, { vector: b, weight: 1 }], { minShare: 0.1, depth: 2, tau: 0.5 })).toEqual([0, 3, 1, 2, 4, 5]);
+    expect(diversify(ranked, [{ vector: a, weight: 2 }, { vector: b, weight: 1 }], { minShare: 0, depth: 2, tau: 0.5 })).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(diversify(ranked, [{ vector: a, weight: 2 }], { minShare: 0.1, depth: 4, tau: 0.5 })).toEqual([0, 1, 2, 3, 4, 5]);
   });
   it('is a permutation (property)', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(fc.double({ min: -5, max: 5, noNaN: true }), fc.double({ min: -1, max: 1, noNaN: true }), fc.double({ min: -1, max: 1, noNaN: true })), { minLength: 0, maxLength: 40 }), fc.double({ min: 0, max: 1, noNaN: true }), fc.integer({ min: 0, max: 12 }), (xs, lambda, depth) => {
         const r = xs.map(([s, x, y]) => ({ score: s, vector: v(x + 1e-3, y, 0.1) })).sort((p, q) => q.score - p.score);
-        const order = diversify(r, [{ vector: a, weight: 1 }, { vector: b, weight: 1 }], { lambda, depth, tau: 0.2 });
+        const order = diversify(r, [{ vector: a, weight: 1 }, { vector: b, weight: 1 }], { minShare: lambda, depth, tau: 0.2 });
         expect([...order].sort((p, q) => p - q)).toEqual(r.map((_, i) => i));
       }),
     );
+  });
+});
+
+describe('diversify (pure): minimal change', () => {
+  const a = v(1, 0, 0);
+  const b = v(0, 1, 0);
+  const c = v(0, 0, 1);
+  it('a weak interest (below minShare) gets no seat; a covered row is unchanged; the replaced card is the lowest one no interest needs', () => {
+    const ranked = [v(1, 0, 0), v(1, 0.1, 0), v(0, 0.1, 1), v(1, 0, 0.1), v(0.1, 1, 0)].map((vector, i) => ({ score: 10 - i, vector }));
+    // b holds 1/11 < 0.1 of the weight: no seat
+    expect(diversify(ranked, [{ vector: a, weight: 10 }, { vector: b, weight: 1 }], { minShare: 0.1, depth: 3, tau: 0.5 })).toEqual([0, 1, 2, 3, 4]);
+    // a, b and c strong; row [0,1,2] covers a and c: b's card (4) replaces 1 (a still covered by 0), not 2 (the only c)
+    expect(diversify(ranked, [{ vector: a, weight: 3 }, { vector: b, weight: 2 }, { vector: c, weight: 2 }], { minShare: 0.1, depth: 3, tau: 0.5 })).toEqual([0, 2, 4, 1, 3]);
   });
 });

@@ -89,11 +89,39 @@ export interface RecommendOptions {
   rerank?: number;
   /**
    * Diversify the first `config.diversityDepth` positions by interest coverage (default true;
-   * strength `config.diversity`, 0 = off): a shopper with several interests sees each in the first row.
+   * `config.diversity` = the share that makes an interest strong, 0 = off): a shopper with
+   * several strong interests sees each in the first row.
    */
   diversify?: boolean;
   /** Leave out items already bought or just seen, … (one rule or several; default none). */
   exclude?: ExcludeRule | readonly ExcludeRule[];
+}
+
+/**
+ * Within the first `depth` cards, a card whose first sentence repeats an earlier card's names
+ * the next closest item of the same memory instead (still a linked item close to the card), so
+ * a row of cards from one interest does not read the same reason eight times. Mutates `out`.
+ */
+function varyFirstReasons(out: Recommendation[], depth: number, titleOf: (id: string) => string | undefined, actionOf: (id: string) => Action | undefined): void {
+  const used = new Set<string>();
+  for (const r of out.slice(0, depth)) {
+    const first = r.explanations[0];
+    const i = r.reasons.findIndex((x) => x.contribution > 0);
+    const top = r.reasons[i];
+    if (used.has(first) && top?.kind === 'memory' && top.alternatives) {
+      for (const alt of top.alternatives) {
+        const reasons = [...r.reasons];
+        reasons[i] = { ...top, item: alt, alternatives: top.alternatives.filter((x) => x !== alt).concat(top.item ? [top.item] : []) };
+        const explanations = explain({ ...r, reasons }, titleOf, 3, actionOf);
+        if (!used.has(explanations[0])) {
+          r.reasons = reasons;
+          r.explanations = explanations;
+          break;
+        }
+      }
+    }
+    used.add(r.explanations[0]);
+  }
 }
 
 /** Positions a first visit's variety order places by farthest-point; the rest keep the input order. */
@@ -375,6 +403,7 @@ export class MemoryAgent {
     const actionOf = this.actionLookup();
     let out: Recommendation[] = ranked.map((r) => ({ ...r, explanations: explain(r, titleOf, 3, actionOf) }));
     if (!firstVisit && opts.diversify !== false && this.config.diversity > 0) out = this.diversified(out, vectorOf, now);
+    varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf);
     const top = Math.min(rerankN, out.length);
     if (top < 2 || this.reasoner === this.rules) return out;
     return [...(await this.rerankTop(out.slice(0, top))), ...out.slice(top)];
@@ -425,7 +454,7 @@ export class MemoryAgent {
     return order.map((k) => ({ ...byInput[k], score: 0, reasons: [{ kind: 'prior' as const, prior: 'variety' as const, contribution: 0 }] }));
   }
 
-  /** The first row re-ordered by interest coverage over the positive memories (see core/diversify.ts). */
+  /** The first row made to cover each strong interest (see core/diversify.ts). */
   private diversified(out: Recommendation[], vectorOf: ReadonlyMap<string, Float32Array>, now: number): Recommendation[] {
     const aspects = this.state.memories
       .filter((m) => m.strength > 0 && m.embedding.vector.length === (vectorOf.values().next().value?.length ?? -1))
@@ -433,7 +462,7 @@ export class MemoryAgent {
     const order = diversify(
       out.map((r) => ({ score: r.score, vector: vectorOf.get(r.id)! })),
       aspects,
-      { lambda: this.config.diversity, depth: this.config.diversityDepth, tau: this.config.tau },
+      { minShare: this.config.diversity, depth: this.config.diversityDepth, tau: this.config.tau },
     );
     if (order.every((k, i) => k === i)) return out;
     return order.map((k, i) => ({ ...out[k], score: out[i].score }));

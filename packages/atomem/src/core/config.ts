@@ -76,13 +76,13 @@ export interface AtomemConfig {
   /** Liked events the shared profile record is built from. */
   profileShareEvents: number;
   /**
-   * Diversification of the first row by interest coverage (`core/diversify.ts`, xQuAD over the
-   * shopper's positive memories): λ in [0, 1], 0 = off (the ranker's order). A multi-interest
-   * shopper's first `diversityDepth` cards then cover each strong interest.
-   * `recommend(ids, { diversify: false })` turns it off per call.
+   * Diversification of the first row by interest coverage (`core/diversify.ts`): every interest
+   * (a positive memory) holding at least this share of the memory weight gets a card among the
+   * first `diversityDepth`, replacing the lowest-ranked card that no other strong interest needs.
+   * 0 = off (the ranker's order). `recommend(ids, { diversify: false })` turns it off per call.
    */
   diversity: number;
-  /** Positions the diversification re-orders (the first row of a shelf). */
+  /** Size of the first row the diversification fills (a shelf's first row). */
   diversityDepth: number;
   /** Ranking weights (see `rank.ts`) when the item space is the content embedder's. */
   weights: RankWeights;
@@ -139,7 +139,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   shareRecentEvents: 10,
   shareProfile: true,
   profileShareEvents: 20,
-  diversity: 0.7,
+  diversity: 0.1,
   diversityDepth: 8,
   // Tuned on ML-100K validation items of all 943 users (never test items), USE-lite centred,
   // privacy `items`: signals are standardised within each candidate list, so these are

@@ -1,19 +1,15 @@
 /**
- * Diversification of the top of a ranking by interest coverage — proportional representation
- * of the shopper's interests in the first row (PM-2, Dang & Croft, SIGIR 2012), with the
- * shopper's own positive memories as the aspects: a multi-interest shopper's first row covers
- * each strong interest instead of filling up with the strongest one. Pure.
+ * Diversification of the first row by interest coverage: a multi-interest shopper's first
+ * `depth` cards cover each of their strong interests instead of filling up with the strongest
+ * one, at the least cost to the ranker's order. Pure.
  *
- * Aspects are weighted by salience × log(1 + evidence) (the `profile` signal's weights). A
+ * Interests are the shopper's positive memories, weighted by salience × log(1 + evidence) (the
+ * `profile` signal's weights); a strong one holds at least `minShare` of the total weight. A
  * candidate covers a memory when its cosine reaches `tau` — exactly the memories that would be
- * retrieved for it, i.e. that support its card. Each slot goes to the aspect with the highest
- * Sainte-Laguë quotient `weight / (2 · seats + 1)`; the slot then takes the candidate maximising
- *
- *     (1 − λ) · relevance(c) + λ · cover(c, that aspect)
- *
- * (relevance = the ranker's score min-max scaled over the pool), and the aspects it covers gain
- * a seat. So an interest with a third of the weight gets about a third of the first row; one too
- * weak for a seat among the first `depth` gets none. λ = 0 is the ranker's order.
+ * retrieved for it, i.e. that support its card. The first row starts as the ranker's top
+ * `depth`; for each strong interest it does not cover (strongest first), the best-ranked
+ * candidate covering it replaces the lowest-ranked card of the row whose removal uncovers no
+ * strong interest. The row stays in the ranker's order; so does the rest.
  */
 import { dot } from './vector.js';
 
@@ -32,74 +28,51 @@ export interface Aspect {
 
 /** Options of {@link diversify}. */
 export interface DiversifyParams {
-  /** λ in [0, 1]: 0 = the ranker's order, 1 = coverage only. */
-  lambda: number;
-  /** Positions re-ordered (the first row); the rest keep the ranker's order. */
+  /** Share of the interest weight that makes an interest strong, in (0, 1]; 0 = off (the ranker's order). */
+  minShare: number;
+  /** Size of the first row. */
   depth: number;
   /** Coverage threshold: a candidate covers an aspect at cosine ≥ tau (STEAM's retrieval threshold). */
   tau: number;
-  /** Candidates considered for the top `depth` (default max(3 · depth, 30)). */
-  pool?: number;
 }
 
 /**
- * New order of `ranked` (indices into it; `ranked` is best first). With fewer than two aspects,
- * λ = 0 or depth < 2, the identity.
+ * New order of `ranked` (indices into it; `ranked` is best first). The identity when every
+ * strong interest is already in the first row, with `minShare` 0, or `depth` < 2.
  */
 export function diversify(ranked: readonly DiversifyCandidate[], aspects: readonly Aspect[], p: DiversifyParams): number[] {
   const n = ranked.length;
   const identity = Array.from({ length: n }, (_, i) => i);
-  const asp = aspects.filter((a) => a.weight > 0);
   const depth = Math.min(p.depth, n);
-  if (asp.length < 2 || !(p.lambda > 0) || depth < 2) return identity;
-  // the pool: the top of the ranking plus each aspect's best-ranked covering candidates
-  const poolSize = Math.min(n, Math.max(depth, p.pool ?? Math.max(3 * depth, 30)));
-  const covers = (i: number, a: number) => dot(ranked[i].vector, asp[a].vector) >= p.tau;
-  const pool: number[] = identity.slice(0, poolSize);
-  for (let a = 0; a < asp.length; a++) {
-    let found = 0;
-    for (let i = poolSize; i < n && found < depth; i++) {
-      if (covers(i, a)) {
-        if (!pool.includes(i)) pool.push(i);
-        found++;
+  const total = aspects.reduce((a, x) => a + Math.max(0, x.weight), 0);
+  if (!(p.minShare > 0) || depth < 2 || !(total > 0)) return identity;
+  const strong = aspects.filter((a) => a.weight / total >= p.minShare).sort((a, b) => b.weight - a.weight);
+  if (strong.length < 2) return identity;
+  const memo = new Map<number, boolean[]>();
+  const coverOf = (i: number) => {
+    let c = memo.get(i);
+    if (!c) memo.set(i, (c = strong.map((a) => dot(ranked[i].vector, a.vector) >= p.tau)));
+    return c;
+  };
+  const row = identity.slice(0, depth);
+  const coveredBy = (list: readonly number[], a: number) => list.some((i) => coverOf(i)[a]);
+  for (let a = 0; a < strong.length; a++) {
+    if (coveredBy(row, a)) continue;
+    let add = -1;
+    for (let i = depth; i < n && add < 0; i++) if (!row.includes(i) && coverOf(i)[a]) add = i;
+    if (add < 0) continue; // no candidate serves this interest
+    const needed = strong.map((_, b) => b !== a && coveredBy(row, b));
+    // the lowest-ranked card whose removal uncovers no strong interest the row covers
+    for (let pos = row.length - 1; pos >= 0; pos--) {
+      const rest = row.filter((_, k) => k !== pos);
+      if (needed.every((need, b) => !need || coveredBy(rest, b))) {
+        row.splice(pos, 1);
+        row.push(add);
+        break;
       }
     }
   }
-  pool.sort((x, y) => x - y);
-  const cover = new Map<number, Uint8Array>();
-  let lo = Infinity;
-  let hi = -Infinity;
-  for (const i of pool) {
-    const c = new Uint8Array(asp.length);
-    for (let a = 0; a < asp.length; a++) c[a] = covers(i, a) ? 1 : 0;
-    cover.set(i, c);
-    lo = Math.min(lo, ranked[i].score);
-    hi = Math.max(hi, ranked[i].score);
-  }
-  const rel = (i: number) => (hi > lo ? (ranked[i].score - lo) / (hi - lo) : 1);
-  const seats = new Float64Array(asp.length);
-  const taken = new Set<number>();
-  const order: number[] = [];
-  for (let slot = 0; slot < depth; slot++) {
-    // the aspect whose turn it is (Sainte-Laguë), among those some remaining candidate covers
-    let turn = -1;
-    let q = -Infinity;
-    for (let a = 0; a < asp.length; a++) {
-      const qa = asp[a].weight / (2 * seats[a] + 1);
-      if (qa > q && pool.some((i) => !taken.has(i) && cover.get(i)![a])) (q = qa), (turn = a);
-    }
-    let best = -1;
-    let bestV = -Infinity;
-    for (const i of pool) {
-      if (taken.has(i)) continue;
-      const v = (1 - p.lambda) * rel(i) + (turn >= 0 ? p.lambda * cover.get(i)![turn] : 0);
-      if (v > bestV + 1e-12) (bestV = v), (best = i);
-    }
-    taken.add(best);
-    order.push(best);
-    const c = cover.get(best)!;
-    for (let a = 0; a < asp.length; a++) if (c[a]) seats[a] += 1;
-  }
-  for (let i = 0; i < n; i++) if (!taken.has(i)) order.push(i);
-  return order;
+  row.sort((x, y) => x - y);
+  const inRow = new Set(row);
+  return [...row, ...identity.filter((i) => !inRow.has(i))];
 }

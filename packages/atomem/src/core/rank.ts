@@ -39,6 +39,8 @@ export type Reason =
       contribution: number;
       /** The memory's linked item closest to this card (not the card itself), when item vectors were given. */
       item?: string;
+      /** The next closest linked items (up to 3), so a row of cards can name different ones. */
+      alternatives?: string[];
     }
   | { kind: 'recent'; item: string; similarity: number; contribution: number; action?: Action }
   | { kind: 'community'; communityId: string; summary: string; size: number; contribution: number }
@@ -316,16 +318,14 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
       for (const r of reasons) {
         if (r.kind !== 'memory') continue;
         const memory = input.memories.find((x) => x.id === r.memoryId);
-        let best = -Infinity;
+        const near: { id: string; s: number }[] = [];
         for (const id of memory?.items ?? []) {
           const v = id === c.id ? undefined : itemVectors.get(id);
-          if (!v) continue;
-          const s = dot(v, c.vector);
-          if (s > best) {
-            best = s;
-            r.item = id;
-          }
+          if (v) near.push({ id, s: dot(v, c.vector) });
         }
+        near.sort((x, y) => y.s - x.s);
+        if (near.length) r.item = near[0].id;
+        if (near.length > 1) r.alternatives = near.slice(1, 4).map((x) => x.id);
       }
     }
     return { id: c.id, score: scores[i], features: p.f, reasons };

@@ -229,8 +229,9 @@ export interface RecommendOptions {
   rerank?: number;
   /**
    * Diversify the first row by interest coverage (default true): a shopper with several strong
-   * interests sees each of them among the first `config.diversityDepth` cards (8). `false` = the
-   * ranker's order. Strength: `config.diversity` (0.7; 0 turns it off for every call).
+   * interests (each ≥ `config.diversity` = 10 % of the memory weight) sees each of them among the
+   * first `config.diversityDepth` cards (8). `false` = the ranker's order; `config.diversity` 0
+   * turns it off for every call.
    */
   diversify?: boolean;
   /**
