@@ -13,6 +13,8 @@ import { phrase, pluralOf } from '../../packages/atomem/src/reason/rules.js';
 import { ShopScorer } from '../../packages/atomem/src/shop/score.js';
 import { trainShopModel, type ShopInteraction } from '../../packages/atomem/src/shop/train.js';
 import { Rng } from '../../packages/bench/src/rng.js';
+import { ShopKnowledge } from '../../packages/atomem/src/shop/device.js';
+import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
 import fc from 'fast-check';
 import { MemoryAgent, type RecommendOptions } from '../../packages/atomem/src/agent/agent.js';
 import { ItemVectors } from '../../packages/atomem/src/agent/items.js';
@@ -235,5 +237,39 @@ describe('diversify (pure): minimal change', () => {
     expect(diversify(ranked, [{ vector: a, weight: 10 }, { vector: b, weight: 1 }], { minShare: 0.1, depth: 3, tau: 0.5 })).toEqual([0, 1, 2, 3, 4]);
     // a, b and c strong; row [0,1,2] covers a and c: b's card (4) replaces 1 (a still covered by 0), not 2 (the only c)
     expect(diversify(ranked, [{ vector: a, weight: 3 }, { vector: b, weight: 2 }, { vector: c, weight: 2 }], { minShare: 0.1, depth: 3, tau: 0.5 })).toEqual([0, 2, 4, 1, 3]);
+  });
+});
+
+describe('with the shop model loaded', () => {
+  function shopAgent() {
+    const rng = new Rng(5);
+    const catalog = [...Array.from({ length: 10 }, (_, i) => `A${i}`), ...Array.from({ length: 10 }, (_, i) => `B${i}`)];
+    const log: ShopInteraction[] = [];
+    // popularity falls with the index: item k is bought by about (10 - k) of every 10 shoppers
+    for (const g of ['A', 'B']) for (let u = 0; u < 40; u++) for (let k = 0; k < 10; k++) if (rng.next() < (10 - k) / 10) log.push({ user: `${g}${u}`, item: `${g}${k}`, at: k, action: 'purchase' });
+    const r = new Rng(6);
+    const model = trainShopModel(log, { catalog, dim: 4, iterations: 30, random: () => r.next() });
+    const items = new ItemVectors(createHashingEmbedder({ dim: 32 }), catalog.map((id) => ({ id, title: `Item ${id}`, categories: [id[0] === 'A' ? 'Tents' : 'Speakers'] })));
+    items.useShop(new ShopKnowledge('test-file', model));
+    return { agent: new MemoryAgent({ items, clock: () => 1e6 }), model, catalog };
+  }
+
+  it("a first visit is ordered by the shop model's popularity (not catalog order), and says so", async () => {
+    const { agent, model, catalog } = shopAgent();
+    const out = await agent.recommend(catalog);
+    const pop = (id: string) => model.popularity[model.items.indexOf(id)];
+    for (let i = 1; i < out.length; i++) expect(pop(out[i - 1].id)).toBeGreaterThanOrEqual(pop(out[i].id));
+    expect(out.map((r) => r.id)).not.toEqual(catalog);
+    expect(out[0].reasons[0]).toMatchObject({ kind: 'prior', prior: 'shop-popularity' });
+    expect(out[0].explanations[0]).toBe('Popular in this shop (you have not browsed yet).');
+  });
+
+  it('after a purchase, a card moved by the shop model names the bought item', async () => {
+    const { agent, catalog } = shopAgent();
+    await agent.observe({ item: 'A0', at: 1e6 - 1000, action: 'purchase' });
+    const out = await agent.recommend(catalog, { exclude: 'bought' });
+    expect(out.some((r) => r.id === 'A0')).toBe(false);
+    const text = out.slice(0, 8).flatMap((r) => r.explanations);
+    expect(text.some((t) => /^(People who bought Item A0 also bought this|Often bought right after Item A0|Shoppers who like Item A0 like this too|Often comes next after Item A0)\.$/.test(t))).toBe(true);
   });
 });
