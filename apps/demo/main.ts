@@ -12,7 +12,7 @@
  * The page imports the public `atomem` package as a shop does (its built dist/, with the
  * `atomem/vite` plugin in vite.config.ts serving and emitting the worker and model files).
  */
-import { createAtomem, type Atomem, type AtomicMemory, type EngineStatus, type LifecycleEvent, type LlmEvent, type LlmOptions, type PrivacyLevel, type ProgressEvent, type RecommendationResult } from 'atomem';
+import { createAtomem, type Atomem, type AtomicMemory, type EngineStatus, type ExcludeRule, type LifecycleEvent, type LlmEvent, type LlmOptions, type PrivacyLevel, type ProgressEvent, type RecommendationResult } from 'atomem';
 import { DEPARTMENTS, generateCatalog, productImageUrl, seededRandom, toItems, type Product } from './catalog.js';
 
 type LlmCosts = NonNullable<EngineStatus['llm']['costs']>;
@@ -150,9 +150,10 @@ async function renderShelf(): Promise<void> {
   // queue back to back in the worker). A reranked item whose explanations are the engine's with
   // one more in front got that one from the model; on any failure the engine's order and
   // explanations stand, and nothing is marked.
-  // purchased items are not recommended again (the engine leaves them out: exclude 'bought')
-  const plain = atomem.recommend(candidates, { exclude: 'bought' });
-  const [base, ranked]: RecommendationResult[][] = await Promise.all([plain, rerank ? atomem.recommend(candidates, { rerank: SHELF_SIZE, exclude: 'bought' }) : plain]);
+  // what the shopper bought or has just seen is not recommended again (the engine leaves it out)
+  const exclude: ExcludeRule[] = ['bought', 'seen'];
+  const plain = atomem.recommend(candidates, { exclude });
+  const [base, ranked]: RecommendationResult[][] = await Promise.all([plain, rerank ? atomem.recommend(candidates, { rerank: SHELF_SIZE, exclude }) : plain]);
   const engine = new Map(base.map((r, i) => [r.id, { rank: i + 1, explanations: r.explanations }]));
   const byModel = (r: RecommendationResult): boolean => {
     const own = engine.get(r.id)?.explanations;
