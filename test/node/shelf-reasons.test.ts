@@ -193,6 +193,10 @@ describe('recommend: exclude, first visit, diversification', () => {
     expect(off.slice(0, 2).map((r) => genre(r.id))).toEqual(['Crime', 'Crime']);
     expect(on.slice(0, 2).map((r) => genre(r.id)).sort()).toEqual(['Crime', 'Sci-Fi']);
     expect(on.map((r) => r.score)).toEqual(off.map((r) => r.score));
+    // the card brought in for the second interest never reads "little in your memory points to it"
+    const promoted = on.slice(0, 2).find((r) => genre(r.id) === 'Sci-Fi')!;
+    expect(off.find((r) => r.id === promoted.id)!.score).toBeLessThan(0); // below the list's mean in the ranker's order…
+    expect(promoted.explanations[0]).toMatch(/^For another of your interests: “Enjoys sci-fi/); // …so it says why it is here
     expect(on.slice(2).map((r) => r.id)).toEqual(off.filter((r) => !on.slice(0, 2).some((x) => x.id === r.id)).map((r) => r.id));
     // config.diversity 0 is off too
     const plain = new MemoryAgent({ items: new ItemVectors(filmEmbedder, FILMS_ALL), clock: () => T0 + 60 * MIN, newId: () => `p${++n}`, config: { tau: FILM_TAU, diversityDepth: 2, diversity: 0 }, state: structuredClone(agent.snapshot) });

@@ -25,7 +25,7 @@ import { rank, strongerAction, type Candidate, type RankedItem, type RecentSigna
 import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
 import { dot, meanNormalized } from '../core/vector.js';
 import { diversify } from '../core/diversify.js';
-import { explain } from '../core/explain.js';
+import { explain, LOW_SCORE_SENTENCE, NO_SUPPORT_SENTENCE } from '../core/explain.js';
 import type { Action, AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile, SharedCopyRef } from '../core/types.js';
 import type { SharedIndex, SharedMemoryUpload } from '../community/types.js';
 import { makeReport } from '../community/ldp.js';
@@ -456,16 +456,28 @@ export class MemoryAgent {
 
   /** The first row made to cover each strong interest (see core/diversify.ts). */
   private diversified(out: Recommendation[], vectorOf: ReadonlyMap<string, Float32Array>, now: number): Recommendation[] {
-    const aspects = this.state.memories
-      .filter((m) => m.strength > 0 && m.embedding.vector.length === (vectorOf.values().next().value?.length ?? -1))
-      .map((m) => ({ vector: m.embedding.vector, weight: salience(this.config, m, now) * Math.log1p(m.evidence) }));
+    const positive = this.state.memories.filter((m) => m.strength > 0 && m.embedding.vector.length === (vectorOf.values().next().value?.length ?? -1));
+    const aspects = positive.map((m) => ({ vector: m.embedding.vector, weight: salience(this.config, m, now) * Math.log1p(m.evidence) }));
+    const depth = this.config.diversityDepth;
     const order = diversify(
       out.map((r) => ({ score: r.score, vector: vectorOf.get(r.id)! })),
       aspects,
-      { minShare: this.config.diversity, depth: this.config.diversityDepth, tau: this.config.tau },
+      { minShare: this.config.diversity, depth, tau: this.config.tau },
     );
     if (order.every((k, i) => k === i)) return out;
-    return order.map((k, i) => ({ ...out[k], score: out[i].score }));
+    return order.map((k, i) => {
+      const r = { ...out[k], score: out[i].score };
+      // a card brought into the first row for an interest says which, if its own reasons had nothing positive
+      if (i < depth && k >= depth && (r.explanations[0] === LOW_SCORE_SENTENCE || r.explanations[0] === NO_SUPPORT_SENTENCE)) {
+        const v = vectorOf.get(r.id)!;
+        const best = positive
+          .map((m, a) => ({ m, w: aspects[a].weight, s: dot(m.embedding.vector, v) }))
+          .filter((x) => x.s >= this.config.tau)
+          .sort((x, y) => y.w - x.w)[0];
+        if (best) r.explanations = [`For another of your interests: “${best.m.content}”.`];
+      }
+      return r;
+    });
   }
 
   /** Item → the shopper's strongest positive action on it (purchase > cart > like > rate > click > view), for wording. */
