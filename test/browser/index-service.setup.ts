@@ -28,6 +28,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const service = createIndexService({
     dataDir: dir,
     logger: false,
+    // why: the test page is served by vitest from another origin
+    corsOrigins: '*',
     v2: { space: { embedderId: items.embedderId, ids, vectors }, epochMs: SYNC_EPOCH_MS, graceMs: 300, tickMs: 100, minReports: 1, minContributors: -1e9 },
   });
   // the test's attester (a shop would authenticate its shopper here)

@@ -8,7 +8,7 @@
  *    origin) answers each chat completion with JSON that satisfies the request's schema, except
  *    the profile synthesis, which gets markup that is not JSON: that operation falls back to
  *    rules, visibly (and the markup must stay text). Writes inspector-llm.png (see SCREENSHOTS).
- *    A rerank request (`rerank@1`) gets the candidates' labels in reverse order, each with the
+ *    A rerank request (`rerank@2`) gets the candidates' labels in reverse order, each with the
  *    reason `Model pick <label>`: the shelf's rerank toggle must show that order and mark those
  *    reasons as the model's, and stop calling the model once unchecked.
  * 2. If the toy GGUF `../shared/models/stories260K/stories260K.gguf` exists: the server streams
@@ -161,7 +161,8 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
     modelUrl = `http://127.0.0.1:${(model.address() as AddressInfo).port}/v1`;
     demo = await startDemo({ ATOMEM_OPENAI_URL: modelUrl, ATOMEM_OPENAI_MODEL: MODEL_NAME, ATOMEM_OPENAI_KEY: API_KEY, ATOMEM_LLM_BUDGET: '60/20' });
     ({ context, page, seen } = await newContext());
-  }, 60_000);
+    // why 180 s: a fresh data folder's first start also trains the shop model on the demo's order log
+  }, 180_000);
 
   afterAll(async () => {
     await context?.close();
@@ -353,7 +354,8 @@ describe.skipIf(!existsSync(GGUF))('the demo with a GGUF served by the demo serv
   beforeAll(async () => {
     demo = await startDemo({ ATOMEM_GGUF: GGUF, ATOMEM_LLM_BUDGET: '40/20' });
     ({ context, page, seen } = await newContext());
-  }, 60_000);
+    // why 180 s: a fresh data folder's first start also trains the shop model on the demo's order log
+  }, 180_000);
 
   afterAll(async () => {
     await context?.close();

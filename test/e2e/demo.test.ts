@@ -97,6 +97,8 @@ describe('the demo shop in headless Chromium', () => {
     const status = await page.locator('#status').innerText();
     expect(status).toMatch(/catalog ready/);
     expect(status).not.toMatch(/catalog ready \d+\/\d+ items/);
+    // the file is v2: the shop model learned from the demo's made-up order log ranks on the device
+    expect(status).toMatch(/the shop's model \(catalog vector file v2, 300 products \+ sasrec; download\)/);
     expect(offsite).toEqual([]);
   }, 180_000);
 
@@ -186,6 +188,56 @@ describe('the demo shop in headless Chromium', () => {
     expect(await page.locator('#privacy').inputValue()).toBe('receive');
     // receive sends nothing
     expect(wire.filter((w) => w.startsWith('POST /v2/reports')).length).toBe(1);
+  }, 180_000);
+
+  it('"What are you shopping for?" re-ranks the shelf live with memory + intent; the inspector shows what it selected; the words stay in the tab', async () => {
+    const box = page.getByRole('searchbox', { name: 'What are you shopping for?' });
+    const explanations = () => page.locator('#shelf .why').allInnerTexts();
+    const mark = seen.length;
+    // an intent far from this Kitchen shopper's memory: the shelf follows the words
+    await box.fill('a tent and hiking boots for the mountains');
+    await expect.poll(async () => (await shelfDepartments()).slice(0, 3), { timeout: 60_000 }).toEqual(['Outdoor', 'Outdoor', 'Outdoor']);
+    expect(await page.locator('#shelf').getAttribute('data-intent')).toBe('on');
+    expect((await explanations()).join('\n')).toContain('Matches what you asked for: “a tent and hiking boots for the mountains”.');
+    await expect.poll(() => page.locator('#intent-summary').innerText(), { timeout: 30_000 }).toMatch(/a tent and hiking boots/);
+    // an intent that meets the memory: it selects the Kitchen memories and says how they met
+    await box.fill('a new frying pan for cooking');
+    await expect.poll(async () => (await shelfDepartments())[0], { timeout: 60_000 }).toBe('Kitchen');
+    await expect.poll(() => page.locator('#intent-memories .memory').count(), { timeout: 30_000 }).toBeGreaterThan(0);
+    expect(await page.locator('#intent-memories').innerText()).toMatch(/Kitchen/);
+    expect(await page.locator('#memories .memory[data-intent-selected="true"]').count()).toBeGreaterThan(0);
+    await expect.poll(async () => (await explanations()).join('\n'), { timeout: 30_000 }).toMatch(/You asked for “a new frying pan for cooking”; you (looked at|put in your cart|bought) /);
+    await page.locator('#inspector').screenshot({ path: join(SHOTS, 'intent-inspector.png') });
+    // cleared: memory alone again
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await expect.poll(() => page.locator('#shelf').getAttribute('data-intent'), { timeout: 30_000 }).toBe('off');
+    expect((await explanations()).join('\n')).not.toContain('asked for');
+    expect(await page.locator('#intent-memories .memory').count()).toBe(0);
+    // never stored (localStorage, IndexedDB), never in a request
+    const stored = await page.evaluate(async () => {
+      const out: string[] = [JSON.stringify({ ...localStorage })];
+      for (const info of await indexedDB.databases()) {
+        const db = await new Promise<IDBDatabase>((res, rej) => {
+          const r = indexedDB.open(info.name!);
+          r.onsuccess = () => res(r.result);
+          r.onerror = () => rej(r.error);
+        });
+        for (const name of Array.from(db.objectStoreNames)) {
+          const rows = await new Promise<unknown[]>((res, rej) => {
+            const r = db.transaction(name).objectStore(name).getAll();
+            r.onsuccess = () => res(r.result);
+            r.onerror = () => rej(r.error);
+          });
+          out.push(JSON.stringify(rows, (_k, v) => (ArrayBuffer.isView(v) ? [] : v)));
+        }
+        db.close();
+      }
+      return out.join('\n');
+    });
+    expect(stored.length).toBeGreaterThan(100);
+    expect(stored).not.toMatch(/frying pan for cooking|hiking boots for the mountains/);
+    expect(seen.slice(mark).filter((u) => /frying pan for|boots for the mountains/i.test(decodeURIComponent(u.replace(/\+/g, ' '))))).toEqual([]);
+    expect(offsite).toEqual([]);
   }, 180_000);
 
   it('forget me empties the memory here (the index holds nothing tied to this shopper)', async () => {

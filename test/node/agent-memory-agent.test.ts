@@ -241,15 +241,21 @@ describe('MemoryAgent lifecycle events', () => {
     expect(events[events.length - 1]).toMatchObject({ op: 'forget', memoryId: 'm1', detail: 'asked by the user' });
   });
 
-  it('emits merge events from a planner sweep', async () => {
+  it('emits merge events from a planner sweep (and merges nothing with consolidation off)', async () => {
     const events: LifecycleEvent[] = [];
-    // consolidation off: the same item twice forms two identical memories, which the sweep merges
-    const { agent } = makeAgent({ mode: { consolidation: false }, config: { sweepEvery: 2 } }, events);
-    await agent.observe(ev('heat'));
-    const out = await agent.observe(ev('heat', 'purchase'));
+    // consolidation off: the same item twice forms two identical memories, and no sweep merges them
+    const { agent: off } = makeAgent({ mode: { consolidation: false }, config: { sweepEvery: 2 } }, events);
+    await off.observe(ev('heat'));
+    const kept = await off.observe(ev('heat', 'purchase'));
+    expect(kept.map((e) => e.op)).not.toContain('merge');
+    expect(off.memories()).toHaveLength(2);
+    // the same state with consolidation on: the next sweep merges the two duplicates
+    let k = 0;
+    const { agent } = makeAgent({ state: structuredClone(off.snapshot), config: { sweepEvery: 1 }, newId: () => `n${++k}` }, events);
+    const out = await agent.observe(ev('alien'));
     expect(out.map((e) => e.op)).toContain('merge');
     expect(events.filter((e) => e.op === 'merge')).toHaveLength(1);
-    const ms = agent.memories();
+    const ms = agent.memories().filter((m) => m.items.includes('heat'));
     expect(ms).toHaveLength(1);
     expect(ms[0].evidence).toBe(2);
     expect(ms[0].items).toEqual(['heat']);

@@ -13,7 +13,8 @@ describe('atomem as a benchmark method', () => {
     process.env.ATOMEM_BENCH_CACHE = mkdtempSync(join(tmpdir(), 'atomem-bench-'));
   });
   const dataset = twoGroupDataset({ usersPerGroup: 25, itemsPerGroup: 30, len: 20 });
-  const params = { 'atomem.embedder': 'hashing', 'atomem.centre': '0', 'atomem.tau': '0.3', 'atomem.fidelityUsers': '10', 'atomem.minCommunitySize': '2' };
+  // content item vectors: this file tests the memory engine in the content space (the shop's space: bench-shop-on-device.test.ts)
+  const params = { 'atomem.itemVectors': 'content', 'atomem.embedder': 'hashing', 'atomem.centre': '0', 'atomem.tau': '0.3', 'atomem.fidelityUsers': '10', 'atomem.minCommunitySize': '2' };
 
   it('runs at every privacy level plus ablations, learns the two tastes, and reports extras', async () => {
     const result = await runBenchmark({
@@ -29,8 +30,16 @@ describe('atomem as a benchmark method', () => {
       'atomem/contribute',
       'atomem/embeddings',
       'atomem/items',
+      'atomem-single-summary/off',
+      'atomem-single-summary/contribute',
+      'atomem-single-summary/embeddings',
       'atomem-single-summary/items',
+      'atomem-no-consolidation/off',
+      'atomem-no-consolidation/contribute',
+      'atomem-no-consolidation/embeddings',
       'atomem-no-consolidation/items',
+      'atomem-no-communities/contribute',
+      'atomem-no-communities/embeddings',
       'atomem-no-communities/items',
     ]);
     // Each user's candidates are 1 positive of their group and 9 negatives, mostly of the

@@ -13,7 +13,8 @@ import { twoGroupDataset } from '../fixtures/synthetic.js';
 // secret) to a REAL running index service, and the result matches the in-process index.
 describe('benchmark through the wire (atomem.indexUrl)', () => {
   const dataset = twoGroupDataset({ usersPerGroup: 20, itemsPerGroup: 25, len: 16 });
-  const params = { 'atomem.embedder': 'hashing', 'atomem.centre': '0', 'atomem.tau': '0.3', 'atomem.fidelityUsers': '0', 'atomem.minCommunitySize': '2', 'atomem.maxMembers': '200' };
+  // content vectors: the service is started for one embedder id before the run (a shop file's space id is only known once trained)
+  const params = { 'atomem.itemVectors': 'content', 'atomem.embedder': 'hashing', 'atomem.centre': '0', 'atomem.tau': '0.3', 'atomem.fidelityUsers': '0', 'atomem.minCommunitySize': '2', 'atomem.maxMembers': '200' };
   let service: IndexService;
   let url = '';
   let dir = '';
@@ -23,7 +24,7 @@ describe('benchmark through the wire (atomem.indexUrl)', () => {
     dir = mkdtempSync(join(tmpdir(), 'atomem-index-'));
     // the bench's embedder id for this dataset (hashing, not centred), as the service must be started with
     const embedderId = new ItemVectors(createHashingEmbedder({ dim: 256 }), []).embedderId;
-    service = createIndexService({ legacyV1: true, dataDir: dir, embedderIds: [embedderId], minCommunitySize: 2, itemNoise: 0, tau: 0.3, maxMembers: 200, logger: false, rateLimit: false });
+    service = createIndexService({ legacyV1: true, dataDir: dir, embedderIds: [embedderId], embedderDims: { [embedderId]: 256 }, minCommunitySize: 2, itemNoise: 0, tau: 0.3, maxMembers: 200, logger: false, rateLimit: false });
     url = await service.listen({ port: 0, host: '127.0.0.1' });
   });
 

@@ -65,6 +65,8 @@ window.__result = out;
 const tiny = tinyBertFiles();
 /** The shop's catalog vector file for the page's six products, made in Node (beforeAll) as atomem-vectors would. */
 let vectorFile: Uint8Array | undefined;
+/** The same content rows with a shop model and SASRec (format v2), learned from a made-up order log (beforeAll). */
+let shopFile: Uint8Array | undefined;
 let server: Server;
 let browser: Browser;
 let base = '';
@@ -76,6 +78,10 @@ beforeAll(async () => {
     requests.push(url.pathname);
     if (url.pathname === '/') {
       res.writeHead(200, { 'content-type': 'text/html' }).end(PAGE);
+      return;
+    }
+    if (url.pathname === '/catalog-v2.bin' && shopFile) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(shopFile.length) }).end(shopFile);
       return;
     }
     if (url.pathname === '/catalog-vectors.bin' && vectorFile) {
@@ -111,8 +117,20 @@ beforeAll(async () => {
     const { encodeCatalogVectors } = await import('../../packages/atomem/src/protocol/catalog-vectors-v1.js');
     const items = CATALOG;
     const use = await createUseLiteEmbedder();
-    vectorFile = encodeCatalogVectors(use, items, (await use.embed(items.map((it) => itemText(it)))).map((e) => e.vector));
+    const vectors = (await use.embed(items.map((it) => itemText(it)))).map((e) => e.vector);
+    vectorFile = encodeCatalogVectors(use, items, vectors);
     await use.dispose?.();
+    // a made-up order log: campers buy the tent, the stove, the kettle and the blender; hikers the boots and the novel
+    const { trainShopModel } = await import('../../packages/atomem/src/shop/train.js');
+    const { trainSasrec } = await import('../../packages/atomem/src/shop/sasrec/train.js');
+    const { encodeCatalogFile } = await import('../../packages/atomem/src/protocol/catalog-vectors-v2.js');
+    const ids = items.map((it) => it.id);
+    const log = Array.from({ length: 60 }, (_, u) => (u % 2 ? ['boots', 'novel'] : ['tent', 'stove', 'kettle', 'blender']).map((item, k) => ({ user: `u${u}`, item, at: (u * 10 + k) * 60_000, action: 'purchase' as const }))).flat();
+    const model = trainShopModel(log, { catalog: ids, content: { embedder: use.id, vectors: new Map(ids.map((id, i) => [id, vectors[i]])) } });
+    const index = new Map(ids.map((id, i) => [id, i + 1]));
+    const seqs = Array.from({ length: 60 }, (_, u) => Int32Array.from(log.filter((r) => r.user === `u${u}`), (r) => index.get(r.item)!));
+    const { weights } = await trainSasrec(seqs, ids.length, { epochs: 5, threads: 1, seed: 3 });
+    shopFile = encodeCatalogFile({ embedder: use, items, vectors, shop: { model, sasrec: { weights, items: ids } } });
   }
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -179,6 +197,30 @@ describe('the built package (dist/) in headless Chromium', () => {
     expect(again.memories).toEqual(r.memories);
     expect(again.ranked.map((x) => x.id)).toEqual(r.ranked.map((x) => x.id));
     await page.close();
+  }, 120_000);
+
+  it("the shop model from a v2 catalog vector file: the built worker ranks with it (campers are shown the kitchen things campers bought), nothing leaves the host", async () => {
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    const offsite: string[] = [];
+    page.on('request', (r) => {
+      if (!r.url().startsWith(base) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) offsite.push(r.url());
+    });
+    const before = requests.length;
+    await page.goto(`${base}/?profile=dist-shop&vectors=/catalog-v2.bin`);
+    await page.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 90_000 });
+    const r = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as {
+      error?: string;
+      ranked: { id: string }[];
+      status: { catalog: { version: number; source: string; shop: { sequence: string | null } | null } | null; embedder: { state: string } };
+    };
+    await ctx.close();
+    expect(r.error).toBeUndefined();
+    expect(r.status.catalog).toMatchObject({ version: 2, source: 'download', shop: { sequence: 'sasrec' } });
+    expect(r.status.embedder.state).toBe('not loaded'); // every product's content vector came from the file
+    expect(['kettle', 'blender']).toContain(r.ranked[0].id); // the content space alone ranks the boots first (first test)
+    expect(requests.slice(before)).toContain('/catalog-v2.bin');
+    expect(offsite).toEqual([]);
   }, 120_000);
 
   it("lazy USE-lite: a first visit whose catalog the shop's vector file covers fetches no model file; one product missing from it loads the model", async () => {

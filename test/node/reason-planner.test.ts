@@ -291,28 +291,6 @@ describe('listwise rerank (rerank@2)', () => {
     expect(requests[0]).not.toContain('mem-');
   });
 
-  it("takes ARS's profile narrative and the recent events (title and action) into the prompt", async () => {
-    const { agent, requests } = await trained((op, labels) => (op === 'rerank' ? j({ ranking: labels.map((l) => ({ item: l, why: 'ok' })) }) : VALID[op]));
-    // the narrative the agent synthesised so far (the model's answer) is the prompt's profile
-    await agent.recommend(CANDIDATES, { rerank: 3 });
-    const first = requests.at(-1)!;
-    expect(agent.profile()?.narrative).toBeTruthy();
-    expect(first).toContain(`"profile": ${JSON.stringify(agent.profile()!.narrative)}`);
-    expect(first).toContain('"recentEvents"');
-    const data = JSON.parse(first.slice(first.indexOf('<data>') + 6, first.indexOf('</data>')).replace(/\\u003c/g, '<').replace(/\\u003e/g, '>'));
-    expect(data.recentEvents.map((e: { title: string; action: string }) => [e.title, e.action])).toEqual([
-      [CATALOG.find((i) => i.id === 'heat')!.title, 'like'],
-      [CATALOG.find((i) => i.id === 'fargo')!.title, 'like'],
-      [CATALOG.find((i) => i.id === 'titanic')!.title, 'dislike'],
-    ]);
-    // a synthesised profile: its narrative is in the next prompt, verbatim
-    agent.snapshot.profile = { narrative: 'Mostly into crime stories; avoids romance.', sources: [], updatedAt: T0 };
-    await agent.recommend(CANDIDATES, { rerank: 3 });
-    const second = requests.at(-1)!;
-    expect(second).toContain('"profile": "Mostly into crime stories; avoids romance."');
-    expect(second).not.toContain('"heat"');
-  });
-
   for (const [name, bad] of [
     ['a missing candidate', (labels: string[]) => j({ ranking: labels.slice(1).map((l) => ({ item: l, why: 'x' })) })],
     ['a duplicate', (labels: string[]) => j({ ranking: labels.map(() => ({ item: labels[0], why: 'x' })) })],

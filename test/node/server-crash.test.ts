@@ -28,7 +28,7 @@ afterAll(() => {
 function startChild(dataDir: string): Promise<{ child: ChildProcess; url: string; exited: Promise<{ code: number | null; signal: string | null }> }> {
   const child = spawn(
     process.execPath,
-    ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--legacy-v1', '--port', '0', '--data', dataDir, '--embedder', EMB, '--k', String(K), '--rate-max', '0', '--log-level', 'warn', '--exact-below', '64'],
+    ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--legacy-v1', '--port', '0', '--data', dataDir, '--embedder', `${EMB}=${DIM}`, '--k', String(K), '--rate-max', '0', '--log-level', 'warn', '--exact-below', '64'],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   children.push(child);
@@ -71,12 +71,12 @@ describe('atomem-index CLI', () => {
   it('exits 1 with a message on a bad option, or when the data dir is in use', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'atomem-cli-'));
     dirs.push(dataDir);
-    const bad = await runCli(['--legacy-v1', '--data', dataDir, '--embedder', EMB, '--k', 'zero']);
+    const bad = await runCli(['--legacy-v1', '--data', dataDir, '--embedder', `${EMB}=${DIM}`, '--k', 'zero']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/--k must be an integer/);
-    const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB] });
+    const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], embedderDims: { [EMB]: DIM } });
     try {
-      const busy = await runCli(['--legacy-v1', '--data', dataDir, '--embedder', EMB, '--port', '0']);
+      const busy = await runCli(['--legacy-v1', '--data', dataDir, '--embedder', `${EMB}=${DIM}`, '--port', '0']);
       expect(busy.code).toBe(1);
       expect(busy.stderr).toMatch(/in use by another process/);
     } finally {
@@ -178,7 +178,7 @@ describe('index service: crash safety', () => {
     expect(await second.exited).toEqual({ code: 0, signal: null });
 
     // Recompute from the file alone: connected components of the stored link graph.
-    const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], minCommunitySize: K, rateLimit: false });
+    const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], embedderDims: { [EMB]: DIM }, minCommunitySize: K, rateLimit: false });
     await svc.ready;
     const rows = svc.store.all();
     const ids = new Set(rows.map((m) => m.id));

@@ -71,7 +71,7 @@ describe('index service: seeded fuzz', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'atomem-fuzz-'));
     dirs.push(dataDir);
     // exactBelow 40: the HNSW graph is built, used, dropped and rebuilt during the run.
-    const opts = { legacyV1: true, dataDir, embedderIds: [E1, E2], minCommunitySize: K, itemNoise: 0, rateLimit: false as const, maxMembers: 8, vectorIndex: { exactBelow: 40 } };
+    const opts = { legacyV1: true, dataDir, embedderIds: [E1, E2], embedderDims: DIMS, minCommunitySize: K, itemNoise: 0, rateLimit: false as const, maxMembers: 8, vectorIndex: { exactBelow: 40 } };
     let svc = createIndexService(opts);
     await svc.ready;
     let url = await svc.listen({ port: 0 });
@@ -318,7 +318,7 @@ describe('index service: seeded fuzz', () => {
       const k = 4;
       const dataDir = mkdtempSync(join(tmpdir(), 'atomem-kanon-'));
       dirs.push(dataDir);
-      const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [E1], minCommunitySize: k, itemNoise: 1, rateLimit: false, hops });
+      const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [E1], embedderDims: { [E1]: 16 }, minCommunitySize: k, itemNoise: 1, rateLimit: false, hops });
       await svc.ready;
       const url = await svc.listen({ port: 0 });
       const r = rng(hops ?? 7);

@@ -21,6 +21,9 @@ import { clustered, unit } from '../fixtures/index-wire.js';
 
 const EMB = 'test-embedder@1/int8';
 const DIM = 8;
+const E2 = 'other-embedder@2/int8';
+/** The registry of embedder dimensions, fixed by configuration. */
+const DIMS = { [EMB]: DIM, [E2]: 12, 'second@1': DIM };
 
 const dirs: string[] = [];
 const services: IndexService[] = [];
@@ -38,7 +41,7 @@ function tempDir(): string {
 }
 
 async function start(opts: Partial<IndexServiceOptions> = {}, dataDir = tempDir()) {
-  const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], itemNoise: 0, rateLimit: false, ...opts });
+  const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], embedderDims: DIMS, itemNoise: 0, rateLimit: false, metricsToken: METRICS_TOKEN, ...opts });
   services.push(svc);
   await svc.ready;
   const url = await svc.listen({ port: 0 });
@@ -67,6 +70,8 @@ async function request(url: string, method: 'GET' | 'POST', body?: unknown, head
   return { status: res.status, type: res.headers.get('content-type'), body: parsed };
 }
 
+const METRICS_TOKEN = 'metrics-token-for-tests-0123';
+const metricsAuth = { authorization: `Bearer ${METRICS_TOKEN}` };
 const token = () => randomBytes(16).toString('base64url');
 let idCounter = 0;
 const newId = () => `mem-${(idCounter++).toString().padStart(6, '0')}-${randomBytes(3).toString('hex')}`;
@@ -87,14 +92,26 @@ function state(svc: IndexService, embedders = [EMB]) {
   };
 }
 
+/** Until health answers 200 (the background rebuild after a failed write has finished). */
+async function waitReady(url: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if ((await request(url + INDEX_PATHS.health, 'GET')).status === 200) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error('the service did not become ready');
+}
+
 describe('index service: health and basics', () => {
   it('health answers 200 JSON once ready, with the protocol fields', async () => {
     const { url } = await start({ minCommunitySize: 4, itemNoise: 0.5 });
     const h = await request(url + INDEX_PATHS.health, 'GET');
     expect(h.status).toBe(200);
     expect(h.type).toMatch(/^application\/json/);
-    expect(h.body).toEqual({ status: 'ok', version: 1, embedderIds: [EMB], memories: 0, communities: 0, minCommunitySize: 4, itemNoise: 0.5 });
-    const m = await request(url + INDEX_PATHS.metrics, 'GET');
+    expect(h.body).toEqual({ status: 'ok', version: 1, embedderIds: [EMB], memories: 0, communities: 0, minCommunitySize: 4, itemNoise: 0.5, storage: { state: 'ok' } });
+    // Metrics are a side channel on other shoppers' activity: only with the token.
+    expect((await request(url + INDEX_PATHS.metrics, 'GET')).status).toBe(404);
+    expect((await request(url + INDEX_PATHS.metrics, 'GET', undefined, { authorization: 'Bearer wrong-token-wrong-token' })).status).toBe(404);
+    const m = await request(url + INDEX_PATHS.metrics, 'GET', undefined, metricsAuth);
     expect(m.status).toBe(200);
     expect(m.body).toMatchObject({ memories: 0, communities: 0, requests: { health: 1 } });
     expect(m.body.rssBytes).toBeGreaterThan(0);
@@ -113,7 +130,7 @@ describe('index service: health and basics', () => {
       [[EMB, 4]],
     );
     seed.close();
-    const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], rateLimit: false });
+    const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], embedderDims: { [EMB]: 4 }, rateLimit: false });
     services.push(svc);
     const early = await svc.app.inject({ method: 'GET', url: INDEX_PATHS.health });
     expect(early.statusCode).toBe(503);
@@ -188,7 +205,6 @@ describe('index service: health and basics', () => {
   });
 
   it('serves several embedders, each with its own dimension and communities', async () => {
-    const E2 = 'other-embedder@2/int8';
     const { svc, url } = await start({ embedderIds: [EMB, E2], minCommunitySize: 2 });
     const g8 = clustered(3, 8, 1, 0.05);
     const g12 = clustered(4, 12, 1, 0.05);
@@ -211,10 +227,10 @@ describe('index service: health and basics', () => {
 
   it('a second service on the same data dir is refused while the first runs', async () => {
     const { dataDir } = await start();
-    expect(() => createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], logger: false })).toThrow(DataDirInUseError);
+    expect(() => createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], embedderDims: DIMS, logger: false })).toThrow(DataDirInUseError);
     // A service that fails to build releases the data dir.
     const other = tempDir();
-    expect(() => createIndexService({ legacyV1: true, dataDir: other, embedderIds: [EMB], itemNoise: -1 })).toThrow(/itemNoise/);
+    expect(() => createIndexService({ legacyV1: true, dataDir: other, embedderIds: [EMB], embedderDims: DIMS, itemNoise: -1 })).toThrow(/itemNoise/);
     await start({}, other);
   });
 });
@@ -254,15 +270,20 @@ describe('index service: bad input never changes state', () => {
       ['bad base64', U, { v: 1, memories: [good, { ...good, id: 'other-id-1', vector: '@@@@####' }] }, 400, 'bad_request', /memories\[1\]\.vector is not valid base64/],
       ['unpadded base64', U, { v: 1, memories: [{ ...good, vector: good.vector.replace(/=+$/, '') }] }, 400, 'bad_request', /memories\[0\]\.vector is not valid base64/],
       ['decoded length ≠ dim', U, { v: 1, memories: [good, { ...good, id: 'other-id-2', vector: vec(7) }] }, 400, 'wrong_dimension', /memories\[1\]\.vector decodes to 7 int8 values but memories\[1\]\.dim is 8/],
-      ['dim ≠ index dimension', U, { v: 1, memories: [{ ...good, dim: 16, vector: vec(16) }] }, 400, 'wrong_dimension', /memories\[0\]\.dim is 16 but this index holds 8-dimensional/],
-      ['two dims for a new embedder in one batch', U, { v: 1, memories: [{ ...good, embedderId: 'second@1' }, { ...good, id: 'other-id-3', embedderId: 'second@1', dim: 4, vector: vec(4) }] }, 400, 'wrong_dimension', /memories\[1\]\.dim is 4 but this index holds 8/],
+      ['dim ≠ index dimension', U, { v: 1, memories: [{ ...good, dim: 16, vector: vec(16) }] }, 400, 'wrong_dimension', /memories\[0\]\.dim is 16 but this index serves 8-dimensional/],
+      ['two dims for a new embedder in one batch', U, { v: 1, memories: [{ ...good, embedderId: 'second@1' }, { ...good, id: 'other-id-3', embedderId: 'second@1', dim: 4, vector: vec(4) }] }, 400, 'wrong_dimension', /memories\[1\]\.dim is 4 but this index serves 8/],
       ['zero vector', U, { v: 1, memories: [{ ...good, vector: encodeVector(new Float32Array(DIM)) }] }, 400, 'bad_request', /memories\[0\]\.vector is all zeros/],
       ['unknown embedder', U, { v: 1, memories: [good, { ...good, id: 'other-id-4', embedderId: 'nope@0' }] }, 400, 'unknown_embedder', /memories\[1\]\.embedderId is not served/],
       ['empty embedder id', U, { v: 1, memories: [{ ...good, embedderId: '' }] }, 400, 'bad_request', /embedderId must NOT have fewer than 1 characters/],
       ['short id', U, { v: 1, memories: [{ ...good, id: 'abc' }] }, 400, 'bad_request', /memories\/0\/id must match pattern/],
       ['id with bad chars', U, { v: 1, memories: [{ ...good, id: 'abc def ghi' }] }, 400, 'bad_request', /memories\/0\/id must match pattern/],
       ['tokenHash not hex', U, { v: 1, memories: [{ ...good, tokenHash: 'Z'.repeat(64) }] }, 400, 'bad_request', /tokenHash must match pattern/],
-      ['empty item id', U, { v: 1, memories: [{ ...good, items: [''] }] }, 400, 'bad_request', /items\/0 must NOT have fewer than 1/],
+      ['empty item id', U, { v: 1, memories: [{ ...good, items: [''] }] }, 400, 'bad_request', /items\/0 must match pattern/],
+      ['item id with NUL', U, { v: 1, memories: [{ ...good, items: ['sku\u0000x'] }] }, 400, 'bad_request', /items\/0 must match pattern/],
+      ['item id with a bidi override', U, { v: 1, memories: [{ ...good, items: ['sku\u202Egpj.exe'] }] }, 400, 'bad_request', /items\/0 must match pattern/],
+      ['item id with markup', U, { v: 1, memories: [{ ...good, items: ['<img src=x onerror=alert(1)>'] }] }, 400, 'bad_request', /items\/0 must match pattern/],
+      ['item id with a lone surrogate', U, `{"v":1,"memories":[${JSON.stringify({ ...good, items: ['X'] }).replace('"X"', '"sku\\ud800"')}]}`, 400, 'bad_request', /items\/0 must match pattern/],
+      ['item id with a space', U, { v: 1, memories: [{ ...good, items: ['sku 1'] }] }, 400, 'bad_request', /items\/0 must match pattern/],
       ['duplicate ids in a batch', U, { v: 1, memories: [good, { ...good }] }, 400, 'bad_request', /memories\[1\]\.id repeats memories\[0\]\.id/],
       ['replay with another tokenHash', U, { v: 1, memories: [good, { ...base[0].m, tokenHash: 'a'.repeat(64) }] }, 409, 'conflict', /memories\[1\]\.id is already stored with another tokenHash/],
       ['batch above maxBatch', U, { v: 1, memories: many(INDEX_LIMITS.maxBatch + 1) }, 413, 'too_large', /memories must NOT have more than 256 items/],
@@ -287,7 +308,7 @@ describe('index service: bad input never changes state', () => {
       expect(r.body.message, name).toMatch(message);
       expect(state(svc, [EMB, 'second@1']), name).toEqual(before);
     }
-    const m = await request(url + INDEX_PATHS.metrics, 'GET');
+    const m = await request(url + INDEX_PATHS.metrics, 'GET', undefined, metricsAuth);
     expect(m.body.rejected).toMatchObject({ bad_request: expect.any(Number), wrong_dimension: 3, unknown_embedder: 2, conflict: 1, forbidden: 1, too_large: 5 });
     // The good memory of those batches is still accepted on its own.
     expect((await request(url + U, 'POST', { v: 1, memories: [good] })).status).toBe(200);
@@ -313,10 +334,13 @@ describe('index service: failures and noise', () => {
     };
     const r1 = await request(url + INDEX_PATHS.upsert, 'POST', { v: 1, memories: [b.m] });
     expect(r1).toMatchObject({ status: 500, body: { error: 'internal', message: expect.stringMatching(/no effect/) } });
+    // The rebuild from SQLite runs in the background (the event loop is not blocked): 503 meanwhile, then 500 again.
+    await waitReady(url);
     const r2 = await request(url + INDEX_PATHS.delete, 'POST', { v: 1, deletions: [{ id: a.m.id, token: a.token }] });
     expect(r2.status).toBe(500);
     store.upsert = realUpsert;
     store.delete = realDelete;
+    await waitReady(url);
     // The in-memory index was rebuilt from disk: b is not in it, a still is.
     expect(state(svc)).toEqual(before);
     expect(svc.index(EMB)!.graph.has(b.m.id)).toBe(false);
@@ -343,23 +367,27 @@ describe('index service: failures and noise', () => {
 });
 
 describe('index service: rate limits and logs', () => {
-  it('limits per anonymous client token, with one shared bucket for clients without it', async () => {
+  it('limits per client address: rotating the client header or forwarding headers gets no new bucket', async () => {
     const { url } = await start({ rateLimit: { max: 3, timeWindow: 60_000 } });
     const q = (h: Record<string, string>) => request(url + INDEX_PATHS.communities, 'POST', { v: 1, embedderId: EMB, ids: [] }, h);
-    const a = { [CLIENT_HEADER]: 'client-token-aaaa' };
-    const b = { [CLIENT_HEADER]: 'client-token-bbbb' };
-    for (let i = 0; i < 3; i++) expect((await q(a)).status).toBe(200);
-    const limited = await q(a);
+    for (let i = 0; i < 3; i++) expect((await q({ [CLIENT_HEADER]: `client-token-${i}aaaa` })).status).toBe(200);
+    const limited = await q({ [CLIENT_HEADER]: 'client-token-zzzz' });
     expect(limited.status).toBe(429);
-    expect(limited.body).toEqual({ error: 'rate_limited', message: expect.stringMatching(/rate limit exceeded/) });
-    expect((await q(b)).status).toBe(200);
-    // No header (or a malformed one): the shared global bucket.
-    for (let i = 0; i < 3; i++) expect((await q(i === 1 ? { [CLIENT_HEADER]: 'bad token!' } : {})).status).toBe(200);
+    expect(limited.body).toEqual({ error: 'rate_limited', message: expect.stringMatching(/rate limit exceeded .*per client address/) });
     expect((await q({})).status).toBe(429);
-    // Spoofed forwarding headers do not create new buckets (trustProxy is off, IPs are never keys).
+    // Spoofed forwarding headers do not create new buckets (trustProxy is off).
     expect((await q({ 'x-forwarded-for': '10.9.8.7' })).status).toBe(429);
     // Health is never rate limited.
     expect((await request(url + INDEX_PATHS.health, 'GET')).status).toBe(200);
+  });
+
+  it('with trustProxy, the address the proxy reports keys the limit (and only then)', async () => {
+    const { url } = await start({ rateLimit: { max: 2, timeWindow: 60_000 }, trustProxy: '127.0.0.1' });
+    const q = (ip: string) => request(url + INDEX_PATHS.communities, 'POST', { v: 1, embedderId: EMB, ids: [] }, { 'x-forwarded-for': ip });
+    expect((await q('203.0.113.1')).status).toBe(200);
+    expect((await q('203.0.113.1')).status).toBe(200);
+    expect((await q('203.0.113.1')).status).toBe(429);
+    expect((await q('203.0.113.2')).status).toBe(200);
   });
 
   it('never logs IP addresses, ports or host names', async () => {

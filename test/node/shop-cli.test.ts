@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { main } from '../../packages/atomem/src/shop/cli.js';
 import { decodeShopModel } from '../../packages/atomem/src/protocol/shop-model-v1.js';
 import { encodeCatalogVectors } from '../../packages/atomem/src/protocol/catalog-vectors-v1.js';
+import { encodeCatalogFile } from '../../packages/atomem/src/protocol/catalog-vectors-v2.js';
 import type { Item } from '../../packages/atomem/src/core/types.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'atomem-shop-cli-'));
@@ -37,6 +38,12 @@ describe('atomem-shop CLI', () => {
     expect(model.items).toHaveLength(12);
     expect(model.contentMap?.embedder).toBe('toy@1');
     expect(model.vectors!.cold[model.items.indexOf('sku-5')]).toBe(1);
+    // the same content rows in a catalog vector file v2 (atomem-vectors --log writes v2)
+    writeFileSync(join(dir, 'vectors-v2.bin'), encodeCatalogFile({ embedder: { id: 'toy@1', dim: 8 }, items, vectors }));
+    const v2 = await run(['--interactions', join(dir, 'interactions.jsonl'), '--items', join(dir, 'items.jsonl'), '--content', join(dir, 'vectors-v2.bin'), '--out', join(dir, 'model2.bin'), '--dim', '4']);
+    expect(v2.code, v2.err).toBe(0);
+    expect(v2.out).toMatch(/12 items \(2 with content-only vectors\)/);
+    expect(decodeShopModel(readFileSync(join(dir, 'model2.bin'))).contentMap?.embedder).toBe('toy@1');
   });
 
   it('publishes a DP file with --epsilon', async () => {

@@ -35,7 +35,7 @@ afterEach(async () => {
 });
 
 async function startService(dataDir: string, port = 0): Promise<{ service: IndexService; url: string }> {
-  const service = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMBEDDER], minCommunitySize: 2, itemNoise: 0, tau: 0.3, logger: false, rateLimit: false });
+  const service = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMBEDDER], embedderDims: { [EMBEDDER]: 64 }, minCommunitySize: 2, itemNoise: 0, tau: 0.3, logger: false, rateLimit: false });
   const url = await service.listen({ port, host: '127.0.0.1' });
   return { service, url };
 }

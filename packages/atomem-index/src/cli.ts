@@ -4,8 +4,8 @@
  *
  *   atomem-index --data ./index-data --catalog-vectors ./catalog-vectors.bin [--port 8787]
  *                [--epoch-ms 86400000] [--min-contributors 20] [--min-reports 50] …
- *   (attester key from the environment: ATOMEM_ATTESTER_KEY)
- *   atomem-index … --legacy-v1 --embedder use-lite@0.2.0/float32   (DEPRECATED, insecure v1)
+ *   (attester key from the environment: ATOMEM_ATTESTER_KEY; metrics token: ATOMEM_METRICS_TOKEN)
+ *   atomem-index … --legacy-v1 --embedder my-embedder@1=384   (DEPRECATED, insecure v1)
  *
  * Protocol v2 needs the shop's catalog vector file (`atomem-vectors`): its item space is what
  * communities are built from. Prints `atomem-index ready at http://HOST:PORT (…)` on stdout
@@ -16,7 +16,7 @@
 
 import { readFileSync } from 'node:fs';
 import { decodeCatalogVectors } from 'atomem/protocol';
-import { DEFAULT_EMBEDDER } from './defaults.js';
+import { DEFAULT_EMBEDDER, KNOWN_EMBEDDER_DIMS } from './defaults.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { createIndexService, type IndexService } from './service.js';
 
@@ -59,9 +59,36 @@ export interface CliOptions {
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   catalogVectors?: string;
   legacyV1?: boolean;
+  replaceItemSpace?: boolean;
   epochMs?: number;
   minContributors?: number;
   minReports?: number;
+  trustProxy?: string;
+  corsOrigin: string[];
+  maxConnections?: number;
+  maxConnectionsPerAddress?: number;
+  headersTimeout?: number;
+  requestTimeout?: number;
+  idleTimeout?: number;
+  maxDbBytes?: number;
+}
+
+/** `--embedder id[=dim]` → [id, dim]; the dimension may be left out for the engine's own embedders. */
+export function parseEmbedder(v: string): [string, number] {
+  const m = /^(.+?)(?:=(\d+))?$/.exec(v);
+  const id = m?.[1] ?? v;
+  const dim = m?.[2] !== undefined ? Number(m[2]) : KNOWN_EMBEDDER_DIMS[id];
+  if (dim === undefined) throw new InvalidArgumentError(`--embedder ${v}: give its vector dimension as ${id}=<dim> (the first upload no longer sets it)`);
+  return [id, dim];
+}
+
+/** `--trust-proxy`: `true`, a hop count, or a comma-separated list of proxy addresses / CIDRs. */
+export function parseTrustProxy(v: string): boolean | number | string[] {
+  if (v === 'true') return true;
+  if (/^\d+$/.test(v)) return Number(v);
+  const list = v.split(',').map((x) => x.trim()).filter(Boolean);
+  if (list.length === 0) throw new InvalidArgumentError('--trust-proxy needs true, a hop count, or proxy addresses / CIDRs');
+  return list;
 }
 
 /** The commander program. */
@@ -73,8 +100,9 @@ export function program(): Command {
     .option('--epoch-ms <ms>', 'protocol v2: epoch length (default one day)', int('--epoch-ms', 1))
     .option('--min-contributors <n>', 'protocol v2: estimated contributors a community needs to be released (default 20)', num('--min-contributors', 0))
     .option('--min-reports <n>', 'protocol v2: reports an epoch needs to be released (default 50)', int('--min-reports', 1))
+    .option('--replace-item-space', "protocol v2: accept a catalog of another embedder or dimension than the data dir's (default: refuse to start)")
     .option('--legacy-v1', 'also serve the DEPRECATED, INSECURE protocol v1 (/v1/…; see docs/PRIVACY.md)')
-    .option('--embedder <id>', `v1: embedder id to serve (repeatable; default ${DEFAULT_EMBEDDER}, the browser engine's default)`, collect, [] as string[])
+    .option('--embedder <id[=dim]>', `v1: embedder id to serve and its vector dimension (repeatable; default ${DEFAULT_EMBEDDER}, the browser engine's default; =dim may be left out for ${Object.keys(KNOWN_EMBEDDER_DIMS).join(', ')})`, collect, [] as string[])
     .option('--port <port>', 'TCP port (0 = any free port)', int('--port', 0), 8787)
     .option('--host <host>', 'interface to bind', '127.0.0.1')
     .option('--k <k>', 'k-anonymity: minimum community size released', int('--k', 1), 3)
@@ -83,10 +111,18 @@ export function program(): Command {
     .option('--tau <sim>', 'minimum link similarity (default 0.5)', num('--tau', -1, 1))
     .option('--max-members <n>', 'member vectors released per community', int('--max-members', 0), 64)
     .option('--hops <n>', 'release each own memory\'s ≤ n-hop neighbourhood instead of whole communities', int('--hops', 1))
-    .option('--rate-max <n>', 'requests per client token per window (0 = no limit)', int('--rate-max', 0), 600)
+    .option('--rate-max <n>', 'requests per client address per window, every route but health (0 = no limit)', int('--rate-max', 0), 600)
     .option('--rate-window <ms>', 'rate-limit window in ms', int('--rate-window', 1), 60_000)
     .addOption(new Option('--sync <level>', 'SQLite synchronous: normal survives process crashes, full also OS crashes').choices(['normal', 'full']).default('normal'))
     .option('--exact-below <n>', 'exact neighbour search below this many vectors, HNSW above (default 512)', int('--exact-below', 0))
+    .option('--trust-proxy <value>', 'behind a reverse proxy: true, a hop count, or comma-separated proxy addresses / CIDRs whose X-Forwarded-For is believed (default: the socket peer is the client)')
+    .option('--cors-origin <origin>', "origin (https://shop.example) whose pages may read answers from a browser; repeatable; '*' for any (default: same origin only)", collect, [] as string[])
+    .option('--max-connections <n>', 'open connections in all (default 4096, at most half the open-file limit)', int('--max-connections', 1))
+    .option('--max-connections-per-address <n>', 'open connections per client address (default 64; unlimited with --trust-proxy)', int('--max-connections-per-address', 1))
+    .option('--headers-timeout <ms>', 'time a client has to send its request headers (default 10000)', int('--headers-timeout', 1))
+    .option('--request-timeout <ms>', 'time a client has to send its whole request (default 15000)', int('--request-timeout', 1))
+    .option('--idle-timeout <ms>', 'a connection without traffic is closed after this long (default 15000)', int('--idle-timeout', 1))
+    .option('--max-db-bytes <n>', 'size limit per SQLite file; writes beyond it answer 507 as on a full disk (default none)', int('--max-db-bytes', 4096))
     .addOption(new Option('--log-level <level>', 'log level (stderr)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'));
 }
 
@@ -99,6 +135,7 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   if (o.catalogVectors === undefined && !legacyV1) throw new Error('--catalog-vectors <file> is required (protocol v2 builds its communities from the shop\'s item space), or --legacy-v1');
   if (legacyV1) process.stderr.write('atomem-index: WARNING: serving the deprecated, insecure protocol v1 (/v1/…)\n');
   const file = o.catalogVectors;
+  const embedders = (o.embedder.length ? o.embedder : [DEFAULT_EMBEDDER]).map(parseEmbedder);
   const service = createIndexService({
     dataDir: o.data,
     legacyV1,
@@ -114,10 +151,23 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
             minContributors: o.minContributors,
             minReports: o.minReports,
             attesterKey: process.env.ATOMEM_ATTESTER_KEY || undefined,
+            replaceSpace: o.replaceItemSpace === true,
           },
         }
       : {}),
-    embedderIds: o.embedder.length ? o.embedder : [DEFAULT_EMBEDDER],
+    embedderIds: embedders.map(([e]) => e),
+    embedderDims: Object.fromEntries(embedders),
+    trustProxy: o.trustProxy === undefined ? undefined : parseTrustProxy(o.trustProxy),
+    corsOrigins: o.corsOrigin.includes('*') ? '*' : o.corsOrigin.length ? o.corsOrigin : undefined,
+    metricsToken: process.env.ATOMEM_METRICS_TOKEN || undefined,
+    network: {
+      maxConnections: o.maxConnections,
+      maxConnectionsPerAddress: o.maxConnectionsPerAddress,
+      headersTimeoutMs: o.headersTimeout,
+      requestTimeoutMs: o.requestTimeout,
+      idleTimeoutMs: o.idleTimeout,
+    },
+    storage: { maxBytes: o.maxDbBytes },
     minCommunitySize: o.k,
     itemNoise: o.itemNoise,
     k1: o.k1,
@@ -146,7 +196,8 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   process.on('SIGINT', () => stop('SIGINT'));
   const url = await service.listen({ port: o.port, host: o.host });
   await service.ready;
-  const memories = legacyV1 ? o.embedder.reduce((n, e) => n + (service.index(e)?.graph.size ?? 0), 0) : 0;
+  // why: count over the embedders actually served (the default one included)
+  const memories = legacyV1 ? embedders.reduce((n, [e]) => n + (service.index(e)?.graph.size ?? 0), 0) : 0;
   process.stdout.write(`atomem-index ready at ${url} (${file ? `v2: epoch ${service.v2!.epoch()}` : 'v2 off'}${legacyV1 ? `, v1: ${memories} memories` : ''})\n`);
   return service;
 }

@@ -7,9 +7,22 @@
  * a seeded rng, and graphology's implementation is maintained and fast (1.3k items: ~50 ms).
  * The resolution is raised until no community holds more than `maxShare` of the items, so no
  * community is a catch-all that says nothing about a shopper.
+ *
+ * The kNN graph ({@link itemKnn}) is exact below `exactBelow` items and comes from a usearch
+ * HNSW index above (cosine, f32, M = 16, efConstruction 64, ef growing with the catalog:
+ * {@link knnExpansion}), because the exact graph is O(n²): 1M items would take days. Recall
+ * of the HNSW graph against the exact one is measured by `npm run bench:index -- --item-space`
+ * and held ≥ 0.95 by a test. {@link clusterItemSpace} (the service's path) builds it in
+ * slices that yield to the event loop, and persists the kNN graph and the communities in the
+ * data dir keyed by a fingerprint of the catalog and the options, so a restart reads them
+ * back instead of recomputing.
  */
+import { createHash } from 'node:crypto';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
 import Graph from 'graphology';
 import louvain from 'graphology-communities-louvain';
+import usearch from 'usearch';
 import type { ItemCommunities, ItemSpace } from 'atomem/engine';
 
 /** Options of {@link clusterItems}. */
@@ -22,6 +35,140 @@ export interface ClusterOptions {
   resolution?: number;
   /** Seed of Louvain's rng. Default 1. */
   seed?: number;
+  /** Below this many items the kNN graph is exact, above it comes from usearch HNSW. Default 5 000. */
+  exactBelow?: number;
+  /** HNSW ef of the kNN queries. Default {@link knnExpansion} (grows with the catalog). */
+  expansionSearch?: number;
+  /** HNSW efConstruction. Default 64. */
+  expansionAdd?: number;
+  /**
+   * Threads of the HNSW build and queries (0 = all cores). Default 1: a single-threaded build
+   * inserts in a fixed order, so the same catalog always gives the same graph and communities
+   * (usearch sizes its search contexts by the build's threads, so both use this).
+   */
+  threads?: number;
+}
+
+/**
+ * HNSW ef used for a catalog of `n` items and `k` neighbours: 4·k·log10(n) / 3, at least 64 and
+ * 2k, at most 256 (n = 10k → 64, 100k → 67, 1M → 80 for k = 10): HNSW recall at a fixed ef
+ * falls slowly as the graph grows, so ef grows with log n.
+ */
+export function knnExpansion(n: number, k: number): number {
+  return Math.min(256, Math.max(64, 2 * k, Math.ceil((4 * k * Math.log10(Math.max(10, n))) / 3)));
+}
+
+/** The kNN graph: row i holds item i's `k` nearest other items (index, cosine), -1 where fewer exist. */
+export interface KnnGraph {
+  k: number;
+  neighbours: Int32Array;
+  sims: Float32Array;
+  /** Whether it was computed exactly. */
+  exact: boolean;
+}
+
+const yieldLoop = () => new Promise<void>((r) => setImmediate(r));
+
+/**
+ * The kNN graph of the item space: exact below `exactBelow` items, usearch HNSW above. With
+ * `yieldEvery` (async path), the work is cut into slices of that many queries with an event-loop turn
+ * between them; `onProgress` gets the share done.
+ */
+export function itemKnn(space: ItemSpace, options: ClusterOptions = {}): KnnGraph {
+  const it = knnSteps(space, options, 0);
+  for (let r = it.next(); ; r = it.next()) if (r.done) return r.value;
+}
+
+/** {@link itemKnn} yielding to the event loop between slices. */
+export async function itemKnnAsync(space: ItemSpace, options: ClusterOptions = {}, onProgress?: (share: number) => void): Promise<KnnGraph> {
+  const it = knnSteps(space, options, 2048);
+  for (let r = it.next(); ; r = it.next()) {
+    if (r.done) return r.value;
+    onProgress?.(r.value);
+    await yieldLoop();
+  }
+}
+
+function* knnSteps(space: ItemSpace, options: ClusterOptions, slice: number): Generator<number, KnnGraph, void> {
+  const n = space.ids.length;
+  const k = Math.max(1, Math.min(options.k ?? 10, n - 1));
+  const dim = space.vectors[0]?.length ?? 0;
+  const neighbours = new Int32Array(n * k).fill(-1);
+  const sims = new Float32Array(n * k);
+  const exact = n < (options.exactBelow ?? 5000);
+  if (n <= 1) return { k, neighbours, sims, exact: true };
+  const flat = new Float32Array(n * dim);
+  space.vectors.forEach((v, i) => flat.set(v, i * dim));
+  if (exact) {
+    const row = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      const a = i * dim;
+      for (let j = 0; j < n; j++) {
+        if (j === i) {
+          row[j] = -Infinity;
+          continue;
+        }
+        let s = 0;
+        const b = j * dim;
+        for (let d = 0; d < dim; d++) s += flat[a + d] * flat[b + d];
+        row[j] = s;
+      }
+      // top k by insertion (ties: lower index first), O(n·k) at worst
+      const base = i * k;
+      let filled = 0;
+      for (let j = 0; j < n; j++) {
+        if (j === i) continue;
+        const sj = row[j];
+        if (filled === k && sj <= sims[base + k - 1]) continue;
+        let t = filled < k ? filled++ : k - 1;
+        while (t > 0 && sims[base + t - 1] < sj) {
+          sims[base + t] = sims[base + t - 1];
+          neighbours[base + t] = neighbours[base + t - 1];
+          t--;
+        }
+        sims[base + t] = sj;
+        neighbours[base + t] = j;
+      }
+      if (slice && i % 256 === 255) yield i / n;
+    }
+    return { k, neighbours, sims, exact };
+  }
+  const threads = options.threads ?? 1;
+  const index = new usearch.Index({
+    dimensions: dim,
+    metric: usearch.MetricKind.Cos,
+    quantization: usearch.ScalarKind.F32,
+    connectivity: 16,
+    expansion_add: options.expansionAdd ?? 64,
+    expansion_search: options.expansionSearch ?? knnExpansion(n, k),
+    multi: false,
+  });
+  const step = slice || n;
+  for (let i = 0; i < n; i += step) {
+    const end = Math.min(n, i + step);
+    const keys = new BigUint64Array(end - i);
+    for (let j = i; j < end; j++) keys[j - i] = BigInt(j);
+    index.add(keys, flat.subarray(i * dim, end * dim), threads);
+    if (slice) yield (0.5 * end) / n;
+  }
+  for (let i = 0; i < n; i += step) {
+    const end = Math.min(n, i + step);
+    const m = index.search(flat.subarray(i * dim, end * dim), k + 1, threads) as unknown as { keys: BigUint64Array; distances: Float32Array; counts: BigUint64Array | number[] };
+    for (let q = 0; q < end - i; q++) {
+      const self = i + q;
+      let t = 0;
+      for (let h = 0; h < k + 1 && t < k; h++) {
+        const raw = m.keys[q * (k + 1) + h];
+        const key = Number(raw);
+        if (h >= Number(m.counts[q]) || key === self || key < 0 || key >= n) continue;
+        neighbours[self * k + t] = key;
+        sims[self * k + t] = 1 - m.distances[q * (k + 1) + h];
+        t++;
+      }
+    }
+    if (slice) yield 0.5 + (0.5 * end) / n;
+  }
+  return { k, neighbours, sims, exact };
 }
 
 /** mulberry32: a small seeded [0, 1) generator for Louvain's node order. */
@@ -36,36 +183,21 @@ function mulberry32(seed: number): () => number {
   };
 }
 
-/** Cluster the item space (see the module comment). Community ids `k0`, `k1`, … by decreasing size. */
-export function clusterItems(space: ItemSpace, options: ClusterOptions = {}): ItemCommunities {
-  const { k = 10, maxShare = 0.05, seed = 1 } = options;
+/** Louvain over a kNN graph (see the module comment). Community ids `k0`, `k1`, … by decreasing size. */
+export function communitiesOfKnn(space: ItemSpace, knn: KnnGraph, options: ClusterOptions = {}): ItemCommunities {
+  const { maxShare = 0.05, seed = 1 } = options;
   const n = space.ids.length;
   if (n === 0) return { communities: [] };
-  if (space.vectors.length !== n) throw new RangeError(`clusterItems: ${n} ids but ${space.vectors.length} vectors`);
   const graph = new Graph({ type: 'undirected', allowSelfLoops: false, multi: false });
   for (const id of space.ids) graph.addNode(id);
-  const kk = Math.min(k, n - 1);
-  const sims = new Float64Array(n);
   for (let i = 0; i < n; i++) {
-    const a = space.vectors[i];
-    for (let j = 0; j < n; j++) {
-      if (j === i) {
-        sims[j] = -Infinity;
-        continue;
-      }
-      const b = space.vectors[j];
-      let s = 0;
-      for (let d = 0; d < a.length; d++) s += a[d] * b[d];
-      sims[j] = s;
-    }
-    const order = Array.from({ length: n }, (_, j) => j).sort((x, y) => sims[y] - sims[x] || x - y);
-    for (let t = 0; t < kk; t++) {
-      const j = order[t];
+    for (let t = 0; t < knn.k; t++) {
+      const j = knn.neighbours[i * knn.k + t];
+      if (j < 0 || j === i) continue;
       const u = space.ids[i];
       const v = space.ids[j];
       // why: shift cosines to (0, 2] so every kNN edge has a positive weight in centred spaces too
-      const w = 1 + sims[j];
-      if (!graph.hasEdge(u, v)) graph.addEdge(u, v, { weight: w });
+      if (!graph.hasEdge(u, v)) graph.addEdge(u, v, { weight: 1 + knn.sims[i * knn.k + t] });
     }
   }
   const limit = Math.max(1, Math.floor(maxShare * n));
@@ -87,4 +219,132 @@ export function clusterItems(space: ItemSpace, options: ClusterOptions = {}): It
   }
   const lists = [...groups.values()].sort((a, b) => b.length - a.length || (a[0] < b[0] ? -1 : 1));
   return { communities: lists.map((items, i) => ({ id: `k${i}`, items })) };
+}
+
+/** Cluster the item space (see the module comment), synchronously. Community ids `k0`, `k1`, … by decreasing size. */
+export function clusterItems(space: ItemSpace, options: ClusterOptions = {}): ItemCommunities {
+  if (space.ids.length === 0) return { communities: [] };
+  if (space.vectors.length !== space.ids.length) throw new RangeError(`clusterItems: ${space.ids.length} ids but ${space.vectors.length} vectors`);
+  return communitiesOfKnn(space, itemKnn(space, options), options);
+}
+
+/** Fingerprint of a catalog and the clustering options (what the persisted files are keyed by). */
+export function spaceFingerprint(space: ItemSpace, options: ClusterOptions = {}): string {
+  const h = createHash('sha256');
+  h.update(JSON.stringify({ v: 1, embedderId: space.embedderId, n: space.ids.length, o: { k: options.k ?? 10, maxShare: options.maxShare ?? 0.05, resolution: options.resolution ?? 1, seed: options.seed ?? 1, exactBelow: options.exactBelow ?? 5000, ef: options.expansionSearch ?? null } }));
+  for (let i = 0; i < space.ids.length; i++) {
+    h.update(space.ids[i]);
+    h.update('\0');
+    const v = space.vectors[i];
+    h.update(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+  }
+  return h.digest('hex');
+}
+
+/** File names of the persisted clustering in the data dir. */
+export const ITEM_KNN_FILE = 'item-space.knn';
+export const ITEM_COMMUNITIES_FILE = 'item-space.communities.json';
+
+function writeAtomic(file: string, data: Uint8Array | string): void {
+  const tmp = `${file}.${process.pid}.tmp`;
+  const fd = openSync(tmp, 'w');
+  try {
+    writeSync(fd, typeof data === 'string' ? Buffer.from(data) : data);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, file);
+}
+
+/** What {@link clusterItemSpace} did. */
+export interface ClusterRun {
+  communities: ItemCommunities;
+  /** `cache`: read back from the data dir; `knn-cache`: kNN read back, Louvain rerun; `computed`. */
+  source: 'cache' | 'knn-cache' | 'computed';
+  ms: number;
+  /** Time of the kNN graph (build and queries, or its read-back). */
+  knnMs: number;
+  /** Time of Louvain (0 when the communities were read back). */
+  louvainMs: number;
+}
+
+/**
+ * The service's clustering: {@link clusterItems} with the kNN graph built in slices between
+ * event-loop turns, and with both the kNN graph and the communities persisted in `dir`
+ * (atomic writes) under a fingerprint of the catalog and options. A restart with the same
+ * catalog reads the communities back; a changed catalog recomputes (and replaces the files).
+ * A persisted file that does not parse is ignored (recomputed), never trusted.
+ */
+export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions = {}, dir?: string, onProgress?: (share: number) => void): Promise<ClusterRun> {
+  const t0 = performance.now();
+  if (space.vectors.length !== space.ids.length) throw new RangeError(`clusterItems: ${space.ids.length} ids but ${space.vectors.length} vectors`);
+  const fp = dir ? spaceFingerprint(space, options) : '';
+  const commFile = dir ? join(dir, ITEM_COMMUNITIES_FILE) : '';
+  const knnFile = dir ? join(dir, ITEM_KNN_FILE) : '';
+  if (dir && existsSync(commFile)) {
+    try {
+      const saved = JSON.parse(readFileSync(commFile, 'utf8')) as { fingerprint: string; communities: ItemCommunities['communities'] };
+      if (saved.fingerprint === fp && Array.isArray(saved.communities)) return { communities: { communities: saved.communities }, source: 'cache', ms: performance.now() - t0, knnMs: 0, louvainMs: 0 };
+    } catch {
+      // unreadable: recompute
+    }
+  }
+  let knn: KnnGraph | undefined;
+  if (dir && existsSync(knnFile)) knn = readKnn(knnFile, fp, space.ids.length);
+  const source: ClusterRun['source'] = knn ? 'knn-cache' : 'computed';
+  if (!knn) {
+    knn = await itemKnnAsync(space, options, onProgress);
+    if (dir) writeKnn(knnFile, fp, knn);
+  }
+  const knnMs = performance.now() - t0;
+  await yieldLoop();
+  const t1 = performance.now();
+  const communities = communitiesOfKnn(space, knn, options);
+  const louvainMs = performance.now() - t1;
+  if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities }));
+  return { communities, source, ms: performance.now() - t0, knnMs, louvainMs };
+}
+
+// kNN file: "ATMK" | u32 version 1 | u32 n | u32 k | u8 exact | 64 hex fingerprint | pad to 4 | i32 neighbours[n·k] | f32 sims[n·k]
+const KNN_MAGIC = 0x4b4d5441;
+function writeKnn(file: string, fp: string, g: KnnGraph): void {
+  const n = g.neighbours.length / g.k;
+  const head = 4 * 4 + 4 + 64;
+  const buf = new Uint8Array(head + g.neighbours.byteLength + g.sims.byteLength);
+  const dv = new DataView(buf.buffer);
+  dv.setUint32(0, KNN_MAGIC, true);
+  dv.setUint32(4, 1, true);
+  dv.setUint32(8, n, true);
+  dv.setUint32(12, g.k, true);
+  dv.setUint32(16, g.exact ? 1 : 0, true);
+  buf.set(Buffer.from(fp, 'ascii'), 20);
+  buf.set(new Uint8Array(g.neighbours.buffer, g.neighbours.byteOffset, g.neighbours.byteLength), head);
+  buf.set(new Uint8Array(g.sims.buffer, g.sims.byteOffset, g.sims.byteLength), head + g.neighbours.byteLength);
+  writeAtomic(file, buf);
+}
+function readKnn(file: string, fp: string, n: number): KnnGraph | undefined {
+  try {
+    const b = readFileSync(file);
+    const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+    if (b.byteLength < 84 || dv.getUint32(0, true) !== KNN_MAGIC || dv.getUint32(4, true) !== 1 || dv.getUint32(8, true) !== n) return undefined;
+    if (b.subarray(20, 84).toString('ascii') !== fp) return undefined;
+    const k = dv.getUint32(12, true);
+    if (b.byteLength !== 84 + n * k * 8) return undefined;
+    const body = new Uint8Array(b.byteLength - 84);
+    body.set(b.subarray(84));
+    return { k, neighbours: new Int32Array(body.buffer, 0, n * k), sims: new Float32Array(body.buffer, n * k * 4, n * k), exact: dv.getUint32(16, true) === 1 };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The kNN graph persisted in `dir` for this catalog and options, if any (benchmarks, tests). */
+export function readPersistedKnn(dir: string, space: ItemSpace, options: ClusterOptions = {}): KnnGraph | undefined {
+  return readKnn(join(dir, ITEM_KNN_FILE), spaceFingerprint(space, options), space.ids.length);
+}
+
+/** Remove the persisted clustering files of a data dir (tests, operators). */
+export function removeClusterFiles(dir: string): void {
+  for (const f of [ITEM_KNN_FILE, ITEM_COMMUNITIES_FILE]) if (existsSync(join(dir, f))) unlinkSync(join(dir, f));
 }

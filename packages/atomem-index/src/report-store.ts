@@ -15,17 +15,24 @@
  * `secure_delete = ON` overwrites deleted content with zeros, and the WAL is checkpointed
  * (TRUNCATE) after each release, so deleted cells and tombstones do not linger in free pages or
  * the WAL. Durability as in the v1 store: WAL, `synchronous = NORMAL` by default, exclusive lock.
+ * Opened through ./storage.ts: marker, foreign / empty / corrupted files refused at start.
  */
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
-import { DataDirInUseError } from './store.js';
+import type Database from 'better-sqlite3';
+import { DataDir, openDatabase, type DataDirInUseError, type StorageError } from './storage.js';
 
 const SCHEMA_VERSION = 1;
+/** File name of the v2 store in the data dir. */
+export const REPORTS_FILE = 'reports.sqlite';
+/** SQLite `application_id` of the v2 store: "ATMR". */
+export const REPORTS_APPLICATION_ID = 0x41544d52;
 
 /** Options of {@link ReportStore.open}. */
 export interface ReportStoreOptions {
   synchronous?: 'normal' | 'full';
+  /** Size limit of the file in bytes (writes beyond it fail as on a full disk). Default none. */
+  maxBytes?: number;
+  /** Integrity check at open. Default `quick`. */
+  integrityCheck?: 'quick' | 'off';
 }
 
 /** The v2 SQLite store. All methods are synchronous; each mutation is one transaction. */
@@ -68,19 +75,25 @@ export class ReportStore {
     });
   }
 
-  /** Open (creating if needed) `reports.sqlite` in `dataDir`; {@link DataDirInUseError} when another process holds it. */
-  static open(dataDir: string, options: ReportStoreOptions = {}): ReportStore {
-    mkdirSync(dataDir, { recursive: true });
-    const file = join(dataDir, 'reports.sqlite');
-    const db = new Database(file, { timeout: 250 });
-    try {
-      db.pragma('locking_mode = EXCLUSIVE');
-      db.pragma('journal_mode = WAL');
-      db.pragma(`synchronous = ${options.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
+  /**
+   * Open (creating if needed) `reports.sqlite` in the data dir, with the checks of
+   * ./storage.ts (marker, foreign or empty file, `quick_check`, writability): throws
+   * {@link StorageError} naming the file and the fix, or {@link DataDirInUseError} when another
+   * process holds it.
+   */
+  static open(dataDir: string | DataDir, options: ReportStoreOptions = {}): ReportStore {
+    const dir = typeof dataDir === 'string' ? DataDir.open(dataDir) : dataDir;
+    const { db, file } = openDatabase(dir, {
+      name: REPORTS_FILE,
+      applicationId: REPORTS_APPLICATION_ID,
+      tables: ['cells', 'meta', 'releases', 'spent'],
+      schemaVersion: SCHEMA_VERSION,
+      synchronous: options.synchronous,
       // why: deleted cells and tombstones are overwritten, not left in free pages
-      db.pragma('secure_delete = ON');
-      db.exec('BEGIN EXCLUSIVE; COMMIT;');
-      db.exec(`
+      secureDelete: true,
+      maxBytes: options.maxBytes,
+      integrityCheck: options.integrityCheck,
+      schema: `
         CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS cells (
           epoch INTEGER NOT NULL, cohort INTEGER NOT NULL, bucket INTEGER NOT NULL, n INTEGER NOT NULL,
@@ -88,15 +101,8 @@ export class ReportStore {
         ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS spent (nonce BLOB PRIMARY KEY, epoch INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS releases (epoch INTEGER PRIMARY KEY, body TEXT NOT NULL);
-      `);
-      const version = db.pragma('user_version', { simple: true }) as number;
-      if (version === 0) db.pragma(`user_version = ${SCHEMA_VERSION}`);
-      else if (version !== SCHEMA_VERSION) throw new Error(`${file}: schema version ${version}, this service reads ${SCHEMA_VERSION}`);
-    } catch (err) {
-      db.close();
-      if ((err as { code?: string }).code === 'SQLITE_BUSY') throw new DataDirInUseError(`data dir ${dataDir} is in use by another process (${file} is locked)`);
-      throw err;
-    }
+      `,
+    });
     return new ReportStore(file, db);
   }
 

@@ -6,7 +6,7 @@
  * tokens) are the route handlers' job.
  */
 
-import { ID_PATTERN, INDEX_LIMITS, TOKEN_HASH_PATTERN, TOKEN_PATTERN } from 'atomem/protocol';
+import { ID_PATTERN, INDEX_LIMITS, ITEM_ID_PATTERN, TOKEN_HASH_PATTERN, TOKEN_PATTERN } from 'atomem/protocol';
 
 /** Longest base64 text of an int8 vector of `maxDim` values. */
 export const MAX_VECTOR_CHARS = Math.ceil(INDEX_LIMITS.maxDim / 3) * 4;
@@ -14,6 +14,8 @@ export const MAX_VECTOR_CHARS = Math.ceil(INDEX_LIMITS.maxDim / 3) * 4;
 const version = { const: 1 } as const;
 const id = { type: 'string', pattern: ID_PATTERN } as const;
 const name = { type: 'string', minLength: 1, maxLength: INDEX_LIMITS.maxIdLength } as const;
+// why: item ids are sent back to other shoppers; the grammar excludes controls, bidi overrides, lone surrogates and markup
+const itemId = { type: 'string', pattern: ITEM_ID_PATTERN } as const;
 
 /** One {@link import('atomem/protocol').WireMemory}. */
 export const wireMemorySchema = {
@@ -27,7 +29,7 @@ export const wireMemorySchema = {
     dim: { type: 'integer', minimum: 1, maximum: INDEX_LIMITS.maxDim },
     // why: decoded and checked in the handler, which names the exact problem (not base64, length ≠ dim)
     vector: { type: 'string', maxLength: MAX_VECTOR_CHARS },
-    items: { type: 'array', maxItems: INDEX_LIMITS.maxItems, items: name },
+    items: { type: 'array', maxItems: INDEX_LIMITS.maxItems, items: itemId },
   },
 } as const;
 

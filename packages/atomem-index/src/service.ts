@@ -21,10 +21,21 @@
  * service acknowledged, not a re-derivation that would differ after deletions. Community ids
  * (`c1`, `c2`, …) are renumbered by a restart.
  *
- * Privacy: no IP address is used or logged (rate limits key on the anonymous `x-atomem-client`
- * header, `trustProxy` is off, the request log serializer keeps only method and URL, and pino's
- * `pid`/`hostname` bindings are dropped); released communities have ≥ k members and noisy item
- * counts with a secret per-data-dir seed.
+ * Edge (./edge.ts, every route, v1 and v2): header / request / idle timeouts, a cap on
+ * connections in all and per client address, rate limits per client address (never a header the
+ * client chooses), tight body limits, CORS only for configured origins (default: same origin),
+ * metrics only with a token. Health is answered from memory and never rate limited.
+ *
+ * Storage (./storage.ts): the data dir's marker and `quick_check` refuse a lost, foreign or
+ * corrupted file at start; a failed write at run time is classified, named in health, and
+ * answered 507 / 503 with `Retry-After` (v1: the in-memory index is then rebuilt from SQLite in
+ * the background, the event loop is never blocked by it).
+ *
+ * Privacy: no IP address is logged or stored. The client address keys rate limits and the
+ * connection cap in memory only (a keyed hash for rate limits; see ./edge.ts); `trustProxy` is
+ * off unless configured; the request log serializer keeps only method and URL, and pino's
+ * `pid`/`hostname` bindings are dropped. v1: released communities have ≥ k members and noisy
+ * item counts with a secret per-data-dir seed.
  */
 
 import { createHash, randomInt, timingSafeEqual } from 'node:crypto';
@@ -35,6 +46,8 @@ import { createInProcessIndex, type CommunityView, type InProcessIndex, type Sha
 import {
   INDEX_LIMITS,
   INDEX_PATHS,
+  INDEX_V2_LIMITS,
+  INDEX_V2_PATHS,
   INDEX_PROTOCOL_VERSION,
   dequantize,
   encodeVector,
@@ -53,11 +66,17 @@ import { communitiesBodySchema, deleteBodySchema, upsertBodySchema } from './sch
 import { MemoryStore, type NewMemory, type StoredLink, type StoredMemory } from './store.js';
 import { HnswVectorSearch, type HnswOptions, type HnswStats } from './vector-index.js';
 import { registerV2, type V2Controller, type V2Options } from './v2.js';
+import { KNOWN_EMBEDDER_DIMS } from './defaults.js';
+import { DataDir, StorageError, StorageHealth, type StorageFailure } from './storage.js';
+import { LoopDelay, addressKeyer, corsOriginOption, installConnectionCaps, openFileLimit, resolveNetworkLimits, type CorsOrigins, type EdgeCounters, type NetworkLimits } from './edge.js';
 
-/** Header carrying the client's anonymous per-session rate-limit token (not in index-v1.ts yet). */
+/**
+ * Header of v1 clients (an anonymous per-session token). The service no longer keys anything on
+ * it (a client chooses it freely); browsers may still send it, so CORS allows it.
+ */
 export { CLIENT_HEADER } from 'atomem/protocol';
 import { CLIENT_HEADER } from 'atomem/protocol';
-/** Accepted shape of the {@link CLIENT_HEADER} value; anything else falls into the global bucket. */
+/** Shape of the {@link CLIENT_HEADER} value v1 clients send (ignored by the service). */
 export const CLIENT_TOKEN_PATTERN = /^[A-Za-z0-9_-]{8,128}$/;
 
 /** Where log lines go when the service is given logger options (pino destination). */
@@ -79,6 +98,13 @@ export interface IndexServiceOptions {
   legacyV1?: boolean;
   /** v1 only: embedder ids served; uploads and queries for other ids get 400 `unknown_embedder`. */
   embedderIds?: string[];
+  /**
+   * v1 only: the vector dimension of every served embedder (the registry, fixed by
+   * configuration: an upload of another dimension gets 400 `wrong_dimension`, and a data dir
+   * holding another dimension for an embedder refuses the start). Required for each id of
+   * `embedderIds` except the browser engine's own embedders (`KNOWN_EMBEDDER_DIMS`).
+   */
+  embedderDims?: Record<string, number>;
   /** k of k-anonymity: communities with fewer members are never released. Default 3. */
   minCommunitySize?: number;
   /** Laplace scale b of released item counts. Default 1. */
@@ -95,13 +121,41 @@ export interface IndexServiceOptions {
   memberSelection?: 'similar' | 'sample';
   /** Release each own memory's ≤ `hops` neighbourhood instead of whole components. Default: whole components. */
   hops?: number;
-  /** Rate limit per {@link CLIENT_HEADER} token (one shared bucket without it); `false` disables. Default 600 per minute. */
+  /**
+   * Rate limit per client address (the socket's peer, or with `trustProxy` the address the
+   * proxy reports; see ./edge.ts), over every route but health; the attester's issuance
+   * requests (valid attester key) are exempt. `false` disables. Default 600 per minute.
+   */
   rateLimit?: { max: number; timeWindow: number | string } | false;
   /**
-   * Origins (shop pages) allowed to call the service from a browser: a list, or `true` for any
-   * (no cookies or credentials are ever accepted, so any origin is safe for this API). Default true.
+   * Behind a reverse proxy or load balancer: fastify's `trustProxy` (`true`, a hop count, or the
+   * proxy addresses / CIDRs to trust), so the client address is taken from `X-Forwarded-For`
+   * as set by that proxy. Default false: the socket's peer is the client (a client cannot choose
+   * its address). With it the per-address connection cap is off by default (the proxy's job).
    */
-  corsOrigins?: string[] | true;
+  trustProxy?: boolean | number | string | string[];
+  /**
+   * Origins (shop pages) allowed to read answers from a browser on another origin: exact
+   * origins (`https://shop.example`) and regular expressions, or `'*'` for any real origin (no
+   * credentials are ever accepted). `null` is never allowed. Default: none (same origin only).
+   */
+  corsOrigins?: CorsOrigins;
+  /**
+   * Bearer token of the metrics routes (`/v2/metrics`, v1 `/v1/metrics`: per-route counters
+   * are a side channel on other shoppers' activity). Without it those routes answer 404.
+   */
+  metricsToken?: string;
+  /** Timeouts and connection caps (./edge.ts). */
+  network?: NetworkLimits;
+  /** Storage checks and limits (./storage.ts). */
+  storage?: {
+    /** Size limit per database file in bytes (writes beyond it answer 507 as on a full disk). Default none. */
+    maxBytes?: number;
+    /** `quick_check` every file at start. Default true. */
+    integrityCheck?: boolean;
+  };
+  /** v1 only: member vectors in one communities answer, over all its communities (a 512-d answer stays under ~200 KB). Default 256. */
+  maxResponseMembers?: number;
   /**
    * `false` (default): no logging. `true` or options: JSON lines (pino) to `stream` (default
    * stdout) at `level` (default `info`), never with IP addresses or host names.
@@ -133,19 +187,29 @@ export interface IndexService {
   vectorStats(embedderId: string): HnswStats | undefined;
   /** Current communities of an embedder as sorted member-id lists, ordered by first id. */
   partition(embedderId: string): string[][];
+  /** Storage health (what `/v2/health` reports as `storage`). */
+  readonly storage: StorageHealth;
+  /** Edge counters: open and refused connections, rate-limited requests. */
+  readonly edge: EdgeCounters;
   /** Stop accepting requests, finish in-flight ones, close the store. Idempotent. */
   close(): Promise<void>;
 }
 
 /** A 4xx/5xx answer with its protocol error code. */
-class HttpError extends Error {
+export class HttpError extends Error {
   constructor(
     readonly statusCode: number,
     readonly code: string,
     message: string,
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }
+}
+
+/** A storage failure as an answer: 507 / 503 with `Retry-After`. */
+export function storageHttpError(f: StorageFailure): HttpError {
+  return new HttpError(f.status, f.code, f.message, f.retryAfterSeconds);
 }
 
 /**
@@ -195,11 +259,16 @@ interface Space {
   search: ReplayableSearch | undefined;
   /** Scripted links during a replay. */
   script: VectorHit[][] | undefined;
-  /** Dimension locked by the first upload ever (persisted). */
-  dim: number | undefined;
+  /** Dimension, fixed by configuration (`embedderDims`). */
+  dim: number;
 }
 
 const ROUTE_NAMES: Record<string, string> = Object.fromEntries(Object.entries(INDEX_PATHS).map(([k, v]) => [v, k]));
+const V2_ROUTE_NAMES: Record<string, string> = {
+  ...Object.fromEntries(Object.entries(INDEX_V2_PATHS).filter(([, v]) => typeof v === 'string').map(([k, v]) => [v as string, `v2.${k}`])),
+  '/v2/releases/:epoch': 'v2.release',
+  '/v2/metrics': 'v2.metrics',
+};
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 function sha256Hex(text: string): string {
@@ -249,38 +318,72 @@ function loggerConfig(option: IndexServiceOptions['logger']) {
 }
 
 /**
- * Build the service: opens (or creates) the store in `dataDir`, registers the routes and starts
- * loading the stored memories (see {@link IndexService.ready}). Throws
- * {@link import('./store.js').DataDirInUseError} when another process holds the data dir.
+ * Build the service: opens (or creates) the data dir and its stores, registers the routes and
+ * starts loading (see {@link IndexService.ready}). Throws {@link StorageError} (the data dir or
+ * one of its files cannot be used: the message names it and the fix),
+ * {@link import('./store.js').DataDirInUseError} when another process holds the data dir, or
+ * RangeError on a bad option.
  */
 export function createIndexService(options: IndexServiceOptions): IndexService {
-  const { dataDir, minCommunitySize = 3 } = options;
+  const { minCommunitySize = 3 } = options;
   if (!options.legacyV1 && !options.v2) throw new RangeError('configure protocol v2 (options.v2 with the item space) or, deprecated, legacyV1');
-  if (!options.legacyV1) return buildService(options, [], undefined);
-  const embedderIds = [...new Set(options.embedderIds ?? [])];
-  if (embedderIds.length === 0) throw new RangeError('embedderIds must name at least one embedder (legacy v1)');
-  for (const e of embedderIds) {
-    if (typeof e !== 'string' || e.length === 0 || e.length > INDEX_LIMITS.maxIdLength) {
-      throw new RangeError(`embedder id ${JSON.stringify(e)} must be 1–${INDEX_LIMITS.maxIdLength} characters`);
+  // why: validate every option before the data dir is touched
+  const network = resolveNetworkLimits(options.network, options.trustProxy);
+  corsOriginOption(options.corsOrigins);
+  if (options.metricsToken !== undefined && options.metricsToken.length < 16) throw new RangeError('metricsToken must be at least 16 characters');
+  const embedderIds = options.legacyV1 ? [...new Set(options.embedderIds ?? [])] : [];
+  const dims = new Map<string, number>();
+  if (options.legacyV1) {
+    if (embedderIds.length === 0) throw new RangeError('embedderIds must name at least one embedder (legacy v1)');
+    for (const e of embedderIds) {
+      if (typeof e !== 'string' || e.length === 0 || e.length > INDEX_LIMITS.maxIdLength) {
+        throw new RangeError(`embedder id ${JSON.stringify(e)} must be 1–${INDEX_LIMITS.maxIdLength} characters`);
+      }
+      const d = options.embedderDims?.[e] ?? KNOWN_EMBEDDER_DIMS[e];
+      if (!(Number.isInteger(d) && d! >= 1 && d! <= INDEX_LIMITS.maxDim)) {
+        throw new RangeError(`embedder ${e}: its dimension must be configured (embedderDims[${JSON.stringify(e)}] / --embedder ${e}=<dim>, an integer in 1..${INDEX_LIMITS.maxDim}), got ${String(d)}; the first upload no longer sets it`);
+      }
+      dims.set(e, d!);
     }
+    if (!Number.isInteger(minCommunitySize) || minCommunitySize < 1) throw new RangeError(`minCommunitySize must be an integer ≥ 1, got ${minCommunitySize}`);
   }
-  if (!Number.isInteger(minCommunitySize) || minCommunitySize < 1) throw new RangeError(`minCommunitySize must be an integer ≥ 1, got ${minCommunitySize}`);
-
-  const store = MemoryStore.open(dataDir, { synchronous: options.synchronous, createdAtResolutionMs: options.createdAtResolutionMs });
+  const dir = DataDir.open(options.dataDir);
+  if (!options.legacyV1) return buildService(options, dir, network, [], new Map(), undefined);
+  const store = MemoryStore.open(dir, { synchronous: options.synchronous, createdAtResolutionMs: options.createdAtResolutionMs, maxBytes: options.storage?.maxBytes, integrityCheck: options.storage?.integrityCheck === false ? 'off' : 'quick' });
   try {
-    return buildService(options, embedderIds, store);
+    const stored = store.embedderDims();
+    for (const [e, d] of dims) {
+      const had = stored.get(e);
+      if (had !== undefined && had !== d) {
+        throw new StorageError(
+          'mismatch',
+          store.file,
+          `${store.file} holds ${had}-dimensional vectors for embedder ${e}, but the service is configured with ${d} (embedderDims / --embedder ${e}=${d}). Fix: configure ${e}=${had}, or serve the new embedder from another data dir.`,
+        );
+      }
+    }
+    const missing = [...dims].filter(([e]) => !stored.has(e));
+    if (missing.length) store.upsert([], [], missing);
+    return buildService(options, dir, network, embedderIds, dims, store);
   } catch (err) {
     store.close();
     throw err;
   }
 }
 
-/** {@link createIndexService} once the v1 store (legacy only) is open. */
-function buildService(options: IndexServiceOptions, embedderIds: string[], legacyStore: MemoryStore | undefined): IndexService {
+/** {@link createIndexService} once the options are checked and the v1 store (legacy only) is open. */
+function buildService(
+  options: IndexServiceOptions,
+  dir: DataDir,
+  network: ReturnType<typeof resolveNetworkLimits>,
+  embedderIds: string[],
+  dims: Map<string, number>,
+  legacyStore: MemoryStore | undefined,
+): IndexService {
   const legacy = legacyStore !== undefined;
-  // why: without legacyV1 there is no v1 state; an in-memory stand-in keeps the v1 code paths typed (they are never routed)
+  // why: without legacyV1 there is no v1 state; the v1 code paths below are never routed then
   const store = legacyStore ?? (undefined as unknown as MemoryStore);
-  const { minCommunitySize = 3, itemNoise = 1, k1, tau, maxMembers = 64, memberSelection, hops, rateLimit: limit = { max: 600, timeWindow: 60_000 } } = options;
+  const { minCommunitySize = 3, itemNoise = 1, k1, tau, maxMembers = 64, memberSelection, hops, rateLimit: limit = { max: 600, timeWindow: 60_000 }, maxResponseMembers = 256 } = options;
   let seed = options.noiseSeed;
   if (seed === undefined && legacy) {
     const stored = store.getMeta('noiseSeed');
@@ -288,11 +391,12 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
     if (stored === undefined) store.setMeta('noiseSeed', String(seed));
   }
   const noiseSeed = seed ?? 0;
+  const storage = new StorageHealth();
 
   const spaces = new Map<string, Space>();
   let loading = false;
-  const newSpace = (embedderId: string, dim: number | undefined): Space => {
-    const space: Space = { embedderId, index: undefined as unknown as InProcessIndex, search: undefined, script: undefined, dim };
+  const newSpace = (embedderId: string): Space => {
+    const space: Space = { embedderId, index: undefined as unknown as InProcessIndex, search: undefined, script: undefined, dim: dims.get(embedderId)! };
     space.index = createInProcessIndex({
       embedderId,
       k1,
@@ -314,10 +418,9 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
   };
   const resetSpaces = (): void => {
     if (!legacy) return;
-    const dims = store.embedderDims();
     for (const s of spaces.values()) s.search?.inner.dispose();
     spaces.clear();
-    for (const e of embedderIds) spaces.set(e, newSpace(e, dims.get(e)));
+    for (const e of embedderIds) spaces.set(e, newSpace(e));
   };
   resetSpaces();
 
@@ -326,15 +429,17 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
   let loaded = 0;
   let unserved = 0;
   let closed = false;
+  /** v1: the in-memory index is being rebuilt from SQLite after a failed write. */
+  let rebuilding: Promise<void> | undefined;
   const startedAt = Date.now();
   const requests: Record<string, number> = {};
   const rejected: Record<string, number> = {};
+  const loop = new LoopDelay();
 
   /**
    * Replay every stored memory with its persisted links, oldest first, in chunks in which no
    * memory links to another of the same chunk (CommunityGraph never links within a batch).
-   * A generator so the first load can yield to the event loop between pages while a recovery
-   * runs it to the end synchronously.
+   * A generator so that both the first load and a rebuild yield to the event loop between pages.
    */
   function* replay(): Generator<void, void, void> {
     loading = true;
@@ -398,21 +503,58 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
     ...(m.items !== undefined ? { items: m.items } : {}),
   });
 
-  /** After a failure mid-mutation: drop the in-memory state and rebuild it from SQLite. */
-  const recover = (): void => {
-    resetSpaces();
-    for (const _ of replay());
+  /** Run a replay to its end, yielding to the event loop between pages. */
+  const runReplay = async (): Promise<boolean> => {
+    const steps = replay();
+    while (!closed && !steps.next().done) await new Promise<void>((r) => setImmediate(r));
+    if (closed) {
+      steps.return();
+      return false;
+    }
+    return true;
+  };
+
+  /**
+   * After a failure mid-mutation (the in-memory index is ahead of SQLite): rebuild it from
+   * SQLite, the source of truth, in the background; v1 routes answer 503 `not_ready` meanwhile.
+   */
+  const startRebuild = (): void => {
+    if (rebuilding || closed) return;
+    ready = false;
+    rebuilding = (async () => {
+      try {
+        resetSpaces();
+        await runReplay();
+        ready = true;
+        app.log.info({ memories: loaded }, 'index rebuilt from the store after a failed write');
+      } catch (err) {
+        loadError = err as Error;
+        app.log.error({ err }, 'rebuilding the index from the store failed');
+      } finally {
+        rebuilding = undefined;
+      }
+    })();
   };
 
   const app = Fastify({
     logger: loggerConfig(options.logger),
-    trustProxy: false,
-    bodyLimit: INDEX_LIMITS.maxBodyBytes,
+    // why: fastify accepts a hop count at run time (proxy-addr), its types omit it
+    trustProxy: (options.trustProxy ?? false) as boolean | string | string[],
+    bodyLimit: legacy ? INDEX_LIMITS.maxBodyBytes : INDEX_V2_LIMITS.maxBodyBytes,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
+    // why: fastify's defaults are 0 (no limit); see ./edge.ts
+    connectionTimeout: network.idleTimeoutMs,
+    requestTimeout: network.requestTimeoutMs,
+    keepAliveTimeout: network.keepAliveTimeoutMs,
+    maxRequestsPerSocket: network.maxRequestsPerSocket,
+    // why: Node checks the header and request timeouts every connectionsCheckingInterval (default 30 s)
+    http: { headersTimeout: network.headersTimeoutMs, requestTimeout: network.requestTimeoutMs, connectionsCheckingInterval: 1000 },
     // why: reject (not strip) unknown fields, never coerce "3" → 3 or null → 0
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
   });
+  const fdLimit = openFileLimit();
+  const edge = installConnectionCaps(app.server, { ...network, maxConnections: Math.min(network.maxConnections, fdLimit !== undefined ? Math.max(64, Math.floor(fdLimit / 2)) : Infinity) });
 
   let v2: V2Controller | undefined;
   let v2Registered!: () => void;
@@ -425,12 +567,7 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
       ready = true;
       return;
     }
-    const steps = replay();
-    while (!closed && !steps.next().done) await new Promise<void>((r) => setImmediate(r));
-    if (closed) {
-      steps.return();
-      return;
-    }
+    if (!(await runReplay())) return;
     ready = true;
     app.log.info({ memories: loaded, unserved }, 'index loaded');
   })().catch((err: Error) => {
@@ -444,21 +581,22 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
   const count = (bag: Record<string, number>, key: string): void => {
     bag[key] = (bag[key] ?? 0) + 1;
   };
-  const fail = (reply: FastifyReply, status: number, code: string, message: string): FastifyReply => {
+  const fail = (reply: FastifyReply, status: number, code: string, message: string, retryAfterSeconds?: number): FastifyReply => {
     count(rejected, code);
     const body: ErrorResponse = { error: code, message };
+    if (retryAfterSeconds !== undefined) reply.header('retry-after', String(retryAfterSeconds));
     return reply.code(status).type('application/json').send(body);
   };
 
   app.setErrorHandler((err: FastifyError & { validation?: { keyword: string; instancePath: string }[] }, req, reply) => {
-    if (err instanceof HttpError) return fail(reply, err.statusCode, err.code, err.message);
+    if (err instanceof HttpError) return fail(reply, err.statusCode, err.code, err.message, err.retryAfterSeconds);
     if (err.validation) {
       const tooMany = err.validation.some((v) => v.keyword === 'maxItems');
       return fail(reply, tooMany ? 413 : 400, tooMany ? 'too_large' : 'bad_request', err.message);
     }
     switch (err.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
-        return fail(reply, 413, 'too_large', `request body exceeds ${INDEX_LIMITS.maxBodyBytes} bytes`);
+        return fail(reply, 413, 'too_large', `request body exceeds ${req.routeOptions.bodyLimit ?? INDEX_LIMITS.maxBodyBytes} bytes`);
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
         return fail(reply, 415, 'unsupported_media_type', 'body must be application/json');
       case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -475,45 +613,85 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
   });
   app.setNotFoundHandler((req, reply) => fail(reply, 404, 'not_found', `no route ${req.method} ${req.url.split('?')[0]}`));
   app.addHook('onRequest', async (req) => {
-    count(requests, ROUTE_NAMES[req.routeOptions.url ?? ''] ?? 'other');
+    count(requests, ROUTE_NAMES[req.routeOptions.url ?? ''] ?? V2_ROUTE_NAMES[req.routeOptions.url ?? ''] ?? 'other');
   });
 
-  // browsers call the index from the shop's pages (another origin); no credentials, ever
-  app.register(cors, { origin: options.corsOrigins ?? true, methods: ['GET', 'POST'], allowedHeaders: ['content-type', CLIENT_HEADER], credentials: false, maxAge: 600 });
+  // browsers call the index from the shop's pages (maybe another origin); no credentials, ever
+  app.register(cors, { origin: corsOriginOption(options.corsOrigins), methods: ['GET', 'POST'], allowedHeaders: ['content-type', CLIENT_HEADER], credentials: false, maxAge: 600 });
 
+  const attesterKey = options.v2?.attesterKey;
   if (limit !== false) {
+    const keyOf = addressKeyer();
     app.register(rateLimit, {
       global: true,
       max: limit.max,
       timeWindow: limit.timeWindow,
-      // why: anonymous per-session token, never the IP; no header → one shared bucket
-      keyGenerator: (req: FastifyRequest) => {
-        const h = req.headers[CLIENT_HEADER];
-        return typeof h === 'string' && CLIENT_TOKEN_PATTERN.test(h) ? `c:${h}` : 'global';
+      // why: enough buckets that many addresses cannot evict an abuser's bucket
+      cache: 50_000,
+      // why: the address costs the client something (it cannot choose it); a header it chooses would not
+      keyGenerator: (req: FastifyRequest) => keyOf(req.ip),
+      // why: the attester (the shop's server, authenticated by its key) asks for tokens on behalf of all its shoppers
+      allowList: (req: FastifyRequest) => attesterKey !== undefined && req.url === INDEX_V2_PATHS.issue && bearerIs(req.headers.authorization, attesterKey),
+      onExceeded: () => {
+        edge.rateLimited++;
       },
-      errorResponseBuilder: (_req, ctx) => new HttpError(429, 'rate_limited', `rate limit exceeded (${ctx.max} requests per window), retry in ${ctx.after}`),
+      errorResponseBuilder: (_req, ctx) => new HttpError(429, 'rate_limited', `rate limit exceeded (${ctx.max} requests per window per client address), retry in ${ctx.after}`),
     });
   }
 
+  /** Metrics need `authorization: Bearer <metricsToken>`; without a configured token the routes are absent. */
+  const metricsAllowed = (req: FastifyRequest): boolean => options.metricsToken !== undefined && bearerIs(req.headers.authorization, options.metricsToken);
+
   const requireReady = (): void => {
-    if (loadError) throw new HttpError(503, 'not_ready', 'the index failed to load its data; see the service log');
-    if (!ready || loading) throw new HttpError(503, 'not_ready', `the index is loading (${loaded} memories so far)`);
+    if (loadError) throw new HttpError(503, 'not_ready', 'the index failed to load its data; see the service log', 60);
+    if (rebuilding) throw new HttpError(503, 'not_ready', `the index is rebuilding from ${store.file} after a failed write (${loaded} memories so far)`, 5);
+    if (!ready || loading) throw new HttpError(503, 'not_ready', `the index is loading (${loaded} memories so far)`, 5);
   };
 
+  /** v1 health body, recomputed at most once a second (it walks every community) and after every write. */
+  let healthCache: { at: number; body: HealthResponse } | undefined;
   const health = (): HealthResponse => {
+    const now = Date.now();
+    if (healthCache && now - healthCache.at < 1000) return { ...healthCache.body, storage: storage.status() };
     let memories = unserved;
     let communities = 0;
     for (const s of spaces.values()) {
       memories += s.index.graph.size;
       communities += s.index.stats().releasableCommunities;
     }
-    return { status: 'ok', version: INDEX_PROTOCOL_VERSION, embedderIds, memories, communities, minCommunitySize, itemNoise };
+    const body: HealthResponse = { status: storage.healthy ? 'ok' : 'degraded', version: INDEX_PROTOCOL_VERSION, embedderIds, memories, communities, minCommunitySize, itemNoise, storage: storage.status() };
+    healthCache = { at: now, body };
+    return body;
+  };
+
+  /**
+   * Writes of v1: refused before touching memory while the store is failing (a probe gets
+   * through every 5 s), classified when they fail, and followed by a background rebuild when
+   * the in-memory index got ahead of SQLite.
+   */
+  let lastProbe = 0;
+  const beforeWrite = (): void => {
+    const blocked = storage.blocked(store.file);
+    if (blocked) throw storageHttpError(blocked);
+    const f = storage.failure(store.file);
+    if (f && Date.now() - lastProbe < 5000) throw storageHttpError(f);
+    if (f) lastProbe = Date.now();
+  };
+  const afterFailedWrite = (err: unknown): never => {
+    startRebuild();
+    const f = storage.fail(err, store.file);
+    if (f) {
+      healthCache = undefined;
+      lastProbe = Date.now();
+      app.log.error({ err: { code: (err as { code?: string }).code, message: (err as Error).message }, file: store.file, state: f.state }, 'v1: write failed');
+      throw storageHttpError(f);
+    }
+    throw err;
   };
 
   /** Validate a whole upsert batch; returns what to write, or throws an {@link HttpError}. */
   const planUpsert = (memories: UpsertRequest['memories']) => {
     const seen = new Map<string, number>();
-    const batchDims = new Map<string, number>();
     const rows: { mem: NewMemory; space: Space; previous: string | undefined }[] = [];
     memories.forEach((m, i) => {
       const at = `memories[${i}]`;
@@ -527,11 +705,9 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
       const q = decodeStrict(m.vector);
       if (q === undefined) throw new HttpError(400, 'bad_request', `${at}.vector is not valid base64`);
       if (q.length !== m.dim) throw new HttpError(400, 'wrong_dimension', `${at}.vector decodes to ${q.length} int8 values but ${at}.dim is ${m.dim}`);
-      const locked = space.dim ?? batchDims.get(m.embedderId);
-      if (locked !== undefined && m.dim !== locked) {
-        throw new HttpError(400, 'wrong_dimension', `${at}.dim is ${m.dim} but this index holds ${locked}-dimensional vectors for ${at}.embedderId`);
+      if (m.dim !== space.dim) {
+        throw new HttpError(400, 'wrong_dimension', `${at}.dim is ${m.dim} but this index serves ${space.dim}-dimensional vectors for ${at}.embedderId`);
       }
-      batchDims.set(m.embedderId, m.dim);
       if (q.every((x) => x === 0)) throw new HttpError(400, 'bad_request', `${at}.vector is all zeros (it has no direction)`);
       const stored = store.get(m.id);
       if (stored !== undefined && !sameHex(stored.tokenHash, m.tokenHash)) {
@@ -543,20 +719,33 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
         previous: stored?.embedderId,
       });
     });
-    const newDims = [...batchDims].filter(([e]) => spaces.get(e)!.dim === undefined);
-    return { rows, newDims };
+    return rows;
   };
 
-  if (options.v2) v2 = registerV2(app, options.dataDir, options.v2, { synchronous: options.synchronous, legacyV1: legacy, fail });
+  if (options.v2) {
+    v2 = registerV2(app, dir, options.v2, {
+      synchronous: options.synchronous,
+      legacyV1: legacy,
+      fail,
+      storage,
+      maxBytes: options.storage?.maxBytes,
+      integrityCheck: options.storage?.integrityCheck !== false,
+      metricsAllowed,
+      metrics: () => ({ requests: { ...requests }, rejected: { ...rejected }, edge: { ...edge }, loopDelayMs: loop.read(), uptimeSeconds: Math.round((Date.now() - startedAt) / 1000), rssBytes: process.memoryUsage.rss() }),
+    });
+  }
   v2Registered();
 
   if (legacy) app.register(async (api) => {
-    api.get(INDEX_PATHS.health, { config: { rateLimit: false } }, async (): Promise<HealthResponse> => {
+    api.get(INDEX_PATHS.health, { config: { rateLimit: false } }, async (_req, reply): Promise<HealthResponse | FastifyReply> => {
       requireReady();
-      return health();
+      const h = health();
+      if (h.status !== 'ok') reply.code(503);
+      return h;
     });
 
-    api.get(INDEX_PATHS.metrics, async (): Promise<MetricsResponse> => {
+    api.get(INDEX_PATHS.metrics, async (req, reply): Promise<MetricsResponse | FastifyReply> => {
+      if (!metricsAllowed(req)) return fail(reply, 404, 'not_found', `no route GET ${INDEX_PATHS.metrics} (metrics need the metrics token)`);
       const h = health();
       return {
         memories: h.memories,
@@ -570,8 +759,9 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
 
     api.post<{ Body: UpsertRequest }>(INDEX_PATHS.upsert, { schema: { body: upsertBodySchema } }, async (req): Promise<UpsertResponse> => {
       requireReady();
-      const { rows, newDims } = planUpsert(req.body.memories);
+      const rows = planUpsert(req.body.memories);
       if (rows.length === 0) return { accepted: 0 };
+      beforeWrite();
       try {
         // A memory re-uploaded under another embedder leaves its old space first.
         for (const r of rows) {
@@ -593,13 +783,12 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
         store.upsert(
           rows.map((r) => r.mem),
           links,
-          newDims,
         );
-        for (const [e, d] of newDims) spaces.get(e)!.dim = d;
       } catch (err) {
-        recover();
-        throw err;
+        afterFailedWrite(err);
       }
+      storage.ok(store.file);
+      healthCache = undefined;
       return { accepted: rows.length };
     });
 
@@ -615,7 +804,8 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
         found.set(d.id, stored.embedderId);
       });
       if (found.size === 0) return { deleted: 0 };
-      let deleted: number;
+      beforeWrite();
+      let deleted = 0;
       try {
         const byEmbedder = new Map<string, string[]>();
         for (const [id, e] of found) {
@@ -630,9 +820,10 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
         }
         deleted = store.delete([...found.keys()]);
       } catch (err) {
-        recover();
-        throw err;
+        afterFailedWrite(err);
       }
+      storage.ok(store.file);
+      healthCache = undefined;
       return { deleted };
     });
 
@@ -647,7 +838,16 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
         }
         const views = space.index.communitiesSync(req.body.ids);
         // Defence in depth: the index already releases only communities with ≥ k members.
-        return { communities: views.filter((v) => v.size >= minCommunitySize).map(toWire) };
+        const released = views.filter((v) => v.size >= minCommunitySize);
+        // Per-response cap: at most maxResponseMembers member vectors over all communities.
+        let budget = maxResponseMembers;
+        return {
+          communities: released.map((v) => {
+            const take = Math.max(0, Math.min(v.members.length, budget));
+            budget -= take;
+            return toWire(take === v.members.length ? v : { ...v, members: v.members.slice(0, take) });
+          }),
+        };
       },
     );
   });
@@ -661,6 +861,8 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
       return store;
     },
     v2,
+    storage,
+    edge,
     async listen({ port, host = '127.0.0.1' }) {
       await app.listen({ port, host, listenTextResolver: () => 'index service listening' });
       const addr = app.server.address();
@@ -681,7 +883,9 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
       closing ??= (async () => {
         closed = true;
         await ready$.catch(() => {});
+        await rebuilding;
         await app.close();
+        loop.dispose();
         for (const s of spaces.values()) s.search?.inner.dispose();
         v2?.close();
         legacyStore?.close();
@@ -689,4 +893,12 @@ function buildService(options: IndexServiceOptions, embedderIds: string[], legac
       return closing;
     },
   };
+}
+
+/** `authorization: Bearer <secret>`, compared in constant time. */
+function bearerIs(header: string | undefined, secret: string): boolean {
+  if (typeof header !== 'string' || !header.startsWith('Bearer ')) return false;
+  const a = Buffer.from(header.slice(7));
+  const b = Buffer.from(secret);
+  return a.length === b.length && timingSafeEqual(a, b);
 }

@@ -9,6 +9,7 @@
  * and also survives OS crashes, at a cost per commit (see the report of src/server/bench.ts).
  * Every mutation is one transaction, committed before the service answers.
  *
+ * Opened through ./storage.ts (marker, foreign / empty / corrupted files refused at start).
  * The file is opened with `locking_mode = EXCLUSIVE`: a second process (a second service on the
  * same data dir) cannot open it, so two in-memory indexes can never diverge on one file.
  *
@@ -24,9 +25,14 @@
  * - `meta(key, value)`: e.g. the secret seed of the item-count noise.
  */
 
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { DataDir, DataDirInUseError, openDatabase } from './storage.js';
+
+export { DataDirInUseError };
+/** File name of the legacy v1 store in the data dir. */
+export const INDEX_FILE = 'index.sqlite';
+/** SQLite `application_id` of the legacy v1 store: "ATMI". */
+export const INDEX_APPLICATION_ID = 0x41544d49;
 
 /** One stored memory. */
 export interface StoredMemory {
@@ -63,6 +69,10 @@ export interface MemoryStoreOptions {
   createdAtResolutionMs?: number;
   /** Clock (tests). Default `Date.now`. */
   now?: () => number;
+  /** Size limit of the file in bytes (writes beyond it fail as on a full disk). Default none. */
+  maxBytes?: number;
+  /** Integrity check at open. Default `quick`. */
+  integrityCheck?: 'quick' | 'off';
 }
 
 interface MemoryRow {
@@ -77,11 +87,6 @@ interface MemoryRow {
 }
 
 const SCHEMA_VERSION = 1;
-
-/** Thrown when the data dir is already open in another process. */
-export class DataDirInUseError extends Error {
-  override readonly name = 'DataDirInUseError';
-}
 
 function toMemory(r: MemoryRow): StoredMemory {
   // why: copy out of the driver's Buffer so the vector owns its bytes
@@ -179,17 +184,17 @@ export class MemoryStore {
    * Open (creating if needed) the store in `dataDir`. Throws {@link DataDirInUseError} when
    * another process holds the data dir.
    */
-  static open(dataDir: string, options: MemoryStoreOptions = {}): MemoryStore {
-    mkdirSync(dataDir, { recursive: true });
-    const file = join(dataDir, 'index.sqlite');
-    const db = new Database(file, { timeout: 250 });
-    try {
-      db.pragma('locking_mode = EXCLUSIVE');
-      db.pragma('journal_mode = WAL');
-      db.pragma(`synchronous = ${options.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
-      // why: take the exclusive lock now (it is kept until close), so a second process fails here
-      db.exec('BEGIN EXCLUSIVE; COMMIT;');
-      db.exec(`
+  static open(dataDir: string | DataDir, options: MemoryStoreOptions = {}): MemoryStore {
+    const dir = typeof dataDir === 'string' ? DataDir.open(dataDir) : dataDir;
+    const { db, file } = openDatabase(dir, {
+      name: INDEX_FILE,
+      applicationId: INDEX_APPLICATION_ID,
+      tables: ['embedders', 'links', 'memories', 'meta'],
+      schemaVersion: SCHEMA_VERSION,
+      synchronous: options.synchronous,
+      maxBytes: options.maxBytes,
+      integrityCheck: options.integrityCheck,
+      schema: `
         CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS embedders (id TEXT PRIMARY KEY, dim INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS memories (
@@ -209,17 +214,8 @@ export class MemoryStore {
           PRIMARY KEY (src, dst)
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS links_dst ON links (dst);
-      `);
-      const version = db.pragma('user_version', { simple: true }) as number;
-      if (version === 0) db.pragma(`user_version = ${SCHEMA_VERSION}`);
-      else if (version !== SCHEMA_VERSION) throw new Error(`${file}: schema version ${version}, this service reads ${SCHEMA_VERSION}`);
-    } catch (err) {
-      db.close();
-      if ((err as { code?: string }).code === 'SQLITE_BUSY') {
-        throw new DataDirInUseError(`data dir ${dataDir} is in use by another process (${file} is locked)`);
-      }
-      throw err;
-    }
+      `,
+    });
     return new MemoryStore(file, db, options);
   }
 

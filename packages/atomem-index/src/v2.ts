@@ -11,13 +11,15 @@
  * parameters), the seam where a batch engine takes over (docs/SCALING.md).
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ReportHistogram, buildRelease, ldpParams, DEFAULT_LDP, type ItemCommunities, type ItemSpace } from 'atomem/engine';
 import {
   INDEX_V2_LIMITS,
   INDEX_V2_PATHS,
   INDEX_V2_VERSION,
+  ITEM_ID_PATTERN,
   epochOf,
+  isValidItemId,
   DEFAULT_EPOCH_MS,
   type HealthV2Response,
   type IssueRequest,
@@ -28,8 +30,9 @@ import {
   type ReportResponse,
   type TokenKeyResponse,
 } from 'atomem/protocol';
-import { clusterItems, type ClusterOptions } from './clusters.js';
+import { clusterItemSpace, type ClusterOptions } from './clusters.js';
 import { ReportStore } from './report-store.js';
+import { DataDir, MARKER_FILE, StorageError, StorageHealth, type StorageFailure } from './storage.js';
 import { PrivacyPassIssuer, generateIssuerKey, type TokenIssuer } from './tokens.js';
 
 /** Options of protocol v2 (`IndexServiceOptions.v2`). */
@@ -65,6 +68,13 @@ export interface V2Options {
   tickMs?: number;
   /** Releases kept. Default 30. */
   keepReleases?: number;
+  /**
+   * When the catalog's embedder or dimension differs from the one the data dir recorded at its
+   * first start: `false` (default) refuses to start (a catalog file of the wrong embedder is a
+   * configuration mistake); `true` records the new space and goes on (releases of the old
+   * space stay until they age out; a shop that re-embeds its catalog on purpose).
+   */
+  replaceSpace?: boolean;
 }
 
 /** The running v2 part of a service. */
@@ -92,6 +102,7 @@ class V2Error extends Error {
     readonly statusCode: number,
     readonly code: string,
     message: string,
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }
@@ -125,6 +136,29 @@ const issueSchema = {
   },
 } as const;
 
+/**
+ * The item space must be usable and safe to send to shoppers: every id follows the item-id
+ * grammar ({@link ITEM_ID_PATTERN}), ids are unique, all vectors have one dimension. Throws a
+ * RangeError naming the first bad entry.
+ */
+export function checkSpace(space: ItemSpace): void {
+  if (space.vectors.length !== space.ids.length) throw new RangeError(`v2: the item space has ${space.ids.length} ids but ${space.vectors.length} vectors`);
+  const dim = space.vectors[0]?.length ?? 0;
+  if (!(dim >= 1)) throw new RangeError('v2: the item space has 0-dimensional vectors');
+  const seen = new Set<string>();
+  space.ids.forEach((id, i) => {
+    if (!isValidItemId(id)) throw new RangeError(`v2: item id ${printable(id)} (entry ${i} of the catalog) does not follow the item-id grammar (${ITEM_ID_PATTERN}): ids are shown to shoppers, so controls, bidi and zero-width characters, whitespace and < > & " ' \` are refused. Fix: rename it in the catalog vector file.`);
+    if (seen.has(id)) throw new RangeError(`v2: item id ${JSON.stringify(id)} appears twice in the catalog`);
+    seen.add(id);
+    if (space.vectors[i].length !== dim) throw new RangeError(`v2: item ${id} has a ${space.vectors[i].length}-d vector, the others ${dim}-d`);
+  });
+}
+
+/** `JSON.stringify`, with every character outside printable ASCII as `\uXXXX` (safe in logs and terminals). */
+function printable(s: string): string {
+  return JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 function sameSecret(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
@@ -137,9 +171,21 @@ function sameSecret(a: string, b: string): boolean {
  */
 export function registerV2(
   app: FastifyInstance,
-  dataDir: string,
+  dataDir: string | DataDir,
   options: V2Options,
-  extra: { synchronous?: 'normal' | 'full'; legacyV1: boolean; fail: (reply: FastifyReply, status: number, code: string, message: string) => FastifyReply },
+  extra: {
+    synchronous?: 'normal' | 'full';
+    legacyV1: boolean;
+    fail: (reply: FastifyReply, status: number, code: string, message: string, retryAfterSeconds?: number) => FastifyReply;
+    /** Shared storage health of the service (a failed write is recorded there). */
+    storage?: StorageHealth;
+    maxBytes?: number;
+    integrityCheck?: boolean;
+    /** Whether a request carries the metrics token; without it `/v2/metrics` answers 404. */
+    metricsAllowed?: (req: FastifyRequest) => boolean;
+    /** The service's metrics body. */
+    metrics?: () => Record<string, unknown>;
+  },
 ): V2Controller {
   const epochMs = options.epochMs ?? DEFAULT_EPOCH_MS;
   if (!(Number.isInteger(epochMs) && epochMs >= 1)) throw new RangeError(`v2.epochMs must be a positive integer, got ${epochMs}`);
@@ -153,20 +199,63 @@ export function registerV2(
   const ldp = options.ldp ? ldpParams(options.ldp) : { ...DEFAULT_LDP };
   const now = options.now ?? Date.now;
   const keep = options.keepReleases ?? 30;
-  const store = ReportStore.open(dataDir, { synchronous: extra.synchronous });
+  const dir = typeof dataDir === 'string' ? DataDir.open(dataDir) : dataDir;
+  const store = ReportStore.open(dir, { synchronous: extra.synchronous, maxBytes: extra.maxBytes, integrityCheck: extra.integrityCheck === false ? 'off' : 'quick' });
+  const storage = extra.storage ?? new StorageHealth();
+  /**
+   * A write of the report store: refused at once while the file is known corrupt, classified
+   * when it fails (507 full, 503 corrupt / I/O / read-only, with Retry-After; health names it).
+   */
+  const write = <T>(what: string, fn: () => T): T => {
+    const blocked = storage.blocked(store.file);
+    if (blocked) throw storageError(blocked);
+    try {
+      const r = fn();
+      storage.ok(store.file);
+      return r;
+    } catch (err) {
+      const f = storage.fail(err, store.file);
+      if (f === undefined) throw err;
+      app.log.error({ err: { code: (err as { code?: string }).code, message: (err as Error).message }, file: store.file, state: f.state }, `v2: ${what} failed`);
+      throw storageError(f);
+    }
+  };
+  /** Latest published epoch, kept in memory so health reads no file. */
+  let latest: number | null = store.latestRelease() ?? null;
+  const storageError = (f: StorageFailure) => new V2Error(f.status, f.code, f.message, f.retryAfterSeconds);
 
   let space: ItemSpace | undefined;
   let communities: ItemCommunities | undefined;
   let issuer: TokenIssuer | undefined;
   let loadError: Error | undefined;
+  /** Share of the item-space clustering done (health says it while loading). */
+  let clustering = 0;
   const ready = (async () => {
     space = typeof options.space === 'function' ? await options.space() : options.space;
     if (!space || space.ids.length === 0) throw new Error('v2: the item space is empty (configure the catalog vector file)');
-    communities = clusterItems(space, options.clusters);
+    checkSpace(space);
+    // The registry of the item space (embedder id → dimension) is fixed by the first configured catalog, in the marker.
+    const dim = space.vectors[0].length;
+    const had = dir.marker?.space;
+    if (had && (had.embedderId !== space.embedderId || had.dim !== dim) && options.replaceSpace) {
+      app.log.warn({ from: had, to: { embedderId: space.embedderId, dim } }, 'v2: the item space changed (replaceSpace)');
+      dir.update((m) => (m.space = { embedderId: space!.embedderId, dim }));
+    } else if (had && (had.embedderId !== space.embedderId || had.dim !== dim)) {
+      throw new StorageError(
+        'mismatch',
+        dir.file(MARKER_FILE),
+        `the data dir ${dir.path} holds releases of the item space ${had.embedderId} (${had.dim}-d), but the configured catalog is ${space.embedderId} (${dim}-d). Fix: configure the catalog vector file of ${had.embedderId}, serve the new embedder from a new data dir, or replace the space on purpose (--replace-item-space).`,
+      );
+    }
+    if (!had) dir.update((m) => (m.space = { embedderId: space!.embedderId, dim }));
+    const run = await clusterItemSpace(space, options.clusters, dir.path, (share) => (clustering = share));
+    clustering = 1;
+    app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, ms: Math.round(run.ms) }, 'v2: item space clustered');
+    communities = run.communities;
     let stored = store.getMeta('issuerKey');
     if (stored === undefined) {
       stored = JSON.stringify(await generateIssuerKey());
-      store.setMeta('issuerKey', stored);
+      write('storing the issuer key', () => store.setMeta('issuerKey', stored!));
     }
     issuer = await PrivacyPassIssuer.load(JSON.parse(stored), options.issuerName ?? 'atomem-index');
     tick();
@@ -179,7 +268,7 @@ export function registerV2(
 
   const requireReady = (): { space: ItemSpace; communities: ItemCommunities; issuer: TokenIssuer } => {
     if (loadError) throw new V2Error(503, 'not_ready', `v2 failed to load: ${loadError.message}`);
-    if (!space || !communities || !issuer) throw new V2Error(503, 'not_ready', 'v2 is loading the item space');
+    if (!space || !communities || !issuer) throw new V2Error(503, 'not_ready', space ? `v2 is clustering the item space (${Math.round(clustering * 100)} %)` : 'v2 is loading the item space', 5);
     return { space, communities, issuer };
   };
 
@@ -196,7 +285,8 @@ export function registerV2(
     const hist = new ReportHistogram(ldp);
     for (const c of store.cells(e)) hist.add({ cohort: c.cohort, bucket: c.bucket }, c.n);
     const release = hist.total >= minReports ? buildRelease({ epoch: e, epochMs, space: sp, communities: cs, hist, ldp, minContributors }) : undefined;
-    store.publish(e, release ? JSON.stringify(release) : undefined, keep);
+    write(`publishing epoch ${e}`, () => store.publish(e, release ? JSON.stringify(release) : undefined, keep));
+    latest = store.latestRelease() ?? null;
     app.log.info({ epoch: e, reports: hist.total, released: release !== undefined }, 'v2: epoch aggregated');
     return release;
   };
@@ -216,7 +306,7 @@ export function registerV2(
   timer?.unref();
 
   const onError = (err: unknown, reply: FastifyReply) => {
-    if (err instanceof V2Error) return extra.fail(reply, err.statusCode, err.code, err.message);
+    if (err instanceof V2Error) return extra.fail(reply, err.statusCode, err.code, err.message, err.retryAfterSeconds);
     throw err;
   };
 
@@ -224,14 +314,38 @@ export function registerV2(
     const noLimit = { rateLimit: false as const };
     api.get(INDEX_V2_PATHS.health, { config: noLimit }, async (_req, reply): Promise<HealthV2Response | FastifyReply> => {
       try {
-        const { space: sp } = requireReady();
-        return { status: 'ok', version: INDEX_V2_VERSION, embedderId: sp.embedderId, epochMs, epoch: epoch(), latestRelease: store.latestRelease() ?? null, ldp, minContributors, minReports, graceMs, legacyV1: extra.legacyV1 };
+        const { space: sp, communities: cs } = requireReady();
+        const st = storage.status();
+        if (st.state !== 'ok') reply.code(503);
+        // why: answered from memory (latestEpoch is cached by the store), no database read
+        return {
+          status: st.state === 'ok' ? 'ok' : 'degraded',
+          version: INDEX_V2_VERSION,
+          embedderId: sp.embedderId,
+          epochMs,
+          epoch: epoch(),
+          latestRelease: latest,
+          ldp,
+          minContributors,
+          minReports,
+          graceMs,
+          legacyV1: extra.legacyV1,
+          space: { items: sp.ids.length, dim: sp.vectors[0]?.length ?? 0, communities: cs.communities.length },
+          storage: st,
+        };
       } catch (e) {
         return onError(e, reply);
       }
     });
 
-    api.get(INDEX_V2_PATHS.tokenKey, { config: noLimit }, async (_req, reply): Promise<TokenKeyResponse | FastifyReply> => {
+    api.get('/v2/metrics', { config: noLimit }, async (req, reply) => {
+      if (!extra.metricsAllowed?.(req)) return extra.fail(reply, 404, 'not_found', 'no route GET /v2/metrics (metrics need the metrics token)');
+      reply.header('cache-control', 'no-store');
+      return { ...(extra.metrics?.() ?? {}), storage: storage.status(), latestRelease: latest };
+    });
+
+    // why: the other routes are rate limited per client address (the attester's issuance is allow-listed by its key)
+    api.get(INDEX_V2_PATHS.tokenKey, async (_req, reply): Promise<TokenKeyResponse | FastifyReply> => {
       try {
         const { issuer: iss } = requireReady();
         reply.header('cache-control', 'public, max-age=3600');
@@ -241,7 +355,7 @@ export function registerV2(
       }
     });
 
-    api.post<{ Body: IssueRequest }>(INDEX_V2_PATHS.issue, { schema: { body: issueSchema }, config: noLimit }, async (req, reply): Promise<IssueResponse | FastifyReply> => {
+    api.post<{ Body: IssueRequest }>(INDEX_V2_PATHS.issue, { schema: { body: issueSchema } }, async (req, reply): Promise<IssueResponse | FastifyReply> => {
       if (options.attesterKey === undefined) return extra.fail(reply, 404, 'not_found', `no route POST ${INDEX_V2_PATHS.issue} (no attester key configured)`);
       const auth = req.headers.authorization;
       if (typeof auth !== 'string' || !auth.startsWith('Bearer ') || !sameSecret(auth.slice(7), options.attesterKey)) {
@@ -257,7 +371,7 @@ export function registerV2(
       }
     });
 
-    api.post<{ Body: ReportRequest }>(INDEX_V2_PATHS.report, { schema: { body: reportSchema }, config: noLimit }, async (req, reply): Promise<ReportResponse | FastifyReply> => {
+    api.post<{ Body: ReportRequest }>(INDEX_V2_PATHS.report, { schema: { body: reportSchema } }, async (req, reply): Promise<ReportResponse | FastifyReply> => {
       // why: one report per connection, so a kept-alive socket cannot tie a device's requests together
       reply.header('connection', 'close');
       reply.header('cache-control', 'no-store');
@@ -270,7 +384,7 @@ export function registerV2(
         if (!acceptsEpoch(e)) throw refused();
         const nonce = await issuer!.verify(token, e);
         if (nonce === undefined) throw refused();
-        if (!acceptsEpoch(e) || !store.spend(nonce, e, report.cohort, report.bucket)) throw refused();
+        if (!acceptsEpoch(e) || !write('storing a report', () => store.spend(nonce, e, report.cohort, report.bucket))) throw refused();
         reply.code(202);
         return { accepted: true };
       } catch (err) {
@@ -285,8 +399,8 @@ export function registerV2(
       reply.header('etag', `"release-${e}"`);
       return reply.type('application/json').send(body);
     };
-    api.get(INDEX_V2_PATHS.latest, { config: noLimit }, async (_req, reply) => sendRelease(reply, store.latestRelease(), false));
-    api.get<{ Params: { epoch: string } }>('/v2/releases/:epoch', { config: noLimit }, async (req, reply) => {
+    api.get(INDEX_V2_PATHS.latest, async (_req, reply) => sendRelease(reply, store.latestRelease(), false));
+    api.get<{ Params: { epoch: string } }>('/v2/releases/:epoch', async (req, reply) => {
       if (!/^[0-9]{1,15}$/.test(req.params.epoch)) return extra.fail(reply, 400, 'bad_request', 'epoch must be a non-negative integer (or latest)');
       return sendRelease(reply, Number(req.params.epoch), true);
     });

@@ -115,6 +115,30 @@ export interface RerankResult {
 }
 
 /** What the page exposes on `window.__bench`. */
+/** One visit pair of {@link BenchApi.shopModel} for one file. */
+export interface ShopVisit {
+  /** createAtomem → first recommendation, first visit (file downloaded). */
+  firstMs: number;
+  /** Bytes of the file the worker downloaded on the first visit (its download progress). */
+  firstBytes: number;
+  /** createAtomem → first recommendation, returning visit (same profile, new worker). */
+  againMs: number;
+  /** Bytes downloaded on the returning visit (0 when revalidated by a 304 or served from the cache). */
+  againBytes: number;
+  /** `status().catalog` after each visit. */
+  firstStatus: EngineStatus['catalog'];
+  againStatus: EngineStatus['catalog'];
+  /** recommend(10 candidates) times after the shopper's events (first visit's instance). */
+  recommendMs: number[];
+  /** The top 3 of the last recommendation (to tell the two spaces apart in the log). */
+  top: string[];
+}
+
+export interface ShopModelResult {
+  shop: ShopVisit;
+  content: ShopVisit;
+}
+
 export interface BenchApi {
   info(): PageInfo;
   /** Start an empty module worker and get one postMessage answer: first in this context, then again. */
@@ -149,6 +173,19 @@ export interface BenchApi {
   idleBatch(o: { events: number }): Promise<IdleBatchResult>;
   /** recommend() with and without a listwise rerank of the top `top`, on the kept instance. */
   rerank(o: { top: number; samples: number; plainSamples: number }): Promise<RerankResult>;
+  /**
+   * recommend(10 candidates, { intent }) on the kept instance, a different intent text each sample
+   * (so each embeds its intent), and recommend(the same candidates) without one, interleaved.
+   */
+  intent(o: { samples: number; warmup: number }): Promise<{ intentMs: number[]; plainMs: number[]; selectMs: number[]; candidates: number; explained: number }>;
+  /**
+   * The shop model path (catalog vector file v2 at `url`, hashing embedder, a `catalog`-product
+   * catalog): first visit (createAtomem → first recommendation, the file downloaded), `events`
+   * shopper events, `samples` timed recommend(10 candidates); then the returning visit (a new
+   * createAtomem on the same profile: the file revalidated, models from IndexedDB). The same with
+   * the file's content rows alone (`baselineUrl`, format v1) for the baselines.
+   */
+  shopModel(o: { profile: string; catalog: number; url: string; baselineUrl: string; events: number; samples: number; warmup: number }): Promise<ShopModelResult>;
   /** Dispose every instance and delete every IndexedDB database this page created. */
   cleanup(): Promise<void>;
   /** Save a 1,000-memory state once, then time `MemoryStore.load()` on a fresh connection per run. */
@@ -522,12 +559,94 @@ const api: BenchApi = {
     return { rerankMs, plainMs, costs: diffCosts(after.byOperation.rerank, before.byOperation.rerank), fallbackMessages: fallbackMessages(), candidates: candidates.length };
   },
 
+  async intent({ samples, warmup }) {
+    const atomem = kept;
+    if (!atomem) throw new Error('intent: call start() first');
+    const candidates = candidateIds();
+    const wants = ['a gift for my dad, he hikes', 'something for the kitchen', 'new headphones for running', 'a book for a long train ride', 'garden tools for spring', 'a toy for a five-year-old', 'tea for a cold evening', 'camping gear for the weekend'];
+    const intentMs: number[] = [];
+    const plainMs: number[] = [];
+    const selectMs: number[] = [];
+    let explained = 0;
+    for (let i = 0; i < warmup + samples; i++) {
+      const intent = `${wants[i % wants.length]} (${i})`;
+      const t0 = performance.now();
+      const ranked = await atomem.recommend(candidates, { intent });
+      const t1 = performance.now();
+      await atomem.recommend(candidates);
+      const t2 = performance.now();
+      await atomem.intentMemories(`${intent} again`); // the intent's embedding + memory selection alone
+      const t3 = performance.now();
+      if (ranked.length !== candidates.length) throw new Error(`recommend returned ${ranked.length} of ${candidates.length} candidates`);
+      if (i < warmup) continue;
+      intentMs.push(t1 - t0);
+      plainMs.push(t2 - t1);
+      selectMs.push(t3 - t2);
+      if (ranked.some((r) => r.explanations.some((e) => e.includes('asked for')))) explained++;
+    }
+    return { intentMs, plainMs, selectMs, candidates: candidates.length, explained };
+  },
+
+  async shopModel({ profile, catalog: size, url, baselineUrl, events, samples, warmup }) {
+    catalog = productCatalog(size);
+    const candidates = candidateIds();
+    const visit = async (name: string, file: string): Promise<ShopVisit> => {
+      profiles.push(`${profile}-${name}`);
+      const once = async () => {
+        let bytes = 0;
+        const errors: string[] = [];
+        const t0 = performance.now();
+        const a = await createAtomem({
+          profile: `${profile}-${name}`,
+          catalog,
+          embedder: 'hashing',
+          catalogVectors: file,
+          onError: (e) => errors.push(`${e.name}: ${e.message}`),
+          onProgress: (p) => {
+            if (p.stage === 'catalog' && p.phase === 'download') bytes = p.loaded;
+          },
+        });
+        open.push(a);
+        await a.recommend(candidates);
+        const ms = performance.now() - t0;
+        if (errors.length) throw new Error(`the engine reported: ${errors.join('; ')}`);
+        return { a, ms, bytes, status: (await a.status()).catalog };
+      };
+      const first = await once();
+      for (let i = 0; i < events; i++) await first.a.track({ ...shopperEvent(i), at: 1_700_000_000_000 + i * 60_000 });
+      const recommendMs: number[] = [];
+      let top: string[] = [];
+      for (let i = 0; i < warmup + samples; i++) {
+        const t0 = performance.now();
+        const r = await first.a.recommend(candidates);
+        if (i >= warmup) recommendMs.push(performance.now() - t0);
+        top = r.slice(0, 3).map((x) => x.id);
+      }
+      first.a.dispose();
+      const again = await once();
+      again.a.dispose();
+      return { firstMs: first.ms, firstBytes: first.bytes, againMs: again.ms, againBytes: again.bytes, firstStatus: first.status, againStatus: again.status, recommendMs, top };
+    };
+    const shop = await visit('shop', url);
+    const content = await visit('content', baselineUrl);
+    return { shop, content };
+  },
+
   async cleanup() {
     for (const a of open.splice(0)) a.dispose();
     kept = undefined;
     feed.length = 0;
     // a terminated worker's connections close shortly after; the deletion waits for them.
     await Promise.all(profiles.splice(0).map(deleteDatabase));
+    // the origin's catalog file cache (src/worker/shop-file-cache.ts), so the next context starts cold too
+    await new Promise<void>((resolve) => {
+      const req = indexedDB.deleteDatabase('atomem-files');
+      const timer = setTimeout(resolve, 10_000);
+      req.onsuccess = req.onerror = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   },
 
   async idbLoad({ profile, memories, runs }) {

@@ -17,7 +17,7 @@ import { OPERATIONS } from 'atomem/engine';
 import { createOpenAICompatibleModel } from 'atomem/engine';
 import { createScriptedModel } from 'atomem/engine';
 import type { LanguageModel } from 'atomem/engine';
-import { resolveConfig, tauFor, type AtomemConfig } from 'atomem/engine';
+import { resolveConfig, spaceDefaults, type AtomemConfig } from 'atomem/engine';
 import type { MemoryState } from 'atomem/engine';
 import { createCachedEmbedder, type CachedEmbedder } from 'atomem/engine';
 import { createHashingEmbedder } from 'atomem/engine';
@@ -29,7 +29,11 @@ import type { Release } from 'atomem/protocol';
 import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
 import { idGenerator, negativeSampler, Rng } from './rng.js';
 import { BenchUsageError } from './run.js';
+import { shopKnowledgeFor, shopUntil } from './shop-publish.js';
+import type { ShopKnowledge } from 'atomem/shop';
+import { DEFAULT_CONFIG, type LifecycleEvent } from 'atomem/engine';
 import type { Dataset, Method, MethodContext, Privacy, RankCase } from './types.js';
+import type { Interaction } from 'atomem/engine';
 
 /**
  * The reasoner the benchmark's agents use: rules (default), or `atomem.reasoner=llm` with
@@ -59,6 +63,8 @@ interface Trained {
   correct: number;
   steps: number;
   lastAt: number;
+  /** Lifecycle operations during training (op → count). */
+  ops: Record<string, number>;
 }
 const trainedCache = new WeakMap<Dataset, Map<string, Promise<Map<string, Trained>>>>();
 const catalogs = new WeakMap<Dataset, Map<string, Promise<ItemVectors>>>();
@@ -139,19 +145,64 @@ export async function benchItemVectors(ds: Dataset, params: Readonly<Record<stri
 
 
 /** Config overrides from `--param atomem.<knob>=value` (and `atomem.w.<weight>=value`). */
-function configFrom(params: Readonly<Record<string, string>>): Parameters<typeof resolveConfig>[0] {
+type ConfigPartial = NonNullable<Parameters<typeof resolveConfig>[0]>;
+function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
   const partial: Record<string, unknown> = {};
   const weights: Record<string, number> = {};
+  const shopWeights: Record<string, number> = {};
+  const intentWeights: Record<string, number> = {};
   for (const key of Object.keys(params)) {
-    if (!key.startsWith('atomem.') || ['atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
+    if (key.startsWith('atomem.iw.')) {
+      // intent weights (setting instruct): atomem.iw.intent, .intentTerms, .intentCategories, .intentMemory
+      intentWeights[key.slice('atomem.iw.'.length)] = paramNumber(params, key)!;
+      continue;
+    }
+    if (!key.startsWith('atomem.') || ['atomem.itemVectors', 'atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (['communityTau', 'minCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
     const n = paramNumber(params, key)!;
     if (knob.startsWith('w.')) weights[knob.slice(2)] = n;
+    else if (knob.startsWith('sw.')) shopWeights[knob.slice(3)] = n;
     else partial[knob] = n;
   }
-  resolveConfig({ ...(partial as Partial<AtomemConfig>), weights }); // validate early
-  return { ...(partial as Partial<AtomemConfig>), weights };
+  resolveConfig({ ...(partial as Partial<AtomemConfig>), weights, shopWeights, intentWeights }); // validate early
+  return { ...(partial as Partial<AtomemConfig>), weights, shopWeights, ...(Object.keys(intentWeights).length ? { intentWeights } : {}) };
+}
+
+/** `atomem.itemVectors` (CLI `--item-vectors`): `hybrid` (default: the shop's published model) or `content`. */
+export function itemVectorsKind(params: Readonly<Record<string, string>>): 'content' | 'hybrid' {
+  const v = params['atomem.itemVectors'] ?? 'hybrid';
+  if (v !== 'content' && v !== 'hybrid') throw new BenchUsageError(`--item-vectors (atomem.itemVectors) must be content or hybrid, got ${v}`);
+  return v;
+}
+
+/**
+ * Which parameters of the run change a shipped default of atomem, the shop model or SASRec
+ * (empty = every component ran with its shipped defaults). The benchmark's own harness knobs
+ * (the item-vector choice, cut-off, dumps, progress) are not defaults of a component.
+ */
+export function overriddenDefaults(params: Readonly<Record<string, string>>): string[] {
+  const harness = new Set(['atomem.itemVectors', 'atomem.dumpFeatures', 'atomem.fidelityUsers', 'atomem.indexUrl', 'shop.until']);
+  return Object.keys(params)
+    .filter((k) => (k.startsWith('atomem.') || k.startsWith('shop.') || k.startsWith('sasrec.')) && !harness.has(k))
+    .sort();
+}
+
+/** The item space of one shop file: the catalog moved to its collaborative vectors (one per file, shared by every agent). */
+const shopSpaces = new WeakMap<ShopKnowledge, Promise<ItemVectors>>();
+function shopSpaceFor(ds: Dataset, kind: string, shop: ShopKnowledge): Promise<ItemVectors> {
+  let p = shopSpaces.get(shop);
+  if (!p) {
+    p = (async () => {
+      const items = new ItemVectors(await embedderFor(kind), ds.items.values());
+      items.useShop(shop);
+      // every vector up front: the hot loops read them synchronously
+      await items.vectorsOf([...ds.items.keys()]);
+      return items;
+    })();
+    shopSpaces.set(shop, p);
+  }
+  return p;
 }
 
 /** atomem as a benchmark method. */
@@ -160,7 +211,7 @@ export class AtomemMethod implements Method {
   private readonly privacy: Privacy;
   private readonly mode: AgentMode & { communities: boolean };
   private readonly params: Readonly<Record<string, string>>;
-  private readonly config: Parameters<typeof resolveConfig>[0];
+  private readonly config: ConfigPartial;
   private agents = new Map<string, MemoryAgent>();
   private index: InProcessIndex | undefined;
   /** `atomem.indexUrl`: each simulated device talks HTTP to a running service with its own secret. */
@@ -173,14 +224,58 @@ export class AtomemMethod implements Method {
   private dumpFile: string | undefined;
   /** Level `contribute`: the epoch's release (protocol v2). */
   private release: Release | undefined;
+  private items!: ItemVectors;
+  private readonly itemVectors: 'content' | 'hybrid';
+  private readonly withSasrec: boolean;
+  private readonly ablation: AblationInfo | undefined;
+  private ops: Record<string, number> = {};
+  private trainingEvents = 0;
 
-  constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}) {
+  /** Setting `instruct`: rank with the case's stated intent (false for `atomem-no-intent`). */
+  private readonly useIntent: boolean;
+  /** Setting `evolving`: each simulated device's clock, moved to the interaction it just observed. */
+  private readonly clocks = new Map<string, number>();
+
+  /** Setting `evolving` with a language model: the cost counters at the first ranking of the current step. */
+  private stepMark: { step: number; total: ReturnType<typeof zeroCosts> } | undefined;
+  /** Setting `evolving` with a language model: model use per step (its rankings + the observations after it). */
+  private llmPerStep: { step: number; calls: number; requests: number; promptTokens: number; outputTokens: number; ms: number }[] = [];
+  /** Setting `evolving`: learn from each revealed interaction (false for `atomem-frozen`). */
+  private readonly learnsOnline: boolean;
+
+  /**
+   * @param mode ablations of the memory's structure; `variant` ablations of what the method
+   *   reads (item vectors, the SASRec model, ranking weights) — see {@link ABLATIONS}.
+   */
+  constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}, variant: { itemVectors?: 'content'; sasrec?: false; ablation?: AblationInfo; weights?: (cfg: { weights: Record<string, number>; shopWeights: Record<string, number> }) => void; intent?: boolean; observe?: boolean } = {}) {
+    this.useIntent = variant.intent ?? true;
+    this.learnsOnline = variant.observe ?? true;
     this.name = opts.name;
     this.privacy = opts.privacy;
     this.params = opts.params;
     this.mode = { atomic: true, consolidation: true, communities: true, ...mode };
-    this.config = configFrom(opts.params);
+    this.itemVectors = variant.itemVectors ?? itemVectorsKind(opts.params);
+    this.withSasrec = variant.sasrec ?? true;
+    this.ablation = variant.ablation;
+    const cfg = configFrom(opts.params);
+    if (variant.weights) {
+      const w = { weights: { ...DEFAULT_CONFIG.weights, ...cfg.weights } as Record<string, number>, shopWeights: { ...DEFAULT_CONFIG.shopWeights, ...cfg.shopWeights } };
+      variant.weights(w);
+      cfg.weights = w.weights as Partial<AtomemConfig['weights']>;
+      cfg.shopWeights = w.shopWeights;
+    }
+    this.config = cfg;
     this.llm = llmModelFrom(opts.params);
+  }
+
+  /** The item space of this run: the content embedder's (centred), or the shop's published model (`hybrid`). */
+  private async itemSpace(ctx: MethodContext): Promise<ItemVectors> {
+    const kind = this.params['atomem.embedder'] ?? 'use-lite';
+    if (this.itemVectors === 'content') return catalogFor(ctx.dataset, kind, this.params['atomem.centre'] !== '0', ctx);
+    // the content vectors first: the shop model's content map and new items need them (cached on disk)
+    await catalogFor(ctx.dataset, kind, false, ctx);
+    const shop = await shopKnowledgeFor(ctx, this.params, this.withSasrec);
+    return shopSpaceFor(ctx.dataset, kind, shop);
   }
 
   /**
@@ -206,10 +301,10 @@ export class AtomemMethod implements Method {
       if ((ctx.target ?? 'test') === 'test') throw new BenchUsageError('feature dumps (atomem.dumpFeatures / ATOMEM_DUMP_FEATURES) are refused on test cases: add --validation');
       this.dumpFile = dump;
     }
-    const items = await catalogFor(ctx.dataset, this.params['atomem.embedder'] ?? 'use-lite', this.params['atomem.centre'] !== '0', ctx);
+    const items = (this.items = await this.itemSpace(ctx));
     const v2 = this.mode.communities && this.privacy === 'contribute';
     const share = this.mode.communities && (this.privacy === 'embeddings' || this.privacy === 'items');
-    const cfg = resolveConfig({ tau: tauFor(items.embedderId), ...this.config });
+    const cfg = resolveConfig({ ...spaceDefaults(items, this.config), ...this.config });
     const url = this.params['atomem.indexUrl'];
     if (share && url) {
       const probe = new HttpIndex({ url, embedderId: items.embedderId, secret: 'probe-secret-not-used' });
@@ -217,7 +312,7 @@ export class AtomemMethod implements Method {
         throw new Error(`atomem.indexUrl ${url}: the service does not answer (${e.message})`);
       });
       if (!health.embedderIds.includes(items.embedderId)) {
-        throw new Error(`atomem.indexUrl ${url} does not accept embedder ${items.embedderId}: start it with --embedder '${items.embedderId}'`);
+        throw new Error(`atomem.indexUrl ${url} does not accept embedder ${items.embedderId}: start it with --embedder '${items.embedderId}=<its dimension>'`);
       }
       if (health.memories > 0) process.stderr.write(`warning: the index at ${url} already holds ${health.memories} memories: results mix with them\n`);
     } else if (share) {
@@ -237,9 +332,11 @@ export class AtomemMethod implements Method {
     for (const [user, t] of trained) {
       // why: training does not depend on the privacy level, so runs share it; each run gets its own copy.
       const lastAt = t.lastAt;
-      const agent = this.agent({ items, state: structuredClone(t.state), clock: () => lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
+      const agent = this.agent({ items, state: structuredClone(t.state), clock: () => this.clocks.get(user) ?? lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
       this.forwardCorrect += t.correct;
       this.forwardSteps += t.steps;
+      this.trainingEvents += t.steps;
+      for (const [op, n] of Object.entries(t.ops)) this.ops[op] = (this.ops[op] ?? 0) + n;
       const index = this.indexFor(user, items.embedderId, share, url);
       if (index) await agent.sync(index, this.privacy as 'embeddings' | 'items', { pull: false });
       this.agents.set(user, agent);
@@ -287,7 +384,9 @@ export class AtomemMethod implements Method {
 
   /** STEAM's training loop for every user (cached per dataset, variant and config). */
   private train(ctx: MethodContext, items: ItemVectors): Promise<Map<string, Trained>> {
-    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, this.config, this.llm?.id ?? 'rules', this.params['atomem.planner'] ?? 'llm']);
+    // why without the ranking weights: training never ranks with them (the forward step is memory-only), so rankings that differ only in weights share one training
+    const { weights: _w, shopWeights: _sw, ...trainingConfig } = this.config;
+    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, trainingConfig, this.llm?.id ?? 'rules', this.params['atomem.planner'] ?? 'llm']);
     let byKey = trainedCache.get(ctx.dataset);
     if (!byKey) trainedCache.set(ctx.dataset, (byKey = new Map()));
     let p = byKey.get(key);
@@ -302,9 +401,11 @@ export class AtomemMethod implements Method {
           if (history.length === 0) continue;
           const negativeFor = negativeSampler(ctx.seed, user, catalog, new Set(history.map((i) => i.item)));
           const lastAt = history[history.length - 1].at;
-          const agent = this.agent({ items, clock: () => lastAt, newId: idGenerator(ctx.seed, user) });
+          const ops: Record<string, number> = {};
+          const onLifecycle = (e: LifecycleEvent) => void (ops[e.op] = (ops[e.op] ?? 0) + 1);
+          const agent = this.agent({ items, clock: () => lastAt, newId: idGenerator(ctx.seed, user), onLifecycle });
           const r = await agent.train(history, negativeFor);
-          out.set(user, { state: agent.snapshot, correct: r.correct, steps: r.steps, lastAt });
+          out.set(user, { state: agent.snapshot, correct: r.correct, steps: r.steps, lastAt, ops });
           ctx.progress(++done, users.length, 'training agents');
         }
         return out;
@@ -314,10 +415,30 @@ export class AtomemMethod implements Method {
     return p;
   }
 
+  /** Every simulated device's model costs, summed. */
+  private llmTotal(): ReturnType<typeof zeroCosts> {
+    const total = zeroCosts();
+    for (const r of this.reasoners) addCosts(total, r.costs().total);
+    return total;
+  }
+
+  /** Close the current step's cost window (setting `evolving` with a model). */
+  private closeStep(): void {
+    if (!this.stepMark) return;
+    const now = this.llmTotal();
+    const m = this.stepMark.total;
+    this.llmPerStep.push({ step: this.stepMark.step, calls: now.calls - m.calls, requests: now.requests - m.requests, promptTokens: now.promptTokens - m.promptTokens, outputTokens: now.outputTokens - m.outputTokens, ms: now.ms - m.ms });
+    this.stepMark = undefined;
+  }
+
   async rank(c: RankCase): Promise<string[]> {
+    if (this.llm && c.step !== undefined && this.stepMark?.step !== c.step) {
+      this.closeStep();
+      this.stepMark = { step: c.step, total: this.llmTotal() };
+    }
     const agent = this.agents.get(c.user);
     if (!agent) return [...c.candidates];
-    const recs = await agent.recommend(c.candidates, { now: c.now });
+    const recs = await agent.recommend(c.candidates, { now: c.now, ...(this.useIntent && c.intent !== undefined ? { intent: c.intent } : {}) });
     if (this.dumpFile) {
       // why: offline tuning of the ranking weights on validation cases (refused on test in prepare).
       // in candidate (input) order, so re-scoring breaks ties the way rank() does
@@ -325,6 +446,17 @@ export class AtomemMethod implements Method {
       appendFileSync(this.dumpFile, JSON.stringify({ user: c.user, candidates: c.candidates.map((id) => [id, byId.get(id)]) }) + '\n');
     }
     return recs.map((r) => r.id);
+  }
+
+  /** Setting `evolving`: the device observes the interaction it was just tested on (memory updated, planner run). */
+  async observe(user: string, interaction: Interaction): Promise<void> {
+    const agent = this.agents.get(user);
+    // atomem-frozen: the evolving setting's control (does learning between steps help?)
+    if (!agent || !this.learnsOnline) return;
+    this.clocks.set(user, interaction.at);
+    await agent.observe(interaction);
+    // the LLM planner defers events to idle time; between two steps the device is idle (the worker's idleMs)
+    if (agent.hasPending()) await agent.idle();
   }
 
   /**
@@ -338,7 +470,7 @@ export class AtomemMethod implements Method {
   private async fidelity(): Promise<Record<string, unknown>> {
     const ctx = this.ctx;
     const limit = paramNumber(this.params, 'atomem.fidelityUsers') ?? 100;
-    const items = await catalogFor(ctx.dataset, this.params['atomem.embedder'] ?? 'use-lite', this.params['atomem.centre'] !== '0', ctx);
+    const items = this.items;
     const catalog = [...ctx.dataset.items.keys()];
     const out: Record<string, unknown> = {};
     const answers = new Map<number, { truth: boolean[]; said: boolean[] }>([[1, { truth: [], said: [] }], [3, { truth: [], said: [] }], [9, { truth: [], said: [] }]]);
@@ -387,9 +519,24 @@ export class AtomemMethod implements Method {
   }
 
   async extras(): Promise<Record<string, unknown>> {
+    const overridden = overriddenDefaults(this.params);
+    // why: the in-process v1 index runs with the benchmark's settings, not the service's defaults (noise 1, 64 members)
+    if (this.index) for (const k of ['atomem.itemNoise', 'atomem.maxMembers']) if (!overridden.includes(k)) overridden.push(`${k} (bench: ${k.endsWith('Noise') ? '0' : '200'})`);
+    const cfg = [...this.agents.values()][0]?.config;
     const out: Record<string, unknown> = {
+      itemVectors: this.itemVectors,
+      shopLogUntil: this.itemVectors === 'hybrid' ? shopUntil(this.params) : null,
+      sasrecOnDevice: this.itemVectors === 'hybrid' && this.withSasrec,
+      // why: headline rows must use every component's shipped defaults; a row that does not says which knobs it changed
+      defaults: overridden.length === 0 ? 'shipped' : { overridden },
+      ...(this.ablation ? { ablationOf: 'atomem', removes: this.ablation.removes } : {}),
+      tau: cfg?.tau,
+      mergeThreshold: cfg?.mergeThreshold,
       forwardAccuracy: this.forwardSteps ? this.forwardCorrect / this.forwardSteps : 0,
       memoriesPerUser: mean([...this.agents.values()].map((a) => a.snapshot.memories.length)),
+      trainingEvents: this.trainingEvents,
+      // ARS's six operations per 1,000 training events (issue 12: does the lifecycle act?)
+      lifecyclePer1000: Object.fromEntries(['extract', 'reinforce', 'weaken', 'merge', 'forget', 'resynthesize'].map((op) => [op, this.trainingEvents ? Number((((this.ops[op] ?? 0) * 1000) / this.trainingEvents).toFixed(2)) : 0])),
     };
     if (this.llm) {
       const total = zeroCosts();
@@ -400,6 +547,8 @@ export class AtomemMethod implements Method {
         for (const op of OPERATIONS) addCosts(byOperation[op], c.byOperation[op]);
       }
       out.llm = { model: this.llm.id, ...total, byOperation };
+      this.closeStep();
+      if (this.llmPerStep.length) out.llmPerStep = this.llmPerStep;
     }
     if (this.release) {
       const r = this.release;
@@ -409,7 +558,7 @@ export class AtomemMethod implements Method {
       const s = this.index.stats();
       out.index = { memories: s.memories, edges: s.edges, communities: s.communities, largestCommunity: s.largestCommunity, largestShare: s.largestShare, sizeHistogram: s.sizeHistogram, releasable: s.releasableCommunities };
     }
-    if (this.privacy === 'items' || (this.privacy === 'off' && this.name === 'atomem')) Object.assign(out, await this.fidelity());
+    if ((this.privacy === 'items' || this.privacy === 'off') && this.name === 'atomem' && this.params['atomem.fidelityUsers'] !== '0') Object.assign(out, await this.fidelity());
     return out;
   }
 }
@@ -419,19 +568,107 @@ function mean(xs: number[]): number {
 }
 
 const levels: Privacy[] = ['off', 'contribute', 'embeddings', 'items'];
-registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities' });
-// Ablations run at the level where every part of atomem is active (`items`); compare with atomem/items.
-const ablationLevels: Privacy[] = ['items'];
-registerMethod('atomem-single-summary', (o) => new AtomemMethod(o, { atomic: false }), {
-  privacyLevels: ablationLevels,
-  description: 'ablation: one summary memory instead of atomic memories',
+registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities (setting instruct: with the stated intent)' });
+registerMethod('atomem-no-intent', (o) => new AtomemMethod(o, {}, { intent: false }), {
+  privacyLevels: levels,
+  description: 'ablation for setting instruct: atomem ignoring the stated intent',
 });
-registerMethod('atomem-no-consolidation', (o) => new AtomemMethod(o, { consolidation: false }), {
-  privacyLevels: ablationLevels,
-  description: 'ablation: every interaction forms a new memory',
-});
-registerMethod('atomem-no-communities', (o) => new AtomemMethod(o, { communities: false }), {
-  privacyLevels: ablationLevels,
-  description: 'ablation: no shared index (own memories only)',
+registerMethod('atomem-frozen', (o) => new AtomemMethod(o, {}, { observe: false }), {
+  privacyLevels: levels,
+  description: 'control for setting evolving: atomem whose memory does not learn between steps',
 });
 
+/** What an ablation row says it removed (`removes` in its JSON row, with `ablationOf: "atomem"`). */
+export interface AblationInfo {
+  removes: string;
+}
+
+/** The ranking signals atomem's memory engine computes (everything else in `shopWeights` comes from the shop's file). */
+export const MEMORY_SIGNALS = Object.keys(DEFAULT_CONFIG.weights);
+
+/** One ablation: a registered method that removes exactly `removes` from full atomem. */
+export interface Ablation {
+  name: string;
+  removes: string;
+  /** Item vectors it applies to (undefined = both). */
+  only?: 'hybrid' | 'content';
+  /** Privacy levels (default all of atomem's). */
+  levels?: Privacy[];
+  /** For per-signal ablations: the signal whose weight becomes 0. */
+  signal?: string;
+  make(o: MethodOptions, info: AblationInfo): AtomemMethod;
+}
+
+const zero = (names: readonly string[]) => (w: { weights: Record<string, number>; shopWeights: Record<string, number> }) => {
+  for (const n of names) {
+    if (n in w.weights) w.weights[n] = 0;
+    if (n in w.shopWeights) w.shopWeights[n] = 0;
+  }
+};
+
+/** Every ablation, in table order. `--methods atomem,ablations` runs those that apply to the run's item vectors. */
+export const ABLATIONS: Ablation[] = [
+  {
+    name: 'atomem-no-memory-signals',
+    removes: `every ranking signal of the memory engine (${MEMORY_SIGNALS.join(', ')}): the shop file's signals alone, inside the agent`,
+    only: 'hybrid',
+    make: (o, ablation) => new AtomemMethod(o, {}, { ablation, weights: zero(MEMORY_SIGNALS) }),
+  },
+  {
+    name: 'atomem-no-shop-model',
+    removes: 'the shop model: content item vectors (centred USE-lite) and the content ranking weights, no shop signals, no SASRec',
+    only: 'hybrid',
+    make: (o, ablation) => new AtomemMethod(o, {}, { ablation, itemVectors: 'content' }),
+  },
+  {
+    name: 'atomem-no-sasrec',
+    removes: 'the SASRec sequence model from the published file (its signal; other weights unchanged)',
+    only: 'hybrid',
+    make: (o, ablation) => new AtomemMethod(o, {}, { ablation, sasrec: false }),
+  },
+  {
+    name: 'atomem-no-consolidation',
+    removes: 'consolidation: every interaction forms a new memory (no reinforce, no merge in sweeps)',
+    make: (o, ablation) => new AtomemMethod(o, { consolidation: false }, { ablation }),
+  },
+  {
+    name: 'atomem-single-summary',
+    removes: 'atomic memories: one summary memory holds every interaction',
+    make: (o, ablation) => new AtomemMethod(o, { atomic: false }, { ablation }),
+  },
+  {
+    name: 'atomem-no-communities',
+    removes: 'the shared index: no communities pulled (own memories only)',
+    levels: ['contribute', 'embeddings', 'items'],
+    make: (o, ablation) => new AtomemMethod(o, { communities: false }, { ablation }),
+  },
+  ...[...new Set([...MEMORY_SIGNALS, ...Object.keys(DEFAULT_CONFIG.shopWeights)])]
+    .filter((n) => n !== 'sasrec')
+    .map(
+      (signal): Ablation => ({
+        name: `atomem-no-signal-${signal}`,
+        removes: `the ranking signal ${signal} (weight 0; the other weights unchanged)`,
+        signal,
+        make: (o, ablation) => new AtomemMethod(o, {}, { ablation, weights: zero([signal]) }),
+      }),
+    ),
+];
+
+for (const a of ABLATIONS) {
+  registerMethod(a.name, (o) => a.make(o, { removes: a.removes }), {
+    privacyLevels: a.levels ?? levels,
+    description: `ablation: removes ${a.removes}`,
+    ablation: true,
+  });
+}
+
+/**
+ * The ablations `--methods …,ablations` expands to for a run with these parameters: those that
+ * apply to its item vectors and, per ranking signal, those whose weight in force is not 0.
+ */
+export function ablationsFor(params: Readonly<Record<string, string>>): string[] {
+  const kind = itemVectorsKind(params);
+  const cfg = resolveConfig(configFrom(params));
+  const inForce = (kind === 'hybrid' ? cfg.shopWeights : cfg.weights) as Readonly<Record<string, number>>;
+  return ABLATIONS.filter((a) => (!a.only || a.only === kind) && (a.signal === undefined || (inForce[a.signal] ?? 0) !== 0)).map((a) => a.name);
+}

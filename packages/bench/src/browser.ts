@@ -8,7 +8,9 @@
  *    and `use-lite` cold again on a first visit with the shop's precomputed catalog vectors
  *    (`catalogVectors`, made once in the page before the clock starts and served by Vite) —
  *    baseline: the use-lite cold start without them;
- * 2. `await atomem.track()` round trip p50/p95 — baseline: a bare Comlink round trip;
+ * 2. `await atomem.track()` round trip p50/p95 — baseline: a bare Comlink round trip; then, on the
+ *    use-lite instance, `recommend(10 candidates, { intent })` p50/p95 with a new intent text each
+ *    call (its USE-lite embedding included) — baseline: `recommend(same candidates)` interleaved;
  * 3. `MemoryStore.load()` of 1,000 atomic memories (512-d) from IndexedDB — baseline:
  *    `structuredClone` of the same state (JSON.parse of it as JSON is shown beside);
  * 4. USE-lite texts/s on 256 product titles + descriptions, batches of 64 — baseline: the
@@ -35,11 +37,21 @@
  *    - `recommend(10 candidates, { rerank: 8 })` p50 (answered by the model or fallen back to
  *      the engine's order, counted) — baseline: `recommend(same candidates)` on the same instance.
  *
+ * 6. the shop model (catalog vector file v2, `atomem-vectors --log`): a file made once in Node,
+ *    untimed, for a `--shop-catalog`-product catalog (hashing embedder) from a seeded synthetic
+ *    order log (`--shop-users` shoppers with two favourite departments each) — the shop model
+ *    and SASRec (`--shop-sasrec-epochs`: training length does not change inference cost) —
+ *    served with an ETag (304 on `If-None-Match`); per fresh context: the first visit
+ *    (createAtomem → first recommendation, the file downloaded), 30 shopper events,
+ *    `recommend(10 candidates)` p50, and the returning visit (revalidated, models from
+ *    IndexedDB) — baselines: the same with the file's content rows alone (format v1).
+ *
  * The page (`bench/browser/`) is served by a Vite dev server rooted at the repo, so it imports
  * `src/` and the engine worker starts from source; USE-lite's files come from the built
  * package's `dist/assets/` (run `npm run build` first). Chromium is Debian's, never downloaded.
  *
  *   npx tsx src/bench/browser.ts [--runs N] [--llm-runs N] [--catalog N] [--json FILE]
+ *                                [--shop-runs N] [--shop-catalog N] [--shop-only]
  */
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -48,8 +60,12 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
 import { createServer, defaultClientConditions, type Plugin, type ViteDevServer } from 'vite';
+import { createHashingEmbedder, itemText, Rng } from 'atomem/engine';
+import { encodeCatalogFile, encodeCatalogVectors } from 'atomem/protocol';
+import { trainSasrec, trainShopModel, type ShopInteraction } from 'atomem/shop';
 import { FIRST_VISIT_BUDGET, measureFirstVisit, type FirstVisit, type FirstVisitResult } from './first-visit.js';
-import type { BenchApi, IdleBatchResult, OpenResult, PageInfo, RerankResult } from '../../bench/browser/page.js';
+import type { BenchApi, IdleBatchResult, OpenResult, PageInfo, RerankResult, ShopModelResult } from '../../bench/browser/page.js';
+import { productCatalog } from '../browser/products.js';
 
 /** The repository root (the Vite dev server's root). */
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -68,6 +84,51 @@ const MODEL_ROUTE = '/bench-models/stories260K.gguf';
 const VECTORS_ROUTE = '/bench-vectors/catalog.bin';
 /** The catalog vector file, once made (see {@link benchModels}). */
 let vectorBytes: Buffer | undefined;
+/** Where the page fetches the shop's v2 file and its content-only (v1) twin (served with an ETag). */
+const SHOP_ROUTE = '/bench-shop/catalog-v2.bin';
+const SHOP_V1_ROUTE = '/bench-shop/catalog-v1.bin';
+/** The two files, once made (see {@link makeShopFiles}). */
+const shopFiles: Record<string, { bytes: Buffer; etag: string }> = {};
+/** Shop-model rows: shopper events before the timed recommendations, samples, warm-up. */
+const SHOP = { events: 30, samples: 50, warmup: 5 };
+
+/**
+ * The shop's files for the shop-model rows (untimed): a seeded order log of `users` shoppers over
+ * `n` products (each shopper: two favourite departments, 10–30 events, mostly there), content
+ * vectors of the hashing embedder (the engine's `hashing`, 256-d), the shop model and SASRec
+ * trained as `atomem-vectors --log` does, written as v2; and the same content rows as v1.
+ */
+async function makeShopFiles(n: number, users: number, sasrecEpochs: number): Promise<{ rows: number; seconds: number }> {
+  const t0 = performance.now();
+  const items = productCatalog(n);
+  const embedder = createHashingEmbedder({ dim: 256 });
+  const vectors = (await embedder.embed(items.map((it) => itemText(it)))).map((e) => e.vector);
+  const rng = new Rng(2026);
+  const byDept = new Map<string, string[]>();
+  for (const it of items) byDept.set(it.categories![0], [...(byDept.get(it.categories![0]) ?? []), it.id]);
+  const depts = [...byDept.values()];
+  const log: ShopInteraction[] = [];
+  const t = Date.UTC(2026, 0, 1);
+  for (let u = 0; u < users; u++) {
+    const fav = [depts[rng.int(depts.length)], depts[rng.int(depts.length)]];
+    const len = 10 + rng.int(21);
+    for (let k = 0; k < len; k++) {
+      const pool = rng.next() < 0.85 ? fav[k % 2] : depts[rng.int(depts.length)];
+      log.push({ user: `u${u}`, item: pool[rng.int(pool.length)], at: t + (u * 40 + k) * 60_000, action: k % 4 === 0 ? 'purchase' : 'click' });
+    }
+  }
+  const catalog = items.map((it) => it.id);
+  const model = trainShopModel(log, { catalog, content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) } });
+  const index = new Map(catalog.map((id, i) => [id, i + 1]));
+  const seqs = new Map<string, number[]>();
+  for (const r of log) seqs.set(r.user, [...(seqs.get(r.user) ?? []), index.get(r.item)!]);
+  const { weights } = await trainSasrec([...seqs.values()].map((q) => Int32Array.from(q)), catalog.length, { epochs: sasrecEpochs, seed: 2026 });
+  const v2 = Buffer.from(encodeCatalogFile({ embedder, items, vectors, shop: { model, sasrec: { weights, items: catalog }, info: { bench: 'bench:browser synthetic log', logRows: log.length, users } } }));
+  const v1 = Buffer.from(encodeCatalogVectors(embedder, items, vectors));
+  shopFiles[SHOP_ROUTE] = { bytes: v2, etag: `"v2-${v2.length}"` };
+  shopFiles[SHOP_V1_ROUTE] = { bytes: v1, etag: `"v1-${v1.length}"` };
+  return { rows: log.length, seconds: (performance.now() - t0) / 1000 };
+}
 /** Language-model rows: see the header comment. */
 const LLM = {
   trackEvents: 40,
@@ -159,6 +220,21 @@ function benchModels(): Plugin {
         res.setHeader('Cache-Control', 'no-cache');
         res.end(req.method === 'HEAD' ? undefined : readFileSync(MODEL_PATH));
       });
+      server.middlewares.use((req, res, next) => {
+        const file = shopFiles[(req.url ?? '').split('?')[0]];
+        if (req.method !== 'GET' || !file) return next();
+        res.setHeader('ETag', file.etag);
+        res.setHeader('Cache-Control', 'no-cache');
+        if (req.headers['if-none-match'] === file.etag) {
+          res.statusCode = 304;
+          res.end();
+          return;
+        }
+        res.statusCode = 200;
+        res.setHeader('Content-Type', 'application/octet-stream');
+        res.setHeader('Content-Length', String(file.bytes.length));
+        res.end(file.bytes);
+      });
       server.middlewares.use(VECTORS_ROUTE, (req, res, next) => {
         if (req.method !== 'GET' || !vectorBytes) return next();
         res.statusCode = 200;
@@ -240,6 +316,48 @@ async function call<K extends keyof BenchApi>(page: Page, name: K, arg?: Paramet
   }
 }
 
+/** The shop-model rows from the runs of {@link BenchApi.shopModel}. */
+function shopRows(runs: ShopModelResult[], n: number, users: number, epochs: number): BrowserBenchResult[] {
+  const kib = (b: number): string => `${(b / 1024).toFixed(0)} KiB`;
+  const v2 = shopFiles[SHOP_ROUTE].bytes.length;
+  const v1 = shopFiles[SHOP_V1_ROUTE].bytes.length;
+  const out: BrowserBenchResult[] = [];
+  const row = (name: string, samples: number[], baseline: string, base: number[]): void => {
+    const value = pct(samples, 50);
+    const baselineValue = pct(base, 50);
+    out.push({ name, value, unit: 'ms', baseline, baselineValue, ratio: value / baselineValue, p95: pct(samples, 95), n: samples.length });
+  };
+  const rec = runs.flatMap((r) => r.shop.recommendMs);
+  const target = pct(rec, 50) <= 5 ? 'met' : 'MISSED';
+  row(
+    `recommend(10 candidates) with the shop model (catalog vector file v2: ${n} products, shop model + SASRec from a ${users}-shopper synthetic log, ${epochs} epochs), after ${SHOP.events} shopper events; target ≤ 5 ms p50: ${target}`,
+    rec,
+    'recommend(the same 10 candidates) in the content space (the v1 file of the same content rows)',
+    runs.flatMap((r) => r.content.recommendMs),
+  );
+  row(
+    `first visit with the v2 file (${kib(v2)} downloaded: ${kib(runs[0].shop.firstBytes)}): createAtomem → first recommendation, hashing embedder, 0 products embedded`,
+    runs.map((r) => r.shop.firstMs),
+    `the same first visit with the v1 file (${kib(v1)}, content rows only)`,
+    runs.map((r) => r.content.firstMs),
+  );
+  row(
+    `returning visit with the v2 file (revalidated: 304, ${runs.map((r) => r.shop.againBytes).reduce((a, b) => Math.max(a, b), 0)} bytes downloaded; shop model and SASRec from IndexedDB): createAtomem → first recommendation`,
+    runs.map((r) => r.shop.againMs),
+    'the same returning visit with the v1 file (no request: every vector cached)',
+    runs.map((r) => r.content.againMs),
+  );
+  return out;
+}
+
+function printRows(results: BrowserBenchResult[]): void {
+  console.log('| what | p50 | p95 | n | baseline (same run) | baseline p50 | ratio |');
+  console.log('|---|---:|---:|---:|---|---:|---|');
+  for (const r of results) {
+    console.log(`| ${r.name} | ${fmtValue(r.value, r.unit)} | ${r.p95 === undefined ? '' : fmtValue(r.p95, r.unit)} | ${r.n} | ${r.baseline} | ${fmtValue(r.baselineValue, r.unit)} | ${fmtRatio(r)} |`);
+  }
+}
+
 /** The first-visit table: bytes transferred and time to first recommendation, with and without the vector file. */
 function printFirstVisit(fv: FirstVisitResult): void {
   const mb = (b: number): string => `${(b / 1e6).toFixed(2)} MB`;
@@ -289,9 +407,44 @@ async function main(): Promise<void> {
       return n;
     })
     .option('--first-visit-only', 'only the first-visit rows (no Vite dev server, no other rows)')
+    .option('--shop-runs <n>', 'fresh browser contexts for the shop-model rows (catalog vector file v2); 0 skips them', (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--shop-runs must be an integer in 0..100');
+      return n;
+    }, 3)
+    .option('--shop-catalog <n>', 'products in the shop-model rows (up to 5000, titles repeat past 256)', (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 10 || n > 5000) throw new InvalidArgumentError('--shop-catalog must be an integer in 10..5000');
+      return n;
+    }, 1682)
+    .option('--shop-users <n>', 'shoppers in the synthetic order log of the shop-model rows', (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 10 || n > 100_000) throw new InvalidArgumentError('--shop-users must be an integer in 10..100000');
+      return n;
+    }, 943)
+    .option('--shop-sasrec-epochs <n>', "SASRec epochs of the shop-model rows' file (inference cost does not depend on it)", (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1 || n > 1000) throw new InvalidArgumentError('--shop-sasrec-epochs must be an integer in 1..1000');
+      return n;
+    }, 5)
+    .option('--shop-only', 'only the shop-model rows')
     .option('--json <file>', 'also write the results as JSON')
     .parse();
-  const opts = program.opts<{ runs: number; llmRuns: number; catalog: number; firstVisitRuns: number; firstVisitCatalog?: number; firstVisitOnly?: boolean; json?: string }>();
+  const opts = program.opts<{
+    runs: number;
+    llmRuns: number;
+    catalog: number;
+    firstVisitRuns: number;
+    firstVisitCatalog?: number;
+    firstVisitOnly?: boolean;
+    shopRuns: number;
+    shopCatalog: number;
+    shopUsers: number;
+    shopSasrecEpochs: number;
+    shopOnly?: boolean;
+    json?: string;
+  }>();
+  if (opts.shopOnly && opts.shopRuns < 1) throw new InvalidArgumentError('--shop-only needs --shop-runs ≥ 1');
   if (opts.firstVisitOnly) {
     if (opts.firstVisitRuns < 1) throw new InvalidArgumentError('--first-visit-only needs --first-visit-runs ≥ 1');
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
@@ -308,7 +461,7 @@ async function main(): Promise<void> {
   }
   const runs = opts.runs;
   const began = performance.now();
-  const withModel = opts.llmRuns > 0 && existsSync(MODEL_PATH);
+  const withModel = !opts.shopOnly && opts.llmRuns > 0 && existsSync(MODEL_PATH);
   if (!withModel) log(opts.llmRuns === 0 ? 'language-model rows skipped (--llm-runs 0)' : `language-model rows skipped: no model at ${MODEL_PATH}`);
 
   checkAssets();
@@ -329,7 +482,7 @@ async function main(): Promise<void> {
       try {
         await call(page, 'emptyWorker');
         await call(page, 'comlinkRoundTrip', { samples: 2, block: 2, warmup: 2 });
-        for (const embedder of ['hashing', 'use-lite'] as const) {
+        for (const embedder of opts.shopOnly ? (['hashing'] as const) : (['hashing', 'use-lite'] as const)) {
           await call(page, 'start', { embedder, profile: `bench-${runId}-warmup-${embedder}`, assetsBaseUrl, catalog: 16 });
           await call(page, 'track', { events: 3, warmup: 0 });
           await call(page, 'cleanup');
@@ -351,6 +504,40 @@ async function main(): Promise<void> {
       } finally {
         await context.close();
       }
+    }
+
+    // Shop-model rows (see the header comment): one fresh context per run.
+    const shopRuns: ShopModelResult[] = [];
+    if (opts.shopRuns > 0) {
+      log(`shop-model files: ${opts.shopCatalog} products, ${opts.shopUsers} synthetic shoppers, SASRec ${opts.shopSasrecEpochs} epochs (untimed)`);
+      const made = await makeShopFiles(opts.shopCatalog, opts.shopUsers, opts.shopSasrecEpochs);
+      log(`shop-model files made in ${made.seconds.toFixed(1)} s from ${made.rows} log rows: v2 ${(shopFiles[SHOP_ROUTE].bytes.length / 1024).toFixed(0)} KiB, v1 ${(shopFiles[SHOP_V1_ROUTE].bytes.length / 1024).toFixed(0)} KiB`);
+      for (let r = 0; r < opts.shopRuns; r++) {
+        const { context, page } = await freshPage(browser, base);
+        try {
+          const res = await call(page, 'shopModel', { profile: `bench-${runId}-shop${r}`, catalog: opts.shopCatalog, url: `${base}${SHOP_ROUTE}`, baselineUrl: `${base}${SHOP_V1_ROUTE}`, ...SHOP });
+          const s = res.shop;
+          if (s.firstStatus?.source !== 'download' || !s.firstStatus.shop?.sequence) throw new Error(`the v2 file was not used with its shop model: ${JSON.stringify(s.firstStatus)}`);
+          if (s.againStatus?.source !== 'revalidated' || !s.againStatus.shop) throw new Error(`the returning visit did not revalidate the v2 file: ${JSON.stringify(s.againStatus)}`);
+          if (res.content.firstStatus?.shop !== null || res.content.firstStatus.version !== 1) throw new Error(`the v1 baseline ran with ${JSON.stringify(res.content.firstStatus)}`);
+          shopRuns.push(res);
+          await call(page, 'cleanup');
+          log(
+            `shop run ${r + 1}/${opts.shopRuns}: first visit ${fmtMs(s.firstMs)} (${s.firstBytes} B; v1 ${fmtMs(res.content.firstMs)}), returning ${fmtMs(s.againMs)} (${s.againBytes} B; v1 ${fmtMs(res.content.againMs)}), ` +
+              `recommend p50 ${fmtMs(pct(s.recommendMs, 50))} (content space ${fmtMs(pct(res.content.recommendMs, 50))}); top 3 shop ${s.top.join(' ')}, content ${res.content.top.join(' ')}`,
+          );
+        } finally {
+          await context.close();
+        }
+      }
+    }
+    if (opts.shopOnly) {
+      const rows = shopRows(shopRuns, opts.shopCatalog, opts.shopUsers, opts.shopSasrecEpochs);
+      const wallS = (performance.now() - began) / 1000;
+      console.log(`atomem browser benchmark, shop-model rows — Chromium ${version}, served from source by the Vite dev server, ${opts.shopRuns} runs, ${wallS.toFixed(0)} s\n`);
+      printRows(rows);
+      if (opts.json) writeFileSync(opts.json, `${JSON.stringify({ chromium: version, shopRuns: opts.shopRuns, shopCatalog: opts.shopCatalog, shopUsers: opts.shopUsers, results: rows, runs: shopRuns.map((r) => ({ ...r, shop: { ...r.shop }, content: { ...r.content } })) }, null, 2)}\n`);
+      return;
     }
 
     let info: PageInfo | undefined;
@@ -377,6 +564,8 @@ async function main(): Promise<void> {
     }
     const withVectors: number[] = [];
 
+    /** recommend with a stated intent (use-lite instance of each run), and without, interleaved. */
+    const intentRows = { intentMs: [] as number[], plainMs: [] as number[], selectMs: [] as number[], candidates: 0 };
     for (let r = 0; r < runs; r++) {
       {
         const { context, page } = await freshPage(browser, base);
@@ -416,6 +605,16 @@ async function main(): Promise<void> {
           if (s.warmEmbedderMs !== null) st.warmModel.push(s.warmEmbedderMs);
           const t = await call(page, 'track', { events: 200, warmup: 10 });
           starts[embedder].track.push(...t);
+          if (embedder === 'use-lite') {
+            // the stated intent on the instance that just learned 210 events: its USE-lite embedding included
+            const it = await call(page, 'intent', { samples: 30, warmup: 3 });
+            if (it.explained === 0) throw new Error('recommend with an intent explained no item by the intent');
+            intentRows.intentMs.push(...it.intentMs);
+            intentRows.plainMs.push(...it.plainMs);
+            intentRows.selectMs.push(...it.selectMs);
+            intentRows.candidates = it.candidates;
+            log(`run ${r + 1}/${runs}: recommend(${it.candidates}, { intent }) p50 ${fmtMs(pct(it.intentMs, 50))}, without intent ${fmtMs(pct(it.plainMs, 50))}, intentMemories alone ${fmtMs(pct(it.selectMs, 50))}`);
+          }
           await call(page, 'cleanup');
           const model = (ms: number | null): string => (ms === null ? '' : ` (embedder ready at ${fmtMs(ms)})`);
           log(`run ${r + 1}/${runs}: ${embedder} start cold ${fmtMs(s.coldMs)}${model(s.coldEmbedderMs)}, warm ${fmtMs(s.warmMs)}${model(s.warmEmbedderMs)}; track p50 ${fmtMs(pct(t, 50))} (mean of the first 20 ${fmtMs(mean(t.slice(0, 20)))}, of the last 20 ${fmtMs(mean(t.slice(-20)))})`);
@@ -527,6 +726,20 @@ async function main(): Promise<void> {
       add(`track() round trip, ${embedder} (durable in IndexedDB, ${starts[embedder].track.length / runs} events/run)`, starts[embedder].track, 'ms', 'bare Comlink round trip (p50 of 10-call means)', pct(comlink, 50));
     }
     add(
+      `recommend(${intentRows.candidates} candidates, { intent }), use-lite, after 210 events (the intent embedded by USE-lite each call, memories selected, intent signals)`,
+      intentRows.intentMs,
+      'ms',
+      'recommend(the same candidates) without an intent, same instance, interleaved',
+      pct(intentRows.plainMs, 50),
+    );
+    add(
+      '… of which: intentMemories(intent) alone (the USE-lite embedding of the intent + memory selection, one RPC)',
+      intentRows.selectMs,
+      'ms',
+      'recommend(the same candidates) without an intent, same instance, interleaved',
+      pct(intentRows.plainMs, 50),
+    );
+    add(
       `IndexedDB MemoryStore.load() of ${idb.memories.toLocaleString("en-US")} memories (512-d), fresh connection`,
       idb.loadMs,
       'ms',
@@ -541,6 +754,7 @@ async function main(): Promise<void> {
       pct(tp.hashRates, 50),
       false,
     );
+    if (shopRuns.length) results.push(...shopRows(shopRuns, opts.shopCatalog, opts.shopUsers, opts.shopSasrecEpochs));
     let llmSummary: Record<string, unknown> | null = null;
     if (llmRuns.length) {
       const sum = (f: (r: LlmRun) => number): number => llmRuns.reduce((a, r) => a + f(r), 0);
@@ -617,11 +831,7 @@ async function main(): Promise<void> {
         ` (tfjs WASM ${info?.crossOriginIsolated ? 'multi' : 'single'}-threaded), rules mode (no LLM) unless a row names a model` +
         `${llmRuns.length ? ` (${llmRuns.length} language-model runs)` : ' (language-model rows skipped)'}, served from source by the Vite dev server, ${runs} runs, ${wallS.toFixed(0)} s\n`,
     );
-    console.log('| what | p50 | p95 | n | baseline (same run) | baseline p50 | ratio |');
-    console.log('|---|---:|---:|---:|---|---:|---|');
-    for (const r of results) {
-      console.log(`| ${r.name} | ${fmtValue(r.value, r.unit)} | ${r.p95 === undefined ? '' : fmtValue(r.p95, r.unit)} | ${r.n} | ${r.baseline} | ${fmtValue(r.baselineValue, r.unit)} | ${fmtRatio(r)} |`);
-    }
+    printRows(results);
     if (firstVisit) {
       console.log('');
       printFirstVisit(firstVisit);

@@ -8,11 +8,11 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
-import { benchItemVectors } from './atomem-method.js';
+import { ablationsFor, benchItemVectors } from './atomem-method.js';
 import { DatasetError, DEFAULT_KCORE, loadDataset } from './datasets.js';
 import { defaultMethods, methodFactories, PRIVACY_LEVELS } from './methods.js';
 import { DEFAULT_SEED } from './protocol.js';
-import { BenchUsageError, markdownTable, runBenchmark, type ProgressEvent } from './run.js';
+import { BenchUsageError, contrastsTable, markdownTable, pairedTable, runBenchmark, type ProgressEvent } from './run.js';
 import type { DatasetFormat, Privacy, Setting } from './types.js';
 import { addCosts, zeroCosts, type OperationCosts } from 'atomem/engine';
 
@@ -37,6 +37,12 @@ function parseList(value: string): string[] {
   const list = value.split(',').map((s) => s.trim()).filter(Boolean);
   if (list.length === 0) throw new InvalidArgumentError('expected a comma-separated list.');
   return list;
+}
+
+function parseQuantile(value: string): number {
+  const q = Number(value);
+  if (!/^[0-9.]+$/.test(value) || !(q > 0 && q <= 1)) throw new InvalidArgumentError('expected a number in (0, 1], e.g. 0.8.');
+  return q;
 }
 
 function parsePrivacy(value: string): Privacy[] {
@@ -88,6 +94,8 @@ function program(): Command {
     .option('--llm-url <url>', 'OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1')
     .option('--llm-model <name>', 'model name sent to the OpenAI-compatible server')
     .option('--index-url <url>', 'atomem\'s simulated devices share through a running atomem-index service over HTTP (started with --embedder set to the id this prints) instead of the in-process index')
+    .addOption(new Option('--item-vectors <kind>', "atomem's item space: hybrid = the shop's published model (collaborative vectors + its signals + SASRec, learned from the log the baselines train on), content = the content embedder's vectors").choices(['content', 'hybrid']).default('hybrid'))
+    .option('--shop-log-until <q>', 'the shop keeps only log entries before the global time quantile q (e.g. 0.8): applies to the published model (shop, atomem hybrid), not to the centralized baselines', parseQuantile)
     .option('--validation', 'evaluate on validation cases (tuning) instead of test cases')
     .option('--no-progress', 'no progress bars on stderr')
     .option('--list', 'list the registered methods and exit')
@@ -114,6 +122,8 @@ interface CliOptions {
   llmUrl?: string;
   llmModel?: string;
   validation?: boolean;
+  itemVectors: 'content' | 'hybrid';
+  shopLogUntil?: number;
   progress: boolean;
   list?: boolean;
 }
@@ -152,7 +162,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const o = cmd.opts<CliOptions>();
   if (o.list) {
-    for (const name of defaultMethods()) {
+    for (const name of [...defaultMethods(), ...[...methodFactories.keys()].filter((m) => methodFactories.get(m)!.ablation)]) {
       const f = methodFactories.get(name)!;
       process.stdout.write(`${name}${f.privacyLevels ? ` [${f.privacyLevels.join(',')}]` : ''}${f.description ? `  ${f.description}` : ''}\n`);
     }
@@ -180,7 +190,19 @@ export async function main(argv: string[]): Promise<number> {
   };
 
   try {
-    const methods = o.methods ?? defaultMethods();
+    const params: Record<string, string> = {
+      ...(o.param ?? {}),
+      'atomem.itemVectors': o.itemVectors,
+      ...(o.shopLogUntil !== undefined ? { 'shop.until': String(o.shopLogUntil) } : {}),
+      ...(o.indexUrl ? { 'atomem.indexUrl': o.indexUrl } : {}),
+      ...(o.reasoner ? { 'atomem.reasoner': o.reasoner } : {}),
+      ...(o.planner ? { 'atomem.planner': o.planner } : {}),
+      ...(o.llm ? { 'atomem.llm': o.llm } : {}),
+      ...(o.llmUrl ? { 'atomem.llmUrl': o.llmUrl } : {}),
+      ...(o.llmModel ? { 'atomem.llmModel': o.llmModel } : {}),
+    };
+    // `ablations`: every ablation of atomem that applies to this run (issue 12), after the methods listed before it
+    const methods = [...new Set((o.methods ?? defaultMethods()).flatMap((m) => (m === 'ablations' ? ablationsFor(params) : [m])))];
     const unknown = methods.filter((m) => !methodFactories.has(m));
     if (unknown.length) throw new BenchUsageError(`unknown method ${unknown.join(', ')} (known: ${defaultMethods().join(', ')})`);
     const dir = resolveDataDir(o.format, o.data);
@@ -198,15 +220,7 @@ export async function main(argv: string[]): Promise<number> {
       methods,
       privacy: o.privacy,
       validation: o.validation,
-      params: {
-        ...(o.param ?? {}),
-        ...(o.indexUrl ? { 'atomem.indexUrl': o.indexUrl } : {}),
-        ...(o.reasoner ? { 'atomem.reasoner': o.reasoner } : {}),
-        ...(o.planner ? { 'atomem.planner': o.planner } : {}),
-        ...(o.llm ? { 'atomem.llm': o.llm } : {}),
-        ...(o.llmUrl ? { 'atomem.llmUrl': o.llmUrl } : {}),
-        ...(o.llmModel ? { 'atomem.llmModel': o.llmModel } : {}),
-      },
+      params,
       onProgress,
     });
     bar?.stop();
@@ -226,8 +240,28 @@ export async function main(argv: string[]): Promise<number> {
         process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${ps.map((p) => p.ndcg10.toFixed(3)).join(' | ')} | ${r.ndcg10.toFixed(3)} |\n`);
       }
     }
+    const costRows = result.results.filter((r) => Array.isArray(r.llmPerStep));
+    if (costRows.length) {
+      process.stdout.write('\n| method | privacy | step | model calls (its rankings + the memory updates after it) | operations | prompt tokens | output tokens | model seconds |\n|---|---|---:|---:|---:|---:|---:|---:|\n');
+      for (const r of costRows) {
+        for (const c of r.llmPerStep as { step: number; calls: number; requests: number; promptTokens: number; outputTokens: number; ms: number }[]) {
+          process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${c.step} | ${c.calls} | ${c.requests} | ${c.promptTokens} | ${c.outputTokens} | ${(c.ms / 1000).toFixed(1)} |\n`);
+        }
+      }
+    }
+    if (result.contrasts.length) process.stdout.write(`\nThe setting's contrasts (per user, paired bootstrap over users):\n\n${contrastsTable(result.contrasts)}\n`);
     const details = detailsTable(result);
     if (details) process.stdout.write(`\n${details}\n`);
+    const cycles = result.results.filter((r) => r.lifecyclePer1000 !== undefined);
+    if (cycles.length) {
+      const ops = ['extract', 'reinforce', 'weaken', 'merge', 'forget', 'resynthesize'];
+      process.stdout.write(`\nLifecycle operations per 1,000 training events:\n\n| method | privacy | item vectors | events | ${ops.join(' | ')} |\n|---|---|---|---:|${'---:|'.repeat(ops.length)}\n`);
+      for (const r of cycles) {
+        const l = r.lifecyclePer1000 as Record<string, number>;
+        process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${String(r.itemVectors)}${r.shopLogUntil != null && r.shopLogUntil !== 1 ? ` (log until q ${String(r.shopLogUntil)})` : ''} | ${String(r.trainingEvents)} | ${ops.map((op) => l[op].toFixed(1)).join(' | ')} |\n`);
+      }
+    }
+    if (result.paired.length) process.stdout.write(`\nPaired differences (NDCG@10, same users):\n\n${pairedTable(result.paired)}\n`);
     const llmRows = result.results.filter((r) => r.llm);
     if (llmRows.length) {
       process.stdout.write('\n| method | privacy | model | model calls | valid | repairs | fallbacks to rules (invalid / timeout / budget / model) | prompt tokens | output tokens | model seconds |\n|---|---|---|---:|---:|---:|---|---:|---:|---:|\n');
@@ -252,7 +286,7 @@ export async function main(argv: string[]): Promise<number> {
       }
     }
     if (o.json) {
-      writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir }, results: result.results }, null, 2)}\n`);
+      writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir, itemVectors: o.itemVectors, shopLogUntil: o.shopLogUntil ?? 1 }, results: result.results, paired: result.paired, contrasts: result.contrasts }, null, 2)}\n`);
     }
     return 0;
   } catch (e) {

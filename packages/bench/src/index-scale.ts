@@ -894,6 +894,8 @@ function runChild(size: number, argv: readonly string[]): Promise<IndexScaleResu
 
 /** Runs the CLI on `argv` (without node and script); returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
+  // `--item-space`: the protocol-v2 item-space clustering at scale (./item-space-scale.ts)
+  if (argv.includes('--item-space')) return (await import('./item-space-scale.js')).itemSpaceMain(argv.filter((a) => a !== '--item-space'));
   const cmd = program();
   try {
     cmd.parse(argv, { from: 'user' });

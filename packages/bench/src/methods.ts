@@ -45,8 +45,8 @@ registerMethod('ease', ({ params }) => new EaseMethod({ lambda: num(params, 'eas
   description: 'EASE linear autoencoder, lambda 500, centralized',
 });
 
-/** Default `--methods`: the baselines first, then every other registered method in registration order. */
+/** Default `--methods`: the baselines first, then every other registered method in registration order (ablations only on request: `ablations`). */
 export function defaultMethods(): string[] {
   const builtin: string[] = BASELINE_METHODS.filter((m) => methodFactories.has(m));
-  return [...builtin, ...[...methodFactories.keys()].filter((m) => !builtin.includes(m))];
+  return [...builtin, ...[...methodFactories.keys()].filter((m) => !builtin.includes(m) && !methodFactories.get(m)!.ablation)];
 }

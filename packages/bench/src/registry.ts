@@ -33,11 +33,15 @@ export type MethodFactory = ((opts: MethodOptions) => Method | Promise<Method>) 
   privacyLevels?: readonly Privacy[];
   /** One line for `--list`. */
   description?: string;
+  /** An ablation: not in the default method list (run them with `--methods atomem,ablations`). */
+  ablation?: boolean;
 };
 
 export interface RegisterOptions {
   privacyLevels?: readonly Privacy[];
   description?: string;
+  /** An ablation (not run by default; see {@link MethodFactory.ablation}). */
+  ablation?: boolean;
   /** Replace an existing registration of that name instead of throwing. */
   replace?: boolean;
 }
@@ -56,6 +60,7 @@ export function registerMethod(name: string, factory: (opts: MethodOptions) => M
   const f: MethodFactory = (opts) => factory(opts);
   f.privacyLevels = declared && declared.length ? [...declared] : undefined;
   f.description = info.description ?? (factory as MethodFactory).description;
+  if (info.ablation) f.ablation = true;
   methodFactories.set(name, f);
 }
 

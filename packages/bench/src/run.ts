@@ -53,9 +53,36 @@ export interface RunOptions {
   params?: Readonly<Record<string, string>>;
   /** Default: the global registry of `registry.ts`. */
   factories?: ReadonlyMap<string, MethodFactory>;
+  /**
+   * Paired differences to report (`a − b` per user, with a paired bootstrap interval): method
+   * names or `method/privacy`. Default in setting `instruct`: atomem − bm25 and
+   * atomem − atomem-no-intent; in `evolving`: atomem − atomem-frozen (those that ran); none otherwise.
+   */
+  paired?: ReadonlyArray<readonly [string, string]>;
   onProgress?: (e: ProgressEvent) => void;
   /** Called with each row as soon as it is computed. */
   onResult?: (row: ResultRow) => void;
+  /**
+   * Paired NDCG@10 differences to report as `[a, b]` method names (a − b, same privacy level or
+   * b without one); default: atomem − shop, atomem − sasrec. Rows with `ablationOf` always get
+   * theirs (`diffToFull`: ablation − full, same level).
+   */
+  pairs?: ReadonlyArray<readonly [string, string]>;
+}
+
+/** A paired difference of mean NDCG@10 over the same users, with a 95% paired bootstrap interval. */
+export interface PairedDiff {
+  a: string;
+  b: string;
+  privacyA: Privacy | null;
+  privacyB: Privacy | null;
+  /** mean(a) − mean(b) of NDCG@10 over users. */
+  mean: number;
+  ci: [number, number];
+  /** Users where a ranks the target better / worse / the same. */
+  better: number;
+  worse: number;
+  ties: number;
 }
 
 export interface ResultRow extends RankMetrics {
@@ -96,10 +123,46 @@ export interface BenchmarkConfig {
   cases: number;
 }
 
+/** One paired difference `a − b` (same users, same candidates). */
+export interface PairedDifference {
+  /** Row keys: `method` or `method/privacy`. */
+  a: string;
+  b: string;
+  metric: 'ndcg10' | 'mrr' | 'hr1';
+  /** Users (the bootstrap's units). */
+  n: number;
+  /** Mean over users of a − b. */
+  diff: number;
+  /** 95% percentile-bootstrap interval of the mean difference, resampling users (the rows' own resamples: paired). */
+  ci: [number, number];
+}
+
 export interface BenchmarkResult {
   config: BenchmarkConfig;
   results: ResultRow[];
+  /** The setting's contrasts on NDCG@10, MRR and HR@1 (see {@link RunOptions.paired}). */
+  contrasts: PairedDifference[];
   warnings: string[];
+  /** Paired differences (see {@link RunOptions.pairs}). */
+  paired: PairedDiff[];
+}
+
+/** Paired difference of per-user NDCG@10 values `a` − `b` (same users, same order). */
+export function pairedDiff(a: readonly number[], b: readonly number[], seed: number, resamples?: number): Pick<PairedDiff, 'mean' | 'ci' | 'better' | 'worse' | 'ties'> {
+  if (a.length !== b.length) throw new Error(`pairedDiff: ${a.length} vs ${b.length} users`);
+  const d = a.map((x, i) => x - b[i]);
+  return {
+    mean: mean(d),
+    ci: bootstrapCI(d, { seed, resamples }),
+    better: d.filter((x) => x > 1e-12).length,
+    worse: d.filter((x) => x < -1e-12).length,
+    ties: d.filter((x) => Math.abs(x) <= 1e-12).length,
+  };
+}
+
+/** `method/privacy` (or `method` for methods without levels). */
+export function rowKey(r: Pick<ResultRow, 'method' | 'privacy'>): string {
+  return r.privacy ? `${r.method}/${r.privacy}` : r.method;
 }
 
 function cloneHistory(seq: readonly Interaction[]): Interaction[] {
@@ -212,6 +275,10 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
   };
 
   const results: ResultRow[] = [];
+  /** Per-user NDCG@10 of every row (same user order), for paired differences. */
+  const perUser = new Map<ResultRow, number[]>();
+  /** Row key → per-user metric means (same user order for every row). */
+  const unitsOf = new Map<string, RankMetrics[]>();
   for (const { method, privacy } of runs) {
     const report = (phase: ProgressEvent['phase'], done: number, total: number, label?: string) =>
       options.onProgress?.({ method, privacy, phase, done, total, label });
@@ -258,6 +325,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     const ci = {} as ResultRow['ci'];
     // why: in `evolving` a user's steps are not independent: resample users (their mean over steps).
     const units = perUserMeans(cases.map((c) => c.user), per);
+    unitsOf.set(rowKey({ method, privacy }), units);
     for (const key of METRIC_KEYS) ci[key] = bootstrapCI(units.map((m) => m[key]), { seed, resamples: options.resamples });
     const cats = (ids: string[]) => ids.map((id) => dataset.items.get(id)?.categories);
     const row: ResultRow = {
@@ -288,10 +356,75 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       row.ild5 = mean(tops.map((t) => ild(t.map((id) => vectors.get(id)).filter((v): v is ArrayLike<number> => v !== undefined))));
     }
     Object.assign(row, extras);
+    perUser.set(row, units.map((m) => m.ndcg10));
     results.push(row);
     options.onResult?.(row);
   }
-  return { config, results, warnings };
+  const paired: PairedDiff[] = [];
+  const find = (name: string, privacy: Privacy | null) => results.find((r) => r.method === name && r.privacy === privacy) ?? results.find((r) => r.method === name && r.privacy === null);
+  for (const row of results) {
+    const of = row.ablationOf;
+    if (typeof of !== 'string') continue;
+    const full = find(of, row.privacy);
+    if (!full) {
+      warnings.push(`${row.method}${row.privacy ? `@${row.privacy}` : ''}: no ${of} row at the same level in this run, so no paired difference`);
+      continue;
+    }
+    const d = pairedDiff(perUser.get(row)!, perUser.get(full)!, seed, options.resamples);
+    row.diffToFull = d;
+    paired.push({ a: row.method, b: full.method, privacyA: row.privacy, privacyB: full.privacy, ...d });
+  }
+  for (const [a, b] of options.pairs ?? [['atomem', 'shop'], ['atomem', 'sasrec']]) {
+    for (const ra of results.filter((r) => r.method === a)) {
+      const rb = find(b, ra.privacy);
+      if (!rb) continue;
+      paired.push({ a, b, privacyA: ra.privacy, privacyB: rb.privacy, ...pairedDiff(perUser.get(ra)!, perUser.get(rb)!, seed, options.resamples) });
+    }
+  }
+  const defaults: Partial<Record<Setting, ReadonlyArray<readonly [string, string]>>> = {
+    instruct: [['atomem', 'bm25'], ['atomem', 'atomem-no-intent']],
+    evolving: [['atomem', 'atomem-frozen']],
+  };
+  const contrastPairs = options.paired ?? defaults[setting] ?? [];
+  const contrasts: PairedDifference[] = [];
+  /** A name: an exact row key, else the method's `off` row, else its first row. */
+  const findKey = (name: string) => results.find((r) => rowKey(r) === name) ?? results.find((r) => r.method === name && r.privacy === 'off') ?? results.find((r) => r.method === name);
+  for (const [a, b] of contrastPairs) {
+    const ra = findKey(a);
+    const rb = findKey(b);
+    if (!ra || !rb) continue;
+    const ua = unitsOf.get(rowKey(ra))!;
+    const ub = unitsOf.get(rowKey(rb))!;
+    for (const metric of ['ndcg10', 'mrr', 'hr1'] as const) {
+      const d = ua.map((u, i) => u[metric] - ub[i][metric]);
+      contrasts.push({ a: rowKey(ra), b: rowKey(rb), metric, n: d.length, diff: mean(d), ci: bootstrapCI(d, { seed, resamples: options.resamples }) });
+    }
+  }
+  return { config, results, warnings, paired, contrasts };
+}
+
+/** The paired differences as a markdown table. */
+export function pairedTable(paired: readonly PairedDiff[]): string {
+  const lines = ['| a − b | NDCG@10 difference | 95% paired bootstrap CI | users a better / worse / same |', '|---|---:|---|---:|'];
+  const name = (m: string, p: Privacy | null) => (p ? `${m}@${p}` : m);
+  for (const d of paired) {
+    lines.push(`| ${name(d.a, d.privacyA)} − ${name(d.b, d.privacyB)} | ${d.mean >= 0 ? '+' : ''}${d.mean.toFixed(4)} | [${d.ci[0].toFixed(4)}, ${d.ci[1].toFixed(4)}] | ${d.better} / ${d.worse} / ${d.ties} |`);
+  }
+  return lines.join('\n');
+}
+
+/** Paired differences as a markdown table (NDCG@10, MRR, HR@1 with 95% paired intervals). */
+export function contrastsTable(paired: readonly PairedDifference[]): string {
+  const lines = ['| difference | users | Δ NDCG@10 | 95% CI | Δ MRR | 95% CI | Δ HR@1 | 95% CI |', '|---|---:|---:|---|---:|---|---:|---|'];
+  const groups = new Map<string, PairedDifference[]>();
+  for (const p of paired) groups.set(`${p.a} − ${p.b}`, [...(groups.get(`${p.a} − ${p.b}`) ?? []), p]);
+  const f = (x: number) => (x >= 0 ? '+' : '') + x.toFixed(3);
+  for (const [name, ps] of groups) {
+    const by = (m: PairedDifference['metric']) => ps.find((p) => p.metric === m);
+    const cell = (p?: PairedDifference) => (p ? `${f(p.diff)} | [${f(p.ci[0])}, ${f(p.ci[1])}]` : '— | —');
+    lines.push(`| ${name} | ${ps[0].n} | ${cell(by('ndcg10'))} | ${cell(by('mrr'))} | ${cell(by('hr1'))} |`);
+  }
+  return lines.join('\n');
 }
 
 const fmt = (x: unknown, digits = 3) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(digits) : '—');

@@ -11,6 +11,7 @@
 import { registerMethod, paramNumber, type MethodOptions } from './registry.js';
 import { rankByScore, tieRng } from './baselines.js';
 import type { Method, MethodContext, RankCase } from './types.js';
+import { publishedSequence } from './shop-publish.js';
 import { encodeHistory, scoreItems, type SasrecWeights } from 'atomem/shop';
 import { SASREC_DEFAULTS, trainSasrec, type SasrecTrainOptions } from 'atomem/shop';
 
@@ -49,6 +50,12 @@ export class SasrecMethod implements Method {
     private readonly opts: SasrecTrainOptions & {
       name?: string;
       checkpoint?: (epoch: number, loss: number, weights: SasrecWeights) => void | Promise<void>;
+      /**
+       * The run's `--param`s: when given (and no `checkpoint`), the model is the run's shared one
+       * (`shop-publish.ts`: trained once per context, also used by atomem's hybrid item vectors),
+       * always on the whole log (a centralized baseline has no retention limit).
+       */
+      params?: Readonly<Record<string, string>>;
     } = {},
   ) {
     this.name = opts.name ?? 'sasrec';
@@ -56,10 +63,18 @@ export class SasrecMethod implements Method {
 
   async prepare(ctx: MethodContext): Promise<void> {
     this.ctx = ctx;
+    if (this.opts.params && !this.opts.checkpoint) {
+      const shared = await publishedSequence(ctx, { ...this.opts.params, 'shop.until': '1' });
+      this.index = shared.index;
+      this.weights = shared.weights;
+      this.trainSeconds = shared.trainSeconds;
+      this.lastLoss = shared.finalLoss;
+      return;
+    }
     this.index = itemIndex(ctx);
     const seqs = [...ctx.histories.values()].map((seq) => Int32Array.from(seq, (x) => this.index.get(x.item)!));
     const epochs = this.opts.epochs ?? SASREC_DEFAULTS.epochs;
-    const { name: _name, checkpoint: _checkpoint, ...rest } = this.opts;
+    const { name: _name, checkpoint: _checkpoint, params: _params, ...rest } = this.opts;
     // why filtered: an absent `sasrec.seed` arrives as undefined and must not hide the run's seed
     const train = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as SasrecTrainOptions;
     const r = await trainSasrec(seqs, this.index.size, {
@@ -107,6 +122,6 @@ export class SasrecMethod implements Method {
   }
 }
 
-registerMethod('sasrec', ({ params }: MethodOptions) => new SasrecMethod(sasrecOptions(params)), {
+registerMethod('sasrec', ({ params }: MethodOptions) => new SasrecMethod({ ...sasrecOptions(params), params }), {
   description: 'SASRec (Kang & McAuley 2018), L 100, d 64, 2 blocks, dropout 0.2, lr 0.002, 80 epochs (chosen on validation), centralized',
 });

@@ -98,7 +98,7 @@ async function vectors(dim: number, maxN: number, batch: number): Promise<void> 
 
 async function http(n: number, batch: number, dim: number, sync: 'normal' | 'full'): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'atomem-bench-'));
-  const svc = createIndexService({ legacyV1: true, dataDir: dir, embedderIds: ['bench@1'], logger: false, rateLimit: { max: 1e9, timeWindow: 60_000 }, synchronous: sync });
+  const svc = createIndexService({ legacyV1: true, dataDir: dir, embedderIds: ['bench@1'], embedderDims: { 'bench@1': dim }, logger: false, rateLimit: { max: 1e9, timeWindow: 60_000 }, synchronous: sync });
   await svc.ready;
   const url = await svc.listen({ port: 0, host: '127.0.0.1' });
   const gen = clustered(3, dim, Math.max(16, Math.round(n / 50)), 0.5);
@@ -128,7 +128,7 @@ async function http(n: number, batch: number, dim: number, sync: 'normal' | 'ful
     `p50 ${lat[Math.floor(lat.length / 2)].toFixed(1)} ms, p99 ${lat[Math.floor(lat.length * 0.99)].toFixed(1)} ms; health ${JSON.stringify(health)}`);
   await svc.close();
   const t1 = performance.now();
-  const again = createIndexService({ legacyV1: true, dataDir: dir, embedderIds: ['bench@1'], logger: false });
+  const again = createIndexService({ legacyV1: true, dataDir: dir, embedderIds: ['bench@1'], embedderDims: { 'bench@1': dim }, logger: false });
   await again.ready;
   console.log(`restart (rebuild from SQLite incl. links): ${(performance.now() - t1).toFixed(0)} ms`);
   await again.close();

@@ -27,6 +27,7 @@ import { rankByScore, tieRng } from './baselines.js';
 import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
 import { Rng } from './rng.js';
 import { contentVectorsFor } from './shop-content.js';
+import { publishedShop } from './shop-publish.js';
 import type { Method, MethodContext, RankCase } from './types.js';
 
 /** A per-candidate signal computed outside the shop model (e.g. SASRec on the device). */
@@ -181,9 +182,10 @@ export class ShopMethod implements Method {
 
   async prepare(ctx: MethodContext): Promise<void> {
     this.ctx = ctx;
-    const { model, bytes, seconds } = await trainForContext(ctx, this.opts.params);
-    this.bytes = bytes.length;
-    this.trainSeconds = seconds;
+    // why shared: `shop`, `sasrec` and atomem's hybrid item vectors of one run read one trained model
+    const { model, fileBytes, trainSeconds } = await publishedShop(ctx, this.opts.params);
+    this.bytes = fileBytes;
+    this.trainSeconds = trainSeconds;
     this.scorer = new ShopScorer(model, scorerOptionsFrom(this.opts.params));
     this.weights = weightsFrom(this.opts.params, model.weights);
     for (const [, p] of this.providers) await p.prepare(ctx);

@@ -1,7 +1,17 @@
 /**
  * Fit atomem's ranking weights on VALIDATION items only (the committed tuning command).
  *
- *   npm run tune -- --data ../shared/data/ml-100k --users all [--privacy off] [--param k=v]… [--json FILE]
+ *   npm run tune -- --data ../shared/data/ml-100k --users all [--item-vectors hybrid|content] [--privacy off]
+ *     [--tau-q 0.9] [--merge-q 0.99,0.995,0.999] [--param k=v]… [--json FILE]
+ *
+ * With `--item-vectors hybrid` (default: the shop's published model on the device, trained on the
+ * validation context's log) every `shopWeights` entry — the memory's signals and the file's —
+ * is fitted jointly by listwise softmax regression (`fitWeights` of atomem/shop) on the dumped
+ * validation features, and `shopTauQuantile` × `shopMergeQuantile` (tau and the merge threshold
+ * in the shop's space) are chosen on a grid: one validation training per point, the merge rate
+ * per 1,000 events printed, the point with the best 2-fold cross-validated NDCG@10 (users split
+ * in two; fit on one half, score the other) among those where merge acts (> 0) wins. With
+ * `--item-vectors content` the content weights are fitted by the coordinate search below.
  *
  * 1. Runs the benchmark's `atomem` method on validation cases (each user's second-to-last
  *    interaction is the target; histories exclude the last two) with a feature dump: the
@@ -22,6 +32,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { combine, DEFAULT_CONFIG } from 'atomem/engine';
+import { fitWeights, type FitCase } from 'atomem/shop';
 import { DEFAULT_KCORE, loadDataset } from './datasets.js';
 import './methods.js';
 import { ndcgAt, rankOf } from './metrics.js';
@@ -79,6 +90,46 @@ export function coordinateSearch(
   return { weights: w, ndcg10: best, start: first };
 }
 
+/** Dumped cases as fitting cases (`names` signals; the positive is the validation target). */
+export function fitCases(cases: readonly DumpedCase[], targets: ReadonlyMap<string, string>, names: readonly string[]): FitCase[] {
+  return cases.map((c) => ({
+    signals: Object.fromEntries(names.map((n) => [n, c.candidates.map(([, f]) => (Number.isFinite(f[n]) ? f[n] : 0))])),
+    positive: c.candidates.findIndex(([id]) => id === targets.get(c.user)),
+  }));
+}
+
+/** Signals that vary within at least one dumped list (a constant signal cannot be fitted). */
+export function signalNames(cases: readonly DumpedCase[]): string[] {
+  const names = new Set<string>();
+  for (const c of cases) for (const [, f] of c.candidates) for (const k of Object.keys(f)) names.add(k);
+  return [...names].filter((n) => cases.some((c) => c.candidates.some(([, f]) => f[n] !== c.candidates[0][1][n])));
+}
+
+/**
+ * Listwise fit of every signal in `names` with 2-fold cross-validation over users: returns the
+ * weights fitted on all cases, and the mean NDCG@10 of weights fitted on one half scored on the other.
+ */
+export function fitListwise(cases: readonly DumpedCase[], targets: ReadonlyMap<string, string>, names: readonly string[]): { weights: Record<string, number>; cvNdcg10: number; inSample: number } {
+  const fc = fitCases(cases, targets, names);
+  const weights = fitWeights(fc, names);
+  const halves = [0, 1].map((h) => cases.map((c, i) => ({ c, i })).filter((x) => x.i % 2 === h));
+  let sum = 0;
+  for (const h of [0, 1]) {
+    const train = halves[h];
+    const test = halves[1 - h];
+    const w = fitWeights(train.map((x) => fc[x.i]), names);
+    sum += meanNdcg(test.map((x) => x.c), targets, w) * test.length;
+  }
+  return { weights, cvNdcg10: sum / Math.max(1, cases.length), inSample: meanNdcg(cases, targets, weights) };
+}
+
+function parseGrid(v: string | undefined, fallback: number[]): number[] {
+  if (!v) return fallback;
+  const out = v.split(',').map(Number);
+  if (out.some((x) => !(x > 0 && x < 1))) throw new Error(`grid ${v}: quantiles must be in (0, 1)`);
+  return out;
+}
+
 async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -90,11 +141,14 @@ async function main(argv: string[]): Promise<number> {
       privacy: { type: 'string', default: 'off' },
       param: { type: 'string', multiple: true, default: [] },
       json: { type: 'string' },
+      'item-vectors': { type: 'string', default: 'hybrid' },
+      'tau-q': { type: 'string' },
+      'merge-q': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
   if (values.help) {
-    process.stdout.write('usage: tune-weights --data DIR [--format movielens|agentcf|jsonl] [--users N|all] [--seed N] [--privacy off] [--param k=v]… [--json FILE]\n');
+    process.stdout.write('usage: tune-weights --data DIR [--format movielens|agentcf|jsonl] [--users N|all] [--seed N] [--privacy off] [--item-vectors hybrid|content] [--tau-q Q,…] [--merge-q Q,…] [--param k=v]… [--json FILE]\n');
     return 0;
   }
   const data = values.data ?? process.env.ATOMEM_ML100K ?? resolve('../shared/data/ml-100k');
@@ -108,6 +162,10 @@ async function main(argv: string[]): Promise<number> {
     if (eq <= 0) throw new Error(`--param ${p}: expected key=value`);
     params[p.slice(0, eq)] = p.slice(eq + 1);
   }
+  const kind = values['item-vectors'];
+  if (kind !== 'hybrid' && kind !== 'content') throw new Error(`--item-vectors must be hybrid or content, got ${kind}`);
+  params['atomem.itemVectors'] = kind;
+  if (kind === 'hybrid') return tuneHybrid(dataset, users, seed, values.privacy as Privacy, params, parseGrid(values['tau-q'], [DEFAULT_CONFIG.shopTauQuantile]), parseGrid(values['merge-q'], [0.99, 0.995, 0.999]), values.json);
   const dir = mkdtempSync(join(tmpdir(), 'atomem-tune-'));
   const dump = join(dir, 'features.jsonl');
   try {
@@ -138,6 +196,76 @@ async function main(argv: string[]): Promise<number> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** One validation run of atomem with a feature dump; returns the dumped cases and the row. */
+async function validationDump(dataset: ReturnType<typeof loadDataset>, users: number | 'all', seed: number, privacy: Privacy, params: Record<string, string>) {
+  const dir = mkdtempSync(join(tmpdir(), 'atomem-tune-'));
+  const dump = join(dir, 'features.jsonl');
+  try {
+    const res = await runBenchmark({
+      dataset,
+      users,
+      seed,
+      methods: ['atomem'],
+      privacy: [privacy],
+      validation: true,
+      params: { ...params, 'atomem.dumpFeatures': dump, 'atomem.fidelityUsers': '0' },
+      onProgress: (e) => {
+        if (e.done === e.total) process.stderr.write(`  ${e.label ?? e.phase}: ${e.total}\n`);
+      },
+    });
+    const cases = readFileSync(dump, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as DumpedCase);
+    return { cases, row: res.results[0] };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** `--item-vectors hybrid`: the calibration grid of tau / merge quantiles, then the joint listwise fit (see the module comment). */
+async function tuneHybrid(dataset: ReturnType<typeof loadDataset>, users: number | 'all', seed: number, privacy: Privacy, params: Record<string, string>, tauGrid: number[], mergeGrid: number[], json: string | undefined): Promise<number> {
+  const targets = new Map(buildProtocol(dataset, { users, seed, target: 'validation' }).cases.map((c) => [c.user, c.test.item]));
+  const start = { ...DEFAULT_CONFIG.shopWeights };
+  const points: Array<{ tauQ: number; mergeQ: number; tau: number; mergeThreshold: number; lifecycle: Record<string, number>; memoriesPerUser: number; startNdcg10: number; cvNdcg10: number; inSample: number; weights: Record<string, number>; shopOnlyCv: number }> = [];
+  for (const tauQ of tauGrid) {
+    for (const mergeQ of mergeGrid) {
+      process.stderr.write(`validation run: shopTauQuantile ${tauQ}, shopMergeQuantile ${mergeQ}\n`);
+      const { cases, row } = await validationDump(dataset, users, seed, privacy, { ...params, 'atomem.shopTauQuantile': String(tauQ), 'atomem.shopMergeQuantile': String(mergeQ) });
+      const names = signalNames(cases);
+      const fit = fitListwise(cases, targets, names);
+      const shopNames = names.filter((n) => !(n in DEFAULT_CONFIG.weights));
+      const shopOnly = fitListwise(cases, targets, shopNames);
+      const p = {
+        tauQ,
+        mergeQ,
+        tau: row.tau as number,
+        mergeThreshold: row.mergeThreshold as number,
+        lifecycle: row.lifecyclePer1000 as Record<string, number>,
+        memoriesPerUser: row.memoriesPerUser as number,
+        startNdcg10: meanNdcg(cases, targets, start),
+        cvNdcg10: fit.cvNdcg10,
+        inSample: fit.inSample,
+        weights: fit.weights,
+        shopOnlyCv: shopOnly.cvNdcg10,
+      };
+      points.push(p);
+      process.stdout.write(
+        `tauQ ${tauQ} (tau ${p.tau.toFixed(3)}), mergeQ ${mergeQ} (threshold ${p.mergeThreshold.toFixed(3)}): merge ${p.lifecycle.merge}/1000, forget ${p.lifecycle.forget}/1000, ` +
+          `${p.memoriesPerUser.toFixed(1)} memories/user; validation NDCG@10 start weights ${p.startNdcg10.toFixed(4)}, fitted (2-fold CV) ${p.cvNdcg10.toFixed(4)}, shop signals only (2-fold CV) ${p.shopOnlyCv.toFixed(4)}\n`,
+      );
+    }
+  }
+  const acting = points.filter((p) => p.lifecycle.merge > 0);
+  const best = (acting.length ? acting : points).reduce((a, b) => (b.cvNdcg10 > a.cvNdcg10 ? b : a));
+  process.stdout.write(`\n| tau q | tau | merge q | merge threshold | extract | reinforce | weaken | merge | forget | resynthesize (per 1,000 events) | memories/user | val NDCG@10 start | fitted (CV) | shop signals only (CV) |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n`);
+  for (const p of points) {
+    const l = p.lifecycle;
+    process.stdout.write(`| ${p.tauQ} | ${p.tau.toFixed(3)} | ${p.mergeQ} | ${p.mergeThreshold.toFixed(3)} | ${l.extract} | ${l.reinforce} | ${l.weaken} | ${l.merge} | ${l.forget} | ${l.resynthesize} | ${p.memoriesPerUser.toFixed(1)} | ${p.startNdcg10.toFixed(4)} | ${p.cvNdcg10.toFixed(4)} | ${p.shopOnlyCv.toFixed(4)} |\n`);
+  }
+  process.stdout.write(`\nchosen: shopTauQuantile ${best.tauQ}, shopMergeQuantile ${best.mergeQ} (merge ${best.lifecycle.merge}/1000 events); fitted shopWeights (in-sample validation NDCG@10 ${best.inSample.toFixed(4)}):\n`);
+  process.stdout.write(`shopWeights: ${JSON.stringify(best.weights)}\n`);
+  if (json) writeFileSync(json, `${JSON.stringify({ privacy, users: targets.size, seed, itemVectors: 'hybrid', points, chosen: { shopTauQuantile: best.tauQ, shopMergeQuantile: best.mergeQ, shopWeights: best.weights } }, null, 2)}\n`);
+  return 0;
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {

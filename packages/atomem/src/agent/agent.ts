@@ -6,6 +6,7 @@
 import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
 import {
   actionWeight,
+  salience,
   appendEvent,
   createState,
   extract,
@@ -15,13 +16,13 @@ import {
   pendingCount,
   reinforce,
   resynthesize,
-  salience,
   validateInteraction,
   weaken,
   type OpContext,
 } from '../core/memory.js';
 import { rulesPlanner, type PlanContext, type Planner } from '../core/planner.js';
-import { rank, strongerAction, type Candidate, type RankedItem, type RecentSignal } from '../core/rank.js';
+import { rank, strongerAction, type Candidate, type RankedItem, type Reason, type RecentSignal } from '../core/rank.js';
+import { cleanIntent, intentTerms, selectIntentMemories, termMatch, type IntentMemory } from '../core/intent.js';
 import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
 import { dot, meanNormalized } from '../core/vector.js';
 import { diversify } from '../core/diversify.js';
@@ -47,7 +48,7 @@ export type V1PrivacyLevel = 'off' | 'embeddings' | 'items';
 export interface AgentMode {
   /** false = one summary memory instead of atomic memories. */
   atomic: boolean;
-  /** false = never consolidate: every interaction forms a memory. */
+  /** false = never consolidate: every interaction forms a memory, and sweeps merge nothing. */
   consolidation: boolean;
 }
 
@@ -95,7 +96,18 @@ export interface RecommendOptions {
   diversify?: boolean;
   /** Leave out items already bought or just seen, … (one rule or several; default none). */
   exclude?: ExcludeRule | readonly ExcludeRule[];
+  /**
+   * The shopper's stated intent, e.g. "a gift for my dad, he hikes" (at most
+   * `INTENT_MAX_CHARS` characters; control characters are removed; non-string, empty or
+   * over-long → `InvalidIntentError`). Embedded on the device in the content space, it selects
+   * the memories that bear on it and adds the intent signals (`config.intentWeights`) to the
+   * ranking. Used for this call only: never stored, never sent.
+   */
+  intent?: string;
 }
+
+/** Same as {@link RecommendOptions} (the name the intent work used). */
+export type RecommendOpts = RecommendOptions;
 
 /**
  * Within the first `depth` cards, a card whose first sentence repeats an earlier card's names
@@ -164,6 +176,28 @@ export interface Recommendation extends RankedItem {
   explanations: string[];
 }
 
+/**
+ * `tau` (and, in the shop's space, `mergeThreshold`) for an item space: the embedder's calibrated
+ * tau, or quantiles of random item pairs' cosines of the shop's file (`shopTauQuantile`,
+ * `shopMergeQuantile`).
+ */
+export function spaceDefaults(items: ItemVectors, config: AgentOptions['config'] = {}): { tau: number; mergeThreshold?: number } {
+  const shop = items.shop;
+  if (!shop) return { tau: tauFor(items.embedderId) };
+  const base = resolveConfig(config);
+  return { tau: shop.pairQuantile(base.shopTauQuantile), mergeThreshold: shop.pairQuantile(base.shopMergeQuantile) };
+}
+
+/** Options of {@link MemoryAgent.recommend}. */
+
+/** The memories a stated intent selected (see {@link MemoryAgent.intentMemories}). */
+export interface IntentSelection {
+  /** The intent as used (cleaned). */
+  intent: string;
+  /** Best first. */
+  memories: { memoryId: string; content: string; category: string; similarity: number }[];
+}
+
 /** Key of the shared profile record in the sharing state (never a memory id: those are UUIDs). */
 const PROFILE_ID = 'profile';
 
@@ -191,9 +225,8 @@ export class MemoryAgent {
 
   constructor(opts: AgentOptions) {
     this.items = opts.items;
-    // why: tau depends on the item space's similarity spread (see EMBEDDER_TAU; the shop's space is calibrated from its own pairs).
-    const tau = opts.items.shop ? opts.items.shop.pairQuantile(0.9) : tauFor(opts.items.embedderId);
-    this.config = resolveConfig({ tau, ...opts.config });
+    // why: tau and the merge threshold depend on the item space's similarity spread (see EMBEDDER_TAU; the shop's space is calibrated from its own pairs).
+    this.config = resolveConfig({ ...spaceDefaults(opts.items, opts.config), ...opts.config });
     this.reasoner = opts.reasoner ?? this.rules;
     this.planner = opts.planner ?? rulesPlanner;
     this.clock = opts.clock ?? Date.now;
@@ -336,11 +369,12 @@ export class MemoryAgent {
 
   /**
    * Rank candidate item ids with explanations (unknown ids → UnknownItemError), best first.
-   * Each card's explanations name what moved that card (see `core/rank.ts`). The first
-   * `config.diversityDepth` positions are diversified by interest coverage unless
+   * Each card's explanations name what moved that card (see `core/rank.ts`). With
+   * `opts.intent`, the stated intent conditions the ranking (see {@link RecommendOptions.intent}).
+   * The first `config.diversityDepth` positions are diversified by interest coverage unless
    * `diversify: false` (or `config.diversity` 0); scores are then reassigned in the new order
    * (the same set of scores, so the list stays sorted by score). On a first visit (no memory,
-   * no positive event) the order is a prior: see {@link FirstVisitPrior}.
+   * no positive event, no intent) the order is a prior: see {@link FirstVisitPrior}.
    */
   async recommend(candidates: readonly string[], opts: RecommendOptions = {}): Promise<Recommendation[]> {
     if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
@@ -349,6 +383,7 @@ export class MemoryAgent {
     if (!Number.isInteger(rerankN) || rerankN < 0) throw new TypeError(`rerank must be an integer ≥ 0, got ${String(opts.rerank)}`);
     if (opts.diversify !== undefined && typeof opts.diversify !== 'boolean') throw new TypeError(`diversify must be a boolean, got ${String(opts.diversify)}`);
     const excluded = this.excluded(opts.exclude);
+    const intentText = opts.intent === undefined ? undefined : cleanIntent(opts.intent);
     const seen = new Set<string>();
     for (const id of candidates) {
       if (seen.has(id)) throw new TypeError(`candidates contain "${id}" twice`);
@@ -376,29 +411,27 @@ export class MemoryAgent {
     const now = opts.now ?? this.clock();
     // the shop's published model scores the candidates from this shopper's own events (nothing leaves the device)
     const shop = this.items.shop;
-    const extra = shop ? shop.signals(this.state.events, ids, now, String(this.state.nextSeq)) : undefined;
-    const extraSources = shop ? shop.sources(this.state.events, ids) : undefined;
+    const extra: Record<string, ArrayLike<number>> = shop ? { ...shop.signals(this.state.events, ids, now, String(this.state.nextSeq)) } : {};
+    // every shop-model signal gets a reason (pop and trend have no source item)
+    const extraSources: Record<string, ArrayLike<string | undefined>> | undefined = shop
+      ? { ...Object.fromEntries(Object.keys(extra).map((k) => [k, new Array<string | undefined>(ids.length)])), ...shop.sources(this.state.events, ids) }
+      : undefined;
+    let weights = (shop ? this.config.shopWeights : this.config.weights) as Readonly<Record<string, number>>;
+    let extraReasons: Reason[][] | undefined;
+    if (intentText !== undefined) {
+      const signals = await this.intentSignals(intentText, ids, cands, now);
+      Object.assign(extra, signals.extra);
+      extraReasons = signals.reasons;
+      weights = { ...weights, ...this.config.intentWeights };
+    }
     // the memories' linked items, so a memory's reason can name the one closest to each card
     const linked = [...new Set(this.state.memories.flatMap((m) => m.items))].filter((id) => this.items.has(id));
     const linkedVecs = await this.items.vectorsOf(linked);
     const itemVectors = new Map(linked.map((id, i) => [id, linkedVecs[i].vector]));
-    let ranked = rank(
-      {
-        memories: this.state.memories,
-        candidates: cands,
-        recent,
-        communities: this.communities,
-        now,
-        extra,
-        extraSources,
-        itemVectors,
-        weights: (shop ? this.config.shopWeights : this.config.weights) as Readonly<Record<string, number>>,
-      },
-      this.config,
-    );
+    let ranked = rank({ memories: this.state.memories, candidates: cands, recent, communities: this.communities, now, extra, extraSources, itemVectors, weights, extraReasons }, this.config);
     const vectorOf = new Map(cands.map((c) => [c.id, c.vector]));
-    const firstVisit = this.state.memories.length === 0 && !this.state.events.some((e) => actionWeight(e.action) > 0);
-    if (firstVisit) ranked = this.byPrior(ranked, vectorOf, extra, ids);
+    const firstVisit = intentText === undefined && this.state.memories.length === 0 && !this.state.events.some((e) => actionWeight(e.action) > 0);
+    if (firstVisit) ranked = this.byPrior(ranked, vectorOf, shop ? extra : undefined, ids);
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
     const actionOf = this.actionLookup();
     let out: Recommendation[] = ranked.map((r) => ({ ...r, explanations: explain(r, titleOf, 3, actionOf) }));
@@ -406,7 +439,118 @@ export class MemoryAgent {
     varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf);
     const top = Math.min(rerankN, out.length);
     if (top < 2 || this.reasoner === this.rules) return out;
-    return [...(await this.rerankTop(out.slice(0, top))), ...out.slice(top)];
+    return [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
+  }
+
+  /**
+   * The memories a stated intent selects (STEAM-style retrieval with the intent as the query, over
+   * the memories' content centroids), for inspection. Same validation as `recommend`'s intent;
+   * nothing is stored.
+   */
+  async intentMemories(intent: string): Promise<IntentSelection> {
+    const text = cleanIntent(intent);
+    const { selected } = await this.intentQuery(text);
+    return { intent: text, memories: selected.map((s) => ({ memoryId: s.memory.id, content: s.memory.content, category: s.memory.category, similarity: s.similarity })) };
+  }
+
+  /** Embed the (clean) intent in the content space and select the memories that bear on it. */
+  private async intentQuery(text: string): Promise<{ vector: Float32Array; selected: IntentMemory[] }> {
+    const { vector } = await this.items.embedText(text);
+    // why: with the shop's model loaded, memory vectors live in its collaborative space; the intent
+    // is text, so memories are compared through their items' content centroid instead.
+    const centroids = new Map<string, Float32Array>();
+    const contentId = this.items.contentSpaceId;
+    for (const m of this.state.memories) {
+      if (m.strength <= 0) continue;
+      if (m.embedding.embedderId === contentId) {
+        centroids.set(m.id, m.embedding.vector);
+        continue;
+      }
+      const known = m.items.filter((id) => this.items.has(id));
+      if (known.length === 0) continue;
+      centroids.set(m.id, meanNormalized((await this.items.contentVectorsOf(known)).map((e) => e.vector)));
+    }
+    // why: "bears on it" = closer to the intent than the catalog's average item is (cosines spread
+    // differently per space: around 0 when centred, around 0.5 in raw USE-lite)
+    const average = dot(vector, await this.items.contentMean());
+    const selected = selectIntentMemories(this.state.memories, vector, (m) => centroids.get(m.id), this.config.intentMemories, Math.max(this.config.intentMinSimilarity, average));
+    return { vector, selected };
+  }
+
+  /**
+   * The intent's signals per candidate (see `AtomemConfig.intentWeights`) and the reasons that say
+   * how the intent and the memory met.
+   */
+  private async intentSignals(text: string, ids: readonly string[], cands: readonly Candidate[], now: number): Promise<{ extra: Record<string, Float64Array>; reasons: Reason[][] }> {
+    const { vector, selected } = await this.intentQuery(text);
+    const content = await this.items.contentVectorsOf(ids);
+    const terms = new Set(intentTerms(text));
+    const n = ids.length;
+    const intent = new Float64Array(n);
+    const covered = new Float64Array(n);
+    const categories = new Float64Array(n);
+    const memory = new Float64Array(n);
+    const best: (IntentMemory | undefined)[] = new Array(n);
+    const bestCos = new Float64Array(n);
+    const space = this.items.embedderId;
+    const sel = selected.filter((s) => s.memory.embedding.embedderId === space).map((s) => ({ ...s, w: salience(this.config, s.memory, now) * Math.max(0, s.similarity) }));
+    for (let i = 0; i < n; i++) {
+      intent[i] = dot(vector, content[i].vector);
+      const t = termMatch(terms, this.items.item(ids[i]));
+      covered[i] = t.covered;
+      categories[i] = t.categories;
+      let top = 0;
+      for (const s of sel) {
+        const cos = dot(s.memory.embedding.vector, cands[i].vector);
+        const v = s.w * cos;
+        memory[i] += v;
+        if (v > top) {
+          top = v;
+          best[i] = s;
+          bestCos[i] = cos;
+        }
+      }
+    }
+    const w = this.config.intentWeights;
+    const z = standardize;
+    const zi = z(intent), zc = z(covered), zk = z(categories), zm = z(memory);
+    const reasons: Reason[][] = [];
+    for (let i = 0; i < n; i++) {
+      const textPart = (w.intent ?? 0) * zi[i] + (w.intentTerms ?? 0) * zc[i] + (w.intentCategories ?? 0) * zk[i];
+      const memoryPart = (w.intentMemory ?? 0) * zm[i];
+      const list: Reason[] = [];
+      // the intent met a memory: the candidate fits the intent and is like (cosine ≥ tau) a memory the intent
+      // selected — whatever intentMemory weighs, the memory's own signals rank it among the intent's items —
+      // or the intent-selected memory itself lifted it
+      const b = best[i];
+      const met = b !== undefined && ((textPart > 0 && bestCos[i] >= this.config.tau) || memoryPart > 0);
+      if (b && met) {
+        const item = await this.nearestItem(b.memory, cands[i].vector);
+        const action = item ? [...this.state.events].reverse().find((e) => e.item === item)?.action : undefined;
+        list.push({ kind: 'intent', intent: text, similarity: intent[i], contribution: memoryPart + Math.max(0, textPart), memoryId: b.memory.id, content: b.memory.content, ...(item ? { item } : {}), ...(action ? { action } : {}) });
+      } else if (textPart > 0) {
+        list.push({ kind: 'intent', intent: text, similarity: intent[i], contribution: textPart });
+      }
+      reasons.push(list);
+    }
+    return { extra: { intent, intentTerms: covered, intentCategories: categories, intentMemory: memory }, reasons };
+  }
+
+  /** The memory's linked item most like `vector` (item space), if any is still in the catalog. */
+  private async nearestItem(m: AtomicMemory, vector: Float32Array): Promise<string | undefined> {
+    const known = m.items.filter((id) => this.items.has(id));
+    if (known.length === 0) return undefined;
+    const vs = await this.items.vectorsOf(known);
+    let best = known[known.length - 1];
+    let bestSim = -Infinity;
+    vs.forEach((v, i) => {
+      const s = dot(v.vector, vector);
+      if (s > bestSim) {
+        bestSim = s;
+        best = known[i];
+      }
+    });
+    return best;
   }
 
   /** Ids the `exclude` rules drop (see {@link ExcludeRule}); a bad rule → TypeError. */
@@ -430,10 +574,10 @@ export class MemoryAgent {
    * the first row spans the catalog instead of showing its first page. Each card's one reason
    * says which.
    */
-  private byPrior(ranked: RankedItem[], vectorOf: ReadonlyMap<string, Float32Array>, extra: Record<string, Float64Array> | undefined, ids: readonly string[]): RankedItem[] {
+  private byPrior(ranked: RankedItem[], vectorOf: ReadonlyMap<string, Float32Array>, extra: Readonly<Record<string, ArrayLike<number>>> | undefined, ids: readonly string[]): RankedItem[] {
     const index = new Map(ids.map((id, i) => [id, i]));
     const pop = extra?.pop;
-    const shopPrior = pop && pop.some((x) => x !== pop[0]);
+    const shopPrior = pop !== undefined && Array.from(pop).some((x) => x !== pop[0]);
     const communityPrior = !shopPrior && ranked.some((r) => r.features.popularity > 0);
     if (shopPrior || communityPrior) {
       const value = (r: RankedItem) => (shopPrior ? pop![index.get(r.id)!] : r.features.popularity);
@@ -495,20 +639,18 @@ export class MemoryAgent {
    * among the explanations. Scores are reassigned in the new order (the same set of scores, so
    * the list stays sorted by score). The rules reasoner (also the fallback) keeps the order.
    */
-  private async rerankTop(top: Recommendation[]): Promise<Recommendation[]> {
+  private async rerankTop(top: Recommendation[], intent?: string): Promise<Recommendation[]> {
     const memories = this.memories()
       .slice(0, 8)
       .map((m) => this.view(m));
-    // ARS: ranking consumes the profile narrative plus the recent events (the rules path uses the profile as a vector signal)
-    const narrative = this.state.profile?.narrative.slice(0, this.config.profileMaxChars);
+    // ARS's ranker reads the profile, the recent events and the stated intent
     const recent = this.state.events
-      .slice(-Math.max(1, this.config.recentEvents))
+      .slice(-8)
       .filter((e) => this.items.has(e.item))
-      .slice(-10)
       .map((e) => ({ item: this.items.item(e.item), action: e.action }));
-    const result = await this.reason((r) =>
-      r.rerank({ memories, ...(narrative ? { profile: narrative } : {}), recent, candidates: top.map((t) => ({ id: t.id, item: this.items.item(t.id) })) }),
-    );
+    const profile = this.state.profile?.narrative.slice(0, this.config.profileMaxChars) || undefined;
+    const input = { memories, candidates: top.map((t) => ({ id: t.id, item: this.items.item(t.id) })), recent, ...(profile ? { profile } : {}), ...(intent !== undefined ? { intent } : {}) };
+    const result = await this.reason((r) => r.rerank(input));
     const byId = new Map(top.map((t) => [t.id, t]));
     return result.order.map((o, i) => {
       const t = byId.get(o.id)!;
@@ -857,7 +999,8 @@ export class MemoryAgent {
     const out: LifecycleEvent[] = [];
     const plan = await this.planner(this.state, this.config, now, when);
     const ctx = this.ctx(now);
-    for (const [keep, absorb] of plan.merge) {
+    // why: the no-consolidation ablation must not consolidate in sweeps either (a merge is consolidation of two memories)
+    for (const [keep, absorb] of this.mode.consolidation ? plan.merge : []) {
       const a = this.state.memories.find((m) => m.id === keep);
       const b = this.state.memories.find((m) => m.id === absorb);
       if (!a || !b) continue;
@@ -883,4 +1026,24 @@ export class MemoryAgent {
     out.forEach((e) => this.emit(e));
     return out;
   }
+}
+
+/** z-scores within the list (all 0 when the values are constant), as `combine` standardises. */
+function standardize(x: Float64Array): Float64Array {
+  const n = x.length;
+  const out = new Float64Array(n);
+  if (n === 0) return out;
+  let m = 0;
+  let maxAbs = 0;
+  for (const v of x) {
+    m += v;
+    maxAbs = Math.max(maxAbs, Math.abs(v));
+  }
+  m /= n;
+  let q = 0;
+  for (const v of x) q += (v - m) ** 2;
+  const sd = Math.sqrt(q / n);
+  if (sd === 0 || sd < 1e-9 * maxAbs) return out;
+  for (let i = 0; i < n; i++) out[i] = (x[i] - m) / sd;
+  return out;
 }

@@ -53,6 +53,8 @@ export class ItemVectors {
   private spaceId: string;
   private contentId: string;
   private shopKnowledge: ShopKnowledge | undefined;
+  /** {@link contentMean}'s last answer, for the content space and catalog size it was computed for. */
+  private meanCache: { spaceId: string; count: number; vector: Float32Array } | undefined;
 
   constructor(readonly embedder: Embedder, items: Iterable<Item> = []) {
     this.spaceId = embedder.id;
@@ -140,6 +142,7 @@ export class ItemVectors {
         throw new TypeError('catalog item needs a non-empty string id and a string title');
       }
       const prev = this.items.get(it.id);
+      this.meanCache = undefined;
       if (prev && itemText(prev) !== itemText(it)) {
         this.vectors.delete(it.id);
         this.shopVectors.delete(it.id);
@@ -202,6 +205,33 @@ export class ItemVectors {
       missing.forEach((id, i) => this.vectors.set(id, this.project(embs[i].vector)));
     }
     return ids.map((id) => this.vectors.get(id)!);
+  }
+
+  /**
+   * Embed a free text (e.g. the shopper's stated intent) into the content space, centred like the
+   * items: comparable with {@link contentVectorsOf}, whatever the item space is. Nothing is cached
+   * or stored (the embedder's own in-memory cache, if it has one, aside).
+   */
+  async embedText(text: string): Promise<Embedding> {
+    const [e] = await this.embedder.embed([text]);
+    return this.project(e.vector);
+  }
+
+  /**
+   * The mean of every catalog item's content vector (not normalised): its dot product with a unit
+   * text vector is that text's average cosine to a catalog item. Embeds what is missing first;
+   * recomputed after the catalog or the centring changed.
+   */
+  async contentMean(): Promise<Float32Array> {
+    if (this.meanCache && this.meanCache.spaceId === this.contentId && this.meanCache.count === this.items.size) return this.meanCache.vector;
+    const ids = [...this.items.keys()];
+    const acc = new Float32Array(this.embedder.dim);
+    for (let i = 0; i < ids.length; i += 256) {
+      for (const e of await this.contentVectorsOf(ids.slice(i, i + 256))) for (let d = 0; d < acc.length; d++) acc[d] += e.vector[d];
+    }
+    for (let d = 0; d < acc.length; d++) acc[d] /= Math.max(1, ids.length);
+    this.meanCache = { spaceId: this.contentId, count: this.items.size, vector: acc };
+    return acc;
   }
 
   /** The content space's id (the embedder's, `~c<hash>` once centred), whatever the item space is. */

@@ -33,6 +33,7 @@ export type {
   SyncReport,
   ProgressEvent,
   ExcludeRule,
+  IntentMemoriesResult,
   RecommendOptions,
   RecommendationResult,
   SerializedError,
@@ -210,6 +211,7 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
   return {
     track: async (interaction) => (await engine()).track(interaction),
     recommend: async (candidates, opts) => (await engine()).recommend(candidates, opts),
+    intentMemories: async (intent) => (await engine()).intentMemories(intent),
     memories: async () => (await engine()).memories(),
     profile: async () => (await engine()).profile(),
     forget: async (memoryId) => (await engine()).forget(memoryId),

@@ -77,6 +77,8 @@ function sentence(r: Reason, titleOf: TitleOf, actionOf?: ActionOf): string | un
       return `Shoppers with a similar taste also chose it (${r.summary || `a community of ${r.size}`}).`;
     case 'alsoPicked':
       return 'Shoppers who picked what you picked also picked it.';
+    case 'intent':
+      return intentSentence(r, titleOf);
     case 'popular':
       return `Popular among shoppers who share your interests (${(r.share * 100).toFixed(1)}% of their picks).`;
     case 'shop':
@@ -102,4 +104,19 @@ function shopSentence(r: Extract<Reason, { kind: 'shop' }>, title: (id: string) 
   if (CO_LIKED.has(r.signal)) return `Shoppers who like ${title(src)}${yours(src)} like this too.`;
   if (r.signal === 'sasrec') return `Often comes next after ${title(src)}${yours(src)}.`;
   return `Shoppers with a history like yours chose it (after ${title(src)}).`;
+}
+
+/** The stated intent, quoted short (it is the shopper's own text, shown back to them only). */
+function quoteIntent(intent: string): string {
+  return intent.length > 60 ? `${intent.slice(0, 59).trimEnd()}…` : intent;
+}
+
+const DID: Partial<Record<string, string>> = { purchase: 'bought', cart: 'put in your cart', like: 'liked', rate: 'rated', click: 'looked at', view: 'looked at' };
+
+/** "You asked for “hiking gifts”; you bought Trail Runner 3." or "Matches what you asked for: “hiking gifts”." */
+function intentSentence(r: Extract<Reason, { kind: 'intent' }>, titleOf: TitleOf): string {
+  const asked = `“${quoteIntent(r.intent)}”`;
+  if (r.memoryId && r.item) return `You asked for ${asked}; you ${DID[r.action ?? ''] ?? 'liked'} ${titleOf(r.item) ?? r.item}.`;
+  if (r.memoryId && r.content) return `You asked for ${asked}; it fits your interest “${r.content}”.`;
+  return `Matches what you asked for: ${asked}.`;
 }

@@ -49,7 +49,13 @@ export type Reason =
   /** A shop-model signal (`ease`, `knn`, `markov`, `vec`, `sasrec`, `pop` …) and the shopper's item behind it, if known. */
   | { kind: 'shop'; signal: string; contribution: number; item?: string }
   /** A first visit's order (nothing known yet): the shop's or the community's popularity, or a neutral variety order. */
-  | { kind: 'prior'; prior: 'shop-popularity' | 'community-popularity' | 'variety'; contribution: number; share?: number };
+  | { kind: 'prior'; prior: 'shop-popularity' | 'community-popularity' | 'variety'; contribution: number; share?: number }
+  /**
+   * The shopper's stated intent: it matches the candidate (`similarity`: cosine to the intent) and,
+   * with `memoryId`, meets one of the memories the intent selected (`item`: that memory's item
+   * most like the candidate, `action`: what the shopper did with it).
+   */
+  | { kind: 'intent'; intent: string; similarity: number; contribution: number; memoryId?: string; content?: string; item?: string; action?: Action };
 
 /** One number per signal: the memory's (one per {@link RankWeights} key) and any extra ones (the shop model's). */
 export type Features = Record<keyof RankWeights, number> & Record<string, number>;
@@ -73,12 +79,17 @@ export interface RankInput {
   now: number;
   /** More signals per candidate (same order as `candidates`), e.g. the shop model's; combined by name like the rest. */
   extra?: Readonly<Record<string, ArrayLike<number>>>;
-  /** Per extra signal, the shopper's item that moved each candidate most (same order as `candidates`), for reasons. */
+  /**
+   * Per shop-model signal, the shopper's item that moved each candidate most (same order as
+   * `candidates`; undefined entries: none); the extra signals named here get a `shop` reason.
+   */
   extraSources?: Readonly<Record<string, ArrayLike<string | undefined>>>;
   /** Vectors of the memories' linked items (so a memory reason can name the item closest to the card). */
   itemVectors?: ReadonlyMap<string, Float32Array>;
   /** Weights to combine with (default `cfg.weights`; the agent passes `cfg.shopWeights` when a shop model is loaded). */
   weights?: Readonly<Record<string, number>>;
+  /** Reasons behind the `extra` signals, per candidate (same order); placed before the ranker's own (e.g. the stated intent's). */
+  extraReasons?: ReadonlyArray<readonly Reason[]>;
 }
 
 /** Most reasons kept per ranked item. */
@@ -242,7 +253,9 @@ function unitsOf(
   }
   for (const [name, values] of Object.entries(input.extra ?? {})) {
     f[name] = values[index];
-    const item = input.extraSources?.[name]?.[index];
+    // why: only the shop model's signals (named in extraSources) get a shop reason; others (the intent's) bring their own extraReasons
+    if (!input.extraSources || !Object.hasOwn(input.extraSources, name)) continue;
+    const item = input.extraSources[name]?.[index];
     units.set(`x:${name}`, { key: `x:${name}`, reason: { kind: 'shop', signal: name, contribution: 0, ...(item !== undefined ? { item } : {}) }, parts: { [name]: values[index] }, keep: false });
   }
   return { f, units: [...units.values()] };
@@ -328,7 +341,8 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
         if (near.length > 1) r.alternatives = near.slice(1, 4).map((x) => x.id);
       }
     }
-    return { id: c.id, score: scores[i], features: p.f, reasons };
+    const given = input.extraReasons?.[i];
+    return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
   });
   return out.map((x, i) => ({ x, i })).sort((a, b) => b.x.score - a.x.score || a.i - b.i).map((e) => e.x);
 }

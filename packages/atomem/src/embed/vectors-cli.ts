@@ -1,11 +1,21 @@
 #!/usr/bin/env node
 /**
  * `atomem-vectors`: embed a shop's catalog ahead of time, in Node, into a catalog vector file
- * (format v1, `src/protocol/catalog-vectors-v1.ts`) that the browser engine loads through its
- * `catalogVectors` option instead of embedding every product on the shopper's device.
+ * that the browser engine loads through its `catalogVectors` option instead of embedding every
+ * product on the shopper's device. With `--log` (the shop's order log) it also trains what the
+ * shop publishes for on-device ranking — the shop model (`src/shop/train.ts`) and a SASRec
+ * sequence model (`src/shop/sasrec/`) — and writes them into the same file (format v2,
+ * `src/protocol/catalog-vectors-v2.ts`); without `--log` it writes format v1 as before.
  *
  *   atomem-vectors --catalog products.json --out public/catalog-vectors.bin
  *                  [--embedder use-lite|hashing] [--dim 256] [--batch 256] [--no-progress]
+ *                  [--log interactions.jsonl [--no-sequence] [--epsilon 4 [--delta 1e-6]]
+ *                   [--until 2026-01-01] [--sasrec-epochs 80] [--seed 2026]]
+ *
+ * The log is JSON Lines `{ user, item, at, action? }` (the benchmark's `jsonl` interactions
+ * format; `at` epoch ms or an ISO date; ids may be numbers); rows of items not in the catalog
+ * are skipped and counted. `--epsilon` makes the shop model user-level (ε, δ)-DP; SASRec has no
+ * DP training, so under `--epsilon` it is left out of the file (said in the summary).
  *
  * The catalog is a JSON array of items, `{ "items": [...] }`, or JSON Lines (`.jsonl`/`.ndjson`,
  * one item per line). Items are `{ id, title, categories?, description? }`; other fields (price,
@@ -23,8 +33,11 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
-import type { Item } from '../core/types.js';
+import { ACTION_WEIGHTS, type Action, type Item } from '../core/types.js';
 import { encodeCatalogVectors } from '../protocol/catalog-vectors-v1.js';
+import { encodeCatalogFile, type EncodeCatalogFileInput } from '../protocol/catalog-vectors-v2.js';
+import type { SasrecWeights } from '../shop/sasrec/model.js';
+import type { ShopInteraction } from '../shop/train.js';
 import { itemText } from './cache.js';
 import { createHashingEmbedder } from './hashing.js';
 import type { Embedder } from './types.js';
@@ -63,6 +76,26 @@ interface CliOptions {
   dim?: number;
   batch: number;
   progress: boolean;
+  log?: string;
+  sequence: boolean;
+  epsilon?: number;
+  delta: number;
+  until?: string;
+  sasrecEpochs: number;
+  seed: number;
+}
+
+/** SASRec epochs by default (the trainer's validated default, `SASREC_DEFAULTS.epochs`). */
+export const DEFAULT_SASREC_EPOCHS = 80;
+/** Seed of SASRec's initialisation, sampling and dropout by default (the trainer's). */
+export const DEFAULT_SASREC_SEED = 2026;
+
+function positiveNumber(name: string): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a number > 0`);
+    return n;
+  };
 }
 
 function positiveInt(name: string, min: number, max = Number.MAX_SAFE_INTEGER): (v: string) => number {
@@ -85,6 +118,13 @@ function program(io: Required<VectorsCliIo>): Command {
     .option('--dim <n>', `buckets of --embedder hashing (default ${BROWSER_HASHING_DIM}, the browser engine's)`, positiveInt('--dim', 2, MAX_DIM))
     .option('--batch <n>', "items per embedder call (the browser engine's catalog batch)", positiveInt('--batch', 1), DEFAULT_BATCH)
     .option('--no-progress', 'no progress bar on stderr')
+    .option('--log <file>', "the shop's order log, JSON Lines { user, item, at, action? }: also train the shop model (and SASRec) and write format v2")
+    .option('--no-sequence', 'with --log: no SASRec sequence model (shop model only; faster)')
+    .option('--epsilon <x>', 'with --log: user-level (ε, δ)-DP budget of the shop model; SASRec is not DP and is then left out', positiveNumber('--epsilon'))
+    .option('--delta <x>', 'with --epsilon: DP δ', positiveNumber('--delta'), 1e-6)
+    .option('--until <date>', 'with --log: only log rows before this ISO date or epoch ms (a retention limit)')
+    .option('--sasrec-epochs <n>', 'with --log: SASRec training epochs', positiveInt('--sasrec-epochs', 1, 100_000), DEFAULT_SASREC_EPOCHS)
+    .option('--seed <n>', 'with --log: SASRec seed (initialisation, sampling, dropout)', positiveInt('--seed', 0, 2 ** 31 - 1), DEFAULT_SASREC_SEED)
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
 }
@@ -246,6 +286,163 @@ async function writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
   }
 }
 
+/** The order log as read by {@link readInteractionLog}. */
+export interface InteractionLog {
+  /** Rows of catalog items before `until`, in file order. */
+  log: ShopInteraction[];
+  /** Rows skipped because their item is not in the catalog. */
+  unknownItems: number;
+  /** Rows skipped because they are not before `until`. */
+  afterUntil: number;
+  users: number;
+}
+
+/**
+ * Read an order log: JSON Lines `{ user, item, at, action? }` (`at` epoch ms or an ISO date,
+ * `user` and `item` non-empty strings or numbers, `action` one of {@link ACTION_WEIGHTS}' keys).
+ * Rows of items not in `catalog` and rows at or after `until` are skipped and counted; a
+ * malformed line is a {@link VectorsUsageError} naming the line.
+ */
+export async function readInteractionLog(path: string, catalog: ReadonlySet<string>, until?: number): Promise<InteractionLog> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new VectorsUsageError(`cannot read --log ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : (e as Error).message}`);
+  }
+  const log: ShopInteraction[] = [];
+  const users = new Set<string>();
+  let unknownItems = 0;
+  let afterUntil = 0;
+  const idOf = (o: Record<string, unknown>, key: string, at: string): string => {
+    const v = o[key];
+    if ((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v))) return String(v);
+    throw new VectorsUsageError(`${at}: "${key}" is ${v === undefined ? 'missing' : describe(v)}, expected a non-empty string or a number`);
+  };
+  const body = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+  body.split(/\r?\n/).forEach((raw, i) => {
+    if (raw.trim() === '') return;
+    const at = `${path}: line ${i + 1}`;
+    let o: unknown;
+    try {
+      o = JSON.parse(raw);
+    } catch (e) {
+      throw new VectorsUsageError(`${at} is not valid JSON (${(e as Error).message})`);
+    }
+    if (!o || typeof o !== 'object' || Array.isArray(o)) throw new VectorsUsageError(`${at} is ${describe(o)}, expected an object { user, item, at, action? }`);
+    const row = o as Record<string, unknown>;
+    const user = idOf(row, 'user', at);
+    const item = idOf(row, 'item', at);
+    const when = typeof row.at === 'number' ? row.at : typeof row.at === 'string' ? Date.parse(row.at) : NaN;
+    if (!Number.isFinite(when)) throw new VectorsUsageError(`${at}: "at" must be epoch milliseconds or an ISO date, got ${JSON.stringify(row.at)}`);
+    if (row.action !== undefined && (typeof row.action !== 'string' || !Object.hasOwn(ACTION_WEIGHTS, row.action))) {
+      throw new VectorsUsageError(`${at}: unknown action ${JSON.stringify(row.action)} (one of ${Object.keys(ACTION_WEIGHTS).join(', ')})`);
+    }
+    if (!catalog.has(item)) return void unknownItems++;
+    if (until !== undefined && when >= until) return void afterUntil++;
+    users.add(user);
+    log.push({ user, item, at: when, ...(row.action !== undefined ? { action: row.action as Action } : {}) });
+  });
+  if (log.length === 0) throw new VectorsUsageError(`--log ${path}: no usable rows (${unknownItems} of items not in the catalog${until !== undefined ? `, ${afterUntil} not before --until` : ''})`);
+  return { log, unknownItems, afterUntil, users: users.size };
+}
+
+/**
+ * SASRec's training sequences from a log: per user, the positive interactions (action weight
+ * > 0: what the device's encoder reads too) by time, as indices 1..n of `catalog` order.
+ */
+export function sasrecSequences(log: readonly ShopInteraction[], catalog: readonly string[]): Int32Array[] {
+  const index = new Map(catalog.map((id, i) => [id, i + 1]));
+  const byUser = new Map<string, ShopInteraction[]>();
+  for (const r of log) {
+    if (ACTION_WEIGHTS[r.action ?? 'click'] <= 0) continue;
+    let seq = byUser.get(r.user);
+    if (!seq) byUser.set(r.user, (seq = []));
+    seq.push(r);
+  }
+  return [...byUser.values()].map((seq) => Int32Array.from(seq.sort((a, b) => a.at - b.at), (r) => index.get(r.item)!));
+}
+
+/** Write a progress line to stderr at most every second per stage (and at a stage's start and end). */
+function stageReporter(stderr: { write(s: string): unknown }, prefix: string): (stage: string, done: number, total: number) => void {
+  let last = '';
+  let lastAt = 0;
+  return (stage, done, total) => {
+    const now = performance.now();
+    if (stage === last && done < total && now - lastAt < 1000) return;
+    last = stage;
+    lastAt = now;
+    stderr.write(`${prefix}: ${stage} ${total > 1 ? `${done}/${total}` : done >= total ? 'done' : ''}\n`);
+  };
+}
+
+/** Train the shop model (and SASRec) on `--log`; returns the file's shop part and a summary. */
+async function trainFromLog(
+  o: CliOptions,
+  items: readonly Item[],
+  vectors: readonly Float32Array[],
+  embedder: Embedder,
+  io: { stderr: { write(s: string): unknown } },
+): Promise<{ shop: NonNullable<EncodeCatalogFileInput['shop']>; summary: string }> {
+  let until: number | undefined;
+  if (o.until !== undefined) {
+    until = /^[0-9]+$/.test(o.until.trim()) ? Number(o.until) : Date.parse(o.until);
+    if (!Number.isFinite(until)) throw new VectorsUsageError(`--until ${o.until} is neither an ISO date nor epoch milliseconds`);
+  }
+  const catalog = items.map((it) => it.id);
+  const read = await readInteractionLog(o.log!, new Set(catalog), until);
+  const { trainShopModel } = await import('../shop/train.js');
+  const t0 = performance.now();
+  const model = trainShopModel(read.log, {
+    catalog,
+    content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) },
+    ...(o.epsilon !== undefined ? { epsilon: o.epsilon, delta: o.delta } : {}),
+    ...(until !== undefined ? { until } : {}),
+    onProgress: o.progress ? stageReporter(io.stderr, 'shop model') : undefined,
+  });
+  const shopSeconds = (performance.now() - t0) / 1000;
+  let sasrec: { weights: SasrecWeights; items: string[] } | undefined;
+  let sequenceNote: string;
+  if (!o.sequence) sequenceNote = 'no SASRec (--no-sequence)';
+  else if (o.epsilon !== undefined) sequenceNote = 'SASRec left out: its training is not differentially private (--epsilon)';
+  else {
+    const seqs = sasrecSequences(read.log, catalog);
+    if (!seqs.some((s) => s.length >= 2)) sequenceNote = 'SASRec left out: no user has two positive interactions';
+    else {
+      const { trainSasrec } = await import('../shop/sasrec/train.js');
+      let bar: cliProgress.SingleBar | undefined;
+      if (o.progress) {
+        bar = new cliProgress.SingleBar(
+          { format: 'SASRec    |{bar}| {value}/{total} epochs, loss {loss} {duration_formatted} (eta {eta_formatted})', stream: io.stderr as NodeJS.WritableStream, hideCursor: true, clearOnComplete: false, noTTYOutput: true, notTTYSchedule: 10_000 },
+          cliProgress.Presets.shades_classic,
+        );
+        bar.start(o.sasrecEpochs, 0, { loss: '-' });
+      }
+      try {
+        const r = await trainSasrec(seqs, catalog.length, { epochs: o.sasrecEpochs, seed: o.seed, onEpoch: (epoch, loss) => void bar?.update(epoch, { loss: loss.toFixed(4) }) });
+        sasrec = { weights: r.weights, items: catalog };
+        sequenceNote = `SASRec ${o.sasrecEpochs} epochs in ${r.seconds.toFixed(1)} s (${r.threads} threads), final loss ${r.losses.at(-1)?.toFixed(4) ?? '-'}`;
+      } finally {
+        bar?.stop();
+      }
+    }
+  }
+  const info: Record<string, unknown> = {
+    logRows: read.log.length,
+    users: read.users,
+    skippedUnknownItems: read.unknownItems,
+    ...(until !== undefined ? { until: new Date(until).toISOString(), skippedAfterUntil: read.afterUntil } : {}),
+    privacy: model.privacy ? { epsilon: model.privacy.epsilon, delta: model.privacy.delta } : null,
+    sequence: sasrec ? 'sasrec' : null,
+    sequenceNote,
+  };
+  const summary =
+    `shop model from ${read.log.length} log rows of ${read.users} users${read.unknownItems ? ` (${read.unknownItems} rows of unknown items skipped)` : ''}${until !== undefined ? ` before ${new Date(until).toISOString()} (${read.afterUntil} later rows skipped)` : ''}, ` +
+    `${model.privacy ? `(ε ${model.privacy.epsilon}, δ ${model.privacy.delta})-DP` : 'no DP'}, ${shopSeconds.toFixed(1)} s; ${sequenceNote}`;
+  return { shop: { model, ...(sasrec ? { sasrec } : {}), info }, summary };
+}
+
 const BAR_FORMAT = 'embedding |{bar}| {value}/{total} items {percentage}% {duration_formatted} (eta {eta_formatted})';
 
 /**
@@ -266,7 +463,12 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
   let embedder: Embedder | undefined;
   try {
     if (o.dim !== undefined && o.embedder !== 'hashing') throw new VectorsUsageError(`--dim applies to --embedder hashing only (use-lite is always 512-d)`);
+    if (!o.log) {
+      const only = (['epsilon', 'until'] as const).filter((k) => o[k] !== undefined);
+      if (only.length) throw new VectorsUsageError(`--${only[0]} applies with --log only`);
+    }
     checkOut(o.out, o.catalog);
+    if (o.log && resolve(o.log) === resolve(o.out)) throw new VectorsUsageError(`--out ${o.out} is the log itself`);
     const items = await readCatalog(o.catalog);
     const t0 = performance.now();
     embedder = await buildNodeEmbedder(o.embedder, o.dim);
@@ -281,13 +483,18 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     const vectors = await embedAll(embedder, items, o.batch, (done) => bar?.update(done));
     bar?.stop();
     bar = undefined;
-    const bytes = encodeCatalogVectors({ id: embedder.id, dim: embedder.dim }, items, vectors);
+    const tEmbed = performance.now();
+    const trained = o.log ? await trainFromLog(o, items, vectors, embedder, out) : undefined;
+    const bytes = trained
+      ? encodeCatalogFile({ embedder: { id: embedder.id, dim: embedder.dim }, items, vectors, shop: trained.shop })
+      : encodeCatalogVectors({ id: embedder.id, dim: embedder.dim }, items, vectors);
     await writeAtomic(o.out, bytes);
     const t2 = performance.now();
-    const rate = items.length / Math.max((t2 - t1) / 1000, 1e-6); // embedding only, without the model load
+    const rate = items.length / Math.max((tEmbed - t1) / 1000, 1e-6); // embedding only, without the model load
     out.stdout.write(
-      `atomem-vectors: wrote ${o.out}: ${items.length} items, embedder ${embedder.id}, dim ${embedder.dim}, ${bytes.byteLength} bytes, ` +
-        `${((t2 - t0) / 1000).toFixed(2)} s (model load ${((t1 - t0) / 1000).toFixed(2)} s), ${rate.toFixed(0)} items/s\n`,
+      `atomem-vectors: wrote ${o.out}${trained ? ' (format v2)' : ''}: ${items.length} items, embedder ${embedder.id}, dim ${embedder.dim}, ${bytes.byteLength} bytes, ` +
+        `${((t2 - t0) / 1000).toFixed(2)} s (model load ${((t1 - t0) / 1000).toFixed(2)} s), ${rate.toFixed(0)} items/s` +
+        `${trained ? `; ${trained.summary}` : ''}\n`,
     );
     return 0;
   } catch (e) {

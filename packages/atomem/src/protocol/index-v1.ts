@@ -122,8 +122,9 @@ export interface CommunitiesResponse {
   communities: WireCommunity[];
 }
 
+/** 200 with `status: 'ok'`; 503 with `status: 'degraded'` while writes fail (see `storage`). */
 export interface HealthResponse {
-  status: 'ok';
+  status: 'ok' | 'degraded';
   version: 1;
   /** Embedder ids accepted. */
   embedderIds: string[];
@@ -134,6 +135,8 @@ export interface HealthResponse {
   minCommunitySize: number;
   /** Laplace scale b of item-count noise. */
   itemNoise: number;
+  /** Storage state (`ok`, or what fails and the fix); see the v2 protocol's `StorageStatusWire`. */
+  storage?: { state: string; file?: string; message?: string; since?: string; refusedWrites?: number };
 }
 
 export interface MetricsResponse {

@@ -43,6 +43,21 @@ export const INDEX_V2_PATHS = {
   release: (epoch: number) => `/v2/releases/${epoch}`,
 } as const;
 
+/**
+ * Grammar of item ids (catalog ids in the item space and in releases; v1's `items`): 1–128
+ * characters, each a letter or digit of any script, a combining mark, or one of `. _ : / @ + ~ # = -`;
+ * the first a letter or digit. Excluded on purpose: whitespace, control and format characters
+ * (bidi overrides such as U+202E, zero-width characters), lone surrogates, and `< > & " ' \``
+ * (ids are shown to other shoppers). The service refuses a catalog with another id, naming it.
+ */
+export const ITEM_ID_PATTERN = '^[\\p{L}\\p{N}][\\p{L}\\p{N}\\p{M}._:/@+~#=-]{0,127}$';
+
+/** Whether `id` follows {@link ITEM_ID_PATTERN}. */
+export function isValidItemId(id: unknown): id is string {
+  return typeof id === 'string' && id.length <= 512 && ITEM_ID_RE.test(id);
+}
+const ITEM_ID_RE = new RegExp(ITEM_ID_PATTERN, 'u');
+
 /** Hard limits; the service answers 400 / 413 beyond them. */
 export const INDEX_V2_LIMITS = {
   /** Request body size in bytes (a report is ~600 B). */
@@ -200,8 +215,25 @@ export interface Release {
   popularity: Record<string, number>;
 }
 
+/** Run-time state of the service's storage (health's `storage`). */
+export interface StorageStatusWire {
+  /** `ok`, or what fails: `full` (disk or size limit), `corrupt`, `readonly`, `io`. */
+  state: 'ok' | 'full' | 'corrupt' | 'readonly' | 'io';
+  /** The failing file. */
+  file?: string;
+  /** What failed and the fix. */
+  message?: string;
+  since?: string;
+  refusedWrites?: number;
+}
+
+/**
+ * GET `/v2/health`: 200 with `status: 'ok'`; 503 with `status: 'degraded'` while writes fail
+ * (the `storage` field says why; releases are still served), 503 `not_ready` while loading.
+ * Answered from memory (no database read), never rate limited.
+ */
 export interface HealthV2Response {
-  status: 'ok';
+  status: 'ok' | 'degraded';
   version: 2;
   embedderId: string;
   epochMs: number;
@@ -217,6 +249,9 @@ export interface HealthV2Response {
   graceMs: number;
   /** true when `/v1/…` (deprecated, insecure) is also served. */
   legacyV1: boolean;
+  /** The item space: catalog items and their communities. */
+  space: { items: number; dim: number; communities: number };
+  storage: StorageStatusWire;
 }
 
 /** Every 4xx/5xx body (same shape as v1). */
@@ -224,7 +259,8 @@ export interface ErrorV2Response {
   /**
    * `bad_request`, `token_refused` (invalid, spent or of another epoch: one answer for all),
    * `wrong_epoch`, `unauthorized` (issuance without the attester key), `not_found`, `too_large`,
-   * `not_ready`, `internal`.
+   * `not_ready`, `rate_limited` (429, `Retry-After`), `storage_full` (507, `Retry-After`),
+   * `storage_corrupt` / `storage_unavailable` (503, `Retry-After`), `internal`.
    */
   error: string;
   message: string;

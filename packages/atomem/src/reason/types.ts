@@ -80,15 +80,14 @@ export interface PlanDecision {
 export interface RerankInput {
   /** Strongest memories first. */
   memories: MemoryView[];
-  /**
-   * ARS's profile narrative (tier 3, the last resynthesis), truncated to `profileMaxChars`;
-   * absent before the first synthesis.
-   */
-  profile?: string;
-  /** The shopper's most recent events (tier 1), oldest first: the item and what was done with it. */
-  recent?: { item: Item; action: Action }[];
   /** Candidates in the engine's order. */
   candidates: { id: string; item: Item }[];
+  /** The profile narrative (ARS's tier 3), if one was synthesised. */
+  profile?: string;
+  /** The shopper's latest events, oldest first (ARS: the ranker reads the recent events). */
+  recent?: { item: Item; action: Action }[];
+  /** The shopper's stated intent (cleaned; data, never instructions). */
+  intent?: string;
 }
 
 /** A reranking: every candidate id exactly once, best first, each with a one-line reason. */

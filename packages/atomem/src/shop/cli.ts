@@ -9,7 +9,7 @@
  * `interactions.jsonl`: `{user, item, at, action?}` per line (`at` epoch ms or an ISO date; the
  * export format of EVAL.md). `items.jsonl`: `{id, …}` per line, the public catalog (items without
  * interactions still get a vector when `--content` gives theirs). `--content`: a catalog vector
- * file from `atomem-vectors` (format v1): the content vectors of the hybrid item vectors.
+ * file from `atomem-vectors` (format v1 or v2): the content vectors of the hybrid item vectors.
  * `--epsilon`: user-level (ε, δ)-DP for the whole file (see `train.ts`); default none.
  *
  * One summary line on stdout. Exit codes: 0 ok, 2 bad usage or input, 1 anything else.
@@ -19,7 +19,7 @@ import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { ACTION_WEIGHTS, type Action } from '../core/types.js';
-import { decodeCatalogVectors } from '../protocol/catalog-vectors-v1.js';
+import { decodeCatalogFile } from '../protocol/catalog-vectors-v2.js';
 import { encodeShopModel, shopModelSizes } from '../protocol/shop-model-v1.js';
 import { trainShopModel, type ShopInteraction, type TrainOptions } from './train.js';
 
@@ -105,11 +105,11 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     if (o.content) {
       let file;
       try {
-        file = decodeCatalogVectors(await readFile(o.content));
+        file = decodeCatalogFile(await readFile(o.content));
       } catch (e) {
         throw new ShopCliError(`--content ${o.content}: ${(e as Error).message}`);
       }
-      opts.content = { embedder: file.header.embedder, vectors: new Map([...file.vectors].map(([k, v]) => [k, v.vector])) };
+      opts.content = { embedder: file.embedder, vectors: new Map([...file.vectors].map(([k, v]) => [k, v.vector])) };
     }
     const t0 = performance.now();
     const model = trainShopModel(log, opts);

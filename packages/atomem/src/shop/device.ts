@@ -21,7 +21,7 @@ export const SEQUENCE_SIGNAL = 'sasrec';
 export class ShopKnowledge {
   readonly scorer: ShopScorer;
   private readonly sasrecIndex = new Map<string, number>();
-  private cache: { key: string; user: Float32Array } | undefined;
+  private cache: { key: string; history: readonly DeviceEvent[]; user: Float32Array } | undefined;
   private readonly quantiles = new Map<number, number>();
 
   /**
@@ -125,7 +125,8 @@ export class ShopKnowledge {
   private sequenceScores(history: readonly DeviceEvent[], candidates: readonly string[], key?: string): Float64Array {
     const { weights } = this.sasrec!;
     let user: Float32Array;
-    if (key !== undefined && this.cache?.key === key) user = this.cache.user;
+    // why the history too: one file may serve many agents (the benchmark's simulated shoppers), whose keys can coincide
+    if (key !== undefined && this.cache?.key === key && this.cache.history === history) user = this.cache.user;
     else {
       // why: SASRec reads a sequence of positive interactions; dislikes and skips are not "next items".
       const seq: number[] = [];
@@ -135,7 +136,7 @@ export class ShopKnowledge {
         if (i !== undefined) seq.push(i);
       }
       user = encodeHistory(weights, seq.slice(-weights.config.maxLen));
-      if (key !== undefined) this.cache = { key, user };
+      if (key !== undefined) this.cache = { key, history, user };
     }
     const idx = candidates.map((id) => this.sasrecIndex.get(id) ?? 0);
     const s = scoreItems(weights, user, idx.map((i) => (i > 0 ? i : 1)));

@@ -1,14 +1,27 @@
 /**
  * The catalog's item vectors before the engine's first answer: from the IndexedDB cache (same
- * embedder, same item text), then from the shop's precomputed file (`catalogVectors`, format in
- * `src/protocol/catalog-vectors-v1.ts`) for the items still missing, then by embedding the rest
- * on the device. Everything embedded or taken from the file goes into the cache, so a returning
- * shopper embeds only new or edited products and never fetches the file again.
+ * embedder, same item text), then from the shop's precomputed file (`catalogVectors`, format v1
+ * or v2: `src/protocol/catalog-vectors-v1.ts`, `catalog-vectors-v2.ts`) for the items still
+ * missing, then by embedding the rest on the device. Everything embedded or taken from the file
+ * goes into the cache, so a returning shopper embeds only new or edited products.
+ *
+ * A v2 file may also carry the shop's published models (shop model, SASRec): they are returned
+ * to the engine (which moves the item space to them, `ItemVectors.useShop`) and kept in the
+ * origin's file cache (`shop-file-cache.ts`) with the file's HTTP validators. When to fetch:
+ * - some item is not cached, or the URL was never downloaded: the whole file (as v1);
+ * - everything cached and the file was served with `ETag` / `Last-Modified`: a conditional
+ *   request (`If-None-Match` / `If-Modified-Since`); 304 → the cached models, 200 → the new file;
+ * - everything cached and no validators (e.g. a `blob:` URL): no request at all (as v1); a shop
+ *   that republishes such a file gives it a new URL.
+ * A failed download falls back to the cached models (if any); a malformed or mismatched file is
+ * an `error` event and is not used.
  */
 import type { ItemVectors } from '../agent/items.js';
 import type { LoadProgress } from '../models/types.js';
-import { CatalogVectorsError, decodeCatalogVectors, itemTextHash } from '../protocol/catalog-vectors-v1.js';
+import { CatalogVectorsError, itemTextHash } from '../protocol/catalog-vectors-v1.js';
+import { decodeCatalogFile, decodeShopPart, type CatalogShopPart } from '../protocol/catalog-vectors-v2.js';
 import type { MemoryStore } from '../store/index.js';
+import { deleteCachedFile, getCachedFile, putCachedFile, type CachedCatalogFile } from './shop-file-cache.js';
 
 /** What {@link warmCatalog} needs from the engine. */
 export interface WarmCatalogOptions {
@@ -23,8 +36,16 @@ export interface WarmCatalogOptions {
   onError: (e: CatalogVectorsError) => void;
 }
 
+/** What the warm-up found besides the vectors. */
+export interface WarmCatalogResult {
+  /** The shop's published models (v2 files with a shop model), decoded. */
+  shop?: CatalogShopPart;
+  /** Where the file's content came from this time: downloaded, revalidated (304) or cached without a request; null without a file. */
+  file: { version: number; source: 'download' | 'revalidated' | 'cache'; bytes: number } | null;
+}
+
 /** Fill `items` with a vector for every catalog item (see the module comment). */
-export async function warmCatalog({ store, items, progress, fileUrl, write, onError }: WarmCatalogOptions): Promise<void> {
+export async function warmCatalog({ store, items, progress, fileUrl, write, onError }: WarmCatalogOptions): Promise<WarmCatalogResult> {
   const key = (id: string): string => `${id}\u0000${itemTextHash(items.item(id))}`;
   const cached = await store.itemVectorsOf(items.embedder.id).catch(() => new Map<string, Float32Array>());
   let fresh: string[] = [];
@@ -34,19 +55,44 @@ export async function warmCatalog({ store, items, progress, fileUrl, write, onEr
     else fresh.push(it.id);
   }
   const fromFile: string[] = [];
-  if (fresh.length && fileUrl) {
-    const file = await fetchCatalogVectors(fileUrl, items, progress).catch((e: unknown) => {
-      onError(e instanceof CatalogVectorsError ? e : new CatalogVectorsError(`${fileUrl}: ${e instanceof Error ? e.message : String(e)}`));
-      return null;
-    });
-    if (file) {
-      fresh = fresh.filter((id) => {
-        const row = file.get(id);
-        if (!row || row.hash !== itemTextHash(items.item(id))) return true;
-        items.seed(id, row.vector);
-        fromFile.push(id);
-        return false;
+  const result: WarmCatalogResult = { file: null };
+  if (fileUrl) {
+    const report = (e: unknown): void => onError(e instanceof CatalogVectorsError ? e : new CatalogVectorsError(`${fileUrl}: ${e instanceof Error ? e.message : String(e)}`));
+    const entry = await getCachedFile(fileUrl);
+    const validators = entry && (entry.etag || entry.lastModified) ? { etag: entry.etag, lastModified: entry.lastModified } : undefined;
+    const mode = fresh.length > 0 || !entry ? 'full' : validators ? 'conditional' : 'none';
+    let got: Downloaded | 'not modified' | null = mode === 'none' ? 'not modified' : null;
+    if (mode !== 'none') {
+      got = await fetchCatalogFile(fileUrl, progress, mode === 'conditional' ? validators : undefined).catch((e: unknown) => {
+        // why: offline with everything cached is normal (nothing to report); anything else is
+        if (!(mode === 'conditional' && e instanceof TypeError)) report(e);
+        return null;
       });
+    }
+    if (got === 'not modified' || (got === null && entry)) {
+      if (entry?.shop) result.shop = await fromCache(entry, fileUrl, report);
+      if (entry) result.file = { version: entry.version, source: got === 'not modified' && mode === 'conditional' ? 'revalidated' : 'cache', bytes: entry.bytes };
+    } else if (got) {
+      try {
+        const file = decodeCatalogFile(got.bytes);
+        if (file.embedder !== items.embedder.id || file.dim !== items.embedder.dim) {
+          throw new CatalogVectorsError(`${fileUrl} holds ${file.embedder} vectors (${file.dim}-d); this engine embeds with ${items.embedder.id} (${items.embedder.dim}-d)`);
+        }
+        fresh = fresh.filter((id) => {
+          const row = file.vectors.get(id);
+          if (!row || row.hash !== itemTextHash(items.item(id))) return true;
+          items.seed(id, row.vector);
+          fromFile.push(id);
+          return false;
+        });
+        result.shop = file.shop;
+        result.file = { version: file.version, source: 'download', bytes: got.bytes.length };
+        const rec: CachedCatalogFile = { url: fileUrl, version: file.version, etag: got.etag, lastModified: got.lastModified, bytes: got.bytes.length, savedAt: Date.now() };
+        if (file.shop) rec.shop = { id: file.shop.id, model: file.shop.modelBytes, ...(file.shop.sasrec ? { sasrec: { bytes: file.shop.sasrec.bytes, items: file.shop.sasrec.items } } : {}) };
+        await putCachedFile(rec);
+      } catch (e) {
+        report(e);
+      }
     }
   }
   const total = fresh.length;
@@ -57,13 +103,38 @@ export async function warmCatalog({ store, items, progress, fileUrl, write, onEr
     const vectors = toCache.map((id) => [key(id), items.raw(id)!] as [string, Float32Array]);
     await write(() => store.putItemVectors(items.embedder.id, vectors));
   }
+  return result;
 }
 
-/** Fetch (with byte progress) and check the shop's catalog vector file; throws on anything wrong with it. */
-async function fetchCatalogVectors(url: string, items: ItemVectors, progress: (p: LoadProgress) => void): Promise<Map<string, { hash: string; vector: Float32Array }>> {
-  const response = await fetch(url);
+/** The cached shop part, decoded; a record that no longer decodes is dropped (the next visit downloads the file). */
+async function fromCache(entry: CachedCatalogFile, url: string, report: (e: unknown) => void): Promise<CatalogShopPart | undefined> {
+  const s = entry.shop!;
+  try {
+    return decodeShopPart(s.model, s.sasrec, s.id);
+  } catch (e) {
+    await deleteCachedFile(url);
+    report(new CatalogVectorsError(`the cached copy of ${url} is unusable and was dropped: ${(e as Error).message}`));
+    return undefined;
+  }
+}
+
+interface Downloaded {
+  bytes: Uint8Array;
+  etag: string | null;
+  lastModified: string | null;
+}
+
+/** Fetch (with byte progress) the shop's catalog vector file; `'not modified'` for a 304 of a conditional request. */
+async function fetchCatalogFile(url: string, progress: (p: LoadProgress) => void, validators?: { etag: string | null; lastModified: string | null }): Promise<Downloaded | 'not modified'> {
+  const headers: Record<string, string> = {};
+  if (validators?.etag) headers['if-none-match'] = validators.etag;
+  if (validators?.lastModified) headers['if-modified-since'] = validators.lastModified;
+  const response = await fetch(url, validators ? { headers } : undefined);
+  if (validators && response.status === 304) return 'not modified';
   if (!response.ok) throw new CatalogVectorsError(`${url} answered HTTP ${response.status}`);
-  const total = Number(response.headers.get('content-length') ?? 0);
+  // why: with a content-encoding (gzip, br) the length is the compressed one, the body is decoded
+  const coding = response.headers.get('content-encoding');
+  const total = coding && coding !== 'identity' ? 0 : Number(response.headers.get('content-length') ?? 0);
   let bytes: Uint8Array;
   if (response.body && total > 0) {
     bytes = new Uint8Array(total);
@@ -81,9 +152,5 @@ async function fetchCatalogVectors(url: string, items: ItemVectors, progress: (p
   } else {
     bytes = new Uint8Array(await response.arrayBuffer());
   }
-  const file = decodeCatalogVectors(bytes);
-  if (file.header.embedder !== items.embedder.id || file.header.dim !== items.embedder.dim) {
-    throw new CatalogVectorsError(`${url} holds ${file.header.embedder} vectors (${file.header.dim}-d); this engine embeds with ${items.embedder.id} (${items.embedder.dim}-d)`);
-  }
-  return file.vectors;
+  return { bytes, etag: response.headers.get('etag'), lastModified: response.headers.get('last-modified') };
 }

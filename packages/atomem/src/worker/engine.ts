@@ -19,7 +19,9 @@ import { LlmReasoner } from '../reason/llm.js';
 import { llmPlanner } from '../reason/planner.js';
 import type { LanguageModel, LoadProgress } from '../models/types.js';
 import { MemoryStore, StorageQuotaError } from '../store/index.js';
-import { warmCatalog } from './catalog.js';
+import { warmCatalog, type WarmCatalogResult } from './catalog.js';
+import { ShopKnowledge } from '../shop/device.js';
+import { CatalogVectorsError } from '../protocol/catalog-vectors-v1.js';
 import { buildEmbedder, type BuiltEmbedder } from './embedders.js';
 import { ReportClient, ReportHttpError, reportDelay } from '../sync/report-client.js';
 import { AttesterTokenProvider } from '../sync/tokens.js';
@@ -39,6 +41,7 @@ import type {
   PrivacyLevel,
   PromptApiLoanInfo,
   RecommendationResult,
+  IntentMemoriesResult,
   RecommendOptions,
   SyncReport,
   TrackInput,
@@ -52,6 +55,8 @@ interface Session {
   items: ItemVectors;
   agent: MemoryAgent;
   embedder: BuiltEmbedder;
+  /** The catalog vector file and the shop model in use (for `status()`). */
+  catalog: EngineStatus['catalog'];
   llm: {
     model: LanguageModel | null;
     attempts: EngineStatus['llm']['attempts'];
@@ -164,10 +169,12 @@ export class Engine implements EngineApi {
       const items = new ItemVectors(embedder.embedder, options.catalog);
       const store = await MemoryStore.open({ profile: options.profile });
       try {
-        await warmCatalog({ store, items, progress, fileUrl: options.catalogVectors, write: (fn) => this.write(fn), onError: (e) => this.emit('error', serializeError(e)) });
+        const warm = await warmCatalog({ store, items, progress, fileUrl: options.catalogVectors, write: (fn) => this.write(fn), onError: (e) => this.emit('error', serializeError(e)) });
+        // the shop's published model (a v2 file with one): the item space moves to it before the agent exists (tau is set from it)
+        const catalog = this.useShop(items, warm, options.catalogVectors);
         const state = await store.load();
         await this.closeSession();
-        const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, llm: { model: null, attempts: [], loading: null, reasoner: null, idleTimer: null }, sync: null };
+        const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, catalog, llm: { model: null, attempts: [], loading: null, reasoner: null, idleTimer: null }, sync: null };
         if (options.index) session.sync = await this.syncSession(options.index);
         this.session = session;
         if (options.llm) session.llm.loading = this.loadModel(session, progress);
@@ -203,6 +210,7 @@ export class Engine implements EngineApi {
           deferred: pendingCount(s.agent.snapshot),
         },
         storage: { degraded: s.store.degraded, persisted: null },
+        catalog: s.catalog ? { ...s.catalog, shop: s.catalog.shop ? { ...s.catalog.shop } : null } : null,
         shared: this.shared,
         sync: s.sync
           ? { url: s.sync.url, privacy: s.sync.privacy, pending: s.sync.report ? 1 : 0, lastError: s.sync.lastError, release: s.sync.release?.epoch ?? null, reportedEpoch: s.agent.reportedEpoch() ?? null }
@@ -231,13 +239,19 @@ export class Engine implements EngineApi {
   recommend(candidates: string[], opts: RecommendOptions = {}): Promise<RecommendationResult[]> {
     return this.reading(async () => {
       if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
+      // why: only the fields we know cross into the agent (the intent is used for this call and dropped)
       const ranked = await this.ready().agent.recommend(candidates, {
         rerank: opts.rerank,
         ...(opts.diversify !== undefined ? { diversify: opts.diversify } : {}),
         ...(opts.exclude !== undefined ? { exclude: opts.exclude } : {}),
+        ...(opts.intent !== undefined ? { intent: opts.intent } : {}),
       });
       return ranked.map((r) => ({ id: r.id, score: r.score, explanations: r.explanations }));
     });
+  }
+
+  intentMemories(intent: string): Promise<IntentMemoriesResult> {
+    return this.reading(async () => this.ready().agent.intentMemories(intent));
   }
 
   memories(): Promise<AtomicMemory[]> {
@@ -457,6 +471,25 @@ export class Engine implements EngineApi {
   }
 
   // ——— internals ———
+
+  /**
+   * Move `items` to the shop model of the catalog file, if it has one (`ItemVectors.useShop`);
+   * a model that cannot serve (no item vectors) is an `error` event and the content space stays.
+   */
+  private useShop(items: ItemVectors, warm: WarmCatalogResult, url: string | undefined): EngineStatus['catalog'] {
+    if (!url || !warm.file) return url ? { url, version: null, source: null, bytes: 0, shop: null } : null;
+    const base = { url, version: warm.file.version, source: warm.file.source, bytes: warm.file.bytes };
+    const part = warm.shop;
+    if (!part) return { ...base, shop: null };
+    try {
+      const knowledge = new ShopKnowledge(part.id, part.model, part.sasrec ? { weights: part.sasrec.weights, items: part.sasrec.items } : undefined);
+      items.useShop(knowledge);
+    } catch (e) {
+      this.emit('error', serializeError(new CatalogVectorsError(`${url}: its shop model is not used: ${e instanceof Error ? e.message : String(e)}`)));
+      return { ...base, shop: null };
+    }
+    return { ...base, shop: { id: part.id, items: part.model.items.length, sequence: part.sasrec ? 'sasrec' : null, epsilon: part.model.privacy?.epsilon ?? null } };
+  }
 
   /** Memory operations through the LLM reasoner, and the LLM planner (idle-time batches, model-chosen sweeps). */
   private usePlanning(agent: MemoryAgent, reasoner: LlmReasoner): void {

@@ -156,6 +156,14 @@ export interface EngineOptions {
    * with the same embedder). Items whose vector is in it (same embedder, same text) are not
    * embedded on the device; the rest are. A missing or mismatched file is an `error` event
    * (`CatalogVectorsError`), never fatal. Fetched only when some item is not cached yet.
+   *
+   * A file of format v2 made with the shop's order log (`atomem-vectors --log …`) also carries
+   * the shop model (and a SASRec sequence model): the engine then ranks with it over the
+   * shopper's own history, on the device (the item space becomes the shop's collaborative one,
+   * `status().catalog.shop` says which). Its models are cached in IndexedDB (`atomem-files`);
+   * a returning shopper revalidates the file with a conditional request when it was served with
+   * `ETag` / `Last-Modified` (a 304 downloads nothing), else never fetches it again: publish a
+   * changed file under a new URL then.
    */
   catalogVectors?: string;
   /** Optional language models (none by default: rules reasoner). */
@@ -208,6 +216,19 @@ export interface EngineStatus {
   };
   /** True inside a SharedWorker (several tabs share this engine). */
   shared: boolean;
+  /**
+   * The catalog vector file (`catalogVectors`), or null without one: its format version, where
+   * it came from this time (`download`, `revalidated` by a 304, or the `cache` without a
+   * request; null when it could not be used), its size, and the shop model in use (v2 files
+   * made with an order log), or null (content space, as with v1).
+   */
+  catalog: {
+    url: string;
+    version: number | null;
+    source: 'download' | 'revalidated' | 'cache' | null;
+    bytes: number;
+    shop: { id: string; items: number; sequence: 'sasrec' | null; epsilon: number | null } | null;
+  } | null;
   /** Sharing with the community index, or null when no index is configured. */
   sync: { url: string; privacy: PrivacyLevel; pending: number; lastError: string | null; release: number | null; reportedEpoch: number | null } | null;
 }
@@ -240,6 +261,23 @@ export interface RecommendOptions {
    * (every item in the history), or several of them. Default: none.
    */
   exclude?: ExcludeRule | ExcludeRule[];
+  /**
+   * The shopper's stated intent for this ranking, e.g. "a gift for my dad, he hikes" (at most 200
+   * characters; control characters are removed). Embedded in the worker with the content
+   * embedder, it selects the memories that bear on it and conditions the ranking; explanations
+   * say how intent and memory met. Never stored, never sent (docs/PRIVACY.md). A non-string,
+   * empty or over-long intent rejects with `InvalidIntentError` (its `reason`: `type`, `empty`
+   * or `too-long`).
+   */
+  intent?: string;
+}
+
+/** The memories a stated intent selects (for inspection; see `EngineApi.intentMemories`). */
+export interface IntentMemoriesResult {
+  /** The intent as used (control characters removed, whitespace collapsed). */
+  intent: string;
+  /** Best first: each memory's id, statement, category and cosine to the intent. */
+  memories: { memoryId: string; content: string; category: string; similarity: number }[];
 }
 
 /** The rules of {@link RecommendOptions.exclude}. */
@@ -360,6 +398,8 @@ export interface EngineApi {
   track(interaction: TrackInput): Promise<void>;
   /** Rank candidate ids (unknown id → `UnknownItemError`). */
   recommend(candidates: string[], opts?: RecommendOptions): Promise<RecommendationResult[]>;
+  /** The memories a stated intent selects (same validation as `recommend`'s `intent`; nothing stored). */
+  intentMemories(intent: string): Promise<IntentMemoriesResult>;
   /** Atomic memories, most salient first. */
   memories(): Promise<AtomicMemory[]>;
   /** The profile narrative, or null before the first synthesis. */

@@ -1,0 +1,187 @@
+/**
+ * The service's edge: what every route gets before a handler runs, v1 and v2 alike.
+ *
+ * - **Timeouts** (Node's HTTP server, checked every second): the request headers must arrive
+ *   within `headersTimeoutMs`, the whole request within `requestTimeoutMs`, a socket with no
+ *   traffic is closed after `idleTimeoutMs`, a kept-alive one after `keepAliveTimeoutMs`. A
+ *   client sending one byte every few seconds holds a connection for `headersTimeoutMs` at most.
+ * - **Connection caps**: at most `maxConnections` open sockets (below the process's open-file
+ *   limit, so the service never runs out of file descriptors), and at most
+ *   `maxConnectionsPerAddress` per client address; a connection over a cap is closed at once.
+ * - **The client address** (the socket's peer, or with `trustProxy` the address the trusted
+ *   proxy reports) keys rate limits and the per-address cap. It is used in memory only, as a
+ *   keyed hash (HMAC with a random per-process key) for rate limits, never logged or stored;
+ *   IPv6 addresses are cut to their /64 (one subscriber's prefix). A client-chosen header never
+ *   keys anything.
+ */
+import { createHmac, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { isIPv6 } from 'node:net';
+import type { Socket } from 'node:net';
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+
+/** Network limits of the service (`IndexServiceOptions.network`). Every field has a default. */
+export interface NetworkLimits {
+  /** Time for a client to send the request headers. Default 10 000 ms. */
+  headersTimeoutMs?: number;
+  /** Time for a client to send the whole request (headers and body). Default 15 000 ms. */
+  requestTimeoutMs?: number;
+  /** A socket without any traffic for this long is closed (also one whose client stopped reading). Default 15 000 ms. */
+  idleTimeoutMs?: number;
+  /** An idle kept-alive connection is closed after this long. Default 5 000 ms. */
+  keepAliveTimeoutMs?: number;
+  /** Open connections in all (new ones beyond are closed at once). Default 4 096, and at most half the open-file limit when Node knows it. */
+  maxConnections?: number;
+  /**
+   * Open connections per client address. Default 64 (with `trustProxy`: unlimited, since every
+   * connection then comes from the proxy, which must cap its clients itself).
+   */
+  maxConnectionsPerAddress?: number;
+  /** Requests served on one kept-alive connection before it is closed. Default 1 000. */
+  maxRequestsPerSocket?: number;
+}
+
+/** {@link NetworkLimits} with every default applied. */
+export type ResolvedNetworkLimits = Required<NetworkLimits>;
+
+/** Apply the defaults (see {@link NetworkLimits}); throws RangeError on a nonsensical value. */
+export function resolveNetworkLimits(o: NetworkLimits = {}, trustProxy: unknown = false): ResolvedNetworkLimits {
+  const r: ResolvedNetworkLimits = {
+    headersTimeoutMs: o.headersTimeoutMs ?? 10_000,
+    requestTimeoutMs: o.requestTimeoutMs ?? 15_000,
+    idleTimeoutMs: o.idleTimeoutMs ?? 15_000,
+    keepAliveTimeoutMs: o.keepAliveTimeoutMs ?? 5_000,
+    maxConnections: o.maxConnections ?? 4096,
+    maxConnectionsPerAddress: o.maxConnectionsPerAddress ?? (trustProxy ? Infinity : 64),
+    maxRequestsPerSocket: o.maxRequestsPerSocket ?? 1000,
+  };
+  for (const [k, v] of Object.entries(r)) {
+    if (!(typeof v === 'number' && v >= 1)) throw new RangeError(`network.${k} must be a number ≥ 1, got ${String(v)}`);
+  }
+  if (r.headersTimeoutMs > r.requestTimeoutMs) throw new RangeError(`network.headersTimeoutMs (${r.headersTimeoutMs}) must not exceed network.requestTimeoutMs (${r.requestTimeoutMs})`);
+  return r;
+}
+
+/** Counters of the edge (metrics). */
+export interface EdgeCounters {
+  /** Open connections now. */
+  connections: number;
+  /** Connections closed at once because a cap was reached. */
+  refusedConnections: number;
+  /** Requests answered 429. */
+  rateLimited: number;
+}
+
+/**
+ * Enforce the connection caps on `server` (call before it listens). Returns the live counters.
+ */
+export function installConnectionCaps(server: Server, limits: ResolvedNetworkLimits): EdgeCounters {
+  const counters: EdgeCounters = { connections: 0, refusedConnections: 0, rateLimited: 0 };
+  const perAddress = new Map<string, number>();
+  const cap = limits.maxConnectionsPerAddress;
+  // why: Node closes connections beyond maxConnections itself, before any parsing
+  server.maxConnections = limits.maxConnections;
+  server.on('drop', () => {
+    counters.refusedConnections++;
+  });
+  server.on('connection', (socket: Socket) => {
+    const a = socket.remoteAddress ?? '';
+    const n = (perAddress.get(a) ?? 0) + 1;
+    if (n > cap) {
+      counters.refusedConnections++;
+      socket.destroy();
+      return;
+    }
+    perAddress.set(a, n);
+    counters.connections++;
+    socket.once('close', () => {
+      counters.connections--;
+      const m = (perAddress.get(a) ?? 1) - 1;
+      if (m <= 0) perAddress.delete(a);
+      else perAddress.set(a, m);
+    });
+  });
+  return counters;
+}
+
+/** The open-file limit of this process when Node can tell (Linux), else undefined. */
+export function openFileLimit(): number | undefined {
+  try {
+    // why: Node has no getrlimit; /proc/self/limits is the Linux source
+    const text = readFileSync('/proc/self/limits', 'utf8');
+    const m = /Max open files\s+(\d+)/.exec(text);
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Rate-limit key of a client address: HMAC-SHA256 under a random per-process key of the address
+ * (IPv6 cut to its /64), so the limiter never holds an address in clear.
+ */
+export function addressKeyer(): (ip: string) => string {
+  const secret = randomBytes(32);
+  return (ip: string) => {
+    const a = ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+    return createHmac('sha256', secret).update(isIPv6(a) ? ipv6Prefix64(a) : a).digest('base64url').slice(0, 22);
+  };
+}
+
+/** The first 64 bits of an IPv6 address, as 4 hex groups. */
+export function ipv6Prefix64(a: string): string {
+  const [head, tail = ''] = a.split('%')[0].split('::');
+  const h = head ? head.split(':') : [];
+  const t = tail ? tail.split(':') : [];
+  const groups = a.includes('::') ? [...h, ...Array(Math.max(0, 8 - h.length - t.length)).fill('0'), ...t] : h;
+  return groups.slice(0, 4).map((g) => (g || '0').toLowerCase().replace(/^0+(?=.)/, '')).join(':');
+}
+
+/**
+ * CORS origins as configured: `'*'` (any origin; the API takes no credentials) or a list of
+ * exact origins (`https://shop.example`) and regular expressions. Default: none, i.e. same
+ * origin only (no CORS headers: browsers on other origins cannot read answers). `null` (the
+ * origin of sandboxed frames and `file:` pages) is never allowed.
+ */
+export type CorsOrigins = '*' | readonly (string | RegExp)[];
+
+/** Validate configured origins; returns what @fastify/cors takes. */
+export function corsOriginOption(origins: CorsOrigins | true | undefined): boolean | string | (string | RegExp)[] | ((origin: string | undefined, cb: (err: Error | null, allow: boolean) => void) => void) {
+  if (origins === undefined) return false;
+  if (origins === '*' || origins === true) {
+    // why: reflect any real origin but never the opaque `null` one
+    return (origin, cb) => cb(null, origin !== undefined && origin !== 'null');
+  }
+  const list = [...origins];
+  for (const o of list) {
+    if (typeof o === 'string') {
+      if (o === 'null') throw new RangeError("corsOrigins: 'null' is not allowed (it is the origin of sandboxed frames and local files, which anyone can create)");
+      if (!/^https?:\/\/[^/?#\s]+$/.test(o)) throw new RangeError(`corsOrigins: ${JSON.stringify(o)} is not an origin (scheme://host[:port], no path)`);
+    } else if (!(o instanceof RegExp)) {
+      throw new RangeError('corsOrigins: entries must be origin strings or regular expressions');
+    }
+  }
+  return (origin, cb) => {
+    if (origin === undefined || origin === 'null') return cb(null, false);
+    cb(null, list.some((o) => (typeof o === 'string' ? o === origin : o.test(origin))));
+  };
+}
+
+/** Event-loop delay (p50 / p99 / max, ms) since the last reset: how long a request waited for the loop. */
+export class LoopDelay {
+  private readonly h: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
+  constructor() {
+    this.h.enable();
+  }
+  read(): { p50: number; p99: number; max: number } {
+    const ms = (ns: number) => Math.round(ns / 1e4) / 100;
+    return { p50: ms(this.h.percentile(50)), p99: ms(this.h.percentile(99)), max: ms(this.h.max) };
+  }
+  reset(): void {
+    this.h.reset();
+  }
+  dispose(): void {
+    this.h.disable();
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * Item-space scale benchmark (`npm run bench:index -- --item-space [--sizes 10k,100k,1m]`):
+ * the index service's protocol-v2 clustering of a catalog (`clusterItemSpace` of
+ * packages/atomem-index/src/clusters.ts) on synthetic clustered catalogs of `--dim` (default
+ * 128) unit vectors.
+ *
+ * Per size: the first start (kNN graph by usearch HNSW, Louvain, both persisted in a temporary
+ * data dir), the restart (the persisted communities read back), recall@10 of the HNSW kNN
+ * graph against the exact kNN (usearch's exact SIMD search) on `--sample` random items, the
+ * resulting communities (count, largest), and the process RSS. One size at a time, in this
+ * process; progress on stderr, a Markdown table on stdout, `--json FILE`.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import usearch from 'usearch';
+import { Command, InvalidArgumentError } from 'commander';
+import { clusterItemSpace, knnExpansion, readPersistedKnn } from 'atomem-index';
+import type { ItemSpace } from 'atomem/engine';
+import { mulberry32 } from './rng.js';
+
+interface Row {
+  items: number;
+  dim: number;
+  ef: number;
+  firstStartS: number;
+  knnS: number;
+  louvainS: number;
+  restartS: number;
+  recallAt10: number;
+  sample: number;
+  communities: number;
+  largest: number;
+  rssMB: number;
+}
+
+function parseSizes(v: string): number[] {
+  return v.split(',').map((s) => {
+    const m = /^(\d+(?:\.\d+)?)([km]?)$/i.exec(s.trim());
+    if (!m) throw new InvalidArgumentError(`bad size ${s}`);
+    return Math.round(Number(m[1]) * (m[2].toLowerCase() === 'm' ? 1e6 : m[2].toLowerCase() === 'k' ? 1e3 : 1));
+  });
+}
+
+/** n unit vectors in n/200 Gaussian clusters (a catalog: products of a kind sit together). */
+function catalog(n: number, dim: number, seed: number): ItemSpace {
+  const u = mulberry32(seed);
+  const gauss = () => Math.sqrt(-2 * Math.log(1 - u())) * Math.cos(2 * Math.PI * u());
+  const c = Math.max(8, Math.round(n / 200));
+  const centres = Array.from({ length: c }, () => Float32Array.from({ length: dim }, gauss));
+  const ids: string[] = new Array(n);
+  const vectors: Float32Array[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const centre = centres[Math.floor(u() * c)];
+    const v = new Float32Array(dim);
+    let norm = 0;
+    for (let d = 0; d < dim; d++) {
+      v[d] = centre[d] + 0.8 * gauss();
+      norm += v[d] * v[d];
+    }
+    norm = Math.sqrt(norm);
+    for (let d = 0; d < dim; d++) v[d] /= norm;
+    ids[i] = `sku-${i}`;
+    vectors[i] = v;
+  }
+  return { embedderId: `bench-catalog@${dim}`, ids, vectors };
+}
+
+export async function itemSpaceMain(argv: string[]): Promise<number> {
+  const o = new Command('bench:index --item-space')
+    .option('--sizes <list>', 'catalog sizes, e.g. 10k,100k,1m', parseSizes, [10_000, 100_000, 1_000_000])
+    .option('--dim <n>', 'vector dimension', (v) => Number(v), 128)
+    .option('--sample <n>', 'items whose kNN is checked against the exact one', (v) => Number(v), 1000)
+    .option('--seed <n>', 'seed', (v) => Number(v), 1)
+    .option('--ef <n>', 'HNSW ef of the kNN queries (default: the service\'s, growing with the catalog)', (v) => Number(v))
+    .option('--json <file>', 'write the rows as JSON')
+    .parse(argv, { from: 'user' })
+    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; json?: string }>();
+  const options = o.ef ? { expansionSearch: o.ef } : {};
+  const rows: Row[] = [];
+  for (const n of o.sizes) {
+    process.stderr.write(`${n} items × ${o.dim}-d: generating…\n`);
+    const space = catalog(n, o.dim, o.seed);
+    const dir = mkdtempSync(join(tmpdir(), 'atomem-item-space-'));
+    try {
+      let last = -1;
+      const first = await clusterItemSpace(space, options, dir, (share) => {
+        const pc = Math.floor(share * 20) * 5;
+        if (pc !== last) process.stderr.write(`  kNN ${(last = pc)} %\n`);
+      });
+      process.stderr.write(`  first start ${(first.ms / 1000).toFixed(1)} s (kNN ${(first.knnMs / 1000).toFixed(1)} s, Louvain ${(first.louvainMs / 1000).toFixed(1)} s); restart…\n`);
+      const again = await clusterItemSpace(space, options, dir);
+      if (again.source !== 'cache') throw new Error(`restart did not read the persisted communities (${again.source})`);
+      const knn = readPersistedKnn(dir, space, options)!;
+      // Exact kNN of the sample (usearch's exact SIMD search over the whole catalog).
+      const u = mulberry32(o.seed + 99);
+      const sample = Math.min(o.sample, n);
+      const picks = Array.from({ length: sample }, () => Math.floor(u() * n));
+      const flat = new Float32Array(n * o.dim);
+      space.vectors.forEach((v, i) => flat.set(v, i * o.dim));
+      const queries = new Float32Array(sample * o.dim);
+      picks.forEach((p, i) => queries.set(space.vectors[p], i * o.dim));
+      const exact = usearch.exactSearch(flat, queries, o.dim, knn.k + 1, usearch.MetricKind.Cos) as unknown as { keys: BigUint64Array };
+      let hit = 0;
+      picks.forEach((p, q) => {
+        const truth = new Set<number>();
+        for (let h = 0; h < knn.k + 1 && truth.size < knn.k; h++) {
+          const key = Number(exact.keys[q * (knn.k + 1) + h]);
+          if (key !== p) truth.add(key);
+        }
+        for (let t = 0; t < knn.k; t++) if (truth.has(knn.neighbours[p * knn.k + t])) hit++;
+      });
+      const sizes = first.communities.communities.map((c) => c.items.length);
+      rows.push({
+        items: n,
+        dim: o.dim,
+        ef: knn.exact ? 0 : (o.ef ?? knnExpansion(n, knn.k)),
+        firstStartS: first.ms / 1000,
+        knnS: first.knnMs / 1000,
+        louvainS: first.louvainMs / 1000,
+        restartS: again.ms / 1000,
+        recallAt10: hit / (sample * knn.k),
+        sample,
+        communities: sizes.length,
+        largest: Math.max(...sizes),
+        rssMB: Math.round(process.memoryUsage.rss() / 2 ** 20),
+      });
+      process.stderr.write(`  ${JSON.stringify(rows.at(-1))}\n`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  const la = loadavg().map((x) => x.toFixed(1)).join(' / ');
+  process.stdout.write(`\n## item-space clustering (usearch HNSW kNN, k = 10, M = 16, efConstruction 64, 1 thread; Louvain) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
+  process.stdout.write('| items | dim | ef | first start s | of which kNN s | Louvain s | restart s | recall@10 (sample) | communities | largest | RSS MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n');
+  for (const r of rows) {
+    process.stdout.write(`| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.ef || 'exact'} | ${r.firstStartS.toFixed(1)} | ${r.knnS.toFixed(1)} | ${r.louvainS.toFixed(1)} | ${r.restartS.toFixed(2)} | ${r.recallAt10.toFixed(4)} (${r.sample}) | ${r.communities} | ${r.largest} | ${r.rssMB} |\n`);
+  }
+  if (o.json) writeFileSync(o.json, `${JSON.stringify({ config: { ...o, node: process.version, loadavg: la }, rows }, null, 2)}\n`);
+  return 0;
+}
