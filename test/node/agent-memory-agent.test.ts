@@ -241,15 +241,15 @@ describe('MemoryAgent lifecycle events', () => {
     expect(events[events.length - 1]).toMatchObject({ op: 'forget', memoryId: 'm1', detail: 'asked by the user' });
   });
 
-  it('emits merge events from a planner sweep (and merges nothing with consolidation off)', async () => {
+  it('emits merge events from a planner sweep (and merges nothing with merge off)', async () => {
     const events: LifecycleEvent[] = [];
-    // consolidation off: the same item twice forms two identical memories, and no sweep merges them
-    const { agent: off } = makeAgent({ mode: { consolidation: false }, config: { sweepEvery: 2 } }, events);
+    // consolidation and merge off (the no-consolidation ablation): the same item twice forms two identical memories, and no sweep merges them
+    const { agent: off } = makeAgent({ mode: { consolidation: false, merge: false }, config: { sweepEvery: 2 } }, events);
     await off.observe(ev('heat'));
     const kept = await off.observe(ev('heat', 'purchase'));
     expect(kept.map((e) => e.op)).not.toContain('merge');
     expect(off.memories()).toHaveLength(2);
-    // the same state with consolidation on: the next sweep merges the two duplicates
+    // the same state with merge on: the next sweep merges the two duplicates
     let k = 0;
     const { agent } = makeAgent({ state: structuredClone(off.snapshot), config: { sweepEvery: 1 }, newId: () => `n${++k}` }, events);
     const out = await agent.observe(ev('alien'));

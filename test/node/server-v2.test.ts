@@ -90,6 +90,15 @@ async function post(url: string, body: unknown) {
 }
 
 describe('index service v2', () => {
+  it('health names a release published straight through the store (a seeding script), not only the epoch job\'s', async () => {
+    const { svc, url } = await start();
+    const before = (await (await fetch(`${url}/v2/health`)).json()) as { latestRelease: number | null };
+    expect(before.latestRelease).toBeNull();
+    svc.v2!.store.publish(3, JSON.stringify({ v: 2, epoch: 3 }));
+    const after = (await (await fetch(`${url}/v2/health`)).json()) as { latestRelease: number | null };
+    expect(after.latestRelease).toBe(3);
+  });
+
   it('reports in, one immutable aggregate release per epoch out', async () => {
     const { svc, url, clock } = await start();
     const tokens = attester(url);

@@ -136,6 +136,7 @@ export class ReportStore {
    */
   publish(epoch: number, body: string | undefined, keep = 30): void {
     this.publishTx(epoch, body, keep);
+    this.latest = null; // re-read once: whoever published (the service's epoch job or a seeding script)
     this.db.pragma('wal_checkpoint(TRUNCATE)');
   }
 
@@ -144,10 +145,14 @@ export class ReportStore {
     return this.stmt.release.get(epoch)?.body;
   }
 
-  /** Latest released epoch. */
+  /** Latest released epoch (read from the file once per publish, so health can ask it on every request). */
   latestRelease(): number | undefined {
-    return this.stmt.latest.get()?.epoch ?? undefined;
+    if (this.latest === null) this.latest = { epoch: this.stmt.latest.get()?.epoch ?? undefined };
+    return this.latest.epoch;
   }
+
+  /** Cache of {@link latestRelease}; `null` = read it again. */
+  private latest: { epoch: number | undefined } | null = null;
 
   getMeta(key: string): string | undefined {
     return this.stmt.getMeta.get(key)?.value;

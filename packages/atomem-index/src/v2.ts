@@ -220,8 +220,6 @@ export function registerV2(
       throw storageError(f);
     }
   };
-  /** Latest published epoch, kept in memory so health reads no file. */
-  let latest: number | null = store.latestRelease() ?? null;
   const storageError = (f: StorageFailure) => new V2Error(f.status, f.code, f.message, f.retryAfterSeconds);
 
   let space: ItemSpace | undefined;
@@ -286,7 +284,6 @@ export function registerV2(
     for (const c of store.cells(e)) hist.add({ cohort: c.cohort, bucket: c.bucket }, c.n);
     const release = hist.total >= minReports ? buildRelease({ epoch: e, epochMs, space: sp, communities: cs, hist, ldp, minContributors }) : undefined;
     write(`publishing epoch ${e}`, () => store.publish(e, release ? JSON.stringify(release) : undefined, keep));
-    latest = store.latestRelease() ?? null;
     app.log.info({ epoch: e, reports: hist.total, released: release !== undefined }, 'v2: epoch aggregated');
     return release;
   };
@@ -324,7 +321,7 @@ export function registerV2(
           embedderId: sp.embedderId,
           epochMs,
           epoch: epoch(),
-          latestRelease: latest,
+          latestRelease: store.latestRelease() ?? null,
           ldp,
           minContributors,
           minReports,
@@ -341,7 +338,7 @@ export function registerV2(
     api.get('/v2/metrics', { config: noLimit }, async (req, reply) => {
       if (!extra.metricsAllowed?.(req)) return extra.fail(reply, 404, 'not_found', 'no route GET /v2/metrics (metrics need the metrics token)');
       reply.header('cache-control', 'no-store');
-      return { ...(extra.metrics?.() ?? {}), storage: storage.status(), latestRelease: latest };
+      return { ...(extra.metrics?.() ?? {}), storage: storage.status(), latestRelease: store.latestRelease() ?? null };
     });
 
     // why: the other routes are rate limited per client address (the attester's issuance is allow-listed by its key)

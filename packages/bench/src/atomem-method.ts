@@ -301,6 +301,10 @@ export class AtomemMethod implements Method {
       if ((ctx.target ?? 'test') === 'test') throw new BenchUsageError('feature dumps (atomem.dumpFeatures / ATOMEM_DUMP_FEATURES) are refused on test cases: add --validation');
       this.dumpFile = dump;
     }
+    if (this.itemVectors === 'hybrid' && this.params['atomem.indexUrl'] && this.mode.communities && this.privacy !== 'off') {
+      // why: a running service accepts one embedder id chosen at start, and a trained shop file's space id exists only after training
+      throw new BenchUsageError('--index-url needs --item-vectors content (the service is started for one embedder id; the shop file\'s space id is known only once it is trained)');
+    }
     const items = (this.items = await this.itemSpace(ctx));
     const v2 = this.mode.communities && this.privacy === 'contribute';
     const share = this.mode.communities && (this.privacy === 'embeddings' || this.privacy === 'items');
@@ -386,7 +390,7 @@ export class AtomemMethod implements Method {
   private train(ctx: MethodContext, items: ItemVectors): Promise<Map<string, Trained>> {
     // why without the ranking weights: training never ranks with them (the forward step is memory-only), so rankings that differ only in weights share one training
     const { weights: _w, shopWeights: _sw, ...trainingConfig } = this.config;
-    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, trainingConfig, this.llm?.id ?? 'rules', this.params['atomem.planner'] ?? 'llm']);
+    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, this.mode.merge ?? true, trainingConfig, this.llm?.id ?? 'rules', this.params['atomem.planner'] ?? 'llm']);
     let byKey = trainedCache.get(ctx.dataset);
     if (!byKey) trainedCache.set(ctx.dataset, (byKey = new Map()));
     let p = byKey.get(key);
@@ -629,7 +633,7 @@ export const ABLATIONS: Ablation[] = [
   {
     name: 'atomem-no-consolidation',
     removes: 'consolidation: every interaction forms a new memory (no reinforce, no merge in sweeps)',
-    make: (o, ablation) => new AtomemMethod(o, { consolidation: false }, { ablation }),
+    make: (o, ablation) => new AtomemMethod(o, { consolidation: false, merge: false }, { ablation }),
   },
   {
     name: 'atomem-single-summary',

@@ -48,8 +48,10 @@ export type V1PrivacyLevel = 'off' | 'embeddings' | 'items';
 export interface AgentMode {
   /** false = one summary memory instead of atomic memories. */
   atomic: boolean;
-  /** false = never consolidate: every interaction forms a memory, and sweeps merge nothing. */
+  /** false = never consolidate: every interaction forms a memory. */
   consolidation: boolean;
+  /** false = sweeps merge nothing (with `consolidation: false`: the no-consolidation ablation). Default true. */
+  merge?: boolean;
 }
 
 /** Agent options. Only `items` is required. */
@@ -1000,7 +1002,7 @@ export class MemoryAgent {
     const plan = await this.planner(this.state, this.config, now, when);
     const ctx = this.ctx(now);
     // why: the no-consolidation ablation must not consolidate in sweeps either (a merge is consolidation of two memories)
-    for (const [keep, absorb] of this.mode.consolidation ? plan.merge : []) {
+    for (const [keep, absorb] of this.mode.merge === false ? [] : plan.merge) {
       const a = this.state.memories.find((m) => m.id === keep);
       const b = this.state.memories.find((m) => m.id === absorb);
       if (!a || !b) continue;
