@@ -113,8 +113,9 @@ export type RecommendOpts = RecommendOptions;
 
 /**
  * Within the first `depth` cards, a card whose first sentence repeats an earlier card's names
- * the next closest item of the same memory instead (still a linked item close to the card), so
- * a row of cards from one interest does not read the same reason eight times. Mutates `out`.
+ * the next closest item of the same memory instead (still a linked item close to the card), or
+ * else leads with its next own reason, so a row of cards from one interest does not read the
+ * same reason eight times. Mutates `out`.
  */
 function varyFirstReasons(out: Recommendation[], depth: number, titleOf: (id: string) => string | undefined, actionOf: (id: string) => Action | undefined): void {
   const used = new Set<string>();
@@ -134,6 +135,9 @@ function varyFirstReasons(out: Recommendation[], depth: number, titleOf: (id: st
         }
       }
     }
+    // still a repeat (e.g. every card's sequence signal names the last item): lead with the card's next own reason
+    const next = used.has(r.explanations[0]) ? r.explanations.findIndex((e, j) => j > 0 && !used.has(e)) : -1;
+    if (next > 0) r.explanations = [r.explanations[next], ...r.explanations.filter((_, j) => j !== next)];
     used.add(r.explanations[0]);
   }
 }
