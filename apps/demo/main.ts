@@ -14,8 +14,8 @@
  * The page imports the public `atomem` package as a shop does (its built dist/, with the
  * `atomem/vite` plugin in vite.config.ts serving and emitting the worker and model files).
  */
-import { createAtomem, type Atomem, type AtomicMemory, type EngineStatus, type LifecycleEvent, type LlmEvent, type LlmOptions, type PrivacyLevel, type ProgressEvent, type RecommendationResult } from 'atomem';
-import { DEPARTMENTS, generateCatalog, productImageUrl, toItems, type Product } from './catalog.js';
+import { createAtomem, type Atomem, type AtomicMemory, type EngineStatus, type ExcludeRule, type LifecycleEvent, type LlmEvent, type LlmOptions, type PrivacyLevel, type ProgressEvent, type RecommendationResult } from 'atomem';
+import { DEPARTMENTS, generateCatalog, productImageUrl, seededRandom, toItems, type Product } from './catalog.js';
 
 type LlmCosts = NonNullable<EngineStatus['llm']['costs']>;
 type OperationCosts = LlmCosts['total'];
@@ -68,8 +68,6 @@ const events: LifecycleEvent[] = [];
 const llmEvents: { at: number; e: LlmEvent }[] = [];
 /** Entries kept in the model feed. */
 const LLM_FEED_SIZE = 50;
-/** Purchased items are not recommended again. */
-const bought = new Set<string>();
 let actions = 0;
 /** A language model is active (from the engine's status; the rerank needs one). */
 let llmActive = false;
@@ -141,7 +139,6 @@ let queue: Promise<unknown> = Promise.resolve();
 function act(item: string, action: 'click' | 'cart' | 'purchase'): Promise<void> {
   const run = queue.then(async () => {
     if (!atomem) return;
-    if (action === 'purchase') bought.add(item);
     await atomem.track({ item, action });
     actions++;
     const verb = action === 'click' ? 'Viewed' : action === 'cart' ? 'Added to cart:' : 'Bought';
@@ -156,14 +153,16 @@ function act(item: string, action: 'click' | 'cart' | 'purchase'): Promise<void>
 
 async function renderShelf(): Promise<void> {
   if (!atomem) return;
-  const candidates = catalog.map((p) => p.id).filter((id) => !bought.has(id));
+  const candidates = catalog.map((p) => p.id);
   const rerank = llmActive && $<HTMLInputElement>('rerank-toggle').checked;
   // With the rerank on, the engine's own order is asked for too (no model call; both requests
   // queue back to back in the worker). A reranked item whose explanations are the engine's with
   // one more in front got that one from the model; on any failure the engine's order and
   // explanations stand, and nothing is marked.
   const asked = intent;
-  const opts = asked !== undefined ? { intent: asked } : {};
+  // what the shopper bought or has just seen is not recommended again (the engine leaves it out)
+  const exclude: ExcludeRule[] = ['bought', 'seen'];
+  const opts = asked !== undefined ? { intent: asked, exclude } : { exclude };
   let plain: Promise<RecommendationResult[]> = atomem.recommend(candidates, opts);
   if (asked !== undefined) {
     // a refused intent (too long, only control characters…) says why; the shelf keeps memory's order
@@ -176,11 +175,11 @@ async function renderShelf(): Promise<void> {
         if (!(e instanceof Error) || e.name !== 'InvalidIntentError') throw e;
         $('intent-error').textContent = e.message;
         intent = undefined;
-        return atomem!.recommend(candidates);
+        return atomem!.recommend(candidates, { exclude });
       },
     );
   }
-  const [base, ranked]: RecommendationResult[][] = await Promise.all([plain, rerank ? plain.then(() => atomem!.recommend(candidates, { rerank: SHELF_SIZE, ...(intent !== undefined ? { intent } : {}) })) : plain]);
+  const [base, ranked]: RecommendationResult[][] = await Promise.all([plain, rerank ? plain.then(() => atomem!.recommend(candidates, { rerank: SHELF_SIZE, exclude, ...(intent !== undefined ? { intent } : {}) })) : plain]);
   const engine = new Map(base.map((r, i) => [r.id, { rank: i + 1, explanations: r.explanations }]));
   const byModel = (r: RecommendationResult): boolean => {
     const own = engine.get(r.id)?.explanations;
@@ -630,6 +629,8 @@ const PERSONAS: [string, string][] = [
   ['Toys', 'Kitchen'],
 ];
 let personaTimer: ReturnType<typeof setTimeout> | undefined;
+/** Actions of one persona session (it stops by itself after them). */
+const PERSONA_ACTIONS = 45;
 
 function setupPersona(): void {
   const select = $<HTMLSelectElement>('persona-select');
@@ -638,22 +639,32 @@ function setupPersona(): void {
   const out = $<HTMLOutputElement>('persona-speed-out');
   speed.addEventListener('input', () => (out.textContent = `${Number(speed.value).toFixed(1)} actions/s`));
   const toggle = $<HTMLButtonElement>('persona-toggle');
+  // a seeded session per persona: the same persona browses the same way every time (reproducible demos and tests)
+  let random = seededRandom(1);
+  let done = 0;
   const stop = () => {
     clearTimeout(personaTimer);
     personaTimer = undefined;
-    toggle.textContent = 'Start browsing';
+    toggle.textContent = `Start browsing (${PERSONA_ACTIONS} actions)`;
     toggle.setAttribute('aria-pressed', 'false');
+    document.body.dataset.persona = done >= PERSONA_ACTIONS ? 'done' : 'stopped';
   };
+  toggle.textContent = `Start browsing (${PERSONA_ACTIONS} actions)`;
   const step = async () => {
     const depts = PERSONAS[Number(select.value)] ?? PERSONAS[0];
     const pool = catalog.filter((p) => depts.includes(p.department));
-    const p = pool[Math.floor(Math.random() * pool.length)];
-    const r = Math.random();
+    const p = pool[Math.floor(random() * pool.length)];
+    const r = random();
     await act(p.id, r < 0.75 ? 'click' : r < 0.93 ? 'cart' : 'purchase');
+    done++;
+    if (done >= PERSONA_ACTIONS) return stop();
     if (personaTimer !== undefined) personaTimer = setTimeout(step, 1000 / Number(speed.value));
   };
   toggle.addEventListener('click', () => {
     if (personaTimer !== undefined) return stop();
+    random = seededRandom(1000 + Number(select.value));
+    done = 0;
+    document.body.dataset.persona = 'browsing';
     toggle.textContent = 'Stop browsing';
     toggle.setAttribute('aria-pressed', 'true');
     personaTimer = setTimeout(step, 0);
@@ -712,7 +723,6 @@ function setupControls(): void {
   $('forget-me').addEventListener('click', async () => {
     if (!atomem) return;
     await atomem.erase();
-    bought.clear();
     events.length = 0;
     llmEvents.length = 0; // error messages may quote the erased memories
     actions = 0;

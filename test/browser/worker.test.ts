@@ -133,6 +133,21 @@ describe('worker engine through createAtomem', () => {
     expect((await Promise.all(Array.from({ length: 10 }, () => a.status()))).every((s) => s.embedder.kind === 'hashing')).toBe(true);
   });
 
+  it("recommend's exclude and diversify options cross the worker: bought / seen items left out, bad options rejected", async () => {
+    const a = await start(profile('exclude'));
+    await a.track({ item: 'kitchen-wok', action: 'purchase', at: 1_000 });
+    await a.track({ item: 'kitchen-skillet', action: 'click', at: 2_000 });
+    const all = catalog.map((i) => i.id);
+    const ids = async (opts: Parameters<Atomem['recommend']>[1]) => (await a.recommend(all, opts)).map((r) => r.id);
+    expect(await ids({})).toContain('kitchen-wok');
+    expect(await ids({ exclude: 'bought' })).not.toContain('kitchen-wok');
+    const fresh = await ids({ exclude: ['bought', 'seen'], diversify: false });
+    expect(fresh).not.toContain('kitchen-wok');
+    expect(fresh).not.toContain('kitchen-skillet');
+    expect(fresh).toHaveLength(all.length - 2);
+    await expect(a.recommend(all, { exclude: 'cart' as never })).rejects.toMatchObject({ name: 'TypeError' });
+  });
+
   it('replaces a dead worker on the next call; state comes back from IndexedDB', async () => {
     const workers: Worker[] = [];
     const p = profile('restart');

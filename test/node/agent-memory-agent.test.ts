@@ -387,11 +387,14 @@ describe('MemoryAgent.recommend', () => {
     expect(out.slice(-2).map((r) => r.id).sort()).toEqual(['casablanca', 'emma']);
   });
 
-  it('explains an item nothing supports with the fallback sentence', async () => {
+  it('a first visit (nothing known, no community) is a variety order, and says so', async () => {
     const { agent } = makeAgent();
     const out = await agent.recommend(['heat', 'alien']);
-    expect(out.map((r) => r.id)).toEqual(['heat', 'alien']); // no signal: input order
-    for (const r of out) expect(r.explanations).toEqual(['No memory supports this item yet.']);
+    expect(out.map((r) => r.id).sort()).toEqual(['alien', 'heat']);
+    for (const r of out) {
+      expect(r.reasons).toEqual([{ kind: 'prior', prior: 'variety', contribution: 0 }]);
+      expect(r.explanations).toEqual(['A first pick across the catalog: what you look at next personalises this shelf.']);
+    }
   });
 
   it('rejects unknown candidates and non-arrays', async () => {

@@ -3,7 +3,8 @@
  * tests and custom workers. A shop page imports `atomem` instead (`createAtomem`, the small
  * main-thread client that runs all of this in a Web Worker).
  */
-export { MemoryAgent, spaceDefaults, type AgentOptions, type AgentMode, type V1PrivacyLevel, type Recommendation, type RecommendOpts, type IntentSelection } from './agent/agent.js';
+export { MemoryAgent, spaceDefaults, EXCLUDE_RULES, varietyOrder, type AgentOptions, type AgentMode, type V1PrivacyLevel, type Recommendation, type RecommendOpts, type RecommendOptions as AgentRecommendOptions, type IntentSelection, type ExcludeRule, type FirstVisitPrior } from './agent/agent.js';
+export { diversify, type Aspect, type DiversifyCandidate, type DiversifyParams } from './core/diversify.js';
 export { INTENT_MAX_CHARS, InvalidIntentError, cleanIntent, type InvalidIntentReason } from './core/intent.js';
 export { ItemVectors, UnknownItemError } from './agent/items.js';
 export { DEFAULT_CONFIG, EMBEDDER_TAU, resolveConfig, tauFor, type AtomemConfig, type RankWeights } from './core/config.js';

@@ -21,12 +21,13 @@ import {
   type OpContext,
 } from '../core/memory.js';
 import { rulesPlanner, type PlanContext, type Planner } from '../core/planner.js';
-import { rank, type Candidate, type RankedItem, type Reason, type RecentSignal } from '../core/rank.js';
+import { rank, strongerAction, type Candidate, type RankedItem, type Reason, type RecentSignal } from '../core/rank.js';
 import { cleanIntent, intentTerms, selectIntentMemories, termMatch, type IntentMemory } from '../core/intent.js';
 import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
 import { dot, meanNormalized } from '../core/vector.js';
-import { explain } from '../core/explain.js';
-import type { AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile, SharedCopyRef } from '../core/types.js';
+import { diversify } from '../core/diversify.js';
+import { explain, LOW_SCORE_SENTENCE, NO_SUPPORT_SENTENCE } from '../core/explain.js';
+import type { Action, AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile, SharedCopyRef } from '../core/types.js';
 import type { SharedIndex, SharedMemoryUpload } from '../community/types.js';
 import { makeReport } from '../community/ldp.js';
 import { decodePrototypes, matchMemory } from '../community/release.js';
@@ -70,6 +71,112 @@ export interface AgentOptions {
   onLifecycle?: (e: LifecycleEvent) => void;
 }
 
+/**
+ * Which candidates `recommend` leaves out: `bought` — items with a purchase in the history;
+ * `seen` — items of the last `config.recentEvents` events, whatever the action (just looked at,
+ * carted or bought); `interacted` — every item in the event history.
+ */
+export type ExcludeRule = 'bought' | 'seen' | 'interacted';
+
+/** Every {@link ExcludeRule}. */
+export const EXCLUDE_RULES: readonly ExcludeRule[] = ['bought', 'seen', 'interacted'];
+
+/** The order of a first visit (no memory, no positive event): see {@link MemoryAgent.recommend}. */
+export type FirstVisitPrior = 'shop-popularity' | 'community-popularity' | 'variety';
+
+/** Options of {@link MemoryAgent.recommend}. */
+export interface RecommendOptions {
+  /** Ranking time for memory decay (default: the agent's clock). */
+  now?: number;
+  /** Rerank the top this-many listwise with the reasoner (0 = off; rules keep the order). */
+  rerank?: number;
+  /**
+   * Diversify the first `config.diversityDepth` positions by interest coverage (default true;
+   * `config.diversity` = the share that makes an interest strong, 0 = off): a shopper with
+   * several strong interests sees each in the first row.
+   */
+  diversify?: boolean;
+  /** Leave out items already bought or just seen, … (one rule or several; default none). */
+  exclude?: ExcludeRule | readonly ExcludeRule[];
+  /**
+   * The shopper's stated intent, e.g. "a gift for my dad, he hikes" (at most
+   * `INTENT_MAX_CHARS` characters; control characters are removed; non-string, empty or
+   * over-long → `InvalidIntentError`). Embedded on the device in the content space, it selects
+   * the memories that bear on it and adds the intent signals (`config.intentWeights`) to the
+   * ranking. Used for this call only: never stored, never sent.
+   */
+  intent?: string;
+}
+
+/** Same as {@link RecommendOptions} (the name the intent work used). */
+export type RecommendOpts = RecommendOptions;
+
+/**
+ * Within the first `depth` cards, a card whose first sentence repeats an earlier card's names
+ * the next closest item of the same memory instead (still a linked item close to the card), or
+ * else leads with its next own reason, so a row of cards from one interest does not read the
+ * same reason eight times. Mutates `out`.
+ */
+function varyFirstReasons(out: Recommendation[], depth: number, titleOf: (id: string) => string | undefined, actionOf: (id: string) => Action | undefined): void {
+  const used = new Set<string>();
+  for (const r of out.slice(0, depth)) {
+    const first = r.explanations[0];
+    const i = r.reasons.findIndex((x) => x.contribution > 0);
+    const top = r.reasons[i];
+    if (used.has(first) && top?.kind === 'memory' && top.alternatives) {
+      for (const alt of top.alternatives) {
+        const reasons = [...r.reasons];
+        reasons[i] = { ...top, item: alt, alternatives: top.alternatives.filter((x) => x !== alt).concat(top.item ? [top.item] : []) };
+        const explanations = explain({ ...r, reasons }, titleOf, 3, actionOf);
+        if (!used.has(explanations[0])) {
+          r.reasons = reasons;
+          r.explanations = explanations;
+          break;
+        }
+      }
+    }
+    // still a repeat (e.g. every card's sequence signal names the last item): lead with the card's next own reason
+    const next = used.has(r.explanations[0]) ? r.explanations.findIndex((e, j) => j > 0 && !used.has(e)) : -1;
+    if (next > 0) r.explanations = [r.explanations[next], ...r.explanations.filter((_, j) => j !== next)];
+    used.add(r.explanations[0]);
+  }
+}
+
+/** Positions a first visit's variety order places by farthest-point; the rest keep the input order. */
+const VARIETY_SLOTS = 64;
+
+/**
+ * Farthest-point order of `vectors` (indices): the most typical item first (nearest the mean),
+ * then each next the one least similar to those already placed, for the first `slots` positions.
+ */
+export function varietyOrder(vectors: readonly Float32Array[], slots: number): number[] {
+  const n = vectors.length;
+  if (n === 0) return [];
+  const dim = vectors[0].length;
+  const mean = new Float32Array(dim);
+  for (const v of vectors) for (let d = 0; d < dim; d++) mean[d] += v[d] / n;
+  let first = 0;
+  let best = -Infinity;
+  vectors.forEach((v, i) => {
+    const s = dot(v, mean);
+    if (s > best) (best = s), (first = i);
+  });
+  const order = [first];
+  const taken = new Uint8Array(n);
+  taken[first] = 1;
+  const maxSim = Float64Array.from(vectors, (v) => dot(v, vectors[first]));
+  while (order.length < Math.min(slots, n)) {
+    let pick = -1;
+    let low = Infinity;
+    for (let i = 0; i < n; i++) if (!taken[i] && maxSim[i] < low) (low = maxSim[i]), (pick = i);
+    taken[pick] = 1;
+    order.push(pick);
+    for (let i = 0; i < n; i++) if (!taken[i]) maxSim[i] = Math.max(maxSim[i], dot(vectors[i], vectors[pick]));
+  }
+  for (let i = 0; i < n; i++) if (!taken[i]) order.push(i);
+  return order;
+}
+
 /** A ranked recommendation with readable explanations. */
 export interface Recommendation extends RankedItem {
   explanations: string[];
@@ -88,20 +195,6 @@ export function spaceDefaults(items: ItemVectors, config: AgentOptions['config']
 }
 
 /** Options of {@link MemoryAgent.recommend}. */
-export interface RecommendOpts {
-  /** "Now" for recency decay (default: the agent's clock). */
-  now?: number;
-  /** Rerank the top this-many listwise with the reasoner (default 0: off; rules keep the order). */
-  rerank?: number;
-  /**
-   * The shopper's stated intent, e.g. "a gift for my dad, he hikes" (at most
-   * `INTENT_MAX_CHARS` characters; control characters are removed; non-string, empty or
-   * over-long → `InvalidIntentError`). Embedded on the device in the content space, it selects
-   * the memories that bear on it and adds the intent signals (`config.intentWeights`) to the
-   * ranking. Used for this call only: never stored, never sent.
-   */
-  intent?: string;
-}
 
 /** The memories a stated intent selected (see {@link MemoryAgent.intentMemories}). */
 export interface IntentSelection {
@@ -281,23 +374,34 @@ export class MemoryAgent {
   }
 
   /**
-   * Rank candidate item ids with explanations (unknown ids → UnknownItemError). With
-   * `opts.intent`, the stated intent conditions the ranking (see {@link RecommendOpts.intent}).
+   * Rank candidate item ids with explanations (unknown ids → UnknownItemError), best first.
+   * Each card's explanations name what moved that card (see `core/rank.ts`). With
+   * `opts.intent`, the stated intent conditions the ranking (see {@link RecommendOptions.intent}).
+   * The first `config.diversityDepth` positions are diversified by interest coverage unless
+   * `diversify: false` (or `config.diversity` 0); scores are then reassigned in the new order
+   * (the same set of scores, so the list stays sorted by score). On a first visit (no memory,
+   * no positive event, no intent) the order is a prior: see {@link FirstVisitPrior}.
    */
-  async recommend(candidates: readonly string[], opts: RecommendOpts = {}): Promise<Recommendation[]> {
+  async recommend(candidates: readonly string[], opts: RecommendOptions = {}): Promise<Recommendation[]> {
     if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
+    if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
     const rerankN = opts.rerank ?? 0;
     if (!Number.isInteger(rerankN) || rerankN < 0) throw new TypeError(`rerank must be an integer ≥ 0, got ${String(opts.rerank)}`);
+    if (opts.diversify !== undefined && typeof opts.diversify !== 'boolean') throw new TypeError(`diversify must be a boolean, got ${String(opts.diversify)}`);
+    const excluded = this.excluded(opts.exclude);
     const intentText = opts.intent === undefined ? undefined : cleanIntent(opts.intent);
     const seen = new Set<string>();
     for (const id of candidates) {
       if (seen.has(id)) throw new TypeError(`candidates contain "${id}" twice`);
       seen.add(id);
     }
-    const ids = candidates.map((id) => {
-      this.items.item(id);
-      return id;
-    });
+    const ids = candidates
+      .map((id) => {
+        this.items.item(id);
+        return id;
+      })
+      .filter((id) => !excluded.has(id));
+    if (ids.length === 0) return [];
     const vecs = await this.items.vectorsOf(ids);
     const cands: Candidate[] = ids.map((id, i) => ({ id, vector: vecs[i].vector }));
     const n = this.config.recentEvents;
@@ -308,11 +412,16 @@ export class MemoryAgent {
       item: e.item,
       vector: recentVecs[i].vector,
       weight: actionWeight(e.action) * Math.pow(0.9, recentEvents.length - 1 - i),
+      action: e.action,
     }));
     const now = opts.now ?? this.clock();
     // the shop's published model scores the candidates from this shopper's own events (nothing leaves the device)
     const shop = this.items.shop;
     const extra: Record<string, ArrayLike<number>> = shop ? { ...shop.signals(this.state.events, ids, now, String(this.state.nextSeq)) } : {};
+    // every shop-model signal gets a reason (pop and trend have no source item)
+    const extraSources: Record<string, ArrayLike<string | undefined>> | undefined = shop
+      ? { ...Object.fromEntries(Object.keys(extra).map((k) => [k, new Array<string | undefined>(ids.length)])), ...shop.sources(this.state.events, ids) }
+      : undefined;
     let weights = (shop ? this.config.shopWeights : this.config.weights) as Readonly<Record<string, number>>;
     let extraReasons: Reason[][] | undefined;
     if (intentText !== undefined) {
@@ -321,9 +430,19 @@ export class MemoryAgent {
       extraReasons = signals.reasons;
       weights = { ...weights, ...this.config.intentWeights };
     }
-    const ranked = rank({ memories: this.state.memories, candidates: cands, recent, communities: this.communities, now, extra, weights, extraReasons }, this.config);
+    // the memories' linked items, so a memory's reason can name the one closest to each card
+    const linked = [...new Set(this.state.memories.flatMap((m) => m.items))].filter((id) => this.items.has(id));
+    const linkedVecs = await this.items.vectorsOf(linked);
+    const itemVectors = new Map(linked.map((id, i) => [id, linkedVecs[i].vector]));
+    let ranked = rank({ memories: this.state.memories, candidates: cands, recent, communities: this.communities, now, extra, extraSources, itemVectors, weights, extraReasons }, this.config);
+    const vectorOf = new Map(cands.map((c) => [c.id, c.vector]));
+    const firstVisit = intentText === undefined && this.state.memories.length === 0 && !this.state.events.some((e) => actionWeight(e.action) > 0);
+    if (firstVisit) ranked = this.byPrior(ranked, vectorOf, shop ? extra : undefined, ids);
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
-    const out = ranked.map((r) => ({ ...r, explanations: explain(r, titleOf) }));
+    const actionOf = this.actionLookup();
+    let out: Recommendation[] = ranked.map((r) => ({ ...r, explanations: explain(r, titleOf, 3, actionOf) }));
+    if (!firstVisit && opts.diversify !== false && this.config.diversity > 0) out = this.diversified(out, vectorOf, now);
+    varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf);
     const top = Math.min(rerankN, out.length);
     if (top < 2 || this.reasoner === this.rules) return out;
     return [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
@@ -438,6 +557,87 @@ export class MemoryAgent {
       }
     });
     return best;
+  }
+
+  /** Ids the `exclude` rules drop (see {@link ExcludeRule}); a bad rule → TypeError. */
+  private excluded(exclude: RecommendOptions['exclude']): Set<string> {
+    const out = new Set<string>();
+    if (exclude === undefined) return out;
+    const rules = typeof exclude === 'string' ? [exclude] : exclude;
+    if (!Array.isArray(rules)) throw new TypeError(`exclude must be one of ${EXCLUDE_RULES.join(', ')} or an array of them, got ${String(exclude)}`);
+    for (const r of rules) {
+      if (!EXCLUDE_RULES.includes(r)) throw new TypeError(`exclude: unknown rule "${String(r)}" (expected one of ${EXCLUDE_RULES.join(', ')})`);
+      const events = r === 'seen' ? this.state.events.slice(-Math.max(1, this.config.recentEvents)) : this.state.events;
+      for (const e of events) if (r !== 'bought' || e.action === 'purchase') out.add(e.item);
+    }
+    return out;
+  }
+
+  /**
+   * A first visit's order (nothing known about the shopper): the shop model's popularity when a
+   * shop model is loaded, else the community release's popularity when there is one, else a
+   * neutral variety order (farthest-point over the item vectors, from the most typical item), so
+   * the first row spans the catalog instead of showing its first page. Each card's one reason
+   * says which.
+   */
+  private byPrior(ranked: RankedItem[], vectorOf: ReadonlyMap<string, Float32Array>, extra: Readonly<Record<string, ArrayLike<number>>> | undefined, ids: readonly string[]): RankedItem[] {
+    const index = new Map(ids.map((id, i) => [id, i]));
+    const pop = extra?.pop;
+    const shopPrior = pop !== undefined && Array.from(pop).some((x) => x !== pop[0]);
+    const communityPrior = !shopPrior && ranked.some((r) => r.features.popularity > 0);
+    if (shopPrior || communityPrior) {
+      const value = (r: RankedItem) => (shopPrior ? pop![index.get(r.id)!] : r.features.popularity);
+      const xs = ranked.map(value);
+      const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+      const sd = Math.sqrt(xs.reduce((a, b) => a + (b - mean) ** 2, 0) / xs.length) || 1;
+      return ranked
+        .map((r, k) => ({ r, k, z: (xs[k] - mean) / sd }))
+        .sort((a, b) => b.z - a.z || index.get(a.r.id)! - index.get(b.r.id)!)
+        .map(({ r, z }) => ({
+          ...r,
+          score: z,
+          reasons: [shopPrior ? { kind: 'prior' as const, prior: 'shop-popularity' as const, contribution: z } : { kind: 'prior' as const, prior: 'community-popularity' as const, share: r.features.popularity, contribution: z }],
+        }));
+    }
+    const byInput = [...ranked].sort((a, b) => index.get(a.id)! - index.get(b.id)!);
+    const order = varietyOrder(byInput.map((r) => vectorOf.get(r.id)!), VARIETY_SLOTS);
+    return order.map((k) => ({ ...byInput[k], score: 0, reasons: [{ kind: 'prior' as const, prior: 'variety' as const, contribution: 0 }] }));
+  }
+
+  /** The first row made to cover each strong interest (see core/diversify.ts). */
+  private diversified(out: Recommendation[], vectorOf: ReadonlyMap<string, Float32Array>, now: number): Recommendation[] {
+    const positive = this.state.memories.filter((m) => m.strength > 0 && m.embedding.vector.length === (vectorOf.values().next().value?.length ?? -1));
+    const aspects = positive.map((m) => ({ vector: m.embedding.vector, weight: salience(this.config, m, now) * Math.log1p(m.evidence) }));
+    const depth = this.config.diversityDepth;
+    const order = diversify(
+      out.map((r) => ({ score: r.score, vector: vectorOf.get(r.id)! })),
+      aspects,
+      { minShare: this.config.diversity, depth, tau: this.config.tau },
+    );
+    if (order.every((k, i) => k === i)) return out;
+    return order.map((k, i) => {
+      const r = { ...out[k], score: out[i].score };
+      // a card brought into the first row for an interest says which, if its own reasons had nothing positive
+      if (i < depth && k >= depth && (r.explanations[0] === LOW_SCORE_SENTENCE || r.explanations[0] === NO_SUPPORT_SENTENCE)) {
+        const v = vectorOf.get(r.id)!;
+        const best = positive
+          .map((m, a) => ({ m, w: aspects[a].weight, s: dot(m.embedding.vector, v) }))
+          .filter((x) => x.s >= this.config.tau)
+          .sort((x, y) => y.w - x.w)[0];
+        if (best) r.explanations = [`For another of your interests: “${best.m.content}”.`];
+      }
+      return r;
+    });
+  }
+
+  /** Item → the shopper's strongest positive action on it (purchase > cart > like > rate > click > view), for wording. */
+  private actionLookup(): (id: string) => Action | undefined {
+    const best = new Map<string, Action>();
+    for (const e of this.state.events) {
+      if (actionWeight(e.action) <= 0) continue;
+      if (strongerAction(e.action, best.get(e.item))) best.set(e.item, e.action);
+    }
+    return (id) => best.get(id);
   }
 
   /**

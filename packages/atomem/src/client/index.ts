@@ -32,6 +32,7 @@ export type {
   PrivacyLevel,
   SyncReport,
   ProgressEvent,
+  ExcludeRule,
   IntentMemoriesResult,
   RecommendOptions,
   RecommendationResult,

@@ -28,6 +28,13 @@ export interface AtomemConfig {
   initialStrength: number;
   /** Two memories at cosine ≥ mergeThreshold are merged (ARS merge). */
   mergeThreshold: number;
+  /**
+   * A single-item memory never reinforced is absorbed (merged) at a sweep into its nearest
+   * established memory (several items or reinforced) of the same polarity at cosine ≥ `tau × absorbSingletons` (see
+   * `singletonAbsorptions` in planner.ts); 0 = never. Keeps a shopper's memory at one memory
+   * per sub-interest instead of a pile of single-item ones.
+   */
+  absorbSingletons: number;
   /** Memories whose |strength| falls below this, with little evidence, are forgotten. */
   forgetThreshold: number;
   /** Evidence below which a weak memory may be forgotten. */
@@ -68,6 +75,15 @@ export interface AtomemConfig {
   shareProfile: boolean;
   /** Liked events the shared profile record is built from. */
   profileShareEvents: number;
+  /**
+   * Diversification of the first row by interest coverage (`core/diversify.ts`): every interest
+   * (a positive memory) holding at least this share of the memory weight gets a card among the
+   * first `diversityDepth`, replacing the lowest-ranked card that no other strong interest needs.
+   * 0 = off (the ranker's order). `recommend(ids, { diversify: false })` turns it off per call.
+   */
+  diversity: number;
+  /** Size of the first row the diversification fills (a shelf's first row). */
+  diversityDepth: number;
   /**
    * With the shop's published model the item space is its collaborative vectors, whose cosines
    * spread differently from any text embedder's: `tau` is then this quantile of the cosines of
@@ -132,6 +148,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   learningRate: 0.2,
   initialStrength: 0.3,
   mergeThreshold: 0.92,
+  absorbSingletons: 0.9,
   forgetThreshold: 0.05,
   forgetMinEvidence: 1.5,
   halfLifeDays: 90,
@@ -145,6 +162,8 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   shareRecentEvents: 10,
   shareProfile: true,
   profileShareEvents: 20,
+  diversity: 0.1,
+  diversityDepth: 8,
   // Calibrated on ML-100K VALIDATION items (all 943 users, seed 2026, never a test item), with
   // `shopWeights` below, by
   //   npm run tune -- --data /work/shared/data/ml-100k --users all --tau-q 0.8,0.9,0.95 --merge-q 0.95,0.99,0.995,0.999
@@ -243,6 +262,7 @@ export function resolveConfig(
   check('learningRate', cfg.learningRate, 0, 1);
   check('initialStrength', cfg.initialStrength, 0, 1);
   check('mergeThreshold', cfg.mergeThreshold, -1, 1);
+  check('absorbSingletons', cfg.absorbSingletons, 0, 1);
   check('forgetThreshold', cfg.forgetThreshold, 0, 1);
   check('forgetMinEvidence', cfg.forgetMinEvidence, 0, 1e9);
   check('halfLifeDays', cfg.halfLifeDays, 0.001, 1e6);
@@ -255,6 +275,8 @@ export function resolveConfig(
   check('maxSharedItems', cfg.maxSharedItems, 1, 1e4, true);
   check('shareRecentEvents', cfg.shareRecentEvents, 0, 1e6, true);
   check('profileShareEvents', cfg.profileShareEvents, 1, 1e6, true);
+  check('diversity', cfg.diversity, 0, 1);
+  check('diversityDepth', cfg.diversityDepth, 0, 1e4, true);
   check('shopTauQuantile', cfg.shopTauQuantile, 0, 1);
   check('shopMergeQuantile', cfg.shopMergeQuantile, 0, 1);
   if (typeof cfg.shareProfile !== 'boolean') throw new RangeError(`atomem config: shareProfile must be a boolean, got ${String(cfg.shareProfile)}`);

@@ -17,7 +17,7 @@ import { memorySimilarity, pendingCount, salience } from './memory.js';
 export interface Plan {
   /** Turn pending events into memory (reflection → extract / reinforce / weaken). */
   processPending: boolean;
-  /** Pairs to merge, `[keep, absorb]`, most similar first; a memory appears at most once. */
+  /** Pairs to merge, `[keep, absorb]`: an absorbed memory appears once; a kept one may absorb several single-item memories. */
   merge: [string, string][];
   /** Memories to forget, with the reason. */
   forget: { id: string; reason: string }[];
@@ -87,11 +87,46 @@ export function sweepCandidates(state: MemoryState, cfg: AtomemConfig, now: numb
     used.add(p[2]);
     out.merges.push(p);
   }
+  out.merges.push(...singletonAbsorptions(ms, cfg, used, now));
   // Forget: faded, weakly supported memories.
   for (const m of ms) {
     if (used.has(m.id)) continue;
     if (Math.abs(salience(cfg, m, now)) < cfg.forgetThreshold && m.evidence < cfg.forgetMinEvidence) {
       out.faded.push({ id: m.id, reason: 'faded with little evidence' });
+    }
+  }
+  return out;
+}
+
+/**
+ * Single-item memories that were never reinforced (one item, evidence below
+ * `cfg.forgetMinEvidence`) next to an established interest: each is absorbed into its most
+ * similar established memory (several items, or reinforced to `forgetMinEvidence`) of the same
+ * polarity when their cosine reaches
+ * `cfg.tau × cfg.absorbSingletons` (below tau: the item did not consolidate when it came, but it
+ * belongs to that interest more than to a memory of its own). `[similarity, keep, absorb]`,
+ * absorbed ones disjoint from `used` (which it extends); one memory may absorb several singletons.
+ * A faded singleton is left to be forgotten.
+ */
+export function singletonAbsorptions(ms: readonly AtomicMemory[], cfg: AtomemConfig, used: Set<string>, now: number): MergeCandidate[] {
+  if (!(cfg.absorbSingletons > 0)) return [];
+  const at = cfg.tau * cfg.absorbSingletons;
+  const out: MergeCandidate[] = [];
+  const hosts = ms.filter((m) => (m.items.length >= 2 || m.evidence >= cfg.forgetMinEvidence) && !used.has(m.id));
+  for (const m of ms) {
+    if (used.has(m.id) || m.items.length !== 1 || m.evidence >= cfg.forgetMinEvidence || m.strength === 0) continue;
+    // a faded one is forgotten instead (see below in sweepCandidates)
+    if (Math.abs(salience(cfg, m, now)) < cfg.forgetThreshold) continue;
+    let best: AtomicMemory | undefined;
+    let bestS = -Infinity;
+    for (const h of hosts) {
+      if (h === m || used.has(h.id) || Math.sign(h.strength) !== Math.sign(m.strength)) continue;
+      const sim = memorySimilarity(m, h);
+      if (sim > bestS) (bestS = sim), (best = h);
+    }
+    if (best && bestS >= at) {
+      out.push([bestS, best.id, m.id]);
+      used.add(m.id);
     }
   }
   return out;

@@ -21,15 +21,35 @@ export interface RecentSignal {
   vector: Float32Array;
   /** Action weight × position decay. */
   weight: number;
+  /** What the shopper did (for the reason's wording: bought, added to cart, looked at …). */
+  action?: Action;
 }
 
-/** Why an item got its rank. */
+/**
+ * Why an item got its rank. `contribution` is the reason's part of this card's score relative to
+ * the list: the signal's standardised deviation from the list mean times its weight, as
+ * {@link combine} adds it (so a reason that every card shares equally contributes nothing).
+ */
 export type Reason =
-  | { kind: 'memory'; memoryId: string; content: string; similarity: number; contribution: number }
-  | { kind: 'recent'; item: string; similarity: number; contribution: number }
+  | {
+      kind: 'memory';
+      memoryId: string;
+      content: string;
+      similarity: number;
+      contribution: number;
+      /** The memory's linked item closest to this card (not the card itself), when item vectors were given. */
+      item?: string;
+      /** The next closest linked items (up to 3), so a row of cards can name different ones. */
+      alternatives?: string[];
+    }
+  | { kind: 'recent'; item: string; similarity: number; contribution: number; action?: Action }
   | { kind: 'community'; communityId: string; summary: string; size: number; contribution: number }
   | { kind: 'popular'; share: number; contribution: number }
   | { kind: 'alsoPicked'; share: number; contribution: number }
+  /** A shop-model signal (`ease`, `knn`, `markov`, `vec`, `sasrec`, `pop` …) and the shopper's item behind it, if known. */
+  | { kind: 'shop'; signal: string; contribution: number; item?: string }
+  /** A first visit's order (nothing known yet): the shop's or the community's popularity, or a neutral variety order. */
+  | { kind: 'prior'; prior: 'shop-popularity' | 'community-popularity' | 'variety'; contribution: number; share?: number }
   /**
    * The shopper's stated intent: it matches the candidate (`similarity`: cosine to the intent) and,
    * with `memoryId`, meets one of the memories the intent selected (`item`: that memory's item
@@ -59,11 +79,21 @@ export interface RankInput {
   now: number;
   /** More signals per candidate (same order as `candidates`), e.g. the shop model's; combined by name like the rest. */
   extra?: Readonly<Record<string, ArrayLike<number>>>;
+  /**
+   * Per shop-model signal, the shopper's item that moved each candidate most (same order as
+   * `candidates`; undefined entries: none); the extra signals named here get a `shop` reason.
+   */
+  extraSources?: Readonly<Record<string, ArrayLike<string | undefined>>>;
+  /** Vectors of the memories' linked items (so a memory reason can name the item closest to the card). */
+  itemVectors?: ReadonlyMap<string, Float32Array>;
   /** Weights to combine with (default `cfg.weights`; the agent passes `cfg.shopWeights` when a shop model is loaded). */
   weights?: Readonly<Record<string, number>>;
   /** Reasons behind the `extra` signals, per candidate (same order); placed before the ranker's own (e.g. the stated intent's). */
   extraReasons?: ReadonlyArray<readonly Reason[]>;
 }
+
+/** Most reasons kept per ranked item. */
+const MAX_REASONS = 6;
 
 /**
  * Collaborative votes from community members' vectors (embeddings level). A member vector
@@ -97,69 +127,105 @@ export function memberVotes(candidates: readonly Candidate[], communities: reado
   return out;
 }
 
-/** Compute a candidate's features and reasons (unweighted). `votes` from {@link memberVotes}, `index` = the candidate's position. */
-export function features(
+/**
+ * One source of a card's score (a memory, a recent item, a community, …) with its raw part of
+ * each signal. Features are sums of these parts, so a signal's standardised deviation splits
+ * exactly into the units' deviations (the prototype signal, a maximum, goes to its argmax).
+ */
+interface Unit {
+  key: string;
+  reason: Reason;
+  parts: Record<string, number>;
+  /** Shown even without a positive contribution (a retrieved memory and its communities: STEAM's chain for this card). */
+  keep: boolean;
+}
+
+/** A candidate's features and the units behind them. `votes` from {@link memberVotes}, `index` = the candidate's position. */
+function unitsOf(
   input: RankInput,
   cfg: AtomemConfig,
   c: Candidate,
   all: readonly KnownCommunity[],
-  votes?: Map<string, Float64Array>,
-  index = 0,
-): { f: Features; reasons: Reason[] } {
+  votes: Map<string, Float64Array> | undefined,
+  index: number,
+): { f: Features; units: Unit[] } {
   const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0, related: 0 };
-  const reasons: Reason[] = [];
-  const w = cfg.weights;
+  const units = new Map<string, Unit>();
+  const memoryUnit = (m: AtomicMemory, similarity: number): Unit => {
+    let u = units.get(`m:${m.id}`);
+    if (!u) {
+      const reason: Reason = { kind: 'memory', memoryId: m.id, content: m.content, similarity, contribution: 0 };
+      u = { key: `m:${m.id}`, reason, parts: {}, keep: false };
+      units.set(u.key, u);
+    }
+    return u;
+  };
   const r = retrieve(input.memories, c.vector, cfg, input.communities);
   for (const o of r.own) {
     const sal = o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
     const v = sal * o.similarity;
     f.memory += v;
-    reasons.push({ kind: 'memory', memoryId: o.memory.id, content: o.memory.content, similarity: o.similarity, contribution: w.memory * v });
+    const u = memoryUnit(o.memory, o.similarity);
+    u.parts.memory = v;
+    u.keep = true;
   }
   if (input.memories.length) {
-    let total = 0;
     let wsum = 0;
+    const terms: { m: AtomicMemory; t: number; s: number }[] = [];
     for (const m of input.memories) {
       const wm = m.strength * decay(cfg, m.updatedAt, input.now) * Math.log1p(m.evidence);
-      total += wm * dot(m.embedding.vector, c.vector);
+      const s = dot(m.embedding.vector, c.vector);
+      terms.push({ m, t: wm * s, s });
       wsum += Math.abs(wm);
     }
-    f.profile = wsum > 0 ? total / wsum : 0;
+    if (wsum > 0) {
+      for (const { m, t, s } of terms) {
+        f.profile += t / wsum;
+        // why: only memories pointing at this card (positive cosine) can be named for it.
+        if (s > 0 || units.has(`m:${m.id}`)) memoryUnit(m, s).parts.profile = t / wsum;
+      }
+    }
   }
   if (input.recent && input.recent.length) {
-    let best = { item: '', sim: -Infinity, contribution: 0 };
-    let total = 0;
     let wsum = 0;
+    for (const e of input.recent) wsum += Math.abs(e.weight);
     for (const e of input.recent) {
       const s = dot(e.vector, c.vector);
-      total += e.weight * s;
-      wsum += Math.abs(e.weight);
-      if (e.weight * s > best.contribution || best.item === '') best = { item: e.item, sim: s, contribution: e.weight * s };
+      const part = wsum > 0 ? (e.weight * s) / wsum : 0;
+      f.recent += part;
+      const key = `r:${e.item}`;
+      let u = units.get(key);
+      if (!u) {
+        u = { key, reason: { kind: 'recent', item: e.item, similarity: s, contribution: 0, ...(e.action ? { action: e.action } : {}) }, parts: { recent: 0 }, keep: false };
+        units.set(key, u);
+      } else if (e.action && u.reason.kind === 'recent' && strongerAction(e.action, u.reason.action)) {
+        u.reason.action = e.action;
+      }
+      u.parts.recent += part;
     }
-    f.recent = wsum > 0 ? total / wsum : 0;
-    if (best.item) reasons.push({ kind: 'recent', item: best.item, similarity: best.sim, contribution: w.recent * f.recent });
   }
+  let protoBest: Unit | undefined;
   for (const { community } of r.communities) {
     const v = community.view;
     const p = dot(v.prototype, c.vector);
-    f.prototype = Math.max(f.prototype, p);
     const members = votes?.get(v.id)?.[index] ?? 0;
     f.members += members;
     const share = v.items && community.itemTotal > 0 ? (v.items[c.id] ?? 0) / community.itemTotal : 0;
     f.communityItems += share;
-    reasons.push({
-      kind: 'community',
-      communityId: v.id,
-      summary: community.summary,
-      size: v.size,
-      contribution: w.prototype * p + w.members * members + w.communityItems * share,
-    });
+    const key = `c:${v.id}`;
+    const u: Unit = { key, reason: { kind: 'community', communityId: v.id, summary: community.summary, size: v.size, contribution: 0 }, parts: { members, communityItems: share }, keep: true };
+    units.set(key, u);
+    if (p > f.prototype || !protoBest) {
+      f.prototype = Math.max(f.prototype, p);
+      if (p >= f.prototype) protoBest = u;
+    }
   }
+  if (protoBest) protoBest.parts.prototype = f.prototype;
   const shares = input.communities?.itemShares;
   if (shares) {
     // protocol v2: the release's global popularity estimate
     f.popularity = shares.get(c.id) ?? 0;
-    if (f.popularity > 0) reasons.push({ kind: 'popular', share: f.popularity, contribution: w.popularity * f.popularity });
+    if (f.popularity > 0) units.set('pop', { key: 'pop', reason: { kind: 'popular', share: f.popularity, contribution: 0 }, parts: { popularity: f.popularity }, keep: false });
   }
   if (all.length) {
     let count = 0;
@@ -171,7 +237,7 @@ export function features(
     }
     if (total > 0 && !shares) {
       f.popularity = count / total;
-      if (count > 0) reasons.push({ kind: 'popular', share: f.popularity, contribution: w.popularity * f.popularity });
+      if (count > 0) units.set('pop', { key: 'pop', reason: { kind: 'popular', share: f.popularity, contribution: 0 }, parts: { popularity: f.popularity }, keep: false });
     }
     let rel = 0;
     let relTotal = 0;
@@ -182,16 +248,49 @@ export function features(
     }
     if (relTotal > 0) {
       f.related = rel / relTotal;
-      if (rel > 0) reasons.push({ kind: 'alsoPicked', share: f.related, contribution: w.related * f.related });
+      if (rel > 0) units.set('rel', { key: 'rel', reason: { kind: 'alsoPicked', share: f.related, contribution: 0 }, parts: { related: f.related }, keep: false });
     }
   }
+  for (const [name, values] of Object.entries(input.extra ?? {})) {
+    f[name] = values[index];
+    // why: only the shop model's signals (named in extraSources) get a shop reason; others (the intent's) bring their own extraReasons
+    if (!input.extraSources || !Object.hasOwn(input.extraSources, name)) continue;
+    const item = input.extraSources[name]?.[index];
+    units.set(`x:${name}`, { key: `x:${name}`, reason: { kind: 'shop', signal: name, contribution: 0, ...(item !== undefined ? { item } : {}) }, parts: { [name]: values[index] }, keep: false });
+  }
+  return { f, units: [...units.values()] };
+}
+
+/** Action strength order for wording (a purchase says more than a look). */
+const ACTION_RANK: Readonly<Record<Action, number>> = { purchase: 7, cart: 6, like: 5, rate: 4, click: 3, view: 2, skip: 1, dislike: 0 };
+
+/** True when `a` is a stronger positive action than `b`. */
+export function strongerAction(a: Action, b: Action | undefined): boolean {
+  return b === undefined || ACTION_RANK[a] > ACTION_RANK[b];
+}
+
+/** Compute a candidate's features and reasons with raw (unweighted, not list-relative) contributions. */
+export function features(
+  input: RankInput,
+  cfg: AtomemConfig,
+  c: Candidate,
+  all: readonly KnownCommunity[],
+  votes?: Map<string, Float64Array>,
+  index = 0,
+): { f: Features; reasons: Reason[] } {
+  const { f, units } = unitsOf(input, cfg, c, all, votes, index);
+  const w = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
+  const reasons = units.map((u) => ({ ...u.reason, contribution: Object.entries(u.parts).reduce((a, [k, x]) => a + (w[k] ?? 0) * x, 0) }) as Reason);
   reasons.sort((a, b) => b.contribution - a.contribution);
   return { f, reasons };
 }
 
 /**
  * Rank candidates, best first: each signal is standardised within the list, then weighted
- * (`cfg.weights`). Ties keep the input order (callers shuffle first).
+ * (`cfg.weights`). Ties keep the input order (callers shuffle first). Each item's reasons are
+ * the sources of its own score relative to the list (see {@link Reason}), largest first: a
+ * memory retrieved for it and that memory's communities (even when they pull the item down),
+ * and any other source that lifts it above the list's mean.
  */
 export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   if (input.candidates.length === 0) return [];
@@ -201,15 +300,50 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   }
   const all = input.communities ? uniqueCommunities(input.communities) : [];
   const votes = all.length ? memberVotes(input.candidates, all, cfg.tau) : undefined;
-  const out = input.candidates.map((c, i) => {
-    const { f, reasons } = features(input, cfg, c, all, votes, i);
-    for (const [name, values] of Object.entries(input.extra ?? {})) f[name] = values[i];
+  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, all, votes, i));
+  const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
+  const { scores, scale } = combineDetailed(per.map((p) => p.f), weights);
+  // list mean of each unit's part of each signal (a unit absent from a card counts 0 there)
+  const n = per.length;
+  const mean = new Map<string, Record<string, number>>();
+  for (const p of per) {
+    for (const u of p.units) {
+      const m = mean.get(u.key) ?? {};
+      for (const [k, x] of Object.entries(u.parts)) m[k] = (m[k] ?? 0) + x / n;
+      mean.set(u.key, m);
+    }
+  }
+  const itemVectors = input.itemVectors;
+  const out = per.map((p, i) => {
+    const reasons: Reason[] = [];
+    for (const u of p.units) {
+      const m = mean.get(u.key)!;
+      let contribution = 0;
+      for (const [k, x] of Object.entries(u.parts)) contribution += (scale[k] ?? 0) * (x - (m[k] ?? 0));
+      if (!u.keep && !(contribution > 1e-9)) continue;
+      reasons.push({ ...u.reason, contribution } as Reason);
+    }
+    reasons.sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution));
+    reasons.length = Math.min(reasons.length, MAX_REASONS);
+    reasons.sort((a, b) => b.contribution - a.contribution);
+    const c = input.candidates[i];
+    if (itemVectors) {
+      for (const r of reasons) {
+        if (r.kind !== 'memory') continue;
+        const memory = input.memories.find((x) => x.id === r.memoryId);
+        const near: { id: string; s: number }[] = [];
+        for (const id of memory?.items ?? []) {
+          const v = id === c.id ? undefined : itemVectors.get(id);
+          if (v) near.push({ id, s: dot(v, c.vector) });
+        }
+        near.sort((x, y) => y.s - x.s);
+        if (near.length) r.item = near[0].id;
+        if (near.length > 1) r.alternatives = near.slice(1, 4).map((x) => x.id);
+      }
+    }
     const given = input.extraReasons?.[i];
-    return { id: c.id, score: 0, features: f, reasons: given?.length ? [...given, ...reasons] : reasons };
+    return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
   });
-  const weights = input.weights ?? cfg.weights;
-  const scores = combine(out.map((o) => o.features), weights as Readonly<Record<string, number>>);
-  out.forEach((o, i) => (o.score = scores[i]));
   return out.map((x, i) => ({ x, i })).sort((a, b) => b.x.score - a.x.score || a.i - b.i).map((e) => e.x);
 }
 
@@ -219,8 +353,18 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
  * used by the benchmark's weight tuning, so tuned weights mean exactly what `rank` does.
  */
 export function combine(features: readonly Readonly<Record<string, number>>[], weights: Readonly<Record<string, number>>): Float64Array {
+  return combineDetailed(features, weights).scores;
+}
+
+/** {@link combine}, also returning each signal's mean and `weight / sd` (0 for a skipped signal). */
+export function combineDetailed(
+  features: readonly Readonly<Record<string, number>>[],
+  weights: Readonly<Record<string, number>>,
+): { scores: Float64Array; scale: Record<string, number>; mean: Record<string, number> } {
   const scores = new Float64Array(features.length);
-  if (features.length === 0) return scores;
+  const scale: Record<string, number> = {};
+  const means: Record<string, number> = {};
+  if (features.length === 0) return { scores, scale, mean: means };
   // why: signals live on very different scales (a popularity share is ~1e-3, a similarity
   // ~0.8); standardising each within the list makes the weights comparable and tunable.
   for (const k of Object.keys(weights)) {
@@ -240,9 +384,11 @@ export function combine(features: readonly Readonly<Record<string, number>>[], w
     const sd = Math.sqrt(v / features.length);
     // why: relative, so a signal that is constant up to rounding is skipped at any scale.
     if (sd === 0 || sd < 1e-9 * maxAbs) continue;
+    scale[k] = w / sd;
+    means[k] = m;
     for (let i = 0; i < features.length; i++) scores[i] += (w * (x(features[i]) - m)) / sd;
   }
-  return scores;
+  return { scores, scale, mean: means };
 }
 
 function uniqueCommunities(ctx: CommunityContext): KnownCommunity[] {

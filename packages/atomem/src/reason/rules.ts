@@ -23,17 +23,33 @@ function joinList(xs: readonly string[]): string {
   return `${xs.slice(0, -1).join(', ')} and ${xs[xs.length - 1]}`;
 }
 
-/** "crime thrillers", "dramas", … — a readable noun phrase for one or two categories. */
-function phrase(cats: readonly string[]): string {
-  const plural = (c: string) => {
-    const l = c.toLowerCase();
-    if (/(s|sci-fi|film-noir|noir|horror|animation|fantasy)$/.test(l)) return l;
-    if (l.endsWith('y')) return `${l.slice(0, -1)}ies`;
-    return `${l}s`;
-  };
+/**
+ * Categories that are not countable nouns (a department or a field, not a kind of item): they
+ * describe items ("audio items", "outdoor gear") instead of taking a plural ("audios").
+ */
+const UNCOUNTABLE = new Set([
+  'audio', 'outdoor', 'outdoors', 'kitchen', 'garden', 'music', 'clothing', 'furniture', 'jewelry', 'jewellery', 'luggage',
+  'software', 'hardware', 'equipment', 'gear', 'homeware', 'footwear', 'beauty', 'health', 'home', 'baby', 'pet', 'sports',
+  'electronics', 'stationery', 'food', 'grocery', 'art', 'lighting', 'bedding', 'decor', 'apparel', 'media', 'action', 'war',
+]);
+
+/** English plural of a category noun: "thriller" → "thrillers", "comedy" → "comedies", "watch" → "watches". */
+export function pluralOf(category: string): string {
+  const l = category.toLowerCase();
+  if (/(s|sci-fi|film-noir|noir|horror|animation|fantasy)$/.test(l)) return l;
+  if (/[^aeiou]y$/.test(l)) return `${l.slice(0, -1)}ies`;
+  if (/(ch|sh|x|z)$/.test(l)) return `${l}es`;
+  return `${l}s`;
+}
+
+/** "crime thrillers", "dramas", "audio items", "outdoor and audio items", … — a readable noun phrase for one or two categories. */
+export function phrase(cats: readonly string[]): string {
   if (cats.length === 0) return 'items';
-  if (cats.length === 1) return plural(cats[0]);
-  return `${cats[0].toLowerCase()} ${plural(cats[1])}`;
+  const [a, b] = cats.map((c) => c.toLowerCase());
+  if (cats.length === 1) return UNCOUNTABLE.has(a) ? `${a} items` : pluralOf(cats[0]);
+  // two departments ("outdoor", "audio") are two interests joined; an adjective genre qualifies a noun one ("crime thrillers")
+  if (UNCOUNTABLE.has(b)) return UNCOUNTABLE.has(a) ? `${a} and ${b} items` : `${pluralOf(cats[0])} and ${b} items`;
+  return `${a} ${pluralOf(cats[1])}`;
 }
 
 function verb(strength: number): string {

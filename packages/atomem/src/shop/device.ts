@@ -108,6 +108,20 @@ export class ShopKnowledge {
     return out;
   }
 
+  /**
+   * For explanations: per signal, the shopper's item that moved each candidate most (see
+   * {@link ShopScorer.sources}); `sasrec`'s is the last positive event (the sequence model reads
+   * what came last).
+   */
+  sources(history: readonly DeviceEvent[], candidates: readonly string[]): Record<string, Array<string | undefined>> {
+    const out = this.scorer.sources(history, candidates);
+    if (this.sasrec) {
+      const last = [...history].reverse().find((e) => e.action !== 'dislike' && e.action !== 'skip')?.item;
+      out[SEQUENCE_SIGNAL] = candidates.map((id) => (id === last ? undefined : last));
+    }
+    return out;
+  }
+
   private sequenceScores(history: readonly DeviceEvent[], candidates: readonly string[], key?: string): Float64Array {
     const { weights } = this.sasrec!;
     let user: Float32Array;

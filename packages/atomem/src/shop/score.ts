@@ -305,6 +305,68 @@ export class ShopScorer {
     return out;
   }
 
+  /**
+   * For explanations: per signal, the history item that contributed most to each candidate
+   * (same order; undefined: none did) — the largest single `w · list[h → c]` term for the list
+   * signals (`ease`, `knn`, `markov` and their recent variants), the history item whose vector is
+   * closest for `vec` / `vecRecent`. `pop` and `trend` have no source item.
+   */
+  sources(history: readonly DeviceEvent[], candidates: readonly string[]): Record<string, Array<string | undefined>> {
+    const o = this.opts;
+    const all = this.distinct(history);
+    const recentItems = all.slice(0, o.recent).map((x, r) => ({ id: x.id, w: x.w * o.recentDecay ** r }));
+    const markovFrom = all.slice(0, o.markovItems).map((x, r) => ({ id: x.id, w: x.w * o.markovDecay ** r }));
+    const cand = candidates.map((id) => this.index.get(id) ?? -1);
+    const { lists } = this.model;
+    const best = (list: NeighbourLists | undefined, hist: Array<{ id: string; w: number }>): Array<string | undefined> => {
+      const out: Array<string | undefined> = new Array(cand.length).fill(undefined);
+      if (!list) return out;
+      const top = new Float64Array(cand.length).fill(0);
+      const slot = this.slot;
+      cand.forEach((c, k) => {
+        if (c >= 0) slot[c] = k;
+      });
+      for (const { id, w } of hist) {
+        const i = this.index.get(id);
+        if (i === undefined || w <= 0) continue;
+        for (let p = list.offsets[i]; p < list.offsets[i + 1]; p++) {
+          const k = slot[list.targets[p]];
+          if (k >= 0 && w * list.weights[p] > top[k]) {
+            top[k] = w * list.weights[p];
+            out[k] = id;
+          }
+        }
+      }
+      for (const c of cand) if (c >= 0) slot[c] = -1;
+      return out;
+    };
+    const nearest = (hist: Array<{ id: string; w: number }>): Array<string | undefined> => {
+      const vs = hist.filter((h) => h.w > 0).map((h) => ({ id: h.id, v: this.vectorOf(h.id) })).filter((h) => h.v);
+      return candidates.map((id) => {
+        const x = this.vectorOf(id);
+        if (!x) return undefined;
+        let bestId: string | undefined;
+        let bestS = 0;
+        for (const h of vs) {
+          if (h.id === id) continue;
+          let s = 0;
+          for (let d = 0; d < x.length; d++) s += x[d] * h.v![d];
+          if (s > bestS) (bestS = s), (bestId = h.id);
+        }
+        return bestId;
+      });
+    };
+    return {
+      ease: best(lists.ease, all),
+      easeRecent: best(lists.ease, recentItems),
+      knn: best(lists.knn, all),
+      knnRecent: best(lists.knn, recentItems),
+      markov: best(lists.markov, markovFrom),
+      vec: nearest(all),
+      vecRecent: nearest(recentItems),
+    };
+  }
+
   /** Every built-in signal for the candidates (same order), from `history` only. */
   signals(history: readonly DeviceEvent[], candidates: readonly string[], now?: number): Record<SignalName, Float64Array> {
     const o = this.opts;

@@ -240,7 +240,12 @@ export class Engine implements EngineApi {
     return this.reading(async () => {
       if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
       // why: only the fields we know cross into the agent (the intent is used for this call and dropped)
-      const ranked = await this.ready().agent.recommend(candidates, { rerank: opts.rerank, ...(opts.intent !== undefined ? { intent: opts.intent } : {}) });
+      const ranked = await this.ready().agent.recommend(candidates, {
+        rerank: opts.rerank,
+        ...(opts.diversify !== undefined ? { diversify: opts.diversify } : {}),
+        ...(opts.exclude !== undefined ? { exclude: opts.exclude } : {}),
+        ...(opts.intent !== undefined ? { intent: opts.intent } : {}),
+      });
       return ranked.map((r) => ({ id: r.id, score: r.score, explanations: r.explanations }));
     });
   }

@@ -249,6 +249,19 @@ export interface RecommendOptions {
    */
   rerank?: number;
   /**
+   * Diversify the first row by interest coverage (default true): a shopper with several strong
+   * interests (each ≥ `config.diversity` = 10 % of the memory weight) sees each of them among the
+   * first `config.diversityDepth` cards (8). `false` = the ranker's order; `config.diversity` 0
+   * turns it off for every call.
+   */
+  diversify?: boolean;
+  /**
+   * Leave out items the shopper already has or has just seen: `'bought'` (any purchase),
+   * `'seen'` (the items of the last `config.recentEvents` events, any action), `'interacted'`
+   * (every item in the history), or several of them. Default: none.
+   */
+  exclude?: ExcludeRule | ExcludeRule[];
+  /**
    * The shopper's stated intent for this ranking, e.g. "a gift for my dad, he hikes" (at most 200
    * characters; control characters are removed). Embedded in the worker with the content
    * embedder, it selects the memories that bear on it and conditions the ranking; explanations
@@ -266,6 +279,9 @@ export interface IntentMemoriesResult {
   /** Best first: each memory's id, statement, category and cosine to the intent. */
   memories: { memoryId: string; content: string; category: string; similarity: number }[];
 }
+
+/** The rules of {@link RecommendOptions.exclude}. */
+export type ExcludeRule = 'bought' | 'seen' | 'interacted';
 
 /** A ranked candidate with readable explanations, best first. */
 export interface RecommendationResult {

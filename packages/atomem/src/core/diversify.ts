@@ -1,0 +1,78 @@
+/**
+ * Diversification of the first row by interest coverage: a multi-interest shopper's first
+ * `depth` cards cover each of their strong interests instead of filling up with the strongest
+ * one, at the least cost to the ranker's order. Pure.
+ *
+ * Interests are the shopper's positive memories, weighted by salience × log(1 + evidence) (the
+ * `profile` signal's weights); a strong one holds at least `minShare` of the total weight. A
+ * candidate covers a memory when its cosine reaches `tau` — exactly the memories that would be
+ * retrieved for it, i.e. that support its card. The first row starts as the ranker's top
+ * `depth`; for each strong interest it does not cover (strongest first), the best-ranked
+ * candidate covering it replaces the lowest-ranked card of the row whose removal uncovers no
+ * strong interest. The row stays in the ranker's order; so does the rest.
+ */
+import { dot } from './vector.js';
+
+/** One ranked candidate as diversification sees it. */
+export interface DiversifyCandidate {
+  score: number;
+  vector: Float32Array;
+}
+
+/** One interest (a positive memory). */
+export interface Aspect {
+  vector: Float32Array;
+  /** Non-negative weight (salience × log(1 + evidence)); normalised here. */
+  weight: number;
+}
+
+/** Options of {@link diversify}. */
+export interface DiversifyParams {
+  /** Share of the interest weight that makes an interest strong, in (0, 1]; 0 = off (the ranker's order). */
+  minShare: number;
+  /** Size of the first row. */
+  depth: number;
+  /** Coverage threshold: a candidate covers an aspect at cosine ≥ tau (STEAM's retrieval threshold). */
+  tau: number;
+}
+
+/**
+ * New order of `ranked` (indices into it; `ranked` is best first). The identity when every
+ * strong interest is already in the first row, with `minShare` 0, or `depth` < 2.
+ */
+export function diversify(ranked: readonly DiversifyCandidate[], aspects: readonly Aspect[], p: DiversifyParams): number[] {
+  const n = ranked.length;
+  const identity = Array.from({ length: n }, (_, i) => i);
+  const depth = Math.min(p.depth, n);
+  const total = aspects.reduce((a, x) => a + Math.max(0, x.weight), 0);
+  if (!(p.minShare > 0) || depth < 2 || !(total > 0)) return identity;
+  const strong = aspects.filter((a) => a.weight / total >= p.minShare).sort((a, b) => b.weight - a.weight);
+  if (strong.length < 2) return identity;
+  const memo = new Map<number, boolean[]>();
+  const coverOf = (i: number) => {
+    let c = memo.get(i);
+    if (!c) memo.set(i, (c = strong.map((a) => dot(ranked[i].vector, a.vector) >= p.tau)));
+    return c;
+  };
+  const row = identity.slice(0, depth);
+  const coveredBy = (list: readonly number[], a: number) => list.some((i) => coverOf(i)[a]);
+  for (let a = 0; a < strong.length; a++) {
+    if (coveredBy(row, a)) continue;
+    let add = -1;
+    for (let i = depth; i < n && add < 0; i++) if (!row.includes(i) && coverOf(i)[a]) add = i;
+    if (add < 0) continue; // no candidate serves this interest
+    const needed = strong.map((_, b) => b !== a && coveredBy(row, b));
+    // the lowest-ranked card whose removal uncovers no strong interest the row covers
+    for (let pos = row.length - 1; pos >= 0; pos--) {
+      const rest = row.filter((_, k) => k !== pos);
+      if (needed.every((need, b) => !need || coveredBy(rest, b))) {
+        row.splice(pos, 1);
+        row.push(add);
+        break;
+      }
+    }
+  }
+  row.sort((x, y) => x - y);
+  const inRow = new Set(row);
+  return [...row, ...identity.filter((i) => !inRow.has(i))];
+}
