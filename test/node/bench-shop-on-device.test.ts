@@ -112,6 +112,11 @@ describe('bench: atomem with the shop model on the device', () => {
     expect(row('atomem').lifecyclePer1000!.reinforce).toBeGreaterThan(0);
     // ablations are not in the default method list
     expect(defaultMethods().some((m) => methodFactories.get(m)!.ablation)).toBe(false);
+    // a setting's controls run by default only in their setting
+    expect(defaultMethods('full')).not.toContain('atomem-no-intent');
+    expect(defaultMethods('full')).not.toContain('atomem-frozen');
+    expect(defaultMethods('instruct')).toContain('atomem-no-intent');
+    expect(defaultMethods('evolving')).toContain('atomem-frozen');
     expect(ablationsFor({ 'atomem.itemVectors': 'content' })).not.toContain('atomem-no-shop-model');
     expect(ABLATIONS.every((a) => methodFactories.get(a.name)?.ablation)).toBe(true);
   }, 240_000);

@@ -575,10 +575,12 @@ const levels: Privacy[] = ['off', 'contribute', 'embeddings', 'items'];
 registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities (setting instruct: with the stated intent)' });
 registerMethod('atomem-no-intent', (o) => new AtomemMethod(o, {}, { intent: false }), {
   privacyLevels: levels,
+  defaultIn: ['instruct'],
   description: 'ablation for setting instruct: atomem ignoring the stated intent',
 });
 registerMethod('atomem-frozen', (o) => new AtomemMethod(o, {}, { observe: false }), {
   privacyLevels: levels,
+  defaultIn: ['evolving'],
   description: 'control for setting evolving: atomem whose memory does not learn between steps',
 });
 

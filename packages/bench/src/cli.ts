@@ -202,7 +202,7 @@ export async function main(argv: string[]): Promise<number> {
       ...(o.llmModel ? { 'atomem.llmModel': o.llmModel } : {}),
     };
     // `ablations`: every ablation of atomem that applies to this run (issue 12), after the methods listed before it
-    const methods = [...new Set((o.methods ?? defaultMethods()).flatMap((m) => (m === 'ablations' ? ablationsFor(params) : [m])))];
+    const methods = [...new Set((o.methods ?? defaultMethods(o.setting)).flatMap((m) => (m === 'ablations' ? ablationsFor(params) : [m])))];
     const unknown = methods.filter((m) => !methodFactories.has(m));
     if (unknown.length) throw new BenchUsageError(`unknown method ${unknown.join(', ')} (known: ${defaultMethods().join(', ')})`);
     const dir = resolveDataDir(o.format, o.data);

@@ -5,6 +5,7 @@
  */
 import { BprMethod, Bm25Method, EaseMethod, ItemKnnMethod, PopMethod, RandomMethod } from './baselines.js';
 import { methodFactories, paramNumber, registerMethod } from './registry.js';
+import type { Setting } from './types.js';
 
 // ─── additional method modules (atomem and its ablations): one import line each ────────
 import './atomem-method.js';
@@ -46,7 +47,11 @@ registerMethod('ease', ({ params }) => new EaseMethod({ lambda: num(params, 'eas
 });
 
 /** Default `--methods`: the baselines first, then every other registered method in registration order (ablations only on request: `ablations`). */
-export function defaultMethods(): string[] {
+export function defaultMethods(setting?: Setting): string[] {
   const builtin: string[] = BASELINE_METHODS.filter((m) => methodFactories.has(m));
-  return [...builtin, ...[...methodFactories.keys()].filter((m) => !builtin.includes(m) && !methodFactories.get(m)!.ablation)];
+  const inDefault = (m: string) => {
+    const f = methodFactories.get(m)!;
+    return !f.ablation && (!f.defaultIn || (setting !== undefined && f.defaultIn.includes(setting)));
+  };
+  return [...builtin, ...[...methodFactories.keys()].filter((m) => !builtin.includes(m) && inDefault(m))];
 }

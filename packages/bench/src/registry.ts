@@ -11,7 +11,7 @@
  * why a separate file: `methods.ts` imports the method modules, which import this one; a
  * registry living in `methods.ts` itself would be read before its Map is initialised.
  */
-import type { Method, Privacy } from './types.js';
+import type { Method, Privacy, Setting } from './types.js';
 
 export const PRIVACY_LEVELS: readonly Privacy[] = ['off', 'contribute', 'embeddings', 'items'];
 
@@ -35,6 +35,8 @@ export type MethodFactory = ((opts: MethodOptions) => Method | Promise<Method>) 
   description?: string;
   /** An ablation: not in the default method list (run them with `--methods atomem,ablations`). */
   ablation?: boolean;
+  /** A control of one setting (e.g. `atomem-no-intent` for `instruct`): in the default list only there. */
+  defaultIn?: readonly Setting[];
 };
 
 export interface RegisterOptions {
@@ -42,6 +44,8 @@ export interface RegisterOptions {
   description?: string;
   /** An ablation (not run by default; see {@link MethodFactory.ablation}). */
   ablation?: boolean;
+  /** In the default method list only in these settings (see {@link MethodFactory.defaultIn}). */
+  defaultIn?: readonly Setting[];
   /** Replace an existing registration of that name instead of throwing. */
   replace?: boolean;
 }
@@ -61,6 +65,7 @@ export function registerMethod(name: string, factory: (opts: MethodOptions) => M
   f.privacyLevels = declared && declared.length ? [...declared] : undefined;
   f.description = info.description ?? (factory as MethodFactory).description;
   if (info.ablation) f.ablation = true;
+  if (info.defaultIn) f.defaultIn = [...info.defaultIn];
   methodFactories.set(name, f);
 }
 
