@@ -166,7 +166,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   diversityDepth: 8,
   // Calibrated on ML-100K VALIDATION items (all 943 users, seed 2026, never a test item), with
   // `shopWeights` below, by
-  //   npm run tune -- --data /work/shared/data/ml-100k --users all --tau-q 0.8,0.9,0.95 --merge-q 0.95,0.99,0.995,0.999
+  //   npm run tune -- --data ../shared/data/ml-100k --users all --tau-q 0.8,0.9,0.95 --merge-q 0.95,0.99,0.995,0.999
   // (the grid point with the best 2-fold cross-validated NDCG@10 among those where merge acts):
   // tau at the 0.9 quantile of random pairs' cosines of the shop file's vectors (0.588 there),
   // merge at the 0.995 quantile (0.877): 0.27 merges per 1,000 events (0.999, i.e. 0.931,
