@@ -1,11 +1,27 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { CommunityGraph, aggregateItems, prototypeOf, type CommunityChanges } from '../../packages/atomem/src/community/index.js';
+import { FlatVectorStore } from '../../packages/atomem/src/community/vectors.js';
+import { CommunityGraph, DEFAULT_MAX_COMMUNITY_SIZE, aggregateItems, prototypeOf, type CommunityChanges, type GraphEdge } from '../../packages/atomem/src/community/index.js';
 
 /** Unit vector in the plane at `deg` degrees (sim of two = cos of their angle difference). */
 function at(deg: number): Float32Array {
   const r = (deg * Math.PI) / 180;
   return Float32Array.from([Math.cos(r), Math.sin(r)]);
+}
+
+/** An exact store that counts searches and scans (restore must do neither). */
+class FlatStoreSpy extends FlatVectorStore {
+  constructor(dim: number, private readonly onSearch: () => void) {
+    super(dim);
+  }
+  override searchMany(...args: Parameters<FlatVectorStore['searchMany']>) {
+    this.onSearch();
+    return super.searchMany(...args);
+  }
+  override scanMany(...args: Parameters<FlatVectorStore['scanMany']>) {
+    this.onSearch();
+    return super.scanMany(...args);
+  }
 }
 
 function dotp(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -78,9 +94,9 @@ describe('relation extraction', () => {
     expect(nd[0].id).toBe('c'); // closest first (cos 1° beats cos 2°)
   });
 
-  it('links to the top-k1 existing memories with sim ≥ tau only', () => {
+  it('links mutual top-k1 memories with sim ≥ tau only', () => {
     const g = new CommunityGraph({ k1: 2, tau: 0.5 });
-    // four existing memories, separate batches, pairwise far apart (so no links among them)
+    // four existing memories, separate batches; x (0°) ranks a and b first, and enters their lists
     g.addBatch([{ id: 'a', vector: at(10) }]); // sim to new(0°) = cos 10 = 0.985
     g.addBatch([{ id: 'd', vector: at(-70) }]); // cos 70 = 0.342 < tau
     g.addBatch([{ id: 'b', vector: at(-30) }]); // cos 30 = 0.866
@@ -290,24 +306,168 @@ describe('prototypes in the graph', () => {
   });
 });
 
+describe('mutual top-k1 maintenance', () => {
+  it('an insert can push a memory out of a list: the link goes and the community splits', () => {
+    // k1 = 1: a (0°) and b (10°) are each other's best → linked. c at 3° becomes a's best (cos 3°
+    // beats cos 10°), a drops b, and c's best is a: a–c linked, b alone.
+    const g = new CommunityGraph({ k1: 1, tau: 0.9 });
+    g.addBatch([{ id: 'a', vector: at(0) }]);
+    g.addBatch([{ id: 'b', vector: at(10) }]);
+    const AB = g.communityOf('a')!;
+    expect(g.communityOf('b')).toBe(AB);
+    const ch = g.addBatch([{ id: 'c', vector: at(3) }]);
+    expect(g.neighbours('a').map((n) => n.id)).toEqual(['c']);
+    expect(g.neighbours('b')).toEqual([]);
+    expect(g.candidates('b').map((n) => n.id)).toEqual(['c']); // b's best is c, but c prefers a
+    expect(g.communityOf('c')).toBe(AB); // {a, c} keeps the id (2 of its... 1 old member, the largest part)
+    expect(g.communityOf('b')).not.toBe(AB);
+    expect(ch.splitCommunities).toEqual(new Map([[AB, [g.communityOf('b')!]]]));
+    expect(new Set(ch.relinked)).toEqual(new Set(['a', 'b', 'c']));
+    expect(g.recomputeFromScratch()).toEqual({ edges: g.edges(), partition: g.recomputeAll() });
+  });
+
+  it('a removal refills lists: new links appear and communities merge', () => {
+    const g = new CommunityGraph({ k1: 1, tau: 0.9 });
+    g.addBatch([{ id: 'a', vector: at(0) }]);
+    g.addBatch([{ id: 'b', vector: at(10) }]);
+    g.addBatch([{ id: 'c', vector: at(3) }]);
+    expect(g.communityOf('b')).not.toBe(g.communityOf('a'));
+    const ch = g.remove(['c']);
+    expect(g.neighbours('a').map((n) => n.id)).toEqual(['b']); // a's list refilled with b
+    expect(g.communityOf('a')).toBe(g.communityOf('b'));
+    expect(ch.mergedCommunities.size).toBe(1);
+    expect(new Set(ch.relinked)).toEqual(new Set(['a', 'b']));
+  });
+
+  it('ties rank the smaller id first, whatever the insertion order', () => {
+    for (const order of [['p', 'q', 'x'], ['x', 'q', 'p'], ['q', 'x', 'p']]) {
+      const g = new CommunityGraph({ k1: 1, tau: 0.5 });
+      const vec: Record<string, Float32Array> = { p: at(20), q: at(20), x: at(0) };
+      for (const id of order) g.addBatch([{ id, vector: vec[id] }]);
+      expect(g.candidates('x').map((n) => n.id)).toEqual(['p']); // p and q tie for x: p is the smaller id
+      // p and q are identical (sim 1): each other's best, so x's choice is not returned: x stays alone
+      expect(g.edges().map((e) => `${e[0]}-${e[1]}`)).toEqual(['p-q']);
+      expect(g.communityOf('x')).not.toBe(g.communityOf('p'));
+    }
+  });
+
+  it('explicit batch tags: memories sharing a tag are never linked, across calls too', () => {
+    const g = new CommunityGraph({ k1: 2, tau: 0.5 });
+    g.addBatch([{ id: 'a', vector: at(0), batch: 'dev1' }]);
+    g.addBatch([{ id: 'b', vector: at(1), batch: 'dev1' }]);
+    expect(g.edges()).toEqual([]);
+    g.addBatch([
+      { id: 'c', vector: at(2), batch: 'dev2' },
+      { id: 'd', vector: at(3), batch: 'dev3' },
+    ]);
+    // c and d are of one call but of different devices: linked to each other and to a, b
+    expect(g.neighbours('c').map((n) => n.id).sort()).toEqual(['b', 'd']);
+    expect(g.neighbours('d').map((n) => n.id).sort()).toEqual(['b', 'c']);
+    expect(g.recomputeFromScratch().edges).toEqual(g.edges());
+  });
+
+  it('restore() rebuilds links and communities from persisted candidate lists without searching', () => {
+    const g = new CommunityGraph({ k1: 2, tau: 0.8 });
+    for (let i = 0; i < 30; i++) g.addBatch([{ id: `m${i}`, vector: at((i * 37) % 120), items: [`i${i % 4}`] }]);
+    const saved = [...g.communities().values()].flat().map((id) => ({ id, vector: g.vector(id)!, items: [...(g.itemsOf(id) ?? [])], candidates: g.candidates(id) }));
+    let searched = 0;
+    const h = new CommunityGraph({
+      k1: 2,
+      tau: 0.8,
+      createVectorSearch: (d) => {
+        const inner = new FlatStoreSpy(d, () => searched++);
+        return inner;
+      },
+    });
+    h.restore(saved);
+    expect(searched).toBe(0);
+    expect(h.edges()).toEqual(g.edges());
+    expect(canon(h.communities().values())).toEqual(canon(g.communities().values()));
+    for (const id of g.communities().keys()) expect(h.itemCounts(h.communityOf(g.members(id)[0])!)).toEqual(g.itemCounts(id));
+    expect(() => h.restore(saved)).toThrow(/empty graph/);
+  });
+});
+
+describe('chaining', () => {
+  /** A long line: 2,000 points 0.05° apart on an arc, each its own upload. */
+  function line(g: CommunityGraph, n = 2000): void {
+    for (let i = 0; i < n; i++) g.addBatch([{ id: `p${String(i).padStart(4, '0')}`, vector: at(i * 0.05) }]);
+  }
+
+  it('a long line of points no longer makes one giant community', () => {
+    const g = new CommunityGraph({ k1: 2, tau: 0.99 });
+    line(g);
+    const s = g.stats();
+    // mutual top-2 on a line is a path: the old "link to your top-k1 predecessors" rule and plain
+    // components both give one community of 2,000; the cap cuts it
+    expect(s.edges).toBeGreaterThan(1900);
+    expect(s.largestCommunity).toBeLessThanOrEqual(DEFAULT_MAX_COMMUNITY_SIZE);
+    expect(s.largestShare).toBeLessThanOrEqual(0.13);
+    expect(g.recomputeAll()).toEqual(g.recomputeFromScratch().partition);
+    // each community is a connected stretch of the line
+    for (const members of g.communities().values()) {
+      const idx = members.map((m) => Number(m.slice(1))).sort((a, b) => a - b);
+      expect(idx[idx.length - 1] - idx[0] + 1).toBe(idx.length);
+    }
+    const small = new CommunityGraph({ k1: 2, tau: 0.99, maxCommunitySize: 50 });
+    line(small);
+    expect(small.stats().largestCommunity).toBeLessThanOrEqual(50);
+    const uncapped = new CommunityGraph({ k1: 2, tau: 0.99, maxCommunitySize: Infinity });
+    line(uncapped, 600);
+    expect(uncapped.stats().largestCommunity).toBe(600); // what the cap is for
+  });
+});
+
 // ───────────────────────── property test ─────────────────────────
 
+/** Brute-force reference: relation extraction and partition from scratch on the live set. */
+function reference(live: Map<string, { v: Float32Array; tag: string }>, k1: number, tau: number, cap: number): { edges: GraphEdge[]; lists: Map<string, string[]>; partition: string[] } {
+  const ids = [...live.keys()].sort();
+  const lists = new Map<string, { id: string; sim: number }[]>();
+  for (const x of ids) {
+    const vx = live.get(x)!;
+    const cand = ids
+      .filter((y) => y !== x && live.get(y)!.tag !== vx.tag)
+      .map((y) => ({ id: y, sim: dotp(vx.v, live.get(y)!.v) }))
+      .filter((c) => c.sim >= tau)
+      .sort((a, b) => b.sim - a.sim || (a.id < b.id ? -1 : 1));
+    lists.set(x, cand.slice(0, k1));
+  }
+  const edges: GraphEdge[] = [];
+  for (const x of ids) for (const c of lists.get(x)!) if (x < c.id && lists.get(c.id)!.some((e) => e.id === x)) edges.push([x, c.id, c.sim]);
+  edges.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : 1));
+  // size-capped single linkage, strongest first, ties by ids
+  const order = [...edges].sort((a, b) => b[2] - a[2] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : 1));
+  const group = new Map(ids.map((id) => [id, [id]]));
+  for (const [a, b] of order) {
+    const ga = group.get(a)!;
+    const gb = group.get(b)!;
+    if (ga === gb || ga.length + gb.length > cap) continue;
+    const merged = [...ga, ...gb];
+    for (const m of merged) group.set(m, merged);
+  }
+  return { edges, lists: new Map([...lists].map(([k, l]) => [k, l.map((e) => e.id)])), partition: canon(new Set(group.values())) };
+}
+
 type Op =
-  | { kind: 'add'; batch: { centre: number; angle: number; noise: number[]; scale: number; items: number[] | null }[] }
+  | { kind: 'add'; tags: boolean; batch: { centre: number; angle: number; noise: number[]; scale: number; items: number[] | null; tag: number }[] }
   | { kind: 'remove'; picks: number[] }
   | { kind: 'upsert'; picks: number[]; centre: number; angle: number; noise: number[]; scale: number };
 
-describe('incremental communities = connected components (property)', () => {
-  it('holds after every addBatch / remove / upsert on clustered low-dim vectors', () => {
+describe('incremental relation extraction and communities = recomputation from scratch (property)', () => {
+  it('holds after every addBatch / upsert / remove on clustered random vectors', () => {
     const arb = fc
       .record({
-        dim: fc.integer({ min: 4, max: 8 }),
+        dim: fc.integer({ min: 3, max: 8 }),
         k1: fc.integer({ min: 1, max: 4 }),
         tau: fc.constantFrom(0.3, 0.5, 0.7, 0.85, 0.95),
+        cap: fc.constantFrom(Infinity, 2, 3, 5, 8),
         centres: fc.integer({ min: 1, max: 4 }),
         // curve mode: points on a circle in the first two dims (+ small noise), with a high tau,
         // so the graph is made of chains: merges and splits then relabel over many hops
         curve: fc.boolean(),
+        // a few exact duplicates: ties in similarity, broken by id
+        dup: fc.boolean(),
       })
       .map((cfg) => (cfg.curve ? { ...cfg, tau: cfg.tau < 0.85 ? 0.97 : cfg.tau } : cfg))
       .chain((cfg) => {
@@ -320,9 +480,10 @@ describe('incremental communities = connected components (property)', () => {
             weight: 3,
             arbitrary: fc.record({
               kind: fc.constant('add' as const),
+              tags: fc.boolean(),
               batch: fc.array(
-                fc.record({ centre, angle, noise: vec, scale, items: fc.option(fc.array(fc.integer({ min: 0, max: 5 }), { maxLength: 3 })) }),
-                { minLength: 1, maxLength: 4 },
+                fc.record({ centre, angle, noise: vec, scale, items: fc.option(fc.array(fc.integer({ min: 0, max: 5 }), { maxLength: 3 })), tag: fc.integer({ min: 0, max: 3 }) }),
+                { minLength: 1, maxLength: 5 },
               ),
             }),
           },
@@ -339,25 +500,28 @@ describe('incremental communities = connected components (property)', () => {
         });
       });
 
+    let steps = 0;
     fc.assert(
       fc.property(arb, ({ cfg, centreVecs, ops }) => {
-        const g = new CommunityGraph({ k1: cfg.k1, tau: cfg.tau });
+        const g = new CommunityGraph({ k1: cfg.k1, tau: cfg.tau, maxCommunitySize: cfg.cap });
         const make = (c: number, angle: number, noise: number[], scale: number): number[] => {
-          const r = (angle * Math.PI) / 180;
+          const r = ((cfg.dup ? Math.round(angle / 45) * 45 : angle) * Math.PI) / 180;
           const v = cfg.curve
-            ? noise.map((x, i) => (i === 0 ? Math.cos(r) : i === 1 ? Math.sin(r) : 0.02 * x))
-            : centreVecs[c].map((x, i) => x + scale * noise[i]);
+            ? noise.map((x, i) => (i === 0 ? Math.cos(r) : i === 1 ? Math.sin(r) : cfg.dup ? 0 : 0.02 * x))
+            : centreVecs[c].map((x, i) => x + (cfg.dup ? 0 : scale * noise[i]));
           return Math.hypot(...v) > 1e-6 ? v : [1, ...v.slice(1).map(() => 0)];
         };
-        const live = new Set<string>();
+        const live = new Map<string, { v: Float32Array; tag: string }>();
         let next = 0;
+        let call = 0;
         for (const op of ops) {
-          const before = new Map([...live].map((id) => [id, g.communityOf(id)!]));
-          const prevIds = new Set(live);
+          const before = new Map([...live.keys()].map((id) => [id, g.communityOf(id)!]));
+          const prevIds = new Set(live.keys());
           let ch: CommunityChanges;
-          let batch: { id: string; vector: number[]; items?: string[] }[] = [];
+          let batch: { id: string; vector: number[]; items?: string[]; batch?: string }[] = [];
+          const tag = `call${call++}`;
           if (op.kind === 'remove') {
-            const ids = [...live];
+            const ids = [...live.keys()];
             const gone = ids.length === 0 ? [] : op.picks.map((p) => ids[p % ids.length]);
             ch = g.remove(gone);
             for (const id of gone) live.delete(id);
@@ -368,33 +532,30 @@ describe('incremental communities = connected components (property)', () => {
                 id: `m${next++}`,
                 vector: make(m.centre, m.angle, m.noise, m.scale),
                 ...(m.items === null ? {} : { items: m.items.map((i) => `i${i}`) }),
+                ...(op.tags ? { batch: `dev${m.tag}` } : {}),
               }));
             } else {
-              const ids = [...live];
+              const ids = [...live.keys()];
               if (ids.length === 0) continue;
               const chosen = [...new Set(op.picks.map((p) => ids[p % ids.length]))];
               batch = chosen.map((id, j) => ({ id, vector: make(op.centre, op.angle + 7 * j, op.noise.map((x) => x * (j + 1)), op.scale) }));
             }
-            const replaced = new Set(batch.filter((m) => live.has(m.id)).map((m) => m.id));
-            // reference relation extraction: the pre-batch store minus replaced ids
-            const pool = [...live].filter((id) => !replaced.has(id)).map((id) => ({ id, v: g.vector(id)! }));
             ch = g.addBatch(batch);
-            for (const m of batch) live.add(m.id);
-            const batchIds = new Set(batch.map((m) => m.id));
-            for (const m of batch) {
-              const v = g.vector(m.id)!;
-              const cand = pool.map((p) => ({ id: p.id, sim: dotp(v, p.v) })).filter((c) => c.sim >= cfg.tau);
-              // right after the insert, every link of m was created by it, to a pre-batch memory
-              const linked = g.neighbours(m.id);
-              for (const n of linked) expect(pool.some((p) => p.id === n.id)).toBe(true); // never same batch
-              expect(linked.length).toBe(Math.min(cfg.k1, cand.length));
-              const minLinked = Math.min(...linked.map((n) => n.sim));
-              for (const c of cand) if (!linked.some((n) => n.id === c.id)) expect(c.sim).toBeLessThanOrEqual(minLinked + 1e-9);
-            }
+            for (const m of batch) live.set(m.id, { v: g.vector(m.id)!, tag: m.batch ?? tag });
           }
-          checkInvariants(g, live, cfg.tau);
+          steps++;
+          // incremental links, lists and partition = the brute-force reference = recomputeFromScratch
+          const ref = reference(live, cfg.k1, cfg.tau, cfg.cap);
+          expect(g.edges()).toEqual(ref.edges);
+          for (const id of live.keys()) expect(g.candidates(id).map((n) => n.id)).toEqual(ref.lists.get(id));
+          expect(canon(g.communities().values())).toEqual(ref.partition);
+          const scratch = g.recomputeFromScratch();
+          expect(scratch.edges).toEqual(ref.edges);
+          expect(canon(scratch.partition)).toEqual(ref.partition);
+          checkInvariants(g, live.keys(), cfg.tau);
+          for (const members of g.communities().values()) expect(members.length).toBeLessThanOrEqual(cfg.cap);
           // change set: every memory whose community differs is reported, with correct from/to
-          for (const id of live) {
+          for (const id of live.keys()) {
             const now = g.communityOf(id)!;
             const was = before.get(id);
             const c = ch.changed.get(id);
@@ -411,9 +572,51 @@ describe('incremental communities = connected components (property)', () => {
             expect(g.communities().has(to)).toBe(true);
           }
           for (const id of ch.createdCommunities) expect(g.communities().has(id)).toBe(true);
+          for (const id of ch.removedCommunities) expect(g.communities().has(id)).toBe(false);
+          for (const id of ch.relinked) expect(live.has(id)).toBe(true);
         }
       }),
-      { numRuns: 300 },
+      { numRuns: 200, seed: 2026 },
     );
+    expect(steps).toBeGreaterThan(2000);
+  });
+
+  it('holds for several seeds (seeded loop, 60-dim clustered vectors, larger sets)', () => {
+    for (const seed of [1, 2, 3, 4, 5]) {
+      let s = seed * 2654435761;
+      const rnd = () => ((s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32);
+      const dim = 60;
+      const centres = Array.from({ length: 6 }, () => Array.from({ length: dim }, () => rnd() - 0.5));
+      const cap = [Infinity, 10, 25][seed % 3];
+      const g = new CommunityGraph({ k1: 1 + (seed % 3), tau: 0.3, maxCommunitySize: cap });
+      const live = new Map<string, { v: Float32Array; tag: string }>();
+      let next = 0;
+      for (let step = 0; step < 120; step++) {
+        const r = rnd();
+        const tag = `call${step}`;
+        if (r < 0.6 || live.size < 5) {
+          const c = centres[Math.floor(rnd() * centres.length)];
+          const batch = Array.from({ length: 1 + Math.floor(rnd() * 6) }, () => ({ id: `s${next++}`, vector: c.map((x) => x + 0.4 * (rnd() - 0.5)) }));
+          g.addBatch(batch);
+          for (const m of batch) live.set(m.id, { v: g.vector(m.id)!, tag });
+        } else if (r < 0.8) {
+          const ids = [...live.keys()];
+          const gone = Array.from({ length: 1 + Math.floor(rnd() * 4) }, () => ids[Math.floor(rnd() * ids.length)]);
+          g.remove(gone);
+          for (const id of gone) live.delete(id);
+        } else {
+          const ids = [...live.keys()];
+          const c = centres[Math.floor(rnd() * centres.length)];
+          const chosen = [...new Set(Array.from({ length: 1 + Math.floor(rnd() * 3) }, () => ids[Math.floor(rnd() * ids.length)]))];
+          g.addBatch(chosen.map((id) => ({ id, vector: c.map((x) => x + 0.4 * (rnd() - 0.5)) })));
+          for (const id of chosen) live.set(id, { v: g.vector(id)!, tag });
+        }
+        const ref = reference(live, g.k1, g.tau, cap);
+        expect(g.edges()).toEqual(ref.edges);
+        expect(canon(g.communities().values())).toEqual(ref.partition);
+        expect(g.recomputeFromScratch().edges).toEqual(ref.edges);
+      }
+      expect(live.size).toBeGreaterThan(30);
+    }
   });
 });

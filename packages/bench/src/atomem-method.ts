@@ -326,6 +326,8 @@ export class AtomemMethod implements Method {
         tau: paramNumber(this.params, 'atomem.communityTau') ?? cfg.tau,
         maxMembers: paramNumber(this.params, 'atomem.maxMembers') ?? 200,
         hops: paramNumber(this.params, 'atomem.hops') || undefined,
+        // why: "Infinity" = plain components of the mutual top-k1 links (the cap's ablation)
+        maxCommunitySize: this.params['atomem.maxCommunitySize'] === 'Infinity' ? Infinity : paramNumber(this.params, 'atomem.maxCommunitySize'),
         memberSelection: this.params['atomem.memberSelection'] === 'sample' ? 'sample' : 'similar',
         minCommunitySize: paramNumber(this.params, 'atomem.minCommunitySize') ?? 3,
         itemNoise: paramNumber(this.params, 'atomem.itemNoise') ?? 0,

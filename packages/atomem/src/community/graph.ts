@@ -1,34 +1,63 @@
 /**
  * STEAM's relation extraction and incremental community exploration. Pure, no I/O.
  *
- * - Relation extraction: each new memory links to its top-`k1` existing memories by cosine with
- *   `sim ≥ tau`, never to a memory of its own batch (one batch = one device's upload). Edges are
- *   undirected and keep their similarity.
- * - Communities are the connected components of the edge graph. They are maintained
- *   incrementally: an insert can only merge components (BFS from the batch memories relabels the
- *   absorbed ones, each relabelled memory enqueueing its first-order neighbours, so merges
- *   cascade); a removal can only split the removed memories' components (BFS from their former
- *   neighbours, stopping as soon as all of them are reached again).
- * - Ids are stable and deterministic (`c1`, `c2`, … from a counter): on a merge the larger
- *   community keeps its id (ties: the older one), on a split the largest part keeps it.
+ * - Relation extraction is a function of the *current* memory set (not of insertion order):
+ *   every memory `x` has a candidate list `L(x)`, its top-`k1` memories by cosine with
+ *   `sim ≥ tau` among the memories of *other* batches (one batch = one device's upload; each
+ *   memory keeps its batch tag), ranked by similarity, ties broken by the smaller id. Two
+ *   memories are linked iff each is in the other's list (mutual kNN). A memory therefore has at
+ *   most `k1` links, which bounds chaining to paths and small clusters.
+ * - Communities are the connected components of the link graph, except that a component of
+ *   more than `maxCommunitySize` memories is cut deterministically: its links are taken
+ *   strongest first (ties: smaller ids first) and one joins two groups only if the joined group
+ *   stays within the cap (size-capped single linkage). Each community is connected.
+ * - Incremental maintenance equals a recomputation from scratch ({@link CommunityGraph.recomputeFromScratch})
+ *   when the vector store scans exhaustively (`scanMany`, e.g. {@link FlatVectorStore}): an
+ *   insert adds the new memories' lists and offers each new memory to every memory whose list
+ *   it enters (pushing out that list's previous k1-th entry: a link can vanish and a community
+ *   split); a removal drops the removed memories' links and refills the lists they were in
+ *   (new entries: links can appear and communities merge). Then the components that contain a
+ *   changed link or a new memory are re-explored and re-cut; the others cannot have changed.
+ *   With an approximate store (no `scanMany`, e.g. the index service's HNSW), lists come from
+ *   searches of bounded size (`reverseCandidates` nearest of a new memory are offered it), so
+ *   lists are approximate top-k1 and a distant memory may miss a new entrant.
+ * - Ids are stable and deterministic (`c1`, `c2`, … from a counter): after every change each
+ *   new community inherits the id of the old community it shares the most members with (ties:
+ *   the older community); so on a merge the larger community keeps its id (ties: the older
+ *   one), on a split the largest part keeps it; the rest get new ids.
  */
 
 import { normalize } from '../core/vector.js';
 import { InvalidUploadError } from './errors.js';
 import { PrototypeTracker, type PrototypeMember } from './prototype.js';
-import { FlatVectorStore, type VectorHit, type VectorSearch } from './vectors.js';
+import { FlatVectorStore, type VectorSearch } from './vectors.js';
 
 /** Graph configuration. Defaults are the STEAM paper's best settings. */
 export interface CommunityGraphConfig {
-  /** Neighbours per new memory (top-k1). Default 2. 0 disables linking. */
+  /** Neighbours per memory (mutual top-k1): at most this many links per memory. Default 2. 0 disables linking. */
   k1?: number;
   /** Minimum cosine similarity of a link. Default 0.5. */
   tau?: number;
+  /**
+   * Largest community: a connected component with more memories is cut by size-capped single
+   * linkage (strongest links first). Default {@link DEFAULT_MAX_COMMUNITY_SIZE}; `Infinity` =
+   * plain connected components.
+   */
+  maxCommunitySize?: number;
+  /**
+   * Only for a vector store without `scanMany` (approximate): how many nearest memories of a
+   * new memory are offered it for their lists. Default 64. Exact stores offer it to every
+   * memory whose list it enters.
+   */
+  reverseCandidates?: number;
   /** Prefix of generated community ids. Default `"c"` (ids `c1`, `c2`, …). */
   idPrefix?: string;
   /** Vector index factory (called once, with the dimension of the first vector). Default: exact {@link FlatVectorStore}. */
   createVectorSearch?: (dim: number) => VectorSearch;
 }
+
+/** Default {@link CommunityGraphConfig.maxCommunitySize}. */
+export const DEFAULT_MAX_COMMUNITY_SIZE = 256;
 
 /** One memory to insert. */
 export interface GraphMemory {
@@ -38,6 +67,11 @@ export interface GraphMemory {
   vector: ArrayLike<number>;
   /** Catalog item ids of the memory's interactions (privacy level `items`); deduplicated. */
   items?: readonly string[];
+  /**
+   * Upload group: memories with the same tag are never linked. Default: one group per
+   * `addBatch` call (one call = one device's upload).
+   */
+  batch?: string;
 }
 
 /** A memory's community before and after one operation. */
@@ -59,7 +93,7 @@ export interface CommunityChanges {
   removed: string[];
   /** Every surviving memory whose community changed, plus every added memory. */
   changed: Map<string, MembershipChange>;
-  /** Absorbed community id → the id that absorbed it (and still exists). */
+  /** Absorbed community id → the id that absorbed (most of) it, and still exists. */
   mergedCommunities: Map<string, string>;
   /** Community ids created by the call that still exist (new singletons, split-off parts). */
   createdCommunities: string[];
@@ -67,12 +101,34 @@ export interface CommunityChanges {
   splitCommunities: Map<string, string[]>;
   /** Community ids that vanished because all their members were deleted. */
   removedCommunities: string[];
+  /**
+   * Surviving memories whose candidate list ({@link CommunityGraph.candidates}) changed,
+   * added memories included: what a store persisting the lists must rewrite.
+   */
+  relinked: string[];
 }
 
 /** A linked memory and the similarity of the link. */
 export interface Neighbour {
   id: string;
   sim: number;
+}
+
+/** One undirected link: `[smaller id, larger id, sim]`. */
+export type GraphEdge = [string, string, number];
+
+/** Relation extraction recomputed from scratch: links and partition in canonical order. */
+export interface GraphSnapshot {
+  /** Links sorted by their two ids. */
+  edges: GraphEdge[];
+  /** Communities as sorted member id lists, ordered by their first id. */
+  partition: string[][];
+}
+
+/** A memory with its persisted candidate list, for {@link CommunityGraph.restore}. */
+export interface RestoredMemory extends GraphMemory {
+  /** Its candidate list as {@link CommunityGraph.candidates} returned it (ids not restored are dropped). */
+  candidates: readonly Neighbour[];
 }
 
 /** Shape of the graph, to judge whether `tau`/`k1` produce one giant component. */
@@ -95,13 +151,28 @@ export interface GraphStats {
   sizeHistogram: Record<string, number>;
 }
 
+/** A candidate-list entry. */
+interface Cand {
+  readonly m: Mem;
+  readonly sim: number;
+}
+
 interface Mem {
   readonly id: string;
+  /** Upload group: an explicit tag (string) or one `addBatch` call's number. */
+  readonly batch: string | number;
+  /** Assigned by `recluster` before anyone reads it (undefined only while being inserted). */
   community: Comm;
+  /** Candidate list `L(x)`: top-k1 of other batches with sim ≥ tau, best first. */
+  list: Cand[];
+  /** Memories whose candidate list contains this one. */
+  readonly rev: Set<Mem>;
+  /** Links (mutual candidates) and their similarity. */
   readonly adj: Map<Mem, number>;
   readonly items: string[] | undefined;
   /** BFS visit stamp (compared against an epoch). */
   mark: number;
+  alive: boolean;
 }
 
 interface Comm {
@@ -122,6 +193,7 @@ class OpLog {
   readonly merged = new Map<string, string>();
   readonly split = new Map<string, string[]>();
   readonly emptied: string[] = [];
+  readonly relinked = new Set<Mem>();
 
   note(m: Mem): void {
     if (!this.before.has(m.id)) this.before.set(m.id, m.community.id);
@@ -130,6 +202,73 @@ class OpLog {
   noteNew(id: string): void {
     if (!this.before.has(id)) this.before.set(id, undefined);
   }
+}
+
+/** The (sim, id) order of candidate lists: higher similarity first, then the smaller id. */
+function ranksBefore(simA: number, idA: string, simB: number, idB: string): boolean {
+  return simA > simB || (simA === simB && idA < idB);
+}
+
+function cmpId(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * Offer `(m, sim)` to the sorted list `list` of at most `k ≥ 1` entries. Returns undefined if
+ * it did not enter, null if it entered without pushing anything out, else the entry pushed out.
+ */
+function offer(list: Cand[], k: number, m: Mem, sim: number): Cand | null | undefined {
+  if (list.length >= k) {
+    const w = list[list.length - 1];
+    if (!ranksBefore(sim, m.id, w.sim, w.m.id)) return undefined;
+  }
+  let i = list.length;
+  while (i > 0 && ranksBefore(sim, m.id, list[i - 1].sim, list[i - 1].m.id)) i--;
+  list.splice(i, 0, { m, sim });
+  return list.length > k ? list.pop()! : null;
+}
+
+/**
+ * Size-capped single linkage: links strongest first (ties: smaller ids first) join two groups
+ * only if the joined group has at most `cap` members. With `cap ≥` every component's size this
+ * is the connected components. Returns one index list per group.
+ */
+function cappedGroups(n: number, edges: readonly (readonly [number, number, number])[], cap: number): number[][] {
+  const parent = new Int32Array(n);
+  const size = new Int32Array(n).fill(1);
+  for (let i = 0; i < n; i++) parent[i] = i;
+  const find = (x: number): number => {
+    while (parent[x] !== x) {
+      parent[x] = parent[parent[x]];
+      x = parent[x];
+    }
+    return x;
+  };
+  for (const [a, b] of edges) {
+    const ra = find(a);
+    const rb = find(b);
+    if (ra === rb || size[ra] + size[rb] > cap) continue;
+    if (size[ra] < size[rb]) {
+      parent[ra] = rb;
+      size[rb] += size[ra];
+    } else {
+      parent[rb] = ra;
+      size[ra] += size[rb];
+    }
+  }
+  const groups = new Map<number, number[]>();
+  for (let i = 0; i < n; i++) {
+    const r = find(i);
+    let g = groups.get(r);
+    if (g === undefined) groups.set(r, (g = []));
+    g.push(i);
+  }
+  return [...groups.values()];
+}
+
+/** Sort `[a, b, sim]` index edges (a's id < b's id) strongest first, ties by the two ids. */
+function sortEdges(edges: [number, number, number][], idOf: (i: number) => string): void {
+  edges.sort((x, y) => y[2] - x[2] || cmpId(idOf(x[0]), idOf(y[0])) || cmpId(idOf(x[1]), idOf(y[1])));
 }
 
 /** Power-of-two size bucket label: 1, 2, 3-4, 5-8, … */
@@ -141,14 +280,19 @@ function bucket(size: number): string {
 }
 
 /**
- * The community graph: relation extraction plus incrementally maintained connected components.
- * All methods are synchronous and pure (no I/O); a batch that fails validation changes nothing.
+ * The community graph: mutual top-k1 relation extraction plus incrementally maintained,
+ * size-capped connected components. All methods are synchronous and pure (no I/O); a batch
+ * that fails validation changes nothing.
  */
 export class CommunityGraph {
-  /** Neighbours per new memory. */
+  /** Neighbours per memory (mutual top-k1). */
   readonly k1: number;
   /** Minimum link similarity. */
   readonly tau: number;
+  /** Largest community (components above it are cut). */
+  readonly maxCommunitySize: number;
+  /** Without `scanMany`: nearest memories of a new memory that are offered it. */
+  readonly reverseCandidates: number;
   private readonly idPrefix: string;
   private readonly createVectorSearch: (dim: number) => VectorSearch;
   private store: VectorSearch | undefined;
@@ -156,16 +300,23 @@ export class CommunityGraph {
   private readonly mems = new Map<string, Mem>();
   private readonly comms = new Map<string, Comm>();
   private nextSeq = 1;
+  private nextBatch = 1;
   private clock = 0;
   private epoch = 0;
   private edgeCount = 0;
 
   constructor(config: CommunityGraphConfig = {}) {
-    const { k1 = 2, tau = 0.5, idPrefix = 'c' } = config;
+    const { k1 = 2, tau = 0.5, idPrefix = 'c', maxCommunitySize = DEFAULT_MAX_COMMUNITY_SIZE, reverseCandidates = 64 } = config;
     if (!Number.isInteger(k1) || k1 < 0) throw new RangeError(`k1 must be a non-negative integer, got ${k1}`);
     if (!Number.isFinite(tau) || tau < -1 || tau > 1) throw new RangeError(`tau must be in [-1, 1], got ${tau}`);
+    if (!(maxCommunitySize >= 1) || (Number.isFinite(maxCommunitySize) && !Number.isInteger(maxCommunitySize))) {
+      throw new RangeError(`maxCommunitySize must be an integer ≥ 1 or Infinity, got ${maxCommunitySize}`);
+    }
+    if (!Number.isInteger(reverseCandidates) || reverseCandidates < 1) throw new RangeError(`reverseCandidates must be an integer ≥ 1, got ${reverseCandidates}`);
     this.k1 = k1;
     this.tau = tau;
+    this.maxCommunitySize = maxCommunitySize;
+    this.reverseCandidates = reverseCandidates;
     this.idPrefix = idPrefix;
     this.createVectorSearch = config.createVectorSearch ?? ((dim) => new FlatVectorStore(dim));
   }
@@ -190,6 +341,14 @@ export class CommunityGraph {
     return this.edgeCount;
   }
 
+  /**
+   * Whether relation extraction is exact (the vector store scans exhaustively, so incremental
+   * = from scratch) rather than approximate; undefined before the first insert creates the store.
+   */
+  get exact(): boolean | undefined {
+    return this.store === undefined ? undefined : typeof this.store.scanMany === 'function';
+  }
+
   /** Whether memory `id` is stored. */
   has(id: string): boolean {
     return this.mems.has(id);
@@ -198,7 +357,7 @@ export class CommunityGraph {
   /**
    * Throws {@link InvalidUploadError} if `batch` could not be inserted: empty or duplicate ids,
    * wrong dimension (vs. the first vector ever inserted, or the batch's first), non-finite or
-   * zero vectors, malformed items.
+   * zero vectors, malformed items or batch tags.
    */
   validate(batch: readonly GraphMemory[]): void {
     const dim = this.dim ?? batch[0]?.vector?.length;
@@ -230,237 +389,367 @@ export class CommunityGraph {
           throw new InvalidUploadError(`upload #${i} ("${m.id}"): items must be an array of non-empty strings`, i);
         }
       }
+      if (m.batch !== undefined && typeof m.batch !== 'string') throw new InvalidUploadError(`upload #${i} ("${m.id}"): batch must be a string`, i);
     });
   }
 
   /**
-   * Insert one device's batch. Existing ids are replaced (remove + add). Each new memory links
-   * to its top-`k1` neighbours with `sim ≥ tau` among the memories stored *before* this batch,
-   * then affected communities are merged. Validation runs first: on error nothing changes.
+   * Insert one device's batch. Existing ids are replaced (remove + add). Each new memory gets
+   * its candidate list among every stored memory of another batch, is offered to the lists it
+   * enters (which may push their k1-th entry out), links are re-derived for every changed list,
+   * and the affected communities are re-explored. Validation runs first: on error nothing
+   * changes.
    */
   addBatch(batch: readonly GraphMemory[]): CommunityChanges {
     this.validate(batch);
     const log = new OpLog();
     if (batch.length === 0) return this.finish(log);
-    const dim = batch[0].vector.length;
     const vecs = batch.map((m) => normalize(m.vector)); // validated above: cannot throw
-    if (this.store === undefined) {
-      this.store = this.createVectorSearch(dim);
-      this.proto = new PrototypeTracker(dim);
+    this.ensureStore(vecs[0].length);
+    const pairs: [Mem, Mem][] = [];
+    const seeds: Mem[] = [];
+    const touched = new Set<Comm>();
+    const dead = new Set<Mem>();
+    for (const m of batch) {
+      const old = this.mems.get(m.id);
+      if (old !== undefined) dead.add(old);
     }
-    const store = this.store;
-    const proto = this.proto!;
-
-    const replaced = batch.filter((m) => this.mems.has(m.id)).map((m) => m.id);
-    if (replaced.length > 0) this.removeInternal(replaced, log);
-
-    // Relation extraction against the pre-batch store: same-batch memories are not stored yet,
-    // so they can never be linked to each other.
-    let hits: VectorHit[][];
-    if (this.k1 === 0 || store.size === 0) hits = vecs.map(() => []);
-    else if (store.searchMany) hits = store.searchMany(vecs, this.k1, this.tau);
-    else hits = vecs.map((v) => store.search(v, this.k1, this.tau));
-
-    const fresh: Mem[] = [];
-    batch.forEach((m, i) => {
-      store.add(m.id, vecs[i]);
-      const mem: Mem = {
-        id: m.id,
-        community: undefined as unknown as Comm, // assigned below, before anyone reads it
-        adj: new Map(),
-        items: m.items === undefined ? undefined : [...new Set(m.items)],
-        mark: 0,
-      };
-      this.mems.set(m.id, mem);
-      log.noteNew(m.id);
-      log.added.push(m.id);
-      fresh.push(mem);
-    });
-    fresh.forEach((m, i) => {
-      for (const h of hits[i]) {
-        const nb = this.mems.get(h.id);
-        if (nb === undefined || nb === m) continue;
-        m.adj.set(nb, h.sim);
-        nb.adj.set(m, h.sim);
-        this.edgeCount++;
-      }
-    });
-
-    // Which existing communities does the batch join together? (union-find over communities)
-    const parent = new Map<Comm, Comm>();
-    const find = (c: Comm): Comm => {
-      let r = c;
-      while (parent.get(r) !== r) r = parent.get(r)!;
-      while (c !== r) {
-        const p = parent.get(c)!;
-        parent.set(c, r);
-        c = p;
-      }
-      return r;
-    };
-    for (const m of fresh) {
-      let first: Comm | undefined;
-      for (const nb of m.adj.keys()) {
-        const c = nb.community;
-        if (!parent.has(c)) parent.set(c, c);
-        if (first === undefined) first = c;
-        else {
-          const a = find(first);
-          const b = find(c);
-          if (a !== b) parent.set(b, a);
-        }
-      }
-    }
-    // The largest community of each group keeps its id (ties: the older one).
-    const winner = new Map<Comm, Comm>();
-    for (const c of parent.keys()) {
-      const r = find(c);
-      const w = winner.get(r);
-      if (w === undefined || c.members.size > w.members.size || (c.members.size === w.members.size && c.seq < w.seq)) {
-        winner.set(r, c);
-      }
-    }
-
-    for (const m of fresh) {
-      let target: Comm;
-      const firstNb = m.adj.keys().next();
-      if (firstNb.done) {
-        target = this.newCommunity();
-        log.created.add(target.id);
-      } else {
-        target = winner.get(find(firstNb.value.community))!;
-      }
-      m.community = target;
-      target.members.add(m);
-      target.version = ++this.clock;
-      proto.add(target.id, this.member(m));
-    }
-
-    // BFS from the batch: a memory whose label differs from its neighbour's final label is
-    // relabelled and enqueues its own neighbours, so one bridging memory merges whole components.
-    const queue: Mem[] = fresh.filter((m) => m.adj.size > 0);
-    for (let qi = 0; qi < queue.length; qi++) {
-      const x = queue[qi];
-      for (const nb of x.adj.keys()) {
-        if (nb.community !== x.community) {
-          this.move(nb, x.community, log);
-          queue.push(nb);
-        }
-      }
-    }
-    for (const c of parent.keys()) {
-      const w = winner.get(find(c))!;
-      if (c === w) continue;
-      // Components are connected, so BFS emptied every absorbed community; this is a guard.
-      for (const m of [...c.members]) this.move(m, w, log);
-      proto.absorb(w.id, c.id);
-      this.comms.delete(c.id);
-      log.merged.set(c.id, w.id);
-    }
+    if (dead.size > 0) this.drop(dead, log, pairs, seeds, touched);
+    const tag = this.nextBatch++;
+    const fresh = this.insert(batch, vecs, (m) => m.batch ?? tag, log);
+    if (this.k1 > 0) this.extract(fresh, vecs, log, pairs);
+    this.relink(pairs, seeds);
+    this.recluster(seeds, fresh, touched, log);
     return this.finish(log);
   }
 
   /**
-   * Delete memories (unknown ids are ignored) and their edges. Each affected community is
-   * re-explored from the deleted memories' former neighbours; if it fell apart, the largest
-   * part keeps its id and the others get new ids.
+   * Delete memories (unknown ids are ignored) and their links. The lists they were in are
+   * refilled (new links may merge communities) and the affected communities re-explored (a
+   * community that fell apart keeps its id for the largest part).
    */
   remove(ids: Iterable<string>): CommunityChanges {
     // why: a bare string is Iterable<string> and would delete memories named by its characters
     if (typeof ids === 'string') throw new TypeError('remove() takes an iterable of ids, not a string');
     const log = new OpLog();
-    this.removeInternal(ids, log);
-    return this.finish(log);
-  }
-
-  private removeInternal(ids: Iterable<string>, log: OpLog): void {
     const dead = new Set<Mem>();
     for (const id of ids) {
       const m = this.mems.get(id);
       if (m !== undefined) dead.add(m);
     }
-    if (dead.size === 0) return;
+    if (dead.size === 0) return this.finish(log);
+    const pairs: [Mem, Mem][] = [];
+    const seeds: Mem[] = [];
+    const touched = new Set<Comm>();
+    this.drop(dead, log, pairs, seeds, touched);
+    this.relink(pairs, seeds);
+    this.recluster(seeds, [], touched, log);
+    return this.finish(log);
+  }
+
+  /**
+   * Load memories with their persisted candidate lists into an empty graph, without searching
+   * (a restart restores exactly the state that was saved, also with an approximate store).
+   * Memories without a `batch` tag each form their own group from then on (so later list
+   * refills may link memories that were uploaded together before the restart).
+   */
+  restore(memories: readonly RestoredMemory[]): void {
+    if (this.mems.size > 0) throw new Error('restore() needs an empty graph');
+    this.validate(memories);
+    if (memories.length === 0) return;
+    const log = new OpLog();
+    const vecs = memories.map((m) => normalize(m.vector));
+    this.ensureStore(vecs[0].length);
+    const fresh = this.insert(memories, vecs, (m) => m.batch ?? this.nextBatch++, log);
+    const pairs: [Mem, Mem][] = [];
+    if (this.k1 > 0) {
+      fresh.forEach((x, i) => {
+        const list: Cand[] = [];
+        for (const c of memories[i].candidates ?? []) {
+          const y = this.mems.get(c.id);
+          if (y === undefined || y === x || y.batch === x.batch || !Number.isFinite(c.sim) || list.some((e) => e.m === y)) continue;
+          offer(list, this.k1, y, c.sim);
+        }
+        x.list = list;
+        for (const e of list) {
+          e.m.rev.add(x);
+          pairs.push([x, e.m]);
+        }
+      });
+    }
+    const seeds: Mem[] = [];
+    this.relink(pairs, seeds);
+    this.recluster(seeds, fresh, new Set(), log);
+  }
+
+  private ensureStore(dim: number): void {
+    if (this.store === undefined) {
+      this.store = this.createVectorSearch(dim);
+      this.proto = new PrototypeTracker(dim);
+    }
+  }
+
+  /** Store the batch's memories (no lists, no community yet). */
+  private insert(batch: readonly GraphMemory[], vecs: Float32Array[], tagOf: (m: GraphMemory) => string | number, log: OpLog): Mem[] {
+    const store = this.store!;
+    return batch.map((m, i) => {
+      store.add(m.id, vecs[i]);
+      const mem: Mem = {
+        id: m.id,
+        batch: tagOf(m),
+        community: undefined as unknown as Comm, // assigned by recluster, before anyone reads it
+        list: [],
+        rev: new Set(),
+        adj: new Map(),
+        items: m.items === undefined ? undefined : [...new Set(m.items)],
+        mark: 0,
+        alive: true,
+      };
+      this.mems.set(m.id, mem);
+      log.noteNew(m.id);
+      log.added.push(m.id);
+      log.relinked.add(mem);
+      return mem;
+    });
+  }
+
+  /**
+   * Visit, per query memory, the candidates among the stored memories (another batch, not
+   * itself, sim ≥ tau): all of them with `scanMany`, else the `k` nearest by search.
+   */
+  private visitCandidates(queries: readonly Mem[], vecs: readonly ArrayLike<number>[], k: number, visit: (qi: number, y: Mem, sim: number) => void): void {
+    const store = this.store!;
+    if (store.scanMany) {
+      store.scanMany(vecs, this.tau, (qi, id, sim) => {
+        const y = this.mems.get(id);
+        const x = queries[qi];
+        if (y === undefined || y === x || y.batch === x.batch) return;
+        visit(qi, y, sim);
+      });
+      return;
+    }
+    queries.forEach((x, qi) => {
+      const ok = (id: string): boolean => {
+        const y = this.mems.get(id);
+        return y !== undefined && y !== x && y.batch !== x.batch;
+      };
+      for (const h of store.search(vecs[qi], k, this.tau, ok)) visit(qi, this.mems.get(h.id)!, h.sim);
+    });
+  }
+
+  /** Candidate lists of the new memories; each is offered to the lists it enters. */
+  private extract(fresh: Mem[], vecs: Float32Array[], log: OpLog, pairs: [Mem, Mem][]): void {
+    const k1 = this.k1;
+    const isFresh = new Set(fresh);
+    const lists: Cand[][] = fresh.map(() => []);
+    const proposals: [Mem, Mem, number][] = [];
+    this.visitCandidates(fresh, vecs, Math.max(k1, this.reverseCandidates), (qi, y, sim) => {
+      offer(lists[qi], k1, y, sim);
+      // why: a new memory's own list already sees every other new memory
+      if (isFresh.has(y)) return;
+      const m = fresh[qi];
+      const l = y.list;
+      if (l.length < k1 || ranksBefore(sim, m.id, l[l.length - 1].sim, l[l.length - 1].m.id)) proposals.push([y, m, sim]);
+    });
+    for (const [y, m, sim] of proposals) {
+      const out = offer(y.list, k1, m, sim);
+      if (out === undefined) continue;
+      m.rev.add(y);
+      pairs.push([y, m]);
+      log.relinked.add(y);
+      if (out !== null) {
+        out.m.rev.delete(y);
+        pairs.push([y, out.m]);
+      }
+    }
+    fresh.forEach((m, i) => {
+      m.list = lists[i];
+      for (const e of m.list) {
+        e.m.rev.add(m);
+        pairs.push([m, e.m]);
+      }
+    });
+  }
+
+  /** Delete `dead`: their links go, the lists they were in are refilled. */
+  private drop(dead: Set<Mem>, log: OpLog, pairs: [Mem, Mem][], seeds: Mem[], touched: Set<Comm>): void {
     const store = this.store!;
     const proto = this.proto!;
-    const seedsBy = new Map<Comm, Mem[]>();
-    for (const m of dead) {
-      log.note(m);
-      const c = m.community;
-      proto.remove(c.id, this.member(m));
-      c.members.delete(m);
+    const refill = new Set<Mem>();
+    for (const d of dead) {
+      log.note(d);
+      const c = d.community;
+      proto.remove(c.id, this.member(d));
+      c.members.delete(d);
       c.version = ++this.clock;
-      let seeds = seedsBy.get(c);
-      if (seeds === undefined) seedsBy.set(c, (seeds = []));
-      for (const nb of m.adj.keys()) {
-        nb.adj.delete(m);
+      touched.add(c);
+      for (const e of d.list) e.m.rev.delete(d);
+      for (const x of d.rev) {
+        if (dead.has(x)) continue;
+        x.list = x.list.filter((e) => e.m !== d);
+        refill.add(x);
+      }
+      for (const nb of d.adj.keys()) {
+        nb.adj.delete(d);
         this.edgeCount--;
         if (!dead.has(nb)) seeds.push(nb);
       }
-      m.adj.clear();
-      store.remove(m.id);
-      this.mems.delete(m.id);
-      log.removed.push(m.id);
+      d.adj.clear();
+      d.alive = false;
+      store.remove(d.id);
+      this.mems.delete(d.id);
+      log.removed.push(d.id);
     }
-    for (const [c, seeds] of seedsBy) {
-      if (c.members.size === 0) {
-        this.comms.delete(c.id);
-        proto.drop(c.id);
-        log.emptied.push(c.id);
-      } else {
-        this.splitIfNeeded(c, seeds, log);
+    if (refill.size === 0 || this.k1 === 0) return;
+    const xs = [...refill];
+    const fresh: Cand[][] = xs.map(() => []);
+    this.visitCandidates(xs, xs.map((x) => store.vector(x.id)!), this.k1, (qi, y, sim) => {
+      offer(fresh[qi], this.k1, y, sim);
+    });
+    xs.forEach((x, i) => {
+      const now = fresh[i];
+      const was = new Set(x.list.map((e) => e.m));
+      const is = new Set(now.map((e) => e.m));
+      for (const e of x.list) {
+        if (is.has(e.m)) continue;
+        e.m.rev.delete(x);
+        pairs.push([x, e.m]);
       }
+      for (const e of now) {
+        if (was.has(e.m)) continue;
+        e.m.rev.add(x);
+        pairs.push([x, e.m]);
+      }
+      x.list = now;
+      log.relinked.add(x);
+    });
+  }
+
+  /** Re-derive the link of every pair whose list membership changed; endpoints of changed links become seeds. */
+  private relink(pairs: readonly [Mem, Mem][], seeds: Mem[]): void {
+    for (const [a, b] of pairs) {
+      if (!a.alive || !b.alive || a === b) continue;
+      const want = b.rev.has(a) && a.rev.has(b);
+      if (want === a.adj.has(b)) continue;
+      if (want) {
+        const sim = a.list.find((e) => e.m === b)!.sim;
+        a.adj.set(b, sim);
+        b.adj.set(a, sim);
+        this.edgeCount++;
+      } else {
+        a.adj.delete(b);
+        b.adj.delete(a);
+        this.edgeCount--;
+      }
+      seeds.push(a, b);
     }
   }
 
   /**
-   * `c` lost members; `seeds` are their surviving former neighbours (every remaining part of
-   * `c` contains one). BFS from the first seed stops as soon as all seeds are reached again (no
-   * split, usually after a few hops); otherwise each unreached seed's part is explored fully.
+   * Re-explore the components holding a seed or a new memory, cut them (size cap), and give
+   * each part the id of the old community it shares most members with.
    */
-  private splitIfNeeded(c: Comm, seeds: Mem[], log: OpLog): void {
-    const seedSet = new Set(seeds);
-    if (seedSet.size <= 1) return;
+  private recluster(seeds: readonly Mem[], fresh: readonly Mem[], touched: Set<Comm>, log: OpLog): void {
+    const proto = this.proto!;
+    const isFresh = new Set(fresh);
     const base = ++this.epoch;
-    const first = seeds[0];
-    first.mark = base;
-    const part0: Mem[] = [first];
-    let found = 1;
-    for (let qi = 0; qi < part0.length; qi++) {
-      for (const nb of part0[qi].adj.keys()) {
-        if (nb.mark >= base) continue;
-        nb.mark = base;
-        part0.push(nb);
-        if (seedSet.has(nb) && ++found === seedSet.size) return; // all seeds still connected
-      }
-    }
-    const parts: Mem[][] = [part0];
-    for (const s of seedSet) {
-      if (s.mark >= base) continue;
-      const e = ++this.epoch;
-      s.mark = e;
-      const part: Mem[] = [s];
-      for (let qi = 0; qi < part.length; qi++) {
-        for (const nb of part[qi].adj.keys()) {
+    const pieces: Mem[][] = [];
+    for (const s of [...seeds, ...fresh]) {
+      if (!s.alive || s.mark >= base) continue;
+      s.mark = base;
+      const comp: Mem[] = [s];
+      for (let qi = 0; qi < comp.length; qi++) {
+        for (const nb of comp[qi].adj.keys()) {
           if (nb.mark >= base) continue;
-          nb.mark = e;
-          part.push(nb);
+          nb.mark = base;
+          comp.push(nb);
         }
       }
-      parts.push(part);
+      if (comp.length <= this.maxCommunitySize) {
+        pieces.push(comp);
+        continue;
+      }
+      const idx = new Map<Mem, number>(comp.map((m, i) => [m, i]));
+      const edges: [number, number, number][] = [];
+      comp.forEach((a, i) => {
+        for (const [b, sim] of a.adj) if (a.id < b.id) edges.push([i, idx.get(b)!, sim]);
+      });
+      sortEdges(edges, (i) => comp[i].id);
+      for (const g of cappedGroups(comp.length, edges, this.maxCommunitySize)) pieces.push(g.map((i) => comp[i]));
     }
-    if (parts.length === 1) return;
-    let keep = 0;
-    for (let i = 1; i < parts.length; i++) if (parts[i].length > parts[keep].length) keep = i;
-    const splitOff: string[] = [];
-    parts.forEach((part, i) => {
-      if (i === keep) return;
-      const nc = this.newCommunity();
-      log.created.add(nc.id);
-      splitOff.push(nc.id);
-      for (const m of part) this.move(m, nc, log);
-      this.proto!.split(c.id, nc.id, part.map((m) => this.member(m)));
+    // Where each piece member was before this call (a replaced memory: its old instance's community).
+    const prevOf = (m: Mem): Comm | undefined => {
+      if (!isFresh.has(m)) return m.community;
+      const id = log.before.get(m.id);
+      return id === undefined ? undefined : this.comms.get(id);
+    };
+    const triples: { p: number; c: Comm; n: number; first: string }[] = [];
+    pieces.forEach((piece, p) => {
+      const counts = new Map<Comm, number>();
+      let first = piece[0].id;
+      for (const m of piece) {
+        if (m.id < first) first = m.id;
+        const c = prevOf(m);
+        if (c === undefined) continue;
+        touched.add(c);
+        counts.set(c, (counts.get(c) ?? 0) + 1);
+      }
+      for (const [c, n] of counts) triples.push({ p, c, n, first });
     });
-    log.split.set(c.id, [...(log.split.get(c.id) ?? []), ...splitOff]);
+    triples.sort((a, b) => b.n - a.n || a.c.seq - b.c.seq || cmpId(a.first, b.first));
+    const target: (Comm | undefined)[] = pieces.map(() => undefined);
+    const kept = new Set<Comm>();
+    for (const t of triples) {
+      if (target[t.p] !== undefined || kept.has(t.c)) continue;
+      target[t.p] = t.c;
+      kept.add(t.c);
+    }
+    // Where the members of each touched community went: community → (target → count).
+    const went = new Map<Comm, Map<Comm, number>>();
+    pieces.forEach((piece, p) => {
+      let to = target[p];
+      if (to === undefined) {
+        to = target[p] = this.newCommunity();
+        log.created.add(to.id);
+      }
+      for (const m of piece) {
+        const from = prevOf(m);
+        if (from !== undefined) {
+          let w = went.get(from);
+          if (w === undefined) went.set(from, (w = new Map()));
+          w.set(to, (w.get(to) ?? 0) + 1);
+        }
+        if (isFresh.has(m)) {
+          m.community = to;
+          to.members.add(m);
+          to.version = ++this.clock;
+          proto.add(to.id, this.member(m));
+        } else if (m.community !== to) {
+          proto.remove(m.community.id, this.member(m));
+          this.move(m, to, log);
+          proto.add(to.id, this.member(m));
+        }
+      }
+    });
+    for (const c of touched) {
+      const w = went.get(c);
+      if (kept.has(c)) {
+        const parts = w === undefined ? [] : [...w.keys()].filter((t) => t !== c && log.created.has(t.id)).map((t) => t.id);
+        if (parts.length > 0) log.split.set(c.id, parts);
+        continue;
+      }
+      // why: every surviving member of a touched community lies in a re-explored component
+      if (c.members.size > 0) throw new Error(`internal: community ${c.id} kept members outside the re-explored components`);
+      this.comms.delete(c.id);
+      proto.drop(c.id);
+      if (w === undefined || w.size === 0) {
+        log.emptied.push(c.id);
+        continue;
+      }
+      let best: Comm | undefined;
+      for (const [t, n] of w) if (best === undefined || n > w.get(best)! || (n === w.get(best)! && t.seq < best.seq)) best = t;
+      log.merged.set(c.id, best!.id);
+    }
   }
 
   private newCommunity(): Comm {
@@ -514,6 +803,7 @@ export class CommunityGraph {
       createdCommunities: [...log.created].filter((id) => this.comms.has(id)),
       splitCommunities,
       removedCommunities: log.emptied.filter((id) => !log.created.has(id)),
+      relinked: [...log.relinked].filter((m) => m.alive).map((m) => m.id),
     };
   }
 
@@ -558,6 +848,21 @@ export class CommunityGraph {
     const m = this.mems.get(id);
     if (m === undefined) return [];
     return [...m.adj].map(([nb, sim]) => ({ id: nb.id, sim })).sort((a, b) => b.sim - a.sim || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  }
+
+  /**
+   * The candidate list of `id` (its top-k1 memories of other batches with sim ≥ tau, best
+   * first; ties: smaller id first). A link exists where two lists name each other. Empty if unknown.
+   */
+  candidates(id: string): Neighbour[] {
+    return this.mems.get(id)?.list.map((e) => ({ id: e.m.id, sim: e.sim })) ?? [];
+  }
+
+  /** Every link as `[smaller id, larger id, sim]`, sorted by the two ids. */
+  edges(): GraphEdge[] {
+    const out: GraphEdge[] = [];
+    for (const a of this.mems.values()) for (const [b, sim] of a.adj) if (a.id < b.id) out.push([a.id, b.id, sim]);
+    return out.sort((x, y) => cmpId(x[0], y[0]) || cmpId(x[1], y[1]));
   }
 
   /** A copy of the stored (normalised) vector of `id`. */
@@ -613,27 +918,52 @@ export class CommunityGraph {
   }
 
   /**
-   * The partition recomputed from scratch by BFS over every stored edge, ignoring the
-   * incremental labels: member id lists, each sorted, ordered by their first id. Used by tests
-   * and for crash recovery.
+   * The partition recomputed from the stored links alone, ignoring the incremental labels:
+   * connected components, each cut by the size cap exactly as the live graph does; member id
+   * lists, each sorted, ordered by their first id. Used by tests and tools.
    */
   recomputeAll(): string[][] {
-    const base = ++this.epoch;
-    const parts: string[][] = [];
-    for (const start of this.mems.values()) {
-      if (start.mark >= base) continue;
-      start.mark = base;
-      const queue: Mem[] = [start];
-      for (let qi = 0; qi < queue.length; qi++) {
-        for (const nb of queue[qi].adj.keys()) {
-          if (nb.mark >= base) continue;
-          nb.mark = base;
-          queue.push(nb);
-        }
+    return this.partitionOf([...this.mems.keys()], this.edges());
+  }
+
+  /**
+   * Relation extraction recomputed from scratch on the current memories: every candidate list
+   * searched anew (one exhaustive scan per memory with an exact store; an approximate store's
+   * search otherwise), the mutual links, and the capped components of those links. Reads the
+   * state, changes nothing. With an exact store the result equals {@link edges} and the live
+   * partition after any sequence of operations (the property test checks it). O(n² · d).
+   */
+  recomputeFromScratch(): GraphSnapshot {
+    const all = [...this.mems.values()];
+    const lists = new Map<Mem, Map<Mem, number>>();
+    if (this.k1 > 0 && this.store !== undefined) {
+      const store = this.store;
+      for (let i = 0; i < all.length; i += 256) {
+        const xs = all.slice(i, i + 256);
+        const found: Cand[][] = xs.map(() => []);
+        // why: copies, since views into the store are only valid until its next mutation
+        this.visitCandidates(xs, xs.map((x) => store.vector(x.id)!.slice()), this.k1, (qi, y, sim) => {
+          offer(found[qi], this.k1, y, sim);
+        });
+        xs.forEach((x, j) => lists.set(x, new Map(found[j].map((e) => [e.m, e.sim]))));
       }
-      parts.push(queue.map((m) => m.id).sort());
     }
-    return parts.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    const edges: GraphEdge[] = [];
+    for (const [x, l] of lists) {
+      for (const [y, sim] of l) if (x.id < y.id && lists.get(y)!.has(x)) edges.push([x.id, y.id, sim]);
+    }
+    edges.sort((x, y) => cmpId(x[0], y[0]) || cmpId(x[1], y[1]));
+    return { edges, partition: this.partitionOf(all.map((m) => m.id), edges) };
+  }
+
+  /** Capped components of `edges` over `ids`, canonical order. */
+  private partitionOf(ids: string[], edges: readonly GraphEdge[]): string[][] {
+    const at = new Map(ids.map((id, i) => [id, i]));
+    const ix: [number, number, number][] = edges.map(([a, b, sim]) => [at.get(a)!, at.get(b)!, sim]);
+    sortEdges(ix, (i) => ids[i]);
+    return cappedGroups(ids.length, ix, this.maxCommunitySize)
+      .map((g) => g.map((i) => ids[i]).sort())
+      .sort((a, b) => cmpId(a[0], b[0]));
   }
 
   /** Size, edge count, community size histogram. O(communities). */

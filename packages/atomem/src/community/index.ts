@@ -9,10 +9,14 @@ import {
   CommunityGraph,
   type CommunityChanges,
   type CommunityGraphConfig,
+  type GraphEdge,
   type GraphMemory,
+  type GraphSnapshot,
   type GraphStats,
   type MembershipChange,
   type Neighbour,
+  type RestoredMemory,
+  DEFAULT_MAX_COMMUNITY_SIZE,
 } from './graph.js';
 import { laplace, noisyCounts } from './noise.js';
 import { PrototypeTracker, aggregateItems, prototypeOf, type PrototypeMember } from './prototype.js';
@@ -22,11 +26,11 @@ import { FlatVectorStore, type VectorHit, type VectorSearch } from './vectors.js
 /** Shared-index contracts: what a device uploads and what the index releases. */
 export type { CommunityView, SharedIndex, SharedMemoryUpload };
 /** Graph types: configuration, inserted memories, change sets, links, shape statistics. */
-export type { CommunityChanges, CommunityGraphConfig, GraphMemory, GraphStats, MembershipChange, Neighbour };
+export type { CommunityChanges, CommunityGraphConfig, GraphEdge, GraphMemory, GraphSnapshot, GraphStats, MembershipChange, Neighbour, RestoredMemory };
 /** Vector search types: one hit, and the interface an approximate index (HNSW) implements. */
 export type { VectorHit, VectorSearch, PrototypeMember };
-/** Relation extraction + incrementally maintained connected components with stable ids. */
-export { CommunityGraph };
+/** Mutual top-k1 relation extraction + incrementally maintained, size-capped components with stable ids. */
+export { CommunityGraph, DEFAULT_MAX_COMMUNITY_SIZE };
 /** Exact flat top-k cosine store (contiguous Float32Array, doubling growth, swap-remove). */
 export { FlatVectorStore };
 /** Running per-community vector sums and item counts behind prototypes. */
@@ -46,10 +50,14 @@ export { InvalidUploadError };
 export interface InProcessIndexOptions {
   /** The only embedder id accepted, e.g. `use-lite@1.3.3/float32`. */
   embedderId: string;
-  /** Neighbours per new memory (STEAM `k1`). Default 2. */
+  /** Links per memory: mutual top-k1 (STEAM `k1`). Default 2. */
   k1?: number;
   /** Minimum link similarity (STEAM `tau`). Default 0.5. */
   tau?: number;
+  /** Largest community (bigger components are cut, strongest links kept). Default {@link DEFAULT_MAX_COMMUNITY_SIZE}. */
+  maxCommunitySize?: number;
+  /** Approximate vector stores only: nearest memories of a new memory offered it (see {@link CommunityGraphConfig.reverseCandidates}). Default 64. */
+  reverseCandidates?: number;
   /** k-anonymity: communities smaller than this are never released. Default 3. */
   minCommunitySize?: number;
   /** Laplace scale `b` of the noise added to released item counts. Default 0 (exact counts). */
@@ -131,7 +139,13 @@ export function createInProcessIndex(options: InProcessIndexOptions): InProcessI
   if (!Number.isInteger(minCommunitySize) || minCommunitySize < 1) throw new RangeError(`minCommunitySize must be an integer ≥ 1, got ${minCommunitySize}`);
   if (!Number.isFinite(itemNoise) || itemNoise < 0) throw new RangeError(`itemNoise must be a finite number ≥ 0, got ${itemNoise}`);
   if (!(maxMembers >= 0)) throw new RangeError(`maxMembers must be ≥ 0, got ${maxMembers}`);
-  const graph = new CommunityGraph({ k1: options.k1, tau: options.tau, createVectorSearch: options.createVectorSearch });
+  const graph = new CommunityGraph({
+    k1: options.k1,
+    tau: options.tau,
+    maxCommunitySize: options.maxCommunitySize,
+    reverseCandidates: options.reverseCandidates,
+    createVectorSearch: options.createVectorSearch,
+  });
   const cache = new Map<string, CachedCommunity>();
 
   const validate = (batch: readonly SharedMemoryUpload[]): void => {

@@ -41,6 +41,13 @@ export interface VectorSearch {
   search(query: ArrayLike<number>, k: number, minSim: number, filter?: (id: string) => boolean): VectorHit[];
   /** Same as `search` for several queries; implementations may share one scan of the store. */
   searchMany?(queries: readonly ArrayLike<number>[], k: number, minSim: number, filter?: (id: string) => boolean): VectorHit[][];
+  /**
+   * Exhaustive scan: calls `visit(queryIndex, id, sim)` for every stored vector whose
+   * similarity to a query is `≥ minSim` (order unspecified). Only exact stores implement it;
+   * the community graph's relation extraction is exact (incremental = from scratch) when the
+   * store has it, and approximate (searches of bounded size) when it does not.
+   */
+  scanMany?(queries: readonly ArrayLike<number>[], minSim: number, visit: (queryIndex: number, id: string, sim: number) => void): void;
 }
 
 /**
@@ -268,6 +275,48 @@ export class FlatVectorStore implements VectorSearch {
       }
     }
     return heaps.map((h) => h.result(ids));
+  }
+
+  scanMany(queries: readonly ArrayLike<number>[], minSim: number, visit: (queryIndex: number, id: string, sim: number) => void): void {
+    const nq = queries.length;
+    const n = this.rowIds.length;
+    const d = this.dim;
+    if (nq === 0 || n === 0) return;
+    const q = new Float32Array(nq * d);
+    for (let i = 0; i < nq; i++) {
+      const v = queries[i];
+      if (v.length !== d) throw new RangeError(`query has ${v.length} dimensions, store has ${d}`);
+      q.set(v, i * d);
+    }
+    const data = this.data;
+    const ids = this.rowIds;
+    const n2 = n - (n & 1);
+    // why: the sums run over j in the same order as searchMany's kernel (and as a plain dot),
+    // so sim(a, b) here is bit-identical to searchMany's and symmetric in a and b.
+    for (let r = 0; r < n2; r += 2) {
+      const o0 = r * d;
+      const o1 = o0 + d;
+      for (let qi = 0; qi < nq; qi++) {
+        const a = qi * d;
+        let s0 = 0, s1 = 0;
+        for (let j = 0; j < d; j++) {
+          const y = q[a + j];
+          s0 += data[o0 + j] * y;
+          s1 += data[o1 + j] * y;
+        }
+        if (s0 >= minSim) visit(qi, ids[r], s0);
+        if (s1 >= minSim) visit(qi, ids[r + 1], s1);
+      }
+    }
+    if (n2 < n) {
+      const o = n2 * d;
+      for (let qi = 0; qi < nq; qi++) {
+        const a = qi * d;
+        let s = 0;
+        for (let j = 0; j < d; j++) s += data[o + j] * q[a + j];
+        if (s >= minSim) visit(qi, ids[n2], s);
+      }
+    }
   }
 
   private resize(capacity: number): void {

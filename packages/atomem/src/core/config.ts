@@ -10,7 +10,7 @@ export interface AtomemConfig {
    * embedder may want its own value (see `defaultsFor`).
    */
   tau: number;
-  /** Neighbours per new memory in relation extraction (STEAM's k1). Paper best: 2. */
+  /** Relation extraction (STEAM's k1): memories link to mutual top-k1 neighbours, so at most k1 links each. Paper best: 2. */
   k1: number;
   /** Own memories retrieved per candidate (STEAM's k2). Paper best: 1. */
   k2: number;
