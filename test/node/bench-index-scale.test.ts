@@ -27,9 +27,10 @@ function checkSane(r: IndexScaleResult, memories: number): void {
   expect(r.incrementalVsRebuildRatio).toBeGreaterThan(r.incrementalVsFullRatio);
   expect(r.recomputeMatches).toBe(true);
   // clustered data: tau-links and non-trivial communities form, without one giant component
-  expect(r.edges).toBeGreaterThan(memories / 2);
+  // (links are mutual top-k1 since DECISIONS 38: fewer than the old one-per-new-memory rule's)
+  expect(r.edges).toBeGreaterThan(memories / 10);
   expect(r.communities).toBeGreaterThan(10);
-  expect(r.largestCommunity).toBeGreaterThan(10);
+  expect(r.largestCommunity).toBeGreaterThanOrEqual(3);
   expect(r.largestCommunity).toBeLessThan(memories / 2);
   expect(r.recallAtK1).toBeGreaterThanOrEqual(0.9);
   expect(r.exactSearchP50Ms).toBeGreaterThan(0);

@@ -87,7 +87,9 @@ describe('LlmReasoner: valid output is applied through MemoryAgent', () => {
   });
 
   it('summarizePrototype through sync: the community reason carries the model summary, prompts carry no other users', async () => {
-    const index = createInProcessIndex({ embedderId: embedder.id, tau: TAU, k1: 2, minCommunitySize: 3 });
+    // why k1 = 3: links are mutual top-k1; with 2 the three others' memories are each other's
+    // top-2 and leave alice's out, with 3 all four are linked (the old rule linked her at k1 = 2)
+    const index = createInProcessIndex({ embedderId: embedder.id, tau: TAU, k1: 3, minCommunitySize: 3 });
     let shared = 0;
     const user = (name: string, reasoner?: LlmReasoner) => {
       let n = 0;

@@ -1,6 +1,6 @@
 // Crash safety of the index service: the CLI runs as a child process, a burst of concurrent
 // upserts is cut by SIGKILL, and a restart on the same data dir must hold every acknowledged
-// upsert, with communities equal to a recomputation from the stored rows and links.
+// upsert, with communities equal to a recomputation from the stored rows and candidate lists.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { INDEX_PATHS, encodeVector, hashToken, type WireCommunity, type WireMemory } from '../../packages/atomem/src/protocol/index-v1.js';
 import { createIndexService } from '../../packages/atomem-index/src/service.js';
 import { DEFAULT_EMBEDDER } from '../../packages/atomem-index/src/defaults.js';
-import { post, rng, unit } from '../fixtures/index-wire.js';
+import { cappedComponents, mutualLinks, post, rng, unit } from '../fixtures/index-wire.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const EMB = 'crash-test@1';
@@ -177,30 +177,21 @@ describe('index service: crash safety', () => {
     second.child.kill('SIGTERM');
     expect(await second.exited).toEqual({ code: 0, signal: null });
 
-    // Recompute from the file alone: connected components of the stored link graph.
+    // Recompute from the file alone: communities of the stored candidate lists.
     const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMB], embedderDims: { [EMB]: DIM }, minCommunitySize: K, rateLimit: false });
     await svc.ready;
     const rows = svc.store.all();
     const ids = new Set(rows.map((m) => m.id));
     for (const id of acked) expect(ids.has(id), id).toBe(true);
     for (const id of ids) expect(sent.has(id), id).toBe(true);
-    const adj = new Map([...ids].map((id) => [id, [] as string[]]));
     const links = svc.store.links();
     expect(links.length).toBeGreaterThan(0);
-    for (const l of links) {
-      expect(ids.has(l.src) && ids.has(l.dst)).toBe(true);
-      adj.get(l.src)!.push(l.dst);
-      adj.get(l.dst)!.push(l.src);
-    }
-    const seen = new Set<string>();
-    const components: string[][] = [];
-    for (const s of ids) {
-      if (seen.has(s)) continue;
-      seen.add(s);
-      const part = [s];
-      for (let i = 0; i < part.length; i++) for (const n of adj.get(part[i])!) if (!seen.has(n) && seen.add(n)) part.push(n);
-      components.push(part.sort());
-    }
+    for (const l of links) expect(ids.has(l.src) && ids.has(l.dst)).toBe(true);
+    // the stored candidate lists: mutual pairs are the links; communities = their capped components
+    const edges = mutualLinks(links);
+    expect(edges.length).toBeGreaterThan(0);
+    expect(svc.index(EMB)!.graph.edges()).toEqual(edges);
+    const components = cappedComponents(ids, edges);
     const byFirst = (a: string[], b: string[]) => (a[0] < b[0] ? -1 : 1);
     expect(svc.partition(EMB)).toEqual(components.sort(byFirst));
     expect(served.sort(byFirst)).toEqual(components.filter((c) => c.length >= K).sort(byFirst));

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { INDEX_LIMITS, INDEX_PATHS, decodeVector, encodeVector, hashToken, type WireCommunity, type WireMemory } from '../../packages/atomem/src/protocol/index-v1.js';
 import { createIndexService, type IndexService } from '../../packages/atomem-index/src/service.js';
-import { post, rng, unit } from '../fixtures/index-wire.js';
+import { cappedComponents, mutualLinks, post, rng, unit } from '../fixtures/index-wire.js';
 
 const E1 = 'fuzz-a@1';
 const E2 = 'fuzz-b@1';
@@ -20,31 +20,11 @@ afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-/** Connected components of the stored link graph, from the SQLite rows alone. */
+/** Communities recomputed from the SQLite rows alone: capped components of the mutual candidate links. */
 function componentsFromStore(svc: IndexService): string[][] {
-  const adj = new Map<string, string[]>(svc.store.all().map((m) => [m.id, []]));
-  for (const l of svc.store.links()) {
-    expect(adj.has(l.src) && adj.has(l.dst), `link ${l.src}→${l.dst} points to stored memories`).toBe(true);
-    adj.get(l.src)!.push(l.dst);
-    adj.get(l.dst)!.push(l.src);
-  }
-  const seen = new Set<string>();
-  const parts: string[][] = [];
-  for (const start of adj.keys()) {
-    if (seen.has(start)) continue;
-    seen.add(start);
-    const part = [start];
-    for (let i = 0; i < part.length; i++) {
-      for (const n of adj.get(part[i])!) {
-        if (!seen.has(n)) {
-          seen.add(n);
-          part.push(n);
-        }
-      }
-    }
-    parts.push(part.sort());
-  }
-  return parts.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+  const ids = new Set(svc.store.all().map((m) => m.id));
+  for (const l of svc.store.links()) expect(ids.has(l.src) && ids.has(l.dst), `link ${l.src}→${l.dst} points to stored memories`).toBe(true);
+  return cappedComponents(ids, mutualLinks(svc.store.links()));
 }
 
 function livePartition(svc: IndexService): string[][] {
@@ -291,7 +271,8 @@ describe('index service: seeded fuzz', () => {
       return out;
     };
     const before = await ask(url);
-    const edges = svc.store.links().length;
+    const edges = mutualLinks(svc.store.links()).length;
+    expect(edges).toBe(svc.index(E1)!.graph.edgeTotal + svc.index(E2)!.graph.edgeTotal);
     await svc.close();
     svc = createIndexService(opts);
     await svc.ready;
@@ -318,7 +299,9 @@ describe('index service: seeded fuzz', () => {
       const k = 4;
       const dataDir = mkdtempSync(join(tmpdir(), 'atomem-kanon-'));
       dirs.push(dataDir);
-      const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [E1], embedderDims: { [E1]: 16 }, minCommunitySize: k, itemNoise: 1, rateLimit: false, hops });
+      // why k1 = 4: links are mutual top-k1, so at k1 = 2 a memory has ≤ 2 links and few
+      // communities (or 2-hop views) reach k = 4: nothing would be released to check
+      const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [E1], embedderDims: { [E1]: 16 }, minCommunitySize: k, itemNoise: 1, rateLimit: false, hops, k1: 4 });
       await svc.ready;
       const url = await svc.listen({ port: 0 });
       const r = rng(hops ?? 7);

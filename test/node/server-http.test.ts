@@ -143,6 +143,31 @@ describe('index service: health and basics', () => {
     expect(h.json()).toMatchObject({ status: 'ok', memories: 10_000 });
   });
 
+  it('a file of the old link rule (links new → older, no linkRule marker) is relinked once on load', async () => {
+    const dataDir = tempDir();
+    const seed = MemoryStore.open(dataDir);
+    const gen = clustered(5, DIM, 3, 0.2);
+    const rows = Array.from({ length: 40 }, (_, i) => ({ id: `old-${String(i).padStart(2, '0')}`, tokenHash: 'a'.repeat(64), embedderId: EMB, dim: DIM, vector: quantize(gen()), items: undefined }));
+    // the old rule's links: each memory to the one before it (one direction only)
+    seed.upsert(rows, rows.slice(1).map((r, i) => ({ src: r.id, dst: rows[i].id, sim: 0.9 })), [[EMB, DIM]]);
+    seed.close();
+    const first = await start({}, dataDir);
+    const graph = first.svc.index(EMB)!.graph;
+    expect(first.svc.store.getMeta('linkRule')).toBe('mutual-top-k1');
+    // every stored list is the live candidate list; the links are derived anew (exact at this size)
+    const stored = first.svc.store.links();
+    expect(stored).toEqual(rows.flatMap((r) => graph.candidates(r.id).map((n) => ({ src: r.id, dst: n.id, sim: n.sim }))).sort((a, b) => (a.src < b.src ? -1 : a.src > b.src ? 1 : a.dst < b.dst ? -1 : 1)));
+    expect(graph.edges()).toEqual(graph.recomputeFromScratch().edges);
+    expect(graph.edgeTotal).toBeGreaterThan(0);
+    const edges = graph.edges();
+    await first.svc.close();
+    services.splice(services.indexOf(first.svc), 1);
+    // a second start restores the lists without relinking
+    const second = await start({}, dataDir);
+    expect(second.svc.index(EMB)!.graph.edges()).toEqual(edges);
+    expect(second.svc.store.links()).toEqual(stored);
+  });
+
   it('stores uploads durably, releases communities of ≥ k without the asker\'s vectors', async () => {
     const { svc, url } = await start({ minCommunitySize: 3 });
     const gen = clustered(1, DIM, 2, 0.05);
@@ -351,7 +376,9 @@ describe('index service: failures and noise', () => {
   });
 
   it('noises released item counts (Laplace, b = itemNoise) deterministically per community state', async () => {
-    const { url } = await start({ minCommunitySize: 3, itemNoise: 1 });
+    // why k1 = 5: links are mutual top-k1; six near-identical memories form one community of
+    // six only when each may list the five others
+    const { url } = await start({ minCommunitySize: 3, itemNoise: 1, k1: 5 });
     const gen = clustered(8, DIM, 1, 0.05);
     const ms = await Promise.all(Array.from({ length: 6 }, () => owned(gen(), { items: ['sku-a', 'sku-b', 'sku-c'] })));
     for (const x of ms) expect((await request(url + INDEX_PATHS.upsert, 'POST', { v: 1, memories: [x.m] })).status).toBe(200);

@@ -11,15 +11,22 @@
  * Request life cycle of a mutation (all synchronous once the body is parsed, so requests never
  * interleave): schema validation → semantic validation of the WHOLE batch (embedder, base64,
  * dimension, zero vector, duplicate ids, replay, deletion tokens) → in-memory update → one
- * SQLite transaction (memories + the links relation extraction just made) → response. Bad input
+ * SQLite transaction (memories + every candidate list the update changed) → response. Bad input
  * never changes state. If anything fails after validation, the in-memory indexes are rebuilt
  * from SQLite (the source of truth) and the client gets a 500.
  *
- * Restart: memories are replayed oldest first together with their persisted links (a scripted
- * {@link VectorSearch} hands the graph the stored links instead of searching), so the rebuilt
- * communities are exactly the connected components of the stored link graph: the state the
- * service acknowledged, not a re-derivation that would differ after deletions. Community ids
- * (`c1`, `c2`, …) are renumbered by a restart.
+ * Relation extraction (CommunityGraph): mutual top-k1 links between memories of different
+ * uploads, communities = size-capped components. The neighbour search is approximate here
+ * (HNSW; a new memory is offered to the lists of its `reverseCandidates` nearest memories, not
+ * to every list it would enter), so the live graph is close to, not equal to, a recomputation
+ * from scratch; the in-process index with the exact store is equal (test/node/community-graph.test.ts).
+ *
+ * Restart: memories are restored with their persisted candidate lists (no search), so the
+ * rebuilt links and communities are exactly the state the service acknowledged. The upload
+ * groups are not persisted (they would link a device's memories in the file): after a restart
+ * each memory is its own group, so a later list refill may link two memories that came in one
+ * upload before the restart. Community ids (`c1`, `c2`, …) are renumbered by a restart. A file
+ * written under the old rule (links new → older, no meta `linkRule`) is relinked once on load.
  *
  * Edge (./edge.ts, every route, v1 and v2): header / request / idle timeouts, a cap on
  * connections in all and per client address, rate limits per client address (never a header the
@@ -111,10 +118,12 @@ export interface IndexServiceOptions {
   itemNoise?: number;
   /** Seed of the item-count noise. Default: a secret random seed stored in the data dir. */
   noiseSeed?: number;
-  /** Neighbours per new memory (STEAM k1). Default 2. */
+  /** Links per memory: mutual top-k1 (STEAM k1). Default 2. */
   k1?: number;
   /** Minimum link similarity (STEAM tau). Default 0.5. */
   tau?: number;
+  /** Largest community (bigger components are cut, strongest links kept). Default: the graph's (256). */
+  maxCommunitySize?: number;
   /** Cap on member vectors released per community. Default 64. */
   maxMembers?: number;
   /** Which members to release beyond `maxMembers`. Default `similar`. */
@@ -195,6 +204,17 @@ export interface IndexService {
   close(): Promise<void>;
 }
 
+/** Meta key and value marking a v1 store whose links are candidate lists (mutual top-k1 rule). */
+const LINK_RULE_KEY = 'linkRule';
+const LINK_RULE = 'mutual-top-k1';
+
+/** The candidate lists of `ids` in `space` as link rows (a removed id has none). */
+function candidateLinks(space: Space, ids: Iterable<string>): StoredLink[] {
+  const out: StoredLink[] = [];
+  for (const id of ids) for (const n of space.index.graph.candidates(id)) out.push({ src: id, dst: n.id, sim: n.sim });
+  return out;
+}
+
 /** A 4xx/5xx answer with its protocol error code. */
 export class HttpError extends Error {
   constructor(
@@ -212,53 +232,11 @@ export function storageHttpError(f: StorageFailure): HttpError {
   return new HttpError(f.status, f.code, f.message, f.retryAfterSeconds);
 }
 
-/**
- * Wraps the real neighbour index. While a `script` is set (restart), `searchMany` returns the
- * scripted hits (the persisted links of the batch being replayed, in batch order) instead of
- * searching. Relies on CommunityGraph.addBatch calling `searchMany` once per batch, with the
- * batch's vectors in order, and only when the store is non-empty (asserted by the hit count).
- */
-class ReplayableSearch implements VectorSearch {
-  constructor(
-    readonly inner: HnswVectorSearch,
-    private readonly script: () => VectorHit[][] | undefined,
-  ) {}
-  get dim(): number {
-    return this.inner.dim;
-  }
-  get size(): number {
-    return this.inner.size;
-  }
-  has(id: string): boolean {
-    return this.inner.has(id);
-  }
-  add(id: string, vector: ArrayLike<number>): void {
-    this.inner.add(id, vector);
-  }
-  remove(id: string): boolean {
-    return this.inner.remove(id);
-  }
-  vector(id: string): Float32Array | undefined {
-    return this.inner.vector(id);
-  }
-  search(query: ArrayLike<number>, k: number, minSim: number, filter?: (id: string) => boolean): VectorHit[] {
-    return this.searchMany([query], k, minSim, filter)[0];
-  }
-  searchMany(queries: readonly ArrayLike<number>[], k: number, minSim: number, filter?: (id: string) => boolean): VectorHit[][] {
-    const s = this.script();
-    if (s === undefined) return this.inner.searchMany(queries, k, minSim, filter);
-    if (s.length !== queries.length) throw new Error(`replay: ${queries.length} queries for ${s.length} scripted link lists`);
-    return s;
-  }
-}
-
 /** Per-embedder state. */
 interface Space {
   readonly embedderId: string;
   index: InProcessIndex;
-  search: ReplayableSearch | undefined;
-  /** Scripted links during a replay. */
-  script: VectorHit[][] | undefined;
+  search: HnswVectorSearch | undefined;
   /** Dimension, fixed by configuration (`embedderDims`). */
   dim: number;
 }
@@ -390,17 +368,21 @@ function buildService(
     seed = stored === undefined ? randomInt(0, 2 ** 31) : Number(stored);
     if (stored === undefined) store.setMeta('noiseSeed', String(seed));
   }
+  // why: an empty file is written under the current link rule from the start; only a file with
+  // memories and no marker holds the old rule's links
+  if (legacy && store.getMeta(LINK_RULE_KEY) === undefined && store.count() === 0) store.setMeta(LINK_RULE_KEY, LINK_RULE);
   const noiseSeed = seed ?? 0;
   const storage = new StorageHealth();
 
   const spaces = new Map<string, Space>();
   let loading = false;
   const newSpace = (embedderId: string): Space => {
-    const space: Space = { embedderId, index: undefined as unknown as InProcessIndex, search: undefined, script: undefined, dim: dims.get(embedderId)! };
+    const space: Space = { embedderId, index: undefined as unknown as InProcessIndex, search: undefined, dim: dims.get(embedderId)! };
     space.index = createInProcessIndex({
       embedderId,
       k1,
       tau,
+      maxCommunitySize: options.maxCommunitySize,
       minCommunitySize,
       itemNoise,
       seed: noiseSeed,
@@ -410,15 +392,15 @@ function buildService(
       createVectorSearch: (d) => {
         const inner = new HnswVectorSearch(d, options.vectorIndex);
         if (loading) inner.suspend();
-        space.search = new ReplayableSearch(inner, () => space.script);
-        return space.search;
+        space.search = inner;
+        return inner;
       },
     });
     return space;
   };
   const resetSpaces = (): void => {
     if (!legacy) return;
-    for (const s of spaces.values()) s.search?.inner.dispose();
+    for (const s of spaces.values()) s.search?.dispose();
     spaces.clear();
     for (const e of embedderIds) spaces.set(e, newSpace(e));
   };
@@ -437,27 +419,16 @@ function buildService(
   const loop = new LoopDelay();
 
   /**
-   * Replay every stored memory with its persisted links, oldest first, in chunks in which no
-   * memory links to another of the same chunk (CommunityGraph never links within a batch).
-   * A generator so that both the first load and a rebuild yield to the event loop between pages.
+   * Load every stored memory with its persisted candidate list, page by page (a generator, so
+   * both the first load and a rebuild yield to the event loop between pages), then restore each
+   * space in one pass without searching. A file of the old link rule is relinked (searches, once).
    */
   function* replay(): Generator<void, void, void> {
     loading = true;
     loaded = 0;
     unserved = 0;
-    const pending = new Map<string, { memories: StoredMemory[]; links: VectorHit[][]; ids: Set<string> }>();
-    const flush = (space: Space): void => {
-      const p = pending.get(space.embedderId);
-      if (p === undefined || p.memories.length === 0) return;
-      space.script = p.links;
-      try {
-        space.index.upsertSync(p.memories.map((m) => toUpload(m)));
-      } finally {
-        space.script = undefined;
-      }
-      loaded += p.memories.length;
-      pending.delete(space.embedderId);
-    };
+    const pending = new Map<string, (SharedMemoryUpload & { candidates: VectorHit[] })[]>();
+    const oldRule = store.getMeta(LINK_RULE_KEY) !== LINK_RULE;
     try {
       let after = 0;
       for (;;) {
@@ -470,29 +441,40 @@ function buildService(
           list.push({ id: l.dst, sim: l.sim });
         }
         for (const m of page.memories) {
-          const space = spaces.get(m.embedderId);
-          if (space === undefined) {
+          if (!spaces.has(m.embedderId)) {
             unserved++;
             continue;
           }
-          const links = bySrc.get(m.id) ?? [];
           let p = pending.get(m.embedderId);
-          if (p !== undefined && links.some((l) => p!.ids.has(l.id))) {
-            flush(space);
-            p = undefined;
-          }
-          if (p === undefined) pending.set(m.embedderId, (p = { memories: [], links: [], ids: new Set() }));
-          p.memories.push(m);
-          p.links.push(links);
-          p.ids.add(m.id);
+          if (p === undefined) pending.set(m.embedderId, (p = []));
+          p.push({ ...toUpload(m), candidates: oldRule ? [] : (bySrc.get(m.id) ?? []) });
         }
         after = page.memories[page.memories.length - 1].seq;
         yield;
       }
-      for (const space of spaces.values()) flush(space);
+      for (const [e, uploads] of pending) {
+        const space = spaces.get(e)!;
+        if (!oldRule) {
+          space.index.restoreSync(uploads);
+          loaded += uploads.length;
+          continue;
+        }
+        // why: the old rule's links (new → older) are no candidate lists; derive them anew, one
+        // memory per upload (the upload groups were never stored), and persist them
+        space.search?.resume();
+        const relinked = new Set<string>();
+        for (const u of uploads) {
+          const { candidates: _, ...upload } = u;
+          for (const id of space.index.upsertSync([upload]).relinked) relinked.add(id);
+          loaded++;
+        }
+        store.relink(candidateLinks(space, relinked), [...relinked]);
+        yield;
+      }
+      if (oldRule) store.setMeta(LINK_RULE_KEY, LINK_RULE);
     } finally {
       loading = false;
-      for (const space of spaces.values()) space.search?.inner.resume();
+      for (const space of spaces.values()) space.search?.resume();
     }
   }
 
@@ -689,6 +671,25 @@ function buildService(
     throw err;
   };
 
+  /** Memories whose candidate lists the current mutation changed, per space (emptied by `changedLists`). */
+  const relinkedBySpace = new Map<Space, Set<string>>();
+  const relinkedIn = (space: Space): Set<string> => {
+    let set = relinkedBySpace.get(space);
+    if (set === undefined) relinkedBySpace.set(space, (set = new Set()));
+    return set;
+  };
+  /** The changed lists as rows to write (and forget them). */
+  const changedLists = (): { links: StoredLink[]; relinked: string[] } => {
+    const links: StoredLink[] = [];
+    const relinked: string[] = [];
+    for (const [space, ids] of relinkedBySpace) {
+      links.push(...candidateLinks(space, ids));
+      relinked.push(...ids);
+    }
+    relinkedBySpace.clear();
+    return { links, relinked };
+  };
+
   /** Validate a whole upsert batch; returns what to write, or throws an {@link HttpError}. */
   const planUpsert = (memories: UpsertRequest['memories']) => {
     const seen = new Map<string, number>();
@@ -762,13 +763,14 @@ function buildService(
       const rows = planUpsert(req.body.memories);
       if (rows.length === 0) return { accepted: 0 };
       beforeWrite();
+      relinkedBySpace.clear();
       try {
         // A memory re-uploaded under another embedder leaves its old space first.
         for (const r of rows) {
           if (r.previous === undefined || r.previous === r.mem.embedderId) continue;
           const from = spaces.get(r.previous);
           if (from === undefined) unserved--;
-          else from.index.deleteSync([r.mem.id]);
+          else for (const id of from.index.deleteSync([r.mem.id]).relinked) relinkedIn(from).add(id);
         }
         const groups = new Map<Space, SharedMemoryUpload[]>();
         for (const r of rows) {
@@ -776,13 +778,14 @@ function buildService(
           if (g === undefined) groups.set(r.space, (g = []));
           g.push({ id: r.mem.id, embedderId: r.mem.embedderId, vector: dequantize(r.mem.vector), ...(r.mem.items ? { items: r.mem.items } : {}) });
         }
-        for (const [space, uploads] of groups) space.index.upsertSync(uploads);
-        // The links relation extraction just made: every neighbour of a new memory is older.
-        const links: StoredLink[] = [];
-        for (const r of rows) for (const n of r.space.index.graph.neighbours(r.mem.id)) links.push({ src: r.mem.id, dst: n.id, sim: n.sim });
+        for (const [space, uploads] of groups) for (const id of space.index.upsertSync(uploads).relinked) relinkedIn(space).add(id);
+        // Every candidate list the update changed (new memories', evictions, refills).
+        const { links, relinked } = changedLists();
         store.upsert(
           rows.map((r) => r.mem),
           links,
+          [],
+          relinked,
         );
       } catch (err) {
         afterFailedWrite(err);
@@ -805,6 +808,7 @@ function buildService(
       });
       if (found.size === 0) return { deleted: 0 };
       beforeWrite();
+      relinkedBySpace.clear();
       let deleted = 0;
       try {
         const byEmbedder = new Map<string, string[]>();
@@ -816,9 +820,10 @@ function buildService(
         for (const [e, ids] of byEmbedder) {
           const space = spaces.get(e);
           if (space === undefined) unserved -= ids.length;
-          else space.index.deleteSync(ids);
+          else for (const id of space.index.deleteSync(ids).relinked) relinkedIn(space).add(id);
         }
-        deleted = store.delete([...found.keys()]);
+        const { links, relinked } = changedLists();
+        deleted = store.delete([...found.keys()], links, relinked);
       } catch (err) {
         afterFailedWrite(err);
       }
@@ -871,7 +876,7 @@ function buildService(
       return `http://${h}:${addr.port}`;
     },
     index: (embedderId) => spaces.get(embedderId)?.index,
-    vectorStats: (embedderId) => spaces.get(embedderId)?.search?.inner.stats(),
+    vectorStats: (embedderId) => spaces.get(embedderId)?.search?.stats(),
     partition(embedderId) {
       const s = spaces.get(embedderId);
       if (s === undefined) return [];
@@ -886,7 +891,7 @@ function buildService(
         await rebuilding;
         await app.close();
         loop.dispose();
-        for (const s of spaces.values()) s.search?.inner.dispose();
+        for (const s of spaces.values()) s.search?.dispose();
         v2?.close();
         legacyStore?.close();
       })();

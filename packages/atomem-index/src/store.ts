@@ -17,10 +17,12 @@
  * - `memories(id, seq, token_hash, embedder_id, dim, vector BLOB int8, items JSON, created_at)`:
  *   `seq` is the insertion order (a replaced memory gets a new one); `created_at` is rounded to
  *   `createdAtResolutionMs` (an hour by default) so the file holds no exact upload times.
- * - `links(src, dst, sim)`: the similarity links relation extraction made when `src` was
- *   inserted, to older memories `dst`. They are persisted because the live graph depends on its
- *   history (links are chosen among the memories stored at insert time and deletions do not
- *   re-link), so a restart must restore the links, not re-derive them.
+ * - `links(src, dst, sim)`: the candidate list of `src` (its top-k1 memories `dst` of other
+ *   uploads with sim ≥ tau; two memories are linked when each lists the other). Persisted
+ *   because the service's neighbour search is approximate (HNSW) and the upload groups are not
+ *   stored: a restart restores the lists as they were instead of re-deriving them. Rewritten
+ *   for every memory whose list an upsert or delete changed. Files written before meta
+ *   `linkRule` = `mutual-top-k1` hold the old rule's links (new → older) and are relinked on load.
  * - `embedders(id, dim)`: the vector dimension locked per embedder by its first upload.
  * - `meta(key, value)`: e.g. the secret seed of the item-count noise.
  */
@@ -54,7 +56,7 @@ export interface StoredMemory {
 /** A memory to write (the store assigns `seq` and `createdAt`). */
 export type NewMemory = Omit<StoredMemory, 'seq' | 'createdAt'>;
 
-/** A similarity link from a memory to an older one. */
+/** One entry of a memory's candidate list: `dst` is among the top-k1 of `src`. */
 export interface StoredLink {
   src: string;
   dst: string;
@@ -139,8 +141,9 @@ export class MemoryStore {
   private readonly now: () => number;
   private seq: number;
   private readonly stmt: ReturnType<typeof prepare>;
-  private readonly upsertTx: (batch: readonly NewMemory[], links: readonly StoredLink[], dims: readonly [string, number][]) => void;
-  private readonly deleteTx: (ids: readonly string[]) => number;
+  private readonly upsertTx: (batch: readonly NewMemory[], links: readonly StoredLink[], dims: readonly [string, number][], relinked: readonly string[]) => void;
+  private readonly deleteTx: (ids: readonly string[], links: readonly StoredLink[], relinked: readonly string[]) => number;
+  private readonly relinkTx: (links: readonly StoredLink[], relinked: readonly string[]) => void;
 
   private constructor(file: string, db: Database.Connection, options: MemoryStoreOptions) {
     this.file = file;
@@ -149,7 +152,7 @@ export class MemoryStore {
     this.now = options.now ?? Date.now;
     this.stmt = prepare(db);
     this.seq = this.stmt.maxSeq.get()?.s ?? 0;
-    this.upsertTx = db.transaction((batch: readonly NewMemory[], links: readonly StoredLink[], dims: readonly [string, number][]) => {
+    this.upsertTx = db.transaction((batch: readonly NewMemory[], links: readonly StoredLink[], dims: readonly [string, number][], relinked: readonly string[]) => {
       const createdAt = Math.floor(this.now() / this.resolution) * this.resolution;
       for (const [id, dim] of dims) this.stmt.insertDim.run(id, dim);
       for (const m of batch) {
@@ -167,16 +170,23 @@ export class MemoryStore {
           createdAt,
         );
       }
+      for (const id of relinked) this.stmt.deleteLinksFrom.run(id);
       for (const l of links) this.stmt.insertLink.run(l.src, l.dst, l.sim);
     });
-    this.deleteTx = db.transaction((ids: readonly string[]) => {
+    this.deleteTx = db.transaction((ids: readonly string[], links: readonly StoredLink[], relinked: readonly string[]) => {
       let n = 0;
       for (const id of ids) {
         this.stmt.deleteLinksFrom.run(id);
         this.stmt.deleteLinksTo.run(id);
         n += this.stmt.deleteMemory.run(id).changes;
       }
+      for (const id of relinked) this.stmt.deleteLinksFrom.run(id);
+      for (const l of links) this.stmt.insertLink.run(l.src, l.dst, l.sim);
       return n;
+    });
+    this.relinkTx = db.transaction((links: readonly StoredLink[], relinked: readonly string[]) => {
+      for (const id of relinked) this.stmt.deleteLinksFrom.run(id);
+      for (const l of links) this.stmt.insertLink.run(l.src, l.dst, l.sim);
     });
   }
 
@@ -237,16 +247,25 @@ export class MemoryStore {
 
   /**
    * One transaction: insert or replace `batch` (each gets the next `seq`; a replaced memory's
-   * old links are dropped in both directions), then insert `links` (from batch memories to
-   * older ones) and lock the dimensions in `dims` (ignored for embedders already locked).
+   * old links are dropped in both directions), lock the dimensions in `dims` (ignored for
+   * embedders already locked), replace the candidate lists of the `relinked` memories by the
+   * `links` (whose `src` are among them).
    */
-  upsert(batch: readonly NewMemory[], links: readonly StoredLink[] = [], dims: readonly [string, number][] = []): void {
-    this.upsertTx(batch, links, dims);
+  upsert(batch: readonly NewMemory[], links: readonly StoredLink[] = [], dims: readonly [string, number][] = [], relinked: readonly string[] = []): void {
+    this.upsertTx(batch, links, dims, relinked);
   }
 
-  /** One transaction: delete memories (unknown ids ignored) and their links; returns how many existed. */
-  delete(ids: readonly string[]): number {
-    return this.deleteTx(ids);
+  /**
+   * One transaction: delete memories (unknown ids ignored) and their links, then replace the
+   * candidate lists of the `relinked` memories by `links`; returns how many memories existed.
+   */
+  delete(ids: readonly string[], links: readonly StoredLink[] = [], relinked: readonly string[] = []): number {
+    return this.deleteTx(ids, links, relinked);
+  }
+
+  /** One transaction: replace the candidate lists of the `relinked` memories by `links`. */
+  relink(links: readonly StoredLink[], relinked: readonly string[]): void {
+    this.relinkTx(links, relinked);
   }
 
   /** Up to `limit` memories with `seq > afterSeq`, oldest first, with the links they own. */

@@ -6,8 +6,9 @@
  * synthetic clustered vectors sent as int8. Results and conclusions: docs/SCALING.md.
  *
  * Per size, each figure beside a baseline measured in the same run:
- * - insert throughput: memories/s of `upsertSync` (validation, relation extraction top-k1 ≥ tau
- *   on the index, index insert, incremental communities), one device batch per call; also per
+ * - insert throughput: memories/s of `upsertSync` (validation, relation extraction: the new
+ *   memories' top-k1 ≥ tau lists and the lists they enter (mutual top-k1 links), index insert,
+ *   incremental communities), one device batch per call; also per
  *   CPU-second of this process (the machine is shared) and the load profile (vector insert /
  *   vector search / the rest);
  * - neighbour search p50/p99: one top-k1 query on the index; baseline: the exact
@@ -15,7 +16,7 @@
  *   what a missed neighbour means for communities;
  * - community update p50/p99: one delete / insert / replace of a single memory, also minus the
  *   time spent inside the vector index (the graph's own work);
- * - full recomputation: `graph.recomputeAll()` (components by BFS over the stored links:
+ * - full recomputation: `graph.recomputeAll()` (capped components of the stored links:
  *   relation extraction not redone), a union-find over an int edge list (lower bound of any
  *   recomputation), and the full rebuild (the whole load), each over one incremental update;
  * - memory: process RSS after the load and RSS growth per memory.

@@ -110,6 +110,11 @@ export interface InProcessIndex extends SharedIndex {
   /** Remove memories (unknown ids ignored). */
   deleteSync(ids: readonly string[]): CommunityChanges;
   /**
+   * Load memories with their persisted candidate lists into an empty index without searching
+   * (see {@link CommunityGraph.restore}); validates like `upsertSync`.
+   */
+  restoreSync(batch: readonly (SharedMemoryUpload & { candidates: readonly Neighbour[] })[]): void;
+  /**
    * Communities with ≥ `minCommunitySize` members that contain any of `ownIds`, in order of
    * first appearance in `ownIds`. Member vectors and prototypes may be shared between calls
    * (cached per community version): treat them as read-only.
@@ -288,6 +293,12 @@ export function createInProcessIndex(options: InProcessIndexOptions): InProcessI
       const changes = graph.remove(valid);
       pruneCache();
       return changes;
+    },
+    restoreSync(batch) {
+      validate(batch);
+      graph.restore(batch);
+      for (const u of batch) indexItems(u.id, u.items);
+      cache.clear();
     },
     communitiesSync(ownIds) {
       if (options.hops !== undefined) return local(ownIds, options.hops);
