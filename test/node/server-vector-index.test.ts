@@ -136,4 +136,37 @@ describe('HnswVectorSearch', () => {
     const largest = (p: string[][]) => p.map((x) => x.length).sort((x, y) => y - x).slice(0, 6);
     expect(largest(pb)).toEqual(largest(pa));
   });
+
+  it('mutual top-k1 over HNSW (approximate: bounded searches) stays within 2 % of the exact links after inserts and deletes', () => {
+    const dim = 32;
+    const gen = clustered(7, dim, 40, 0.5);
+    const a = createInProcessIndex({ embedderId: 'e', tau: 0.5 });
+    const b = createInProcessIndex({ embedderId: 'e', tau: 0.5, createVectorSearch: hnswVectorSearch({ exactBelow: 0 }) });
+    const ids: string[] = [];
+    let r = 12345;
+    const rnd = () => ((r = (r * 1103515245 + 12345) >>> 0) / 2 ** 32);
+    for (let batch = 0; batch < 400; batch++) {
+      const ups = Array.from({ length: 5 }, (_, i) => ({ id: `m${batch}-${i}`, embedderId: 'e', vector: gen() }));
+      a.upsertSync(ups);
+      b.upsertSync(ups);
+      ids.push(...ups.map((u) => u.id));
+      if (rnd() < 0.5) {
+        const gone = ids.splice(Math.floor(rnd() * ids.length), 1);
+        a.deleteSync(gone);
+        b.deleteSync(gone);
+      }
+    }
+    expect(a.graph.exact).toBe(true);
+    expect(b.graph.exact).toBe(false);
+    const key = (e: [string, string, number]) => `${e[0]}|${e[1]}`;
+    const ea = new Set(a.graph.edges().map(key));
+    const eb = new Set(b.graph.edges().map(key));
+    const shared = [...ea].filter((e) => eb.has(e)).length;
+    expect(ea.size).toBeGreaterThan(500);
+    expect(shared / (ea.size + eb.size - shared)).toBeGreaterThanOrEqual(0.98);
+    // the exact store's incremental graph is its recomputation from scratch, exactly
+    const scratch = a.graph.recomputeFromScratch();
+    expect(scratch.edges).toEqual(a.graph.edges());
+    expect(scratch.partition).toEqual(a.graph.recomputeAll());
+  });
 });

@@ -451,7 +451,9 @@ export class CommunityGraph {
    * Load memories with their persisted candidate lists into an empty graph, without searching
    * (a restart restores exactly the state that was saved, also with an approximate store).
    * Memories without a `batch` tag each form their own group from then on (so later list
-   * refills may link memories that were uploaded together before the restart).
+   * refills may link memories that were uploaded together before the restart). Entries below
+   * `tau`, beyond `k1`, of an unknown id or of the same group are dropped; a list saved under a
+   * smaller `k1` is not extended until it changes.
    */
   restore(memories: readonly RestoredMemory[]): void {
     if (this.mems.size > 0) throw new Error('restore() needs an empty graph');
@@ -467,7 +469,8 @@ export class CommunityGraph {
         const list: Cand[] = [];
         for (const c of memories[i].candidates ?? []) {
           const y = this.mems.get(c.id);
-          if (y === undefined || y === x || y.batch === x.batch || !Number.isFinite(c.sim) || list.some((e) => e.m === y)) continue;
+          // why: a list saved under another k1 / tau is cut to this graph's (dropping is safe; nothing is added)
+          if (y === undefined || y === x || y.batch === x.batch || !(c.sim >= this.tau) || list.some((e) => e.m === y)) continue;
           offer(list, this.k1, y, c.sim);
         }
         x.list = list;
