@@ -122,7 +122,7 @@ export interface IndexServiceOptions {
   k1?: number;
   /** Minimum link similarity (STEAM tau). Default 0.5. */
   tau?: number;
-  /** Largest community (bigger components are cut, strongest links kept). Default: the graph's (256). */
+  /** Largest community (bigger components are cut, strongest links kept). Default: the graph's (128). */
   maxCommunitySize?: number;
   /** Cap on member vectors released per community. Default 64. */
   maxMembers?: number;

@@ -57,7 +57,7 @@ export interface CommunityGraphConfig {
 }
 
 /** Default {@link CommunityGraphConfig.maxCommunitySize}. */
-export const DEFAULT_MAX_COMMUNITY_SIZE = 256;
+export const DEFAULT_MAX_COMMUNITY_SIZE = 128;
 
 /** One memory to insert. */
 export interface GraphMemory {
