@@ -46,7 +46,8 @@ export interface CommunityGraphConfig {
   maxCommunitySize?: number;
   /**
    * Only for a vector store without `scanMany` (approximate): how many nearest memories of a
-   * new memory are offered it for their lists. Default 64. Exact stores offer it to every
+   * new memory are offered it for their lists. Default 32 (links within 0.2 % of the exact
+   * graph's on 9k clustered 64-d memories; 16: 0.6 %, 8: 3 %). Exact stores offer it to every
    * memory whose list it enters.
    */
   reverseCandidates?: number;
@@ -306,7 +307,7 @@ export class CommunityGraph {
   private edgeCount = 0;
 
   constructor(config: CommunityGraphConfig = {}) {
-    const { k1 = 2, tau = 0.5, idPrefix = 'c', maxCommunitySize = DEFAULT_MAX_COMMUNITY_SIZE, reverseCandidates = 64 } = config;
+    const { k1 = 2, tau = 0.5, idPrefix = 'c', maxCommunitySize = DEFAULT_MAX_COMMUNITY_SIZE, reverseCandidates = 32 } = config;
     if (!Number.isInteger(k1) || k1 < 0) throw new RangeError(`k1 must be a non-negative integer, got ${k1}`);
     if (!Number.isFinite(tau) || tau < -1 || tau > 1) throw new RangeError(`tau must be in [-1, 1], got ${tau}`);
     if (!(maxCommunitySize >= 1) || (Number.isFinite(maxCommunitySize) && !Number.isInteger(maxCommunitySize))) {

@@ -56,7 +56,7 @@ export interface InProcessIndexOptions {
   tau?: number;
   /** Largest community (bigger components are cut, strongest links kept). Default {@link DEFAULT_MAX_COMMUNITY_SIZE}. */
   maxCommunitySize?: number;
-  /** Approximate vector stores only: nearest memories of a new memory offered it (see {@link CommunityGraphConfig.reverseCandidates}). Default 64. */
+  /** Approximate vector stores only: nearest memories of a new memory offered it (see {@link CommunityGraphConfig.reverseCandidates}). Default 32. */
   reverseCandidates?: number;
   /** k-anonymity: communities smaller than this are never released. Default 3. */
   minCommunitySize?: number;
