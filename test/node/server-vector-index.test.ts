@@ -156,8 +156,6 @@ describe('HnswVectorSearch', () => {
         b.deleteSync(gone);
       }
     }
-    expect(a.graph.exact).toBe(true);
-    expect(b.graph.exact).toBe(false);
     const key = (e: [string, string, number]) => `${e[0]}|${e[1]}`;
     const ea = new Set(a.graph.edges().map(key));
     const eb = new Set(b.graph.edges().map(key));

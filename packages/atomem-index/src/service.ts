@@ -16,10 +16,11 @@
  * from SQLite (the source of truth) and the client gets a 500.
  *
  * Relation extraction (CommunityGraph): mutual top-k1 links between memories of different
- * uploads, communities = size-capped components. The neighbour search is approximate here
- * (HNSW; a new memory is offered to the lists of its `reverseCandidates` nearest memories, not
- * to every list it would enter), so the live graph is close to, not equal to, a recomputation
- * from scratch; the in-process index with the exact store is equal (test/node/community-graph.test.ts).
+ * uploads, communities = size-capped components. Below `exactBelow` memories (512) the
+ * neighbour index scans exactly and the graph equals a recomputation from scratch; from there
+ * on search is approximate (HNSW; a new memory is offered to the lists of its
+ * `reverseCandidates` nearest memories, not to every list it would enter), so the live graph is
+ * close to, not equal to, a recomputation (test/node/server-vector-index.test.ts).
  *
  * Restart: memories are restored with their persisted candidate lists (no search), so the
  * rebuilt links and communities are exactly the state the service acknowledged. The upload

@@ -148,6 +148,17 @@ export class HnswVectorSearch implements VectorSearch {
     return this.searchMany([query], k, minSim, filter)[0];
   }
 
+  /**
+   * Exhaustive exact scan while the store is in its exact regime (fewer than `exactBelow`
+   * vectors); `false` (nothing visited) beyond it, where the graph falls back to searches.
+   */
+  scanMany(queries: readonly ArrayLike<number>[], minSim: number, visit: (queryIndex: number, id: string, sim: number) => void): boolean {
+    if (this.flat.size >= this.opts.exactBelow) return false;
+    this.counters.exactSearches += queries.length;
+    this.flat.scanMany(queries, minSim, visit);
+    return true;
+  }
+
   searchMany(queries: readonly ArrayLike<number>[], k: number, minSim: number, filter?: (id: string) => boolean): VectorHit[][] {
     const kk = Math.min(Math.floor(k), this.flat.size);
     if (!(kk > 0)) return queries.map(() => []);

@@ -12,15 +12,16 @@
  *   strongest first (ties: smaller ids first) and one joins two groups only if the joined group
  *   stays within the cap (size-capped single linkage). Each community is connected.
  * - Incremental maintenance equals a recomputation from scratch ({@link CommunityGraph.recomputeFromScratch})
- *   when the vector store scans exhaustively (`scanMany`, e.g. {@link FlatVectorStore}): an
+ *   while the vector store scans exhaustively (`scanMany`, e.g. {@link FlatVectorStore}): an
  *   insert adds the new memories' lists and offers each new memory to every memory whose list
  *   it enters (pushing out that list's previous k1-th entry: a link can vanish and a community
  *   split); a removal drops the removed memories' links and refills the lists they were in
  *   (new entries: links can appear and communities merge). Then the components that contain a
  *   changed link or a new memory are re-explored and re-cut; the others cannot have changed.
- *   With an approximate store (no `scanMany`, e.g. the index service's HNSW), lists come from
- *   searches of bounded size (`reverseCandidates` nearest of a new memory are offered it), so
- *   lists are approximate top-k1 and a distant memory may miss a new entrant.
+ *   With an approximate store (no `scanMany`, or one that declines: the index service's HNSW
+ *   from `exactBelow` memories on), lists come from searches of bounded size (a new memory is
+ *   offered to the lists of its `reverseCandidates` nearest), so they are approximate top-k1
+ *   and a memory outside that neighbourhood may miss a new entrant.
  * - Ids are stable and deterministic (`c1`, `c2`, … from a counter): after every change each
  *   new community inherits the id of the old community it shares the most members with (ties:
  *   the older community); so on a merge the larger community keeps its id (ties: the older
@@ -342,14 +343,6 @@ export class CommunityGraph {
     return this.edgeCount;
   }
 
-  /**
-   * Whether relation extraction is exact (the vector store scans exhaustively, so incremental
-   * = from scratch) rather than approximate; undefined before the first insert creates the store.
-   */
-  get exact(): boolean | undefined {
-    return this.store === undefined ? undefined : typeof this.store.scanMany === 'function';
-  }
-
   /** Whether memory `id` is stored. */
   has(id: string): boolean {
     return this.mems.has(id);
@@ -523,15 +516,13 @@ export class CommunityGraph {
    */
   private visitCandidates(queries: readonly Mem[], vecs: readonly ArrayLike<number>[], k: number, visit: (qi: number, y: Mem, sim: number) => void): void {
     const store = this.store!;
-    if (store.scanMany) {
-      store.scanMany(vecs, this.tau, (qi, id, sim) => {
-        const y = this.mems.get(id);
-        const x = queries[qi];
-        if (y === undefined || y === x || y.batch === x.batch) return;
-        visit(qi, y, sim);
-      });
-      return;
-    }
+    const scanned = store.scanMany?.(vecs, this.tau, (qi, id, sim) => {
+      const y = this.mems.get(id);
+      const x = queries[qi];
+      if (y === undefined || y === x || y.batch === x.batch) return;
+      visit(qi, y, sim);
+    });
+    if (store.scanMany !== undefined && scanned !== false) return;
     queries.forEach((x, qi) => {
       const ok = (id: string): boolean => {
         const y = this.mems.get(id);

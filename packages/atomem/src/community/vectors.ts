@@ -43,11 +43,12 @@ export interface VectorSearch {
   searchMany?(queries: readonly ArrayLike<number>[], k: number, minSim: number, filter?: (id: string) => boolean): VectorHit[][];
   /**
    * Exhaustive scan: calls `visit(queryIndex, id, sim)` for every stored vector whose
-   * similarity to a query is `≥ minSim` (order unspecified). Only exact stores implement it;
-   * the community graph's relation extraction is exact (incremental = from scratch) when the
-   * store has it, and approximate (searches of bounded size) when it does not.
+   * similarity to a query is `≥ minSim` (order unspecified). An approximate index may return
+   * `false` (having visited nothing) when it cannot scan exhaustively at the moment (e.g. past
+   * its exact regime). The community graph's relation extraction is exact (incremental = from
+   * scratch) while the store scans, and approximate (searches of bounded size) otherwise.
    */
-  scanMany?(queries: readonly ArrayLike<number>[], minSim: number, visit: (queryIndex: number, id: string, sim: number) => void): void;
+  scanMany?(queries: readonly ArrayLike<number>[], minSim: number, visit: (queryIndex: number, id: string, sim: number) => void): boolean | void;
 }
 
 /**
