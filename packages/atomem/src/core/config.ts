@@ -157,7 +157,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   absorbSingletons: 0.9,
   forgetThreshold: 0.05,
   forgetMinEvidence: 1.5,
-  forgetAfterEvents: 0,
+  forgetAfterEvents: 40,
   halfLifeDays: 90,
   sweepEvery: 20,
   synthesizeEvery: 25,
