@@ -21,7 +21,7 @@ describe('bench:abuse', () => {
     expect(stdout).toMatch(/\| honest, under abuse \| \d+ \| \d+ \|/);
     const r = JSON.parse(readFileSync(json, 'utf8')) as {
       honest: { quiet: { requests: number; errors: number }; abuse: { requests: number; errors: number } };
-      health: { abuseFailures: number };
+      health: { abuseFailures: number; abuseP99: number | null };
       hostile: Record<string, Record<string, number>>;
       server: { edge: { refusedConnections: number } };
     };
@@ -29,6 +29,8 @@ describe('bench:abuse', () => {
     expect(r.honest.abuse.requests).toBeGreaterThan(0);
     expect(r.honest.abuse.errors).toBe(0);
     expect(r.health.abuseFailures).toBe(0);
+    // the probe (its own thread) measured the abuse phase
+    expect(r.health.abuseP99).toBeGreaterThan(0);
     expect(Object.keys(r.hostile)).toEqual(expect.arrayContaining(['connection flood', 'header rotation', 'oversized reply']));
     // the connection flood went past the per-address cap and was refused by the server
     expect(r.server.edge.refusedConnections).toBeGreaterThan(0);

@@ -27,7 +27,7 @@ function checkSane(r: IndexScaleResult, memories: number): void {
   expect(r.incrementalVsRebuildRatio).toBeGreaterThan(r.incrementalVsFullRatio);
   expect(r.recomputeMatches).toBe(true);
   // clustered data: tau-links and non-trivial communities form, without one giant component
-  // (links are mutual top-k1 since DECISIONS 38: fewer than the old one-per-new-memory rule's)
+  // (links are mutual top-k1 since DECISIONS 39: fewer than the old one-per-new-memory rule's)
   expect(r.edges).toBeGreaterThan(memories / 10);
   expect(r.communities).toBeGreaterThan(10);
   expect(r.largestCommunity).toBeGreaterThanOrEqual(3);

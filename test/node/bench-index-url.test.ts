@@ -41,7 +41,7 @@ describe('benchmark through the wire (atomem.indexUrl)', () => {
       const b = remote.results.find((r) => r.privacy === level)!;
       console.log(`${level}: in-process NDCG@10 ${a.ndcg10.toFixed(4)}, over HTTP ${b.ndcg10.toFixed(4)}`);
       // int8 quantization on the wire moves vectors by < 0.4%; rankings may swap a near-tie.
-      // Since v1 links mutual top-k1 (DECISIONS 38) the rounding also flips near-tie candidate
+      // Since v1 links mutual top-k1 (DECISIONS 39) the rounding also flips near-tie candidate
       // lists of this small synthetic set, so communities differ a little: measured 0.7386 vs
       // 0.7697 at `embeddings`; with the in-process vectors rounded like the wire's, both paths
       // gave identical NDCG (0.7697, 0.7212): the service adds nothing else.

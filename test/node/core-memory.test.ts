@@ -482,3 +482,26 @@ describe('decay and salience', () => {
     expect(memorySimilarity(a, b)).toBeCloseTo(Math.SQRT1_2, 6);
   });
 });
+
+describe('lastEventSeq (forgetting by activity)', () => {
+  it('extract and reinforce record the event seq; weaken does not; merge keeps the later one', () => {
+    const cfg = resolveConfig({});
+    const s = createState();
+    const ctx = ctxAt(T0);
+    const { memory: a } = extract(s, cfg, ctx, { item: 'a', vector: emb([1, 0, 0]), weight: 1, seq: 3, content: 'a', category: 'A' });
+    expect(a.lastEventSeq).toBe(3);
+    reinforce(a, cfg, ctx, { item: 'a2', vector: emb([1, 0.1, 0]), weight: 1, seq: 9 });
+    expect(a.lastEventSeq).toBe(9);
+    // a replayed older event never moves it back
+    reinforce(a, cfg, ctx, { item: 'a3', vector: emb([1, 0.1, 0]), weight: 1, seq: 5 });
+    expect(a.lastEventSeq).toBe(9);
+    weaken(a, cfg, ctxAt(T0 + DAY), 0.5, 'misled');
+    expect(a.lastEventSeq).toBe(9);
+    const { memory: b } = extract(s, cfg, ctx, { item: 'b', vector: emb([0.9, 0.1, 0]), weight: 1, seq: 12, content: 'b', category: 'A' });
+    merge(s, cfg, ctx, a.id, b.id, { content: 'ab', category: 'A' });
+    expect(s.memories.find((m) => m.id === a.id)!.lastEventSeq).toBe(12);
+    // without a seq (older callers), nothing is recorded
+    const { memory: c } = extract(s, cfg, ctx, { item: 'c', vector: emb([0, 0, 1]), weight: 1, content: 'c', category: 'C' });
+    expect('lastEventSeq' in c).toBe(false);
+  });
+});

@@ -91,6 +91,29 @@ describe('rulesPlanner', () => {
     expect(plan.forget.every((f) => /faded/.test(f.reason))).toBe(true);
   });
 
+  it('forgets by activity: a weakly supported memory no recent event touched (forgetAfterEvents)', () => {
+    const act = resolveConfig({ sweepEvery: 5, mergeThreshold: 0.95, maxMemories: 10, forgetAfterEvents: 40 });
+    const s = state(
+      [
+        mem('stale-weak', 0, { evidence: 1, lastEventSeq: 10 }), // 60 events ago
+        mem('stale-strong', 40, { evidence: 4, lastEventSeq: 10 }), // reinforced: kept
+        mem('recent-weak', 80, { evidence: 1, lastEventSeq: 50 }), // 20 events ago
+        mem('legacy', 120, { evidence: 1 }), // stored before lastEventSeq existed: time only
+      ],
+      { eventsSinceSweep: 99 },
+    );
+    s.nextSeq = 71; // last event seq 70
+    const plan = rulesPlanner(s, act, NOW);
+    expect(plan.forget).toEqual([{ id: 'stale-weak', reason: 'not seen again in the last 40 events' }]);
+    // off by default: the same state forgets nothing with forgetAfterEvents 0
+    expect(rulesPlanner(s, resolveConfig({ sweepEvery: 5, mergeThreshold: 0.95, maxMemories: 10, forgetAfterEvents: 0 }), NOW).forget).toEqual([]);
+    // the boundary: exactly forgetAfterEvents events since → forgotten; one fewer → kept
+    s.nextSeq = 50; // last seq 49, 39 events after seq 10
+    expect(rulesPlanner(s, act, NOW).forget).toEqual([]);
+    s.nextSeq = 51;
+    expect(rulesPlanner(s, act, NOW).forget.map((f) => f.id)).toEqual(['stale-weak']);
+  });
+
   it('forgets a faded negative memory too (|salience| matters, not its sign)', () => {
     const s = state([mem('avoid', 0, { strength: -0.02, evidence: 1 })], { eventsSinceSweep: 99 });
     expect(rulesPlanner(s, cfg, NOW).forget.map((f) => f.id)).toEqual(['avoid']);

@@ -286,7 +286,7 @@ export async function main(argv: string[]): Promise<number> {
       }
     }
     if (o.json) {
-      writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir, itemVectors: o.itemVectors, shopLogUntil: o.shopLogUntil ?? 1 }, results: result.results, paired: result.paired, contrasts: result.contrasts }, null, 2)}\n`);
+      writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir, itemVectors: o.itemVectors, shopLogUntil: o.shopLogUntil ?? 1 }, results: result.results, paired: result.paired, contrasts: result.contrasts, perUser: result.perUser }, null, 2)}\n`);
     }
     return 0;
   } catch (e) {

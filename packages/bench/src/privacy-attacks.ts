@@ -310,7 +310,7 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       const probes = [0, 1].map((k) => {
         const v = new Float32Array(rec.vector);
         const r = Rng.derive(seed, 'probe', i, k);
-        // why 0.002: v1 links mutual top-k1 (DECISIONS 38), so a probe must be closer to the
+        // why 0.002: v1 links mutual top-k1 (DECISIONS 39), so a probe must be closer to the
         // victim than the victim's own nearest records (cos ≈ 0.97 here); 0.02 gave cos ≈ 0.95
         for (let d = 0; d < v.length; d++) v[d] += 0.002 * r.normal();
         return { id: `probe-${i}-${k}`, embedderId: items.embedderId, vector: toWire(v, 0) };

@@ -145,6 +145,11 @@ export interface BenchmarkResult {
   warnings: string[];
   /** Paired differences (see {@link RunOptions.pairs}). */
   paired: PairedDiff[];
+  /**
+   * Row key (`method/privacy`) → per-user NDCG@10, users in one fixed order (first case order),
+   * so two runs with the same data, users and seed can be compared pairwise (`npm run bench:paired`).
+   */
+  perUser: Record<string, number[]>;
 }
 
 /** Paired difference of per-user NDCG@10 values `a` − `b` (same users, same order). */
@@ -400,7 +405,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       contrasts.push({ a: rowKey(ra), b: rowKey(rb), metric, n: d.length, diff: mean(d), ci: bootstrapCI(d, { seed, resamples: options.resamples }) });
     }
   }
-  return { config, results, warnings, paired, contrasts };
+  return { config, results, warnings, paired, contrasts, perUser: Object.fromEntries(results.map((r) => [rowKey(r), perUser.get(r)!])) };
 }
 
 /** The paired differences as a markdown table. */

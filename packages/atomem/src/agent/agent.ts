@@ -965,10 +965,10 @@ export class MemoryAgent {
     if (target) {
       const items = [...target.items.filter((i) => i !== ev.item), ev.item].filter((id) => this.items.has(id)).map((id) => this.items.item(id));
       const text = await this.describe(items, target.strength, { content: target.content, category: target.category });
-      out.push(reinforce(target, this.config, ctx, { item: ev.item, vector: v, weight: w, ...text }));
+      out.push(reinforce(target, this.config, ctx, { item: ev.item, vector: v, weight: w, seq: ev.seq, ...text }));
     } else {
       const text = await this.describe([actual], this.config.initialStrength * w);
-      const { event } = extract(this.state, this.config, ctx, { item: ev.item, vector: v, weight: w, ...text });
+      const { event } = extract(this.state, this.config, ctx, { item: ev.item, vector: v, weight: w, seq: ev.seq, ...text });
       out.push(event);
     }
     if (w < 0) {

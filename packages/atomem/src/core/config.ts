@@ -39,6 +39,12 @@ export interface AtomemConfig {
   forgetThreshold: number;
   /** Evidence below which a weak memory may be forgotten. */
   forgetMinEvidence: number;
+  /**
+   * Forgetting by activity: a memory with evidence below `forgetMinEvidence` that none of the
+   * shopper's last `forgetAfterEvents` events formed or reinforced is forgotten at a sweep (a
+   * one-off interest the shopper moved on from), however little time passed. 0 = by time only.
+   */
+  forgetAfterEvents: number;
   /** Half-life of a memory's salience, in days, for ranking and forgetting. */
   halfLifeDays: number;
   /** Planner: run merge/forget sweep after this many processed events. */
@@ -151,6 +157,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   absorbSingletons: 0.9,
   forgetThreshold: 0.05,
   forgetMinEvidence: 1.5,
+  forgetAfterEvents: 40,
   halfLifeDays: 90,
   sweepEvery: 20,
   synthesizeEvery: 25,
@@ -265,6 +272,7 @@ export function resolveConfig(
   check('absorbSingletons', cfg.absorbSingletons, 0, 1);
   check('forgetThreshold', cfg.forgetThreshold, 0, 1);
   check('forgetMinEvidence', cfg.forgetMinEvidence, 0, 1e9);
+  check('forgetAfterEvents', cfg.forgetAfterEvents, 0, 1e9, true);
   check('halfLifeDays', cfg.halfLifeDays, 0.001, 1e6);
   check('sweepEvery', cfg.sweepEvery, 1, 1e6, true);
   check('synthesizeEvery', cfg.synthesizeEvery, 1, 1e6, true);

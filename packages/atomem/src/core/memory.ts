@@ -114,6 +114,8 @@ export interface EvidenceInput {
   vector: Embedding;
   /** Action weight (see ACTION_WEIGHTS); negative forms an "avoids" memory. */
   weight: number;
+  /** Sequence number of the event this evidence comes from (kept as the memory's `lastEventSeq`). */
+  seq?: number;
 }
 
 /** Operation 1 — extract (STEAM formation): a new atomic memory from one interaction. */
@@ -136,6 +138,7 @@ export function extract(
     links: [],
     createdAt: ctx.now,
     updatedAt: ctx.now,
+    ...(input.seq !== undefined ? { lastEventSeq: input.seq } : {}),
   };
   state.memories.push(memory);
   return { memory, event: { op: 'extract', memoryId: memory.id, at: ctx.now, detail: input.item } };
@@ -169,6 +172,7 @@ export function reinforce(
   if (input.content) memory.content = input.content;
   if (input.category) memory.category = input.category;
   memory.updatedAt = ctx.now;
+  if (input.seq !== undefined) memory.lastEventSeq = Math.max(memory.lastEventSeq ?? input.seq, input.seq);
   return { op: 'reinforce', memoryId: memory.id, at: ctx.now, detail: input.item };
 }
 
@@ -213,6 +217,7 @@ export function merge(
   a.category = text.category;
   a.createdAt = Math.min(a.createdAt, b.createdAt);
   a.updatedAt = ctx.now;
+  if (a.lastEventSeq !== undefined || b.lastEventSeq !== undefined) a.lastEventSeq = Math.max(a.lastEventSeq ?? -Infinity, b.lastEventSeq ?? -Infinity);
   state.memories = state.memories.filter((m) => m !== b);
   return { op: 'merge', memoryId: a.id, otherId: b.id, at: ctx.now };
 }

@@ -87,15 +87,29 @@ export function sweepCandidates(state: MemoryState, cfg: AtomemConfig, now: numb
     used.add(p[2]);
     out.merges.push(p);
   }
-  out.merges.push(...singletonAbsorptions(ms, cfg, used, now));
-  // Forget: faded, weakly supported memories.
+  out.merges.push(...singletonAbsorptions(ms, cfg, used, now, state.nextSeq));
+  // Forget: faded (by time or by activity), weakly supported memories.
   for (const m of ms) {
     if (used.has(m.id)) continue;
-    if (Math.abs(salience(cfg, m, now)) < cfg.forgetThreshold && m.evidence < cfg.forgetMinEvidence) {
-      out.faded.push({ id: m.id, reason: 'faded with little evidence' });
-    }
+    const why = fadedReason(m, cfg, now, state.nextSeq);
+    if (why !== undefined) out.faded.push({ id: m.id, reason: why });
   }
   return out;
+}
+
+/**
+ * Why memory `m` should be forgotten, or undefined: it has little evidence (below
+ * `cfg.forgetMinEvidence`) and either its salience decayed below `cfg.forgetThreshold` (time)
+ * or none of the shopper's last `cfg.forgetAfterEvents` events touched it (activity).
+ * `nextSeq` is the state's next event sequence number (without it, time only).
+ */
+export function fadedReason(m: AtomicMemory, cfg: AtomemConfig, now: number, nextSeq?: number): string | undefined {
+  if (m.evidence >= cfg.forgetMinEvidence) return undefined;
+  if (Math.abs(salience(cfg, m, now)) < cfg.forgetThreshold) return 'faded with little evidence';
+  if (cfg.forgetAfterEvents > 0 && m.lastEventSeq !== undefined && nextSeq !== undefined && nextSeq - 1 - m.lastEventSeq >= cfg.forgetAfterEvents) {
+    return `not seen again in the last ${cfg.forgetAfterEvents} events`;
+  }
+  return undefined;
 }
 
 /**
@@ -108,7 +122,7 @@ export function sweepCandidates(state: MemoryState, cfg: AtomemConfig, now: numb
  * absorbed ones disjoint from `used` (which it extends); one memory may absorb several singletons.
  * A faded singleton is left to be forgotten.
  */
-export function singletonAbsorptions(ms: readonly AtomicMemory[], cfg: AtomemConfig, used: Set<string>, now: number): MergeCandidate[] {
+export function singletonAbsorptions(ms: readonly AtomicMemory[], cfg: AtomemConfig, used: Set<string>, now: number, nextSeq?: number): MergeCandidate[] {
   if (!(cfg.absorbSingletons > 0)) return [];
   const at = cfg.tau * cfg.absorbSingletons;
   const out: MergeCandidate[] = [];
@@ -116,7 +130,7 @@ export function singletonAbsorptions(ms: readonly AtomicMemory[], cfg: AtomemCon
   for (const m of ms) {
     if (used.has(m.id) || m.items.length !== 1 || m.evidence >= cfg.forgetMinEvidence || m.strength === 0) continue;
     // a faded one is forgotten instead (see below in sweepCandidates)
-    if (Math.abs(salience(cfg, m, now)) < cfg.forgetThreshold) continue;
+    if (fadedReason(m, cfg, now, nextSeq) !== undefined) continue;
     let best: AtomicMemory | undefined;
     let bestS = -Infinity;
     for (const h of hosts) {

@@ -78,6 +78,12 @@ export interface AtomicMemory {
   links: string[];
   createdAt: number;
   updatedAt: number;
+  /**
+   * Sequence number ({@link MemoryEvent.seq}) of the last event that formed or reinforced this
+   * memory; forgetting by activity (`forgetAfterEvents`) counts the shopper's events since. Absent
+   * in memories stored before it existed (those fade by time only).
+   */
+  lastEventSeq?: number;
 }
 
 /** Tier 3: one narrative synthesised from the memories. */

@@ -135,6 +135,7 @@ function parseMemory(v: unknown, f: string, dims: Map<string, number>): AtomicMe
     links: strArray(o.links, `${f}.links`),
     createdAt: num(o.createdAt, `${f}.createdAt`),
     updatedAt: num(o.updatedAt, `${f}.updatedAt`),
+    ...(o.lastEventSeq !== undefined ? { lastEventSeq: int(o.lastEventSeq, `${f}.lastEventSeq`, 0) } : {}),
   };
 }
 
