@@ -319,7 +319,7 @@ describe('mutual top-k1 maintenance', () => {
     expect(g.neighbours('a').map((n) => n.id)).toEqual(['c']);
     expect(g.neighbours('b')).toEqual([]);
     expect(g.candidates('b').map((n) => n.id)).toEqual(['c']); // b's best is c, but c prefers a
-    expect(g.communityOf('c')).toBe(AB); // {a, c} keeps the id (2 of its... 1 old member, the largest part)
+    expect(g.communityOf('c')).toBe(AB); // {a, c} and {b} hold one old member each: the part with the smaller first id keeps it
     expect(g.communityOf('b')).not.toBe(AB);
     expect(ch.splitCommunities).toEqual(new Map([[AB, [g.communityOf('b')!]]]));
     expect(new Set(ch.relinked)).toEqual(new Set(['a', 'b', 'c']));

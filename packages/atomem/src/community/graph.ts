@@ -25,7 +25,8 @@
  * - Ids are stable and deterministic (`c1`, `c2`, … from a counter): after every change each
  *   new community inherits the id of the old community it shares the most members with (ties:
  *   the older community); so on a merge the larger community keeps its id (ties: the older
- *   one), on a split the largest part keeps it; the rest get new ids.
+ *   one), on a split the largest part keeps it (ties: the part with the smallest member id);
+ *   the rest get new ids.
  */
 
 import { normalize } from '../core/vector.js';
@@ -597,12 +598,12 @@ export class CommunityGraph {
     }
     if (refill.size === 0 || this.k1 === 0) return;
     const xs = [...refill];
-    const fresh: Cand[][] = xs.map(() => []);
+    const lists: Cand[][] = xs.map(() => []);
     this.visitCandidates(xs, xs.map((x) => store.vector(x.id)!), this.k1, (qi, y, sim) => {
-      offer(fresh[qi], this.k1, y, sim);
+      offer(lists[qi], this.k1, y, sim);
     });
     xs.forEach((x, i) => {
-      const now = fresh[i];
+      const now = lists[i];
       const was = new Set(x.list.map((e) => e.m));
       const is = new Set(now.map((e) => e.m));
       for (const e of x.list) {
