@@ -185,8 +185,12 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   // Validation NDCG@10: 0.8411 with the earlier guesses, 0.8470 fitted (2-fold CV; 0.8498 in
   // sample), 0.8434 with the shop file's signals alone fitted the same way. `memory` (STEAM's
   // top-k2 retrieval) gets ≈ 0; `profile` and `recent` act as a long-term-versus-recent contrast.
+  // `memory` (STEAM's top-k2 retrieval) was fitted to 0.0032 and is set to 0: removing it changes no
+  // validation user's ranking (`npm run bench -- --validation --methods atomem,atomem-no-signal-memory
+  // --privacy off`: +0.0000, 0 users better / 0 worse), so it leaves the default path (decision 37);
+  // retrieval still names memories in a card's reasons.
   shopWeights: Object.freeze({
-    memory: 0.0032,
+    memory: 0,
     profile: 0.6209,
     recent: -0.6203,
     ease: 0.472,
