@@ -84,12 +84,16 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     const dir = mkdtempSync(join(tmpdir(), 'atomem-item-space-'));
     try {
       let last = -1;
-      const first = await clusterItemSpace(space, options, dir, (share) => {
-        const pc = Math.floor(share * 20) * 5;
-        if (pc !== last) process.stderr.write(`  kNN ${(last = pc)} %\n`);
+      let lastPhase = '';
+      const first = await clusterItemSpace(space, options, {
+        dir,
+        onProgress: (share, phase) => {
+          const pc = Math.floor(share * 10) * 10;
+          if (pc !== last || phase !== lastPhase) process.stderr.write(`  ${(lastPhase = phase)} ${(last = pc)} %\n`);
+        },
       });
       process.stderr.write(`  first start ${(first.ms / 1000).toFixed(1)} s (kNN ${(first.knnMs / 1000).toFixed(1)} s, Louvain ${(first.louvainMs / 1000).toFixed(1)} s); restart…\n`);
-      const again = await clusterItemSpace(space, options, dir);
+      const again = await clusterItemSpace(space, options, { dir });
       if (again.source !== 'cache') throw new Error(`restart did not read the persisted communities (${again.source})`);
       const knn = readPersistedKnn(dir, space, options)!;
       // Exact kNN of the sample (usearch's exact SIMD search over the whole catalog).
