@@ -53,6 +53,12 @@ export interface ClusterOptions {
    * threads, so the queries use the same number).
    */
   threads?: number;
+  /**
+   * Scalar kind of the HNSW index. Default `f32`. Measured (`npm run bench:index -- --item-space
+   * --quantization …`, BENCHMARKS.md): `i8` loses recall@10 below 0.95 and `f16` is slower on
+   * CPUs without native f16, so f32 stays the default.
+   */
+  quantization?: 'f32' | 'f16' | 'i8';
 }
 
 /**
@@ -141,7 +147,7 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
   const index = new usearch.Index({
     dimensions: dim,
     metric: usearch.MetricKind.Cos,
-    quantization: usearch.ScalarKind.F32,
+    quantization: options.quantization === 'i8' ? usearch.ScalarKind.I8 : options.quantization === 'f16' ? usearch.ScalarKind.F16 : usearch.ScalarKind.F32,
     connectivity: 16,
     expansion_add: options.expansionAdd ?? 64,
     expansion_search: options.expansionSearch ?? knnExpansion(n, k),
@@ -275,7 +281,7 @@ export function clusterItems(space: ItemSpace, options: ClusterOptions = {}): It
 
 function fingerprintHash(space: ItemSpace, options: ClusterOptions) {
   const h = createHash('sha256');
-  h.update(JSON.stringify({ v: 1, embedderId: space.embedderId, n: space.ids.length, o: { k: options.k ?? 10, maxShare: options.maxShare ?? 0.05, resolution: options.resolution ?? 1, seed: options.seed ?? 1, exactBelow: options.exactBelow ?? 5000, ef: options.expansionSearch ?? null } }));
+  h.update(JSON.stringify({ v: 1, embedderId: space.embedderId, n: space.ids.length, o: { k: options.k ?? 10, maxShare: options.maxShare ?? 0.05, resolution: options.resolution ?? 1, seed: options.seed ?? 1, exactBelow: options.exactBelow ?? 5000, ef: options.expansionSearch ?? null, ...(options.quantization && options.quantization !== 'f32' ? { q: options.quantization } : {}) } }));
   return h;
 }
 function hashItem(h: ReturnType<typeof createHash>, space: ItemSpace, i: number): void {

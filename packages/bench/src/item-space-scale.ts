@@ -7,7 +7,7 @@
  * Per size: the first start (kNN graph by usearch HNSW, Louvain, both persisted in a temporary
  * data dir), the restart (the persisted communities read back), recall@10 of the HNSW kNN
  * graph against the exact kNN (usearch's exact SIMD search) on `--sample` random items, the
- * resulting communities (count, largest), and the process RSS. One size at a time, in this
+ * resulting communities (count, largest), the CPU time of the first start (every thread) and the process's peak RSS (the sizes run in order: the peak is the largest so far). One size at a time, in this
  * process; progress on stderr, a Markdown table on stdout, `--json FILE`.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -32,6 +32,9 @@ interface Row {
   communities: number;
   largest: number;
   rssMB: number;
+  /** CPU time of the process (all threads, the worker's included) during the first start. */
+  cpuS: number;
+  worker: boolean;
 }
 
 function parseSizes(v: string): number[] {
@@ -73,10 +76,14 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     .option('--sample <n>', 'items whose kNN is checked against the exact one', (v) => Number(v), 1000)
     .option('--seed <n>', 'seed', (v) => Number(v), 1)
     .option('--ef <n>', 'HNSW ef of the kNN queries (default: the service\'s, growing with the catalog)', (v) => Number(v))
+    .option('--threads <n>', 'threads of the HNSW build and queries (0 = every core, the service\'s default)', (v) => Number(v), 0)
+    .option('--quantization <kind>', 'HNSW scalar kind: f32 (default), f16, i8', 'f32')
     .option('--json <file>', 'write the rows as JSON')
     .parse(argv, { from: 'user' })
-    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; json?: string }>();
-  const options = o.ef ? { expansionSearch: o.ef } : {};
+    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; threads: number; quantization: 'f32' | 'f16' | 'i8'; json?: string }>();
+  if (!['f32', 'f16', 'i8'].includes(o.quantization)) throw new InvalidArgumentError(`--quantization ${o.quantization}: f32, f16 or i8`);
+  const options = { ...(o.ef ? { expansionSearch: o.ef } : {}), threads: o.threads, quantization: o.quantization };
+  const load0 = loadavg()[0];
   const rows: Row[] = [];
   for (const n of o.sizes) {
     process.stderr.write(`${n} items × ${o.dim}-d: generating…\n`);
@@ -85,6 +92,7 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     try {
       let last = -1;
       let lastPhase = '';
+      const cpu0 = process.cpuUsage();
       const first = await clusterItemSpace(space, options, {
         dir,
         onProgress: (share, phase) => {
@@ -92,6 +100,7 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
           if (pc !== last || phase !== lastPhase) process.stderr.write(`  ${(lastPhase = phase)} ${(last = pc)} %\n`);
         },
       });
+      const cpu = process.cpuUsage(cpu0);
       process.stderr.write(`  first start ${(first.ms / 1000).toFixed(1)} s (kNN ${(first.knnMs / 1000).toFixed(1)} s, Louvain ${(first.louvainMs / 1000).toFixed(1)} s); restart…\n`);
       const again = await clusterItemSpace(space, options, { dir });
       if (again.source !== 'cache') throw new Error(`restart did not read the persisted communities (${again.source})`);
@@ -127,18 +136,20 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
         sample,
         communities: sizes.length,
         largest: Math.max(...sizes),
-        rssMB: Math.round(process.memoryUsage.rss() / 2 ** 20),
+        rssMB: Math.round(process.resourceUsage().maxRSS / 1024),
+        cpuS: (cpu.user + cpu.system) / 1e6,
+        worker: first.worker,
       });
       process.stderr.write(`  ${JSON.stringify(rows.at(-1))}\n`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   }
-  const la = loadavg().map((x) => x.toFixed(1)).join(' / ');
-  process.stdout.write(`\n## item-space clustering (usearch HNSW kNN, k = 10, M = 16, efConstruction 64, 1 thread; Louvain) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
-  process.stdout.write('| items | dim | ef | first start s | of which kNN s | Louvain s | restart s | recall@10 (sample) | communities | largest | RSS MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n');
+  const la = `${load0.toFixed(1)} at the start; ${loadavg().map((x) => x.toFixed(1)).join(' / ')} (1 / 5 / 15 min) at the end`;
+  process.stdout.write(`\n## item-space clustering (usearch HNSW kNN ${o.quantization}, k = 10, M = 16, efConstruction 64, threads ${o.threads || `0 = ${cpus().length}`}; Louvain; in a worker thread) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
+  process.stdout.write('| items | dim | ef | first start s | of which kNN s | Louvain s | CPU s | restart s | recall@10 (sample) | communities | largest | peak RSS MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n');
   for (const r of rows) {
-    process.stdout.write(`| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.ef || 'exact'} | ${r.firstStartS.toFixed(1)} | ${r.knnS.toFixed(1)} | ${r.louvainS.toFixed(1)} | ${r.restartS.toFixed(2)} | ${r.recallAt10.toFixed(4)} (${r.sample}) | ${r.communities} | ${r.largest} | ${r.rssMB} |\n`);
+    process.stdout.write(`| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.ef || 'exact'} | ${r.firstStartS.toFixed(1)} | ${r.knnS.toFixed(1)} | ${r.louvainS.toFixed(1)} | ${r.cpuS.toFixed(0)} | ${r.restartS.toFixed(2)} | ${r.recallAt10.toFixed(4)} (${r.sample}) | ${r.communities} | ${r.largest} | ${r.rssMB} |\n`);
   }
   if (o.json) writeFileSync(o.json, `${JSON.stringify({ config: { ...o, node: process.version, loadavg: la }, rows }, null, 2)}\n`);
   return 0;
