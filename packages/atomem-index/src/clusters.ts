@@ -4,18 +4,22 @@
  * service is configured with), so the partition and its prototypes cost no privacy.
  *
  * Why Louvain on a kNN graph: it needs no number of clusters up front, it is deterministic for
- * a seeded rng, and graphology's implementation is maintained and fast (1.3k items: ~50 ms).
- * The resolution is raised until no community holds more than `maxShare` of the items, so no
- * community is a catch-all that says nothing about a shopper.
+ * a seeded rng and a given graph, and graphology's implementation is maintained and fast (1.3k
+ * items: ~50 ms; 100k: ~1 s of Louvain proper, most of the phase is building the graphology
+ * graph). The resolution is raised until no community holds more than `maxShare` of the items,
+ * so no community is a catch-all that says nothing about a shopper.
  *
  * The kNN graph ({@link itemKnn}) is exact below `exactBelow` items and comes from a usearch
  * HNSW index above (cosine, f32, M = 16, efConstruction 64, ef growing with the catalog:
  * {@link knnExpansion}), because the exact graph is O(n²): 1M items would take days. Recall
  * of the HNSW graph against the exact one is measured by `npm run bench:index -- --item-space`
- * and held ≥ 0.95 by a test. {@link clusterItemSpace} (the service's path) builds it in
- * slices that yield to the event loop, and persists the kNN graph and the communities in the
- * data dir keyed by a fingerprint of the catalog and the options, so a restart reads them
- * back instead of recomputing.
+ * and held ≥ 0.95 by a test. {@link clusterItemSpace} (the service's path) runs the build (on
+ * every core by default) and Louvain in a worker thread (./cluster-worker.ts) so the event loop
+ * stays free, and persists the kNN graph and the communities in the data dir keyed by a
+ * fingerprint of the catalog and the options, so a restart reads them back instead of
+ * recomputing. A multi-threaded build is not bit-reproducible (usearch inserts concurrently):
+ * what a restart reads is the persisted result, and Louvain on the persisted graph gives the
+ * persisted communities again.
  */
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';

@@ -223,6 +223,21 @@ export function registerV2(
     }
   };
   const storageError = (f: StorageFailure) => new V2Error(f.status, f.code, f.message, f.retryAfterSeconds);
+  /**
+   * The latest release's epoch for health and metrics: cached by the store (read at load and
+   * again after a publish); a storage failure of that read degrades health (named there) instead
+   * of failing the health route with a 500.
+   */
+  const latestRelease = (): number | null => {
+    try {
+      return store.latestRelease() ?? null;
+    } catch (err) {
+      const f = storage.fail(err, store.file);
+      if (f === undefined) throw err;
+      app.log.error({ err: { code: (err as { code?: string }).code, message: (err as Error).message }, file: store.file, state: f.state }, 'v2: reading the latest release failed');
+      return null;
+    }
+  };
 
   let space: ItemSpace | undefined;
   let communities: ItemCommunities | undefined;
@@ -262,6 +277,8 @@ export function registerV2(
     }
     issuer = await PrivacyPassIssuer.load(JSON.parse(stored), options.issuerName ?? 'atomem-index');
     tick();
+    // why: health answers from memory; the first read of the latest release happens here, not in a health request
+    latestRelease();
   })().catch((err: Error) => {
     loadError = err;
     if (stopClustering.signal.aborted) app.log.info('v2: loading stopped (the service closed)');
@@ -318,6 +335,7 @@ export function registerV2(
     api.get(INDEX_V2_PATHS.health, { config: noLimit }, async (_req, reply): Promise<HealthV2Response | FastifyReply> => {
       try {
         const { space: sp, communities: cs } = requireReady();
+        const latest = latestRelease();
         const st = storage.status();
         if (st.state !== 'ok') reply.code(503);
         // why: answered from memory (latestEpoch is cached by the store), no database read
@@ -327,7 +345,7 @@ export function registerV2(
           embedderId: sp.embedderId,
           epochMs,
           epoch: epoch(),
-          latestRelease: store.latestRelease() ?? null,
+          latestRelease: latest,
           ldp,
           minContributors,
           minReports,
@@ -344,7 +362,7 @@ export function registerV2(
     api.get('/v2/metrics', { config: noLimit }, async (req, reply) => {
       if (!extra.metricsAllowed?.(req)) return extra.fail(reply, 404, 'not_found', 'no route GET /v2/metrics (metrics need the metrics token)');
       reply.header('cache-control', 'no-store');
-      return { ...(extra.metrics?.() ?? {}), storage: storage.status(), latestRelease: store.latestRelease() ?? null };
+      return { ...(extra.metrics?.() ?? {}), storage: storage.status(), latestRelease: latestRelease() };
     });
 
     // why: the other routes are rate limited per client address (the attester's issuance is allow-listed by its key)
