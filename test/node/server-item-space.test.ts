@@ -61,9 +61,12 @@ function exactRow(space: ItemSpace, i: number, k: number): number[] {
 }
 
 describe('item-space kNN', () => {
-  it('the HNSW kNN graph has recall@10 ≥ 0.95 against the exact one (sample of 200 items of 10,000)', () => {
+  it.each([
+    ['i8 re-ranked (the default)', {}],
+    ['f32', { quantization: 'f32' as const }],
+  ])('the HNSW kNN graph (%s) has recall@10 ≥ 0.95 against the exact one (sample of 200 items of 10,000)', (_name, opts) => {
     const space = catalog(10_000, 48, 100);
-    const g = itemKnn(space, { k: 10, exactBelow: 0 });
+    const g = itemKnn(space, { k: 10, exactBelow: 0, ...opts });
     expect(g.exact).toBe(false);
     const r = rng(9);
     let hit = 0;
@@ -125,7 +128,7 @@ describe('item-space kNN', () => {
   it('health answers while the item space is clustered (kNN graph and Louvain in a worker thread), and a close mid-clustering stops it', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'atomem-knn-svc-'));
     dirs.push(dataDir);
-    const sp = catalog(40_000, 16, 200, 8);
+    const sp = catalog(20_000, 16, 100, 8);
     const start = async () => {
       const svc = createIndexService({ dataDir, rateLimit: false, v2: { space: sp, epochMs: 1_000_000, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: 'attester-secret-for-tests-0001' } });
       services.push(svc);

@@ -10,8 +10,8 @@
  * so no community is a catch-all that says nothing about a shopper.
  *
  * The kNN graph ({@link itemKnn}) is exact below `exactBelow` items and comes from a usearch
- * HNSW index above (cosine, f32, M = 16, efConstruction 64, ef growing with the catalog:
- * {@link knnExpansion}), because the exact graph is O(n²): 1M items would take days. Recall
+ * HNSW index above (cosine, i8, M = 16, efConstruction 64, ef growing with the catalog:
+ * {@link knnExpansion}; 2k candidates per item re-ranked by their exact f32 cosine), because the exact graph is O(n²): 1M items would take days. Recall
  * of the HNSW graph against the exact one is measured by `npm run bench:index -- --item-space`
  * and held ≥ 0.95 by a test. {@link clusterItemSpace} (the service's path) runs the build (on
  * every core by default) and Louvain in a worker thread (./cluster-worker.ts) so the event loop
@@ -58,11 +58,17 @@ export interface ClusterOptions {
    */
   threads?: number;
   /**
-   * Scalar kind of the HNSW index. Default `f32`. Measured (`npm run bench:index -- --item-space
-   * --quantization …`, BENCHMARKS.md): `i8` loses recall@10 below 0.95 and `f16` is slower on
-   * CPUs without native f16, so f32 stays the default.
+   * Scalar kind of the HNSW index. Default `i8`: a quarter of f32's memory traffic, and the
+   * candidates are re-ranked by their exact f32 cosine (`oversample`), so the graph's recall is
+   * f32's or better at about half the CPU time (BENCHMARKS.md, "Item-space clustering at scale").
    */
-  quantization?: 'f32' | 'f16' | 'i8';
+  quantization?: 'f32' | 'bf16' | 'f16' | 'i8';
+  /**
+   * Candidates per row fetched from the index, as a multiple of `k`, then re-ranked by their
+   * exact cosine (f32): the top `k` stay. Default 2 with a quantized index, 1 (no re-ranking)
+   * with `f32`.
+   */
+  oversample?: number;
 }
 
 /**
@@ -148,10 +154,12 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
     return { k, neighbours, sims, exact };
   }
   const threads = options.threads ?? 0;
+  const quantization = options.quantization ?? 'i8';
+  const over = Math.max(1, Math.floor(options.oversample ?? (quantization === 'f32' ? 1 : 2)));
   const index = new usearch.Index({
     dimensions: dim,
     metric: usearch.MetricKind.Cos,
-    quantization: options.quantization === 'i8' ? usearch.ScalarKind.I8 : options.quantization === 'f16' ? usearch.ScalarKind.F16 : usearch.ScalarKind.F32,
+    quantization: { f32: usearch.ScalarKind.F32, bf16: usearch.ScalarKind.BF16, f16: usearch.ScalarKind.F16, i8: usearch.ScalarKind.I8 }[quantization],
     connectivity: 16,
     expansion_add: options.expansionAdd ?? 64,
     expansion_search: options.expansionSearch ?? knnExpansion(n, k),
@@ -166,19 +174,46 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
     index.add(keys, flat.subarray(i * dim, end * dim), threads);
     onProgress?.((0.5 * end) / n);
   }
+  // why: with oversampling, candidates are scored again by their exact cosine (the index's are quantized)
+  const want = k * over + 1;
+  let inv: Float32Array | undefined;
+  if (over > 1) {
+    inv = new Float32Array(n);
+    for (let i = 0; i < n; i++) {
+      let s = 0;
+      for (let d = i * dim; d < (i + 1) * dim; d++) s += flat[d] * flat[d];
+      inv[i] = s > 0 ? 1 / Math.sqrt(s) : 0;
+    }
+  }
   for (let i = 0; i < n; i += step) {
     const end = Math.min(n, i + step);
-    const m = index.search(flat.subarray(i * dim, end * dim), k + 1, threads) as unknown as { keys: BigUint64Array; distances: Float32Array; counts: BigUint64Array | number[] };
+    const m = index.search(flat.subarray(i * dim, end * dim), want, threads) as unknown as { keys: BigUint64Array; distances: Float32Array; counts: BigUint64Array | number[] };
     for (let q = 0; q < end - i; q++) {
       const self = i + q;
+      const base = self * k;
+      const found = Math.min(want, Number(m.counts[q]));
       let t = 0;
-      for (let h = 0; h < k + 1 && t < k; h++) {
-        const raw = m.keys[q * (k + 1) + h];
-        const key = Number(raw);
-        if (h >= Number(m.counts[q]) || key === self || key < 0 || key >= n) continue;
-        neighbours[self * k + t] = key;
-        sims[self * k + t] = 1 - m.distances[q * (k + 1) + h];
-        t++;
+      for (let h = 0; h < found; h++) {
+        const key = Number(m.keys[q * want + h]);
+        if (key === self || key < 0 || key >= n) continue;
+        let sim: number;
+        if (inv) {
+          let dot = 0;
+          const a = self * dim;
+          const b = key * dim;
+          for (let d = 0; d < dim; d++) dot += flat[a + d] * flat[b + d];
+          sim = dot * inv[self] * inv[key];
+        } else sim = 1 - m.distances[q * want + h];
+        // keep the row sorted by similarity, descending (ties: the index's order)
+        if (t === k && sim <= sims[base + k - 1]) continue;
+        let p = t < k ? t++ : k - 1;
+        while (p > 0 && sims[base + p - 1] < sim) {
+          sims[base + p] = sims[base + p - 1];
+          neighbours[base + p] = neighbours[base + p - 1];
+          p--;
+        }
+        sims[base + p] = sim;
+        neighbours[base + p] = key;
       }
     }
     onProgress?.(0.5 + (0.5 * end) / n);
@@ -285,7 +320,7 @@ export function clusterItems(space: ItemSpace, options: ClusterOptions = {}): It
 
 function fingerprintHash(space: ItemSpace, options: ClusterOptions) {
   const h = createHash('sha256');
-  h.update(JSON.stringify({ v: 1, embedderId: space.embedderId, n: space.ids.length, o: { k: options.k ?? 10, maxShare: options.maxShare ?? 0.05, resolution: options.resolution ?? 1, seed: options.seed ?? 1, exactBelow: options.exactBelow ?? 5000, ef: options.expansionSearch ?? null, ...(options.quantization && options.quantization !== 'f32' ? { q: options.quantization } : {}) } }));
+  h.update(JSON.stringify({ v: 2, embedderId: space.embedderId, n: space.ids.length, o: { k: options.k ?? 10, maxShare: options.maxShare ?? 0.05, resolution: options.resolution ?? 1, seed: options.seed ?? 1, exactBelow: options.exactBelow ?? 5000, ef: options.expansionSearch ?? null, q: options.quantization ?? 'i8', over: options.oversample ?? null } }));
   return h;
 }
 function hashItem(h: ReturnType<typeof createHash>, space: ItemSpace, i: number): void {

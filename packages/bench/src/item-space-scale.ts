@@ -77,12 +77,13 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     .option('--seed <n>', 'seed', (v) => Number(v), 1)
     .option('--ef <n>', 'HNSW ef of the kNN queries (default: the service\'s, growing with the catalog)', (v) => Number(v))
     .option('--threads <n>', 'threads of the HNSW build and queries (0 = every core, the service\'s default)', (v) => Number(v), 0)
-    .option('--quantization <kind>', 'HNSW scalar kind: f32 (default), f16, i8', 'f32')
+    .option('--quantization <kind>', 'HNSW scalar kind: i8 (the service\'s default), bf16, f16, f32', 'i8')
+    .option('--oversample <n>', 'candidates per item as a multiple of k, re-ranked exactly (default: the service\'s, 2 when quantized, 1 with f32)', (v) => Number(v))
     .option('--json <file>', 'write the rows as JSON')
     .parse(argv, { from: 'user' })
-    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; threads: number; quantization: 'f32' | 'f16' | 'i8'; json?: string }>();
-  if (!['f32', 'f16', 'i8'].includes(o.quantization)) throw new InvalidArgumentError(`--quantization ${o.quantization}: f32, f16 or i8`);
-  const options = { ...(o.ef ? { expansionSearch: o.ef } : {}), threads: o.threads, quantization: o.quantization };
+    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; threads: number; quantization: 'f32' | 'bf16' | 'f16' | 'i8'; oversample?: number; json?: string }>();
+  if (!['f32', 'bf16', 'f16', 'i8'].includes(o.quantization)) throw new InvalidArgumentError(`--quantization ${o.quantization}: i8, bf16, f16 or f32`);
+  const options = { ...(o.ef ? { expansionSearch: o.ef } : {}), ...(o.oversample ? { oversample: o.oversample } : {}), threads: o.threads, quantization: o.quantization };
   const load0 = loadavg()[0];
   const rows: Row[] = [];
   for (const n of o.sizes) {
@@ -146,7 +147,7 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     }
   }
   const la = `${load0.toFixed(1)} at the start; ${loadavg().map((x) => x.toFixed(1)).join(' / ')} (1 / 5 / 15 min) at the end`;
-  process.stdout.write(`\n## item-space clustering (usearch HNSW kNN ${o.quantization}, k = 10, M = 16, efConstruction 64, threads ${o.threads || `0 = ${cpus().length}`}; Louvain; in a worker thread) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
+  process.stdout.write(`\n## item-space clustering (usearch HNSW kNN ${o.quantization}, oversample ${o.oversample ?? (o.quantization === 'f32' ? 1 : 2)}, k = 10, M = 16, efConstruction 64, threads ${o.threads || `0 = ${cpus().length}`}; Louvain; in a worker thread) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
   process.stdout.write('| items | dim | ef | first start s | of which kNN s | Louvain s | CPU s | restart s | recall@10 (sample) | communities | largest | peak RSS MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n');
   for (const r of rows) {
     process.stdout.write(`| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.ef || 'exact'} | ${r.firstStartS.toFixed(1)} | ${r.knnS.toFixed(1)} | ${r.louvainS.toFixed(1)} | ${r.cpuS.toFixed(0)} | ${r.restartS.toFixed(2)} | ${r.recallAt10.toFixed(4)} (${r.sample}) | ${r.communities} | ${r.largest} | ${r.rssMB} |\n`);
