@@ -116,11 +116,11 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
       space.vectors.forEach((v, i) => flat.set(v, i * o.dim));
       const queries = new Float32Array(sample * o.dim);
       picks.forEach((p, i) => queries.set(space.vectors[p], i * o.dim));
-      // why: in chunks of 100 queries: usearch's exactSearch holds two queries × items matrices of (offset, distance) pairs, 8 B each (1,000 × 1M: 16 GB)
+      // why: in chunks of 100 queries (copies: exactSearch reads a subarray from its buffer's start): usearch's exactSearch holds two queries × items matrices of (offset, distance) pairs, 8 B each (1,000 × 1M: 16 GB)
       const exactKeys = new BigUint64Array(sample * (knn.k + 1));
       for (let q0 = 0; q0 < sample; q0 += 100) {
         const q1 = Math.min(sample, q0 + 100);
-        const part = usearch.exactSearch(flat, queries.subarray(q0 * o.dim, q1 * o.dim), o.dim, knn.k + 1, usearch.MetricKind.Cos) as unknown as { keys: BigUint64Array };
+        const part = usearch.exactSearch(flat, queries.slice(q0 * o.dim, q1 * o.dim), o.dim, knn.k + 1, usearch.MetricKind.Cos) as unknown as { keys: BigUint64Array };
         exactKeys.set(part.keys.subarray(0, (q1 - q0) * (knn.k + 1)), q0 * (knn.k + 1));
       }
       const exact = { keys: exactKeys };
