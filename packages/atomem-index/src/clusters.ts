@@ -240,6 +240,8 @@ export interface KnnMembership {
   /** Resolution that met `maxShare`, and the Louvain runs it took. */
   resolution: number;
   runs: number;
+  /** Time spent building the graphology graph (the rest of the phase is Louvain's runs). */
+  graphMs: number;
 }
 
 /**
@@ -253,6 +255,7 @@ export interface KnnMembership {
  */
 export function louvainOfKnn(n: number, knn: KnnGraph, options: ClusterOptions = {}, onProgress?: (share: number) => void): KnnMembership {
   const { maxShare = 0.05, seed = 1 } = options;
+  const t0 = performance.now();
   const graph = new Graph({ type: 'undirected', allowSelfLoops: false, multi: false });
   for (let i = 0; i < n; i++) graph.addNode(i);
   const weights = new Float64Array(n * knn.k);
@@ -269,6 +272,7 @@ export function louvainOfKnn(n: number, knn: KnnGraph, options: ClusterOptions =
     if (onProgress && i % 65536 === 65535) onProgress((0.5 * i) / n);
   }
   onProgress?.(0.5);
+  const graphMs = performance.now() - t0;
   const limit = Math.max(1, Math.floor(maxShare * n));
   let resolution = options.resolution ?? 1;
   let mapping: Record<string, number> = {};
@@ -288,7 +292,7 @@ export function louvainOfKnn(n: number, knn: KnnGraph, options: ClusterOptions =
   }
   const membership = new Int32Array(n);
   for (let i = 0; i < n; i++) membership[i] = mapping[i];
-  return { membership, resolution, runs };
+  return { membership, resolution, runs, graphMs };
 }
 
 /** Communities of a membership: ids `k0`, `k1`, … by decreasing size (ties: smaller first id first). */
@@ -373,6 +377,10 @@ export interface ClusterRun {
   knnMs: number;
   /** Time of Louvain (graph construction and runs; 0 when the communities were read back). */
   louvainMs: number;
+  /** Of which building the graphology graph. */
+  louvainGraphMs: number;
+  /** Louvain runs (the resolution is raised until `maxShare` holds). */
+  louvainRuns: number;
   /** Whether the work ran in a worker thread. */
   worker: boolean;
 }
@@ -408,7 +416,7 @@ export interface ClusterJob {
 export type ClusterWorkerMessage =
   | { type: 'progress'; phase: ClusterPhase; share: number }
   | { type: 'knn'; knn: KnnGraph; ms: number }
-  | { type: 'done'; membership: Int32Array; resolution: number; runs: number; louvainMs: number };
+  | { type: 'done'; membership: Int32Array; resolution: number; runs: number; louvainMs: number; graphMs: number };
 
 /** Runs a {@link ClusterJob} in ./cluster-worker (.ts from source through tsx, .js when built). */
 function runWorker(job: ClusterJob, onMessage: (m: ClusterWorkerMessage) => void, signal?: AbortSignal): Promise<Extract<ClusterWorkerMessage, { type: 'done' }>> {
@@ -476,7 +484,7 @@ export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions
   if (dir && existsSync(commFile)) {
     try {
       const saved = JSON.parse(readFileSync(commFile, 'utf8')) as { fingerprint: string; communities: ItemCommunities['communities'] };
-      if (saved.fingerprint === fp && Array.isArray(saved.communities)) return { communities: { communities: saved.communities }, source: 'cache', ms: performance.now() - t0, knnMs: 0, louvainMs: 0, worker: false };
+      if (saved.fingerprint === fp && Array.isArray(saved.communities)) return { communities: { communities: saved.communities }, source: 'cache', ms: performance.now() - t0, knnMs: 0, louvainMs: 0, louvainGraphMs: 0, louvainRuns: 0, worker: false };
     } catch {
       // unreadable: recompute
     }
@@ -503,10 +511,11 @@ export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions
     }
     const knnMs = performance.now() - t0;
     const t1 = performance.now();
-    const communities = n === 0 ? { communities: [] } : communitiesOfMembership(space.ids, louvainOfKnn(n, knn, options).membership);
+    const lv = n === 0 ? undefined : louvainOfKnn(n, knn, options);
+    const communities = lv ? communitiesOfMembership(space.ids, lv.membership) : { communities: [] };
     const louvainMs = performance.now() - t1;
     if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities }));
-    return { communities, source, ms: performance.now() - t0, knnMs, louvainMs, worker: false };
+    return { communities, source, ms: performance.now() - t0, knnMs, louvainMs, louvainGraphMs: lv?.graphMs ?? 0, louvainRuns: lv?.runs ?? 0, worker: false };
   }
   let knnMs = knn ? performance.now() - t0 : 0;
   onProgress?.(0, knn ? 'communities' : 'knn');
@@ -524,7 +533,7 @@ export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions
   const communities = communitiesOfMembership(space.ids, done.membership);
   if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities }));
   onProgress?.(1, 'communities');
-  return { communities, source, ms: performance.now() - t0, knnMs, louvainMs: done.louvainMs, worker: true };
+  return { communities, source, ms: performance.now() - t0, knnMs, louvainMs: done.louvainMs, louvainGraphMs: done.graphMs, louvainRuns: done.runs, worker: true };
 }
 
 // kNN file: "ATMK" | u32 version 1 | u32 n | u32 k | u8 exact | 64 hex fingerprint | pad to 4 | i32 neighbours[n·k] | f32 sims[n·k]
