@@ -193,6 +193,69 @@ describe('storage faults', () => {
     expect(sha(file)).toBe(before);
   });
 
+  it('a page corrupted while the service runs: 503 storage_corrupt with Retry-After, health names the file, writes refused at once without touching the file, the start refused after', async () => {
+    const dataDir = tempDir();
+    const first = await startV2(dataDir);
+    const epoch = first.svc.v2!.epoch();
+    await services.pop()!.close();
+    const file = join(dataDir, 'reports.sqlite');
+    // Tombstones of the open epoch (valid rows) make the file larger than SQLite's page cache
+    // (better-sqlite3: 16 MB), so a write reads pages from the disk while the service runs.
+    const db = new Database(file);
+    const insert = db.prepare('INSERT INTO spent (nonce, epoch) VALUES (?, ?)');
+    db.transaction(() => {
+      for (let i = 0; i < 700_000; i++) insert.run(createHash('sha256').update(`filler-${i}`).digest(), epoch);
+    })();
+    db.pragma('wal_checkpoint(TRUNCATE)');
+    const pageSize = db.pragma('page_size', { simple: true }) as number;
+    const pages = db.pragma('page_count', { simple: true }) as number;
+    db.close();
+    expect(pages * pageSize).toBeGreaterThan(24 * 2 ** 20);
+    const { url } = await startV2(dataDir);
+    let accepted = 0;
+    for (let i = 0; i < 5; i++) if ((await report(url, epoch, await token(url, epoch), i)).status === 202) accepted++;
+    expect(accepted).toBe(5);
+    // A bad sector under the running service: every page after the schema page becomes garbage.
+    const fd = openSync(file, 'r+');
+    for (let p = 1; p < pages; p++) writeSync(fd, Buffer.alloc(pageSize, 0xa5), 0, pageSize, p * pageSize);
+    closeSync(fd);
+    const corrupted = sha(file);
+    let refused: Awaited<ReturnType<typeof report>> | undefined;
+    for (let i = 0; i < 50 && !refused; i++) {
+      const r = await report(url, epoch, await token(url, epoch), 100 + i);
+      if (r.status !== 202) refused = r;
+    }
+    expect(refused, 'no write met a corrupted page').toBeDefined();
+    expect(refused!.status).toBe(503);
+    expect(refused!.body.error).toBe('storage_corrupt');
+    expect(Number(refused!.retryAfter)).toBeGreaterThan(0);
+    expect(refused!.body.message).toContain(file);
+    expect(refused!.body.message).toMatch(/Fix: .*restore it/);
+    const h = await health(url);
+    expect(h.status).toBe(503);
+    expect(h.body.status).toBe('degraded');
+    expect(h.body.storage).toMatchObject({ state: 'corrupt', file });
+    // Sticky: the next writes are refused before they reach SQLite, so nothing more is written to the file.
+    for (let i = 0; i < 3; i++) {
+      const r = await report(url, epoch, await token(url, epoch), 200 + i);
+      expect(r.status).toBe(503);
+      expect(r.body.error).toBe('storage_corrupt');
+      expect(Number(r.retryAfter)).toBeGreaterThan(0);
+    }
+    expect((await health(url)).body.storage.refusedWrites).toBeGreaterThanOrEqual(4);
+    expect(sha(file)).toBe(corrupted);
+    // Reads that need no database keep answering.
+    expect((await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).status).toBe(200);
+    await services.pop()!.close();
+    // The next start refuses the file (quick_check), naming it and the fix, and leaves it as it is.
+    const before = sha(file);
+    const e = startError(() => createIndexService(v2Options(dataDir)));
+    expect(e.problem).toBe('corrupt');
+    expect(e.file).toBe(file);
+    expect(e.message).toMatch(/Fix: .*restore it/);
+    expect(sha(file)).toBe(before);
+  }, 120_000);
+
   it('a zero-byte or missing database file in an initialised data dir is refused (data loss), not started empty', async () => {
     const dataDir = tempDir();
     await startV2(dataDir);

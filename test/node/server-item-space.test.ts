@@ -1,14 +1,20 @@
 // The item-space clustering of the index service: the usearch HNSW kNN graph against the exact
 // one (recall@10 on a sample), the exact path below `exactBelow`, and the persisted kNN graph
 // and communities (a restart reads them back; a changed catalog or a damaged file recomputes).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { ITEM_COMMUNITIES_FILE, clusterItemSpace, clusterItems, itemKnn, knnExpansion } from '../../packages/atomem-index/src/clusters.js';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { ITEM_COMMUNITIES_FILE, ITEM_KNN_FILE, clusterItemSpace, clusterItems, communitiesOfKnn, itemKnn, knnExpansion, readPersistedKnn } from '../../packages/atomem-index/src/clusters.js';
+import { createIndexService, type IndexService } from '../../packages/atomem-index/src/service.js';
+import { INDEX_V2_PATHS } from '../../packages/atomem/src/protocol/index-v2.js';
 import type { ItemSpace } from '../../packages/atomem/src/community/release.js';
 
 const dirs: string[] = [];
+const services: IndexService[] = [];
+afterEach(async () => {
+  while (services.length) await services.pop()!.close();
+});
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
@@ -55,9 +61,12 @@ function exactRow(space: ItemSpace, i: number, k: number): number[] {
 }
 
 describe('item-space kNN', () => {
-  it('the HNSW kNN graph has recall@10 ≥ 0.95 against the exact one (sample of 200 items of 10,000)', () => {
+  it.each([
+    ['i8 re-ranked (the default)', {}],
+    ['f32', { quantization: 'f32' as const }],
+  ])('the HNSW kNN graph (%s) has recall@10 ≥ 0.95 against the exact one (sample of 200 items of 10,000)', (_name, opts) => {
     const space = catalog(10_000, 48, 100);
-    const g = itemKnn(space, { k: 10, exactBelow: 0 });
+    const g = itemKnn(space, { k: 10, exactBelow: 0, ...opts });
     expect(g.exact).toBe(false);
     const r = rng(9);
     let hit = 0;
@@ -87,20 +96,27 @@ describe('item-space kNN', () => {
     const dir = mkdtempSync(join(tmpdir(), 'atomem-knn-'));
     dirs.push(dir);
     const space = catalog(6000, 24, 60, 5);
-    const first = await clusterItemSpace(space, {}, dir);
+    const first = await clusterItemSpace(space, {}, { dir });
     expect(first.source).toBe('computed');
-    expect(first.communities).toEqual(clusterItems(space));
-    const again = await clusterItemSpace(space, {}, dir);
+    expect(first.worker).toBe(true);
+    // a multi-threaded build need not be reproducible: the communities are those of the persisted graph
+    const persisted = readPersistedKnn(dir, space)!;
+    expect(persisted.exact).toBe(false);
+    expect(first.communities).toEqual(communitiesOfKnn(space, persisted));
+    expect(Math.max(...first.communities.communities.map((c) => c.items.length))).toBeLessThanOrEqual(0.05 * space.ids.length);
+    const again = await clusterItemSpace(space, {}, { dir });
     expect(again.source).toBe('cache');
     expect(again.communities).toEqual(first.communities);
     // a damaged communities file is not trusted: the kNN graph is reused, Louvain reruns
     writeFileSync(join(dir, ITEM_COMMUNITIES_FILE), '{"fingerprint": "x", "communities": [');
-    const repaired = await clusterItemSpace(space, {}, dir);
+    const repaired = await clusterItemSpace(space, {}, { dir });
     expect(repaired.source).toBe('knn-cache');
     expect(repaired.communities).toEqual(first.communities);
+    // one thread inserts in a fixed order: the worker and the synchronous path give the same communities
+    expect((await clusterItemSpace(space, { threads: 1 })).communities).toEqual(clusterItems(space, { threads: 1 }));
     // one vector changed: another fingerprint, everything recomputed
     const changed = { ...space, vectors: space.vectors.map((v, i) => (i === 10 ? space.vectors[11] : v)) };
-    expect((await clusterItemSpace(changed, {}, dir)).source).toBe('computed');
+    expect((await clusterItemSpace(changed, {}, { dir })).source).toBe('computed');
     // the event loop keeps turning during the build
     let turns = 0;
     const t = setInterval(() => turns++, 1);
@@ -108,4 +124,55 @@ describe('item-space kNN', () => {
     clearInterval(t);
     expect(turns).toBeGreaterThan(2);
   }, 120_000);
+
+  it('health answers while the item space is clustered (kNN graph and Louvain in a worker thread), and a close mid-clustering stops it', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'atomem-knn-svc-'));
+    dirs.push(dataDir);
+    const sp = catalog(20_000, 16, 100, 8);
+    const start = async () => {
+      const svc = createIndexService({ dataDir, rateLimit: false, v2: { space: sp, epochMs: 1_000_000, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: 'attester-secret-for-tests-0001' } });
+      services.push(svc);
+      const url = await svc.listen({ port: 0 });
+      let ready = false;
+      void svc.ready.then(() => (ready = true));
+      /** Health answers seen before the service was ready. */
+      const seen: { status: number; message: string }[] = [];
+      while (!ready) {
+        const res = await fetch(`${url}${INDEX_V2_PATHS.health}`);
+        const body = (await res.json()) as { error?: string; message?: string };
+        if (!ready) seen.push({ status: res.status, message: `${body.error}: ${body.message}` });
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      const after = await fetch(`${url}${INDEX_V2_PATHS.health}`);
+      return { svc, seen, after: after.status };
+    };
+    // first start: the kNN graph is built, then Louvain runs; health answers during both
+    const first = await start();
+    expect(first.after).toBe(200);
+    expect(first.seen.length).toBeGreaterThan(0);
+    for (const s of first.seen) expect(s.status).toBe(503);
+    expect(first.seen.some((s) => /^not_ready: v2 is clustering the item space \(kNN graph \d+ %\)/.test(s.message)), JSON.stringify(first.seen.slice(-3))).toBe(true);
+    await first.svc.close();
+    services.pop();
+    // second start with the kNN graph persisted but not the communities: only Louvain runs, and health
+    // answers during it (a share below 100 %: a Louvain on the event loop could not answer before its end)
+    expect(existsSync(join(dataDir, ITEM_KNN_FILE))).toBe(true);
+    unlinkSync(join(dataDir, ITEM_COMMUNITIES_FILE));
+    const second = await start();
+    expect(second.after).toBe(200);
+    expect(second.seen.some((s) => /^not_ready: v2 is clustering the item space \(communities, Louvain \d\d? %\)/.test(s.message)), JSON.stringify(second.seen.slice(-3))).toBe(true);
+    expect(second.seen.every((s) => !s.message.includes('kNN graph'))).toBe(true);
+    await second.svc.close();
+    services.pop();
+    // a close during the clustering ends the worker: close resolves, the next start recomputes
+    unlinkSync(join(dataDir, ITEM_COMMUNITIES_FILE));
+    unlinkSync(join(dataDir, ITEM_KNN_FILE));
+    const third = createIndexService({ dataDir, rateLimit: false, v2: { space: sp, epochMs: 1_000_000, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: 'attester-secret-for-tests-0001' } });
+    const url = await third.listen({ port: 0 });
+    expect((await fetch(`${url}${INDEX_V2_PATHS.health}`)).status).toBe(503);
+    const failed = third.ready.then(() => 'ready', () => 'stopped');
+    await third.close();
+    expect(await failed).toBe('stopped');
+    expect(existsSync(join(dataDir, ITEM_COMMUNITIES_FILE))).toBe(false);
+  }, 300_000);
 });

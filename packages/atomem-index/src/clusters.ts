@@ -4,22 +4,29 @@
  * service is configured with), so the partition and its prototypes cost no privacy.
  *
  * Why Louvain on a kNN graph: it needs no number of clusters up front, it is deterministic for
- * a seeded rng, and graphology's implementation is maintained and fast (1.3k items: ~50 ms).
- * The resolution is raised until no community holds more than `maxShare` of the items, so no
- * community is a catch-all that says nothing about a shopper.
+ * a seeded rng and a given graph, and graphology's implementation is maintained and fast (1.3k
+ * items: ~50 ms; 100k: ~1 s of Louvain proper, most of the phase is building the graphology
+ * graph). The resolution is raised until no community holds more than `maxShare` of the items,
+ * so no community is a catch-all that says nothing about a shopper.
  *
  * The kNN graph ({@link itemKnn}) is exact below `exactBelow` items and comes from a usearch
- * HNSW index above (cosine, f32, M = 16, efConstruction 64, ef growing with the catalog:
- * {@link knnExpansion}), because the exact graph is O(n²): 1M items would take days. Recall
+ * HNSW index above (cosine, i8, M = 16, efConstruction 64, ef growing with the catalog:
+ * {@link knnExpansion}; 2k candidates per item re-ranked by their exact f32 cosine), because the exact graph is O(n²): 1M items would take days. Recall
  * of the HNSW graph against the exact one is measured by `npm run bench:index -- --item-space`
- * and held ≥ 0.95 by a test. {@link clusterItemSpace} (the service's path) builds it in
- * slices that yield to the event loop, and persists the kNN graph and the communities in the
- * data dir keyed by a fingerprint of the catalog and the options, so a restart reads them
- * back instead of recomputing.
+ * and held ≥ 0.95 by a test. {@link clusterItemSpace} (the service's path) runs the build (on
+ * every core by default) and Louvain in a worker thread (./cluster-worker.ts) so the event loop
+ * stays free, and persists the kNN graph and the communities in the data dir keyed by a
+ * fingerprint of the catalog and the options, so a restart reads them back instead of
+ * recomputing. A multi-threaded build is not bit-reproducible (usearch inserts concurrently):
+ * what a restart reads is the persisted result, and Louvain on the persisted graph gives the
+ * persisted communities again.
  */
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import Graph from 'graphology';
 import louvain from 'graphology-communities-louvain';
 import usearch from 'usearch';
@@ -42,11 +49,26 @@ export interface ClusterOptions {
   /** HNSW efConstruction. Default 64. */
   expansionAdd?: number;
   /**
-   * Threads of the HNSW build and queries (0 = all cores). Default 1: a single-threaded build
-   * inserts in a fixed order, so the same catalog always gives the same graph and communities
-   * (usearch sizes its search contexts by the build's threads, so both use this).
+   * Threads of the HNSW build and queries (0 = every core). Default 0. A multi-threaded build
+   * inserts concurrently, so two builds of the same catalog can give slightly different kNN
+   * graphs (and so communities); the service persists the graph it built and the communities
+   * of that graph, and a restart reads those back. `threads: 1` inserts in a fixed order: the
+   * same catalog always gives the same graph (usearch sizes its search contexts by the build's
+   * threads, so the queries use the same number).
    */
   threads?: number;
+  /**
+   * Scalar kind of the HNSW index. Default `i8`: a quarter of f32's memory traffic, and the
+   * candidates are re-ranked by their exact f32 cosine (`oversample`), so the graph's recall is
+   * f32's or better at about half the CPU time (BENCHMARKS.md, "Item-space clustering at scale").
+   */
+  quantization?: 'f32' | 'bf16' | 'f16' | 'i8';
+  /**
+   * Candidates per row fetched from the index, as a multiple of `k`, then re-ranked by their
+   * exact cosine (f32): the top `k` stay. Default 2 with a quantized index, 1 (no re-ranking)
+   * with `f32`.
+   */
+  oversample?: number;
 }
 
 /**
@@ -67,38 +89,36 @@ export interface KnnGraph {
   exact: boolean;
 }
 
+/** Progress of a clustering: the phase and the share of that phase done. */
+export type ClusterPhase = 'knn' | 'communities';
+
 const yieldLoop = () => new Promise<void>((r) => setImmediate(r));
 
-/**
- * The kNN graph of the item space: exact below `exactBelow` items, usearch HNSW above. With
- * `yieldEvery` (async path), the work is cut into slices of that many queries with an event-loop turn
- * between them; `onProgress` gets the share done.
- */
-export function itemKnn(space: ItemSpace, options: ClusterOptions = {}): KnnGraph {
-  const it = knnSteps(space, options, 0);
-  for (let r = it.next(); ; r = it.next()) if (r.done) return r.value;
-}
-
-/** {@link itemKnn} yielding to the event loop between slices. */
-export async function itemKnnAsync(space: ItemSpace, options: ClusterOptions = {}, onProgress?: (share: number) => void): Promise<KnnGraph> {
-  const it = knnSteps(space, options, 2048);
-  for (let r = it.next(); ; r = it.next()) {
-    if (r.done) return r.value;
-    onProgress?.(r.value);
-    await yieldLoop();
-  }
-}
-
-function* knnSteps(space: ItemSpace, options: ClusterOptions, slice: number): Generator<number, KnnGraph, void> {
+/** The vectors of a space as one row-major matrix. */
+export function flatVectors(space: ItemSpace): Float32Array {
   const n = space.ids.length;
-  const k = Math.max(1, Math.min(options.k ?? 10, n - 1));
   const dim = space.vectors[0]?.length ?? 0;
+  const flat = new Float32Array(n * dim);
+  space.vectors.forEach((v, i) => flat.set(v, i * dim));
+  return flat;
+}
+
+/** The kNN graph of the item space, synchronously: exact below `exactBelow` items, usearch HNSW above. */
+export function itemKnn(space: ItemSpace, options: ClusterOptions = {}): KnnGraph {
+  return knnOfMatrix(flatVectors(space), space.ids.length, space.vectors[0]?.length ?? 0, options);
+}
+
+/**
+ * The kNN graph of `n` row-major `dim`-d unit vectors (the core of {@link itemKnn}, also run by
+ * the clustering worker): exact below `exactBelow` rows, usearch HNSW above, built and queried in
+ * batches of `threads` threads. `onProgress` gets the share done after each batch.
+ */
+export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options: ClusterOptions = {}, onProgress?: (share: number) => void): KnnGraph {
+  const k = Math.max(1, Math.min(options.k ?? 10, n - 1));
   const neighbours = new Int32Array(n * k).fill(-1);
   const sims = new Float32Array(n * k);
   const exact = n < (options.exactBelow ?? 5000);
   if (n <= 1) return { k, neighbours, sims, exact: true };
-  const flat = new Float32Array(n * dim);
-  space.vectors.forEach((v, i) => flat.set(v, i * dim));
   if (exact) {
     const row = new Float64Array(n);
     for (let i = 0; i < n; i++) {
@@ -129,44 +149,74 @@ function* knnSteps(space: ItemSpace, options: ClusterOptions, slice: number): Ge
         sims[base + t] = sj;
         neighbours[base + t] = j;
       }
-      if (slice && i % 256 === 255) yield i / n;
+      if (onProgress && i % 256 === 255) onProgress(i / n);
     }
     return { k, neighbours, sims, exact };
   }
-  const threads = options.threads ?? 1;
+  const threads = options.threads ?? 0;
+  const quantization = options.quantization ?? 'i8';
+  const over = Math.max(1, Math.floor(options.oversample ?? (quantization === 'f32' ? 1 : 2)));
   const index = new usearch.Index({
     dimensions: dim,
     metric: usearch.MetricKind.Cos,
-    quantization: usearch.ScalarKind.F32,
+    quantization: { f32: usearch.ScalarKind.F32, bf16: usearch.ScalarKind.BF16, f16: usearch.ScalarKind.F16, i8: usearch.ScalarKind.I8 }[quantization],
     connectivity: 16,
     expansion_add: options.expansionAdd ?? 64,
     expansion_search: options.expansionSearch ?? knnExpansion(n, k),
     multi: false,
   });
-  const step = slice || n;
+  // why: batches large enough for the threads to share, small enough for ~40 progress steps
+  const step = Math.max(4096, Math.ceil(n / 20));
   for (let i = 0; i < n; i += step) {
     const end = Math.min(n, i + step);
     const keys = new BigUint64Array(end - i);
     for (let j = i; j < end; j++) keys[j - i] = BigInt(j);
     index.add(keys, flat.subarray(i * dim, end * dim), threads);
-    if (slice) yield (0.5 * end) / n;
+    onProgress?.((0.5 * end) / n);
+  }
+  // why: with oversampling, candidates are scored again by their exact cosine (the index's are quantized)
+  const want = k * over + 1;
+  let inv: Float32Array | undefined;
+  if (over > 1) {
+    inv = new Float32Array(n);
+    for (let i = 0; i < n; i++) {
+      let s = 0;
+      for (let d = i * dim; d < (i + 1) * dim; d++) s += flat[d] * flat[d];
+      inv[i] = s > 0 ? 1 / Math.sqrt(s) : 0;
+    }
   }
   for (let i = 0; i < n; i += step) {
     const end = Math.min(n, i + step);
-    const m = index.search(flat.subarray(i * dim, end * dim), k + 1, threads) as unknown as { keys: BigUint64Array; distances: Float32Array; counts: BigUint64Array | number[] };
+    const m = index.search(flat.subarray(i * dim, end * dim), want, threads) as unknown as { keys: BigUint64Array; distances: Float32Array; counts: BigUint64Array | number[] };
     for (let q = 0; q < end - i; q++) {
       const self = i + q;
+      const base = self * k;
+      const found = Math.min(want, Number(m.counts[q]));
       let t = 0;
-      for (let h = 0; h < k + 1 && t < k; h++) {
-        const raw = m.keys[q * (k + 1) + h];
-        const key = Number(raw);
-        if (h >= Number(m.counts[q]) || key === self || key < 0 || key >= n) continue;
-        neighbours[self * k + t] = key;
-        sims[self * k + t] = 1 - m.distances[q * (k + 1) + h];
-        t++;
+      for (let h = 0; h < found; h++) {
+        const key = Number(m.keys[q * want + h]);
+        if (key === self || key < 0 || key >= n) continue;
+        let sim: number;
+        if (inv) {
+          let dot = 0;
+          const a = self * dim;
+          const b = key * dim;
+          for (let d = 0; d < dim; d++) dot += flat[a + d] * flat[b + d];
+          sim = dot * inv[self] * inv[key];
+        } else sim = 1 - m.distances[q * want + h];
+        // keep the row sorted by similarity, descending (ties: the index's order)
+        if (t === k && sim <= sims[base + k - 1]) continue;
+        let p = t < k ? t++ : k - 1;
+        while (p > 0 && sims[base + p - 1] < sim) {
+          sims[base + p] = sims[base + p - 1];
+          neighbours[base + p] = neighbours[base + p - 1];
+          p--;
+        }
+        sims[base + p] = sim;
+        neighbours[base + p] = key;
       }
     }
-    if (slice) yield 0.5 + (0.5 * end) / n;
+    onProgress?.(0.5 + (0.5 * end) / n);
   }
   return { k, neighbours, sims, exact };
 }
@@ -183,42 +233,86 @@ function mulberry32(seed: number): () => number {
   };
 }
 
-/** Louvain over a kNN graph (see the module comment). Community ids `k0`, `k1`, … by decreasing size. */
-export function communitiesOfKnn(space: ItemSpace, knn: KnnGraph, options: ClusterOptions = {}): ItemCommunities {
+/** What {@link louvainOfKnn} found. */
+export interface KnnMembership {
+  /** Community of each item (Louvain's labels, any order). */
+  membership: Int32Array;
+  /** Resolution that met `maxShare`, and the Louvain runs it took. */
+  resolution: number;
+  runs: number;
+  /** Time spent building the graphology graph (the rest of the phase is Louvain's runs). */
+  graphMs: number;
+}
+
+/**
+ * Louvain over a kNN graph of `n` items (the core of {@link communitiesOfKnn}, also run by the
+ * clustering worker): the undirected graph of the kNN rows (edge weight 1 + cosine), the
+ * resolution raised ×1.25 until no community holds more than `maxShare` of the items. Nodes
+ * and edges are keyed by their index (weights in a typed array, read by a getter): graphology
+ * builds such a graph ~2× faster than one of string ids with attribute objects. Deterministic
+ * for a given kNN graph and seed. `onProgress(share)`: the graph's construction is the first
+ * half, each Louvain run after it moves on by half of what is left.
+ */
+export function louvainOfKnn(n: number, knn: KnnGraph, options: ClusterOptions = {}, onProgress?: (share: number) => void): KnnMembership {
   const { maxShare = 0.05, seed = 1 } = options;
-  const n = space.ids.length;
-  if (n === 0) return { communities: [] };
+  const t0 = performance.now();
   const graph = new Graph({ type: 'undirected', allowSelfLoops: false, multi: false });
-  for (const id of space.ids) graph.addNode(id);
+  for (let i = 0; i < n; i++) graph.addNode(i);
+  const weights = new Float64Array(n * knn.k);
+  let edges = 0;
   for (let i = 0; i < n; i++) {
     for (let t = 0; t < knn.k; t++) {
       const j = knn.neighbours[i * knn.k + t];
-      if (j < 0 || j === i) continue;
-      const u = space.ids[i];
-      const v = space.ids[j];
+      if (j < 0 || j === i || j >= n) continue;
+      if (graph.hasEdge(i, j)) continue;
       // why: shift cosines to (0, 2] so every kNN edge has a positive weight in centred spaces too
-      if (!graph.hasEdge(u, v)) graph.addEdge(u, v, { weight: 1 + knn.sims[i * knn.k + t] });
+      weights[edges] = 1 + knn.sims[i * knn.k + t];
+      graph.addEdgeWithKey(edges++, i, j);
     }
+    if (onProgress && i % 65536 === 65535) onProgress((0.5 * i) / n);
   }
+  onProgress?.(0.5);
+  const graphMs = performance.now() - t0;
   const limit = Math.max(1, Math.floor(maxShare * n));
   let resolution = options.resolution ?? 1;
   let mapping: Record<string, number> = {};
+  let runs = 0;
+  let done = 0.5;
   for (let attempt = 0; attempt < 40; attempt++) {
-    mapping = louvain(graph, { resolution, rng: mulberry32(seed), getEdgeWeight: 'weight' });
+    runs++;
+    mapping = louvain(graph, { resolution, rng: mulberry32(seed), getEdgeWeight: (edge: string) => weights[Number(edge)] });
+    done += (1 - done) / 2;
+    onProgress?.(done);
     const sizes = new Map<number, number>();
     for (const c of Object.values(mapping)) sizes.set(c, (sizes.get(c) ?? 0) + 1);
-    if (Math.max(...sizes.values()) <= limit) break;
+    let largest = 0;
+    for (const s of sizes.values()) largest = Math.max(largest, s);
+    if (largest <= limit) break;
     resolution *= 1.25;
   }
+  const membership = new Int32Array(n);
+  for (let i = 0; i < n; i++) membership[i] = mapping[i];
+  return { membership, resolution, runs, graphMs };
+}
+
+/** Communities of a membership: ids `k0`, `k1`, … by decreasing size (ties: smaller first id first). */
+export function communitiesOfMembership(ids: readonly string[], membership: Int32Array): ItemCommunities {
   const groups = new Map<number, string[]>();
-  for (const id of space.ids) {
-    const c = mapping[id];
+  for (let i = 0; i < ids.length; i++) {
+    const c = membership[i];
     let g = groups.get(c);
     if (!g) groups.set(c, (g = []));
-    g.push(id);
+    g.push(ids[i]);
   }
   const lists = [...groups.values()].sort((a, b) => b.length - a.length || (a[0] < b[0] ? -1 : 1));
   return { communities: lists.map((items, i) => ({ id: `k${i}`, items })) };
+}
+
+/** Louvain over a kNN graph (see the module comment). Community ids `k0`, `k1`, … by decreasing size. */
+export function communitiesOfKnn(space: ItemSpace, knn: KnnGraph, options: ClusterOptions = {}): ItemCommunities {
+  const n = space.ids.length;
+  if (n === 0) return { communities: [] };
+  return communitiesOfMembership(space.ids, louvainOfKnn(n, knn, options).membership);
 }
 
 /** Cluster the item space (see the module comment), synchronously. Community ids `k0`, `k1`, … by decreasing size. */
@@ -228,15 +322,31 @@ export function clusterItems(space: ItemSpace, options: ClusterOptions = {}): It
   return communitiesOfKnn(space, itemKnn(space, options), options);
 }
 
+function fingerprintHash(space: ItemSpace, options: ClusterOptions) {
+  const h = createHash('sha256');
+  h.update(JSON.stringify({ v: 2, embedderId: space.embedderId, n: space.ids.length, o: { k: options.k ?? 10, maxShare: options.maxShare ?? 0.05, resolution: options.resolution ?? 1, seed: options.seed ?? 1, exactBelow: options.exactBelow ?? 5000, ef: options.expansionSearch ?? null, q: options.quantization ?? 'i8', over: options.oversample ?? null } }));
+  return h;
+}
+function hashItem(h: ReturnType<typeof createHash>, space: ItemSpace, i: number): void {
+  h.update(space.ids[i]);
+  h.update('\0');
+  const v = space.vectors[i];
+  h.update(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+}
+
 /** Fingerprint of a catalog and the clustering options (what the persisted files are keyed by). */
 export function spaceFingerprint(space: ItemSpace, options: ClusterOptions = {}): string {
-  const h = createHash('sha256');
-  h.update(JSON.stringify({ v: 1, embedderId: space.embedderId, n: space.ids.length, o: { k: options.k ?? 10, maxShare: options.maxShare ?? 0.05, resolution: options.resolution ?? 1, seed: options.seed ?? 1, exactBelow: options.exactBelow ?? 5000, ef: options.expansionSearch ?? null } }));
+  const h = fingerprintHash(space, options);
+  for (let i = 0; i < space.ids.length; i++) hashItem(h, space, i);
+  return h.digest('hex');
+}
+
+/** {@link spaceFingerprint} with an event-loop turn every 50,000 items (1M × 128-d: ~1 s of hashing). */
+export async function spaceFingerprintAsync(space: ItemSpace, options: ClusterOptions = {}): Promise<string> {
+  const h = fingerprintHash(space, options);
   for (let i = 0; i < space.ids.length; i++) {
-    h.update(space.ids[i]);
-    h.update('\0');
-    const v = space.vectors[i];
-    h.update(new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+    hashItem(h, space, i);
+    if (i % 50_000 === 49_999) await yieldLoop();
   }
   return h.digest('hex');
 }
@@ -263,47 +373,167 @@ export interface ClusterRun {
   /** `cache`: read back from the data dir; `knn-cache`: kNN read back, Louvain rerun; `computed`. */
   source: 'cache' | 'knn-cache' | 'computed';
   ms: number;
-  /** Time of the kNN graph (build and queries, or its read-back). */
+  /** Time to the kNN graph (fingerprint, build and queries or read-back). */
   knnMs: number;
-  /** Time of Louvain (0 when the communities were read back). */
+  /** Time of Louvain (graph construction and runs; 0 when the communities were read back). */
   louvainMs: number;
+  /** Of which building the graphology graph. */
+  louvainGraphMs: number;
+  /** Louvain runs (the resolution is raised until `maxShare` holds). */
+  louvainRuns: number;
+  /** Whether the work ran in a worker thread. */
+  worker: boolean;
+}
+
+/** Options of {@link clusterItemSpace} beyond the clustering's. */
+export interface ClusterRunOptions {
+  /** Data dir where the kNN graph and the communities are persisted (none: nothing persisted). */
+  dir?: string;
+  /** Progress: the phase and the share of it done (at most ~5 calls a second). */
+  onProgress?: (share: number, phase: ClusterPhase) => void;
+  /** Aborts the clustering (the worker is terminated; the promise rejects with the signal's reason). */
+  signal?: AbortSignal;
+  /**
+   * From this many items on, the kNN graph and Louvain run in a worker thread (the event loop
+   * stays free: health answers); below, in this thread (a worker costs ~0.1–0.5 s to start).
+   * Default 2 000.
+   */
+  workerFrom?: number;
+}
+
+/** Job of the clustering worker (./cluster-worker.ts). */
+export interface ClusterJob {
+  n: number;
+  dim: number;
+  options: ClusterOptions;
+  /** Row-major vectors (when the kNN graph is to be built). */
+  flat?: Float32Array;
+  /** The persisted kNN graph (when only Louvain is to run). */
+  knn?: KnnGraph;
+}
+
+/** Messages of the clustering worker. */
+export type ClusterWorkerMessage =
+  | { type: 'progress'; phase: ClusterPhase; share: number }
+  | { type: 'knn'; knn: KnnGraph; ms: number }
+  | { type: 'done'; membership: Int32Array; resolution: number; runs: number; louvainMs: number; graphMs: number };
+
+/** Runs a {@link ClusterJob} in ./cluster-worker (.ts from source through tsx, .js when built). */
+function runWorker(job: ClusterJob, onMessage: (m: ClusterWorkerMessage) => void, signal?: AbortSignal): Promise<Extract<ClusterWorkerMessage, { type: 'done' }>> {
+  const here = import.meta.url;
+  const fromSource = here.endsWith('.ts');
+  const url = new URL(fromSource ? './cluster-worker.ts' : './cluster-worker.js', here);
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const transfer = job.flat ? [job.flat.buffer as ArrayBuffer] : [];
+    // why: from source (tests, `--import tsx` scripts) the worker's TypeScript goes through tsx's
+    // API: Node 20 does not pass the main thread's loader hooks on to a worker
+    const worker = fromSource
+      ? new Worker(new URL(`data:text/javascript,${encodeURIComponent(`import { register } from ${JSON.stringify(pathToFileURL(createRequire(here).resolve('tsx/esm/api')).href.replace(/index\.cjs$/, 'index.mjs'))}; register(); await import(${JSON.stringify(url.href)});`)}`), { workerData: job, transferList: transfer })
+      : new Worker(url, { workerData: job, transferList: transfer });
+    let settled = false;
+    const onAbort = () => {
+      settled = true;
+      void worker.terminate();
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const finish = () => signal?.removeEventListener('abort', onAbort);
+    worker.on('message', (m: ClusterWorkerMessage) => {
+      if (m.type === 'done') {
+        settled = true;
+        finish();
+        resolve(m);
+        void worker.terminate();
+      } else onMessage(m);
+    });
+    worker.on('error', (err) => {
+      if (settled) return;
+      settled = true;
+      finish();
+      reject(err);
+    });
+    worker.on('exit', (code) => {
+      if (settled) return;
+      settled = true;
+      finish();
+      reject(new Error(`the clustering worker exited with code ${code} before it finished`));
+    });
+  });
 }
 
 /**
- * The service's clustering: {@link clusterItems} with the kNN graph built in slices between
- * event-loop turns, and with both the kNN graph and the communities persisted in `dir`
- * (atomic writes) under a fingerprint of the catalog and options. A restart with the same
- * catalog reads the communities back; a changed catalog recomputes (and replaces the files).
- * A persisted file that does not parse is ignored (recomputed), never trusted.
+ * The service's clustering: {@link clusterItems} in a worker thread (from `workerFrom` items on:
+ * the kNN graph built with `threads` threads, then Louvain, while the event loop stays free), with
+ * both the kNN graph and the communities persisted in `dir` (atomic writes) under a fingerprint
+ * of the catalog and options. The kNN graph is written as soon as it is built (a stop during
+ * Louvain keeps it); a restart with the same catalog reads the communities back; a damaged
+ * communities file reruns Louvain on the persisted kNN graph (the same communities: Louvain is
+ * deterministic for a given graph); a changed catalog recomputes and replaces both files. A
+ * persisted file that does not parse is ignored (recomputed), never trusted.
  */
-export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions = {}, dir?: string, onProgress?: (share: number) => void): Promise<ClusterRun> {
+export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions = {}, run: ClusterRunOptions = {}): Promise<ClusterRun> {
+  const { dir, onProgress, signal } = run;
   const t0 = performance.now();
   if (space.vectors.length !== space.ids.length) throw new RangeError(`clusterItems: ${space.ids.length} ids but ${space.vectors.length} vectors`);
-  const fp = dir ? spaceFingerprint(space, options) : '';
+  const n = space.ids.length;
+  const dim = space.vectors[0]?.length ?? 0;
+  const fp = dir ? await spaceFingerprintAsync(space, options) : '';
   const commFile = dir ? join(dir, ITEM_COMMUNITIES_FILE) : '';
   const knnFile = dir ? join(dir, ITEM_KNN_FILE) : '';
   if (dir && existsSync(commFile)) {
     try {
       const saved = JSON.parse(readFileSync(commFile, 'utf8')) as { fingerprint: string; communities: ItemCommunities['communities'] };
-      if (saved.fingerprint === fp && Array.isArray(saved.communities)) return { communities: { communities: saved.communities }, source: 'cache', ms: performance.now() - t0, knnMs: 0, louvainMs: 0 };
+      if (saved.fingerprint === fp && Array.isArray(saved.communities)) return { communities: { communities: saved.communities }, source: 'cache', ms: performance.now() - t0, knnMs: 0, louvainMs: 0, louvainGraphMs: 0, louvainRuns: 0, worker: false };
     } catch {
       // unreadable: recompute
     }
   }
   let knn: KnnGraph | undefined;
-  if (dir && existsSync(knnFile)) knn = readKnn(knnFile, fp, space.ids.length);
+  if (dir && existsSync(knnFile)) knn = readKnn(knnFile, fp, n);
   const source: ClusterRun['source'] = knn ? 'knn-cache' : 'computed';
-  if (!knn) {
-    knn = await itemKnnAsync(space, options, onProgress);
-    if (dir) writeKnn(knnFile, fp, knn);
+  let last = -Infinity;
+  let lastPhase: ClusterPhase | undefined;
+  const progress = (phase: ClusterPhase, share: number) => {
+    const now = performance.now();
+    if (share < 1 && phase === lastPhase && now - last < 200) return;
+    last = now;
+    lastPhase = phase;
+    onProgress?.(share, phase);
+  };
+  const persist = (g: KnnGraph) => {
+    if (dir) writeKnn(knnFile, fp, g);
+  };
+  if (n < (run.workerFrom ?? 2000)) {
+    if (!knn) {
+      knn = knnOfMatrix(flatVectors(space), n, dim, options);
+      persist(knn);
+    }
+    const knnMs = performance.now() - t0;
+    const t1 = performance.now();
+    const lv = n === 0 ? undefined : louvainOfKnn(n, knn, options);
+    const communities = lv ? communitiesOfMembership(space.ids, lv.membership) : { communities: [] };
+    const louvainMs = performance.now() - t1;
+    if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities }));
+    return { communities, source, ms: performance.now() - t0, knnMs, louvainMs, louvainGraphMs: lv?.graphMs ?? 0, louvainRuns: lv?.runs ?? 0, worker: false };
   }
-  const knnMs = performance.now() - t0;
-  await yieldLoop();
-  const t1 = performance.now();
-  const communities = communitiesOfKnn(space, knn, options);
-  const louvainMs = performance.now() - t1;
+  let knnMs = knn ? performance.now() - t0 : 0;
+  onProgress?.(0, knn ? 'communities' : 'knn');
+  const done = await runWorker(
+    knn ? { n, dim, options, knn } : { n, dim, options, flat: flatVectors(space) },
+    (m) => {
+      if (m.type === 'progress') progress(m.phase, m.share);
+      else if (m.type === 'knn') {
+        knnMs = performance.now() - t0;
+        persist(m.knn);
+      }
+    },
+    signal,
+  );
+  const communities = communitiesOfMembership(space.ids, done.membership);
   if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities }));
-  return { communities, source, ms: performance.now() - t0, knnMs, louvainMs };
+  onProgress?.(1, 'communities');
+  return { communities, source, ms: performance.now() - t0, knnMs, louvainMs: done.louvainMs, louvainGraphMs: done.graphMs, louvainRuns: done.runs, worker: true };
 }
 
 // kNN file: "ATMK" | u32 version 1 | u32 n | u32 k | u8 exact | 64 hex fingerprint | pad to 4 | i32 neighbours[n·k] | f32 sims[n·k]

@@ -888,6 +888,8 @@ function buildService(
     close() {
       closing ??= (async () => {
         closed = true;
+        // why: a close during the item-space clustering ends its worker instead of waiting for it
+        v2?.stopLoading();
         await ready$.catch(() => {});
         await rebuilding;
         await app.close();

@@ -30,7 +30,7 @@ import {
   type ReportResponse,
   type TokenKeyResponse,
 } from 'atomem/protocol';
-import { clusterItemSpace, type ClusterOptions } from './clusters.js';
+import { clusterItemSpace, type ClusterOptions, type ClusterPhase } from './clusters.js';
 import { ReportStore } from './report-store.js';
 import { DataDir, MARKER_FILE, StorageError, StorageHealth, type StorageFailure } from './storage.js';
 import { PrivacyPassIssuer, generateIssuerKey, type TokenIssuer } from './tokens.js';
@@ -94,6 +94,8 @@ export interface V2Controller {
   aggregate(epoch: number): Release | undefined;
   /** Aggregate every stored epoch whose deadline (end + grace) has passed. */
   tick(): void;
+  /** Stops the item-space clustering if it still runs (its worker ends; `ready` rejects). */
+  stopLoading(): void;
   close(): void;
 }
 
@@ -221,13 +223,30 @@ export function registerV2(
     }
   };
   const storageError = (f: StorageFailure) => new V2Error(f.status, f.code, f.message, f.retryAfterSeconds);
+  /**
+   * The latest release's epoch for health and metrics: cached by the store (read at load and
+   * again after a publish); a storage failure of that read degrades health (named there) instead
+   * of failing the health route with a 500.
+   */
+  const latestRelease = (): number | null => {
+    try {
+      return store.latestRelease() ?? null;
+    } catch (err) {
+      const f = storage.fail(err, store.file);
+      if (f === undefined) throw err;
+      app.log.error({ err: { code: (err as { code?: string }).code, message: (err as Error).message }, file: store.file, state: f.state }, 'v2: reading the latest release failed');
+      return null;
+    }
+  };
 
   let space: ItemSpace | undefined;
   let communities: ItemCommunities | undefined;
   let issuer: TokenIssuer | undefined;
   let loadError: Error | undefined;
-  /** Share of the item-space clustering done (health says it while loading). */
-  let clustering = 0;
+  /** Phase and share of the item-space clustering done (health says them while loading). */
+  let clustering: { phase: ClusterPhase; share: number } = { phase: 'knn', share: 0 };
+  /** Stops the clustering worker when the service closes mid-load. */
+  const stopClustering = new AbortController();
   const ready = (async () => {
     space = typeof options.space === 'function' ? await options.space() : options.space;
     if (!space || space.ids.length === 0) throw new Error('v2: the item space is empty (configure the catalog vector file)');
@@ -246,9 +265,10 @@ export function registerV2(
       );
     }
     if (!had) dir.update((m) => (m.space = { embedderId: space!.embedderId, dim }));
-    const run = await clusterItemSpace(space, options.clusters, dir.path, (share) => (clustering = share));
-    clustering = 1;
-    app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, ms: Math.round(run.ms) }, 'v2: item space clustered');
+    // why: kNN graph and Louvain run in a worker thread (large catalogs): health answers meanwhile
+    const run = await clusterItemSpace(space, options.clusters, { dir: dir.path, signal: stopClustering.signal, onProgress: (share, phase) => (clustering = { phase, share }) });
+    clustering = { phase: 'communities', share: 1 };
+    app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, worker: run.worker, ms: Math.round(run.ms), knnMs: Math.round(run.knnMs), louvainMs: Math.round(run.louvainMs) }, 'v2: item space clustered');
     communities = run.communities;
     let stored = store.getMeta('issuerKey');
     if (stored === undefined) {
@@ -257,16 +277,19 @@ export function registerV2(
     }
     issuer = await PrivacyPassIssuer.load(JSON.parse(stored), options.issuerName ?? 'atomem-index');
     tick();
+    // why: health answers from memory; the first read of the latest release happens here, not in a health request
+    latestRelease();
   })().catch((err: Error) => {
     loadError = err;
-    app.log.error({ err }, 'v2: loading failed');
+    if (stopClustering.signal.aborted) app.log.info('v2: loading stopped (the service closed)');
+    else app.log.error({ err }, 'v2: loading failed');
     throw err;
   });
   ready.catch(() => {});
 
   const requireReady = (): { space: ItemSpace; communities: ItemCommunities; issuer: TokenIssuer } => {
     if (loadError) throw new V2Error(503, 'not_ready', `v2 failed to load: ${loadError.message}`);
-    if (!space || !communities || !issuer) throw new V2Error(503, 'not_ready', space ? `v2 is clustering the item space (${Math.round(clustering * 100)} %)` : 'v2 is loading the item space', 5);
+    if (!space || !communities || !issuer) throw new V2Error(503, 'not_ready', space ? `v2 is clustering the item space (${clustering.phase === 'knn' ? 'kNN graph' : 'communities, Louvain'} ${Math.round(clustering.share * 100)} %)` : 'v2 is loading the item space', 5);
     return { space, communities, issuer };
   };
 
@@ -312,6 +335,7 @@ export function registerV2(
     api.get(INDEX_V2_PATHS.health, { config: noLimit }, async (_req, reply): Promise<HealthV2Response | FastifyReply> => {
       try {
         const { space: sp, communities: cs } = requireReady();
+        const latest = latestRelease();
         const st = storage.status();
         if (st.state !== 'ok') reply.code(503);
         // why: answered from memory (latestEpoch is cached by the store), no database read
@@ -321,7 +345,7 @@ export function registerV2(
           embedderId: sp.embedderId,
           epochMs,
           epoch: epoch(),
-          latestRelease: store.latestRelease() ?? null,
+          latestRelease: latest,
           ldp,
           minContributors,
           minReports,
@@ -338,7 +362,7 @@ export function registerV2(
     api.get('/v2/metrics', { config: noLimit }, async (req, reply) => {
       if (!extra.metricsAllowed?.(req)) return extra.fail(reply, 404, 'not_found', 'no route GET /v2/metrics (metrics need the metrics token)');
       reply.header('cache-control', 'no-store');
-      return { ...(extra.metrics?.() ?? {}), storage: storage.status(), latestRelease: store.latestRelease() ?? null };
+      return { ...(extra.metrics?.() ?? {}), storage: storage.status(), latestRelease: latestRelease() };
     });
 
     // why: the other routes are rate limited per client address (the attester's issuance is allow-listed by its key)
@@ -415,6 +439,9 @@ export function registerV2(
     epoch,
     aggregate,
     tick,
+    stopLoading() {
+      if (!communities) stopClustering.abort(new Error('v2: the service closed while clustering the item space'));
+    },
     close() {
       if (timer) clearInterval(timer);
       store.close();

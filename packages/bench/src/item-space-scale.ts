@@ -7,7 +7,7 @@
  * Per size: the first start (kNN graph by usearch HNSW, Louvain, both persisted in a temporary
  * data dir), the restart (the persisted communities read back), recall@10 of the HNSW kNN
  * graph against the exact kNN (usearch's exact SIMD search) on `--sample` random items, the
- * resulting communities (count, largest), and the process RSS. One size at a time, in this
+ * resulting communities (count, largest), the CPU time of the first start (every thread) and the process's peak RSS by the end of the first start (catalog and clustering; the sizes run in order, so it is the largest so far). One size at a time, in this
  * process; progress on stderr, a Markdown table on stdout, `--json FILE`.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -26,12 +26,18 @@ interface Row {
   firstStartS: number;
   knnS: number;
   louvainS: number;
+  /** Of which building the graphology graph. */
+  louvainGraphS: number;
+  louvainRuns: number;
   restartS: number;
   recallAt10: number;
   sample: number;
   communities: number;
   largest: number;
   rssMB: number;
+  /** CPU time of the process (all threads, the worker's included) during the first start. */
+  cpuS: number;
+  worker: boolean;
 }
 
 function parseSizes(v: string): number[] {
@@ -73,10 +79,15 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     .option('--sample <n>', 'items whose kNN is checked against the exact one', (v) => Number(v), 1000)
     .option('--seed <n>', 'seed', (v) => Number(v), 1)
     .option('--ef <n>', 'HNSW ef of the kNN queries (default: the service\'s, growing with the catalog)', (v) => Number(v))
+    .option('--threads <n>', 'threads of the HNSW build and queries (0 = every core, the service\'s default)', (v) => Number(v), 0)
+    .option('--quantization <kind>', 'HNSW scalar kind: i8 (the service\'s default), bf16, f16, f32', 'i8')
+    .option('--oversample <n>', 'candidates per item as a multiple of k, re-ranked exactly (default: the service\'s, 2 when quantized, 1 with f32)', (v) => Number(v))
     .option('--json <file>', 'write the rows as JSON')
     .parse(argv, { from: 'user' })
-    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; json?: string }>();
-  const options = o.ef ? { expansionSearch: o.ef } : {};
+    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; threads: number; quantization: 'f32' | 'bf16' | 'f16' | 'i8'; oversample?: number; json?: string }>();
+  if (!['f32', 'bf16', 'f16', 'i8'].includes(o.quantization)) throw new InvalidArgumentError(`--quantization ${o.quantization}: i8, bf16, f16 or f32`);
+  const options = { ...(o.ef ? { expansionSearch: o.ef } : {}), ...(o.oversample ? { oversample: o.oversample } : {}), threads: o.threads, quantization: o.quantization };
+  const load0 = loadavg()[0];
   const rows: Row[] = [];
   for (const n of o.sizes) {
     process.stderr.write(`${n} items × ${o.dim}-d: generating…\n`);
@@ -84,12 +95,20 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     const dir = mkdtempSync(join(tmpdir(), 'atomem-item-space-'));
     try {
       let last = -1;
-      const first = await clusterItemSpace(space, options, dir, (share) => {
-        const pc = Math.floor(share * 20) * 5;
-        if (pc !== last) process.stderr.write(`  kNN ${(last = pc)} %\n`);
+      let lastPhase = '';
+      const cpu0 = process.cpuUsage();
+      const first = await clusterItemSpace(space, options, {
+        dir,
+        onProgress: (share, phase) => {
+          const pc = Math.floor(share * 10) * 10;
+          if (pc !== last || phase !== lastPhase) process.stderr.write(`  ${(lastPhase = phase)} ${(last = pc)} %\n`);
+        },
       });
+      const cpu = process.cpuUsage(cpu0);
+      // why: the peak so far is the catalog plus the clustering (the exact search below adds its own)
+      const peakMB = Math.round(process.resourceUsage().maxRSS / 1024);
       process.stderr.write(`  first start ${(first.ms / 1000).toFixed(1)} s (kNN ${(first.knnMs / 1000).toFixed(1)} s, Louvain ${(first.louvainMs / 1000).toFixed(1)} s); restart…\n`);
-      const again = await clusterItemSpace(space, options, dir);
+      const again = await clusterItemSpace(space, options, { dir });
       if (again.source !== 'cache') throw new Error(`restart did not read the persisted communities (${again.source})`);
       const knn = readPersistedKnn(dir, space, options)!;
       // Exact kNN of the sample (usearch's exact SIMD search over the whole catalog).
@@ -100,7 +119,14 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
       space.vectors.forEach((v, i) => flat.set(v, i * o.dim));
       const queries = new Float32Array(sample * o.dim);
       picks.forEach((p, i) => queries.set(space.vectors[p], i * o.dim));
-      const exact = usearch.exactSearch(flat, queries, o.dim, knn.k + 1, usearch.MetricKind.Cos) as unknown as { keys: BigUint64Array };
+      // why: in chunks of 100 queries (copies: exactSearch reads a subarray from its buffer's start): usearch's exactSearch holds two queries × items matrices of (offset, distance) pairs, 8 B each (1,000 × 1M: 16 GB)
+      const exactKeys = new BigUint64Array(sample * (knn.k + 1));
+      for (let q0 = 0; q0 < sample; q0 += 100) {
+        const q1 = Math.min(sample, q0 + 100);
+        const part = usearch.exactSearch(flat, queries.slice(q0 * o.dim, q1 * o.dim), o.dim, knn.k + 1, usearch.MetricKind.Cos) as unknown as { keys: BigUint64Array };
+        exactKeys.set(part.keys.subarray(0, (q1 - q0) * (knn.k + 1)), q0 * (knn.k + 1));
+      }
+      const exact = { keys: exactKeys };
       let hit = 0;
       picks.forEach((p, q) => {
         const truth = new Set<number>();
@@ -118,23 +144,27 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
         firstStartS: first.ms / 1000,
         knnS: first.knnMs / 1000,
         louvainS: first.louvainMs / 1000,
+        louvainGraphS: first.louvainGraphMs / 1000,
+        louvainRuns: first.louvainRuns,
         restartS: again.ms / 1000,
         recallAt10: hit / (sample * knn.k),
         sample,
         communities: sizes.length,
         largest: Math.max(...sizes),
-        rssMB: Math.round(process.memoryUsage.rss() / 2 ** 20),
+        rssMB: peakMB,
+        cpuS: (cpu.user + cpu.system) / 1e6,
+        worker: first.worker,
       });
       process.stderr.write(`  ${JSON.stringify(rows.at(-1))}\n`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   }
-  const la = loadavg().map((x) => x.toFixed(1)).join(' / ');
-  process.stdout.write(`\n## item-space clustering (usearch HNSW kNN, k = 10, M = 16, efConstruction 64, 1 thread; Louvain) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
-  process.stdout.write('| items | dim | ef | first start s | of which kNN s | Louvain s | restart s | recall@10 (sample) | communities | largest | RSS MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n');
+  const la = `${load0.toFixed(1)} at the start; ${loadavg().map((x) => x.toFixed(1)).join(' / ')} (1 / 5 / 15 min) at the end`;
+  process.stdout.write(`\n## item-space clustering (usearch HNSW kNN ${o.quantization}, oversample ${o.oversample ?? (o.quantization === 'f32' ? 1 : 2)}, k = 10, M = 16, efConstruction 64, threads ${o.threads || `0 = ${cpus().length}`}; Louvain; in a worker thread) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
+  process.stdout.write('| items | dim | ef | first start s | of which kNN s | Louvain s (graph build; runs) | CPU s | restart s | recall@10 (sample) | communities | largest | peak RSS MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n');
   for (const r of rows) {
-    process.stdout.write(`| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.ef || 'exact'} | ${r.firstStartS.toFixed(1)} | ${r.knnS.toFixed(1)} | ${r.louvainS.toFixed(1)} | ${r.restartS.toFixed(2)} | ${r.recallAt10.toFixed(4)} (${r.sample}) | ${r.communities} | ${r.largest} | ${r.rssMB} |\n`);
+    process.stdout.write(`| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.ef || 'exact'} | ${r.firstStartS.toFixed(1)} | ${r.knnS.toFixed(1)} | ${r.louvainS.toFixed(1)} (${r.louvainGraphS.toFixed(1)}; ${r.louvainRuns}) | ${r.cpuS.toFixed(0)} | ${r.restartS.toFixed(2)} | ${r.recallAt10.toFixed(4)} (${r.sample}) | ${r.communities} | ${r.largest} | ${r.rssMB} |\n`);
   }
   if (o.json) writeFileSync(o.json, `${JSON.stringify({ config: { ...o, node: process.version, loadavg: la }, rows }, null, 2)}\n`);
   return 0;
