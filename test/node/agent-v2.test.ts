@@ -9,19 +9,9 @@ import { DEFAULT_LDP, ReportHistogram, makeReport } from '../../packages/atomem/
 import { buildRelease } from '../../packages/atomem/src/community/release.js';
 import { MemoryStore } from '../../packages/atomem/src/store/store.js';
 import { CATALOG, MIN, T0, TAU, embedder, interactions } from '../fixtures/film-catalog.js';
+import { mulberry32 as rng } from '../../packages/bench/src/rng.js';
 
 const catalog = new ItemVectors(embedder, CATALOG);
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function fan(items: string[]) {
   const ev = interactions();

@@ -4,17 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_LDP, ReportHistogram, composedChannel, composedEpsilon, estimateCounts, estimateStd, grr, ldpParams, makeReport, type PermanentMemo } from '../../packages/atomem/src/community/ldp.js';
 import { buildRelease, decodePrototypes, matchMemory } from '../../packages/atomem/src/community/release.js';
 import { olhBucket } from '../../packages/atomem/src/protocol/index-v2.js';
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 as rng } from '../../packages/bench/src/rng.js';
 
 describe('v2 local DP', () => {
   it('the shipped defaults give ε ≤ 4 per report, δ = 0, and the composed channel is a distribution', () => {

@@ -9,6 +9,7 @@ import { ITEM_COMMUNITIES_FILE, ITEM_KNN_FILE, clusterItemSpace, clusterItems, c
 import { createIndexService, type IndexService } from '../../packages/atomem-index/src/service.js';
 import { INDEX_V2_PATHS } from '../../packages/atomem/src/protocol/index-v2.js';
 import type { ItemSpace } from '../../packages/atomem/src/community/release.js';
+import { mulberry32 as rng } from '../../packages/bench/src/rng.js';
 
 const dirs: string[] = [];
 const services: IndexService[] = [];
@@ -18,17 +19,6 @@ afterEach(async () => {
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** n items of a `dim`-d space in `c` noisy clusters (unit vectors). */
 function catalog(n: number, dim: number, c: number, seed = 1): ItemSpace {

@@ -15,6 +15,7 @@ import { blindTokenRequest, type TokenProvider } from '../../packages/atomem/src
 import { ReportClient } from '../../packages/atomem/src/sync/report-client.js';
 import { makeReport, DEFAULT_LDP } from '../../packages/atomem/src/community/ldp.js';
 import type { ItemSpace } from '../../packages/atomem/src/community/release.js';
+import { mulberry32 as rng } from '../../packages/bench/src/rng.js';
 
 const ATTESTER = 'attester-secret-for-tests-0001';
 const EPOCH_MS = 1_000_000;
@@ -27,17 +28,6 @@ afterEach(async () => {
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** 120 items in 6 clusters of a 12-d space. */
 function space(): ItemSpace {

@@ -139,15 +139,7 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
       for (let j = 0; j < n; j++) {
         if (j === i) continue;
         const sj = row[j];
-        if (filled === k && sj <= sims[base + k - 1]) continue;
-        let t = filled < k ? filled++ : k - 1;
-        while (t > 0 && sims[base + t - 1] < sj) {
-          sims[base + t] = sims[base + t - 1];
-          neighbours[base + t] = neighbours[base + t - 1];
-          t--;
-        }
-        sims[base + t] = sj;
-        neighbours[base + t] = j;
+        filled = insertSorted(neighbours, sims, base, k, filled, j, sj);
       }
       if (onProgress && i % 256 === 255) onProgress(i / n);
     }
@@ -204,21 +196,30 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
           for (let d = 0; d < dim; d++) dot += flat[a + d] * flat[b + d];
           sim = dot * inv[self] * inv[key];
         } else sim = 1 - m.distances[q * want + h];
-        // keep the row sorted by similarity, descending (ties: the index's order)
-        if (t === k && sim <= sims[base + k - 1]) continue;
-        let p = t < k ? t++ : k - 1;
-        while (p > 0 && sims[base + p - 1] < sim) {
-          sims[base + p] = sims[base + p - 1];
-          neighbours[base + p] = neighbours[base + p - 1];
-          p--;
-        }
-        sims[base + p] = sim;
-        neighbours[base + p] = key;
+        t = insertSorted(neighbours, sims, base, k, t, key, sim); // ties: the index's order
       }
     }
     onProgress?.(0.5 + (0.5 * end) / n);
   }
   return { k, neighbours, sims, exact };
+}
+
+/**
+ * Insert (`idx`, `sim`) into row `base` of a kNN graph kept sorted by similarity, descending, with
+ * `filled` entries so far (ties: earlier insertions first; a full row drops its last entry, and
+ * a candidate not above it is skipped). Returns the row's new fill.
+ */
+function insertSorted(neighbours: Int32Array, sims: Float32Array, base: number, k: number, filled: number, idx: number, sim: number): number {
+  if (filled === k && sim <= sims[base + k - 1]) return filled;
+  let t = filled < k ? filled++ : k - 1;
+  while (t > 0 && sims[base + t - 1] < sim) {
+    sims[base + t] = sims[base + t - 1];
+    neighbours[base + t] = neighbours[base + t - 1];
+    t--;
+  }
+  sims[base + t] = sim;
+  neighbours[base + t] = idx;
+  return filled;
 }
 
 /** mulberry32: a small seeded [0, 1) generator for Louvain's node order. */
