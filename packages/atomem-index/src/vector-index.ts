@@ -6,9 +6,12 @@
  * - Every vector is also kept in the flat store (float32): `vector()` reads it, small stores are
  *   scanned exactly, and HNSW candidates are re-scored with exact cosine, so reported
  *   similarities (the link weights) and the `minSim` bound are exact; only recall is approximate.
- * - HNSW keys are fresh integers per insert (usearch refuses duplicate keys): a replace removes
- *   the old key and adds a new one. usearch removals leave tombstones, so the graph is rebuilt
- *   from the flat store once removals since the last build exceed the live size (and 256).
+ * - HNSW keys are fresh integers per insert (usearch refuses duplicate keys). A replace or a
+ *   removal only unmaps the old key: it stays in the graph as a stale node that searches skip,
+ *   and the graph is rebuilt from the flat store once stale nodes exceed the live size (and 256).
+ *   usearch's own `remove` is never called: in usearch 2.25.3 it can spin forever once its key
+ *   table holds only live and deleted slots (unum-cloud/USearch#753: ~100 remove/add cycles on a
+ *   50-vector index hang the process; fixed in 2.26, which declares Node ≥ 22).
  * - `suspend()` / `resume()` skip HNSW maintenance during a bulk load (the service's restart
  *   replays persisted links and never searches) and build the graph once, multi-threaded, at the end.
  */
@@ -67,6 +70,8 @@ export class HnswVectorSearch implements VectorSearch {
   private readonly keyOf = new Map<string, number>();
   private readonly idOfKey = new Map<number, string>();
   private nextKey = 1;
+  /** Keys added to the current graph (live and stale). */
+  private graphSize = 0;
   private removedSinceBuild = 0;
   private suspended = false;
   private readonly counters = { builds: 0, exactSearches: 0, hnswSearches: 0 };
@@ -174,7 +179,9 @@ export class HnswVectorSearch implements VectorSearch {
       if (q.length !== this.dim) throw new RangeError(`query has ${q.length} dimensions, store has ${this.dim}`);
       return q instanceof Float32Array ? q : Float32Array.from(q);
     });
-    let want = Math.min(this.flat.size, kk * this.opts.oversample);
+    // why: stale (unmapped) nodes are still in the graph, so its size bounds what a search can return
+    const graphSize = this.graphSize;
+    let want = Math.min(graphSize, kk * this.opts.oversample);
     const out: (VectorHit[] | undefined)[] = new Array(qs.length);
     let pending = qs.map((_, i) => i);
     while (pending.length > 0) {
@@ -200,12 +207,12 @@ export class HnswVectorSearch implements VectorSearch {
         // Enough hits, the whole store seen, or the approximate similarities already fell
         // below minSim (further candidates are farther still): done.
         const lastApproxSim = keys[j].length === 0 ? -Infinity : 1 - dists[j][dists[j].length - 1];
-        const exhausted = keys[j].length < want || want >= this.flat.size || lastApproxSim < minSim - 0.05;
+        const exhausted = keys[j].length < want || want >= graphSize || lastApproxSim < minSim - 0.05;
         if (res.length >= kk || exhausted) out[qi] = res;
         else retry.push(qi);
       });
       pending = retry;
-      want = Math.min(this.flat.size, want * 4);
+      want = Math.min(graphSize, want * 4);
     }
     return out as VectorHit[][];
   }
@@ -262,6 +269,7 @@ export class HnswVectorSearch implements VectorSearch {
       g.add(keys, block, this.opts.threads);
     }
     this.hnsw = g;
+    this.graphSize = n;
     this.removedSinceBuild = 0;
     this.counters.builds++;
   }
@@ -272,28 +280,29 @@ export class HnswVectorSearch implements VectorSearch {
     this.hnsw = undefined;
     this.keyOf.clear();
     this.idOfKey.clear();
+    this.graphSize = 0;
     this.removedSinceBuild = 0;
   }
 
   private insertKey(id: string, v: Float32Array): void {
     const key = this.nextKey++;
     this.hnsw!.add(BigInt(key), v, 1);
+    this.graphSize++;
     this.keyOf.set(id, key);
     this.idOfKey.set(key, id);
   }
 
-  /** Remove `id`'s key from the graph (leaves a usearch tombstone); false when it had none. */
+  /** Unmap `id`'s key (its node stays in the graph, stale, skipped by searches); false when it had none. */
   private dropKey(id: string): boolean {
     const key = this.keyOf.get(id);
     if (key === undefined) return false;
-    this.hnsw!.remove(BigInt(key));
     this.keyOf.delete(id);
     this.idOfKey.delete(key);
     this.removedSinceBuild++;
     return true;
   }
 
-  /** More removals since the last build than live vectors (and at least 256): rebuild. */
+  /** More stale nodes since the last build than live vectors (and at least 256): rebuild. */
   private tombstoneHeavy(): boolean {
     return this.removedSinceBuild > Math.max(256, this.flat.size);
   }

@@ -10,7 +10,11 @@
  * - HNSW candidates (`oversample` × k) are re-scored with the exact cosine of the int8 rows:
  *   usearch's i8 kernel is off by up to ~0.01, enough to swap near-tied neighbours; the int8
  *   cosine ranks like the float one (measured: identical top-2 on 300 queries at 10k).
- * - Ids are mapped to slots (the u64 keys); a freed slot is reused by the next new id.
+ * - Ids are mapped to slots of the slab; a freed slot is reused by the next new id. Each insert
+ *   gets a fresh u64 key (`slotOfKey` maps it to its slot); a replace or a removal only unmaps
+ *   the old key, which stays in the graph as a stale node that searches skip. usearch's own
+ *   `remove` is never called: in usearch 2.25.3 it can spin forever after a few hundred
+ *   removals (unum-cloud/USearch#753; see packages/atomem-index/src/vector-index.ts).
  * - Single queries and inserts run on the caller's thread; `threads` applies to batched
  *   searches only (on the 2-vCPU benchmark machine 2 threads were ~2× slower than 1: the two
  *   vCPUs share about one core's throughput, and usearch spawns its threads per call).
@@ -51,6 +55,11 @@ export class UsearchVectorSearch implements VectorSearch {
   private readonly slotOf = new Map<string, number>();
   private readonly idOf: (string | undefined)[] = [];
   private readonly free: number[] = [];
+  /** The slot of each live usearch key (stale keys are absent). */
+  private readonly slotOfKey = new Map<number, number>();
+  /** The live key of each slot. */
+  private keyOfSlot: number[] = [];
+  private nextKey = 1;
 
   /** @param dim vector dimension; @param options HNSW parameters. */
   constructor(dim: number, options: UsearchOptions = {}) {
@@ -89,7 +98,7 @@ export class UsearchVectorSearch implements VectorSearch {
     if (vector.length !== this.dim) throw new RangeError(`vector has ${vector.length} dimensions, store has ${this.dim}`);
     let slot = this.slotOf.get(id);
     if (slot !== undefined) {
-      this.index.remove(BigInt(slot)); // replace: usearch refuses a key it holds
+      this.slotOfKey.delete(this.keyOfSlot[slot]); // replace: the old node goes stale
     } else {
       slot = this.free.pop() ?? this.idOf.length;
       if (slot === this.idOf.length) this.idOf.push(undefined);
@@ -102,13 +111,16 @@ export class UsearchVectorSearch implements VectorSearch {
     let n = 0;
     for (let j = 0; j < q.length; j++) n += q[j] * q[j];
     this.invNorm[slot] = n > 0 ? 1 / Math.sqrt(n) : 0;
-    this.index.add(BigInt(slot), q, 1);
+    const key = this.nextKey++;
+    this.keyOfSlot[slot] = key;
+    this.slotOfKey.set(key, slot);
+    this.index.add(BigInt(key), q, 1);
   }
 
   remove(id: string): boolean {
     const slot = this.slotOf.get(id);
     if (slot === undefined) return false;
-    this.index.remove(BigInt(slot));
+    this.slotOfKey.delete(this.keyOfSlot[slot]);
     this.slotOf.delete(id);
     this.idOf[slot] = undefined;
     this.free.push(slot);
@@ -140,7 +152,9 @@ export class UsearchVectorSearch implements VectorSearch {
       return quantize(q);
     });
     const out: VectorHit[][] = new Array(qs.length);
-    let fetch = Math.min(this.size, want * this.oversample);
+    // why: stale nodes are still in the graph, so its size bounds what a search can return
+    const graphSize = this.nextKey - 1;
+    let fetch = Math.min(graphSize, want * this.oversample);
     let pending = qs.map((_, i) => i);
     while (pending.length > 0) {
       const found: { keys: BigUint64Array; distances: Float32Array }[] = [];
@@ -159,11 +173,11 @@ export class UsearchVectorSearch implements VectorSearch {
         // Done: enough hits, the whole store seen, or the candidates already fell clearly
         // below minSim (usearch's i8 cosine is within ~0.01 of the exact one).
         const last = keys.length === 0 ? -Infinity : 1 - distances[keys.length - 1];
-        if (hits.length >= want || keys.length < fetch || fetch >= this.size || last < minSim - 0.02) out[qi] = hits;
+        if (hits.length >= want || keys.length < fetch || fetch >= graphSize || last < minSim - 0.02) out[qi] = hits;
         else retry.push(qi);
       });
       pending = retry;
-      fetch = Math.min(this.size, fetch * 4);
+      fetch = Math.min(graphSize, fetch * 4);
     }
     return out;
   }
@@ -176,9 +190,9 @@ export class UsearchVectorSearch implements VectorSearch {
     const qs = qn > 0 ? 1 / Math.sqrt(qn) : 0;
     const hits: VectorHit[] = [];
     for (let i = 0; i < keys.length; i++) {
-      const slot = Number(keys[i]);
-      const id = this.idOf[slot];
-      if (id === undefined) continue;
+      const slot = this.slotOfKey.get(Number(keys[i]));
+      if (slot === undefined) continue;
+      const id = this.idOf[slot]!;
       const o = slot * d;
       let dot = 0;
       for (let j = 0; j < d; j++) dot += q[j] * this.slab[o + j];
