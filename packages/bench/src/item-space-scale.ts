@@ -83,12 +83,18 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     .option('--quantization <kind>', 'HNSW scalar kind: i8 (the service\'s default), bf16, f16, f32', 'i8')
     .option('--expansion-add <n>', 'HNSW efConstruction of the kNN graph (default: the service\'s, 64)', (v) => Number(v))
     .option('--oversample <n>', 'candidates per item as a multiple of k, re-ranked exactly (default: the service\'s, 2 when quantized, 1 with f32)', (v) => Number(v))
+    .option('--service', 'end to end instead: the service CLI started on a catalog vector file of each size, then restarted (./item-space-service.ts)')
     .option('--json <file>', 'write the rows as JSON')
     .parse(argv, { from: 'user' })
-    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; threads: number; quantization: 'f32' | 'bf16' | 'f16' | 'i8'; oversample?: number; expansionAdd?: number; json?: string }>();
+    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; threads: number; quantization: 'f32' | 'bf16' | 'f16' | 'i8'; oversample?: number; expansionAdd?: number; service?: boolean; json?: string }>();
   if (!['f32', 'bf16', 'f16', 'i8'].includes(o.quantization)) throw new InvalidArgumentError(`--quantization ${o.quantization}: i8, bf16, f16 or f32`);
   const options = { ...(o.ef ? { expansionSearch: o.ef } : {}), ...(o.oversample ? { oversample: o.oversample } : {}), ...(o.expansionAdd ? { expansionAdd: o.expansionAdd } : {}), threads: o.threads, quantization: o.quantization };
   const load0 = loadavg()[0];
+  if (o.service) {
+    const { serviceRows, reportServiceRows } = await import('./item-space-service.js');
+    reportServiceRows(await serviceRows(o.sizes.map((n) => [n, () => catalog(n, o.dim, o.seed)] as [number, () => ItemSpace]), o.dim), load0, o.json);
+    return 0;
+  }
   const rows: Row[] = [];
   for (const n of o.sizes) {
     process.stderr.write(`${n} items × ${o.dim}-d: generating…\n`);

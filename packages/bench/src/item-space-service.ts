@@ -1,0 +1,127 @@
+/**
+ * The index service's first start and restart at catalog scale, end to end
+ * (`npm run bench:index -- --item-space --service --sizes 1m`): per size, a synthetic catalog
+ * (the item-space benchmark's, ./item-space-scale.ts) written as a catalog vector file
+ * (`encodeCatalogVectors`, what `atomem-vectors` writes), then the real service CLI
+ * (`packages/atomem-index/src/cli.ts --data DIR --catalog-vectors FILE`) started as a child
+ * process in its own process group: the time from the spawn to its "ready" line (it prints it
+ * once the item space is clustered: reading the file, the catalog's fingerprint, kNN graph,
+ * Louvain) and to a 200 from `/v2/health`; SIGTERM; the same for a restart on the same data dir
+ * (the persisted communities are read back). The child's peak RSS (VmHWM) is read before each
+ * stop. Progress on stderr, a Markdown table on stdout, `--json FILE`.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { encodeCatalogVectors, INDEX_V2_PATHS } from 'atomem/protocol';
+import type { ItemSpace } from 'atomem/engine';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+export interface ServiceRow {
+  items: number;
+  dim: number;
+  fileMB: number;
+  firstStartS: number;
+  restartS: number;
+  firstPeakMB: number;
+  restartPeakMB: number;
+}
+
+interface Started {
+  readyS: number;
+  peakMB: number;
+}
+
+function peakRssMB(pid: number): number {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Math.round(Number(m[1]) / 1024) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Start the service on `dir`, wait for its ready line and a 200 health, read its peak RSS, stop it. */
+async function startAndStop(dir: string, file: string, label: string, timeoutMs: number): Promise<Started> {
+  const t0 = performance.now();
+  const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--data', dir, '--catalog-vectors', file, '--port', '0', '--log-level', 'warn'], {
+    cwd: ROOT,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()).length > 20_000 && (stderr = stderr.slice(-10_000)));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      const timer = setTimeout(() => reject(new Error(`${label}: not ready after ${timeoutMs / 1000} s\n${stderr.slice(-2000)}`)), timeoutMs);
+      child.stdout!.on('data', (b: Buffer) => {
+        out += b.toString();
+        const m = /ready at (\S+)/.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          resolve(m[1]);
+        }
+      });
+      void exited.then((code) => {
+        clearTimeout(timer);
+        reject(new Error(`${label}: the service exited (${code}) before it was ready\n${stderr.slice(-2000)}`));
+      });
+    });
+    const readyS = (performance.now() - t0) / 1000;
+    const res = await fetch(url + INDEX_V2_PATHS.health);
+    // why: read the body, so the connection is idle and the service's close does not wait for it
+    const body = await res.text();
+    if (res.status !== 200) throw new Error(`${label}: ${INDEX_V2_PATHS.health} answered ${res.status} after the ready line: ${body}`);
+    const peakMB = peakRssMB(child.pid!);
+    return { readyS, peakMB };
+  } finally {
+    try {
+      process.kill(-child.pid!, 'SIGTERM');
+    } catch {
+      /* already gone */
+    }
+    const code = await Promise.race([exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 30_000).unref())]);
+    if (code === 'timeout') process.kill(-child.pid!, 'SIGKILL');
+  }
+}
+
+/** For each catalog: write its vector file, first start, restart. */
+export async function serviceRows(catalogs: Iterable<[number, () => ItemSpace]>, dim: number): Promise<ServiceRow[]> {
+  const rows: ServiceRow[] = [];
+  for (const [n, make] of catalogs) {
+    const work = mkdtempSync(join(tmpdir(), 'atomem-item-space-service-'));
+    try {
+      process.stderr.write(`${n} items × ${dim}-d: writing the catalog vector file…\n`);
+      const space = make();
+      const file = join(work, 'catalog-vectors.bin');
+      writeFileSync(file, encodeCatalogVectors({ id: space.embedderId, dim }, space.ids.map((id) => ({ id, title: id })), space.vectors));
+      const fileMB = statSync(file).size / 1e6;
+      const dir = join(work, 'data');
+      // why: generous bounds, the benchmark must end by itself
+      const limit = Math.max(120_000, n * 1.2);
+      process.stderr.write(`  first start (${fileMB.toFixed(0)} MB file)…\n`);
+      const first = await startAndStop(dir, file, 'first start', limit);
+      process.stderr.write(`  first start ${first.readyS.toFixed(1)} s; restart…\n`);
+      const again = await startAndStop(dir, file, 'restart', limit);
+      rows.push({ items: n, dim, fileMB, firstStartS: first.readyS, restartS: again.readyS, firstPeakMB: first.peakMB, restartPeakMB: again.peakMB });
+      process.stderr.write(`  ${JSON.stringify(rows.at(-1))}\n`);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  }
+  return rows;
+}
+
+/** Print the table (and write `json`). */
+export function reportServiceRows(rows: ServiceRow[], load0: number, json?: string): void {
+  const la = `${load0.toFixed(1)} at the start; ${loadavg().map((x) => x.toFixed(1)).join(' / ')} (1 / 5 / 15 min) at the end`;
+  process.stdout.write(`\n## item-space service, end to end (the service CLI on a catalog vector file; its defaults) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
+  process.stdout.write('| items | dim | file MB | first start to ready s | restart to ready s | peak RSS MB (first · restart) |\n|---:|---:|---:|---:|---:|---:|\n');
+  for (const r of rows) process.stdout.write(`| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.fileMB.toFixed(0)} | ${r.firstStartS.toFixed(1)} | ${r.restartS.toFixed(2)} | ${r.firstPeakMB} · ${r.restartPeakMB} |\n`);
+  if (json) writeFileSync(json, `${JSON.stringify({ config: { node: process.version, loadavg: la }, rows }, null, 2)}\n`);
+}
