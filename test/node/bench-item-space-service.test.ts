@@ -23,10 +23,13 @@ describe('item-space service benchmark', () => {
     const row = rows[0];
     expect(row.items).toBe(3000);
     expect(row.fileMB).toBeGreaterThan(0.5);
-    for (const k of ['firstStartS', 'restartS', 'firstPeakMB', 'restartPeakMB']) {
+    for (const k of ['firstServingS', 'firstClusteredS', 'restartServingS', 'restartClusteredS', 'firstPeakMB', 'restartPeakMB']) {
       expect(Number.isFinite(row[k]), k).toBe(true);
       expect(row[k], k).toBeGreaterThan(0);
     }
+    expect(row.firstClusteredS).toBeGreaterThanOrEqual(row.firstServingS);
+    // a restart reads the communities back: they are there when it serves
+    expect(row.restartClusteredS).toBe(row.restartServingS);
     // no service left behind: the benchmark stops its process group
     expect(r.stderr).not.toMatch(/not ready|exited/);
   }, 150_000);

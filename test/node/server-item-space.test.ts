@@ -7,7 +7,9 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ITEM_COMMUNITIES_FILE, ITEM_KNN_FILE, clusterItemSpace, clusterItems, communitiesOfKnn, itemKnn, knnExpansion, readPersistedKnn } from '../../packages/atomem-index/src/clusters.js';
 import { createIndexService, type IndexService } from '../../packages/atomem-index/src/service.js';
-import { INDEX_V2_PATHS } from '../../packages/atomem/src/protocol/index-v2.js';
+import { INDEX_V2_PATHS, type HealthV2Response } from '../../packages/atomem/src/protocol/index-v2.js';
+import { ReportClient } from '../../packages/atomem/src/sync/report-client.js';
+import { attesterTokens } from '../fixtures/index-wire.js';
 import type { ItemSpace } from '../../packages/atomem/src/community/release.js';
 import { mulberry32 as rng } from '../../packages/bench/src/rng.js';
 
@@ -115,51 +117,75 @@ describe('item-space kNN', () => {
     expect(turns).toBeGreaterThan(2);
   }, 120_000);
 
-  it('health answers while the item space is clustered (kNN graph and Louvain in a worker thread), and a close mid-clustering stops it', async () => {
+  it('while the item space is clustered (kNN graph and Louvain in a worker thread) the service serves: health says the phase, reports are accepted, a closed epoch is aggregated once the communities exist; a close mid-clustering stops it', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'atomem-knn-svc-'));
     dirs.push(dataDir);
     const sp = catalog(20_000, 16, 100, 8);
-    const start = async () => {
-      const svc = createIndexService({ dataDir, rateLimit: false, v2: { space: sp, epochMs: 1_000_000, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: 'attester-secret-for-tests-0001' } });
+    const EPOCH_MS = 1_000_000;
+    const clock = { now: 7 * EPOCH_MS + 1000 };
+    const ATTESTER = 'attester-secret-for-tests-0001';
+    const start = async (report: boolean) => {
+      const svc = createIndexService({ dataDir, rateLimit: false, v2: { space: sp, epochMs: EPOCH_MS, now: () => clock.now, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: ATTESTER } });
       services.push(svc);
       const url = await svc.listen({ port: 0 });
+      await svc.serving;
       let ready = false;
       void svc.ready.then(() => (ready = true));
-      /** Health answers seen before the service was ready. */
-      const seen: { status: number; message: string }[] = [];
+      /** Health answers seen before the communities were computed. */
+      const seen: { status: number; clustering?: { phase: string; share: number }; communities: number }[] = [];
+      let reported = false;
       while (!ready) {
         const res = await fetch(`${url}${INDEX_V2_PATHS.health}`);
-        const body = (await res.json()) as { error?: string; message?: string };
-        if (!ready) seen.push({ status: res.status, message: `${body.error}: ${body.message}` });
+        const body = (await res.json()) as HealthV2Response;
+        if (!ready) seen.push({ status: res.status, clustering: body.clustering, communities: body.space.communities });
+        if (report && !reported && !ready) {
+          // a token and a report while the communities are computed: accepted
+          await new ReportClient({ url, tokens: attesterTokens(url, ATTESTER) }).send(svc.v2!.epoch(), { cohort: 3, bucket: 4 });
+          reported = !ready;
+          // the epoch closes (grace period included); its aggregation waits for the communities (no error meanwhile)
+          clock.now += 2 * EPOCH_MS;
+          svc.v2!.tick();
+        }
         await new Promise((r) => setTimeout(r, 5));
       }
-      const after = await fetch(`${url}${INDEX_V2_PATHS.health}`);
-      return { svc, seen, after: after.status };
+      const after = (await (await fetch(`${url}${INDEX_V2_PATHS.health}`)).json()) as HealthV2Response;
+      return { svc, seen, after, reported };
     };
-    // first start: the kNN graph is built, then Louvain runs; health answers during both
-    const first = await start();
-    expect(first.after).toBe(200);
+    // first start: the kNN graph is built, then Louvain runs; the service serves during both
+    const epoch0 = Math.floor(clock.now / EPOCH_MS);
+    const first = await start(true);
     expect(first.seen.length).toBeGreaterThan(0);
-    for (const s of first.seen) expect(s.status).toBe(503);
-    expect(first.seen.some((s) => /^not_ready: v2 is clustering the item space \(kNN graph \d+ %\)/.test(s.message)), JSON.stringify(first.seen.slice(-3))).toBe(true);
+    for (const s of first.seen) {
+      expect(s.status).toBe(200);
+      expect(s.communities).toBe(0);
+    }
+    expect(first.seen.some((s) => s.clustering?.phase === 'knn' && s.clustering.share >= 0 && s.clustering.share <= 1), JSON.stringify(first.seen.slice(-3))).toBe(true);
+    expect(first.reported, 'a report was accepted before the communities were computed').toBe(true);
+    expect(first.after.clustering).toBeUndefined();
+    expect(first.after.space.communities).toBeGreaterThan(1);
+    // the epoch that closed during the clustering was aggregated once the communities existed
+    expect(first.svc.v2!.store.latestRelease()).toBe(epoch0);
     await first.svc.close();
     services.pop();
-    // second start with the kNN graph persisted but not the communities: only Louvain runs, and health
-    // answers during it (a share below 100 %: a Louvain on the event loop could not answer before its end)
+    // second start with the kNN graph persisted but not the communities: only Louvain runs, and the
+    // service serves during it (a share below 100 %: a Louvain on the event loop could not answer before its end)
     expect(existsSync(join(dataDir, ITEM_KNN_FILE))).toBe(true);
     unlinkSync(join(dataDir, ITEM_COMMUNITIES_FILE));
-    const second = await start();
-    expect(second.after).toBe(200);
-    expect(second.seen.some((s) => /^not_ready: v2 is clustering the item space \(communities, Louvain \d\d? %\)/.test(s.message)), JSON.stringify(second.seen.slice(-3))).toBe(true);
-    expect(second.seen.every((s) => !s.message.includes('kNN graph'))).toBe(true);
+    const second = await start(false);
+    expect(second.after.clustering).toBeUndefined();
+    expect(second.seen.some((s) => s.status === 200 && s.clustering?.phase === 'communities' && s.clustering.share < 1), JSON.stringify(second.seen.slice(-3))).toBe(true);
+    expect(second.seen.every((s) => s.clustering?.phase !== 'knn')).toBe(true);
     await second.svc.close();
     services.pop();
-    // a close during the clustering ends the worker: close resolves, the next start recomputes
+    // a close during the clustering ends the worker: close resolves, the next start recomputes;
+    // aggregation needs the communities: asked for while they are computed, it refuses
     unlinkSync(join(dataDir, ITEM_COMMUNITIES_FILE));
     unlinkSync(join(dataDir, ITEM_KNN_FILE));
-    const third = createIndexService({ dataDir, rateLimit: false, v2: { space: sp, epochMs: 1_000_000, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: 'attester-secret-for-tests-0001' } });
-    const url = await third.listen({ port: 0 });
-    expect((await fetch(`${url}${INDEX_V2_PATHS.health}`)).status).toBe(503);
+    const third = createIndexService({ dataDir, rateLimit: false, v2: { space: sp, epochMs: EPOCH_MS, now: () => clock.now, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: ATTESTER } });
+    await third.listen({ port: 0 });
+    await third.serving;
+    expect(third.v2!.clustering()).toBeDefined();
+    expect(() => third.v2!.aggregate(third.v2!.epoch())).toThrow(/clustering the item space/);
     const failed = third.ready.then(() => 'ready', () => 'stopped');
     await third.close();
     expect(await failed).toBe('stopped');

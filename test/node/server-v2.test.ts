@@ -16,6 +16,7 @@ import { ReportClient } from '../../packages/atomem/src/sync/report-client.js';
 import { makeReport, DEFAULT_LDP } from '../../packages/atomem/src/community/ldp.js';
 import type { ItemSpace } from '../../packages/atomem/src/community/release.js';
 import { mulberry32 as rng } from '../../packages/bench/src/rng.js';
+import { attesterTokens } from '../fixtures/index-wire.js';
 
 const ATTESTER = 'attester-secret-for-tests-0001';
 const EPOCH_MS = 1_000_000;
@@ -60,18 +61,8 @@ async function start(extra: { minReports?: number; attesterKey?: string | null }
   return { svc, url, clock, dataDir };
 }
 
-/** The attester's path, as the shop's server runs it: blind on the device, issue with the attester key. */
 function attester(url: string): TokenProvider {
-  let key: TokenKeyResponse | undefined;
-  return {
-    async token(epoch) {
-      key ??= (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
-      const blind = await blindTokenRequest(key, epoch);
-      const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` }, body: JSON.stringify({ v: 2, epoch, request: blind.request }) });
-      if (!res.ok) throw new Error(`issue: ${res.status} ${await res.text()}`);
-      return blind.finalize(((await res.json()) as { response: string }).response);
-    },
-  };
+  return attesterTokens(url, ATTESTER);
 }
 
 async function post(url: string, body: unknown) {

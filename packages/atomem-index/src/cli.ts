@@ -195,10 +195,18 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   const url = await service.listen({ port: o.port, host: o.host });
-  await service.ready;
+  await service.serving;
   // why: count over the embedders actually served (the default one included)
   const memories = legacyV1 ? embedders.reduce((n, [e]) => n + (service.index(e)?.graph.size ?? 0), 0) : 0;
-  process.stdout.write(`atomem-index ready at ${url} (${file ? `v2: epoch ${service.v2!.epoch()}` : 'v2 off'}${legacyV1 ? `, v1: ${memories} memories` : ''})\n`);
+  const clustering = file !== undefined && service.v2!.clustering() !== undefined;
+  process.stdout.write(`atomem-index ready at ${url} (${file ? `v2: epoch ${service.v2!.epoch()}` : 'v2 off'}${legacyV1 ? `, v1: ${memories} memories` : ''}${clustering ? '; the item space is being clustered, reports are accepted meanwhile' : ''})\n`);
+  if (clustering) {
+    // why: a failure is logged by the service and answered 503 by every v2 route
+    service.ready.then(
+      () => process.stdout.write(`atomem-index item space clustered (${service.v2!.communities().communities.length} communities)\n`),
+      () => {},
+    );
+  }
   return service;
 }
 

@@ -183,7 +183,13 @@ export interface IndexServiceOptions {
 export interface IndexService {
   /** The fastify app (routes registered; call {@link IndexService.listen} or `app.listen`). */
   readonly app: FastifyInstance;
-  /** Resolves once the memories are loaded from disk (before that, routes answer 503 `not_ready`). */
+  /**
+   * Resolves once every route is served: v1's memories loaded from disk, v2's item space read
+   * and its issuer key loaded (before that, routes answer 503 `not_ready`). v2's communities may
+   * still be computed then (health says `clustering`; aggregation waits for them).
+   */
+  readonly serving: Promise<void>;
+  /** Resolves once the service is {@link serving} and v2's item-space communities are computed too. */
   readonly ready: Promise<void>;
   /** The v1 store (only with `legacyV1`; throws otherwise). Read it in tests and tools. */
   readonly store: MemoryStore;
@@ -543,9 +549,9 @@ function buildService(
   let v2Registered!: () => void;
   // why: v2 registers below (it needs `fail`); the load waits for that, then for v2's item space
   const v2Started = new Promise<void>((r) => (v2Registered = r));
-  const ready$ = (async () => {
+  const serving$ = (async () => {
     await v2Started;
-    await v2?.ready;
+    await v2?.serving;
     if (!legacy) {
       ready = true;
       return;
@@ -558,7 +564,12 @@ function buildService(
     app.log.error({ err }, 'loading the index failed');
     throw err;
   });
-  // why: the promise is also exposed; keep an unobserved rejection from crashing the process
+  const ready$ = (async () => {
+    await serving$;
+    await v2?.ready;
+  })();
+  // why: the promises are also exposed; keep an unobserved rejection from crashing the process
+  serving$.catch(() => {});
   ready$.catch(() => {});
 
   const count = (bag: Record<string, number>, key: string): void => {
@@ -861,6 +872,7 @@ function buildService(
   let closing: Promise<void> | undefined;
   return {
     app,
+    serving: serving$,
     ready: ready$,
     get store(): MemoryStore {
       if (!legacy) throw new Error('service.store: the v1 store exists only with legacyV1');

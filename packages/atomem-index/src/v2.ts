@@ -80,14 +80,22 @@ export interface V2Options {
 /** The running v2 part of a service. */
 export interface V2Controller {
   readonly store: ReportStore;
-  /** Resolves when the item space, the communities and the issuer key are loaded. */
+  /**
+   * Resolves when the item space is read and checked and the issuer key is loaded: from then on
+   * tokens are issued, reports accepted, releases and health served, while the item space's
+   * communities may still be computed (health says `clustering`).
+   */
+  readonly serving: Promise<void>;
+  /** Resolves when the communities of the item space are computed too (aggregation needs them). */
   readonly ready: Promise<void>;
   readonly ldp: LdpParams;
   readonly epochMs: number;
   /** The token issuer (the attester's path in-process: the demo and the benchmark use it). */
   issuer(): TokenIssuer;
-  /** The communities of the item space. */
+  /** The communities of the item space (throws 503 `not_ready` while they are computed). */
   communities(): ItemCommunities;
+  /** While the communities are computed: the phase and the share of it done; undefined once they are. */
+  clustering(): { phase: ClusterPhase; share: number } | undefined;
   /** Current epoch of the service clock. */
   epoch(): number;
   /** Build, store and return the release of `epoch` now (undefined when too few reports); deletes its reports. */
@@ -247,6 +255,10 @@ export function registerV2(
   let clustering: { phase: ClusterPhase; share: number } = { phase: 'knn', share: 0 };
   /** Stops the clustering worker when the service closes mid-load. */
   const stopClustering = new AbortController();
+  let markServing!: () => void;
+  let failServing!: (err: Error) => void;
+  const serving = new Promise<void>((resolve, reject) => ((markServing = resolve), (failServing = reject)));
+  serving.catch(() => {});
   const ready = (async () => {
     space = typeof options.space === 'function' ? await options.space() : options.space;
     if (!space || space.ids.length === 0) throw new Error('v2: the item space is empty (configure the catalog vector file)');
@@ -265,32 +277,46 @@ export function registerV2(
       );
     }
     if (!had) dir.update((m) => (m.space = { embedderId: space!.embedderId, dim }));
-    // why: kNN graph and Louvain run in a worker thread (large catalogs): health answers meanwhile
-    const run = await clusterItemSpace(space, options.clusters, { dir: dir.path, signal: stopClustering.signal, onProgress: (share, phase) => (clustering = { phase, share }) });
-    clustering = { phase: 'communities', share: 1 };
-    app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, worker: run.worker, ms: Math.round(run.ms), knnMs: Math.round(run.knnMs), louvainMs: Math.round(run.louvainMs) }, 'v2: item space clustered');
-    communities = run.communities;
     let stored = store.getMeta('issuerKey');
     if (stored === undefined) {
       stored = JSON.stringify(await generateIssuerKey());
       write('storing the issuer key', () => store.setMeta('issuerKey', stored!));
     }
     issuer = await PrivacyPassIssuer.load(JSON.parse(stored), options.issuerName ?? 'atomem-index');
-    tick();
     // why: health answers from memory; the first read of the latest release happens here, not in a health request
     latestRelease();
+    // why: ingestion (token, report) and releases need no communities, only aggregation does: a
+    // large or changed catalog (minutes of clustering at 1M items) does not take them down
+    markServing();
+    // why: kNN graph and Louvain run in a worker thread (large catalogs): the event loop answers meanwhile
+    const run = await clusterItemSpace(space, options.clusters, { dir: dir.path, signal: stopClustering.signal, onProgress: (share, phase) => (clustering = { phase, share }) });
+    clustering = { phase: 'communities', share: 1 };
+    app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, worker: run.worker, ms: Math.round(run.ms), knnMs: Math.round(run.knnMs), louvainMs: Math.round(run.louvainMs) }, 'v2: item space clustered');
+    communities = run.communities;
+    // epochs that closed while clustering are aggregated now
+    tick();
   })().catch((err: Error) => {
     loadError = err;
+    // a failure before serving rejects `serving` too (after it, a no-op: the routes answer 503 from now on)
+    failServing(err);
     if (stopClustering.signal.aborted) app.log.info('v2: loading stopped (the service closed)');
     else app.log.error({ err }, 'v2: loading failed');
     throw err;
   });
   ready.catch(() => {});
 
-  const requireReady = (): { space: ItemSpace; communities: ItemCommunities; issuer: TokenIssuer } => {
+  const clusteringNow = (): string => `${clustering.phase === 'knn' ? 'kNN graph' : 'communities, Louvain'} ${Math.round(clustering.share * 100)} %`;
+  /** Tokens, reports, health: the item space and the issuer (the communities may still be computed). */
+  const requireServing = (): { space: ItemSpace; issuer: TokenIssuer } => {
     if (loadError) throw new V2Error(503, 'not_ready', `v2 failed to load: ${loadError.message}`);
-    if (!space || !communities || !issuer) throw new V2Error(503, 'not_ready', space ? `v2 is clustering the item space (${clustering.phase === 'knn' ? 'kNN graph' : 'communities, Louvain'} ${Math.round(clustering.share * 100)} %)` : 'v2 is loading the item space', 5);
-    return { space, communities, issuer };
+    if (!space || !issuer) throw new V2Error(503, 'not_ready', 'v2 is loading the item space', 5);
+    return { space, issuer };
+  };
+  /** Aggregation: the communities too. */
+  const requireReady = (): { space: ItemSpace; communities: ItemCommunities; issuer: TokenIssuer } => {
+    const { space: sp, issuer: iss } = requireServing();
+    if (!communities) throw new V2Error(503, 'not_ready', `v2 is clustering the item space (${clusteringNow()})`, 5);
+    return { space: sp, communities, issuer: iss };
   };
 
   const epoch = () => epochOf(now(), epochMs);
@@ -312,7 +338,7 @@ export function registerV2(
   };
 
   function tick(): void {
-    if (!space) return;
+    if (!communities) return;
     const t = now();
     for (const e of store.openEpochs()) if (t >= (e + 1) * epochMs + graceMs) aggregate(e);
   }
@@ -334,7 +360,7 @@ export function registerV2(
     const noLimit = { rateLimit: false as const };
     api.get(INDEX_V2_PATHS.health, { config: noLimit }, async (_req, reply): Promise<HealthV2Response | FastifyReply> => {
       try {
-        const { space: sp, communities: cs } = requireReady();
+        const { space: sp } = requireServing();
         const latest = latestRelease();
         const st = storage.status();
         if (st.state !== 'ok') reply.code(503);
@@ -351,7 +377,8 @@ export function registerV2(
           minReports,
           graceMs,
           legacyV1: extra.legacyV1,
-          space: { items: sp.ids.length, dim: sp.vectors[0]?.length ?? 0, communities: cs.communities.length },
+          space: { items: sp.ids.length, dim: sp.vectors[0]?.length ?? 0, communities: communities?.communities.length ?? 0 },
+          ...(communities ? {} : { clustering: { phase: clustering.phase, share: Math.round(clustering.share * 100) / 100 } }),
           storage: st,
         };
       } catch (e) {
@@ -368,7 +395,7 @@ export function registerV2(
     // why: the other routes are rate limited per client address (the attester's issuance is allow-listed by its key)
     api.get(INDEX_V2_PATHS.tokenKey, async (_req, reply): Promise<TokenKeyResponse | FastifyReply> => {
       try {
-        const { issuer: iss } = requireReady();
+        const { issuer: iss } = requireServing();
         reply.header('cache-control', 'public, max-age=3600');
         return iss.key();
       } catch (e) {
@@ -383,7 +410,7 @@ export function registerV2(
         return extra.fail(reply, 401, 'unauthorized', 'token issuance is for the attester only (authorization: Bearer <attester key>)');
       }
       try {
-        const { issuer: iss } = requireReady();
+        const { issuer: iss } = requireServing();
         if (!acceptsEpoch(req.body.epoch)) throw new V2Error(400, 'wrong_epoch', `epoch ${req.body.epoch} is not open (current ${epoch()})`);
         return { response: await iss.issue(req.body.request) };
       } catch (e) {
@@ -397,13 +424,13 @@ export function registerV2(
       reply.header('connection', 'close');
       reply.header('cache-control', 'no-store');
       try {
-        requireReady();
+        const { issuer: iss } = requireServing();
         const { epoch: e, token, report } = req.body;
         if (report.cohort >= ldp.cohorts || report.bucket >= ldp.g) throw new V2Error(400, 'bad_request', `report must have cohort < ${ldp.cohorts} and bucket < ${ldp.g}`);
         // why: one answer for every token failure (invalid, spent, other epoch): the reply tells nothing about other reports
         const refused = () => new V2Error(403, 'token_refused', 'the token is not valid for a report of this epoch (invalid, already spent, or the epoch is closed)');
         if (!acceptsEpoch(e)) throw refused();
-        const nonce = await issuer!.verify(token, e);
+        const nonce = await iss.verify(token, e);
         if (nonce === undefined) throw refused();
         if (!acceptsEpoch(e) || !write('storing a report', () => store.spend(nonce, e, report.cohort, report.bucket))) throw refused();
         reply.code(202);
@@ -431,11 +458,13 @@ export function registerV2(
 
   return {
     store,
+    serving,
     ready,
     ldp,
     epochMs,
-    issuer: () => requireReady().issuer,
+    issuer: () => requireServing().issuer,
     communities: () => requireReady().communities,
+    clustering: () => (communities ? undefined : { ...clustering }),
     epoch,
     aggregate,
     tick,

@@ -249,8 +249,14 @@ export interface HealthV2Response {
   graceMs: number;
   /** true when `/v1/…` (deprecated, insecure) is also served. */
   legacyV1: boolean;
-  /** The item space: catalog items and their communities. */
+  /** The item space: catalog items and their communities (0 while they are being computed). */
   space: { items: number; dim: number; communities: number };
+  /**
+   * Present while the item space's communities are computed (a first start, a changed catalog):
+   * the phase (`knn` graph, then Louvain's `communities`) and the share of it done (0–1). Tokens,
+   * reports and releases are served meanwhile; epochs that end are aggregated once it is done.
+   */
+  clustering?: { phase: 'knn' | 'communities'; share: number };
   storage: StorageStatusWire;
 }
 
