@@ -83,12 +83,13 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     .option('--quantization <kind>', 'HNSW scalar kind: i8 (the service\'s default), bf16, f16, f32', 'i8')
     .option('--expansion-add <n>', 'HNSW efConstruction of the kNN graph (default: the service\'s, 64)', (v) => Number(v))
     .option('--oversample <n>', 'candidates per item as a multiple of k, re-ranked exactly (default: the service\'s, 2 when quantized, 1 with f32)', (v) => Number(v))
+    .option('--no-symmetric', "kNN rows from each item's own query only (default: also offered the items that found them)")
     .option('--service', 'end to end instead: the service CLI started on a catalog vector file of each size, then restarted (./item-space-service.ts)')
     .option('--json <file>', 'write the rows as JSON')
     .parse(argv, { from: 'user' })
-    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; threads: number; quantization: 'f32' | 'bf16' | 'f16' | 'i8'; oversample?: number; expansionAdd?: number; service?: boolean; json?: string }>();
+    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; ef?: number; threads: number; quantization: 'f32' | 'bf16' | 'f16' | 'i8'; oversample?: number; expansionAdd?: number; symmetric: boolean; service?: boolean; json?: string }>();
   if (!['f32', 'bf16', 'f16', 'i8'].includes(o.quantization)) throw new InvalidArgumentError(`--quantization ${o.quantization}: i8, bf16, f16 or f32`);
-  const options = { ...(o.ef ? { expansionSearch: o.ef } : {}), ...(o.oversample ? { oversample: o.oversample } : {}), ...(o.expansionAdd ? { expansionAdd: o.expansionAdd } : {}), threads: o.threads, quantization: o.quantization };
+  const options = { ...(o.ef ? { expansionSearch: o.ef } : {}), ...(o.oversample ? { oversample: o.oversample } : {}), ...(o.expansionAdd ? { expansionAdd: o.expansionAdd } : {}), ...(o.symmetric ? {} : { symmetric: false }), threads: o.threads, quantization: o.quantization };
   const load0 = loadavg()[0];
   if (o.service) {
     const { serviceRows, reportServiceRows } = await import('./item-space-service.js');
@@ -169,7 +170,7 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     }
   }
   const la = `${load0.toFixed(1)} at the start; ${loadavg().map((x) => x.toFixed(1)).join(' / ')} (1 / 5 / 15 min) at the end`;
-  process.stdout.write(`\n## item-space clustering (usearch HNSW kNN ${o.quantization}, oversample ${o.oversample ?? (o.quantization === 'f32' ? 1 : 2)}, k = 10, M = 16, efConstruction ${o.expansionAdd ?? 64}, threads ${o.threads || `0 = ${cpus().length}`}; Louvain; in a worker thread) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
+  process.stdout.write(`\n## item-space clustering (usearch HNSW kNN ${o.quantization}, oversample ${o.oversample ?? (o.quantization === 'f32' ? 1 : 2)}, k = 10, M = 16, efConstruction ${o.expansionAdd ?? 64}${o.symmetric ? ', symmetric candidates' : ', own query only'}, threads ${o.threads || `0 = ${cpus().length}`}; Louvain; in a worker thread) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
   process.stdout.write('| items | dim | ef | first start s | of which kNN s | Louvain s (graph build; runs) | CPU s | restart s | recall@10 (sample) | communities | largest | peak RSS MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n');
   for (const r of rows) {
     process.stdout.write(`| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.ef || 'exact'} | ${r.firstStartS.toFixed(1)} | ${r.knnS.toFixed(1)} | ${r.louvainS.toFixed(1)} (${r.louvainGraphS.toFixed(1)}; ${r.louvainRuns}) | ${r.cpuS.toFixed(0)} | ${r.restartS.toFixed(2)} | ${r.recallAt10.toFixed(4)} (${r.sample}) | ${r.communities} | ${r.largest} | ${r.rssMB} |\n`);
