@@ -290,7 +290,6 @@ export function registerV2(
     markServing();
     // why: kNN graph and Louvain run in a worker thread (large catalogs): the event loop answers meanwhile
     const run = await clusterItemSpace(space, options.clusters, { dir: dir.path, signal: stopClustering.signal, onProgress: (share, phase) => (clustering = { phase, share }) });
-    clustering = { phase: 'communities', share: 1 };
     app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, worker: run.worker, ms: Math.round(run.ms), knnMs: Math.round(run.knnMs), louvainMs: Math.round(run.louvainMs) }, 'v2: item space clustered');
     communities = run.communities;
     // epochs that closed while clustering are aggregated now

@@ -70,8 +70,7 @@ export class HnswVectorSearch implements VectorSearch {
   private readonly keyOf = new Map<string, number>();
   private readonly idOfKey = new Map<number, string>();
   private nextKey = 1;
-  /** Keys added to the current graph (live and stale). */
-  private graphSize = 0;
+  /** Keys unmapped since the last build: the graph's stale nodes. */
   private removedSinceBuild = 0;
   private suspended = false;
   private readonly counters = { builds: 0, exactSearches: 0, hnswSearches: 0 };
@@ -180,7 +179,7 @@ export class HnswVectorSearch implements VectorSearch {
       return q instanceof Float32Array ? q : Float32Array.from(q);
     });
     // why: stale (unmapped) nodes are still in the graph, so its size bounds what a search can return
-    const graphSize = this.graphSize;
+    const graphSize = this.flat.size + this.removedSinceBuild;
     let want = Math.min(graphSize, kk * this.opts.oversample);
     const out: (VectorHit[] | undefined)[] = new Array(qs.length);
     let pending = qs.map((_, i) => i);
@@ -269,7 +268,6 @@ export class HnswVectorSearch implements VectorSearch {
       g.add(keys, block, this.opts.threads);
     }
     this.hnsw = g;
-    this.graphSize = n;
     this.removedSinceBuild = 0;
     this.counters.builds++;
   }
@@ -280,14 +278,12 @@ export class HnswVectorSearch implements VectorSearch {
     this.hnsw = undefined;
     this.keyOf.clear();
     this.idOfKey.clear();
-    this.graphSize = 0;
     this.removedSinceBuild = 0;
   }
 
   private insertKey(id: string, v: Float32Array): void {
     const key = this.nextKey++;
     this.hnsw!.add(BigInt(key), v, 1);
-    this.graphSize++;
     this.keyOf.set(id, key);
     this.idOfKey.set(key, id);
   }
