@@ -476,7 +476,10 @@ describe('the edge', () => {
     // headers timeout 1 s, checked every second by Node: cut within ~2.5 s
     expect(Math.max(...closedAt)).toBeLessThan(3000);
     lat.sort((a, b) => a - b);
-    expect(lat[Math.floor(lat.length * 0.99)]).toBeLessThan(100);
+    // why 500 ms: health held behind the slow clients would wait for their timeouts (seconds);
+    // the latency target itself is the abuse benchmark's (health p99 ≤ 50 ms, BENCHMARKS.md), not
+    // a timed test's on a shared CI machine
+    expect(lat[Math.floor(lat.length * 0.99)]).toBeLessThan(500);
   }, 30_000);
 
   it('connection caps: beyond the per-address cap new connections are closed at once; other addresses are served', async () => {
