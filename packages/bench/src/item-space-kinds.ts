@@ -1,6 +1,8 @@
 /**
  * Scalar kinds of the item-space kNN graph, one thread (`node -C atomem-source --import tsx
- * packages/bench/src/item-space-kinds.ts 100000 f32:64:67:1,i8:64:67:3`): for each
+ * packages/bench/src/item-space-kinds.ts 100000 f32:64:67:1,i8:64:67:3`; `DIM=512` for another
+ * dimension, kind `b1` = sign bits under the Hamming metric, `JOIN=1` adds a round of
+ * neighbours-of-neighbours refinement by exact cosine after the queries): for each
  * `kind:efConstruction:ef:oversample`, the CPU seconds of adding every item of a synthetic
  * 128-d catalog (the item-space benchmark's distribution) to a usearch HNSW index and of
  * querying every item (k = 10; with oversample > 1, k·oversample candidates re-ranked by their
@@ -10,7 +12,7 @@
  */
 import usearch from 'usearch';
 import { mulberry32 } from './rng.js';
-const n = Number(process.argv[2] ?? 100000), dim = 128;
+const n = Number(process.argv[2] ?? 100000), dim = Number(process.env.DIM ?? 128);
 const u = mulberry32(1);
 const gauss = () => Math.sqrt(-2 * Math.log(1 - u())) * Math.cos(2 * Math.PI * u());
 const c = Math.max(8, Math.round(n / 200));
@@ -24,7 +26,7 @@ const truth = picks.map((p, i) => { const s = new Set<number>(); for (let h = 0;
 const cpu = () => { const c = process.cpuUsage(); return (c.user + c.system) / 1e6; };
 for (const spec of process.argv[3].split(',')) {
   const [qz, efc, ef, over] = spec.split(':'); const threads = 1; const os = Number(over ?? 1);
-  const idx = new usearch.Index({ dimensions: dim, metric: usearch.MetricKind.Cos, quantization: qz as any, connectivity: 16, expansion_add: Number(efc), expansion_search: Number(ef), multi: false });
+  const idx = new usearch.Index({ dimensions: dim, metric: qz === 'b1' ? usearch.MetricKind.Hamming : usearch.MetricKind.Cos, quantization: qz as any, connectivity: 16, expansion_add: Number(efc), expansion_search: Number(ef), multi: false });
   const c0 = cpu(); const t0 = performance.now();
   const step = 16384;
   for (let i = 0; i < n; i += step) { const e = Math.min(n, i + step); const keys = new BigUint64Array(e - i); for (let j = i; j < e; j++) keys[j-i] = BigInt(j); idx.add(keys, flat.subarray(i*dim, e*dim), threads); }
@@ -43,6 +45,20 @@ for (const spec of process.argv[3].split(',')) {
     }
   }
   const c2 = cpu();
-  let hit = 0; picks.forEach((p, i) => { for (let t = 0; t < 10; t++) if (truth[i].has(rows[p*10+t])) hit++; });
-  console.log(`${n} ${spec}: add ${(c1-c0).toFixed(1)} CPU-s, queries(+rerank) ${(c2-c1).toFixed(1)} CPU-s, total ${(c2-c0).toFixed(1)} CPU-s, wall ${((performance.now()-t0)/1000).toFixed(1)} s, recall@10 ${(hit/(sample*10)).toFixed(4)}`);
+  const recall = () => { let hit = 0; picks.forEach((p, i) => { for (let t = 0; t < 10; t++) if (truth[i].has(rows[p*10+t])) hit++; }); return (hit/(sample*10)).toFixed(4); };
+  console.log(`${n} ${dim}-d ${spec}: add ${(c1-c0).toFixed(1)} CPU-s, queries(+rerank) ${(c2-c1).toFixed(1)} CPU-s, total ${(c2-c0).toFixed(1)} CPU-s, wall ${((performance.now()-t0)/1000).toFixed(1)} s, recall@10 ${recall()}`);
+  for (let r = 0; r < Number(process.env.JOIN ?? 0); r++) {
+    // each row's candidates: its neighbours and their neighbours, scored by exact cosine, best 10 kept
+    const next = new Int32Array(n * 10); const seen = new Int32Array(n).fill(-1);
+    for (let i = 0; i < n; i++) {
+      const cand: number[] = []; seen[i] = i;
+      for (let t = 0; t < 10; t++) { const j = rows[i*10+t]; if (j < 0) continue; if (seen[j] !== i) { seen[j] = i; cand.push(j); }
+        for (let t2 = 0; t2 < 10; t2++) { const l = rows[j*10+t2]; if (l >= 0 && seen[l] !== i) { seen[l] = i; cand.push(l); } } }
+      const sc = cand.map((j): [number, number] => { let s2 = 0; const a = i*dim, b = j*dim; for (let d = 0; d < dim; d++) s2 += flat[a+d]*flat[b+d]; return [s2, j]; });
+      sc.sort((x, y) => y[0] - x[0]);
+      for (let t = 0; t < 10; t++) next[i*10+t] = sc[t]?.[1] ?? -1;
+    }
+    rows.set(next);
+    console.log(`  + local join round ${r + 1}: ${(cpu()-c2).toFixed(1)} CPU-s so far, recall@10 ${recall()}`);
+  }
 }
