@@ -37,7 +37,7 @@ afterEach(async () => {
 async function startService(dataDir: string, port = 0): Promise<{ service: IndexService; url: string }> {
   // why k1 4: three devices share two memories each with equal vectors across devices, so under
   // the mutual top-k1 rule at k1 2 the random ids break exact ties and a device's memories could
-  // all pick the other two's (one device left out: failed CI ~1 run in 6); with 4 candidates
+  // all pick the other two's (one device left out: 2 of 12 local runs and once in CI); with 4 candidates
   // every memory of the other uploads is in every list
   const service = createIndexService({ legacyV1: true, dataDir, embedderIds: [EMBEDDER], embedderDims: { [EMBEDDER]: 64 }, minCommunitySize: 2, itemNoise: 0, tau: 0.3, k1: 4, logger: false, rateLimit: false });
   const url = await service.listen({ port, host: '127.0.0.1' });

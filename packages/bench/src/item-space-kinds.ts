@@ -4,7 +4,7 @@
  * dimension, kind `b1` = sign bits under the Hamming metric, `JOIN=1` adds a round of
  * neighbours-of-neighbours refinement by exact cosine after the queries): for each
  * `kind:efConstruction:ef:oversample`, the CPU seconds of adding every item of a synthetic
- * 128-d catalog (the item-space benchmark's distribution) to a usearch HNSW index and of
+ * catalog (the item-space benchmark's distribution, 128-d unless `DIM`) to a usearch HNSW index and of
  * querying every item (k = 10; with oversample > 1, k·oversample candidates re-ranked by their
  * exact f32 cosine, as clusters.ts does), and recall@10 against usearch's exact search on 1,000
  * random items. The exploration behind the service's default (i8, oversample 2); the service

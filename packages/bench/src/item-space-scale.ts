@@ -139,14 +139,13 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
         exactKeys.set(part.keys.subarray(0, (q1 - q0) * (knn.k + 1)), q0 * (knn.k + 1));
         exactDist.set(part.distances.subarray(0, (q1 - q0) * (knn.k + 1)), q0 * (knn.k + 1));
       }
-      const exact = { keys: exactKeys };
       let hit = 0;
       let gap = 0;
       picks.forEach((p, q) => {
         const truth = new Set<number>();
         let exactSum = 0;
         for (let h = 0; h < knn.k + 1 && truth.size < knn.k; h++) {
-          const key = Number(exact.keys[q * (knn.k + 1) + h]);
+          const key = Number(exactKeys[q * (knn.k + 1) + h]);
           if (key === p) continue;
           truth.add(key);
           exactSum += 1 - exactDist[q * (knn.k + 1) + h];
