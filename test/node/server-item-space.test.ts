@@ -1,11 +1,13 @@
-// The item-space clustering of the index service: the usearch HNSW kNN graph against the exact
-// one (recall@10 on a sample), the exact path below `exactBelow`, and the persisted kNN graph
-// and communities (a restart reads them back; a changed catalog or a damaged file recomputes).
+// The item-space clustering of the index service: the kNN graphs (k-means cells, usearch HNSW,
+// and `auto`, cells with the HNSW candidates added when the measured recall is low) against the
+// exact one (recall@10 on a sample), the self-measured recall, the exact path below
+// `exactBelow`, and the persisted kNN graph and communities (a restart reads them back; a
+// changed catalog or a damaged file recomputes).
 import { existsSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ITEM_COMMUNITIES_FILE, ITEM_KNN_FILE, clusterItemSpace, clusterItems, communitiesOfKnn, itemKnn, knnExpansion, readPersistedKnn } from '../../packages/atomem-index/src/clusters.js';
+import { ITEM_COMMUNITIES_FILE, ITEM_KNN_FILE, clusterItemSpace, clusterItems, communitiesOfKnn, itemKnn, knnExpansion, readPersistedKnn, type KnnGraph } from '../../packages/atomem-index/src/clusters.js';
 import { createIndexService, type IndexService } from '../../packages/atomem-index/src/service.js';
 import { INDEX_V2_PATHS, type HealthV2Response } from '../../packages/atomem/src/protocol/index-v2.js';
 import { ReportClient } from '../../packages/atomem/src/sync/report-client.js';
@@ -53,13 +55,30 @@ function exactRow(space: ItemSpace, i: number, k: number): number[] {
 }
 
 describe('item-space kNN', () => {
+  /** Recall@10 of graph rows of 200 random items against exactRow; also checks the rows' shape. */
+  const recallAgainstExact = (space: ItemSpace, g: KnnGraph) => {
+    const r = rng(9);
+    let hit = 0;
+    for (let s = 0; s < 200; s++) {
+      const i = Math.floor(r() * space.ids.length);
+      const truth = new Set(exactRow(space, i, 10));
+      const row = Array.from(g.neighbours.subarray(i * 10, i * 10 + 10));
+      expect(new Set(row).size, `row ${i} has no repeats`).toBe(10);
+      expect(row).not.toContain(i);
+      for (let t = 1; t < 10; t++) expect(g.sims[i * 10 + t]).toBeLessThanOrEqual(g.sims[i * 10 + t - 1] + 1e-5);
+      for (const j of row) if (truth.has(j)) hit++;
+    }
+    return hit / 2000;
+  };
+
   it.each([
     ['i8 re-ranked (the default)', {}],
     ['f32', { quantization: 'f32' as const }],
   ])('the HNSW kNN graph (%s) has recall@10 ≥ 0.95 against the exact one (sample of 200 items of 10,000)', (_name, opts) => {
     const space = catalog(10_000, 48, 100);
-    const g = itemKnn(space, { k: 10, exactBelow: 0, ...opts });
+    const g = itemKnn(space, { k: 10, exactBelow: 0, knn: 'hnsw', ...opts });
     expect(g.exact).toBe(false);
+    expect(g.method).toBe('hnsw');
     const r = rng(9);
     let hit = 0;
     let total = 0;
@@ -79,30 +98,56 @@ describe('item-space kNN', () => {
 
   it('symmetric candidates (the default) raise recall at a low ef, rows stay duplicate-free and sorted', () => {
     const space = catalog(10_000, 48, 100);
-    const recallOf = (g: ReturnType<typeof itemKnn>) => {
-      const r = rng(9);
-      let hit = 0;
-      for (let s = 0; s < 200; s++) {
-        const i = Math.floor(r() * space.ids.length);
-        const truth = new Set(exactRow(space, i, 10));
-        const row = Array.from(g.neighbours.subarray(i * 10, i * 10 + 10));
-        expect(new Set(row).size, `row ${i} has no repeats`).toBe(10);
-        expect(row).not.toContain(i);
-        for (let t = 1; t < 10; t++) expect(g.sims[i * 10 + t]).toBeLessThanOrEqual(g.sims[i * 10 + t - 1] + 1e-5);
-        for (const j of row) if (truth.has(j)) hit++;
-      }
-      return hit / 2000;
-    };
+    const recallOf = (g: KnnGraph) => recallAgainstExact(space, g);
     // one thread: both graphs come from the same HNSW index build
-    const own = recallOf(itemKnn(space, { k: 10, exactBelow: 0, expansionSearch: 12, threads: 1, symmetric: false }));
-    const sym = recallOf(itemKnn(space, { k: 10, exactBelow: 0, expansionSearch: 12, threads: 1 }));
+    const own = recallOf(itemKnn(space, { k: 10, exactBelow: 0, knn: 'hnsw', expansionSearch: 12, threads: 1, symmetric: false }));
+    const sym = recallOf(itemKnn(space, { k: 10, exactBelow: 0, knn: 'hnsw', expansionSearch: 12, threads: 1 }));
     expect(sym, `symmetric ${sym} vs own query only ${own}`).toBeGreaterThan(own);
+  }, 120_000);
+
+  it('k-means cells: recall@10 ≥ 0.95 on a catalog of small high-dimensional clusters, the self-measured recall agrees, and the graph is the same at 1 and 2 threads', () => {
+    // 256-d: the cells' good case (at 48-d, a lower intrinsic dimension, one partition gave 0.88)
+    const space = catalog(10_000, 256, 100);
+    const g = itemKnn(space, { k: 10, exactBelow: 0, knn: 'cells' });
+    expect(g.method).toBe('cells');
+    const recall = recallAgainstExact(space, g);
+    expect(recall, `recall@10 ${recall}`).toBeGreaterThanOrEqual(0.95);
+    // the service's own check (100 other random items, usearch's exact search) tells the same
+    expect(Math.abs(g.recall! - recall), `self-measured ${g.recall} vs ${recall}`).toBeLessThan(0.05);
+    const one = itemKnn(space, { k: 10, exactBelow: 0, knn: 'cells', threads: 1 });
+    expect(Buffer.from(one.neighbours.buffer).equals(Buffer.from(g.neighbours.buffer))).toBe(true);
+  }, 120_000);
+
+  it('auto (the default): where the cells miss, a second partition and then the HNSW candidates complete the rows and recall@10 is back ≥ 0.95; where they do not, nothing else is built', () => {
+    // cells of 30 items and no overlap: most rows lose neighbours across cell boundaries
+    const space = catalog(10_000, 48, 100);
+    const poor = { k: 10, exactBelow: 0, cellSize: 30, cellOverlap: 1 };
+    const cells = itemKnn(space, { ...poor, knn: 'cells' });
+    const cellsRecall = recallAgainstExact(space, cells);
+    expect(cellsRecall, `cells alone ${cellsRecall}`).toBeLessThan(0.9);
+    expect(cells.recall!).toBeLessThan(0.95);
+    const auto = itemKnn(space, poor);
+    expect(['cells+cells', 'cells+hnsw']).toContain(auto.method);
+    expect(auto.cellsRecall).toBeCloseTo(cells.recall!, 6);
+    const autoRecall = recallAgainstExact(space, auto);
+    expect(autoRecall, `auto ${autoRecall}`).toBeGreaterThanOrEqual(0.95);
+    expect(auto.recall!).toBeGreaterThanOrEqual(0.95);
+    // a floor two partitions do not reach: the HNSW candidates are added, and recall only rises
+    const strict = itemKnn(space, { ...poor, minRecall: 0.9999 });
+    expect(strict.method).toBe('cells+hnsw');
+    expect(recallAgainstExact(space, strict)).toBeGreaterThanOrEqual(autoRecall - 0.005);
+    // a recall floor the cells meet: the cells' graph as it is
+    const met = itemKnn(space, { ...poor, minRecall: cells.recall! - 0.01 });
+    expect(met.method).toBe('cells');
+    expect(Buffer.from(met.neighbours.buffer).equals(Buffer.from(cells.neighbours.buffer))).toBe(true);
+    expect(() => itemKnn(space, { k: 10, exactBelow: 0, knn: 'ivf' as never })).toThrow(/knn: ivf/);
   }, 120_000);
 
   it('below exactBelow the graph is exact', () => {
     const space = catalog(600, 16, 12, 3);
     const g = itemKnn(space, { k: 5 });
     expect(g.exact).toBe(true);
+    expect(g.method).toBe('exact');
     for (const i of [0, 17, 333, 599]) expect(Array.from(g.neighbours.subarray(i * 5, i * 5 + 5))).toEqual(exactRow(space, i, 5));
   });
 
@@ -116,11 +161,17 @@ describe('item-space kNN', () => {
     // a multi-threaded build need not be reproducible: the communities are those of the persisted graph
     const persisted = readPersistedKnn(dir, space)!;
     expect(persisted.exact).toBe(false);
+    // how the graph was built and its measured recall are persisted with it, and reported
+    expect(persisted.method).toBe(first.knn.method);
+    expect(persisted.recall).toBeCloseTo(first.knn.recall, 6);
+    expect(first.knn.recall).toBeGreaterThanOrEqual(0.95);
     expect(first.communities).toEqual(communitiesOfKnn(space, persisted));
     expect(Math.max(...first.communities.communities.map((c) => c.items.length))).toBeLessThanOrEqual(0.05 * space.ids.length);
     const again = await clusterItemSpace(space, {}, { dir });
     expect(again.source).toBe('cache');
     expect(again.communities).toEqual(first.communities);
+    expect(again.knn.method).toBe(first.knn.method);
+    expect(again.knn.recall).toBeCloseTo(first.knn.recall, 6);
     // a damaged communities file is not trusted: the kNN graph is reused, Louvain reruns
     writeFileSync(join(dir, ITEM_COMMUNITIES_FILE), '{"fingerprint": "x", "communities": [');
     const repaired = await clusterItemSpace(space, {}, { dir });
@@ -185,6 +236,9 @@ describe('item-space kNN', () => {
     expect(first.reported, 'a report was accepted before the communities were computed').toBe(true);
     expect(first.after.clustering).toBeUndefined();
     expect(first.after.space.communities).toBeGreaterThan(1);
+    // health names how the kNN graph was built and its recall measured on a sample
+    expect(['cells', 'cells+cells', 'cells+hnsw']).toContain(first.after.space.knn?.method);
+    expect(first.after.space.knn?.recall).toBeGreaterThanOrEqual(0.95);
     // the epoch that closed during the clustering was aggregated once the communities existed
     expect(first.svc.v2!.store.latestRelease()).toBe(epoch0);
     await first.svc.close();

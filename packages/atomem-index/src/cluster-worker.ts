@@ -1,6 +1,6 @@
 /**
  * The clustering worker of {@link clusterItemSpace} (./clusters.ts): builds the kNN graph of
- * the job's vectors (usearch HNSW, `threads` threads) unless the job brings a persisted one,
+ * the job's vectors (`knnOfMatrix`: cells, HNSW or both, `threads` threads) unless the job brings a persisted one,
  * posts it (the main thread persists it at once), runs Louvain on it and posts the membership.
  * Progress messages at most every 200 ms. Runs off the service's event loop, so health answers
  * during the whole clustering.

@@ -9,17 +9,18 @@
  * graph). The resolution is raised until no community holds more than `maxShare` of the items,
  * so no community is a catch-all that says nothing about a shopper.
  *
- * The kNN graph ({@link itemKnn}) is exact below `exactBelow` items and comes from a usearch
- * HNSW index above (cosine, i8, M = 16, efConstruction 64, ef growing with the catalog:
- * {@link knnExpansion}; 2k candidates per item re-ranked by their exact f32 cosine), because the exact graph is O(n²): 1M items would take days. Recall
- * of the HNSW graph against the exact one is measured by `npm run bench:index -- --item-space`
- * and held ≥ 0.95 by a test. {@link clusterItemSpace} (the service's path) runs the build (on
- * every core by default) and Louvain in a worker thread (./cluster-worker.ts) so the event loop
- * stays free, and persists the kNN graph and the communities in the data dir keyed by a
- * fingerprint of the catalog and the options, so a restart reads them back instead of
- * recomputing. A multi-threaded build is not bit-reproducible (usearch inserts concurrently):
- * what a restart reads is the persisted result, and Louvain on the persisted graph gives the
- * persisted communities again.
+ * The kNN graph ({@link itemKnn}) is exact below `exactBelow` items (the exact graph is O(n²):
+ * 1M items would take days). Above, by default (`knn: 'auto'`), it comes from k-means cells
+ * (./knn-cells.ts), whose recall@k is measured on a sample against the exact kNN
+ * ({@link sampledRecall}); below `minRecall` a second partition, then the candidates of a usearch
+ * HNSW index, complete the rows (DECISIONS 42). The method and the measured recall go with the
+ * graph (persisted, logged, in health). {@link clusterItemSpace} (the service's path) runs the
+ * build (on every core by default) and Louvain in a worker thread (./cluster-worker.ts) so the
+ * event loop stays free, and persists the kNN graph and the communities in the data dir keyed by
+ * a fingerprint of the catalog and the options, so a restart reads them back instead of
+ * recomputing. The cells are deterministic at any thread count; an HNSW build with more than one
+ * thread is not (usearch inserts concurrently): what a restart reads is the persisted result,
+ * and Louvain on the persisted graph gives the persisted communities again.
  */
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
@@ -30,6 +31,7 @@ import { Worker } from 'node:worker_threads';
 import type Graph from 'graphology';
 import louvain from 'graphology-communities-louvain';
 import { KnnGraphView } from './knn-graph-view.js';
+import { knnByCells, mulberry32 } from './knn-cells.js';
 import usearch from 'usearch';
 import type { ItemCommunities, ItemSpace } from 'atomem/engine';
 
@@ -43,9 +45,31 @@ export interface ClusterOptions {
   resolution?: number;
   /** Seed of Louvain's rng. Default 1. */
   seed?: number;
-  /** Below this many items the kNN graph is exact, above it comes from usearch HNSW. Default 5 000. */
+  /** Below this many items the kNN graph is exact, above it comes from `knn`'s method. Default 5 000. */
   exactBelow?: number;
-  /** HNSW ef of the kNN queries. Default {@link knnExpansion} (grows with the catalog). */
+  /**
+   * How the kNN graph is built above `exactBelow`:
+   * - `auto` (default): `cells` first; its recall@k is measured on `recallSample` items against
+   *   the exact kNN; below `minRecall` a second partition (another seed) is added to the rows
+   *   (each row keeps the best k of both) and measured again; still below, the candidates of an
+   *   HNSW index (efConstruction and ef {@link AUTO_HNSW_EF} unless set) are added too and the
+   *   result is measured once more (`method`: `cells`, `cells+cells` or `cells+hnsw`);
+   * - `cells`: exact search within k-means cells (./knn-cells.ts) — fast, and near-exact on
+   *   catalogs of many small high-dimensional clusters, but it misses neighbours across cell
+   *   boundaries where the intrinsic dimension is low or clusters are larger than cells;
+   * - `hnsw`: queries of a usearch HNSW index of the catalog.
+   * BENCHMARKS.md, "Item-space clustering at scale", has each on three synthetic catalogs.
+   */
+  knn?: 'auto' | 'cells' | 'hnsw';
+  /** Items whose kNN rows are checked against the exact kNN after an approximate build. Default 100. */
+  recallSample?: number;
+  /** `knn: 'auto'`: the measured recall@k below which a second partition, then HNSW candidates, are added. Default 0.95. */
+  minRecall?: number;
+  /** Items per k-means cell (`knn: 'cells'`). Default 500. */
+  cellSize?: number;
+  /** Cells each item is a data point in, its nearest (`knn: 'cells'`). Default 2. */
+  cellOverlap?: number;
+  /** HNSW ef of the kNN queries (`knn: 'hnsw'`). Default {@link knnExpansion} (grows with the catalog). */
   expansionSearch?: number;
   /** HNSW efConstruction. Default 64. */
   expansionAdd?: number;
@@ -97,6 +121,49 @@ export interface KnnGraph {
   sims: Float32Array;
   /** Whether it was computed exactly. */
   exact: boolean;
+  /** How it was built: `exact`, `cells`, `hnsw`, or (`knn: 'auto'` went on) `cells+cells`, `cells+hnsw`. */
+  method?: KnnMethod;
+  /** Recall@k of the rows of `recallSample` random items against their exact kNN (1 when exact; NaN: not measured). */
+  recall?: number;
+  /** `cells+cells`, `cells+hnsw`: the measured recall of the first partition's rows alone. */
+  cellsRecall?: number;
+}
+
+/** HNSW efConstruction and ef when `knn: 'auto'` adds HNSW candidates to the cells' rows (unless set). */
+export const AUTO_HNSW_EF = 32;
+
+/** How a kNN graph was built. */
+export type KnnMethod = 'exact' | 'cells' | 'hnsw' | 'cells+hnsw' | 'cells+cells';
+const METHODS: readonly KnnMethod[] = ['exact', 'cells', 'hnsw', 'cells+hnsw', 'cells+cells'];
+
+/**
+ * Recall@k of the graph's rows of `sample` random items (seeded) against their exact kNN by
+ * cosine (usearch's exact SIMD search, f32, over all `n` rows; queries in chunks so its
+ * queries × items work matrices stay near 256 MB): `sample` × n distances.
+ */
+export function sampledRecall(flat: Float32Array, n: number, dim: number, g: Pick<KnnGraph, 'k' | 'neighbours'>, sample: number, seed = 1, threads = 0): number {
+  const k = g.k;
+  const m = Math.min(Math.max(0, Math.floor(sample)), n);
+  if (m === 0 || n <= 1) return Number.NaN;
+  const rng = mulberry32(seed + 0x5eed);
+  const picks = Array.from({ length: m }, () => Math.floor(rng() * n));
+  const chunk = Math.max(1, Math.floor((1 << 24) / n));
+  let hit = 0;
+  for (let a = 0; a < m; a += chunk) {
+    const part = picks.slice(a, a + chunk);
+    const q = new Float32Array(part.length * dim);
+    part.forEach((p, i) => q.set(flat.subarray(p * dim, p * dim + dim), i * dim));
+    const r = usearch.exactSearch(flat, q, dim, k + 1, usearch.MetricKind.Cos, threads) as unknown as { keys: BigUint64Array };
+    part.forEach((p, i) => {
+      const truth = new Set<number>();
+      for (let h = 0; h <= k && truth.size < k; h++) {
+        const key = Number(r.keys[i * (k + 1) + h]);
+        if (key !== p) truth.add(key);
+      }
+      for (let t = 0; t < k; t++) if (truth.has(g.neighbours[p * k + t])) hit++;
+    });
+  }
+  return hit / (m * k);
 }
 
 /** Progress of a clustering: the phase and the share of that phase done. */
@@ -120,15 +187,15 @@ export function itemKnn(space: ItemSpace, options: ClusterOptions = {}): KnnGrap
 
 /**
  * The kNN graph of `n` row-major `dim`-d unit vectors (the core of {@link itemKnn}, also run by
- * the clustering worker): exact below `exactBelow` rows, usearch HNSW above, built and queried in
- * batches of `threads` threads. `onProgress` gets the share done after each batch.
+ * the clustering worker): exact below `exactBelow` rows, above by `options.knn` (see
+ * {@link ClusterOptions.knn}), with `threads` threads. `onProgress` gets the share done.
  */
 export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options: ClusterOptions = {}, onProgress?: (share: number) => void): KnnGraph {
   const k = Math.max(1, Math.min(options.k ?? 10, n - 1));
   const neighbours = new Int32Array(n * k).fill(-1);
   const sims = new Float32Array(n * k);
   const exact = n < (options.exactBelow ?? 5000);
-  if (n <= 1) return { k, neighbours, sims, exact: true };
+  if (n <= 1) return { k, neighbours, sims, exact: true, method: 'exact', recall: 1 };
   if (exact) {
     const row = new Float64Array(n);
     for (let i = 0; i < n; i++) {
@@ -153,8 +220,56 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
       }
       if (onProgress && i % 256 === 255) onProgress(i / n);
     }
-    return { k, neighbours, sims, exact };
+    return { k, neighbours, sims, exact, method: 'exact', recall: 1 };
   }
+  const threads = options.threads ?? 0;
+  const method = options.knn ?? 'auto';
+  if (!['auto', 'cells', 'hnsw'].includes(method)) throw new RangeError(`knn: ${String(method)} (auto, cells or hnsw)`);
+  const recallOf = (g: KnnGraph) => sampledRecall(flat, n, dim, g, options.recallSample ?? 100, options.seed ?? 1, threads);
+  if (method === 'hnsw') {
+    hnswInto(flat, n, dim, k, options, neighbours, sims, new Int32Array(n), onProgress);
+    const g: KnnGraph = { k, neighbours, sims, exact, method: 'hnsw' };
+    return { ...g, recall: recallOf(g) };
+  }
+  // why: in `auto` the first partition is 40 % of the progress bar, a second one 20 %, the HNSW complement the rest
+  const first = method === 'auto' ? 0.4 : 1;
+  const cellOptions = { k, cellSize: options.cellSize, overlap: options.cellOverlap, seed: options.seed, threads };
+  const c = knnByCells(flat, n, dim, cellOptions, onProgress && ((s) => onProgress(s * first)));
+  const cells: KnnGraph = { k, neighbours: c.neighbours, sims: c.sims, exact, method: 'cells' };
+  let recall = recallOf(cells);
+  if (method === 'cells' || !(recall < (options.minRecall ?? 0.95))) {
+    onProgress?.(1);
+    return { ...cells, recall };
+  }
+  // a second partition (another seed: other centroids, other boundaries) completes the rows
+  const cellsRecall = recall;
+  knnByCells(flat, n, dim, { ...cellOptions, seed: (options.seed ?? 1) + 7919 }, onProgress && ((s) => onProgress(0.4 + 0.2 * s)), c);
+  recall = recallOf(cells);
+  if (!(recall < (options.minRecall ?? 0.95))) {
+    onProgress?.(1);
+    return { ...cells, method: 'cells+cells', recall, cellsRecall };
+  }
+  // the cells missed: add the HNSW candidates to their rows (each keeps the best k of both)
+  const fill = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    let f = 0;
+    while (f < k && c.neighbours[i * k + f] >= 0) f++;
+    fill[i] = f;
+  }
+  // why: the HNSW candidates complete rows the cells mostly found, so a cheaper index does (efs 32:
+  // on the two 100k catalogs where the cells miss, recall@10 0.966 / 0.989 for 0.71 / 0.60 of
+  // the time with DECISIONS 41's efs, which gave 0.985 / 0.999; BENCHMARKS.md, stop 22)
+  const complement = { ...options, expansionAdd: options.expansionAdd ?? AUTO_HNSW_EF, expansionSearch: options.expansionSearch ?? AUTO_HNSW_EF };
+  hnswInto(flat, n, dim, k, complement, c.neighbours, c.sims, fill, onProgress && ((s) => onProgress(0.6 + 0.4 * s)));
+  const both: KnnGraph = { k, neighbours: c.neighbours, sims: c.sims, exact, method: 'cells+hnsw', cellsRecall };
+  return { ...both, recall: recallOf(both) };
+}
+
+/**
+ * The HNSW candidates of every row (usearch, built and queried in batches with `threads`
+ * threads), offered into `neighbours` / `sims` whose rows hold `fill` entries so far.
+ */
+function hnswInto(flat: Float32Array, n: number, dim: number, k: number, options: ClusterOptions, neighbours: Int32Array, sims: Float32Array, fill: Int32Array, onProgress?: (share: number) => void): void {
   const threads = options.threads ?? 0;
   const quantization = options.quantization ?? 'i8';
   const over = Math.max(1, Math.floor(options.oversample ?? (quantization === 'f32' ? 1 : 2)));
@@ -188,8 +303,6 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
     }
   }
   const symmetric = options.symmetric ?? true;
-  /** Entries in each row so far (rows also fill from other items' queries when `symmetric`). */
-  const fill = new Int32Array(n);
   for (let i = 0; i < n; i += step) {
     const end = Math.min(n, i + step);
     const m = index.search(flat.subarray(i * dim, end * dim), want, threads) as unknown as { keys: BigUint64Array; distances: Float32Array; counts: BigUint64Array | number[] };
@@ -215,7 +328,6 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
     }
     onProgress?.(0.5 + (0.5 * end) / n);
   }
-  return { k, neighbours, sims, exact };
 }
 
 /**
@@ -243,17 +355,6 @@ function offer(neighbours: Int32Array, sims: Float32Array, base: number, k: numb
   return insertSorted(neighbours, sims, base, k, filled, idx, sim);
 }
 
-/** mulberry32: a small seeded [0, 1) generator for Louvain's node order. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** What {@link louvainOfKnn} found. */
 export interface KnnMembership {
@@ -334,7 +435,7 @@ export function clusterItems(space: ItemSpace, options: ClusterOptions = {}): It
 
 function fingerprintHash(space: ItemSpace, options: ClusterOptions) {
   const h = createHash('sha256');
-  h.update(JSON.stringify({ v: 2, embedderId: space.embedderId, n: space.ids.length, o: { k: options.k ?? 10, maxShare: options.maxShare ?? 0.05, resolution: options.resolution ?? 1, seed: options.seed ?? 1, exactBelow: options.exactBelow ?? 5000, ef: options.expansionSearch ?? null, q: options.quantization ?? 'i8', over: options.oversample ?? null } }));
+  h.update(JSON.stringify({ v: 2, embedderId: space.embedderId, n: space.ids.length, o: { k: options.k ?? 10, maxShare: options.maxShare ?? 0.05, resolution: options.resolution ?? 1, seed: options.seed ?? 1, exactBelow: options.exactBelow ?? 5000, ef: options.expansionSearch ?? null, q: options.quantization ?? 'i8', over: options.oversample ?? null, knn: options.knn ?? 'auto', minRecall: options.minRecall ?? 0.95, recallSample: options.recallSample ?? 100, cell: options.cellSize ?? 500, cellOverlap: options.cellOverlap ?? 2, efC: options.expansionAdd ?? 64, sym: options.symmetric ?? true } }));
   return h;
 }
 function hashItem(h: ReturnType<typeof createHash>, space: ItemSpace, i: number): void {
@@ -359,6 +460,12 @@ export async function spaceFingerprintAsync(space: ItemSpace, options: ClusterOp
     if (i % 50_000 === 49_999) await yieldLoop();
   }
   return h.digest('hex');
+}
+
+/** A graph's method and measured recall as reported (JSON has no NaN: null reads back as NaN). */
+function knnInfo(g: { method?: KnnMethod; recall?: number | null; cellsRecall?: number | null; exact?: boolean } | undefined): ClusterRun['knn'] {
+  const method = g?.method && METHODS.includes(g.method) ? g.method : g?.exact ? 'exact' : 'hnsw';
+  return { method, recall: typeof g?.recall === 'number' ? g.recall : Number.NaN, ...(typeof g?.cellsRecall === 'number' ? { cellsRecall: g.cellsRecall } : {}) };
 }
 
 /** File names of the persisted clustering in the data dir. */
@@ -393,6 +500,12 @@ export interface ClusterRun {
   louvainRuns: number;
   /** Whether the work ran in a worker thread. */
   worker: boolean;
+  /**
+   * How the kNN graph was built, and its recall@k measured on a sample (NaN: not measured);
+   * `cells+cells`, `cells+hnsw`: also the first partition's measured recall, which sent `auto` on (not kept in
+   * the kNN file: a restart from the kNN file alone reports the method and the final recall).
+   */
+  knn: { method: KnnMethod; recall: number; cellsRecall?: number };
 }
 
 /** Options of {@link clusterItemSpace} beyond the clustering's. */
@@ -493,8 +606,9 @@ export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions
   const knnFile = dir ? join(dir, ITEM_KNN_FILE) : '';
   if (dir && existsSync(commFile)) {
     try {
-      const saved = JSON.parse(readFileSync(commFile, 'utf8')) as { fingerprint: string; communities: ItemCommunities['communities'] };
-      if (saved.fingerprint === fp && Array.isArray(saved.communities)) return { communities: { communities: saved.communities }, source: 'cache', ms: performance.now() - t0, knnMs: 0, louvainMs: 0, louvainGraphMs: 0, louvainRuns: 0, worker: false };
+      const saved = JSON.parse(readFileSync(commFile, 'utf8')) as { fingerprint: string; communities: ItemCommunities['communities']; knn?: { method: KnnMethod; recall: number | null } };
+      if (saved.fingerprint === fp && Array.isArray(saved.communities))
+        return { communities: { communities: saved.communities }, source: 'cache', ms: performance.now() - t0, knnMs: 0, louvainMs: 0, louvainGraphMs: 0, louvainRuns: 0, worker: false, knn: knnInfo(saved.knn) };
     } catch {
       // unreadable: recompute
     }
@@ -524,10 +638,12 @@ export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions
     const lv = n === 0 ? undefined : louvainOfKnn(n, knn, options);
     const communities = lv ? communitiesOfMembership(space.ids, lv.membership) : { communities: [] };
     const louvainMs = performance.now() - t1;
-    if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities }));
-    return { communities, source, ms: performance.now() - t0, knnMs, louvainMs, louvainGraphMs: lv?.graphMs ?? 0, louvainRuns: lv?.runs ?? 0, worker: false };
+    const info = knnInfo(knn);
+    if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities, knn: info }));
+    return { communities, source, ms: performance.now() - t0, knnMs, louvainMs, louvainGraphMs: lv?.graphMs ?? 0, louvainRuns: lv?.runs ?? 0, worker: false, knn: info };
   }
   let knnMs = knn ? performance.now() - t0 : 0;
+  let built: KnnGraph | undefined;
   onProgress?.(0, knn ? 'communities' : 'knn');
   const done = await runWorker(
     knn ? { n, dim, options, knn } : { n, dim, options, flat: flatVectors(space) },
@@ -535,45 +651,51 @@ export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions
       if (m.type === 'progress') progress(m.phase, m.share);
       else if (m.type === 'knn') {
         knnMs = performance.now() - t0;
+        built = m.knn;
         persist(m.knn);
       }
     },
     signal,
   );
   const communities = communitiesOfMembership(space.ids, done.membership);
-  if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities }));
+  const info = knnInfo(knn ?? built);
+  if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities, knn: info }));
   onProgress?.(1, 'communities');
-  return { communities, source, ms: performance.now() - t0, knnMs, louvainMs: done.louvainMs, louvainGraphMs: done.graphMs, louvainRuns: done.runs, worker: true };
+  return { communities, source, ms: performance.now() - t0, knnMs, louvainMs: done.louvainMs, louvainGraphMs: done.graphMs, louvainRuns: done.runs, worker: true, knn: info };
 }
 
-// kNN file: "ATMK" | u32 version 1 | u32 n | u32 k | u8 exact | 64 hex fingerprint | pad to 4 | i32 neighbours[n·k] | f32 sims[n·k]
+// kNN file: "ATMK" | u32 version 2 | u32 n | u32 k | u32 exact | 64 hex fingerprint | u32 method | f32 recall | i32 neighbours[n·k] | f32 sims[n·k]
 const KNN_MAGIC = 0x4b4d5441;
+const KNN_HEAD = 4 * 4 + 4 + 64 + 8;
 function writeKnn(file: string, fp: string, g: KnnGraph): void {
   const n = g.neighbours.length / g.k;
-  const head = 4 * 4 + 4 + 64;
-  const buf = new Uint8Array(head + g.neighbours.byteLength + g.sims.byteLength);
+  const buf = new Uint8Array(KNN_HEAD + g.neighbours.byteLength + g.sims.byteLength);
   const dv = new DataView(buf.buffer);
   dv.setUint32(0, KNN_MAGIC, true);
-  dv.setUint32(4, 1, true);
+  dv.setUint32(4, 2, true);
   dv.setUint32(8, n, true);
   dv.setUint32(12, g.k, true);
   dv.setUint32(16, g.exact ? 1 : 0, true);
   buf.set(Buffer.from(fp, 'ascii'), 20);
-  buf.set(new Uint8Array(g.neighbours.buffer, g.neighbours.byteOffset, g.neighbours.byteLength), head);
-  buf.set(new Uint8Array(g.sims.buffer, g.sims.byteOffset, g.sims.byteLength), head + g.neighbours.byteLength);
+  dv.setUint32(84, Math.max(0, METHODS.indexOf(g.method ?? (g.exact ? 'exact' : 'hnsw'))), true);
+  dv.setFloat32(88, g.recall ?? Number.NaN, true);
+  buf.set(new Uint8Array(g.neighbours.buffer, g.neighbours.byteOffset, g.neighbours.byteLength), KNN_HEAD);
+  buf.set(new Uint8Array(g.sims.buffer, g.sims.byteOffset, g.sims.byteLength), KNN_HEAD + g.neighbours.byteLength);
   writeAtomic(file, buf);
 }
 function readKnn(file: string, fp: string, n: number): KnnGraph | undefined {
   try {
     const b = readFileSync(file);
     const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-    if (b.byteLength < 84 || dv.getUint32(0, true) !== KNN_MAGIC || dv.getUint32(4, true) !== 1 || dv.getUint32(8, true) !== n) return undefined;
+    // why: version 1 files (no method, no recall) are ignored: rebuilt, never misreported
+    if (b.byteLength < KNN_HEAD || dv.getUint32(0, true) !== KNN_MAGIC || dv.getUint32(4, true) !== 2 || dv.getUint32(8, true) !== n) return undefined;
     if (b.subarray(20, 84).toString('ascii') !== fp) return undefined;
     const k = dv.getUint32(12, true);
-    if (b.byteLength !== 84 + n * k * 8) return undefined;
-    const body = new Uint8Array(b.byteLength - 84);
-    body.set(b.subarray(84));
-    return { k, neighbours: new Int32Array(body.buffer, 0, n * k), sims: new Float32Array(body.buffer, n * k * 4, n * k), exact: dv.getUint32(16, true) === 1 };
+    const method = METHODS[dv.getUint32(84, true)];
+    if (b.byteLength !== KNN_HEAD + n * k * 8 || !method) return undefined;
+    const body = new Uint8Array(b.byteLength - KNN_HEAD);
+    body.set(b.subarray(KNN_HEAD));
+    return { k, neighbours: new Int32Array(body.buffer, 0, n * k), sims: new Float32Array(body.buffer, n * k * 4, n * k), exact: dv.getUint32(16, true) === 1, method, recall: dv.getFloat32(88, true) };
   } catch {
     return undefined;
   }

@@ -253,6 +253,8 @@ export function registerV2(
   let loadError: Error | undefined;
   /** Phase and share of the item-space clustering done (health says them while loading). */
   let clustering: { phase: ClusterPhase; share: number } = { phase: 'knn', share: 0 };
+  /** How the item kNN graph was built and its recall@k measured on a sample (health, once clustered). */
+  let knnInfo: { method: string; recall: number | null } | undefined;
   /** Stops the clustering worker when the service closes mid-load. */
   const stopClustering = new AbortController();
   let markServing!: () => void;
@@ -290,7 +292,8 @@ export function registerV2(
     markServing();
     // why: kNN graph and Louvain run in a worker thread (large catalogs): the event loop answers meanwhile
     const run = await clusterItemSpace(space, options.clusters, { dir: dir.path, signal: stopClustering.signal, onProgress: (share, phase) => (clustering = { phase, share }) });
-    app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, worker: run.worker, ms: Math.round(run.ms), knnMs: Math.round(run.knnMs), louvainMs: Math.round(run.louvainMs) }, 'v2: item space clustered');
+    app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, worker: run.worker, ms: Math.round(run.ms), knnMs: Math.round(run.knnMs), louvainMs: Math.round(run.louvainMs), knn: run.knn.method, knnRecall: run.knn.recall, ...(run.knn.cellsRecall !== undefined ? { cellsRecall: run.knn.cellsRecall } : {}) }, 'v2: item space clustered');
+    knnInfo = { method: run.knn.method, recall: Number.isFinite(run.knn.recall) ? Math.round(run.knn.recall * 1000) / 1000 : null };
     communities = run.communities;
     // epochs that closed while clustering are aggregated now
     tick();
@@ -376,7 +379,7 @@ export function registerV2(
           minReports,
           graceMs,
           legacyV1: extra.legacyV1,
-          space: { items: sp.ids.length, dim: sp.vectors[0]?.length ?? 0, communities: communities?.communities.length ?? 0 },
+          space: { items: sp.ids.length, dim: sp.vectors[0]?.length ?? 0, communities: communities?.communities.length ?? 0, ...(knnInfo ? { knn: knnInfo } : {}) },
           ...(communities ? {} : { clustering: { phase: clustering.phase, share: Math.round(clustering.share * 100) / 100 } }),
           storage: st,
         };

@@ -1,5 +1,5 @@
 /**
- * Exploration (stop 21), not the service's path: the item-space kNN graph from a k-means
+ * Exploration (stop 21; the service's path since stop 22 is packages/atomem-index/src/knn-cells.ts): the item-space kNN graph from a k-means
  * partition instead of HNSW — k-means cells of about `LEAF` items (centroids trained on a sample,
  * `ITERS` rounds; `BRANCH` cells per level), each item a data point in its `OVER` nearest cells
  * and a query in its nearest, and the exact 21 nearest within a cell (usearch `exactSearch` on

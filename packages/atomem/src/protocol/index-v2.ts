@@ -249,8 +249,12 @@ export interface HealthV2Response {
   graceMs: number;
   /** true when `/v1/…` (deprecated, insecure) is also served. */
   legacyV1: boolean;
-  /** The item space: catalog items and their communities (0 while they are being computed). */
-  space: { items: number; dim: number; communities: number };
+  /**
+   * The item space: catalog items and their communities (0 while they are being computed); once
+   * clustered, how its kNN graph was built (`exact`, `cells`, `cells+cells`, `cells+hnsw`, `hnsw`) and the
+   * graph's recall@k measured on a sample of items against their exact kNN (null: not measured).
+   */
+  space: { items: number; dim: number; communities: number; knn?: { method: string; recall: number | null } };
   /**
    * Present while the item space's communities are computed (a first start, a changed catalog):
    * the phase (`knn` graph, then Louvain's `communities`) and the share of it done (0–1). Tokens,
