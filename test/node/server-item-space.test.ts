@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ITEM_COMMUNITIES_FILE, ITEM_KNN_FILE, clusterItemSpace, clusterItems, communitiesOfKnn, itemKnn, knnExpansion, readPersistedKnn, type KnnGraph } from '../../packages/atomem-index/src/clusters.js';
+import { ITEM_COMMUNITIES_FILE, ITEM_KNN_FILE, clusterItemSpace, clusterItems, communitiesOfKnn, flatVectors, itemKnn, knnExpansion, knnOfMatrix, readPersistedKnn, type KnnGraph } from '../../packages/atomem-index/src/clusters.js';
 import { createIndexService, type IndexService } from '../../packages/atomem-index/src/service.js';
 import { INDEX_V2_PATHS, type HealthV2Response } from '../../packages/atomem/src/protocol/index-v2.js';
 import { ReportClient } from '../../packages/atomem/src/sync/report-client.js';
@@ -118,7 +118,7 @@ describe('item-space kNN', () => {
     expect(Buffer.from(one.neighbours.buffer).equals(Buffer.from(g.neighbours.buffer))).toBe(true);
   }, 120_000);
 
-  it('auto (the default): where the cells miss, a second partition and then the HNSW candidates complete the rows and recall@10 is back ≥ 0.95; where they do not, nothing else is built', () => {
+  it('auto (the default): where the cells miss, a second partition (when two could reach the floor) and then the HNSW candidates complete the rows and recall@10 is back ≥ 0.95; where they do not, nothing else is built', () => {
     // cells of 30 items and no overlap: most rows lose neighbours across cell boundaries
     const space = catalog(10_000, 48, 100);
     const poor = { k: 10, exactBelow: 0, cellSize: 30, cellOverlap: 1 };
@@ -136,6 +136,20 @@ describe('item-space kNN', () => {
     const strict = itemKnn(space, { ...poor, minRecall: 0.9999 });
     expect(strict.method).toBe('cells+hnsw');
     expect(recallAgainstExact(space, strict)).toBeGreaterThanOrEqual(autoRecall - 0.005);
+    // the second partition is tried only when two independent ones could reach the floor
+    // (1 − (1 − r)² ≥ minRecall): seen in the progress, where it reports within (0.4, 0.6)
+    const r1 = cells.recall!;
+    const reach = 1 - (1 - r1) ** 2;
+    const stages = (minRecall: number) => {
+      const shares: number[] = [];
+      const g = knnOfMatrix(flatVectors(space), space.ids.length, 48, { ...poor, minRecall }, (x) => shares.push(x));
+      return { g, second: shares.some((x) => x > 0.4 && x < 0.6) };
+    };
+    const skipped = stages(Math.min(0.9999, reach + 0.001));
+    expect(skipped.second).toBe(false);
+    expect(skipped.g.method).toBe('cells+hnsw');
+    const tried = stages(Math.max(r1 + 0.001, reach - 0.001));
+    expect(tried.second).toBe(true);
     // a recall floor the cells meet: the cells' graph as it is
     const met = itemKnn(space, { ...poor, minRecall: cells.recall! - 0.01 });
     expect(met.method).toBe('cells');

@@ -51,7 +51,8 @@ export interface ClusterOptions {
    * How the kNN graph is built above `exactBelow`:
    * - `auto` (default): `cells` first; its recall@k is measured on `recallSample` items against
    *   the exact kNN; below `minRecall` a second partition (another seed) is added to the rows
-   *   (each row keeps the best k of both) and measured again; still below, the candidates of an
+   *   (each row keeps the best k of both) when two independent partitions could reach
+   *   `minRecall` (1 − (1 − r)² ≥ minRecall), and measured again; still below, the candidates of an
    *   HNSW index (efConstruction and ef {@link AUTO_HNSW_EF} unless set) are added too and the
    *   result is measured once more (`method`: `cells`, `cells+cells` or `cells+hnsw`);
    * - `cells`: exact search within k-means cells (./knn-cells.ts) — fast, and near-exact on
@@ -241,13 +242,18 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
     onProgress?.(1);
     return { ...cells, recall };
   }
-  // a second partition (another seed: other centroids, other boundaries) completes the rows
+  // a second partition (another seed: other centroids, other boundaries) completes the rows —
+  // tried only when two independent partitions could reach the floor (1 − (1 − r)² ≥ minRecall,
+  // r ≥ 0.776 at 0.95): far below it (a low intrinsic dimension) it would be paid for nothing
   const cellsRecall = recall;
-  knnByCells(flat, n, dim, { ...cellOptions, seed: (options.seed ?? 1) + 7919 }, onProgress && ((s) => onProgress(0.4 + 0.2 * s)), c);
-  recall = recallOf(cells);
-  if (!(recall < (options.minRecall ?? 0.95))) {
-    onProgress?.(1);
-    return { ...cells, method: 'cells+cells', recall, cellsRecall };
+  const minRecall = options.minRecall ?? 0.95;
+  if (1 - (1 - recall) ** 2 >= minRecall) {
+    knnByCells(flat, n, dim, { ...cellOptions, seed: (options.seed ?? 1) + 7919 }, onProgress && ((s) => onProgress(0.4 + 0.2 * s)), c);
+    recall = recallOf(cells);
+    if (!(recall < minRecall)) {
+      onProgress?.(1);
+      return { ...cells, method: 'cells+cells', recall, cellsRecall };
+    }
   }
   // the cells missed: add the HNSW candidates to their rows (each keeps the best k of both)
   const fill = new Int32Array(n);
