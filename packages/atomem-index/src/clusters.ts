@@ -31,7 +31,8 @@ import { Worker } from 'node:worker_threads';
 import type Graph from 'graphology';
 import louvain from 'graphology-communities-louvain';
 import { KnnGraphView } from './knn-graph-view.js';
-import { knnByCells, mulberry32 } from './knn-cells.js';
+import { knnByCells } from './knn-cells.js';
+import { insertSorted, mulberry32, offer, rowFill } from './knn-rows.js';
 import usearch from 'usearch';
 import type { ItemCommunities, ItemSpace } from 'atomem/engine';
 
@@ -228,17 +229,18 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
   if (!['auto', 'cells', 'hnsw'].includes(method)) throw new RangeError(`knn: ${String(method)} (auto, cells or hnsw)`);
   const recallOf = (g: KnnGraph) => sampledRecall(flat, n, dim, g, options.recallSample ?? 100, options.seed ?? 1, threads);
   if (method === 'hnsw') {
-    hnswInto(flat, n, dim, k, options, neighbours, sims, new Int32Array(n), onProgress);
+    hnswInto(flat, n, dim, k, options, neighbours, sims, onProgress);
     const g: KnnGraph = { k, neighbours, sims, exact, method: 'hnsw' };
     return { ...g, recall: recallOf(g) };
   }
   // why: in `auto` the first partition is 40 % of the progress bar, a second one 20 %, the HNSW complement the rest
   const first = method === 'auto' ? 0.4 : 1;
   const cellOptions = { k, cellSize: options.cellSize, overlap: options.cellOverlap, seed: options.seed, threads };
-  const c = knnByCells(flat, n, dim, cellOptions, onProgress && ((s) => onProgress(s * first)));
+  const c = knnByCells(flat, n, dim, cellOptions, onProgress && ((s) => onProgress(s * first)), { neighbours, sims });
   const cells: KnnGraph = { k, neighbours: c.neighbours, sims: c.sims, exact, method: 'cells' };
   let recall = recallOf(cells);
-  if (method === 'cells' || !(recall < (options.minRecall ?? 0.95))) {
+  const minRecall = options.minRecall ?? 0.95;
+  if (method === 'cells' || !(recall < minRecall)) {
     onProgress?.(1);
     return { ...cells, recall };
   }
@@ -246,7 +248,6 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
   // tried only when two independent partitions could reach the floor (1 − (1 − r)² ≥ minRecall,
   // r ≥ 0.776 at 0.95): far below it (a low intrinsic dimension) it would be paid for nothing
   const cellsRecall = recall;
-  const minRecall = options.minRecall ?? 0.95;
   if (1 - (1 - recall) ** 2 >= minRecall) {
     knnByCells(flat, n, dim, { ...cellOptions, seed: (options.seed ?? 1) + 7919 }, onProgress && ((s) => onProgress(0.4 + 0.2 * s)), c);
     recall = recallOf(cells);
@@ -256,26 +257,21 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
     }
   }
   // the cells missed: add the HNSW candidates to their rows (each keeps the best k of both)
-  const fill = new Int32Array(n);
-  for (let i = 0; i < n; i++) {
-    let f = 0;
-    while (f < k && c.neighbours[i * k + f] >= 0) f++;
-    fill[i] = f;
-  }
   // why: the HNSW candidates complete rows the cells mostly found, so a cheaper index does (efs 32:
   // on the two 100k catalogs where the cells miss, recall@10 0.966 / 0.989 for 0.71 / 0.60 of
   // the time with DECISIONS 41's efs, which gave 0.985 / 0.999; BENCHMARKS.md, stop 22)
   const complement = { ...options, expansionAdd: options.expansionAdd ?? AUTO_HNSW_EF, expansionSearch: options.expansionSearch ?? AUTO_HNSW_EF };
-  hnswInto(flat, n, dim, k, complement, c.neighbours, c.sims, fill, onProgress && ((s) => onProgress(0.6 + 0.4 * s)));
+  hnswInto(flat, n, dim, k, complement, c.neighbours, c.sims, onProgress && ((s) => onProgress(0.6 + 0.4 * s)));
   const both: KnnGraph = { k, neighbours: c.neighbours, sims: c.sims, exact, method: 'cells+hnsw', cellsRecall };
   return { ...both, recall: recallOf(both) };
 }
 
 /**
  * The HNSW candidates of every row (usearch, built and queried in batches with `threads`
- * threads), offered into `neighbours` / `sims` whose rows hold `fill` entries so far.
+ * threads), offered into the rows of `neighbours` / `sims` (empty, or the cells' rows).
  */
-function hnswInto(flat: Float32Array, n: number, dim: number, k: number, options: ClusterOptions, neighbours: Int32Array, sims: Float32Array, fill: Int32Array, onProgress?: (share: number) => void): void {
+function hnswInto(flat: Float32Array, n: number, dim: number, k: number, options: ClusterOptions, neighbours: Int32Array, sims: Float32Array, onProgress?: (share: number) => void): void {
+  const fill = rowFill(neighbours, n, k);
   const threads = options.threads ?? 0;
   const quantization = options.quantization ?? 'i8';
   const over = Math.max(1, Math.floor(options.oversample ?? (quantization === 'f32' ? 1 : 2)));
@@ -336,30 +332,6 @@ function hnswInto(flat: Float32Array, n: number, dim: number, k: number, options
   }
 }
 
-/**
- * Insert (`idx`, `sim`) into row `base` of a kNN graph kept sorted by similarity, descending, with
- * `filled` entries so far (ties: earlier insertions first; a full row drops its last entry, and
- * a candidate not above it is skipped). Returns the row's new fill.
- */
-function insertSorted(neighbours: Int32Array, sims: Float32Array, base: number, k: number, filled: number, idx: number, sim: number): number {
-  if (filled === k && sim <= sims[base + k - 1]) return filled;
-  let t = filled < k ? filled++ : k - 1;
-  while (t > 0 && sims[base + t - 1] < sim) {
-    sims[base + t] = sims[base + t - 1];
-    neighbours[base + t] = neighbours[base + t - 1];
-    t--;
-  }
-  sims[base + t] = sim;
-  neighbours[base + t] = idx;
-  return filled;
-}
-
-/** {@link insertSorted}, unless the row already holds `idx` (a row fills from several queries). */
-function offer(neighbours: Int32Array, sims: Float32Array, base: number, k: number, filled: number, idx: number, sim: number): number {
-  if (filled === k && sim <= sims[base + k - 1]) return filled;
-  for (let u = 0; u < filled; u++) if (neighbours[base + u] === idx) return filled;
-  return insertSorted(neighbours, sims, base, k, filled, idx, sim);
-}
 
 
 /** What {@link louvainOfKnn} found. */

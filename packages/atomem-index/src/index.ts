@@ -10,6 +10,6 @@ export { registerV2, type V2Controller, type V2Options } from './v2.js';
 export { ReportStore, type ReportStoreOptions } from './report-store.js';
 export { clusterItems, type ClusterOptions } from './clusters.js';
 export { PrivacyPassIssuer, generateIssuerKey, type TokenIssuer, type StoredIssuerKey } from './tokens.js';
-export { AUTO_HNSW_EF, clusterItemSpace, itemKnn, knnExpansion, readPersistedKnn, sampledRecall, type ClusterRun, type KnnGraph, type KnnMethod } from './clusters.js';
+export { AUTO_HNSW_EF, clusterItemSpace, itemKnn, knnExpansion, readPersistedKnn, type ClusterRun, type KnnGraph, type KnnMethod } from './clusters.js';
 export { StorageError, DataDir, MARKER_FILE, type StorageProblem, type StorageStatus } from './storage.js';
 export { resolveNetworkLimits, type NetworkLimits, type CorsOrigins } from './edge.js';

@@ -19,6 +19,7 @@
  * rounds and the exact searches do not depend on the threads' schedule (tested).
  */
 import usearch from 'usearch';
+import { mulberry32, offer as offerInto, rowFill } from './knn-rows.js';
 
 /** Options of {@link knnByCells}. */
 export interface CellsOptions {
@@ -42,26 +43,11 @@ export interface CellsOptions {
 export interface CellsKnn {
   neighbours: Int32Array;
   sims: Float32Array;
-  /** Cells searched (leaves of the partition). */
-  cells: number;
-  /** Distance computations (routing, training and within cells). */
-  distances: number;
 }
 
 /** Rows × columns of one exactSearch call at most (its result matrix: 16M floats ≈ 64 MB). */
 const SEARCH_BUDGET = 1 << 24;
 
-/** mulberry32: a small seeded [0, 1) generator (also Louvain's node order in ./clusters.ts). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Per-vector-scaled i8 copy of `rows` row-major f32 vectors (the largest component → ±127). */
 function quantize(src: Float32Array, rows: number, dim: number, out = new Int8Array(rows * dim)): Int8Array {
@@ -90,16 +76,10 @@ export function knnByCells(flat: Float32Array, n: number, dim: number, options: 
   const perCell = Math.max(2, options.samplePerCell ?? 40);
   const threads = options.threads ?? 0;
   const rng = mulberry32(options.seed ?? 1);
-  // `into`: rows of an earlier graph (another partition's) that this one's offers complete
+  // `into`: rows to fill (empty, or an earlier partition's, which this one's offers complete)
   const neighbours = into?.neighbours ?? new Int32Array(n * k).fill(-1);
   const sims = into?.sims ?? new Float32Array(n * k);
-  const fill = new Int32Array(n);
-  if (into)
-    for (let i = 0; i < n; i++) {
-      let f = 0;
-      while (f < k && neighbours[i * k + f] >= 0) f++;
-      fill[i] = f;
-    }
+  const fill = into ? rowFill(neighbours, n, k) : new Int32Array(n);
   const q8 = quantize(flat, n, dim);
   const inv = new Float32Array(n);
   for (let i = 0; i < n; i++) {
@@ -116,7 +96,6 @@ export function knnByCells(flat: Float32Array, n: number, dim: number, options: 
   const top = Math.ceil(n / cellSize);
   const estimate = Math.max(1, n * top + iterations * Math.min(n, top * perCell) * top + n * overlap * cellSize * 1.5);
   let distances = 0;
-  let cells = 0;
   const count = (d: number) => {
     distances += d;
     onProgress?.(Math.min(0.99, distances / estimate));
@@ -170,25 +149,12 @@ export function knnByCells(flat: Float32Array, n: number, dim: number, options: 
   };
 
   /** Offer (j, cosine) to row i: kept sorted, descending, no duplicates. */
-  const offer = (i: number, j: number, s: number) => {
-    const b = i * k;
-    let f = fill[i];
-    if (f === k && s <= sims[b + k - 1]) return;
-    for (let t = 0; t < f; t++) if (neighbours[b + t] === j) return;
-    let t = f < k ? f++ : k - 1;
-    while (t > 0 && sims[b + t - 1] < s) {
-      sims[b + t] = sims[b + t - 1];
-      neighbours[b + t] = neighbours[b + t - 1];
-      t--;
-    }
-    sims[b + t] = s;
-    neighbours[b + t] = j;
-    fill[i] = f;
+  const offer = (i: number, j: number, sim: number) => {
+    fill[i] = offerInto(neighbours, sims, i * k, k, fill[i], j, sim);
   };
 
   /** Exact nearest of `data` for each of `queries` (i8), re-ranked by f32 cosine, offered both ways. */
   const leaf = (queries: Int32Array, data: Int32Array, data8?: Int8Array) => {
-    cells++;
     const want = Math.min(data.length, 2 * k + 1);
     if (want < 1) return;
     const d8 = data8 ?? gather(data);
@@ -279,5 +245,5 @@ export function knnByCells(flat: Float32Array, n: number, dim: number, options: 
     if (short.length) leaf(Int32Array.from(short), all, q8);
   }
   onProgress?.(1);
-  return { neighbours, sims, cells, distances };
+  return { neighbours, sims };
 }
