@@ -3,7 +3,7 @@
 // exact one (recall@10 on a sample), the self-measured recall, the exact path below
 // `exactBelow`, and the persisted kNN graph and communities (a restart reads them back; a
 // changed catalog or a damaged file recomputes).
-import { existsSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -193,6 +193,15 @@ describe('item-space kNN', () => {
     expect(repaired.communities).toEqual(first.communities);
     // one thread inserts in a fixed order: the worker and the synchronous path give the same communities
     expect((await clusterItemSpace(space, { threads: 1 })).communities).toEqual(clusterItems(space, { threads: 1 }));
+    // a kNN file of version 1 (no method, no recall) is not trusted: rebuilt, never misreported
+    const knnPath = join(dir, ITEM_KNN_FILE);
+    const v1 = readFileSync(knnPath);
+    v1.writeUInt32LE(1, 4);
+    writeFileSync(knnPath, v1);
+    unlinkSync(join(dir, ITEM_COMMUNITIES_FILE));
+    const rebuilt = await clusterItemSpace(space, {}, { dir });
+    expect(rebuilt.source).toBe('computed');
+    expect(readPersistedKnn(dir, space)?.method).toBe(rebuilt.knn.method);
     // one vector changed: another fingerprint, everything recomputed
     const changed = { ...space, vectors: space.vectors.map((v, i) => (i === 10 ? space.vectors[11] : v)) };
     expect((await clusterItemSpace(changed, {}, { dir })).source).toBe('computed');
