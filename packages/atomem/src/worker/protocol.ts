@@ -301,6 +301,8 @@ export interface SerializedError {
   stack?: string;
   /** Own primitive fields of the original error, e.g. `{ itemId }` or `{ field }`. */
   details?: Record<string, string | number | boolean>;
+  /** True when the original was a `DOMException` (rebuilt as one). */
+  domException?: boolean;
 }
 
 /**
