@@ -152,6 +152,7 @@ export class Engine implements EngineApi {
       checkOptionNames(options, 'init');
       validateCatalog(options.catalog);
       if (options.config !== undefined) checkConfigNames(options.config);
+      if (options.index) checkPrivacyLevel(options.index.privacy ?? 'off', 'index.privacy');
       const idleMs = options.llm?.idleMs;
       if (idleMs !== undefined && !(Number.isFinite(idleMs) && idleMs >= 0)) throw new TypeError(`init: llm.idleMs must be a number ≥ 0, got ${String(idleMs)}`);
       const budget = options.llm?.budget;
