@@ -124,7 +124,9 @@ function isShared(w: Worker | SharedWorker): w is SharedWorker {
 /**
  * Start the engine worker, initialise it (open the profile's IndexedDB, build the embedder,
  * load memories, replay pending events) and return the client. Rejects if `init` fails (the
- * worker is then closed) — e.g. `TypeError` for bad options, or a model that cannot load.
+ * worker is then closed) — a `TypeError` for a bad option (an unknown name names the nearest
+ * valid one), an `InvalidCatalogError` naming a bad catalog item or a repeated id, a
+ * `WorkerError` for a worker that cannot start, or a model that cannot load.
  */
 export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem> {
   // why: plain JavaScript has no types; a typo (`embeder`) must not be ignored in silence
