@@ -82,6 +82,32 @@ describe('dispose()', () => {
     a.dispose(); // idempotent
   });
 
+  it('a worker that fails during a call rejects that call with a WorkerError at once; the next call gets a new worker', async () => {
+    const workers: Worker[] = [];
+    const a = await start({
+      profile: profile('crash'),
+      catalog: big,
+      worker: () => {
+        const w = new Worker(new URL('../../packages/atomem/src/worker/worker.ts', import.meta.url), { type: 'module' });
+        workers.push(w);
+        return w;
+      },
+    });
+    await a.track({ item: 'p7', action: 'purchase', at: 1_000 });
+    let settled = false;
+    const inFlight = a.recommend(ids);
+    inFlight.then(() => (settled = true), () => (settled = true));
+    await sleep(20);
+    expect(settled).toBe(false);
+    // the browser fires `error` on the Worker object when its script fails
+    workers[0].dispatchEvent(new ErrorEvent('error', { message: 'simulated crash' }));
+    const err = await rejection(inFlight);
+    expect(err).toBeInstanceOf(WorkerError);
+    expect((err as Error).message).toContain('simulated crash');
+    expect((await a.recommend(['p1', 'p2'])).length).toBe(2);
+    expect(workers.length).toBe(2);
+  });
+
   it('rejects a call made just before dispose() (the immediate case) and every other call in flight', async () => {
     const a = await start({ profile: profile('immediate') });
     const calls = [a.recommend(catalog.map((i) => i.id)), a.memories(), a.track({ item: 'shoes-road', action: 'purchase' })];
