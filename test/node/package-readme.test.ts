@@ -151,6 +151,8 @@ describe('the npm README documents the API as the types and the run-time checks 
   });
 });
 
+// A stale figure: `node -C atomem-source --import tsx packages/bench/src/package-sizes.ts --write`
+// (after `npm run build`) puts the measured ones into both READMEs.
 describe("the README's sizes are what `npm run bench:package` measures", () => {
   const dist = join(REPO, 'packages/atomem/dist');
   const readmes = { 'packages/atomem/README.md': readFileSync(PACKAGE_README, 'utf8'), 'README.md': readFileSync(join(REPO, 'README.md'), 'utf8') };
@@ -161,17 +163,17 @@ describe("the README's sizes are what `npm run bench:package` measures", () => {
     const main = mainThreadSize(dist);
     const gz = /import \{ createAtomem \} from 'atomem';\s+\/\/ (\d+\.\d kB) gzipped/.exec(md);
     expect(gz, `${file}: the quick start's "// N kB gzipped"`).not.toBeNull();
-    expect(gz![1], `${file}: main-thread entry (${main.files.join(' + ')}); update the figure`).toBe(KB(main.gzip));
+    expect(gz![1], `${file}: main-thread entry (${main.files.join(' + ')}); update: node -C atomem-source --import tsx packages/bench/src/package-sizes.ts --write`).toBe(KB(main.gzip));
 
     pack ??= packSizes(join(REPO, 'packages/atomem'));
     const install = /\((\d+\.\d MB) download, (\d+\.\d MB) unpacked\)/.exec(md);
     expect(install, `${file}: the install line's "(N MB download, N MB unpacked)"`).not.toBeNull();
-    expect([install![1], install![2]], `${file}: npm pack's tarball and unpacked size; update the figures`).toEqual([MB(pack.size), MB(pack.unpackedSize)]);
+    expect([install![1], install![2]], `${file}: npm pack's tarball and unpacked size; update: node -C atomem-source --import tsx packages/bench/src/package-sizes.ts --write`).toEqual([MB(pack.size), MB(pack.unpackedSize)]);
 
     const at = md.indexOf('<!-- bench:package build output -->');
     expect(at, `${file}: <!-- bench:package build output --> before the asset table`).toBeGreaterThanOrEqual(0);
     const rows = md.slice(at).split('\n').slice(3);
     const table = rows.slice(0, rows.findIndex((l) => !l.startsWith('|'))).map((r) => r.split('|').at(-2)!.trim());
-    expect(table, `${file}: the asset table's last column, in the order of ASSET_CHOICES; update the figures`).toEqual(emittedSizes(dist).map((e) => `${MB(e.bytes)}, ${e.files} files`));
+    expect(table, `${file}: the asset table's last column, in the order of ASSET_CHOICES; update: node -C atomem-source --import tsx packages/bench/src/package-sizes.ts --write`).toEqual(emittedSizes(dist).map((e) => `${MB(e.bytes)}, ${e.files} files`));
   });
 });

@@ -56,3 +56,49 @@ export function packSizes(packageDir: string): { size: number; unpackedSize: num
   const [info] = JSON.parse(out.slice(out.indexOf('['))) as { size: number; unpackedSize: number; entryCount: number }[];
   return { size: info.size, unpackedSize: info.unpackedSize, entryCount: info.entryCount };
 }
+
+/**
+ * Put measured figures into a README: the quick start's `// N kB gzipped`, the install line's
+ * `(N MB download, N MB unpacked)` and the last column of the asset table after
+ * `<!-- bench:package build output -->` (rows in the order of {@link ASSET_CHOICES}).
+ */
+export function withFigures(md: string, main: { gzip: number }, pack: { size: number; unpackedSize: number }, emitted: { files: number; bytes: number }[]): string {
+  let out = md
+    .replace(/(import \{ createAtomem \} from 'atomem';\s+\/\/ )\d+\.\d kB( gzipped)/, `$1${KB(main.gzip)}$2`)
+    .replace(/\(\d+\.\d MB download, \d+\.\d MB unpacked\)/, `(${MB(pack.size)} download, ${MB(pack.unpackedSize)} unpacked)`);
+  const marker = '<!-- bench:package build output -->';
+  const at = out.indexOf(marker);
+  if (at >= 0) {
+    const lines = out.slice(at).split('\n');
+    for (let i = 3, row = 0; i < lines.length && lines[i].startsWith('|') && row < emitted.length; i++, row++) {
+      const cells = lines[i].split('|');
+      cells[cells.length - 2] = ` ${MB(emitted[row].bytes)}, ${emitted[row].files} files `;
+      lines[i] = cells.join('|');
+    }
+    out = out.slice(0, at) + lines.join('\n');
+  }
+  return out;
+}
+
+// `node -C atomem-source --import tsx packages/bench/src/package-sizes.ts [--write]`: print the
+// figures of the built package (run `npm run build` first); `--write` puts them into
+// packages/atomem/README.md and README.md.
+if (process.argv[1] && /package-sizes\.ts$/.test(process.argv[1])) {
+  const { REPO, PACKAGE_README } = await import('./consumer-app.js');
+  const { writeFileSync } = await import('node:fs');
+  const dist = join(REPO, 'packages/atomem/dist');
+  const main = mainThreadSize(dist);
+  const pack = packSizes(join(REPO, 'packages/atomem'));
+  const emitted = emittedSizes(dist);
+  console.log(`main-thread entry: ${KB(main.gzip)} gzipped (${main.files.join(' + ')})`);
+  console.log(`tarball: ${MB(pack.size)}, unpacked ${MB(pack.unpackedSize)}, ${pack.entryCount} files`);
+  for (const e of emitted) console.log(`build output, atomem({ assets: [${e.choice.map((x) => `'${x}'`).join(', ')}] }): ${MB(e.bytes)}, ${e.files} files`);
+  if (process.argv.includes('--write')) {
+    for (const file of [PACKAGE_README, join(REPO, 'README.md')]) {
+      const md = readFileSync(file, 'utf8');
+      const next = withFigures(md, main, pack, emitted);
+      if (next !== md) writeFileSync(file, next);
+      console.log(`${file.slice(REPO.length)}: ${next === md ? 'up to date' : 'updated'}`);
+    }
+  }
+}
