@@ -5,7 +5,9 @@
  *    file count — budget: tarball ≤ 32 MB;
  * 2. a fresh Vite app in a temp folder (vite ~8.3.8 installed first), then a plain
  *    `npm install <tarball>`: node_modules growth and file count — budget: ≤ 60 MB;
- * 3. the build output per `atomem({ assets })` choice (files and bytes the plugin emits);
+ * 3. the main-thread entry (`dist/index.js` and the chunks it imports, gzip -9 each) and the
+ *    build output per `atomem({ assets })` choice (files and bytes the plugin emits) — the
+ *    figures packages/atomem/README.md states (test/node/package-readme.test.ts re-measures them);
  * 4. the README's quick start built (`vite build`) and served (`vite preview`, which gzips), in
  *    Debian's Chromium: a first visit (fresh context: empty HTTP cache, empty IndexedDB) —
  *    bytes of the files it loaded, bytes on the wire, navigation → first recommendation
@@ -21,12 +23,11 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { atomemFiles, type AtomemAsset } from 'atomem/vite';
 import { createFreshApp, launchChromium, packAtomem, removeTemp, REPO, serve, viteBuild, visit, type Visit } from './consumer-app.js';
+import { emittedSizes, KB, MB, mainThreadSize } from './package-sizes.js';
 
 const TARBALL_BUDGET = 32e6;
 const INSTALL_BUDGET = 60e6;
-const MB = (n: number): string => `${(n / 1e6).toFixed(1)} MB`;
 
 /** Bytes of the files behind a visit's requests (each path once), looked up in the built app. */
 function fileBytes(distDir: string, v: Visit): number {
@@ -76,14 +77,15 @@ async function main(): Promise<void> {
     figures.tarball = { bytes: packed.size, unpacked: packed.unpackedSize, files: packed.entryCount };
     figures.install = { bytes: grown, files: app.footprint.after.files - app.footprint.before.files, ms: app.installs.atomem.ms };
 
-    // the build output per option (what atomem/vite emits), from the repository's built package: the same files as the tarball's
-    const choices: AtomemAsset[][] = [['use-lite'], [], ['minilm'], ['wllama'], ['webllm'], ['use-lite', 'minilm', 'wllama', 'webllm']];
+    // the main-thread entry and the build output per option (what atomem/vite emits), from the repository's built package: the same files as the tarball's
+    const distDir = join(REPO, 'packages/atomem/dist');
+    const main = mainThreadSize(distDir);
+    rows.push(['main-thread entry, gzipped (dist/index.js and the chunks it imports)', KB(main.gzip), `${KB(main.bytes)} raw, ${main.files.join(' + ')}`]);
+    figures.mainThread = main;
     const emitted: Record<string, { files: number; bytes: number }> = {};
-    for (const c of choices) {
-      const { files } = atomemFiles(c, join(REPO, 'packages/atomem/dist'));
-      const bytes = [...files.values()].reduce((n, f) => n + statSync(f).size, 0);
-      emitted[c.join('+') || 'none'] = { files: files.size, bytes };
-      rows.push([`build output, atomem({ assets: [${c.map((x) => `'${x}'`).join(', ')}] })`, MB(bytes), `${files.size} files`]);
+    for (const { choice: c, files, bytes } of emittedSizes(distDir)) {
+      emitted[c.join('+') || 'none'] = { files, bytes };
+      rows.push([`build output, atomem({ assets: [${c.map((x) => `'${x}'`).join(', ')}] })`, MB(bytes), `${files} files`]);
     }
     figures.emitted = emitted;
 

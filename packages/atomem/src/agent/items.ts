@@ -4,6 +4,7 @@ import { itemText } from '../embed/cache.js';
 import { isFiniteVector, normalize } from '../core/vector.js';
 import type { ShopKnowledge } from '../shop/device.js';
 import { mapContent } from '../shop/score.js';
+import { UnknownItemError } from '../errors.js';
 
 /** FNV-1a over the float bits: a short, stable name for a centring mean. */
 function hashVector(v: Float32Array): string {
@@ -32,13 +33,8 @@ function idDirection(id: string, dim: number): Float32Array {
   return normalize(v);
 }
 
-/** Thrown for an item id the catalog does not know. */
-export class UnknownItemError extends Error {
-  override name = 'UnknownItemError';
-  constructor(readonly itemId: string) {
-    super(`unknown item "${itemId}": add it to the catalog before tracking or ranking it`);
-  }
-}
+/** Thrown for an item id the catalog does not know (defined in `src/errors.ts`, the page's copy of the class). */
+export { UnknownItemError };
 
 /**
  * The catalog plus item embeddings, memoised by item id. One instance may serve many agents

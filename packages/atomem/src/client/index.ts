@@ -13,7 +13,9 @@
  * console.log(ranked[0].id, ranked[0].explanations[0]);
  */
 import { proxy, wrap, type Remote } from 'comlink';
-import { installErrorTransfer } from '../worker/errors.js';
+import { deserializeError, installErrorTransfer } from '../worker/errors.js';
+import { DisposedError, WorkerError } from '../errors.js';
+import { checkOptionNames } from '../options.js';
 import { defaultAssetsBaseUrl, spawnWorker } from './worker-url.js';
 import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, EngineStatus, PagePromptApi, ProgressEvent, PromptApiLoanInfo, SerializedError } from '../worker/protocol.js';
 import { pageLanguageModel, promptBridge } from './prompt-bridge.js';
@@ -41,6 +43,23 @@ export type {
 } from '../worker/protocol.js';
 export type { Action, AtomicMemory, Item, LifecycleEvent, LifecycleOp, Profile } from '../core/types.js';
 export type { ExportFile } from '../store/file.js';
+/**
+ * The named errors: a call rejects with an instance of one of these (or with the platform's
+ * `TypeError` / `RangeError` / `DOMException`), rebuilt on the page from the worker's, so
+ * `instanceof` works. `error` events carry instances too.
+ */
+export {
+  CatalogVectorsError,
+  DisposedError,
+  InvalidCatalogError,
+  InvalidImportError,
+  InvalidIntentError,
+  StorageQuotaError,
+  UnknownItemError,
+  WorkerError,
+  type InvalidCatalogReason,
+  type InvalidIntentReason,
+} from '../errors.js';
 
 /** Options of {@link createAtomem}: the engine's options plus where the worker comes from. */
 export interface CreateAtomemOptions extends EngineOptions {
@@ -61,7 +80,18 @@ export interface CreateAtomemOptions extends EngineOptions {
   /** Progress listener registered before `init` runs (model downloads, catalog embedding); same as `on('progress', cb)`. */
   onProgress?: (progress: ProgressEvent) => void;
   /** Error-event listener registered before `init` runs (e.g. a bad `catalogVectors` file); same as `on('error', cb)`. */
-  onError?: (error: SerializedError) => void;
+  onError?: (error: AtomemEventMap['error']) => void;
+}
+
+/**
+ * Event name → payload, as the page gets them: the engine's events, with `error` payloads
+ * rebuilt as `Error` instances (the named classes where one exists, e.g. `StorageQuotaError`,
+ * `CatalogVectorsError`; else an `Error` whose `name` says what happened: `SyncError`,
+ * `ReportError`, `ModelFallback`, …).
+ */
+export interface AtomemEventMap extends Omit<EngineEventMap, 'error'> {
+  /** A non-fatal problem the engine worked around (e.g. storage quota: writes kept in memory), or a dead worker (`WorkerError`). */
+  error: Error & SerializedError;
 }
 
 /**
@@ -71,8 +101,11 @@ export interface CreateAtomemOptions extends EngineOptions {
  */
 export interface Atomem extends Omit<EngineApi, 'subscribe' | 'unsubscribe' | 'init' | 'lendPromptApi'> {
   /** Listen to `progress`, `memory` (lifecycle), `llm` (model calls and fallbacks) or `error` events. Returns an unsubscribe function. */
-  on<K extends EngineEventName>(event: K, cb: (payload: EngineEventMap[K]) => void): () => void;
-  /** Disconnect: terminate a dedicated worker, or leave a shared one. Later calls reject. */
+  on<K extends EngineEventName>(event: K, cb: (payload: AtomemEventMap[K]) => void): () => void;
+  /**
+   * Disconnect: terminate a dedicated worker, or leave a shared one. Every call still in flight
+   * rejects at once with a `DisposedError`, and so does every later call. Idempotent.
+   */
   dispose(): void;
 }
 
@@ -80,6 +113,8 @@ interface Connection {
   remote: Remote<EngineApi>;
   close(): void;
   dead: boolean;
+  /** Calls waiting on this worker: failed with a `WorkerError` when it is replaced. */
+  calls: Set<(e: Error) => void>;
 }
 
 function isShared(w: Worker | SharedWorker): w is SharedWorker {
@@ -89,9 +124,13 @@ function isShared(w: Worker | SharedWorker): w is SharedWorker {
 /**
  * Start the engine worker, initialise it (open the profile's IndexedDB, build the embedder,
  * load memories, replay pending events) and return the client. Rejects if `init` fails (the
- * worker is then closed) — e.g. `TypeError` for bad options, or a model that cannot load.
+ * worker is then closed) — a `TypeError` for a bad option (an unknown name names the nearest
+ * valid one), an `InvalidCatalogError` naming a bad catalog item or a repeated id, a
+ * `WorkerError` for a worker that cannot start, or a model that cannot load.
  */
 export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem> {
+  // why: plain JavaScript has no types; a typo (`embeder`) must not be ignored in silence
+  checkOptionNames(options, 'createAtomem', true);
   installErrorTransfer();
   const { worker: given, onProgress, onError, shared = false, persist = true, ...rest } = options;
   const engineOptions: EngineOptions = { ...rest, assetsBaseUrl: rest.assetsBaseUrl ?? defaultAssetsBaseUrl() };
@@ -108,9 +147,13 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     persist && typeof navigator !== 'undefined' && navigator.storage?.persist ? navigator.storage.persist().catch(() => null) : Promise.resolve(null);
 
   const dispatch = (ev: EngineEvent): void => {
-    for (const cb of listeners.get(ev.type) ?? []) {
+    const set = listeners.get(ev.type);
+    if (!set?.size) return;
+    // why: the worker sends a SerializedError; the page gets an instance of its class
+    const payload = ev.type === 'error' && !(ev.payload instanceof Error) ? deserializeError(ev.payload) : ev.payload;
+    for (const cb of set) {
       try {
-        (cb as (p: unknown) => void)(ev.payload);
+        (cb as (p: unknown) => void)(payload);
       } catch (e) {
         setTimeout(() => {
           throw e; // a listener's bug surfaces as an uncaught error, never breaks the engine
@@ -122,7 +165,7 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
   const makeWorker = (): Worker | SharedWorker => {
     if (typeof given === 'function') return given();
     if (given) {
-      if (usedGiven) throw new Error('the given worker died and cannot be restarted: pass a factory () => Worker');
+      if (usedGiven) throw new WorkerError('the given worker died and cannot be restarted: pass a factory () => Worker');
       usedGiven = true;
       return given;
     }
@@ -135,7 +178,9 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     const conn: Connection = {
       remote: wrap<EngineApi>(endpoint),
       dead: false,
+      calls: new Set(),
       close: () => {
+        for (const fail of [...conn.calls]) fail(new WorkerError('the engine worker died during this call (the next call starts a new one)'));
         if (isShared(w)) {
           const token = subscription;
           if (token !== undefined) conn.remote.unsubscribe(token).catch(() => undefined);
@@ -151,9 +196,11 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     w.addEventListener('error', (e) => {
       conn.dead = true;
       const message = e instanceof ErrorEvent ? e.message : '';
-      const err = Object.assign(new Error(`the engine worker failed: ${message || 'it could not start or crashed (see the browser console)'}`), { name: 'WorkerError' });
+      const err = new WorkerError(`the engine worker failed: ${message || 'it could not start or crashed (see the browser console)'}`);
       failed(err);
-      dispatch({ type: 'error', payload: { name: err.name, message: err.message } });
+      // why: a worker that failed answers no call in flight (it is replaced on the next call)
+      for (const fail of [...conn.calls]) fail(err);
+      dispatch({ type: 'error', payload: err });
     });
     try {
       subscription = await Promise.race([conn.remote.subscribe(proxy(dispatch)), died]);
@@ -195,36 +242,63 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
   await current;
 
   /** The live connection; a dead worker is replaced (state comes back from IndexedDB). */
-  const engine = async (): Promise<Remote<EngineApi>> => {
-    if (disposed) throw new Error('atomem is disposed');
+  const engine = async (): Promise<Connection> => {
     const p = current;
     const conn = await p;
-    if (!conn.dead) return conn.remote;
+    if (!conn.dead) return conn;
     if (current === p) {
       conn.close();
       current = connect();
       current.catch(() => undefined);
     }
-    return (await current).remote;
+    return current;
   };
 
+  /** Calls in flight: `dispose()` rejects each at once (the worker's answer never comes then). */
+  const pending = new Map<(e: Error) => void, string>();
+  const call = <T>(method: string, fn: (remote: Remote<EngineApi>) => Promise<T>): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      if (disposed) return reject(new DisposedError(method, false));
+      let done = false;
+      let conn: Connection | undefined;
+      const settle = (ok: boolean, v: unknown): void => {
+        if (done) return;
+        done = true;
+        pending.delete(fail);
+        conn?.calls.delete(fail);
+        if (ok) resolve(v as T);
+        else reject(v);
+      };
+      const fail = (e: Error): void => settle(false, e);
+      pending.set(fail, method);
+      engine()
+        .then((c) => {
+          if (done) return undefined;
+          conn = c;
+          c.calls.add(fail);
+          return fn(c.remote).then((v) => settle(true, v));
+        })
+        .catch(fail);
+    });
+
   return {
-    track: async (interaction) => (await engine()).track(interaction),
-    recommend: async (candidates, opts) => (await engine()).recommend(candidates, opts),
-    intentMemories: async (intent) => (await engine()).intentMemories(intent),
-    memories: async () => (await engine()).memories(),
-    profile: async () => (await engine()).profile(),
-    forget: async (memoryId) => (await engine()).forget(memoryId),
-    export: async () => (await engine()).export(),
-    import: async (file) => (await engine()).import(file),
-    erase: async () => (await engine()).erase(),
-    sync: async () => (await engine()).sync(),
-    setPrivacy: async (level) => (await engine()).setPrivacy(level),
-    lastPayload: async () => (await engine()).lastPayload(),
-    status: async (): Promise<EngineStatus> => {
-      const s = await (await engine()).status();
-      return { ...s, storage: { ...s.storage, persisted: await persisted } };
-    },
+    track: (interaction) => call('track', (r) => r.track(interaction)),
+    recommend: (candidates, opts) => call('recommend', (r) => r.recommend(candidates, opts)),
+    intentMemories: (intent) => call('intentMemories', (r) => r.intentMemories(intent)),
+    memories: () => call('memories', (r) => r.memories()),
+    profile: () => call('profile', (r) => r.profile()),
+    forget: (memoryId) => call('forget', (r) => r.forget(memoryId)),
+    export: () => call('export', (r) => r.export()),
+    import: (file) => call('import', (r) => r.import(file)),
+    erase: () => call('erase', (r) => r.erase()),
+    sync: () => call('sync', (r) => r.sync()),
+    setPrivacy: (level) => call('setPrivacy', (r) => r.setPrivacy(level)),
+    lastPayload: () => call('lastPayload', (r) => r.lastPayload()),
+    status: () =>
+      call('status', async (r): Promise<EngineStatus> => {
+        const s = await r.status();
+        return { ...s, storage: { ...s.storage, persisted: await persisted } };
+      }),
     on(event, cb) {
       let set = listeners.get(event);
       if (!set) listeners.set(event, (set = new Set()));
@@ -234,6 +308,7 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     dispose() {
       if (disposed) return;
       disposed = true;
+      for (const [fail, method] of [...pending]) fail(new DisposedError(method, true));
       listeners.clear();
       loan?.close?.();
       current.then((c) => c.close(), () => undefined);

@@ -1,3 +1,5 @@
+import { checkNames } from '../options.js';
+
 /**
  * Every knob of the memory engine, with defaults. STEAM's paper settings are `tau = 0.5`,
  * `k1 = 2`, `k2 = 1`; the rest are atomem's (ARS has no published constants).
@@ -299,4 +301,17 @@ export function resolveConfig(
   check('intentMemories', cfg.intentMemories, 0, 1000, true);
   check('intentMinSimilarity', cfg.intentMinSimilarity, -1, 1);
   return cfg;
+}
+
+/**
+ * Refuse unknown knobs of a partial config (`createAtomem({ config })`): a `TypeError` naming the
+ * nearest valid knob (`tua` → `tau`), for `weights` too. `shopWeights` and `intentWeights` take
+ * any signal name (missing names weigh 0), so only their values are checked, by
+ * {@link resolveConfig}.
+ */
+export function checkConfigNames(partial: unknown): void {
+  if (typeof partial !== 'object' || partial === null || Array.isArray(partial)) throw new TypeError(`atomem config must be an object, got ${partial === null ? 'null' : typeof partial}`);
+  checkNames(partial, Object.keys(DEFAULT_CONFIG), 'atomem config');
+  const w = (partial as { weights?: unknown }).weights;
+  if (typeof w === 'object' && w !== null) checkNames(w, Object.keys(DEFAULT_CONFIG.weights), 'atomem config: weights');
 }

@@ -8,27 +8,13 @@
  */
 import type { AtomicMemory, Item } from './types.js';
 import { dot } from './vector.js';
+import { InvalidIntentError, type InvalidIntentReason } from '../errors.js';
 
 /** Longest intent accepted, in characters after cleaning (a sentence or two: what a search box takes). */
 export const INTENT_MAX_CHARS = 200;
 
-/** Why an intent was refused. */
-export type InvalidIntentReason = 'type' | 'empty' | 'too-long';
-
-/**
- * A stated intent that cannot be used: not a string, empty (or only whitespace / control
- * characters), or longer than {@link INTENT_MAX_CHARS}. A `TypeError`, so callers that catch
- * bad input generally catch it; `reason` says which case (it crosses the worker boundary).
- */
-export class InvalidIntentError extends TypeError {
-  override name = 'InvalidIntentError';
-  constructor(
-    readonly reason: InvalidIntentReason,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+/** A refused intent (defined in `src/errors.ts`: the page rebuilds it as the same class). */
+export { InvalidIntentError, type InvalidIntentReason };
 
 /**
  * The intent as it is used: control and format characters (C0, C1, bidi controls, zero-width

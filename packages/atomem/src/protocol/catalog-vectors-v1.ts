@@ -18,6 +18,7 @@
  */
 import type { Item } from '../core/types.js';
 import { itemText } from '../embed/cache.js';
+import { CatalogVectorsError } from '../errors.js';
 
 /** Format version, also in every file. */
 export const CATALOG_VECTORS_VERSION = 1;
@@ -45,10 +46,8 @@ export interface CatalogVectors {
   vectors: Map<string, { hash: string; vector: Float32Array }>;
 }
 
-/** The file is not a valid catalog vector file; `reason` says why. Nothing was used. */
-export class CatalogVectorsError extends Error {
-  override name = 'CatalogVectorsError';
-}
+/** The file is not a valid catalog vector file; the message says why. Nothing was used. (Defined in `src/errors.ts`.) */
+export { CatalogVectorsError };
 
 /** FNV-1a (32-bit, hex) of a string. */
 function fnv1a(text: string): string {

@@ -22,6 +22,32 @@ import { CatalogVectorsError, itemTextHash } from '../protocol/catalog-vectors-v
 import { decodeCatalogFile, decodeShopPart, type CatalogShopPart } from '../protocol/catalog-vectors-v2.js';
 import type { MemoryStore } from '../store/index.js';
 import { deleteCachedFile, getCachedFile, putCachedFile, type CachedCatalogFile } from './shop-file-cache.js';
+import { InvalidCatalogError } from '../errors.js';
+
+/**
+ * Check the shop's catalog before anything starts: an array of `{ id, title, categories?,
+ * description? }` with non-empty string ids, string titles, `categories` an array of strings and
+ * `description` a string when given, and no id twice. Throws {@link InvalidCatalogError} naming
+ * the first offending item (its position and id).
+ */
+export function validateCatalog(catalog: unknown): void {
+  if (!Array.isArray(catalog)) throw new InvalidCatalogError('not-array', -1, '', `catalog must be an array of items { id, title, categories?, description? }, got ${catalog === null ? 'null' : typeof catalog}`);
+  const seen = new Map<string, number>();
+  for (let i = 0; i < catalog.length; i++) {
+    const it: unknown = catalog[i];
+    const at = `catalog[${i}]`;
+    if (typeof it !== 'object' || it === null || Array.isArray(it)) throw new InvalidCatalogError('item', i, '', `${at} must be an object { id, title, categories?, description? }, got ${it === null ? 'null' : Array.isArray(it) ? 'an array' : typeof it}`);
+    const { id, title, categories, description } = it as Record<string, unknown>;
+    if (typeof id !== 'string' || id === '') throw new InvalidCatalogError('id', i, '', `${at}${typeof title === 'string' ? ` ("${title}")` : ''} needs a non-empty string id, got ${id === '' ? 'an empty string' : typeof id}`);
+    const name = `${at} (id "${id}")`;
+    if (typeof title !== 'string') throw new InvalidCatalogError('title', i, id, `${name} needs a string title, got ${title === null ? 'null' : typeof title}`);
+    if (categories !== undefined && !(Array.isArray(categories) && categories.every((c) => typeof c === 'string'))) throw new InvalidCatalogError('categories', i, id, `${name}: categories must be an array of strings`);
+    if (description !== undefined && typeof description !== 'string') throw new InvalidCatalogError('description', i, id, `${name}: description must be a string, got ${description === null ? 'null' : typeof description}`);
+    const first = seen.get(id);
+    if (first !== undefined) throw new InvalidCatalogError('duplicate', i, id, `${name} repeats the id of catalog[${first}]: catalog ids must be unique`);
+    seen.set(id, i);
+  }
+}
 
 /** What {@link warmCatalog} needs from the engine. */
 export interface WarmCatalogOptions {

@@ -19,7 +19,9 @@ import { LlmReasoner } from '../reason/llm.js';
 import { llmPlanner } from '../reason/planner.js';
 import type { LanguageModel, LoadProgress } from '../models/types.js';
 import { MemoryStore, StorageQuotaError } from '../store/index.js';
-import { warmCatalog, type WarmCatalogResult } from './catalog.js';
+import { validateCatalog, warmCatalog, type WarmCatalogResult } from './catalog.js';
+import { checkConfigNames } from '../core/config.js';
+import { checkNames, checkOptionNames, checkPrivacyLevel, OPTION_NAMES } from '../options.js';
 import { ShopKnowledge } from '../shop/device.js';
 import { CatalogVectorsError } from '../protocol/catalog-vectors-v1.js';
 import { buildEmbedder, type BuiltEmbedder } from './embedders.js';
@@ -147,8 +149,10 @@ export class Engine implements EngineApi {
 
   init(options: EngineOptions): Promise<void> {
     return this.serial(async () => {
-      if (!options || typeof options !== 'object') throw new TypeError('init: options must be an object');
-      if (!Array.isArray(options.catalog)) throw new TypeError('init: options.catalog must be an array of items');
+      checkOptionNames(options, 'init');
+      validateCatalog(options.catalog);
+      if (options.config !== undefined) checkConfigNames(options.config);
+      if (options.index) checkPrivacyLevel(options.index.privacy ?? 'off', 'index.privacy');
       const idleMs = options.llm?.idleMs;
       if (idleMs !== undefined && !(Number.isFinite(idleMs) && idleMs >= 0)) throw new TypeError(`init: llm.idleMs must be a number ≥ 0, got ${String(idleMs)}`);
       const budget = options.llm?.budget;
@@ -239,6 +243,7 @@ export class Engine implements EngineApi {
   recommend(candidates: string[], opts: RecommendOptions = {}): Promise<RecommendationResult[]> {
     return this.reading(async () => {
       if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
+      checkNames(opts, OPTION_NAMES.recommend, 'recommend');
       // why: only the fields we know cross into the agent (the intent is used for this call and dropped)
       const ranked = await this.ready().agent.recommend(candidates, {
         rerank: opts.rerank,
@@ -335,7 +340,11 @@ export class Engine implements EngineApi {
   }
 
   setPrivacy(level: PrivacyLevel): Promise<SyncReport> {
-    if (level !== 'off' && level !== 'receive' && level !== 'contribute') return Promise.reject(new TypeError(`privacy must be 'off', 'receive' or 'contribute', got ${String(level)}`));
+    try {
+      checkPrivacyLevel(level, 'setPrivacy: privacy');
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const s = this.ready();
     if (!s.sync) return Promise.reject(new Error('setPrivacy: no index configured (createAtomem({ index: { url } }))'));
     if (level === 'contribute' && !s.sync.attesterUrl) return Promise.reject(new TypeError("setPrivacy: 'contribute' needs index.attesterUrl (the shop's Privacy Pass attester)"));
@@ -352,7 +361,7 @@ export class Engine implements EngineApi {
   private async syncSession(index: NonNullable<EngineOptions['index']>): Promise<SyncSession> {
     if (!index || typeof index.url !== 'string') throw new TypeError('index.url must be the URL of an atomem-index service');
     const level = index.privacy ?? 'off';
-    if (level !== 'off' && level !== 'receive' && level !== 'contribute') throw new TypeError(`index.privacy must be 'off', 'receive' or 'contribute', got ${String(level)}`);
+    checkPrivacyLevel(level, 'index.privacy');
     if (level === 'contribute' && typeof index.attesterUrl !== 'string') throw new TypeError("index.privacy 'contribute' needs index.attesterUrl (the shop's Privacy Pass attester)");
     const delay = index.reportDelay ?? 'random';
     if (delay !== 'random' && !(typeof delay === 'number' && delay >= 0)) throw new TypeError(`index.reportDelay must be 'random' or a number ≥ 0, got ${String(delay)}`);

@@ -258,7 +258,8 @@ export interface RecommendOptions {
   /**
    * Leave out items the shopper already has or has just seen: `'bought'` (any purchase),
    * `'seen'` (the items of the last `config.recentEvents` events, any action), `'interacted'`
-   * (every item in the history), or several of them. Default: none.
+   * (every item in the history), or several of them. Default: items the shopper bought are
+   * excluded; `[]` keeps every candidate.
    */
   exclude?: ExcludeRule | ExcludeRule[];
   /**
@@ -301,6 +302,8 @@ export interface SerializedError {
   stack?: string;
   /** Own primitive fields of the original error, e.g. `{ itemId }` or `{ field }`. */
   details?: Record<string, string | number | boolean>;
+  /** True when the original was a `DOMException` (rebuilt as one). */
+  domException?: boolean;
 }
 
 /**
