@@ -243,9 +243,19 @@ export async function buildNodeEmbedder(kind: VectorEmbedderKind, dim?: number):
   if (kind === 'hashing') return createHashingEmbedder({ dim: dim ?? BROWSER_HASHING_DIM });
   if (dim !== undefined) throw new VectorsUsageError(`--dim applies to --embedder hashing only (use-lite is always 512-d)`);
   // why: lazy, so `--embedder hashing` (and usage errors) never load tfjs.
-  const { createUseLiteEmbedder } = await import('./use-lite.js');
-  return createUseLiteEmbedder();
+  let useLite: typeof import('./use-lite.js');
+  try {
+    useLite = await import('./use-lite.js');
+  } catch (e) {
+    const missing = /Cannot find (?:package|module) '(@tensorflow\/[\w-]+)/.exec((e as Error).message ?? '')?.[1];
+    if (!missing) throw e;
+    throw new VectorsUsageError(`--embedder use-lite needs the optional peers of atomem, and ${missing} is not installed: ${USE_LITE_PEERS_INSTALL}`);
+  }
+  return useLite.createUseLiteEmbedder();
 }
+
+/** How to install what `--embedder use-lite` needs in Node (the package README says the same). */
+export const USE_LITE_PEERS_INSTALL = 'npm i @tensorflow/tfjs-core@^4.22.0 @tensorflow/tfjs-converter@^4.22.0 @tensorflow/tfjs-backend-wasm@^4.22.0';
 
 /** Embed `items` in calls of `batch`, checking every vector; `onBatch(done)` after each call. */
 async function embedAll(embedder: Embedder, items: readonly Item[], batch: number, onBatch: (done: number) => void): Promise<Float32Array[]> {
