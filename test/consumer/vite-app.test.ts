@@ -71,7 +71,7 @@ function expectHealthy(v: Visit, where: string): void {
 describe('the packed tarball', () => {
   it(`holds the built package only, within ${TARBALL_BUDGET / 1e6} MB`, () => {
     const paths = packed.files.map((f) => f.path);
-    for (const p of ['package.json', 'README.md', 'LICENSE', 'THIRD_PARTY_NOTICES.md', 'dist/node/shop-cli.js', 'dist/index.js', 'dist/vite.js', 'dist/engine.js', 'dist/protocol.js', 'dist/manifest.json', 'dist/worker/worker.js', 'dist/node/vectors-cli.js', 'dist/types/client/index.d.ts', 'dist/types/vite.d.ts', 'dist/assets/use-lite/model.json']) {
+    for (const p of ['package.json', 'README.md', 'LICENSE', 'THIRD_PARTY_NOTICES.md', 'dist/node/shop-cli.js', 'dist/node/use-lite-worker.js', 'dist/index.js', 'dist/vite.js', 'dist/engine.js', 'dist/protocol.js', 'dist/manifest.json', 'dist/worker/worker.js', 'dist/node/vectors-cli.js', 'dist/types/client/index.d.ts', 'dist/types/vite.d.ts', 'dist/assets/use-lite/model.json']) {
       expect(paths, p).toContain(p);
     }
     expect(paths.filter((p) => !p.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE', 'THIRD_PARTY_NOTICES.md'].includes(p))).toEqual([]);
@@ -169,14 +169,15 @@ describe('the installed package in Node', () => {
     const log = Array.from({ length: 30 }, (_, u) => dept(['Outdoor', 'Kitchen', 'Books'][u % 3]).slice(0, 4 + (u % 3)).map((item, k) => JSON.stringify({ user: `u${u}`, item, at: Date.UTC(2026, 0, 1 + k, u), action: 'purchase' }))).flat();
     writeFileSync(join(shop.dir, 'orders.jsonl'), log.join('\n'));
 
-    const v = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors.bin', '--batch', '6'], shop.dir);
+    // --threads 2: the USE-lite threads start from the tarball's dist/node/use-lite-worker.js
+    const v = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors.bin', '--batch', '6', '--threads', '2'], shop.dir);
     console.log(`atomem-vectors (use-lite, installed): ${v.stdout.trim()}`);
-    expect(v.stdout).toMatch(/wrote vectors\.bin: 18 items, embedder use-lite@0\.2\.0\/uint8, dim 512, \d+ bytes, [\d.]+ s \(model load [\d.]+ s\), \d+ items\/s/);
+    expect(v.stdout).toMatch(/wrote vectors\.bin: 18 items, embedder use-lite@0\.2\.0\/uint8, dim 512, \d+ bytes, [\d.]+ s \(model load [\d.]+ s\), \d+ items\/s on 2 threads/);
     expect(v.stderr).toMatch(/embedding .*18\/18 items 100% .*\(eta /); // the progress bar, with its ETA, on stderr
     const s = await run(process.execPath, [bin('atomem-shop'), '--interactions', 'orders.jsonl', '--items', 'items.jsonl', '--content', 'vectors.bin', '--out', 'shop-model.bin', '--dim', '4'], shop.dir);
     expect(s.stdout).toMatch(/shop-model\.bin: \d+ bytes, 18 items \(\d+ with content-only vectors\), 150 log rows, no DP/);
     const l = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--log', 'orders.jsonl', '--out', 'vectors-v2.bin', '--sasrec-epochs', '2'], shop.dir);
-    expect(l.stdout).toMatch(/wrote vectors-v2\.bin \(format v2\): 18 items, embedder use-lite@0\.2\.0\/uint8.*shop model from 150 log rows of 30 users, no DP.*SASRec 2 epochs/);
+    expect(l.stdout).toMatch(/wrote vectors-v2\.bin \(format v2\): 18 items, embedder use-lite@0\.2\.0\/uint8.* on 1 thread; shop model from 150 log rows of 30 users, no DP.*SASRec 2 epochs/);
 
     // what the files hold, read back with the installed package's own decoders
     writeFileSync(
