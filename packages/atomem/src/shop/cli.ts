@@ -2,9 +2,13 @@
 /**
  * `atomem-shop`: the shop's server builds the public shop model file from its order log.
  *
- *   npx tsx src/shop/cli.ts --interactions interactions.jsonl --items items.jsonl --out public/shop-model.bin
+ *   npx atomem-shop --interactions interactions.jsonl --items items.jsonl --out shop-model.bin
  *       [--content catalog-vectors.bin] [--epsilon 4] [--delta 1e-6] [--until 2026-01-01]
  *       [--ease-items 10000] [--dim 32]
+ *
+ * The bin of the published package (`dist/node/shop-cli.js`, vite.node.config.ts); in the
+ * repository `npm run shop -- …`. It needs no optional peer (no embedding: `--content` reads
+ * the vectors `atomem-vectors` wrote).
  *
  * `interactions.jsonl`: `{user, item, at, action?}` per line (`at` epoch ms or an ISO date; the
  * export format of EVAL.md). `items.jsonl`: `{id, …}` per line, the public catalog (items without
@@ -62,6 +66,7 @@ const id = (o: Record<string, unknown>, key: string, where: string): string => {
 export async function main(argv: string[], io: { stdout: (s: string) => void; stderr: (s: string) => void } = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) }): Promise<number> {
   const program = new Command()
     .name('atomem-shop')
+    .description("Train the shop model from the shop's order log into a standalone shop model file (atomem/shop's decodeShopModel reads it).")
     .requiredOption('--interactions <file>', 'the order log, JSON Lines {user, item, at, action?}')
     .requiredOption('--items <file>', 'the catalog, JSON Lines {id, …}')
     .requiredOption('--out <file>', 'where to write the shop model file')
@@ -136,7 +141,16 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
   }
 }
 
-const invoked = process.argv[1] ? pathToFileURL(realpathSync(process.argv[1])).href : '';
-if (import.meta.url === invoked) {
+/** True when this module is the process's entry (`node dist/node/shop-cli.js`, `tsx src/shop/cli.ts`, or the npm bin symlink). */
+function isMain(): boolean {
+  try {
+    // why: npm's bin is a symlink (node_modules/.bin/atomem-shop); Node resolves it for import.meta.url.
+    return !!process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
+  } catch {
+    return false;
+  }
+}
+
+if (isMain()) {
   main(process.argv.slice(2)).then((code) => process.exit(code));
 }
