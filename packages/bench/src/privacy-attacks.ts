@@ -62,19 +62,20 @@ export interface AttackOptions {
  * Protocol v1's figures on these attacks, frozen when v1 was removed: the v1 column of
  * `npm run bench:privacy -- --data ../shared/data/ml-100k` at commit a17e0e3 (all 943 users,
  * 100 held out, seed 2026, USE-lite, the service's v1 defaults: k = 3, Laplace b = 1, 64
- * members, mutual top-2 links at tau 0.85, communities of at most 128 records). Keyed by
+ * members, mutual top-2 links at the agents' tau (0.35: centred USE-lite), communities of at most
+ * 128 records). Keyed by
  * {@link AttackRow.attack}; NaN where the attack had no v1 form.
  */
 export const V1_FROZEN = {
   commit: 'a17e0e3',
   dataset: 'ml-100k',
   figures: {
-    'linkage of two records of one shopper (stored data)': 0.958,
-    'linkage of two records of one shopper (request log)': 1.0,
-    'n−1: probes next to a victim, read the victim back': 0.95,
-    'membership inference (is this shopper in the index?)': 1.0,
-    'noise averaging: 30 re-queries recover the exact count': 0.667,
-    'set recovery: items of one record with the public catalog': 0.414,
+    'linkage of two records of one shopper (stored data)': 0.9617470592949773,
+    'linkage of two records of one shopper (request log)': 1,
+    'n−1: probes next to a victim, read the victim back': 0.94,
+    'membership inference (is this shopper in the index?)': 1,
+    'noise averaging: 30 re-queries recover the exact count': 1,
+    'set recovery: items of one record with the public catalog': 0.4151336560724111,
   } as Readonly<Record<string, number>>,
 } as const;
 
@@ -262,7 +263,7 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
     // v2: re-reading the release returns the same bytes
     const reread = await Promise.all(Array.from({ length: 30 }, () => bench.service.app.inject({ method: 'GET', url: '/v2/releases/2' })));
     const identical = reread.every((r) => r.body === reread[0].body);
-    row('noise averaging: 30 re-queries recover the exact count', 'share of counts recovered exactly (30 queries; 1 query: v1 0.44)', identical ? 0 : NaN, 0);
+    row('noise averaging: 30 re-queries recover the exact count', 'share of counts recovered exactly (30 queries; 1 query: v1 0.50)', identical ? 0 : NaN, 0);
     // v2 across epochs: 30 linked reports of a one-item device (worst case: the attacker links them)
     let memoHits = 0;
     let freshHits = 0;
