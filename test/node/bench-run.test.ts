@@ -29,7 +29,7 @@ function spyFactory(log: string[]): MethodFactory {
     };
     return m;
   };
-  f.privacyLevels = ['off', 'embeddings', 'items'];
+  f.privacyLevels = ['off', 'contribute'];
   return f;
 }
 
@@ -44,13 +44,13 @@ describe('runBenchmark', () => {
     const result = await runBenchmark({
       dataset,
       methods: ['random', 'pop', 'itemknn', 'spy'],
-      privacy: ['off', 'items'],
+      privacy: ['off', 'contribute'],
       factories,
       onResult: (r) => rows.push(`${r.method}/${r.privacy}`),
     });
-    expect(rows).toEqual(['random/null', 'pop/null', 'itemknn/null', 'spy/off', 'spy/items']);
+    expect(rows).toEqual(['random/null', 'pop/null', 'itemknn/null', 'spy/off', 'spy/contribute']);
     const first = log[0].split(' ')[4];
-    expect(log).toEqual([`prepare off off 60 ${first}`, `prepare items items 60 ${first}`]); // the reverse() did not leak
+    expect(log).toEqual([`prepare off off 60 ${first}`, `prepare contribute contribute 60 ${first}`]); // the reverse() did not leak
     expect(result.config).toMatchObject({ setting: 'full', target: 'test', users: 'all', seed: 2026, cases: 60, evaluableUsers: 60 });
     for (const r of result.results) {
       expect(r.n).toBe(60);
@@ -60,8 +60,8 @@ describe('runBenchmark', () => {
       expect(r.entropy5).toBeGreaterThanOrEqual(0);
       expect(r.coverage5).toBeGreaterThan(0);
     }
-    const spy = result.results.find((r) => r.method === 'spy' && r.privacy === 'items')!;
-    expect(spy).toMatchObject({ fidelityF1: 0.5, privacyUsed: 'items' });
+    const spy = result.results.find((r) => r.method === 'spy' && r.privacy === 'contribute')!;
+    expect(spy).toMatchObject({ fidelityF1: 0.5, privacyUsed: 'contribute' });
     const knn = result.results.find((r) => r.method === 'itemknn')!;
     expect(knn.ndcg10).toBeGreaterThan(result.results[0].ndcg10);
     expect(markdownTable(result)).toMatch(/^\| method \| privacy \| n \| NDCG@1 .*\n\|---\|---\|---:/);
@@ -78,7 +78,7 @@ describe('runBenchmark', () => {
     await expect(runBenchmark({ dataset, methods: ['pop'], users: 10_000 })).rejects.toThrow(/only 60 evaluable/);
     const bad = new Map<string, MethodFactory>([['bad', () => ({ name: 'bad', prepare: async () => {}, rank: (c: EvalCase) => c.candidates.slice(1) })]]);
     await expect(runBenchmark({ dataset, factories: bad })).rejects.toThrow(/must return the 10 candidates/);
-    expect(planRuns(['spy'], ['embeddings'], new Map([['spy', spyFactory([])]])).runs).toEqual([{ method: 'spy', privacy: 'embeddings' }]);
+    expect(planRuns(['spy'], ['contribute'], new Map([['spy', spyFactory([])]])).runs).toEqual([{ method: 'spy', privacy: 'contribute' }]);
   });
 
   it('registry: baselines registered, duplicates refused, default order puts baselines first', () => {

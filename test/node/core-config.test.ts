@@ -31,8 +31,8 @@ describe('resolveConfig', () => {
   });
 
   it('merges partial weights over the default weights', () => {
-    const cfg = resolveConfig({ weights: { popularity: 0, members: 2.5 } });
-    expect(cfg.weights).toEqual({ ...DEFAULT_CONFIG.weights, popularity: 0, members: 2.5 });
+    const cfg = resolveConfig({ weights: { popularity: 0, prototype: 2.5 } });
+    expect(cfg.weights).toEqual({ ...DEFAULT_CONFIG.weights, popularity: 0, prototype: 2.5 });
   });
 
   const bad: [string, Partial<AtomemConfig>][] = [
@@ -54,7 +54,7 @@ describe('resolveConfig', () => {
     ['synthesizeEvery', { synthesizeEvery: Infinity }],
     ['synthesizeOnErrors', { synthesizeOnErrors: 0 }],
     ['profileMaxChars', { profileMaxChars: -1 }],
-    ['minShareEvidence', { minShareEvidence: -2 }],
+    ['shareRecentEvents', { shareRecentEvents: -2 }],
   ];
   it.each(bad)('rejects an out-of-range %s with a RangeError naming it', (name, partial) => {
     expect(() => resolveConfig(partial)).toThrow(RangeError);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { resolveConfig, type AtomemConfig } from '../../packages/atomem/src/core/config.js';
 import { explain } from '../../packages/atomem/src/core/explain.js';
-import { memberVotes, rank, type Candidate, type RankedItem, type RankInput, type Reason } from '../../packages/atomem/src/core/rank.js';
+import { rank, type Candidate, type RankedItem, type RankInput, type Reason } from '../../packages/atomem/src/core/rank.js';
 import type { CommunityContext, KnownCommunity } from '../../packages/atomem/src/core/retrieve.js';
 import type { AtomicMemory } from '../../packages/atomem/src/core/types.js';
 import { normalize } from '../../packages/atomem/src/core/vector.js';
@@ -41,15 +41,15 @@ const alien: Candidate = { id: 'alien', vector: v([SCIFI, 1], [CRIME, 0.1]) };
 const titanic: Candidate = { id: 'titanic', vector: v([ROMANCE, 1], [SCIFI, 0.1]) };
 
 const cfg: AtomemConfig = resolveConfig({ tau: 0.5, k2: 1 });
-const onlyMemory: AtomemConfig = resolveConfig({ tau: 0.5, k2: 1, weights: { profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0 } });
+const onlyMemory: AtomemConfig = resolveConfig({ tau: 0.5, k2: 1, weights: { profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 } });
 
 function input(over: Partial<RankInput>): RankInput {
   return { memories: [], candidates: [heat, alien, titanic], now: NOW, ...over };
 }
 
-function known(id: string, prototype: Float32Array, members: Float32Array[], items?: Record<string, number>, summary = `${id} summary`): KnownCommunity {
+function known(id: string, prototype: Float32Array, size: number, items?: Record<string, number>, summary = `${id} summary`): KnownCommunity {
   const itemTotal = items ? Object.values(items).reduce((a, b) => a + b, 0) : 0;
-  return { view: { id, size: members.length + 1, prototype, members, ownIds: ['own'], ...(items ? { items } : {}) }, summary, itemTotal };
+  return { view: { id, size, prototype, ...(items ? { items } : {}) }, summary, itemTotal };
 }
 
 describe('rank', () => {
@@ -163,10 +163,10 @@ describe('rank', () => {
 
   describe('communities', () => {
     const crime = mem('crime', v([CRIME, 1]), 0.5);
-    const scifi = mem('scifi', v([SCIFI, 1]), 0.5);
-    // crime fans who also like sci-fi: members near sci-fi
-    const c1 = known('c1', v([CRIME, 1], [SCIFI, 0.5]), [v([SCIFI, 1], [CRIME, 0.2]), v([SCIFI, 1], [CRIME, 0.1])], { alien: 5, heat: 3 }, 'crime fans who love Alien');
-    const ctx: CommunityContext = { byMemory: new Map([['crime', [c1]]]) };
+    // crime fans who also like sci-fi
+    const c1 = known('c1', v([CRIME, 1], [SCIFI, 0.5]), 3, { alien: 5, heat: 3 }, 'crime fans who love Alien');
+    // the release's popularity estimates as shares (MemoryAgent.useRelease)
+    const ctx: CommunityContext = { byMemory: new Map([['crime', [c1]]]), itemShares: new Map([['alien', 5 / 8], ['heat', 3 / 8]]) };
 
     it('the reason names the community with its summary and size', () => {
       const out = rank(input({ memories: [crime], communities: ctx }), cfg);
@@ -179,11 +179,10 @@ describe('rank', () => {
     it('community signals only reach candidates through a retrieved own memory', () => {
       const out = rank(input({ memories: [crime], communities: ctx }), cfg);
       const alienOut = out.find((o) => o.id === 'alien')!;
-      // alien is not near the crime memory: no community reason, no members/communityItems feature
+      // alien is not near the crime memory: no community reason, no communityItems feature
       expect(alienOut.reasons.some((r) => r.kind === 'community')).toBe(false);
-      expect(alienOut.features.members).toBe(0);
       expect(alienOut.features.communityItems).toBe(0);
-      // …but the popularity prior reads every known community
+      // …but the popularity prior reads the release's estimates
       expect(alienOut.features.popularity).toBeCloseTo(5 / 8, 12);
       expect(alienOut.reasons.find((r) => r.kind === 'popular')).toMatchObject({ kind: 'popular', share: 5 / 8 });
     });
@@ -198,13 +197,13 @@ describe('rank', () => {
     });
 
     it('popularity alone can order otherwise unknown candidates', () => {
-      const pop = resolveConfig({ weights: { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 1 } });
+      const pop = resolveConfig({ weights: { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 1 } });
       const out = rank(input({ memories: [], communities: ctx, candidates: [titanic, heat, alien] }), pop);
       expect(out.map((o) => o.id)).toEqual(['alien', 'heat', 'titanic']);
     });
 
-    it('at level embeddings (no items) there is no popularity or communityItems signal', () => {
-      const noItems = known('c9', c1.view.prototype, c1.view.members);
+    it('without item estimates and popularity shares there is no popularity or communityItems signal', () => {
+      const noItems = known('c9', c1.view.prototype, 3);
       const out = rank(input({ memories: [crime], communities: { byMemory: new Map([['crime', [noItems]]]) } }), cfg);
       for (const o of out) {
         expect(o.features.popularity).toBe(0);
@@ -217,74 +216,13 @@ describe('rank', () => {
       const heatOut = out.find((o) => o.id === 'heat')!;
       expect(heatOut.features.prototype).toBeGreaterThan(0.8);
     });
-
-    it('members vote for the candidate they are near', () => {
-      // heat and a crime/sci-fi blend are both near the crime memory; members are sci-fi fans
-      const blend: Candidate = { id: 'blend', vector: v([CRIME, 1], [SCIFI, 0.6]) };
-      const membersOnly = resolveConfig({ tau: 0.5, weights: { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0, members: 1 } });
-      const out = rank(input({ memories: [crime, scifi], candidates: [heat, blend], communities: ctx }), membersOnly);
-      expect(out[0].id).toBe('blend');
-      expect(out[0].features.members).toBeGreaterThan(out[1].features.members);
-    });
-  });
-});
-
-describe('memberVotes', () => {
-  const cands = [heat, alien, titanic];
-
-  it('each member spreads at most one vote, only to candidates beyond tau, favouring the ones it is near', () => {
-    const scifiFans = known('sf', v([SCIFI, 1]), [v([SCIFI, 1]), v([SCIFI, 1], [CRIME, 0.3])]);
-    const mixed = known('mix', v([CRIME, 1]), [v([CRIME, 1]), v([ROMANCE, 1]), v([ROMANCE, 1], [CRIME, 0.2])]);
-    const votes = memberVotes(cands, [scifiFans, mixed], 0.5);
-    for (const id of ['sf', 'mix']) {
-      const vs = votes.get(id)!;
-      const total = vs.reduce((a, b) => a + b, 0);
-      expect(total).toBeLessThanOrEqual(1 + 1e-9);
-      expect(total).toBeGreaterThan(0);
-      for (const x of vs) expect(x).toBeGreaterThanOrEqual(0);
-    }
-    const sf = votes.get('sf')!;
-    expect(sf[1]).toBeGreaterThan(sf[0]);
-    expect(sf[1]).toBeGreaterThan(sf[2]);
-    const mix = votes.get('mix')!;
-    // two of three members are romance fans
-    expect(mix[2]).toBeGreaterThan(mix[0]);
-    expect(mix[0]).toBeGreaterThan(mix[1]);
-  });
-
-  it('a member far from every candidate votes for none', () => {
-    const votes = memberVotes(cands, [known('far', v([CRIME, 1]), [v([ROMANCE, -1])])], 0.5);
-    expect([...votes.get('far')!]).toEqual([0, 0, 0]);
-  });
-
-  it('a community without released members votes nothing', () => {
-    const votes = memberVotes(cands, [known('empty', v([CRIME, 1]), [])], 0.5);
-    expect([...votes.get('empty')!]).toEqual([0, 0, 0]);
-  });
-
-  it('votes sum to ≤ 1 for random members and candidates (property)', () => {
-    const unit = fc
-      .tuple(fc.double({ min: -1, max: 1, noNaN: true }), fc.double({ min: -1, max: 1, noNaN: true }), fc.double({ min: 0.01, max: 1, noNaN: true }))
-      .map((t) => normalize(t));
-    fc.assert(
-      fc.property(fc.array(unit, { minLength: 1, maxLength: 6 }), fc.array(unit, { maxLength: 6 }), (cs, members) => {
-        const candidates = cs.map((vec, i) => ({ id: `c${i}`, vector: vec }));
-        const votes = memberVotes(candidates, [known('k', members[0] ?? cs[0], members)], 0.3).get('k')!;
-        const total = votes.reduce((a, b) => a + b, 0);
-        expect(total).toBeLessThanOrEqual(1 + 1e-9);
-        // a member votes only when some candidate is beyond tau
-        const any = members.some((m) => candidates.some((c) => m[0] * c.vector[0] + m[1] * c.vector[1] + m[2] * c.vector[2] > 0.3 + 1e-9));
-        if (!any) expect(total).toBe(0);
-        for (const x of votes) expect(Number.isFinite(x)).toBe(true);
-      }),
-    );
   });
 });
 
 describe('explain', () => {
   const titleOf = (id: string) => ({ heat: 'Heat (1995)', alien: 'Alien (1979)' })[id];
   function item(reasons: Reason[]): RankedItem {
-    return { id: 'x', score: 1, features: { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0, related: 0 }, reasons };
+    return { id: 'x', score: 1, features: { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 }, reasons };
   }
 
   it('quotes the memory content with its similarity', () => {
@@ -337,8 +275,10 @@ describe('explain', () => {
 
   it('explains a real ranking: the top item quotes the memory and the community', () => {
     const crime = mem('crime', v([CRIME, 1]), 0.8, { content: 'Loves crime thrillers such as Heat (1995)' });
-    const c1 = known('c1', v([CRIME, 1]), [v([CRIME, 1], [SCIFI, 0.1])], { heat: 4 }, 'crime buffs');
-    const out = rank(input({ memories: [crime], communities: { byMemory: new Map([['crime', [c1]]]) } }), cfg);
+    const c1 = known('c1', v([CRIME, 1]), 2, { heat: 4 }, 'crime buffs');
+    // the community's part of the score: its prototype's similarity (weighted here; 0 in the content defaults)
+    const withPrototype = resolveConfig({ tau: 0.5, k2: 1, weights: { prototype: 1 } });
+    const out = rank(input({ memories: [crime], communities: { byMemory: new Map([['crime', [c1]]]) } }), withPrototype);
     const text = explain(out[0], titleOf).join(' ');
     expect(out[0].id).toBe('heat');
     expect(text).toContain('“Loves crime thrillers such as Heat (1995)”');

@@ -25,7 +25,7 @@ function mem(id: string, vector: Float32Array, strength = 0.5): AtomicMemory {
 }
 
 function community(id: string, deg: number): KnownCommunity {
-  return { view: { id, size: 4, prototype: at(deg), members: [at(deg + 1), at(deg - 1)], ownIds: [] }, summary: `community ${id}`, itemTotal: 0 };
+  return { view: { id, size: 4, prototype: at(deg) }, summary: `community ${id}`, itemTotal: 0 };
 }
 
 describe('retrieveOwn', () => {

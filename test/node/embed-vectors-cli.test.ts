@@ -7,7 +7,6 @@ import { itemText } from '../../packages/atomem/src/embed/cache.js';
 import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
 import { BROWSER_HASHING_DIM, runVectorsCli } from '../../packages/atomem/src/embed/vectors-cli.js';
 import { CATALOG_VECTORS_VERSION, CatalogVectorsError, decodeCatalogVectors, encodeCatalogVectors, itemTextHash } from '../../packages/atomem/src/protocol/catalog-vectors-v1.js';
-import { DEFAULT_EMBEDDER } from '../../packages/atomem-index/src/defaults.js';
 import { buildEmbedder } from '../../packages/atomem/src/worker/embedders.js';
 
 const ITEMS: Item[] = [
@@ -384,10 +383,8 @@ describe('atomem-vectors CLI', () => {
     expect(r.code).toBe(0);
     const { createUseLiteEmbedder, USE_LITE_ID } = await import('../../packages/atomem/src/embed/use-lite.js');
     const file = decodeCatalogVectors(readFileSync(out));
-    // the browser builds the same UseLite class (buildEmbedder 'use-lite'), whose id is a constant;
-    // DEFAULT_EMBEDDER is the service's copy of the browser's default, kept equal by its own test.
+    // the browser builds the same UseLite class (buildEmbedder 'use-lite'), whose id is a constant
     expect(file.header.embedder).toBe(USE_LITE_ID);
-    expect(file.header.embedder).toBe(DEFAULT_EMBEDDER);
     expect(file.header.dim).toBe(512);
     expect(r.stdout).toMatch(/ 5 items, embedder use-lite@0\.2\.0\/uint8, dim 512, /);
     const use = await createUseLiteEmbedder();

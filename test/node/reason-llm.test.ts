@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { MemoryAgent } from '../../packages/atomem/src/agent/agent.js';
-import { createInProcessIndex } from '../../packages/atomem/src/community/index.js';
+import { DEFAULT_LDP, ReportHistogram, makeReport } from '../../packages/atomem/src/community/ldp.js';
+import { buildRelease } from '../../packages/atomem/src/community/release.js';
 import type { Action, Interaction } from '../../packages/atomem/src/core/types.js';
 import type { GenerateRequest } from '../../packages/atomem/src/models/types.js';
 import { LlmReasoner, LlmReasonerError, type LlmReasonerOptions } from '../../packages/atomem/src/reason/llm.js';
@@ -86,32 +87,26 @@ describe('LlmReasoner: valid output is applied through MemoryAgent', () => {
     expect(reasoner.costs().byOperation.mergeMemories).toMatchObject({ requests: 1, succeeded: 1, calls: 1 });
   });
 
-  it('summarizePrototype through sync: the community reason carries the model summary, prompts carry no other users', async () => {
-    // why k1 = 3: links are mutual top-k1; with 2 the three others' memories are each other's
-    // top-2 and leave alice's out, with 3 all four are linked (the old rule linked her at k1 = 2)
-    const index = createInProcessIndex({ embedderId: embedder.id, tau: TAU, k1: 3, minCommunitySize: 3 });
-    let shared = 0;
-    const user = (name: string, reasoner?: LlmReasoner) => {
-      let n = 0;
-      return makeAgent({ reasoner, newId: () => `${name}-${++n}-${++shared}`, config: { shareProfile: false } });
-    };
+  it('summarizePrototype through a release: the community reason carries the model summary, the prompt holds titles only', async () => {
     const { model } = routedModel({ summarizePrototype: [j({ summary: 'A circle of crime buffs' })] });
     const { reasoner } = llm(model);
-    const alice = user('alice', reasoner);
+    const alice = makeAgent({ reasoner });
     await observeAll(alice, events(['heat'], ['fargo']));
-    const others = [user('bob'), user('carol'), user('dave')];
-    await observeAll(others[0], events(['heat'], ['casino']));
-    await observeAll(others[1], events(['fargo'], ['casino']));
-    await observeAll(others[2], events(['casino'], ['heat'], ['fargo']));
-    await alice.sync(index, 'items');
-    for (const o of others) await o.sync(index, 'items');
-    await alice.pullCommunities(index);
-    expect(alice.memories()[0].links).toHaveLength(1);
+    // other shoppers' reports, aggregated by the index into one release with one crime community
+    const ldp = { ...DEFAULT_LDP, ell: 1 };
+    const hist = new ReportHistogram(ldp);
+    const r = rng(3);
+    for (let d = 0; d < 2000; d++) hist.add(makeReport(['casino'], ldp, {}, r));
+    const ids = ['heat', 'fargo', 'casino'];
+    const space = { embedderId: alice.items.embedderId, ids, vectors: (await alice.items.vectorsOf(ids)).map((v) => v.vector) };
+    const release = buildRelease({ epoch: 1, epochMs: 1000, space, communities: { communities: [{ id: 'k0', items: ids }] }, hist, ldp, minContributors: -1e9 });
+    expect(await alice.useRelease(release)).toBe(1);
+    expect(alice.memories()[0].links).toEqual(['k0']);
     const [top] = await alice.recommend(['casino', 'titanic']);
-    const community = top.reasons.find((r) => r.kind === 'community');
+    const community = top.reasons.find((x) => x.kind === 'community');
     expect(community && community.kind === 'community' && community.summary).toBe('A circle of crime buffs');
-    const req = model.requests.find((r) => opOf(r) === 'summarizePrototype')!;
-    for (const word of ['bob', 'carol', 'dave', 'alice', '"casino"', '"heat"']) expect(req.messages[1].content).not.toContain(word);
+    const req = model.requests.find((x) => opOf(x) === 'summarizePrototype')!;
+    for (const word of ['"casino"', '"heat"', '"k0"']) expect(req.messages[1].content).not.toContain(word);
     expect(reasoner.costs().byOperation.summarizePrototype).toMatchObject({ requests: 1, succeeded: 1 });
   });
 

@@ -15,7 +15,6 @@ import { createIndexService, type IndexService, type IndexServiceOptions } from 
 import { StorageError, StorageHealth, MARKER_FILE, classifyStorageError } from '../../packages/atomem-index/src/storage.js';
 import { addressKeyer, ipv6Prefix64, resolveNetworkLimits } from '../../packages/atomem-index/src/edge.js';
 import { INDEX_V2_PATHS, isValidItemId, type TokenKeyResponse } from '../../packages/atomem/src/protocol/index-v2.js';
-import { INDEX_PATHS, encodeVector, hashToken } from '../../packages/atomem/src/protocol/index-v1.js';
 import { blindTokenRequest } from '../../packages/atomem/src/sync/tokens.js';
 import type { ItemSpace } from '../../packages/atomem/src/community/release.js';
 
@@ -271,13 +270,6 @@ describe('storage faults', () => {
     const missing = startError(() => createIndexService(v2Options(dataDir)));
     expect(missing.problem).toBe('missing');
     expect(missing.message).toContain(file);
-    // v1 (legacy) the same: the v1 file is listed once created.
-    const d1 = tempDir();
-    const v1 = createIndexService({ legacyV1: true, dataDir: d1, embedderIds: ['e@1'], embedderDims: { 'e@1': 8 }, rateLimit: false });
-    await v1.ready;
-    await v1.close();
-    writeFileSync(join(d1, 'index.sqlite'), '');
-    expect(startError(() => createIndexService({ legacyV1: true, dataDir: d1, embedderIds: ['e@1'], embedderDims: { 'e@1': 8 } })).problem).toBe('empty');
   });
 
   it('a foreign file (another program\'s SQLite database, or not SQLite) is refused and left untouched', async () => {
@@ -313,7 +305,7 @@ describe('storage faults', () => {
         immutable.push(data);
       }
     }
-    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--legacy-v1', '--port', '0', '--data', join(dataDir, 'data')], { cwd: process.cwd(), env: { ...process.env, HOME: dataDir }, stdio: ['ignore', 'pipe', 'pipe'], ...asUser });
+    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--catalog-vectors', join(dataDir, 'catalog.bin'), '--port', '0', '--data', join(dataDir, 'data')], { cwd: process.cwd(), env: { ...process.env, HOME: dataDir }, stdio: ['ignore', 'pipe', 'pipe'], ...asUser });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
     const code = await new Promise<number | null>((r) => child.on('exit', r));
@@ -324,61 +316,9 @@ describe('storage faults', () => {
   }, 60_000);
 });
 
-describe('storage faults, v1 (legacy)', () => {
-  it('disk full mid-burst: 507 with Retry-After, the in-memory index is rebuilt from SQLite in the background (health keeps answering), every acknowledged memory survives', async () => {
-    const dataDir = tempDir();
-    const E = 'full@1';
-    const DIM = 32;
-    const base = { legacyV1: true, dataDir, embedderIds: [E], embedderDims: { [E]: DIM }, rateLimit: false as const, minCommunitySize: 2 };
-    const warm = createIndexService(base);
-    await warm.ready;
-    await warm.close();
-    const bytes = statSync(join(dataDir, 'index.sqlite')).size;
-    const svc = createIndexService({ ...base, storage: { maxBytes: bytes + 64 * 1024 } });
-    services.push(svc);
-    await svc.ready;
-    const url = await svc.listen({ port: 0 });
-    const hash = await hashToken('token-token-token-1');
-    let n = 0;
-    const acked: string[] = [];
-    let full: Response | undefined;
-    for (let b = 0; b < 400 && !full; b++) {
-      const memories = Array.from({ length: 16 }, () => {
-        const v = Float32Array.from({ length: DIM }, (_, d) => Math.sin(n * 0.37 + d) + (d === n % DIM ? 2 : 0));
-        return { id: `mem-${(n++).toString().padStart(8, '0')}`, tokenHash: hash, embedderId: E, dim: DIM, vector: encodeVector(v.map((x) => x / Math.hypot(...v))) };
-      });
-      const res = await fetch(url + INDEX_PATHS.upsert, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ v: 1, memories }) });
-      if (res.status === 200) acked.push(...memories.map((m) => m.id));
-      else full = res;
-    }
-    expect(full, 'the size limit was never reached').toBeDefined();
-    expect(full!.status).toBe(507);
-    expect(Number(full!.headers.get('retry-after'))).toBeGreaterThan(0);
-    expect(((await full!.json()) as { error: string }).error).toBe('storage_full');
-    // health answers throughout the rebuild (503 not_ready, then 503 degraded naming the file)
-    let h: { status: number; body: { status?: string; error?: string; storage?: { state: string; file: string } } } = { status: 0, body: {} };
-    for (let i = 0; i < 400; i++) {
-      const r = await fetch(url + INDEX_PATHS.health);
-      h = { status: r.status, body: await r.json() };
-      if (h.body.status === 'degraded') break;
-      expect(h.body.error).toBe('not_ready');
-      await new Promise((r2) => setTimeout(r2, 25));
-    }
-    expect(h.status).toBe(503);
-    expect(h.body.storage).toMatchObject({ state: 'full', file: join(dataDir, 'index.sqlite') });
-    // the rebuilt in-memory index equals SQLite: exactly the acknowledged memories
-    expect(svc.index(E)!.graph.size).toBe(acked.length);
-    expect(svc.store.count()).toBe(acked.length);
-    await services.pop()!.close();
-    const again = createIndexService(base);
-    services.push(again);
-    await again.ready;
-    expect(again.store.count()).toBe(acked.length);
-    for (const id of [acked[0], acked.at(-1)!]) expect(again.store.get(id)).toBeDefined();
-  }, 120_000);
-
+describe('storage failure classification', () => {
   it('run-time corruption is sticky (writes refused until an operator acts), full / I/O clear on the next good write', () => {
-    const file = '/data/index.sqlite';
+    const file = '/data/reports.sqlite';
     const c = classifyStorageError(Object.assign(new Error('database disk image is malformed'), { code: 'SQLITE_CORRUPT' }), file)!;
     expect(c).toMatchObject({ state: 'corrupt', status: 503, code: 'storage_corrupt' });
     expect(c.message).toContain(file);
@@ -397,29 +337,6 @@ describe('storage faults, v1 (legacy)', () => {
 });
 
 describe('configuration registries', () => {
-  it('v1: the dimension comes from configuration; a dim-1 upload on a fresh store is refused and changes nothing; a data dir of another dimension refuses the start', async () => {
-    const dataDir = tempDir();
-    const E = 'reg@1';
-    const svc = createIndexService({ legacyV1: true, dataDir, embedderIds: [E], embedderDims: { [E]: 8 }, rateLimit: false });
-    services.push(svc);
-    await svc.ready;
-    const url = await svc.listen({ port: 0 });
-    const up = async (dim: number) => {
-      const v = new Float32Array(dim).fill(1 / Math.sqrt(dim));
-      const m = { id: `mem-${dim}-000000`, tokenHash: await hashToken('token-token-token-1'), embedderId: E, dim, vector: encodeVector(v) };
-      return fetch(url + INDEX_PATHS.upsert, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ v: 1, memories: [m] }) });
-    };
-    const one = await up(1);
-    expect(one.status).toBe(400);
-    expect(((await one.json()) as { error: string }).error).toBe('wrong_dimension');
-    expect((await up(8)).status).toBe(200);
-    await services.pop()!.close();
-    expect(() => createIndexService({ legacyV1: true, dataDir, embedderIds: [E] })).toThrow(/dimension must be configured/);
-    const e = startError(() => createIndexService({ legacyV1: true, dataDir, embedderIds: [E], embedderDims: { [E]: 16 } }));
-    expect(e.problem).toBe('mismatch');
-    expect(e.message).toMatch(/holds 8-dimensional vectors for embedder reg@1, but the service is configured with 16/);
-  });
-
   it('v2: the item space is recorded in the marker; another embedder or dimension refuses the start', async () => {
     const dataDir = tempDir();
     await startV2(dataDir);

@@ -91,11 +91,10 @@ describe('index service v2', () => {
     const r = rng(2);
     for (let d = 0; d < 12; d++) await client.send(epoch, makeReport([`item-${d % 3}`, `item-${6 + (d % 4)}`], DEFAULT_LDP, {}, r));
     expect(await client.latestRelease()).toBeUndefined();
-    const health = (await client.health()) as { epoch: number; ldp: { epsilon: number }; legacyV1: boolean; graceMs: number };
+    const health = (await client.health()) as { epoch: number; ldp: { epsilon: number }; graceMs: number };
     expect(health.epoch).toBe(epoch);
-    expect(health.legacyV1).toBe(false);
     expect(health.ldp.epsilon).toBeLessThanOrEqual(4);
-    // v1 is not served by default
+    // v1 is not served
     expect((await fetch(`${url}/v1/health`)).status).toBe(404);
     // the epoch closes after its grace period; the job aggregates it and deletes its reports
     clock.now = (epoch + 1) * EPOCH_MS + health.graceMs;

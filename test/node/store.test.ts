@@ -228,12 +228,8 @@ describe('MemoryStore (fake-indexeddb)', () => {
       expect(mem.nextSeq).toBe(6);
       const file = await store.export();
       expect(file.state.memories[0].id).toBe('new');
-      await store.enqueue({ kind: 'delete', sharedId: 's1', queuedAt: 1 });
-      expect((await store.outbox()).map((q) => q.entry)).toEqual([{ kind: 'delete', sharedId: 's1', queuedAt: 1 }]);
       await store.putItemVectors('e1', [['heat', new Float32Array([1, 2])]]);
       expect(Array.from((await store.getItemVector('e1', 'heat'))!)).toEqual([1, 2]);
-      await store.putPrototypes([{ id: 'p', summary: 's', embedding: { embedderId: 'e1', vector: new Float32Array([1, 0]) }, size: 3 }]);
-      expect((await store.getPrototypes()).map((p) => p.id)).toEqual(['p']);
       expect(spy.mock.calls.length).toBe(callsAtFailure); // nothing more reached the database
       spy.mockRestore();
       // the database still holds exactly what was stored before the failure
@@ -241,7 +237,6 @@ describe('MemoryStore (fake-indexeddb)', () => {
       expect(await fresh.load()).toEqual(sampleState());
       expect(fresh.degraded).toBe(false);
       expect(await fresh.getItemVector('e1', 'heat')).toBeUndefined();
-      expect(await fresh.outbox()).toEqual([]);
     });
 
     it('a quota failure on appendEvent also leaves the database unchanged', async () => {
@@ -262,24 +257,11 @@ describe('MemoryStore (fake-indexeddb)', () => {
       vi.spyOn(IDBObjectStore.prototype, 'put').mockImplementation(quota);
       await expect(store.appendEvent(ev(9))).rejects.toBeInstanceOf(StorageQuotaError);
       vi.restoreAllMocks();
-      await store.erase({ sharedIds: ['s1'] });
+      await store.erase();
       expect(await store.load()).toEqual(createState());
       expect(store.degraded).toBe(false); // the database matches the empty state again
       const fresh = await openStore(factory);
       expect(await fresh.load()).toEqual(createState());
-      expect((await fresh.outbox()).map((q) => q.entry.sharedId)).toEqual(['s1']);
-    });
-
-    it('erase clears the data even when its deletion requests hit the quota', async () => {
-      const factory = new IDBFactory();
-      const store = await openStore(factory);
-      await store.saveState(sampleState());
-      vi.spyOn(IDBObjectStore.prototype, 'add').mockImplementation(quota);
-      await expect(store.erase({ sharedIds: ['s1', 's2'] })).rejects.toBeInstanceOf(StorageQuotaError);
-      vi.restoreAllMocks();
-      expect(store.degraded).toBe(true);
-      expect((await store.outbox()).map((q) => q.entry.sharedId)).toEqual(['s1', 's2']);
-      expect(await (await openStore(factory)).load()).toEqual(createState());
     });
 
     it('concurrent writes hitting the quota surface the error once and lose nothing in memory', async () => {
@@ -301,33 +283,59 @@ describe('MemoryStore (fake-indexeddb)', () => {
     });
   });
 
-  it('erase with sharedIds clears every store and queues deletion requests in the outbox', async () => {
+  it('schema 1 → 2: the outbox, the prototype cache and the sharing state of the removed protocol v1 are dropped, the memory is kept', async () => {
     const factory = new IDBFactory();
-    const store = await openStore(factory);
-    await store.saveState(sampleState());
-    await store.enqueue({ kind: 'upload', sharedId: 'old', embedderId: 'e', vector: new Float32Array([1, 0]), queuedAt: 1 });
-    await store.erase({ sharedIds: ['s1', 's2'] });
-    expect(await store.load()).toEqual(createState());
+    // a profile database as schema version 1 left it
+    await new Promise<void>((resolve, reject) => {
+      const req = factory.open(dbName('old'), 1);
+      req.onupgradeneeded = () => {
+        const db = req.result;
+        db.createObjectStore('events', { keyPath: 'seq' }).createIndex('by-pending', 'pending');
+        db.createObjectStore('memories', { keyPath: 'id' });
+        db.createObjectStore('profile');
+        db.createObjectStore('prototypes', { keyPath: 'id' });
+        db.createObjectStore('itemVectors', { keyPath: ['embedderId', 'itemId'] });
+        db.createObjectStore('outbox', { autoIncrement: true }).add({ kind: 'delete', sharedId: 's1', queuedAt: 1 });
+        const meta = db.createObjectStore('meta');
+        meta.put({ schemaVersion: 1, embedderId: null, nextSeq: 2, signal: { predictionErrors: 0, eventsSinceSynthesis: 0, eventsSinceSweep: 0 }, shared: { m1: { id: 'c1', fingerprint: 'f' } }, deviceSecret: 'secret' }, 'meta');
+      };
+      req.onsuccess = () => {
+        req.result.close();
+        resolve();
+      };
+      req.onerror = () => reject(req.error);
+    });
+    // opening upgrades; nothing is written after it, so what follows is the migration's work
+    const store = await openStore(factory, 'old');
+    expect((await store.load()).nextSeq).toBe(2);
     store.close();
-    const again = await openStore(factory);
-    const queued = await again.outbox();
-    expect(queued.map((q) => q.entry)).toEqual([
-      { kind: 'delete', sharedId: 's1', queuedAt: expect.any(Number) },
-      { kind: 'delete', sharedId: 's2', queuedAt: expect.any(Number) },
-    ]);
-    await again.acknowledge(queued[0].key);
-    expect((await again.outbox()).map((q) => q.entry.sharedId)).toEqual(['s2']);
-    await expect(again.erase({ sharedIds: [''] })).rejects.toThrow(TypeError);
+    const raw = await new Promise<IDBDatabase>((resolve, reject) => {
+      const req = factory.open(dbName('old'));
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    });
+    try {
+      expect(raw.version).toBe(2);
+      expect([...raw.objectStoreNames].sort()).toEqual(['events', 'itemVectors', 'memories', 'meta', 'profile']);
+      const meta = await new Promise<Record<string, unknown>>((resolve, reject) => {
+        const r = raw.transaction('meta').objectStore('meta').get('meta');
+        r.onsuccess = () => resolve(r.result as Record<string, unknown>);
+        r.onerror = () => reject(r.error);
+      });
+      expect(meta).not.toHaveProperty('shared');
+      expect(meta).not.toHaveProperty('deviceSecret');
+      expect(meta.nextSeq).toBe(2);
+    } finally {
+      raw.close();
+    }
   });
 
-  it('caches item vectors per embedder and community prototypes; erase clears them', async () => {
+  it('caches item vectors per embedder; erase clears them', async () => {
     const factory = new IDBFactory();
     const store = await openStore(factory);
     const v = new Float32Array([0.1, 0.2, 0.3]);
     await store.putItemVectors('e1', [['heat', v]]);
     await store.putItemVectors('e2', new Map([['heat', new Float32Array([9, 9, 9])]]));
-    const proto = { id: 'p2', summary: 'crime fans', embedding: { embedderId: 'e1', vector: new Float32Array([1, 0, 0]) }, size: 12, items: { heat: 3 } };
-    await store.putPrototypes([proto, { ...proto, id: 'p1', size: 5 }]);
     store.close();
     const again = await openStore(factory);
     const got = await again.getItemVector('e1', 'heat');
@@ -335,12 +343,9 @@ describe('MemoryStore (fake-indexeddb)', () => {
     expect(Array.from(got!)).toEqual(Array.from(v));
     expect(Array.from((await again.getItemVector('e2', 'heat'))!)).toEqual([9, 9, 9]);
     expect(await again.getItemVector('e1', 'fargo')).toBeUndefined();
-    expect((await again.getPrototypes()).map((p) => p.id)).toEqual(['p2', 'p1']);
-    expect((await again.getPrototypes())[0]).toEqual(proto);
     await expect(again.putItemVectors('e1', [['x', [1, 2] as unknown as Float32Array]])).rejects.toThrow(TypeError);
     await again.erase();
     expect(await again.getItemVector('e1', 'heat')).toBeUndefined();
-    expect(await again.getPrototypes()).toEqual([]);
   });
 
   it('profiles are separate databases', async () => {

@@ -5,18 +5,16 @@
  *   atomem-index --data ./index-data --catalog-vectors ./catalog-vectors.bin [--port 8787]
  *                [--epoch-ms 86400000] [--min-contributors 20] [--min-reports 50] …
  *   (attester key from the environment: ATOMEM_ATTESTER_KEY; metrics token: ATOMEM_METRICS_TOKEN)
- *   atomem-index … --legacy-v1 --embedder my-embedder@1=384   (DEPRECATED, insecure v1)
  *
- * Protocol v2 needs the shop's catalog vector file (`atomem-vectors`): its item space is what
+ * The service needs the shop's catalog vector file (`atomem-vectors`): its item space is what
  * communities are built from. Prints `atomem-index ready at http://HOST:PORT (…)` on stdout
- * once loaded (the port is already open before that: /v1/health answers 503 while
+ * once loaded (the port is already open before that: /v2/health answers 503 while
  * loading). Logs are JSON lines on stderr, without IP addresses. SIGTERM / SIGINT close
  * gracefully (in-flight requests finish, the SQLite file is closed); a second signal exits at once.
  */
 
 import { readFileSync } from 'node:fs';
 import { decodeCatalogVectors } from 'atomem/protocol';
-import { DEFAULT_EMBEDDER, KNOWN_EMBEDDER_DIMS } from './defaults.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { createIndexService, type IndexService } from './service.js';
 
@@ -45,20 +43,11 @@ export interface CliOptions {
   port: number;
   host: string;
   data: string;
-  embedder: string[];
-  k: number;
-  itemNoise: number;
-  k1?: number;
-  tau?: number;
-  maxMembers: number;
-  hops?: number;
   rateMax: number;
   rateWindow: number;
   sync: 'normal' | 'full';
-  exactBelow?: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  catalogVectors?: string;
-  legacyV1?: boolean;
+  catalogVectors: string;
   replaceItemSpace?: boolean;
   epochMs?: number;
   minContributors?: number;
@@ -73,15 +62,6 @@ export interface CliOptions {
   maxDbBytes?: number;
 }
 
-/** `--embedder id[=dim]` → [id, dim]; the dimension may be left out for the engine's own embedders. */
-export function parseEmbedder(v: string): [string, number] {
-  const m = /^(.+?)(?:=(\d+))?$/.exec(v);
-  const id = m?.[1] ?? v;
-  const dim = m?.[2] !== undefined ? Number(m[2]) : KNOWN_EMBEDDER_DIMS[id];
-  if (dim === undefined) throw new InvalidArgumentError(`--embedder ${v}: give its vector dimension as ${id}=<dim> (the first upload no longer sets it)`);
-  return [id, dim];
-}
-
 /** `--trust-proxy`: `true`, a hop count, or a comma-separated list of proxy addresses / CIDRs. */
 export function parseTrustProxy(v: string): boolean | number | string[] {
   if (v === 'true') return true;
@@ -94,27 +74,18 @@ export function parseTrustProxy(v: string): boolean | number | string[] {
 /** The commander program. */
 export function program(): Command {
   return new Command('atomem-index')
-    .description('atomem shared community index service (protocol v2; v1 deprecated behind --legacy-v1)')
+    .description('atomem shared community index service (protocol v2)')
     .requiredOption('--data <dir>', 'data directory (SQLite files; created if missing)')
-    .option('--catalog-vectors <file>', "protocol v2: the shop's catalog vector file (atomem-vectors); its item space defines the communities")
-    .option('--epoch-ms <ms>', 'protocol v2: epoch length (default one day)', int('--epoch-ms', 1))
-    .option('--min-contributors <n>', 'protocol v2: estimated contributors a community needs to be released (default 20)', num('--min-contributors', 0))
-    .option('--min-reports <n>', 'protocol v2: reports an epoch needs to be released (default 50)', int('--min-reports', 1))
-    .option('--replace-item-space', "protocol v2: accept a catalog of another embedder or dimension than the data dir's (default: refuse to start)")
-    .option('--legacy-v1', 'also serve the DEPRECATED, INSECURE protocol v1 (/v1/…; see docs/PRIVACY.md)')
-    .option('--embedder <id[=dim]>', `v1: embedder id to serve and its vector dimension (repeatable; default ${DEFAULT_EMBEDDER}, the browser engine's default; =dim may be left out for ${Object.keys(KNOWN_EMBEDDER_DIMS).join(', ')})`, collect, [] as string[])
+    .requiredOption('--catalog-vectors <file>', "the shop's catalog vector file (atomem-vectors); its item space defines the communities")
+    .option('--epoch-ms <ms>', 'epoch length (default one day)', int('--epoch-ms', 1))
+    .option('--min-contributors <n>', 'estimated contributors a community needs to be released (default 20)', num('--min-contributors', 0))
+    .option('--min-reports <n>', 'reports an epoch needs to be released (default 50)', int('--min-reports', 1))
+    .option('--replace-item-space', "accept a catalog of another embedder or dimension than the data dir's (default: refuse to start)")
     .option('--port <port>', 'TCP port (0 = any free port)', int('--port', 0), 8787)
     .option('--host <host>', 'interface to bind', '127.0.0.1')
-    .option('--k <k>', 'k-anonymity: minimum community size released', int('--k', 1), 3)
-    .option('--item-noise <b>', 'Laplace scale b of released item counts', num('--item-noise', 0), 1)
-    .option('--k1 <n>', 'neighbours linked per new memory (default 2)', int('--k1', 0))
-    .option('--tau <sim>', 'minimum link similarity (default 0.5)', num('--tau', -1, 1))
-    .option('--max-members <n>', 'member vectors released per community', int('--max-members', 0), 64)
-    .option('--hops <n>', 'release each own memory\'s ≤ n-hop neighbourhood instead of whole communities', int('--hops', 1))
     .option('--rate-max <n>', 'requests per client address per window, every route but health (0 = no limit)', int('--rate-max', 0), 600)
     .option('--rate-window <ms>', 'rate-limit window in ms', int('--rate-window', 1), 60_000)
     .addOption(new Option('--sync <level>', 'SQLite synchronous: normal survives process crashes, full also OS crashes').choices(['normal', 'full']).default('normal'))
-    .option('--exact-below <n>', 'exact neighbour search below this many vectors, HNSW above (default 512)', int('--exact-below', 0))
     .option('--trust-proxy <value>', 'behind a reverse proxy: true, a hop count, or comma-separated proxy addresses / CIDRs whose X-Forwarded-For is believed (default: the socket peer is the client)')
     .option('--cors-origin <origin>', "origin (https://shop.example) whose pages may read answers from a browser; repeatable; '*' for any (default: same origin only)", collect, [] as string[])
     .option('--max-connections <n>', 'open connections in all (default 4096, at most half the open-file limit)', int('--max-connections', 1))
@@ -131,32 +102,21 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   const cmd = program();
   cmd.parse(argv);
   const o = cmd.opts<CliOptions>();
-  const legacyV1 = o.legacyV1 === true;
-  if (o.catalogVectors === undefined && !legacyV1) throw new Error('--catalog-vectors <file> is required (protocol v2 builds its communities from the shop\'s item space), or --legacy-v1');
-  if (legacyV1) process.stderr.write('atomem-index: WARNING: serving the deprecated, insecure protocol v1 (/v1/…)\n');
   const file = o.catalogVectors;
-  const embedders = (o.embedder.length ? o.embedder : [DEFAULT_EMBEDDER]).map(parseEmbedder);
   const service = createIndexService({
     dataDir: o.data,
-    legacyV1,
-    ...(file
-      ? {
-          v2: {
-            space: async () => {
-              const cv = decodeCatalogVectors(readFileSync(file));
-              const ids = [...cv.vectors.keys()].sort();
-              return { embedderId: cv.header.embedder, ids, vectors: ids.map((id) => cv.vectors.get(id)!.vector) };
-            },
-            epochMs: o.epochMs,
-            minContributors: o.minContributors,
-            minReports: o.minReports,
-            attesterKey: process.env.ATOMEM_ATTESTER_KEY || undefined,
-            replaceSpace: o.replaceItemSpace === true,
-          },
-        }
-      : {}),
-    embedderIds: embedders.map(([e]) => e),
-    embedderDims: Object.fromEntries(embedders),
+    v2: {
+      space: async () => {
+        const cv = decodeCatalogVectors(readFileSync(file));
+        const ids = [...cv.vectors.keys()].sort();
+        return { embedderId: cv.header.embedder, ids, vectors: ids.map((id) => cv.vectors.get(id)!.vector) };
+      },
+      epochMs: o.epochMs,
+      minContributors: o.minContributors,
+      minReports: o.minReports,
+      attesterKey: process.env.ATOMEM_ATTESTER_KEY || undefined,
+      replaceSpace: o.replaceItemSpace === true,
+    },
     trustProxy: o.trustProxy === undefined ? undefined : parseTrustProxy(o.trustProxy),
     corsOrigins: o.corsOrigin.includes('*') ? '*' : o.corsOrigin.length ? o.corsOrigin : undefined,
     metricsToken: process.env.ATOMEM_METRICS_TOKEN || undefined,
@@ -168,15 +128,8 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
       idleTimeoutMs: o.idleTimeout,
     },
     storage: { maxBytes: o.maxDbBytes },
-    minCommunitySize: o.k,
-    itemNoise: o.itemNoise,
-    k1: o.k1,
-    tau: o.tau,
-    maxMembers: o.maxMembers,
-    hops: o.hops,
     rateLimit: o.rateMax === 0 ? false : { max: o.rateMax, timeWindow: o.rateWindow },
     synchronous: o.sync,
-    vectorIndex: o.exactBelow === undefined ? undefined : { exactBelow: o.exactBelow },
     logger: { level: o.logLevel, stream: process.stderr },
   });
   let stopping = false;
@@ -196,14 +149,12 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   process.on('SIGINT', () => stop('SIGINT'));
   const url = await service.listen({ port: o.port, host: o.host });
   await service.serving;
-  // why: count over the embedders actually served (the default one included)
-  const memories = legacyV1 ? embedders.reduce((n, [e]) => n + (service.index(e)?.graph.size ?? 0), 0) : 0;
-  const clustering = file !== undefined && service.v2!.clustering() !== undefined;
-  process.stdout.write(`atomem-index ready at ${url} (${file ? `v2: epoch ${service.v2!.epoch()}` : 'v2 off'}${legacyV1 ? `, v1: ${memories} memories` : ''}${clustering ? '; the item space is being clustered, reports are accepted meanwhile' : ''})\n`);
+  const clustering = service.v2.clustering() !== undefined;
+  process.stdout.write(`atomem-index ready at ${url} (v2: epoch ${service.v2.epoch()}${clustering ? '; the item space is being clustered, reports are accepted meanwhile' : ''})\n`);
   if (clustering) {
     // why: a failure is logged by the service and answered 503 by every v2 route
     service.ready.then(
-      () => process.stdout.write(`atomem-index item space clustered (${service.v2!.communities().communities.length} communities)\n`),
+      () => process.stdout.write(`atomem-index item space clustered (${service.v2.communities().communities.length} communities)\n`),
       () => {},
     );
   }

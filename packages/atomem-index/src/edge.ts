@@ -1,5 +1,5 @@
 /**
- * The service's edge: what every route gets before a handler runs, v1 and v2 alike.
+ * The service's edge: what every route gets before a handler runs.
  *
  * - **Timeouts** (Node's HTTP server, checked every second): the request headers must arrive
  *   within `headersTimeoutMs`, the whole request within `requestTimeoutMs`, a socket with no

@@ -2,14 +2,11 @@
  * `atomem-index` — the shared community index service (Node). Start it from the command line
  * (`npx atomem-index --help`) or embed it in a server of your own with {@link createIndexService}.
  */
-export { createIndexService, CLIENT_HEADER, CLIENT_TOKEN_PATTERN, type IndexService, type IndexServiceOptions, type LogStream } from './service.js';
-export { HnswVectorSearch, hnswVectorSearch, type HnswOptions, type HnswStats } from './vector-index.js';
-export { MemoryStore, DataDirInUseError, type StoredMemory, type NewMemory, type StoredLink, type MemoryStoreOptions } from './store.js';
-export { DEFAULT_EMBEDDER } from './defaults.js';
+export { createIndexService, type IndexService, type IndexServiceOptions, type LogStream } from './service.js';
 export { registerV2, type V2Controller, type V2Options } from './v2.js';
 export { ReportStore, type ReportStoreOptions } from './report-store.js';
 export { clusterItems, type ClusterOptions } from './clusters.js';
 export { PrivacyPassIssuer, generateIssuerKey, type TokenIssuer, type StoredIssuerKey } from './tokens.js';
 export { AUTO_HNSW_EF, clusterItemSpace, itemKnn, knnExpansion, readPersistedKnn, type ClusterRun, type KnnGraph, type KnnMethod } from './clusters.js';
-export { StorageError, DataDir, MARKER_FILE, type StorageProblem, type StorageStatus } from './storage.js';
+export { StorageError, DataDir, DataDirInUseError, MARKER_FILE, type StorageProblem, type StorageStatus } from './storage.js';
 export { resolveNetworkLimits, type NetworkLimits, type CorsOrigins } from './edge.js';

@@ -14,7 +14,7 @@
  *
  * `secure_delete = ON` overwrites deleted content with zeros, and the WAL is checkpointed
  * (TRUNCATE) after each release, so deleted cells and tombstones do not linger in free pages or
- * the WAL. Durability as in the v1 store: WAL, `synchronous = NORMAL` by default, exclusive lock.
+ * the WAL. Durability: WAL, `synchronous = NORMAL` by default, exclusive lock.
  * Opened through ./storage.ts: marker, foreign / empty / corrupted files refused at start.
  */
 import type Database from 'better-sqlite3';

@@ -13,7 +13,7 @@
  *   (the marker is written once their files pass the checks);
  * - every file gets SQLite's `quick_check` (page and b-tree structure) before use; a failure
  *   refuses the start, names the file and the fix, and leaves the file as it was;
- * - the file's `application_id` names it as ours (`ATMR` reports, `ATMI` legacy v1 index).
+ * - the file's `application_id` names it as ours (`ATMR` reports).
  *
  * At run time ({@link StorageHealth}): a failed write is classified (disk full, corruption,
  * I/O or read-only) instead of surfacing as `500 internal`; the service's health names the

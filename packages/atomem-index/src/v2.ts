@@ -185,7 +185,6 @@ export function registerV2(
   options: V2Options,
   extra: {
     synchronous?: 'normal' | 'full';
-    legacyV1: boolean;
     fail: (reply: FastifyReply, status: number, code: string, message: string, retryAfterSeconds?: number) => FastifyReply;
     /** Shared storage health of the service (a failed write is recorded there). */
     storage?: StorageHealth;
@@ -378,7 +377,6 @@ export function registerV2(
           minContributors,
           minReports,
           graceMs,
-          legacyV1: extra.legacyV1,
           space: { items: sp.ids.length, dim: sp.vectors[0]?.length ?? 0, communities: communities?.communities.length ?? 0, ...(knnInfo ? { knn: knnInfo } : {}) },
           ...(communities ? {} : { clustering: { phase: clustering.phase, share: Math.round(clustering.share * 100) / 100 } }),
           storage: st,

@@ -3,7 +3,7 @@
  * tests and custom workers. A shop page imports `atomem` instead (`createAtomem`, the small
  * main-thread client that runs all of this in a Web Worker).
  */
-export { MemoryAgent, spaceDefaults, EXCLUDE_RULES, varietyOrder, type AgentOptions, type AgentMode, type V1PrivacyLevel, type Recommendation, type RecommendOpts, type RecommendOptions as AgentRecommendOptions, type IntentSelection, type ExcludeRule, type FirstVisitPrior } from './agent/agent.js';
+export { MemoryAgent, spaceDefaults, EXCLUDE_RULES, varietyOrder, type AgentOptions, type AgentMode, type Recommendation, type RecommendOpts, type RecommendOptions as AgentRecommendOptions, type IntentSelection, type ExcludeRule, type FirstVisitPrior } from './agent/agent.js';
 export { diversify, type Aspect, type DiversifyCandidate, type DiversifyParams } from './core/diversify.js';
 export { INTENT_MAX_CHARS, InvalidIntentError, cleanIntent, type InvalidIntentReason } from './core/intent.js';
 export { ItemVectors, UnknownItemError } from './agent/items.js';
@@ -42,8 +42,7 @@ export async function createUseLiteEmbedder(options?: UseLiteOptions): Promise<U
 export { cacheKey, createCachedEmbedder, itemText, type CachedEmbedder } from './embed/cache.js';
 export { RulesReasoner } from './reason/rules.js';
 export type { Reasoner, MemoryText, MemoryView, ForwardStep, Reflection } from './reason/types.js';
-export type { SharedIndex, SharedMemoryUpload, CommunityView } from './community/types.js';
-export { createInProcessIndex, type InProcessIndex, type InProcessIndexOptions } from './community/index.js';
+export type { CommunityView, KnownCommunity, CommunityContext } from './core/retrieve.js';
 export { MemoryStore, InvalidImportError, StorageQuotaError, type OpenStoreOptions, type ExportFile } from './store/index.js';
 
 // ——— building blocks for the benchmark, the demo and custom hosts ———
@@ -56,9 +55,7 @@ export { OPERATIONS } from './reason/prompts.js';
 export { createOpenAICompatibleModel } from './models/openai.js';
 export { createScriptedModel } from './models/scripted.js';
 export type { LanguageModel } from './models/types.js';
-export { CommunityGraph, DEFAULT_MAX_COMMUNITY_SIZE, FlatVectorStore, PrototypeTracker, aggregateItems, noisyCounts, prototypeOf, InvalidUploadError } from './community/index.js';
-export type { VectorHit, VectorSearch, PrototypeMember, GraphMemory, CommunityGraphConfig, GraphEdge, GraphSnapshot, RestoredMemory, CommunityChanges } from './community/index.js';
-export { HttpIndex, IndexHttpError, addGaussianNoise, type HttpIndexOptions, type Payload } from './sync/http-index.js';
+export { prototypeOf } from './community/prototype.js';
 export { Rng, hash32 } from './core/rng.js';
 export { DEFAULT_LDP, ReportHistogram, composedChannel, composedEpsilon, estimateCounts, estimateStd, grr, ldpParams, makeReport, type PermanentMemo } from './community/ldp.js';
 export { buildRelease, decodePrototypes, matchMemory, type BuildReleaseOptions, type ItemCommunities, type ItemSpace, type MatchedCommunity } from './community/release.js';

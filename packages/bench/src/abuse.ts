@@ -2,23 +2,23 @@
  * Abuse benchmark of the index service (`npm run bench:abuse`): the real `atomem-index`
  * process on loopback, honest clients beside hostile ones, bounded in time (it ends by itself).
  *
- * The service runs protocol v2 (a synthetic catalog vector file) and the legacy v1 (whose
- * communities answers are the large ones), with its defaults (rate limit 600 / min per client
- * address, timeouts, connection caps, response caps). Every simulated client has its own
- * loopback address (127.0.x.y: Linux routes 127/8 to loopback), as clients on the internet do.
+ * The service runs protocol v2 on a synthetic catalog vector file, with its defaults (rate
+ * limit 600 / min per client address, timeouts, connection caps, body limits). Every simulated
+ * client has its own loopback address (127.0.x.y: Linux routes 127/8 to loopback), as clients on
+ * the internet do.
  *
- * Phases: seed (v1 memories in clusters), quiet (`--quiet-seconds`, honest clients only: the
- * quiet latency), abuse (`--seconds`, honest and hostile at once). Concurrency `--clients`
- * (default 50), of which `--hostile` (default 10 %) are hostile, cycling through:
- * - slow bodies: POSTs that announce 64 KB and send a byte every 500 ms, as many sockets as
- *   the client may open;
- * - oversized replies: v1 communities requests for 512 ids spread over every community;
- * - header rotation: requests as fast as possible with a fresh `x-atomem-client` and
+ * Phases: quiet (`--quiet-seconds`, honest clients only: the quiet latency), abuse
+ * (`--seconds`, honest and hostile at once). Concurrency `--clients` (default 50), of which
+ * `--hostile` (default 10 %) are hostile, cycling through:
+ * - slow bodies: report POSTs that announce 64 KB and send a byte every 500 ms, as many sockets
+ *   as the client may open;
+ * - oversized bodies: report POSTs of 64 KB, over the body limit, as fast as possible;
+ * - header rotation: requests as fast as possible with a fresh client header and
  *   `x-forwarded-for` each time (to dodge the rate limit);
  * - connection floods: idle sockets up to the per-address cap.
  * Honest clients do one request every `--think-ms` (default 400 ms: well under the rate
- * limit): v1 upsert of a memory, v1 communities of their own memories, v2 token key, v2
- * latest release. A health probe (own address, own thread) asks every 100 ms.
+ * limit), alternating the token key and the latest release. A health probe (own address, own
+ * thread) asks every 100 ms.
  *
  * Reports: honest error rate, honest p50 / p99 quiet and under abuse, health p99, the
  * hostile requests' outcomes, the server's edge counters (metrics token). Figures are noisy on
@@ -33,7 +33,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { Command, InvalidArgumentError } from 'commander';
-import { INDEX_PATHS, INDEX_V2_PATHS, encodeCatalogVectors, encodeVector, hashToken } from 'atomem/protocol';
+import { INDEX_V2_PATHS, encodeCatalogVectors } from 'atomem/protocol';
 import { mulberry32 } from './rng.js';
 
 const EMB = 'abuse-bench@1';
@@ -46,7 +46,6 @@ interface Opts {
   clients: number;
   hostile: number;
   thinkMs: number;
-  memories: number;
   json?: string;
 }
 
@@ -122,7 +121,7 @@ async function startService(dataDir: string, catalog: string): Promise<{ child: 
   const repo = resolve(import.meta.dirname, '../../..');
   const child = spawn(
     process.execPath,
-    ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--port', '0', '--data', dataDir, '--catalog-vectors', catalog, '--legacy-v1', '--embedder', `${EMB}=${DIM}`, '--k', '3', '--log-level', 'error'],
+    ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--port', '0', '--data', dataDir, '--catalog-vectors', catalog, '--log-level', 'error'],
     { cwd: repo, env: { ...process.env, ATOMEM_METRICS_TOKEN: METRICS_TOKEN }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
   );
   child.stderr!.on('data', (d: Buffer) => process.stderr.write(`[service] ${d}`));
@@ -146,7 +145,6 @@ async function main(): Promise<void> {
     .option('--clients <n>', 'concurrent clients in all', int('--clients', 2), 50)
     .option('--hostile <n>', 'of which hostile (default 10 %)', int('--hostile', 0))
     .option('--think-ms <ms>', 'pause between an honest client\'s requests', int('--think-ms', 0), 400)
-    .option('--memories <n>', 'v1 memories seeded', int('--memories', 1), 3000)
     .option('--json <file>', 'also write the figures as JSON')
     .parse()
     .opts<Opts>();
@@ -182,27 +180,10 @@ async function main(): Promise<void> {
     return a;
   };
   try {
-    // Seed v1 memories (from its own address, in batches of 256).
-    process.stderr.write(`seeding ${o.memories} v1 memories…\n`);
-    const seedAgent = agentAt('127.0.9.1');
-    const tokenHash = await hashToken('seed-token-seed-token');
-    const ids: string[] = [];
-    for (let i = 0; i < o.memories; i += 256) {
-      const memories = [];
-      for (let j = i; j < Math.min(o.memories, i + 256); j++) {
-        const id = `seed-${j.toString().padStart(8, '0')}`;
-        ids.push(id);
-        memories.push({ id, tokenHash, embedderId: EMB, dim: DIM, vector: encodeVector(near(j % 40)), items: [`sku-${j % 2000}`] });
-      }
-      const r = await call(seedAgent, port, 'POST', INDEX_PATHS.upsert, JSON.stringify({ v: 1, memories }));
-      if (r.status !== 200) throw new Error(`seeding failed: ${r.status}`);
-    }
-
     type Sample = { phase: 'quiet' | 'abuse'; status: number; ms: number; route: string };
     const samples: Sample[] = [];
     const healthMs: { phase: 'quiet' | 'abuse'; ms: number; status: number }[] = [];
     const hostileOut = new Map<string, Map<number, number>>();
-    const hostileBytes = { oversized: [] as number[] };
     let phase = 'quiet' as 'quiet' | 'abuse' | 'done';
     // why: read through a function, so TypeScript does not narrow it across awaits
     const current = () => phase;
@@ -214,24 +195,13 @@ async function main(): Promise<void> {
 
     const honestClient = async (n: number) => {
       const agent = agentAt(`127.0.1.${n + 1}`);
-      const secret = randomBytes(16).toString('base64url');
-      const hash = await hashToken(secret);
-      const own: string[] = [];
       let step = n;
       while (phase !== 'done') {
         const p = phase;
-        const kind = step++ % 4;
+        const kind = step++ % 2;
         let r: { status: number; ms: number };
         let route: string;
         if (kind === 0) {
-          const id = `h${n}-${step.toString().padStart(8, '0')}`;
-          own.push(id);
-          route = 'v1.upsert';
-          r = await call(agent, port, 'POST', INDEX_PATHS.upsert, JSON.stringify({ v: 1, memories: [{ id, tokenHash: hash, embedderId: EMB, dim: DIM, vector: encodeVector(near(n % 40)) }] }));
-        } else if (kind === 1) {
-          route = 'v1.communities';
-          r = await call(agent, port, 'POST', INDEX_PATHS.communities, JSON.stringify({ v: 1, embedderId: EMB, ids: own.slice(-8) }));
-        } else if (kind === 2) {
           route = 'v2.tokenKey';
           r = await call(agent, port, 'GET', INDEX_V2_PATHS.tokenKey);
         } else {
@@ -258,7 +228,7 @@ async function main(): Promise<void> {
             // 0 = closed by the server (timeout or cap), not by us at the end
             if (!ending) note('slow body', 0);
           });
-          s.on('connect', () => s.write(`POST ${INDEX_PATHS.upsert} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 65536\r\n\r\n{`));
+          s.on('connect', () => s.write(`POST ${INDEX_V2_PATHS.report} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 65536\r\n\r\n{`));
           const t = setInterval(() => (s.destroyed ? clearInterval(t) : s.write(' ')), 500);
           s.on('close', () => clearInterval(t));
           await sleep(5);
@@ -271,10 +241,8 @@ async function main(): Promise<void> {
     const oversized = async (addr: string, until: () => boolean) => {
       const agent = agentAt(addr);
       while (!until()) {
-        const pick = Array.from({ length: 512 }, (_, i) => ids[(i * 97) % ids.length]);
-        const r = await call(agent, port, 'POST', INDEX_PATHS.communities, JSON.stringify({ v: 1, embedderId: EMB, ids: [...new Set(pick)] }));
-        note('oversized reply', r.status);
-        if (r.status === 200) hostileBytes.oversized.push(r.bytes);
+        const r = await call(agent, port, 'POST', INDEX_V2_PATHS.report, JSON.stringify({ pad: 'x'.repeat(65_536) }));
+        note('oversized body', r.status);
       }
     };
     const rotation = async (addr: string, until: () => boolean) => {
@@ -351,7 +319,6 @@ async function main(): Promise<void> {
       },
       health: { quietP99: pct(hq, 0.99), abuseP50: pct(ha.map((h) => h.ms), 0.5), abuseP99: pct(ha.map((h) => h.ms), 0.99), abuseFailures: ha.filter((h) => h.status !== 200).length },
       hostile: Object.fromEntries([...hostileOut].map(([k, m]) => [k, Object.fromEntries(m)])),
-      oversizedReplyBytesMax: hostileBytes.oversized.length ? Math.max(...hostileBytes.oversized) : null,
       server: metrics,
     };
     const f = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
@@ -363,7 +330,7 @@ async function main(): Promise<void> {
     console.log(`| health, under abuse | ${ha.length} | ${result.health.abuseFailures} | ${f(result.health.abuseP50)} | ${f(result.health.abuseP99)} |`);
     console.log(`\nhonest p99 under abuse / quiet: ${f(result.honest.p99Ratio)}× (target ≤ 5×); health p99 ${f(result.health.abuseP99)} ms (target ≤ 50 ms); honest errors ${errors(a).length} (target 0)`);
     console.log(`hostile outcomes (status → count; 0 = connection closed by the server): ${JSON.stringify(result.hostile)}`);
-    console.log(`largest communities reply to a hostile request: ${result.oversizedReplyBytesMax ?? '–'} bytes; server edge counters: ${JSON.stringify(metrics.edge)}; loop delay ${JSON.stringify(metrics.loopDelayMs)}`);
+    console.log(`server edge counters: ${JSON.stringify(metrics.edge)}; loop delay ${JSON.stringify(metrics.loopDelayMs)}`);
     if (o.json) writeFileSync(o.json, JSON.stringify(result, null, 2));
   } finally {
     for (const ag of agents) ag.destroy();

@@ -1,16 +1,13 @@
 /**
  * atomem and its ablations as benchmark methods. Every user gets their own MemoryAgent that
- * learns only from that user's history (STEAM's training loop); at privacy `embeddings` or
- * `items` each agent shares its memories with one in-process shared index, then pulls its
- * communities; ranking is the agent's own `recommend()`.
+ * learns only from that user's history (STEAM's training loop); at privacy `contribute` every
+ * agent reports to the real index service (protocol v2) for one simulated epoch and then ranks
+ * with its release; ranking is the agent's own `recommend()`.
  */
 import { appendFileSync } from 'node:fs';
 import { readVectorCache, vectorCacheFile, writeVectorCache } from './vector-cache.js';
 import { MemoryAgent, type AgentMode, type AgentOptions } from 'atomem/engine';
 import { ItemVectors } from 'atomem/engine';
-import { createInProcessIndex, type InProcessIndex } from 'atomem/engine';
-import type { SharedIndex } from 'atomem/engine';
-import { HttpIndex } from 'atomem/engine';
 import { LlmReasoner, addCosts, zeroCosts } from 'atomem/engine';
 import { llmPlanner } from 'atomem/engine';
 import { OPERATIONS } from 'atomem/engine';
@@ -157,9 +154,9 @@ function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
       intentWeights[key.slice('atomem.iw.'.length)] = paramNumber(params, key)!;
       continue;
     }
-    if (!key.startsWith('atomem.') || ['atomem.itemVectors', 'atomem.embedder', 'atomem.centre', 'atomem.memberSelection', 'atomem.indexUrl', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
+    if (!key.startsWith('atomem.') || ['atomem.itemVectors', 'atomem.embedder', 'atomem.centre', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
-    if (['communityTau', 'minCommunitySize', 'maxCommunitySize', 'itemNoise', 'maxMembers', 'hops', 'fidelityUsers'].includes(knob)) continue;
+    if (knob === 'fidelityUsers') continue;
     const n = paramNumber(params, key)!;
     if (knob.startsWith('w.')) weights[knob.slice(2)] = n;
     else if (knob.startsWith('sw.')) shopWeights[knob.slice(3)] = n;
@@ -182,7 +179,7 @@ export function itemVectorsKind(params: Readonly<Record<string, string>>): 'cont
  * (the item-vector choice, cut-off, dumps, progress) are not defaults of a component.
  */
 export function overriddenDefaults(params: Readonly<Record<string, string>>): string[] {
-  const harness = new Set(['atomem.itemVectors', 'atomem.dumpFeatures', 'atomem.fidelityUsers', 'atomem.indexUrl', 'shop.until']);
+  const harness = new Set(['atomem.itemVectors', 'atomem.dumpFeatures', 'atomem.fidelityUsers', 'shop.until']);
   return Object.keys(params)
     .filter((k) => (k.startsWith('atomem.') || k.startsWith('shop.') || k.startsWith('sasrec.')) && !harness.has(k))
     .sort();
@@ -213,9 +210,6 @@ export class AtomemMethod implements Method {
   private readonly params: Readonly<Record<string, string>>;
   private readonly config: ConfigPartial;
   private agents = new Map<string, MemoryAgent>();
-  private index: InProcessIndex | undefined;
-  /** `atomem.indexUrl`: each simulated device talks HTTP to a running service with its own secret. */
-  private remote = new Map<string, HttpIndex>();
   private ctx!: MethodContext;
   private llm: LanguageModel | undefined;
   private reasoners: LlmReasoner[] = [];
@@ -301,39 +295,8 @@ export class AtomemMethod implements Method {
       if ((ctx.target ?? 'test') === 'test') throw new BenchUsageError('feature dumps (atomem.dumpFeatures / ATOMEM_DUMP_FEATURES) are refused on test cases: add --validation');
       this.dumpFile = dump;
     }
-    if (this.itemVectors === 'hybrid' && this.params['atomem.indexUrl'] && this.mode.communities && this.privacy !== 'off') {
-      // why: a running service accepts one embedder id chosen at start, and a trained shop file's space id exists only after training
-      throw new BenchUsageError('--index-url needs --item-vectors content (the service is started for one embedder id; the shop file\'s space id is known only once it is trained)');
-    }
     const items = (this.items = await this.itemSpace(ctx));
     const v2 = this.mode.communities && this.privacy === 'contribute';
-    const share = this.mode.communities && (this.privacy === 'embeddings' || this.privacy === 'items');
-    const cfg = resolveConfig({ ...spaceDefaults(items, this.config), ...this.config });
-    const url = this.params['atomem.indexUrl'];
-    if (share && url) {
-      const probe = new HttpIndex({ url, embedderId: items.embedderId, secret: 'probe-secret-not-used' });
-      const health = await probe.health().catch((e: Error) => {
-        throw new Error(`atomem.indexUrl ${url}: the service does not answer (${e.message})`);
-      });
-      if (!health.embedderIds.includes(items.embedderId)) {
-        throw new Error(`atomem.indexUrl ${url} does not accept embedder ${items.embedderId}: start it with --embedder '${items.embedderId}=<its dimension>'`);
-      }
-      if (health.memories > 0) process.stderr.write(`warning: the index at ${url} already holds ${health.memories} memories: results mix with them\n`);
-    } else if (share) {
-      this.index = createInProcessIndex({
-        embedderId: items.embedderId,
-        k1: cfg.k1,
-        tau: paramNumber(this.params, 'atomem.communityTau') ?? cfg.tau,
-        maxMembers: paramNumber(this.params, 'atomem.maxMembers') ?? 200,
-        hops: paramNumber(this.params, 'atomem.hops') || undefined,
-        // why: "Infinity" = plain components of the mutual top-k1 links (the cap's ablation)
-        maxCommunitySize: this.params['atomem.maxCommunitySize'] === 'Infinity' ? Infinity : paramNumber(this.params, 'atomem.maxCommunitySize'),
-        memberSelection: this.params['atomem.memberSelection'] === 'sample' ? 'sample' : 'similar',
-        minCommunitySize: paramNumber(this.params, 'atomem.minCommunitySize') ?? 3,
-        itemNoise: paramNumber(this.params, 'atomem.itemNoise') ?? 0,
-        seed: ctx.seed,
-      });
-    }
     const trained = await this.train(ctx, items);
     for (const [user, t] of trained) {
       // why: training does not depend on the privacy level, so runs share it; each run gets its own copy.
@@ -343,8 +306,6 @@ export class AtomemMethod implements Method {
       this.forwardSteps += t.steps;
       this.trainingEvents += t.steps;
       for (const [op, n] of Object.entries(t.ops)) this.ops[op] = (this.ops[op] ?? 0) + n;
-      const index = this.indexFor(user, items.embedderId, share, url);
-      if (index) await agent.sync(index, this.privacy as 'embeddings' | 'items', { pull: false });
       this.agents.set(user, agent);
     }
     if (v2) {
@@ -359,33 +320,6 @@ export class AtomemMethod implements Method {
         ctx.progress(++done, ctx.cases.length, 'matching the release');
       }
     }
-    if (this.index || this.remote.size) {
-      let pulled = 0;
-      for (const c of ctx.cases) {
-        const index = this.indexFor(c.user, items.embedderId, share, url);
-        if (index) await this.agents.get(c.user)?.pullCommunities(index);
-        ctx.progress(++pulled, ctx.cases.length, 'pulling communities');
-      }
-    }
-  }
-
-  /** The index one simulated device talks to: the shared in-process one, or its own HTTP client. */
-  private indexFor(user: string, embedderId: string, share: boolean, url: string | undefined): SharedIndex | undefined {
-    if (!share) return undefined;
-    if (!url) return this.index;
-    let h = this.remote.get(user);
-    if (!h) {
-      // a per-device secret, deterministic per seed so a rerun can delete what a crashed run left
-      h = new HttpIndex({ url, embedderId, secret: `bench-${this.ctx.seed}-${this.privacy}-${user}-secret` });
-      this.remote.set(user, h);
-    }
-    return h;
-  }
-
-  /** With a remote index: delete every copy this run uploaded, so the next run starts from an empty service. */
-  async dispose(): Promise<void> {
-    for (const [user, h] of this.remote) await this.agents.get(user)?.sync(h, 'off', { pull: false });
-    this.remote.clear();
   }
 
   /** STEAM's training loop for every user (cached per dataset, variant and config). */
@@ -526,8 +460,6 @@ export class AtomemMethod implements Method {
 
   async extras(): Promise<Record<string, unknown>> {
     const overridden = overriddenDefaults(this.params);
-    // why: the in-process v1 index runs with the benchmark's settings, not the service's defaults (noise 1, 64 members)
-    if (this.index) for (const k of ['atomem.itemNoise', 'atomem.maxMembers']) if (!overridden.includes(k)) overridden.push(`${k} (bench: ${k.endsWith('Noise') ? '0' : '200'})`);
     const cfg = [...this.agents.values()][0]?.config;
     const out: Record<string, unknown> = {
       itemVectors: this.itemVectors,
@@ -560,11 +492,7 @@ export class AtomemMethod implements Method {
       const r = this.release;
       out.release = { epsilon: r.ldp.epsilon, delta: r.ldp.delta, reports: r.reports, communities: r.communities.length, popularItems: Object.keys(r.popularity).length, ldp: r.ldp };
     } else if (this.privacy === 'contribute') out.release = { published: false };
-    if (this.index) {
-      const s = this.index.stats();
-      out.index = { memories: s.memories, edges: s.edges, communities: s.communities, largestCommunity: s.largestCommunity, largestShare: s.largestShare, sizeHistogram: s.sizeHistogram, releasable: s.releasableCommunities };
-    }
-    if ((this.privacy === 'items' || this.privacy === 'off') && this.name === 'atomem' && this.params['atomem.fidelityUsers'] !== '0') Object.assign(out, await this.fidelity());
+    if (this.privacy === 'off' && this.name === 'atomem' && this.params['atomem.fidelityUsers'] !== '0') Object.assign(out, await this.fidelity());
     return out;
   }
 }
@@ -573,7 +501,7 @@ function mean(xs: number[]): number {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
 }
 
-const levels: Privacy[] = ['off', 'contribute', 'embeddings', 'items'];
+const levels: Privacy[] = ['off', 'contribute'];
 registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities (setting instruct: with the stated intent)' });
 registerMethod('atomem-no-intent', (o) => new AtomemMethod(o, {}, { intent: false }), {
   privacyLevels: levels,
@@ -647,7 +575,7 @@ export const ABLATIONS: Ablation[] = [
   {
     name: 'atomem-no-communities',
     removes: 'the shared index: no communities pulled (own memories only)',
-    levels: ['contribute', 'embeddings', 'items'],
+    levels: ['contribute'],
     make: (o, ablation) => new AtomemMethod(o, { communities: false }, { ablation }),
   },
   ...[...new Set([...MEMORY_SIGNALS, ...Object.keys(DEFAULT_CONFIG.shopWeights)])]

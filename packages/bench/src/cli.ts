@@ -48,7 +48,7 @@ function parseQuantile(value: string): number {
 function parsePrivacy(value: string): Privacy[] {
   const list = parseList(value);
   const bad = list.filter((p) => !PRIVACY_LEVELS.includes(p as Privacy));
-  if (bad.length) throw new InvalidArgumentError(`unknown level ${bad.join(', ')} (off, embeddings, items).`);
+  if (bad.length) throw new InvalidArgumentError(`unknown level ${bad.join(', ')} (off, contribute).`);
   return list as Privacy[];
 }
 
@@ -85,7 +85,7 @@ function program(): Command {
     .option('--users <n|all>', 'evaluated users, drawn without replacement', parseUsers, 'all' as number | 'all')
     .option('--seed <n>', 'seed of every random draw', parseSeed, DEFAULT_SEED)
     .option('--methods <a,b,c>', 'methods to run (default: all registered)', parseList)
-    .option('--privacy <levels>', 'privacy levels for methods that take one: off,contribute (protocol v2), embeddings,items (deprecated v1) (default: all they declare)', parsePrivacy)
+    .option('--privacy <levels>', 'privacy levels for methods that take one: off,contribute (protocol v2) (default: all they declare)', parsePrivacy)
     .option('--param <key=value>', 'method parameter, repeatable (e.g. bpr.epochs=40)', parseParam)
     .option('--json <file>', 'write { config, results } as JSON')
     .addOption(new Option('--reasoner <kind>', 'memory operations by rules (default) or an LLM').choices(['rules', 'llm']))
@@ -93,7 +93,6 @@ function program(): Command {
     .addOption(new Option('--planner <kind>', 'with --reasoner llm: ARS planner by the LLM (default) or by rules').choices(['llm', 'rules']))
     .option('--llm-url <url>', 'OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1')
     .option('--llm-model <name>', 'model name sent to the OpenAI-compatible server')
-    .option('--index-url <url>', 'atomem\'s simulated devices share through a running atomem-index service over HTTP (started with --embedder set to the id this prints) instead of the in-process index')
     .addOption(new Option('--item-vectors <kind>', "atomem's item space: hybrid = the shop's published model (collaborative vectors + its signals + SASRec, learned from the log the baselines train on), content = the content embedder's vectors").choices(['content', 'hybrid']).default('hybrid'))
     .option('--shop-log-until <q>', 'the shop keeps only log entries before the global time quantile q (e.g. 0.8): applies to the published model (shop, atomem hybrid), not to the centralized baselines', parseQuantile)
     .option('--validation', 'evaluate on validation cases (tuning) instead of test cases')
@@ -115,7 +114,6 @@ interface CliOptions {
   privacy?: Privacy[];
   param?: Record<string, string>;
   json?: string;
-  indexUrl?: string;
   reasoner?: 'rules' | 'llm';
   planner?: 'rules' | 'llm';
   llm?: string;
@@ -194,7 +192,6 @@ export async function main(argv: string[]): Promise<number> {
       ...(o.param ?? {}),
       'atomem.itemVectors': o.itemVectors,
       ...(o.shopLogUntil !== undefined ? { 'shop.until': String(o.shopLogUntil) } : {}),
-      ...(o.indexUrl ? { 'atomem.indexUrl': o.indexUrl } : {}),
       ...(o.reasoner ? { 'atomem.reasoner': o.reasoner } : {}),
       ...(o.planner ? { 'atomem.planner': o.planner } : {}),
       ...(o.llm ? { 'atomem.llm': o.llm } : {}),

@@ -1,5 +1,5 @@
 /**
- * Item-space scale benchmark (`npm run bench:index -- --item-space [--sizes 10k,100k,1m]`):
+ * Item-space scale benchmark (`npm run bench:index -- [--sizes 10k,100k,1m]`):
  * the index service's protocol-v2 clustering of a catalog (`clusterItemSpace` of
  * packages/atomem-index/src/clusters.ts) on synthetic clustered catalogs (`--catalog iso|mixed|lowdim`)
  * of `--dim` (default 128) unit vectors.
@@ -102,7 +102,7 @@ function catalog(n: number, dim: number, seed: number, shape: CatalogShape = 'is
 }
 
 export async function itemSpaceMain(argv: string[]): Promise<number> {
-  const o = new Command('bench:index --item-space')
+  const o = new Command('bench:index')
     .option('--sizes <list>', 'catalog sizes, e.g. 10k,100k,1m', parseSizes, [10_000, 100_000, 1_000_000])
     .option('--dim <n>', 'vector dimension', (v) => Number(v), 128)
     .option('--sample <n>', 'items whose kNN is checked against the exact one', (v) => Number(v), 1000)

@@ -1,44 +1,40 @@
 /**
- * `npm run bench:privacy`: the attacks of issue 13 against the shared index, each before
- * (protocol v1, the deprecated service mode, with its service defaults) and after (protocol
- * v2 through the real service with its shipped defaults), in one run, from the server's full
- * view (everything stored plus every request as it arrived), and the quality each protocol
- * buys (NDCG@10 with a paired bootstrap interval against `off`).
+ * `npm run bench:privacy`: the attacks of docs/PRIVACY.md against the shared index (protocol v2
+ * through the real service with its shipped defaults), from the server's full view
+ * (everything stored plus every request as it arrived), and the quality it buys (NDCG@10 with a
+ * paired bootstrap interval against `off`). Beside each figure, the "before" column: what the
+ * same attack achieved against the removed protocol v1, frozen ({@link V1_FROZEN}: measured on
+ * ML-100K at the commit it names; v1 no longer exists to run).
  *
  * Population: every user of the dataset trains an agent on their history minus the last
- * `laterEvents` interactions (epoch 1), shares / reports, then trains on those last events
- * (epoch 2: the same device later) and shares / reports again. `holdOut` devices never
- * share: they are the non-members of membership inference.
+ * `laterEvents` interactions (epoch 1), reports, then trains on those last events (epoch 2:
+ * the same device later) and reports again. `holdOut` devices do not report in epoch 1 and are
+ * left out of the membership release: they are the non-members of membership inference.
  *
  * Attacks (see docs/PRIVACY.md for the threat model):
- * - linkage: pairs (record of epoch 1, record of epoch 2); AUC of the attacker's score for
- *   same-device pairs against other-device pairs. v1 from stored vectors (cosine) and from the
- *   request log (batches and the `communities` id lists); v2 from the request log (cohort and
- *   bucket of the reports, arrival times) — v2 stores no per-report row.
- * - n−1: v1: two probes next to a victim's record, then a `communities` query: success when a
- *   released member is the victim's vector. v2: two probe reports on an item of the victim;
- *   can the attacker tell the epoch where the victim reported from one where it did not (AUC)?
- *   Also v2's worst case: an attacker who knows every other report exactly.
- * - membership inference: v1: three copies of a candidate's memory vector, then a query (score:
- *   best member cosine); v2: the release's estimates on the candidate's items. AUC members vs
+ * - linkage: pairs (report of epoch 1, report of epoch 2); AUC of the attacker's score for
+ *   same-device pairs against other-device pairs, from the request log (cohort and bucket of
+ *   the reports, arrival times) — v2 stores no per-report row.
+ * - n−1: two probe reports on an item of the victim; can the attacker tell the epoch where the
+ *   victim reported from one where it did not (AUC)? Also the worst case: an attacker who knows
+ *   every other report exactly.
+ * - membership inference: the release's estimates on the candidate's items; AUC members vs
  *   held-out devices.
- * - noise averaging: v1: 30 re-queries after toggling a probe (fresh Laplace noise per
- *   community version); v2: 30 re-reads of the immutable release, and 30 epochs of linked
- *   reports of a one-item device (memoized permanent randomization).
- * - set recovery: v1: nearest catalog items of each shared vector; v2: the report's hash
- *   support ranked by public popularity; against the 10 most popular items.
+ * - noise averaging: 30 re-reads of the immutable release, and 30 epochs of linked reports of a
+ *   one-item device (memoized permanent randomization).
+ * - set recovery: the report's hash support ranked by public popularity, against the 10 most
+ *   popular items.
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
-import { MemoryAgent, ReportHistogram, buildRelease, composedChannel, createInProcessIndex, estimateCounts, makeReport, resolveConfig, tauFor, type CommunityView, type InProcessIndex, type ItemVectors, type SharedIndex, type SharedMemoryUpload, type PermanentMemo } from 'atomem/engine';
-import { clusterItems } from 'atomem-index';
+import { MemoryAgent, ReportHistogram, buildRelease, composedChannel, estimateCounts, makeReport, type ItemVectors, type PermanentMemo } from 'atomem/engine';
 import { DEFAULT_EPOCH_MS, olhBucket, type LdpParams, type Release } from 'atomem/protocol';
 import { compareIds, loadDataset } from './datasets.js';
 import { bootstrapCI, ndcgAt, rankOf } from './metrics.js';
 import { buildProtocol, DEFAULT_SEED } from './protocol.js';
-import { catalogVectors, toWire } from './privacy-leak.js';
+import { catalogVectors } from './vector-cache.js';
 import { idGenerator, negativeSampler, Rng } from './rng.js';
 import type { Dataset, DatasetFormat } from './types.js';
 import type { Interaction } from 'atomem/engine';
@@ -62,10 +58,32 @@ export interface AttackOptions {
   onProgress?: (label: string, done: number, total: number) => void;
 }
 
-/** One attack's before / after figures. */
+/**
+ * Protocol v1's figures on these attacks, frozen when v1 was removed: the v1 column of
+ * `npm run bench:privacy -- --data ../shared/data/ml-100k` at commit a17e0e3 (all 943 users,
+ * 100 held out, seed 2026, USE-lite, the service's v1 defaults: k = 3, Laplace b = 1, 64
+ * members, mutual top-2 links at the agents' tau (0.35: centred USE-lite), communities of at most
+ * 128 records). Keyed by
+ * {@link AttackRow.attack}; NaN where the attack had no v1 form.
+ */
+export const V1_FROZEN = {
+  commit: 'a17e0e3',
+  dataset: 'ml-100k',
+  figures: {
+    'linkage of two records of one shopper (stored data)': 0.9617470592949773,
+    'linkage of two records of one shopper (request log)': 1,
+    'n−1: probes next to a victim, read the victim back': 0.94,
+    'membership inference (is this shopper in the index?)': 1,
+    'noise averaging: 30 re-queries recover the exact count': 1,
+    'set recovery: items of one record with the public catalog': 0.4151336560724111,
+  } as Readonly<Record<string, number>>,
+} as const;
+
+/** One attack's before (frozen v1) / after (measured v2) figures. */
 export interface AttackRow {
   attack: string;
   measure: string;
+  /** Protocol v1's figure ({@link V1_FROZEN}; NaN: no v1 form). Not measured by this run. */
   v1: number;
   v2: number;
   /** What chance (no information) gives. */
@@ -102,48 +120,6 @@ export function auc(pos: readonly number[], neg: readonly number[]): number {
   return (rankSum - (pos.length * (pos.length + 1)) / 2) / (pos.length * neg.length);
 }
 
-function cos(a: Float32Array, b: Float32Array): number {
-  let s = 0;
-  let na = 0;
-  let nb = 0;
-  for (let i = 0; i < a.length; i++) {
-    s += a[i] * b[i];
-    na += a[i] * a[i];
-    nb += b[i] * b[i];
-  }
-  return s / (Math.sqrt(na * nb) || 1);
-}
-
-/**
- * A v1 request as the operator logs it. `connection`: v1 clients keep one connection for a
- * sync's requests (delete old copies → upload new ones → `communities`), so the operator sees
- * which requests came together.
- */
-type V1Request = { kind: 'upsert' | 'communities' | 'delete'; connection: string; ids: string[] };
-
-/** The v1 index as the service holds it (int8 wire vectors), with every request logged. */
-function loggingIndex(inner: InProcessIndex, log: V1Request[], connection: () => string): SharedIndex {
-  return {
-    embedderId: inner.embedderId,
-    async upsert(batch) {
-      // HttpIndex sends up to 256 memories per request
-      for (let i = 0; i < batch.length; i += 256) {
-        const part = batch.slice(i, i + 256);
-        log.push({ kind: 'upsert', connection: connection(), ids: part.map((u) => u.id) });
-        inner.upsertSync(part.map((u) => ({ ...u, vector: toWire(u.vector, 0) })));
-      }
-    },
-    async delete(ids) {
-      log.push({ kind: 'delete', connection: connection(), ids: [...ids] });
-      inner.deleteSync(ids);
-    },
-    async communities(ids) {
-      log.push({ kind: 'communities', connection: connection(), ids: [...ids] });
-      return inner.communitiesSync(ids);
-    },
-  };
-}
-
 /** Run every attack (see the module comment). */
 export async function measureAttacks(opts: AttackOptions): Promise<AttackReport> {
   const t0 = performance.now();
@@ -154,7 +130,6 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
   const { dataset } = opts;
   const protocol = buildProtocol(dataset, { users: 'all', seed });
   const items: ItemVectors = await catalogVectors({ dataset, embedder: opts.embedder ?? 'use-lite', cacheDir: opts.cacheDir }, progress);
-  const cfg = resolveConfig({ tau: tauFor(items.embedderId) });
   const catalog = [...dataset.items.keys()].sort(compareIds);
   const space = await itemSpaceOf(items, catalog);
   const rng = Rng.derive(seed, 'attacks');
@@ -179,42 +154,10 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
   }
   const sharing = users.filter((u) => !held.has(u));
 
-  // ——— v1: two syncs at level `items` through a logging in-process index with the service's v1 defaults ———
-  const v1 = createInProcessIndex({ embedderId: items.embedderId, k1: cfg.k1, tau: cfg.tau, minCommunitySize: 3, itemNoise: 1, seed, maxMembers: 64, memberSelection: 'similar' });
-  const log1: V1Request[] = [];
-  let current = '';
-  let syncNo = 0;
-  const wire1 = loggingIndex(v1, log1, () => `${current}#${syncNo}`);
-  const uploads = new Map<string, { device: string; epoch: number; vector: Float32Array; items: string[]; memory: string }>();
-  const capture = (epoch: number): SharedIndex => ({
-    embedderId: wire1.embedderId,
-    async upsert(batch: readonly SharedMemoryUpload[]) {
-      for (const u of batch) {
-        const m = agents.get(current)!.snapshot.memories.find((x) => x.embedding.vector === u.vector);
-        uploads.set(u.id, { device: current, epoch, vector: toWire(u.vector, 0), items: m ? m.items : [], memory: m ? m.id : 'profile' });
-      }
-      return wire1.upsert(batch);
-    },
-    delete: (ids) => wire1.delete(ids),
-    communities: (ids) => wire1.communities(ids),
-  });
   // v2 epoch 1 needs the epoch-1 state: run it before the agents train on epoch 2
   const bench = await openBenchService(space, opts.v2);
   try {
     const v2Devices = (list: string[]) => new Map(list.map((u) => [u, agents.get(u)!] as const));
-    done = 0;
-    syncNo = 1;
-    // uploads first, then every device's `communities` request (as the benchmark does; a pull
-    // after each upload would keep one copy of a giant community's vectors per version alive)
-    for (const u of sharing) {
-      progress('v1 sync (epoch 1)', ++done, sharing.length);
-      current = u;
-      await agents.get(u)!.sync(capture(1), 'items', { pull: false });
-    }
-    for (const u of sharing) {
-      current = u;
-      await agents.get(u)!.pullCommunities(capture(1));
-    }
     const e1 = await runEpoch({ space, devices: v2Devices(sharing), epoch: 1, seed, service: bench, onProgress: (d, t) => progress('v2 reports (epoch 1)', d, t) });
     done = 0;
     for (const u of users) {
@@ -224,61 +167,15 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       clocks.get(u)!.at = h[h.length - 1].at;
       await agent.train(splits.get(u)!.second, negativeSampler(seed, `${u}/2`, catalog, new Set(h.map((i) => i.item))));
     }
-    done = 0;
-    syncNo = 2;
-    for (const u of sharing) {
-      progress('v1 sync (epoch 2)', ++done, sharing.length);
-      current = u;
-      await agents.get(u)!.sync(capture(2), 'items', { pull: false });
-    }
-    for (const u of sharing) {
-      current = u;
-      await agents.get(u)!.pullCommunities(capture(2));
-    }
     const e2 = await runEpoch({ space, devices: v2Devices(users), epoch: 2, seed, service: bench, onProgress: (d, t) => progress('v2 reports (epoch 2)', d, t) });
     const release2 = e2.release;
     if (!release2) throw new Error('v2: epoch 2 published no release (too few reports for minReports)');
     const ldp = bench.service.v2!.ldp;
     const rows: AttackRow[] = [];
 
+    const v1Of = (attack: string): number => V1_FROZEN.figures[attack] ?? NaN;
     // ——— linkage ———
-    const recs1 = [...uploads].filter(([, r]) => r.epoch === 1);
-    const recs2 = [...uploads].filter(([, r]) => r.epoch === 2);
-    const byDevice1 = new Map<string, string[]>();
-    for (const [id, r] of recs1) (byDevice1.get(r.device) ?? byDevice1.set(r.device, []).get(r.device)!).push(id);
-    const ids1 = recs1.map(([id]) => id);
-    // a record of epoch 2 and the previous version of the same memory (or the profile record),
-    // against a record of another device
-    const prevVersion = new Map<string, string>();
-    for (const [id, r] of recs1) prevVersion.set(`${r.device}\u0000${r.memory}`, id);
-    const pairsV1: { a: string; b: string; same: boolean }[] = [];
-    for (const [id2, r2] of recs2) {
-      const prev = prevVersion.get(`${r2.device}\u0000${r2.memory}`) ?? (byDevice1.get(r2.device)?.length ? byDevice1.get(r2.device)![rng.int(byDevice1.get(r2.device)!.length)] : undefined);
-      if (!prev) continue;
-      pairsV1.push({ a: prev, b: id2, same: true });
-      for (;;) {
-        const other = ids1[rng.int(ids1.length)];
-        if (uploads.get(other)!.device !== r2.device) {
-          pairsV1.push({ a: other, b: id2, same: false });
-          break;
-        }
-      }
-    }
-    const cosScore = (p: { a: string; b: string }) => cos(uploads.get(p.a)!.vector, uploads.get(p.b)!.vector);
-    // request log: two ids are linked when one connection carried both (an upload batch, the
-    // deletion of the old copies before the upload of the new ones, a `communities` id list)
-    const together = new Map<string, Set<string>>();
-    for (const req of log1) for (const id of req.ids) (together.get(id) ?? together.set(id, new Set()).get(id)!).add(req.connection);
-    const logScore = (p: { a: string; b: string }) => {
-      const A = together.get(p.a);
-      const B = together.get(p.b);
-      if (!A || !B) return 0;
-      for (const x of A) if (B.has(x)) return 1;
-      return 0;
-    };
-    const v1LinkCos = auc(pairsV1.filter((p) => p.same).map(cosScore), pairsV1.filter((p) => !p.same).map(cosScore));
-    const v1LinkLog = auc(pairsV1.filter((p) => p.same).map(logScore), pairsV1.filter((p) => !p.same).map(logScore));
-    // v2: one report per device per epoch; the attacker scores pairs by cohort / bucket and arrival time
+    // one report per device per epoch; the attacker scores pairs by cohort / bucket and arrival time
     const r1 = new Map(e1.log.map((l) => [l.device, l]));
     const r2s = e2.log.filter((l) => r1.has(l.device));
     const v2Score = (a: LoggedReport, b: LoggedReport) => (a.body.report.cohort === b.body.report.cohort ? 1 + (a.body.report.bucket === b.body.report.bucket ? 1 : 0) : 0) - Math.abs(((a.at % DEFAULT_EPOCH_MS) - (b.at % DEFAULT_EPOCH_MS)) / DEFAULT_EPOCH_MS) * 1e-3;
@@ -299,28 +196,12 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
     // v2 stores no row per report (a histogram of counts, deleted with the epoch): the stored data
     // offers no pair to score, every pair gets the same score
     const v2Stored = auc(v2Pos.map(() => 0), v2Neg.map(() => 0));
-    rows.push({ attack: 'linkage of two records of one shopper (stored data)', measure: 'AUC (v1: cosine of a memory\'s two versions)', v1: v1LinkCos, v2: v2Stored, chance: 0.5 });
-    rows.push({ attack: 'linkage of two records of one shopper (request log)', measure: 'AUC (v1: same connection; v2: cohort, bucket, time)', v1: v1LinkLog, v2: v2Link, chance: 0.5 });
+    const row = (attack: string, measure: string, v2: number, chance: number) => rows.push({ attack, measure, v1: v1Of(attack), v2, chance });
+    row('linkage of two records of one shopper (stored data)', 'AUC (v1: cosine of a memory\'s two versions)', v2Stored, 0.5);
+    row('linkage of two records of one shopper (request log)', 'AUC (v1: same connection; v2: cohort, bucket, time)', v2Link, 0.5);
 
     // ——— n−1 ———
-    let v1Hits = 0;
-    const victims = rng.sampleWithoutReplacement(recs2.filter(([id]) => v1.graph.has(id)), Math.min(trials, recs2.length));
-    for (const [i, [, rec]] of victims.entries()) {
-      progress('n−1 (v1)', i + 1, victims.length);
-      const probes = [0, 1].map((k) => {
-        const v = new Float32Array(rec.vector);
-        const r = Rng.derive(seed, 'probe', i, k);
-        // why 0.002: v1 links mutual top-k1 (DECISIONS 39), so a probe must be closer to the
-        // victim than the victim's own nearest records (cos ≈ 0.97 here); 0.02 gave cos ≈ 0.95
-        for (let d = 0; d < v.length; d++) v[d] += 0.002 * r.normal();
-        return { id: `probe-${i}-${k}`, embedderId: items.embedderId, vector: toWire(v, 0) };
-      });
-      v1.upsertSync(probes);
-      const views: CommunityView[] = v1.communitiesSync(probes.map((p) => p.id));
-      if (views.some((c) => c.members.some((m) => cos(m, rec.vector) >= 0.999))) v1Hits++;
-      v1.deleteSync(probes.map((p) => p.id));
-    }
-    // v2, the issue's attacker: its own two reports on an item of the victim; it cannot know the others' noise.
+    // the attacker's own two reports on an item of the victim; it cannot know the others' noise.
     // World 1: the victim reports; world 0: it does not. Each world redraws every other device's randomization.
     const { same } = composedChannel(ldp.epsPermanent, ldp.epsInstant, ldp.g);
     const worldEstimate = (devs: string[], item: string, salt: string, extra: { cohort: number; bucket: number }[]) => {
@@ -358,32 +239,14 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       const y = notIts[rng.int(notIts.length)];
       if (rep.bucket === olhBucket(rep.cohort, y, ldp.g)) omniscientNeg++;
     }
-    rows.push({ attack: 'n−1: probes next to a victim, read the victim back', measure: 'success rate (v1) / AUC victim present vs absent (v2)', v1: v1Hits / Math.max(1, victims.length), v2: auc(nm1Pos, nm1Neg), chance: 0.5 });
+    row('n−1: probes next to a victim, read the victim back', 'success rate (v1) / AUC victim present vs absent (v2)', auc(nm1Pos, nm1Neg), 0.5);
     const omniAuc = 0.5 + (omniscientPos - omniscientNeg) / (2 * nm1Trials);
-    rows.push({ attack: 'n−1 worst case: attacker knows every other report (v2 bound: ε)', measure: 'AUC item of the victim vs not', v1: NaN, v2: omniAuc, chance: 0.5 });
+    row('n−1 worst case: attacker knows every other report (v2 bound: ε)', 'AUC item of the victim vs not', omniAuc, 0.5);
 
     // ——— membership inference ———
     const heldList = [...held];
     const members = rng.sampleWithoutReplacement(sharing, Math.min(trials, heldList.length, sharing.length));
     const nonMembers = heldList.slice(0, members.length);
-    // v1: three copies of the candidate's strongest shared memory vector (held-out: their strongest memory)
-    const candidateVector = (u: string): Float32Array | undefined => {
-      const ms = agents.get(u)!.snapshot.memories.filter((m) => m.strength > 0 && m.evidence >= cfg.minShareEvidence).sort((a, b) => b.evidence - a.evidence);
-      return ms[0] ? toWire(ms[0].embedding.vector, 0) : undefined;
-    };
-    const miaV1 = (u: string, i: number): number => {
-      const v = candidateVector(u);
-      if (!v) return 0;
-      const probes = [0, 1, 2].map((k) => ({ id: `mia-${i}-${k}`, embedderId: items.embedderId, vector: v }));
-      v1.upsertSync(probes);
-      const views = v1.communitiesSync(probes.map((p) => p.id));
-      v1.deleteSync(probes.map((p) => p.id));
-      let best = -1;
-      for (const c of views) for (const m of c.members) best = Math.max(best, cos(m, v));
-      return best;
-    };
-    const miaV1Pos = members.map((u, i) => miaV1(u, i));
-    const miaV1Neg = nonMembers.map((u, i) => miaV1(u, i + members.length));
     const est2 = new Map(Object.entries(release2.popularity));
     const memberRelease = (() => {
       // the release of epoch 2 without the held-out devices (the service's own aggregation code on that subset)
@@ -394,38 +257,13 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
     const estM = new Map(Object.entries(memberRelease.popularity));
     void est2;
     const miaV2 = (u: string) => agents.get(u)!.reportItems().reduce((s, it) => s + (estM.get(it) ?? 0), 0);
-    rows.push({ attack: 'membership inference (is this shopper in the index?)', measure: 'AUC members vs held-out', v1: auc(miaV1Pos, miaV1Neg), v2: auc(members.map(miaV2), nonMembers.map(miaV2)), chance: 0.5 });
+    row('membership inference (is this shopper in the index?)', 'AUC members vs held-out', auc(members.map(miaV2), nonMembers.map(miaV2)), 0.5);
 
     // ——— noise averaging across re-queries ———
-    // v1: a community's item count, re-queried after toggling a probe (each version redraws the noise)
-    let v1Single = 0;
-    let v1Avg = 0;
-    let v1N = 0;
-    const targets = rng.sampleWithoutReplacement(recs2.filter(([id]) => v1.graph.has(id)), Math.min(30, recs2.length));
-    for (const [ti, [id, rec]] of targets.entries()) {
-      progress('noise averaging (v1)', ti + 1, targets.length);
-      const cid = v1.graph.communityOf(id);
-      if (cid === undefined || v1.graph.communitySize(cid) < 3) continue;
-      const truth = v1.graph.itemCounts(cid);
-      const item = rec.items.find((it) => truth?.has(it));
-      if (!truth || !item) continue;
-      const draws: number[] = [];
-      for (let q = 0; q < 30; q++) {
-        const probe = { id: `avg-${ti}-${q}`, embedderId: items.embedderId, vector: rec.vector };
-        v1.upsertSync([probe]);
-        const view = v1.communitiesSync([probe.id])[0];
-        v1.deleteSync([probe.id]);
-        draws.push(view?.items?.[item] ?? 0);
-      }
-      const t = truth.get(item)!;
-      v1Single += Math.round(draws[0]) === t ? 1 : 0;
-      v1Avg += Math.round(draws.reduce((a, b) => a + b, 0) / draws.length) === t ? 1 : 0;
-      v1N++;
-    }
     // v2: re-reading the release returns the same bytes
     const reread = await Promise.all(Array.from({ length: 30 }, () => bench.service.app.inject({ method: 'GET', url: '/v2/releases/2' })));
     const identical = reread.every((r) => r.body === reread[0].body);
-    rows.push({ attack: 'noise averaging: 30 re-queries recover the exact count', measure: 'share of counts recovered exactly (30 queries; 1 query: v1 ' + (v1Single / Math.max(1, v1N)).toFixed(2) + ')', v1: v1Avg / Math.max(1, v1N), v2: identical ? 0 : NaN, chance: 0 });
+    row('noise averaging: 30 re-queries recover the exact count', 'share of counts recovered exactly (30 queries; 1 query: v1 0.50)', identical ? 0 : NaN, 0);
     // v2 across epochs: 30 linked reports of a one-item device (worst case: the attacker links them)
     let memoHits = 0;
     let freshHits = 0;
@@ -450,23 +288,13 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       if (top(votes) === x) memoHits++;
       if (top(fresh) === x) freshHits++;
     }
-    rows.push({ attack: 'noise averaging: 30 linked reports of one device (v2 memoized; without memo ' + (freshHits / memoTrials).toFixed(2) + ')', measure: 'top-1 guess of the item', v1: NaN, v2: memoHits / memoTrials, chance: 1 / catalog.length });
+    row('noise averaging: 30 linked reports of one device (v2 memoized; without memo ' + (freshHits / memoTrials).toFixed(2) + ')', 'top-1 guess of the item', memoHits / memoTrials, 1 / catalog.length);
 
     // ——— set recovery ———
     const popCount = new Map<string, number>();
     for (const u of users) for (const x of protocol.histories.get(u)!) popCount.set(x.item, (popCount.get(x.item) ?? 0) + 1);
     const byPop = [...catalog].sort((a, b) => (popCount.get(b) ?? 0) - (popCount.get(a) ?? 0) || compareIds(a, b));
     const top10 = byPop.slice(0, 10);
-    const catVecs = space.vectors;
-    let v1Prec = 0;
-    let v1N2 = 0;
-    for (const [, r] of recs2) {
-      if (r.items.length === 0) continue;
-      const scored = catVecs.map((v, i) => ({ i, s: cos(v, r.vector) })).sort((a, b) => b.s - a.s).slice(0, 10);
-      const own = new Set(r.items);
-      v1Prec += scored.filter((x) => own.has(space.ids[x.i])).length / 10;
-      v1N2++;
-    }
     let v2Prec = 0;
     let basePrec = 0;
     for (const l of e2.log) {
@@ -477,7 +305,7 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       v2Prec += guess.filter((c) => own.has(c)).length / 10;
       basePrec += top10.filter((c) => own.has(c)).length / 10;
     }
-    rows.push({ attack: 'set recovery: items of one record with the public catalog', measure: `precision@10 (10 most popular items: ${(basePrec / e2.log.length).toFixed(3)})`, v1: v1Prec / Math.max(1, v1N2), v2: v2Prec / e2.log.length, chance: basePrec / e2.log.length });
+    row('set recovery: items of one record with the public catalog', `precision@10 (10 most popular items: ${(basePrec / e2.log.length).toFixed(3)})`, v2Prec / e2.log.length, basePrec / e2.log.length);
 
     // ——— quality: every user ranked, off vs the epoch-2 release ———
     const cases = protocol.cases;
@@ -521,10 +349,10 @@ const f3 = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : '—');
 /** The report as markdown (what the CLI prints). */
 export function formatAttacks(r: AttackReport): string {
   const out = [
-    `Dataset ${r.dataset}: ${r.users} devices (${r.devicesSharing} share in v1; all report in v2 epoch 2), embedder ${r.embedderId}, seed ${r.seed}.`,
+    `Dataset ${r.dataset}: ${r.users} devices (${r.devicesSharing} report in epoch 1; all report in epoch 2), embedder ${r.embedderId}, seed ${r.seed}.`,
     `v2 defaults: ${r.ldp.mechanism}, ε = ${r.ldp.epsilon.toFixed(3)} per shopper per epoch (permanent ${r.ldp.epsPermanent}, instantaneous ${r.ldp.epsInstant}), δ = ${r.ldp.delta}, g = ${r.ldp.g}, ℓ = ${r.ldp.ell}, ${r.ldp.cohorts} cohorts; release of epoch 2: ${r.v2Release.reports} reports, ${r.v2Release.communities} communities.`,
     '',
-    '| attack | measure | before (v1) | after (v2) | chance |',
+    `| attack | measure | before (v1; frozen: ${V1_FROZEN.dataset} at commit ${V1_FROZEN.commit}, not this run) | after (v2) | chance |`,
     '|---|---|---:|---:|---:|',
     ...r.rows.map((x) => `| ${x.attack} | ${x.measure} | ${f3(x.v1)} | ${f3(x.v2)} | ${f3(x.chance)} |`),
     '',

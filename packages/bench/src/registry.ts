@@ -4,7 +4,7 @@
  * ```ts
  * // src/bench/atomem-method.ts
  * import { registerMethod } from './registry.js';
- * registerMethod('atomem', (opts) => new AtomemMethod(opts), { privacyLevels: ['off', 'embeddings', 'items'] });
+ * registerMethod('atomem', (opts) => new AtomemMethod(opts), { privacyLevels: ['off', 'contribute'] });
  * ```
  * and one line `import './atomem-method.js';` in `methods.ts`.
  *
@@ -13,7 +13,7 @@
  */
 import type { Method, Privacy, Setting } from './types.js';
 
-export const PRIVACY_LEVELS: readonly Privacy[] = ['off', 'contribute', 'embeddings', 'items'];
+export const PRIVACY_LEVELS: readonly Privacy[] = ['off', 'contribute'];
 
 /** What a factory gets for one method instance. */
 export interface MethodOptions {

@@ -48,10 +48,9 @@ export interface RankCase {
 
 /**
  * `off`: nothing shared. `contribute`: protocol v2 (one local-DP report per device per epoch,
- * the epoch's aggregate release used for ranking). `embeddings` / `items`: DEPRECATED,
- * insecure protocol v1 (raw memory vectors, and item ids), kept for before/after figures.
+ * the epoch's aggregate release used for ranking).
  */
-export type Privacy = 'off' | 'contribute' | 'embeddings' | 'items';
+export type Privacy = 'off' | 'contribute';
 /**
  * `full`: every user's history exists; `sample`: only the evaluated users' last 8;
  * `instruct`: `full` plus a stated intent per case (ARS / InstructRec); `evolving`: `full`, but

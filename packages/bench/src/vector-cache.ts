@@ -8,7 +8,8 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { decodeCatalogVectors, encodeCatalogVectors, itemTextHash } from 'atomem/protocol';
-import type { Item } from 'atomem/engine';
+import { ItemVectors, createCachedEmbedder, createHashingEmbedder, type CachedEmbedder, type Embedder, type Item } from 'atomem/engine';
+import type { Dataset } from './types.js';
 
 /** Where the cache of `embedderId` vectors of dataset `dataset` lives (`ATOMEM_BENCH_CACHE` or `.bench-cache/`). */
 export function vectorCacheFile(embedderId: string, dataset: string, root = process.env.ATOMEM_BENCH_CACHE ?? '.bench-cache'): string {
@@ -49,4 +50,58 @@ export function writeVectorCache(file: string, embedder: { id: string; dim: numb
     warn(`vector cache ${file} could not be written (${(e as Error).message}): the next run embeds again`);
     return false;
   }
+}
+
+/** Options of {@link catalogVectors}. */
+export interface CatalogVectorsOptions {
+  /** The public catalog (loaded from a path; never copied). */
+  dataset: Dataset;
+  /** Item embedder: `use-lite` (default, as the benchmark), `hashing` (256-d, tests only) or any {@link Embedder}. */
+  embedder?: 'use-lite' | 'hashing' | Embedder;
+  /** Centre the item space on the catalog mean, as the benchmark does. Default true. */
+  centre?: boolean;
+  /** Folder of the JSON embedding cache (`.bench-cache/`, or `ATOMEM_BENCH_CACHE`); `null` for none. Only used for `use-lite` / `hashing`. */
+  cacheDir?: string | null;
+}
+
+function jsonCacheFile(dir: string, embedderId: string, dataset: string): string {
+  return join(dir, `${dataset}-${embedderId.replace(/[^a-z0-9.-]+/gi, '_')}.json`);
+}
+
+/** The catalog's item vectors (centred by default), with the embedder's outputs cached on disk as JSON. */
+export async function catalogVectors(opts: CatalogVectorsOptions, progress: (label: string, done: number, total: number) => void): Promise<ItemVectors> {
+  const kind = opts.embedder ?? 'use-lite';
+  let emb: Embedder;
+  let cached: CachedEmbedder | undefined;
+  if (typeof kind === 'string') {
+    let inner: Embedder;
+    if (kind === 'use-lite') inner = await (await import('atomem/engine')).createUseLiteEmbedder();
+    else if (kind === 'hashing') inner = createHashingEmbedder({ dim: 256 });
+    else throw new RangeError(`embedder must be use-lite, hashing or an Embedder, got ${String(kind)}`);
+    emb = cached = createCachedEmbedder(inner, { maxEntries: 200_000 });
+  } else {
+    emb = kind;
+  }
+  const dir = opts.cacheDir === undefined ? (process.env.ATOMEM_BENCH_CACHE ?? '.bench-cache') : opts.cacheDir;
+  const file = cached && dir ? jsonCacheFile(dir, cached.id, opts.dataset.name) : undefined;
+  let loaded = 0;
+  if (file && cached && existsSync(file)) {
+    try {
+      loaded = cached.load(JSON.parse(readFileSync(file, 'utf8')) as [string, number[]][]).loaded;
+    } catch {
+      /* a damaged cache is only a slower start */
+    }
+  }
+  const items = new ItemVectors(emb, opts.dataset.items.values());
+  await items.warm((done, total) => progress('embedding catalog', done, total));
+  if (opts.centre !== false) await items.centre();
+  if (file && cached && cached.cache.size > loaded) {
+    try {
+      mkdirSync(dirname(file), { recursive: true });
+      writeFileSync(file, JSON.stringify(cached.snapshot().map(([k, v]) => [k, Array.from(v)])));
+    } catch {
+      /* read-only checkout: fine */
+    }
+  }
+  return items;
 }

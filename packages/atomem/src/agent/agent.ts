@@ -1,6 +1,6 @@
 /**
  * One user's memory agent: composes the pure core (tiers, lifecycle, planner, retrieval,
- * ranking), a Reasoner, the catalog's item vectors and, optionally, a shared index.
+ * ranking), a Reasoner, the catalog's item vectors and, optionally, the shared index's release.
  * Runs anywhere (Node for the benchmark, a Web Worker in the browser).
  */
 import { resolveConfig, tauFor, type AtomemConfig } from '../core/config.js';
@@ -27,22 +27,13 @@ import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core
 import { dot, meanNormalized } from '../core/vector.js';
 import { diversify } from '../core/diversify.js';
 import { explain, LOW_SCORE_SENTENCE, NO_SUPPORT_SENTENCE } from '../core/explain.js';
-import type { Action, AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile, SharedCopyRef } from '../core/types.js';
-import type { SharedIndex, SharedMemoryUpload } from '../community/types.js';
+import type { Action, AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile } from '../core/types.js';
 import { makeReport } from '../community/ldp.js';
 import { decodePrototypes, matchMemory } from '../community/release.js';
 import type { LdpParams, Release, WireReport } from '../protocol/index-v2.js';
 import { RulesReasoner } from '../reason/rules.js';
 import type { ForwardStep, MemoryText, MemoryView, Reasoner } from '../reason/types.js';
 import type { ItemVectors } from './items.js';
-
-/**
- * DEPRECATED protocol v1 levels of {@link MemoryAgent.sync}: `off` nothing, `embeddings`
- * memory vectors, `items` vectors + item ids. v1 is insecure (docs/PRIVACY.md); it stays for the
- * privacy benchmark's "before" figures. Devices use protocol v2 ({@link MemoryAgent.makeReport},
- * {@link MemoryAgent.useRelease}).
- */
-export type V1PrivacyLevel = 'off' | 'embeddings' | 'items';
 
 /** Variants used by the benchmark's ablations (STEAM's paper). */
 export interface AgentMode {
@@ -204,12 +195,6 @@ export interface IntentSelection {
   memories: { memoryId: string; content: string; category: string; similarity: number }[];
 }
 
-/** Key of the shared profile record in the sharing state (never a memory id: those are UUIDs). */
-const PROFILE_ID = 'profile';
-
-/** A shared copy of one memory: fresh random id per version. */
-type SharedCopy = SharedCopyRef;
-
 const defaultId = () => globalThis.crypto.randomUUID();
 
 /** One user's memory agent. */
@@ -226,7 +211,6 @@ export class MemoryAgent {
   private readonly mode: AgentMode;
   private readonly onLifecycle?: (e: LifecycleEvent) => void;
   private state: MemoryState;
-  private shared: Map<string, SharedCopy>;
   private communities: CommunityContext | undefined;
 
   constructor(opts: AgentOptions) {
@@ -240,7 +224,6 @@ export class MemoryAgent {
     this.mode = { atomic: true, consolidation: true, ...opts.mode };
     this.onLifecycle = opts.onLifecycle;
     this.state = opts.state ?? createState();
-    this.shared = new Map(Object.entries(this.state.shared ?? {}));
   }
 
   /**
@@ -255,16 +238,6 @@ export class MemoryAgent {
   /** True when durable events wait to be turned into memory (the LLM planner defers them to {@link idle}). */
   hasPending(): boolean {
     return pendingCount(this.state) > 0;
-  }
-
-  /** Random ids of every copy this device has in the shared index (for `erase`: delete them all). */
-  sharedIds(): string[] {
-    return [...this.shared.values()].map((c) => c.id);
-  }
-
-  /** Write the sharing map back into the state (so it is saved with it). */
-  private persistShared(): void {
-    this.state.shared = Object.fromEntries(this.shared);
   }
 
   /** The whole state (for persistence). Do not mutate. */
@@ -664,85 +637,11 @@ export class MemoryAgent {
     });
   }
 
-  /** Forget one memory now (the user asked). Its shared copy is deleted at the next sync. */
+  /** Forget one memory now (the user asked). */
   forget(memoryId: string): boolean {
     const e = forget(this.state, this.ctx(this.clock()), memoryId, 'asked by the user');
     if (e) this.emit(e);
     return e !== null;
-  }
-
-  /**
-   * DEPRECATED (protocol v1, insecure: see docs/PRIVACY.md).
-   * Share memories with the index at `privacy` and pull their communities. Changed memories
-   * get a fresh random id (the old copy is deleted); forgotten ones are deleted; at `off`
-   * every shared copy is deleted and nothing is sent.
-   */
-  async sync(index: SharedIndex, privacy: V1PrivacyLevel, opts: { pull?: boolean } = {}): Promise<void> {
-    const n = this.config.shareRecentEvents;
-    const recent = n > 0 ? new Set(this.state.events.slice(-n).map((e) => e.item)) : undefined;
-    /** What one memory's shared copy would be now (undefined: not shared). */
-    const copyOf = (m: AtomicMemory) => {
-      // the profile record has its own floor (two liked items); memories need minShareEvidence
-      if (privacy === 'off' || m.strength <= 0 || (m.id !== PROFILE_ID && m.evidence < this.config.minShareEvidence)) return undefined;
-      if (m.embedding.embedderId !== index.embedderId) return undefined;
-      const items = privacy === 'items' ? (recent ? m.items.filter((i) => recent.has(i)) : m.items).slice(-this.config.maxSharedItems) : undefined;
-      // why: any change of vector or of shared items makes a new, unlinkable copy.
-      return { items, fingerprint: `${privacy}:${m.updatedAt}:${m.evidence.toFixed(4)}:${items?.join(',') ?? ''}` };
-    };
-    const profile = privacy !== 'off' && this.config.shareProfile && this.mode.atomic ? await this.profileRecord() : undefined;
-    const shareable = profile ? [...this.state.memories, profile] : this.state.memories;
-    const live = new Map(shareable.map((m) => [m.id, m]));
-    const stale: string[] = [];
-    for (const [mid, copy] of this.shared) {
-      const m = live.get(mid);
-      if (!m || copyOf(m)?.fingerprint !== copy.fingerprint) {
-        stale.push(copy.id);
-        this.shared.delete(mid);
-      }
-    }
-    this.persistShared();
-    if (stale.length) await index.delete(stale);
-    if (privacy === 'off') {
-      this.communities = undefined;
-      for (const m of this.state.memories) m.links = [];
-      return;
-    }
-    const uploads: SharedMemoryUpload[] = [];
-    for (const m of shareable) {
-      if (this.shared.has(m.id)) continue;
-      const next = copyOf(m);
-      if (!next) continue;
-      const id = this.newId();
-      this.shared.set(m.id, { id, fingerprint: next.fingerprint });
-      uploads.push({ id, embedderId: m.embedding.embedderId, vector: m.embedding.vector, ...(next.items ? { items: next.items } : {}) });
-    }
-    this.persistShared();
-    if (uploads.length) await index.upsert(uploads);
-    if (opts.pull !== false) await this.pullCommunities(index);
-  }
-
-  /**
-   * The profile tier as a shareable record (id `PROFILE_ID`): the mean vector of the last
-   * `profileShareEvents` liked items, with those items. Undefined with fewer than two.
-   */
-  private async profileRecord(): Promise<AtomicMemory | undefined> {
-    const liked = this.state.events.filter((e) => !e.pending && actionWeight(e.action) > 0).slice(-this.config.profileShareEvents);
-    const ids = [...new Set(liked.map((e) => e.item))].filter((id) => this.items.has(id));
-    if (ids.length < 2) return undefined;
-    const vecs = await this.items.vectorsOf(ids);
-    const last = liked[liked.length - 1];
-    return {
-      id: PROFILE_ID,
-      content: this.state.profile?.narrative ?? '',
-      category: 'Profile',
-      embedding: { embedderId: vecs[0].embedderId, vector: meanNormalized(vecs.map((v) => v.vector)) },
-      items: ids,
-      strength: 1,
-      evidence: ids.length,
-      links: [],
-      createdAt: liked[0].at,
-      updatedAt: last.at,
-    };
   }
 
   // ——— protocol v2 ———
@@ -819,7 +718,7 @@ export class MemoryAgent {
           const summary = await this.reason((r) => r.summarizePrototype({ items: examples, size: Math.round(h.community.contributors) }));
           const itemTotal = Object.values(h.community.counts).reduce((a, b) => a + b, 0);
           k = {
-            view: { id: h.community.id, size: Math.round(h.community.contributors), prototype: h.prototype, members: [], items: h.community.counts, ownIds: [] },
+            view: { id: h.community.id, size: Math.round(h.community.contributors), prototype: h.prototype, items: h.community.counts },
             summary,
             itemTotal,
           };
@@ -837,32 +736,6 @@ export class MemoryAgent {
     const itemShares = new Map(total > 0 ? Object.entries(release.popularity).map(([id, x]) => [id, x / total] as const) : []);
     this.communities = { byMemory, itemShares };
     return linked;
-  }
-
-  /** DEPRECATED (protocol v1). Fetch communities for the shared memories and link memories to their prototypes. */
-  async pullCommunities(index: SharedIndex): Promise<void> {
-    const bySharedId = new Map([...this.shared].map(([mid, c]) => [c.id, mid]));
-    const views = bySharedId.size ? await index.communities([...bySharedId.keys()]) : [];
-    const byMemory = new Map<string, KnownCommunity[]>();
-    for (const view of views) {
-      const top = view.items
-        ? Object.entries(view.items).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([id]) => id).filter((id) => this.items.has(id))
-        : [];
-      const own = view.ownIds.map((s) => bySharedId.get(s)).filter((x): x is string => !!x);
-      const fallback = own.length ? (this.state.memories.find((m) => m.id === own[0])?.items.slice(-3) ?? []) : [];
-      const examples = (top.length ? top : fallback).map((id) => this.items.item(id));
-      const summary = await this.reason((r) => r.summarizePrototype({ items: examples, size: view.size }));
-      const itemTotal = view.items ? Object.values(view.items).reduce((a, b) => a + b, 0) : 0;
-      const relatedTotal = view.related ? Object.values(view.related).reduce((a, b) => a + b, 0) : 0;
-      const known: KnownCommunity = { view, summary, itemTotal, relatedTotal };
-      for (const mid of own) {
-        const list = byMemory.get(mid) ?? [];
-        list.push(known);
-        byMemory.set(mid, list);
-      }
-    }
-    for (const m of this.state.memories) m.links = (byMemory.get(m.id) ?? []).map((k) => k.view.id);
-    this.communities = { byMemory };
   }
 
   // ——— internals ———

@@ -8,7 +8,7 @@
  * estimates of the epoch's reports (ε-DP per shopper per epoch, by post-processing).
  */
 import { dot } from '../core/vector.js';
-import { encodeVector, decodeVector } from '../protocol/index-v1.js';
+import { encodeVector, decodeVector } from '../protocol/index-v2.js';
 import type { LdpParams, Release, ReleaseCommunity } from '../protocol/index-v2.js';
 import { estimateCounts, type ReportHistogram } from './ldp.js';
 import { prototypeOf } from './prototype.js';

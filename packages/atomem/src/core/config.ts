@@ -7,12 +7,12 @@ import { checkNames } from '../options.js';
 export interface AtomemConfig {
   /**
    * Similarity threshold (STEAM's tau): a memory is retrieved for an item, and an item
-   * consolidates into a memory, only at cosine ≥ tau. Relation extraction uses it too.
+   * consolidates into a memory, only at cosine ≥ tau.
    * Paper: 0.5 with all-MiniLM-L6-v2. Embedders differ in how their cosines spread, so each
    * embedder may want its own value (see `defaultsFor`).
    */
   tau: number;
-  /** Relation extraction (STEAM's k1): memories link to mutual top-k1 neighbours, so at most k1 links each. Paper best: 2. */
+  /** Relation extraction (STEAM's k1): each memory links to its top-k1 community prototypes of the release. Paper best: 2. */
   k1: number;
   /** Own memories retrieved per candidate (STEAM's k2). Paper best: 1. */
   k2: number;
@@ -62,27 +62,12 @@ export interface AtomemConfig {
   batchEvents: number;
   /** Profile narrative length cap (characters) before ranking (ARS truncation). */
   profileMaxChars: number;
-  /** Only memories with at least this much evidence are shared (a one-click memory reveals its item). */
-  minShareEvidence: number;
   /**
-   * At privacy `items`, a shared memory carries only its most recent this-many item ids.
-   * Fewer ids reveal less, and recent interests are what other shoppers' rankings need.
-   */
-  maxSharedItems: number;
-  /**
-   * At privacy `items`, only ids among the user's last this-many events are shared (0 = no
-   * limit): what shoppers like lately is what helps others, and old history stays private.
+   * A report (level `contribute`) samples from the distinct items of the shopper's last
+   * this-many positive events (0 = every event kept): what shoppers like lately is what helps
+   * others, and old history stays out of the report.
    */
   shareRecentEvents: number;
-  /**
-   * Also share the profile tier as one more anonymous record: the mean of the last
-   * `profileShareEvents` liked items (and, at `items`, their ids, capped like any memory).
-   * It carries what no single atomic memory does — which interests go together lately —
-   * and powers the `related` signal ("shoppers who picked what you picked …").
-   */
-  shareProfile: boolean;
-  /** Liked events the shared profile record is built from. */
-  profileShareEvents: number;
   /**
    * Diversification of the first row by interest coverage (`core/diversify.ts`): every interest
    * (a positive memory) holding at least this share of the memory weight gets a card among the
@@ -135,14 +120,10 @@ export interface RankWeights {
   recent: number;
   /** Community prototypes (global). */
   prototype: number;
-  /** Community members' vectors (collaborative, embeddings level). */
-  members: number;
-  /** Community members' interactions (collaborative, items level). */
+  /** The item's share of the estimated counts of the shopper's communities in the release. */
   communityItems: number;
-  /** Share of an item across all released communities (a popularity prior, items level). */
+  /** The item's share of the release's popularity estimates (a popularity prior). */
   popularity: number;
-  /** Items of members who picked what this shopper picked (items level, `CommunityView.related`). */
-  related: number;
 }
 
 export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
@@ -166,11 +147,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   synthesizeOnErrors: 5,
   batchEvents: 8,
   profileMaxChars: 1200,
-  minShareEvidence: 2,
-  maxSharedItems: 10,
   shareRecentEvents: 10,
-  shareProfile: true,
-  profileShareEvents: 20,
   diversity: 0.1,
   diversityDepth: 8,
   // Calibrated on ML-100K VALIDATION items (all 943 users, seed 2026, never a test item), with
@@ -205,10 +182,6 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
     vecRecent: 1,
     sasrec: 0.8799,
   }),
-  // Tuned on ML-100K validation items of all 943 users (never test items), USE-lite centred,
-  // privacy `items`: signals are standardised within each candidate list, so these are
-  // relative weights. `memory` is small but not 0: it keeps STEAM's retrieval in the
-  // explanations and breaks ties between otherwise equal candidates.
   // Fitted on ML-100K validation items of all 943 users in setting instruct (never test items), USE-lite
   // centred, privacy off, the memory's weights below fixed: `npm run tune:intent -- --data … --users all`
   // (0.603 without the intent → 0.957). intentMemory fitted to 0 there (the memory's own signals already
@@ -216,15 +189,19 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   intentWeights: Object.freeze({ intent: 0.5, intentTerms: 6, intentCategories: 8, intentMemory: 0 }),
   intentMemories: 3,
   intentMinSimilarity: -1,
+  // Tuned on ML-100K validation items of all 943 users (never test items), USE-lite centred,
+  // with protocol v1's communities (its member-vector and co-pick signals are gone with it;
+  // removing them left every ranking unchanged, as they are 0 without v1): signals are
+  // standardised within each candidate list, so these are relative weights. `memory` is small
+  // but not 0: it keeps STEAM's retrieval in the explanations and breaks ties between
+  // otherwise equal candidates.
   weights: Object.freeze({
     memory: 0.1,
     profile: 1.5,
     recent: 0.5,
     prototype: 0,
-    members: 0.1,
     communityItems: 0,
     popularity: 0.3,
-    related: 3,
   }),
 });
 
@@ -285,15 +262,11 @@ export function resolveConfig(
   check('synthesizeOnErrors', cfg.synthesizeOnErrors, 1, 1e6, true);
   check('batchEvents', cfg.batchEvents, 1, 1e6, true);
   check('profileMaxChars', cfg.profileMaxChars, 0, 1e6, true);
-  check('minShareEvidence', cfg.minShareEvidence, 0, 1e9);
-  check('maxSharedItems', cfg.maxSharedItems, 1, 1e4, true);
   check('shareRecentEvents', cfg.shareRecentEvents, 0, 1e6, true);
-  check('profileShareEvents', cfg.profileShareEvents, 1, 1e6, true);
   check('diversity', cfg.diversity, 0, 1);
   check('diversityDepth', cfg.diversityDepth, 0, 1e4, true);
   check('shopTauQuantile', cfg.shopTauQuantile, 0, 1);
   check('shopMergeQuantile', cfg.shopMergeQuantile, 0, 1);
-  if (typeof cfg.shareProfile !== 'boolean') throw new RangeError(`atomem config: shareProfile must be a boolean, got ${String(cfg.shareProfile)}`);
   for (const [k, v] of Object.entries(cfg.weights)) check(`weights.${k}`, v, 0, 1e6);
   // why: shop weights are fitted jointly (listwise regression); a negative weight corrects a correlated signal.
   for (const [k, v] of Object.entries(cfg.shopWeights)) check(`shopWeights.${k}`, v, -1e6, 1e6);

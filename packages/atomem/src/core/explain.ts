@@ -75,8 +75,6 @@ function sentence(r: Reason, titleOf: TitleOf, actionOf?: ActionOf): string | un
       return `Because you recently ${did(r.action ?? actionOf?.(r.item), title(r.item))}.`;
     case 'community':
       return `Shoppers with a similar taste also chose it (${r.summary || `a community of ${r.size}`}).`;
-    case 'alsoPicked':
-      return 'Shoppers who picked what you picked also picked it.';
     case 'intent':
       return intentSentence(r, titleOf);
     case 'popular':

@@ -6,7 +6,7 @@
 import type { AtomemConfig, RankWeights } from './config.js';
 import type { Action, AtomicMemory } from './types.js';
 import { decay } from './memory.js';
-import { retrieve, type CommunityContext, type KnownCommunity } from './retrieve.js';
+import { retrieve, type CommunityContext } from './retrieve.js';
 import { dot } from './vector.js';
 
 /** A candidate with its embedding. */
@@ -45,7 +45,6 @@ export type Reason =
   | { kind: 'recent'; item: string; similarity: number; contribution: number; action?: Action }
   | { kind: 'community'; communityId: string; summary: string; size: number; contribution: number }
   | { kind: 'popular'; share: number; contribution: number }
-  | { kind: 'alsoPicked'; share: number; contribution: number }
   /** A shop-model signal (`ease`, `knn`, `markov`, `vec`, `sasrec`, `pop` …) and the shopper's item behind it, if known. */
   | { kind: 'shop'; signal: string; contribution: number; item?: string }
   /** A first visit's order (nothing known yet): the shop's or the community's popularity, or a neutral variety order. */
@@ -96,38 +95,6 @@ export interface RankInput {
 const MAX_REASONS = 6;
 
 /**
- * Collaborative votes from community members' vectors (embeddings level). A member vector
- * is the centroid of another shopper's interest; it votes for a candidate in proportion to
- * how far its cosine exceeds `tau` (a member far from every candidate votes for none), and a
- * member's votes are capped at 1 in total. So a candidate gets the share of similar
- * shoppers' interests that point at it. Returns community id → votes per candidate index.
- */
-export function memberVotes(candidates: readonly Candidate[], communities: readonly KnownCommunity[], tau: number): Map<string, Float64Array> {
-  const out = new Map<string, Float64Array>();
-  const n = candidates.length;
-  const gain = new Float64Array(n);
-  const span = Math.max(1e-6, 1 - tau);
-  for (const k of communities) {
-    const votes = new Float64Array(n);
-    const members = k.view.members;
-    for (const m of members) {
-      let total = 0;
-      for (let i = 0; i < n; i++) {
-        const g = (dot(m, candidates[i].vector) - tau) / span;
-        gain[i] = g > 0 ? g : 0;
-        total += gain[i];
-      }
-      if (total === 0) continue;
-      const scale = total > 1 ? 1 / total : 1;
-      for (let i = 0; i < n; i++) votes[i] += gain[i] * scale;
-    }
-    if (members.length) for (let i = 0; i < n; i++) votes[i] /= members.length;
-    out.set(k.view.id, votes);
-  }
-  return out;
-}
-
-/**
  * One source of a card's score (a memory, a recent item, a community, …) with its raw part of
  * each signal. Features are sums of these parts, so a signal's standardised deviation splits
  * exactly into the units' deviations (the prototype signal, a maximum, goes to its argmax).
@@ -140,16 +107,14 @@ interface Unit {
   keep: boolean;
 }
 
-/** A candidate's features and the units behind them. `votes` from {@link memberVotes}, `index` = the candidate's position. */
+/** A candidate's features and the units behind them. `index` = the candidate's position. */
 function unitsOf(
   input: RankInput,
   cfg: AtomemConfig,
   c: Candidate,
-  all: readonly KnownCommunity[],
-  votes: Map<string, Float64Array> | undefined,
   index: number,
 ): { f: Features; units: Unit[] } {
-  const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0, related: 0 };
+  const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
   const units = new Map<string, Unit>();
   const memoryUnit = (m: AtomicMemory, similarity: number): Unit => {
     let u = units.get(`m:${m.id}`);
@@ -208,12 +173,10 @@ function unitsOf(
   for (const { community } of r.communities) {
     const v = community.view;
     const p = dot(v.prototype, c.vector);
-    const members = votes?.get(v.id)?.[index] ?? 0;
-    f.members += members;
     const share = v.items && community.itemTotal > 0 ? (v.items[c.id] ?? 0) / community.itemTotal : 0;
     f.communityItems += share;
     const key = `c:${v.id}`;
-    const u: Unit = { key, reason: { kind: 'community', communityId: v.id, summary: community.summary, size: v.size, contribution: 0 }, parts: { members, communityItems: share }, keep: true };
+    const u: Unit = { key, reason: { kind: 'community', communityId: v.id, summary: community.summary, size: v.size, contribution: 0 }, parts: { communityItems: share }, keep: true };
     units.set(key, u);
     if (p > f.prototype || !protoBest) {
       f.prototype = Math.max(f.prototype, p);
@@ -223,33 +186,9 @@ function unitsOf(
   if (protoBest) protoBest.parts.prototype = f.prototype;
   const shares = input.communities?.itemShares;
   if (shares) {
-    // protocol v2: the release's global popularity estimate
+    // the release's global popularity estimate
     f.popularity = shares.get(c.id) ?? 0;
     if (f.popularity > 0) units.set('pop', { key: 'pop', reason: { kind: 'popular', share: f.popularity, contribution: 0 }, parts: { popularity: f.popularity }, keep: false });
-  }
-  if (all.length) {
-    let count = 0;
-    let total = 0;
-    for (const k of all) {
-      if (!k.view.items) continue;
-      count += k.view.items[c.id] ?? 0;
-      total += k.itemTotal;
-    }
-    if (total > 0 && !shares) {
-      f.popularity = count / total;
-      if (count > 0) units.set('pop', { key: 'pop', reason: { kind: 'popular', share: f.popularity, contribution: 0 }, parts: { popularity: f.popularity }, keep: false });
-    }
-    let rel = 0;
-    let relTotal = 0;
-    for (const k of all) {
-      if (!k.view.related) continue;
-      rel += k.view.related[c.id] ?? 0;
-      relTotal += k.relatedTotal ?? 0;
-    }
-    if (relTotal > 0) {
-      f.related = rel / relTotal;
-      if (rel > 0) units.set('rel', { key: 'rel', reason: { kind: 'alsoPicked', share: f.related, contribution: 0 }, parts: { related: f.related }, keep: false });
-    }
   }
   for (const [name, values] of Object.entries(input.extra ?? {})) {
     f[name] = values[index];
@@ -274,11 +213,9 @@ export function features(
   input: RankInput,
   cfg: AtomemConfig,
   c: Candidate,
-  all: readonly KnownCommunity[],
-  votes?: Map<string, Float64Array>,
   index = 0,
 ): { f: Features; reasons: Reason[] } {
-  const { f, units } = unitsOf(input, cfg, c, all, votes, index);
+  const { f, units } = unitsOf(input, cfg, c, index);
   const w = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
   const reasons = units.map((u) => ({ ...u.reason, contribution: Object.entries(u.parts).reduce((a, [k, x]) => a + (w[k] ?? 0) * x, 0) }) as Reason);
   reasons.sort((a, b) => b.contribution - a.contribution);
@@ -298,9 +235,7 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   for (const c of input.candidates) {
     if (c.vector.length !== dim) throw new RangeError(`candidate ${c.id}: dimension ${c.vector.length}, expected ${dim}`);
   }
-  const all = input.communities ? uniqueCommunities(input.communities) : [];
-  const votes = all.length ? memberVotes(input.candidates, all, cfg.tau) : undefined;
-  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, all, votes, i));
+  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i));
   const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
   const { scores, scale } = combineDetailed(per.map((p) => p.f), weights);
   // list mean of each unit's part of each signal (a unit absent from a card counts 0 there)
@@ -389,10 +324,4 @@ export function combineDetailed(
     for (let i = 0; i < features.length; i++) scores[i] += (w * (x(features[i]) - m)) / sd;
   }
   return { scores, scale, mean: means };
-}
-
-function uniqueCommunities(ctx: CommunityContext): KnownCommunity[] {
-  const seen = new Map<string, KnownCommunity>();
-  for (const list of ctx.byMemory.values()) for (const k of list) seen.set(k.view.id, k);
-  return [...seen.values()];
 }

@@ -1,11 +1,10 @@
 /**
- * STEAM's local-to-global retrieval: top-k2 own memories with sim ≥ tau to a query, then
- * their community prototypes, then the communities' members and (at level `items`) their
- * interactions as collaborative signals.
+ * STEAM's local-to-global retrieval: top-k2 own memories with sim ≥ tau to a query, then the
+ * communities those memories are linked to (the release's item-space communities each memory
+ * matched on the device, see `MemoryAgent.useRelease`).
  */
 import type { AtomemConfig } from './config.js';
 import type { AtomicMemory } from './types.js';
-import type { CommunityView } from '../community/types.js';
 import { dot } from './vector.js';
 
 /** One retrieved own memory. */
@@ -14,25 +13,31 @@ export interface Retrieved {
   similarity: number;
 }
 
-/** A community as the device knows it: the index's view plus a summary written on device. */
+/** One community of a release (protocol v2) as ranking reads it. */
+export interface CommunityView {
+  /** Community id of the release. */
+  id: string;
+  /** Estimated contributors (rounded). */
+  size: number;
+  /** Prototype: normalised mean of the community's item vectors. */
+  prototype: Float32Array;
+  /** Item → the release's estimated count of reports in this community. */
+  items?: Record<string, number>;
+}
+
+/** A community as the device knows it: the release's view plus a summary written on device. */
 export interface KnownCommunity {
   view: CommunityView;
   /** Written by the reasoner from the community's items (or nearest catalog items). */
   summary: string;
   /** Sum of `view.items` counts (cached). */
   itemTotal: number;
-  /** Sum of `view.related` weights (cached). */
-  relatedTotal?: number;
 }
 
 /** Global context for retrieval: own memory id → its communities. */
 export interface CommunityContext {
   byMemory: Map<string, KnownCommunity[]>;
-  /**
-   * Item → share of the release's popularity estimates (protocol v2: LDP estimates over all
-   * reports of the epoch). When set, the ranker's `popularity` signal reads it instead of
-   * summing the item counts of the shopper's own communities (v1).
-   */
+  /** Item → share of the release's popularity estimates (LDP estimates over all reports of the epoch): the ranker's `popularity` signal. */
   itemShares?: ReadonlyMap<string, number>;
 }
 

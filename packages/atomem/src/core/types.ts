@@ -106,12 +106,6 @@ export interface MemoryState {
   /** Accumulated planner signal since the last operations ran. */
   signal: PlannerSignal;
   /**
-   * Which memories have a copy in the shared index, under which random id (memory id →
-   * copy). Persisted so a restarted device still deletes or replaces its old copies; never
-   * exported (the copies belong to this device's deletion secret).
-   */
-  shared?: Record<string, SharedCopyRef>;
-  /**
    * Protocol v2 reporting state: the memoized permanent randomization per reported item
    * (RAPPOR-style, so later reports cannot average its noise away) and the last epoch a
    * report was sent for (at most one per epoch). Never exported.
@@ -127,13 +121,6 @@ export interface ReportingState {
   lastEpoch?: number;
 }
 
-/** A shared copy of one memory: its random id and what it was made from. */
-export interface SharedCopyRef {
-  id: string;
-  /** Privacy level, version and shared items of the memory when copied (a change makes a new copy). */
-  fingerprint: string;
-}
-
 /** What the rules planner accumulates between runs. */
 export interface PlannerSignal {
   /** Forward-step mistakes (the real item lost to a negative) since last resynthesis. */
@@ -142,19 +129,6 @@ export interface PlannerSignal {
   eventsSinceSynthesis: number;
   /** Events processed since the last forget/merge sweep. */
   eventsSinceSweep: number;
-}
-
-/** A community prototype `p_k = {c_k, e_k, L_k}` as the shared index returns it. */
-export interface Prototype {
-  id: string;
-  summary: string;
-  embedding: Embedding;
-  /** Number of member memories. */
-  size: number;
-  /** At privacy `items`: item id → (noisy) count among members' interactions. */
-  items?: Record<string, number>;
-  /** Member vectors (for collaborative similarity), present when released. */
-  members?: Float32Array[];
 }
 
 /** The six ARS lifecycle operations. STEAM consolidation = reinforce (+merge); formation = extract. */

@@ -3,7 +3,7 @@
  * the limits, the report encoding and the release file. The service (`atomem-index`) and the
  * device client (`src/sync/report-client.ts`) both import this one file.
  *
- * What v2 changes against v1 (see docs/PRIVACY.md):
+ * Privacy rules the shapes encode (see docs/PRIVACY.md):
  * - **Nothing per record comes back.** The index publishes one immutable release per epoch:
  *   community prototypes built from the shop's public item space and per-item frequency
  *   estimates. A device downloads it with a plain GET and matches its memories locally; no
@@ -44,7 +44,7 @@ export const INDEX_V2_PATHS = {
 } as const;
 
 /**
- * Grammar of item ids (catalog ids in the item space and in releases; v1's `items`): 1–128
+ * Grammar of item ids (catalog ids in the item space and in releases): 1–128
  * characters, each a letter or digit of any script, a combining mark, or one of `. _ : / @ + ~ # = -`;
  * the first a letter or digit. Excluded on purpose: whitespace, control and format characters
  * (bidi overrides such as U+202E, zero-width characters), lone surrogates, and `< > & " ' \``
@@ -180,7 +180,7 @@ export interface TokenKeyResponse {
 /** One community of the release: public prototype and the aggregate of reports that fell in it. */
 export interface ReleaseCommunity {
   id: string;
-  /** Normalised mean of the community's item vectors (int8 base64, see `encodeVector` of v1). */
+  /** Normalised mean of the community's item vectors (int8 base64, see {@link encodeVector}). */
   prototype: string;
   /** Catalog items of the community (public: the clustering runs on the public item space). */
   items: string[];
@@ -247,8 +247,6 @@ export interface HealthV2Response {
   minReports: number;
   /** Reports accepted after an epoch's end for this long (random delays near the end). */
   graceMs: number;
-  /** true when `/v1/…` (deprecated, insecure) is also served. */
-  legacyV1: boolean;
   /**
    * The item space: catalog items and their communities (0 while they are being computed); once
    * clustered, how its kNN graph was built (`exact`, `cells`, `cells+cells`, `cells+hnsw`, `hnsw`) and the
@@ -264,7 +262,7 @@ export interface HealthV2Response {
   storage: StorageStatusWire;
 }
 
-/** Every 4xx/5xx body (same shape as v1). */
+/** Every 4xx/5xx body. */
 export interface ErrorV2Response {
   /**
    * `bad_request`, `token_refused` (invalid, spent or of another epoch: one answer for all),
@@ -296,4 +294,50 @@ export function fromBase64Url(text: string): Uint8Array {
   const out = new Uint8Array(s.length);
   for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
   return out;
+}
+
+// ——— vectors on the wire (release prototypes): int8, base64 ———
+
+/** Quantize a (unit) vector to int8: round(v × 127), clamped. */
+export function quantize(v: ArrayLike<number>): Int8Array {
+  const q = new Int8Array(v.length);
+  for (let i = 0; i < v.length; i++) q[i] = Math.max(-127, Math.min(127, Math.round(v[i] * 127)));
+  return q;
+}
+
+/** Back to float (÷ 127). Renormalise if you need a unit vector. */
+export function dequantize(q: Int8Array): Float32Array {
+  const v = new Float32Array(q.length);
+  for (let i = 0; i < q.length; i++) v[i] = q[i] / 127;
+  return v;
+}
+
+function toBase64Std(bytes: Uint8Array): string {
+  let s = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function fromBase64Std(b64: string): Uint8Array {
+  const s = atob(b64);
+  const out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out;
+}
+
+/** A float vector as wire text: quantized to int8, base64. */
+export function encodeVector(v: ArrayLike<number>): string {
+  const q = quantize(v);
+  return toBase64Std(new Uint8Array(q.buffer, q.byteOffset, q.byteLength));
+}
+
+/** Wire text → int8 vector. Throws `TypeError` on bad base64. */
+export function decodeInt8(b64: string): Int8Array {
+  const bytes = fromBase64Std(b64);
+  return new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** Wire text → float vector (÷ 127). */
+export function decodeVector(b64: string): Float32Array {
+  return dequantize(decodeInt8(b64));
 }

@@ -3,10 +3,10 @@
  * Bump {@link DB_VERSION} and add a `case` to {@link upgrade} for every schema change.
  */
 import type { DBSchema, IDBPDatabase, IDBPTransaction, StoreNames } from 'idb';
-import type { Action, AtomicMemory, PlannerSignal, Profile, Prototype } from '../core/types.js';
+import type { Action, AtomicMemory, PlannerSignal, Profile } from '../core/types.js';
 
 /** Current schema version of the database. */
-export const DB_VERSION = 1;
+export const DB_VERSION = 2;
 
 /** Database name for a local profile. */
 export function dbName(profile: string): string {
@@ -36,20 +36,6 @@ export interface ItemVectorRecord {
   vector: Float32Array;
 }
 
-/** A cached community prototype. */
-export interface PrototypeRecord {
-  id: string;
-  /** Order in the cached list. */
-  pos: number;
-  prototype: Prototype;
-  cachedAt: number;
-}
-
-/** A queued request for the shared index (consumed by the sync module). */
-export type OutboxEntry =
-  | { kind: 'upload'; sharedId: string; embedderId: string; vector: Float32Array; items?: string[]; queuedAt: number }
-  | { kind: 'delete'; sharedId: string; token?: string; queuedAt: number };
-
 /** The single meta record (key {@link META_KEY}). */
 export interface MetaRecord {
   schemaVersion: number;
@@ -63,12 +49,8 @@ export interface MetaRecord {
    * Absent in databases written before it existed (read as 0).
    */
   revision?: number;
-  /** The sharing map of the state (`MemoryState.shared`): which memories have which copy in the shared index. */
-  shared?: Record<string, { id: string; fingerprint: string }>;
   /** Protocol v2 reporting state (`MemoryState.reporting`): memoized randomization, last reported epoch. */
   reporting?: { memo: Record<string, { cohort: number; bucket: number }>; lastEpoch?: number };
-  /** Per-profile secret from which deletion tokens of shared copies are derived (HMAC); never leaves the device. */
-  deviceSecret?: string;
 }
 
 export const META_KEY = 'meta';
@@ -79,14 +61,15 @@ export interface AtomemDB extends DBSchema {
   events: { key: number; value: EventRecord; indexes: { 'by-pending': number } };
   memories: { key: string; value: MemoryRecord };
   profile: { key: string; value: Profile };
-  prototypes: { key: string; value: PrototypeRecord };
   itemVectors: { key: [string, string]; value: ItemVectorRecord };
-  outbox: { key: number; value: OutboxEntry };
   meta: { key: string; value: MetaRecord };
 }
 
 /** Every object store, for transactions that touch them all (erase). */
-export const ALL_STORES: StoreNames<AtomemDB>[] = ['events', 'memories', 'profile', 'prototypes', 'itemVectors', 'outbox', 'meta'];
+export const ALL_STORES: StoreNames<AtomemDB>[] = ['events', 'memories', 'profile', 'itemVectors', 'meta'];
+
+/** Object stores of schema version 1 that version 2 drops (the removed protocol v1's outbox and prototype cache). */
+const DROPPED_IN_V2 = ['outbox', 'prototypes'];
 
 /**
  * Create or migrate the schema. Cases fall through on purpose: a database at version N runs
@@ -96,7 +79,7 @@ export function upgrade(
   db: IDBPDatabase<AtomemDB>,
   oldVersion: number,
   _newVersion: number | null,
-  _tx: IDBPTransaction<AtomemDB, StoreNames<AtomemDB>[], 'versionchange'>,
+  tx: IDBPTransaction<AtomemDB, StoreNames<AtomemDB>[], 'versionchange'>,
 ): void {
   switch (oldVersion) {
     case 0: {
@@ -104,11 +87,24 @@ export function upgrade(
       events.createIndex('by-pending', 'pending');
       db.createObjectStore('memories', { keyPath: 'id' });
       db.createObjectStore('profile');
-      db.createObjectStore('prototypes', { keyPath: 'id' });
       db.createObjectStore('itemVectors', { keyPath: ['embedderId', 'itemId'] });
-      db.createObjectStore('outbox', { autoIncrement: true });
       db.createObjectStore('meta');
     }
-    // falls through — future: case 1: migrate v1 → v2 here, using _tx for data moves.
+    // falls through
+    case 1: {
+      // why: version 1 also held protocol v1's sync state (an outbox of uploads and deletions,
+      // a prototype cache, the sharing map and the deletion-token secret in meta); v2 has none
+      const raw = db as unknown as IDBPDatabase;
+      for (const name of DROPPED_IN_V2) if (raw.objectStoreNames.contains(name)) raw.deleteObjectStore(name);
+      if (oldVersion === 1) {
+        const meta = tx.objectStore('meta');
+        void meta.get(META_KEY).then((m) => {
+          if (!m) return;
+          const { shared: _shared, deviceSecret: _secret, ...rest } = m as MetaRecord & { shared?: unknown; deviceSecret?: unknown };
+          return meta.put(rest, META_KEY);
+        });
+      }
+    }
+    // falls through — future: case 2: migrate v2 → v3 here, using tx for data moves.
   }
 }

@@ -14,7 +14,7 @@
  * version this library does not know, the reopen fails with the browser's `VersionError`.
  */
 import { wrap, type IDBPDatabase, type IDBPTransaction, type StoreNames } from 'idb';
-import type { MemoryEvent, MemoryState, Prototype } from '../core/types.js';
+import type { MemoryEvent, MemoryState } from '../core/types.js';
 import { createState } from '../core/memory.js';
 import { InvalidImportError, StorageQuotaError, isQuotaExceeded } from './errors.js';
 import { parseExportFile, toExportFile, type ExportFile } from './file.js';
@@ -28,7 +28,6 @@ import {
   type AtomemDB,
   type EventRecord,
   type MetaRecord,
-  type OutboxEntry,
 } from './schema.js';
 
 /** Options of {@link MemoryStore.open}. */
@@ -37,23 +36,6 @@ export interface OpenStoreOptions {
   profile?: string;
   /** IndexedDB implementation; defaults to `globalThis.indexedDB` (pass fake-indexeddb in Node). */
   indexedDB?: IDBFactory;
-}
-
-/** Options of {@link MemoryStore.erase}. */
-export interface EraseOptions {
-  /** Ids of this user's copies on the shared index: a deletion request is queued in the outbox for each. */
-  sharedIds?: string[];
-  /**
-   * Deletion token of each shared id (the secret they derive from is erased with everything
-   * else, so the queued requests must carry them).
-   */
-  tokens?: Record<string, string>;
-}
-
-/** A queued outbox entry with its key (to acknowledge it once sent). */
-export interface QueuedEntry {
-  key: number;
-  entry: OutboxEntry;
 }
 
 type RW = IDBPTransaction<AtomemDB, StoreNames<AtomemDB>[], 'readwrite'>;
@@ -101,9 +83,7 @@ function metaOf(state: MemoryState, nextSeq = state.nextSeq, revision = 0, keep?
     nextSeq,
     signal: { ...state.signal },
     revision,
-    ...(state.shared ? { shared: structuredClone(state.shared) } : keep?.shared ? { shared: keep.shared } : {}),
     ...(state.reporting ? { reporting: structuredClone(state.reporting) } : keep?.reporting ? { reporting: keep.reporting } : {}),
-    ...(keep?.deviceSecret ? { deviceSecret: keep.deviceSecret } : {}),
   };
 }
 
@@ -122,18 +102,13 @@ export class MemoryStore {
   private readonly factory: IDBFactory;
   private dbPromise: Promise<IDBPDatabase<AtomemDB>> | null = null;
   private closed = false;
-  private memSecret: string | undefined;
   /** Revision of the memory tiers this connection last read or wrote (see {@link MetaRecord.revision}). */
   private seenRevision = 0;
   /** In-memory copy once degraded (quota exceeded). */
   private mem: {
     state: MemoryState;
-    outbox: QueuedEntry[];
-    nextKey: number;
     /** Item vectors written since degrading (reads fall back to the database). */
     vectors: Map<string, Float32Array>;
-    /** Prototype cache written since degrading (`null`: read the database's). */
-    prototypes: Prototype[] | null;
   } | null = null;
 
   private constructor(profile: string, factory: IDBFactory) {
@@ -221,13 +196,13 @@ export class MemoryStore {
       await this.tx(stores, toDb);
     } catch (e) {
       if (!isQuotaExceeded(e)) throw e;
-      const [state, outbox] = await Promise.all([this.readState(), this.readOutbox()]);
+      const state = await this.readState();
       if (this.mem) {
         // a concurrent write degraded first (and surfaced the error): just join memory mode.
         toMem();
         return;
       }
-      this.mem = { state, outbox, nextKey: outbox.reduce((k, q) => Math.max(k, q.key), 0) + 1, vectors: new Map(), prototypes: null };
+      this.mem = { state, vectors: new Map() };
       toMem();
       throw new StorageQuotaError({ cause: e });
     }
@@ -250,7 +225,6 @@ export class MemoryStore {
     if (meta) {
       state.nextSeq = meta.nextSeq;
       state.signal = { ...meta.signal };
-      if (meta.shared) state.shared = meta.shared;
       if (meta.reporting) state.reporting = meta.reporting;
     }
     const lastSeq = state.events.length ? state.events[state.events.length - 1].seq : 0;
@@ -348,7 +322,7 @@ export class MemoryStore {
     );
   }
 
-  /** The stored state as a versioned JSON-safe file (vectors as number arrays). Caches and outbox are not exported. */
+  /** The stored state as a versioned JSON-safe file (vectors as number arrays). Caches are not exported. */
   async export(): Promise<ExportFile> {
     return toExportFile(await this.load());
   }
@@ -356,7 +330,7 @@ export class MemoryStore {
   /**
    * Replace the stored state with an export file. The file is validated completely first
    * ({@link InvalidImportError} naming the bad field, existing data untouched), then written in
-   * one transaction. Caches and the outbox are kept.
+   * one transaction. Caches are kept.
    */
   async import(file: unknown): Promise<void> {
     const state = parseExportFile(file);
@@ -375,8 +349,7 @@ export class MemoryStore {
         if (state.profile) await profile.put(state.profile, PROFILE_KEY);
         const old = await tx.objectStore('meta').get(META_KEY);
         const revision = (old?.revision ?? 0) + 1;
-        // the imported memories have no shared copies (yet); the device secret stays
-        await tx.objectStore('meta').put(metaOf(state, state.nextSeq, revision, old ? { ...old, shared: undefined } : undefined), META_KEY);
+        await tx.objectStore('meta').put(metaOf(state, state.nextSeq, revision, old), META_KEY);
         tx.done.then(() => (this.seenRevision = revision), () => undefined);
       },
       () => {
@@ -386,91 +359,20 @@ export class MemoryStore {
   }
 
   /**
-   * Erase everything of this profile (every store, caches and outbox included). When
-   * `sharedIds` are given, a deletion request for each shared copy is queued in the (now empty)
-   * outbox, in the same transaction. The database is cleared even in memory mode (and a
-   * successful erase leaves memory mode); if even the deletion requests hit the quota, the data
-   * is still cleared and the requests are kept in memory.
+   * Erase everything of this profile (every store, caches included), in one transaction. The
+   * database is cleared even in memory mode, and a successful erase leaves memory mode.
    */
-  async erase(opts: EraseOptions = {}): Promise<void> {
-    const ids = opts.sharedIds ?? [];
-    if (!Array.isArray(ids) || ids.some((id) => typeof id !== 'string' || id.length === 0)) {
-      throw new TypeError('erase: sharedIds must be an array of non-empty strings');
-    }
-    const now = Date.now();
-    const entries: OutboxEntry[] = ids.map((sharedId) => {
-      const token = opts.tokens?.[sharedId];
-      return token ? { kind: 'delete', sharedId, token, queuedAt: now } : { kind: 'delete', sharedId, queuedAt: now };
-    });
-    const clear = async (tx: RW): Promise<void> => {
+  async erase(): Promise<void> {
+    await this.tx(ALL_STORES, async (tx) => {
       const old = await tx.objectStore('meta').get(META_KEY);
       for (const name of ALL_STORES) await tx.objectStore(name).clear();
       // the revision survives the erase (bumped), so other tabs notice it
       const revision = (old?.revision ?? 0) + 1;
       await tx.objectStore('meta').put(metaOf(createState(), 1, revision), META_KEY);
       tx.done.then(() => (this.seenRevision = revision), () => undefined);
-    };
-    try {
-      await this.tx(ALL_STORES, async (tx) => {
-        await clear(tx);
-        for (const e of entries) await tx.objectStore('outbox').add(e);
-      });
-      // the database now holds exactly the (empty) state: leave memory mode if we were in it.
-      this.mem = null;
-      this.memSecret = undefined;
-    } catch (e) {
-      if (!isQuotaExceeded(e)) throw e;
-      // why: erasure is a privacy promise, so the data must leave the disk even when the
-      // deletion requests themselves cannot be written; those are then kept in memory.
-      await this.tx(ALL_STORES, clear);
-      const first = !this.mem;
-      const outbox = entries.map((entry, i) => ({ key: i + 1, entry }));
-      this.mem = { state: createState(), outbox, nextKey: outbox.length + 1, vectors: new Map(), prototypes: [] };
-      if (first) throw new StorageQuotaError({ cause: e });
-    }
-  }
-
-  /** Queue a request for the shared index. Returns its key. */
-  async enqueue(entry: OutboxEntry): Promise<number> {
-    let key = -1;
-    await this.write(
-      ['outbox'],
-      async (tx) => {
-        key = await tx.objectStore('outbox').add(entry);
-      },
-      () => {
-        key = this.mem!.nextKey++;
-        this.mem!.outbox.push({ key, entry });
-      },
-    );
-    return key;
-  }
-
-  /** Queued outbox entries, oldest first. */
-  async outbox(): Promise<QueuedEntry[]> {
-    if (this.mem) return this.mem.outbox.map((q) => ({ ...q }));
-    return this.readOutbox();
-  }
-
-  /** Remove a sent outbox entry. */
-  async acknowledge(key: number): Promise<void> {
-    await this.write(
-      ['outbox'],
-      async (tx) => {
-        await tx.objectStore('outbox').delete(key);
-      },
-      () => {
-        this.mem!.outbox = this.mem!.outbox.filter((q) => q.key !== key);
-      },
-    );
-  }
-
-  private async readOutbox(): Promise<QueuedEntry[]> {
-    const tx = await this.transaction(['outbox'], 'readonly');
-    const store = tx.objectStore('outbox');
-    const [keys, values] = await Promise.all([store.getAllKeys(), store.getAll()]);
-    await tx.done;
-    return keys.map((key, i) => ({ key, entry: values[i] }));
+    });
+    // the database now holds exactly the (empty) state: leave memory mode if we were in it.
+    this.mem = null;
   }
 
   /** A cached item vector of an embedder, or `undefined`. */
@@ -481,36 +383,6 @@ export class MemoryStore {
     const rec = await tx.objectStore('itemVectors').get([embedderId, itemId]);
     await tx.done;
     return rec?.vector;
-  }
-
-  /**
-   * This profile's secret for deriving deletion tokens of shared copies (created on first use,
-   * 32 random bytes, base64url). It never leaves the device; `erase` destroys it.
-   */
-  async deviceSecret(): Promise<string> {
-    if (this.memSecret) return this.memSecret;
-    let secret = '';
-    const fresh = (): string => {
-      const b = globalThis.crypto.getRandomValues(new Uint8Array(32));
-      return btoa(String.fromCharCode(...b)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
-    };
-    try {
-      await this.tx(['meta'], async (tx) => {
-        const meta = tx.objectStore('meta');
-        const m = (await meta.get(META_KEY)) ?? metaOf(createState());
-        if (m.deviceSecret) {
-          secret = m.deviceSecret;
-          return;
-        }
-        secret = fresh();
-        await meta.put({ ...m, deviceSecret: secret }, META_KEY);
-      });
-    } catch (e) {
-      if (!isQuotaExceeded(e)) throw e;
-      secret = fresh(); // kept for this session only
-    }
-    this.memSecret = secret;
-    return secret;
   }
 
   /** Every cached item vector of one embedder, by cache key (one transaction). */
@@ -538,33 +410,6 @@ export class MemoryStore {
       },
       () => {
         for (const r of list) this.mem!.vectors.set(vectorKey(embedderId, r.itemId), r.vector);
-      },
-    );
-  }
-
-  /** The cached community prototypes (as last fetched from the shared index). */
-  async getPrototypes(): Promise<Prototype[]> {
-    if (this.mem?.prototypes) return structuredClone(this.mem.prototypes);
-    const tx = await this.transaction(['prototypes'], 'readonly');
-    const recs = await tx.objectStore('prototypes').getAll();
-    await tx.done;
-    return recs.sort((a, b) => a.pos - b.pos).map((r) => r.prototype);
-  }
-
-  /** Replace the prototype cache (one transaction). */
-  async putPrototypes(prototypes: Prototype[]): Promise<void> {
-    const copy = structuredClone(prototypes);
-    const now = Date.now();
-    await this.write(
-      ['prototypes'],
-      async (tx) => {
-        const store = tx.objectStore('prototypes');
-        await store.clear();
-        let pos = 0;
-        for (const p of copy) await store.put({ id: p.id, pos: pos++, prototype: p, cachedAt: now });
-      },
-      () => {
-        this.mem!.prototypes = copy;
       },
     );
   }

@@ -302,7 +302,7 @@ export class Engine implements EngineApi {
         clearTimeout(s.sync.report.timer);
         s.sync.report = null;
       }
-      await this.write(() => s.store.erase({}));
+      await this.write(() => s.store.erase());
       await this.reload(s);
     });
   }
