@@ -1,4 +1,5 @@
 import { defineConfig, type Plugin } from 'vite';
+import { quietHarmless } from './scripts/quiet-logs.js';
 import { copyAssets, writeManifest } from './scripts/assets.js';
 
 /**
@@ -59,6 +60,8 @@ export default defineConfig({
     minify: true,
     lib: { entry: { worker: 'src/worker/worker.ts' }, formats: ['es'], fileName: (_format, name) => `${name}.js` },
     rolldownOptions: {
+      // why: known-harmless warnings only (each explained in scripts/quiet-logs.ts)
+      onLog: quietHarmless,
       output: {
         chunkFileNames: '[name]-[hash].js',
         codeSplitting: {
