@@ -20,7 +20,7 @@ import { DEPARTMENTS, generateCatalog, productImageUrl, seededRandom, toItems, t
 type LlmCosts = NonNullable<EngineStatus['llm']['costs']>;
 type OperationCosts = LlmCosts['total'];
 
-/** What demo/server.ts answers at `/demo-config.json` (from its environment variables). */
+/** What apps/demo/server.ts answers at `/demo-config.json` (from its environment variables). */
 interface DemoConfig {
   llm: LlmOptions | null;
   /** The catalog's vectors, embedded by the server at start (a same-origin path). */
@@ -268,7 +268,9 @@ async function renderIntentMemories(): Promise<void> {
   intentSelected = new Set(sel.memories.map((m) => m.memoryId));
   summary.textContent = sel.memories.length
     ? `“${sel.intent}” selected ${sel.memories.length} ${sel.memories.length === 1 ? 'memory' : 'memories'} (retrieval with your words as the query, on this device):`
-    : `“${sel.intent}” bears on none of your memories yet: the shelf follows your words alone.`;
+    : $('shelf').dataset.intent === 'unmatched'
+      ? `“${sel.intent}” bears on none of your memories, and nothing in the shop matches it: the shelf follows your memory alone.`
+      : `“${sel.intent}” bears on none of your memories yet: the shelf follows your words alone.`;
   ul.replaceChildren(
     ...sel.memories.map((m) =>
       h('li', { class: 'memory intent-memory', 'data-memory-id': m.memoryId }, h('p', { class: 'statement' }, m.content), h('p', { class: 'meta' }, h('span', { class: 'cat' }, m.category), ` · similarity to your words ${m.similarity.toFixed(2)}`)),
@@ -572,7 +574,7 @@ function howToConfigure(): (Node | string)[] {
   return [
     'To try one, restart the demo server with ', code('ATOMEM_GGUF=/path/to/model.gguf'), ' (runs in this browser with wllama), ',
     code('ATOMEM_OPENAI_URL'), ' + ', code('ATOMEM_OPENAI_MODEL'), ' (a local llama.cpp, vLLM or Ollama server) or ',
-    code('ATOMEM_WEBLLM_MODEL'), ' (WebGPU); optionally ', code('ATOMEM_LLM_BUDGET=40/20'), '. See demo/README.md.',
+    code('ATOMEM_WEBLLM_MODEL'), ' (WebGPU); optionally ', code('ATOMEM_LLM_BUDGET=40/20'), '. See apps/demo/README.md.',
   ];
 }
 

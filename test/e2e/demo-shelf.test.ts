@@ -1,5 +1,5 @@
 /**
- * The shelf a shopper sees (issue 12, item 6), end to end in the demo shop (demo/server.ts on one
+ * The shelf a shopper sees, end to end in the demo shop (apps/demo/server.ts on one
  * origin, headless Debian Chromium): a first visit is ranked by a prior, not catalog order; the
  * seeded persona "Outdoor + Audio fan" (45 actions) ends with one memory per sub-interest (not a
  * pile of single-item memories, none mixing the two departments); the first row of "For you"

@@ -1,5 +1,5 @@
 /**
- * End to end: the demo shop (demo/server.ts: index service + built page + built library on one
+ * End to end: the demo shop (apps/demo/server.ts: index service + built page + built library on one
  * origin) in headless Debian Chromium driven by playwright. Needs `npm run build` (dist/) first;
  * builds the demo page (demo/dist/) itself when it is missing. Writes shop.png and
  * inspector.png into test-results/screenshots/ (`ATOMEM_SCREENSHOTS=docs/screenshots`: the README's).
