@@ -55,7 +55,7 @@ beforeAll(async () => {
   if (!existsSync(join(ROOT, 'apps/demo/dist/index.html'))) {
     execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
   }
-  demo = await startDemo({ DEMO_SHOPPERS: '60' });
+  demo = await startDemo({ DEMO_SHOPPERS: '60', DEMO_LOG_REQUESTS: '1' });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
   page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
   page.on('request', (r) => requests.push(r.url()));
@@ -177,6 +177,26 @@ describe('the "For you" shelf in the demo shop', () => {
       const hiking = await shelf();
       expect(hiking.filter((c) => c.dept === 'Outdoor').length).toBeGreaterThanOrEqual(6);
       await page.screenshot({ path: join(SHOTS, 'shelf-tent.png') });
+
+      // USE-lite came with the first intent; the page's hashed files are immutable, so a second
+      // visit (same browser profile) asks the server for none of them, not even a revalidation
+      const answers = () => [...demo!.stderr().matchAll(/^response (\d+) GET (\S+) (\d+)$/gm)].map((m) => ({ status: Number(m[1]), path: m[2], bytes: Number(m[3]) }));
+      const useLite = answers().filter((a) => /^\/assets\/atomem-[0-9a-f]+\/use-lite\//.test(a.path) && a.status === 200);
+      expect(useLite.reduce((t, a) => t + a.bytes, 0)).toBeGreaterThan(5e6);
+      const head = await fetch(`${demo!.base}${useLite[0].path}`);
+      expect(head.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+      const html = await fetch(`${demo!.base}/`);
+      expect(html.headers.get('cache-control')).toBe('no-cache');
+      expect((await fetch(`${demo!.base}/`, { headers: { 'if-none-match': html.headers.get('etag')! } })).status).toBe(304);
+      const mark = answers().length;
+      const again = await page.context().newPage();
+      await again.goto(`${demo!.base}/`);
+      await again.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
+      await again.locator('#intent-input').fill('a gift for my dad, he hikes');
+      await expect.poll(() => again.locator('#shelf').getAttribute('data-intent'), { timeout: 60_000 }).toBe('on');
+      const second = answers().slice(mark);
+      expect(second.filter((a) => a.path.startsWith('/assets/')), JSON.stringify(second)).toEqual([]);
+      await again.close();
     } finally {
       page = prev;
       await fresh.context().close();

@@ -16,7 +16,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright';
@@ -29,6 +29,8 @@ interface Started {
   child: ChildProcess;
   base: string;
   seconds: number;
+  /** Whether this start ran the build (scripts/build-if-changed.mjs found changed inputs). */
+  built: boolean;
   /** Response lines logged so far: status, method, path, bytes. */
   responses: { status: number; method: string; path: string; bytes: number }[];
   stop: () => Promise<void>;
@@ -56,8 +58,8 @@ async function npmStart(dataDir: string): Promise<Started> {
     process.kill(-child.pid!, 'SIGTERM');
     await exited;
   };
+  let out = '';
   const base = await new Promise<string>((res, rej) => {
-    let out = '';
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
       out += chunk;
       const m = /atomem demo ready at (http:\/\/\S+)/.exec(out);
@@ -65,7 +67,7 @@ async function npmStart(dataDir: string): Promise<Started> {
     });
     child.on('exit', (code) => rej(new Error(`npm start exited with ${code}:\n${err.slice(-2000)}`)));
   });
-  return { child, base, seconds: (performance.now() - t0) / 1000, responses, stop };
+  return { child, base, seconds: (performance.now() - t0) / 1000, built: /atomem: building/.test(out), responses, stop };
 }
 
 /** One visit with the browser profile in `profile`: the shop, its shelf, one intent. */
@@ -117,11 +119,12 @@ async function main(): Promise<void> {
       visits.push({ name, responses: server.responses.slice(mark) });
       console.error(`bench:start: ${name} done`);
     }
-    console.log(`\nnpm start (Node ${process.version}, ${new Date().toISOString().slice(0, 10)}):\n`);
+    console.log(`\nnpm start (Node ${process.version}, ${new Date().toISOString().slice(0, 10)}, load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores):\n`);
     console.log('| step | seconds |');
     console.log('|---|---:|');
-    console.log(`| first start (fresh data folder: shop model, SASRec, seeding) | ${first.seconds.toFixed(1)} |`);
-    console.log(`| **second start** (same data folder, build reused) | **${server.seconds.toFixed(1)}** |`);
+    const build = (s: Started) => (s.built ? 'the build ran (inputs changed)' : 'build reused');
+    console.log(`| first start (fresh data folder: shop model, SASRec, seeding; ${build(first)}) | ${first.seconds.toFixed(1)} |`);
+    console.log(`| **second start** (same data folder; ${build(server)}) | **${server.seconds.toFixed(1)}** |`);
     console.log(`\nVisits (the shop, its shelf, then the intent “${INTENT}”; response bodies sent by the server):\n`);
     console.log('| visit | requests | 200 | 304 | bytes | of which USE-lite + tfjs wasm |');
     console.log('|---|---:|---:|---:|---:|---:|');
