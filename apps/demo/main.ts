@@ -403,7 +403,7 @@ function renderCommunities(memories: AtomicMemory[]): void {
   protos.forEach((p, j) => {
     const y = protos.length === 1 ? height / 2 : py(j);
     const name = communityName(p);
-    const label = name.short.length > 22 ? `${name.short.slice(0, 21)}…` : name.short;
+    const label = name.short; // two department names at most: fits the picture's right column
     svg += `<g class="prototype"><title>${esc(name.long)}</title><rect x="${width - 14}" y="${y - 9}" width="12" height="18" rx="6" fill="#7c3aed"/><text x="${width - 18}" y="${y + 4}" font-size="11" text-anchor="end" fill="#4c1d95" stroke="#fff" stroke-width="4" paint-order="stroke">${esc(label)}</text></g>`;
   });
   svg += '</svg>';
