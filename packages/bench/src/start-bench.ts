@@ -90,7 +90,7 @@ async function visit(base: string, profile: string): Promise<void> {
   }
 }
 
-const mb = (b: number) => `${(b / 1e6).toFixed(2)} MB`;
+const mb = (b: number) => (b >= 100_000 ? `${(b / 1e6).toFixed(2)} MB` : `${(b / 1e3).toFixed(1)} kB`);
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
