@@ -424,7 +424,7 @@ function renderEvents(): void {
     ...events
       .slice(-30)
       .reverse()
-      .map((e) => h('li', { 'data-memory-id': e.memoryId }, h('time', {}, new Date(e.at).toLocaleTimeString()), ` ${OP_LABEL[e.op] ?? e.op} `, h('q', { class: 'memory-name' }, memoryName(e.memoryId)), e.op === 'merge' && e.otherId ? ` (with ${memoryName(e.otherId)})` : '', e.detail ? ` — ${e.detail}` : '')),
+      .map((e) => h('li', { 'data-memory-id': e.memoryId }, h('time', {}, new Date(e.at).toLocaleTimeString()), ` ${OP_LABEL[e.op] ?? e.op} `, h('q', { class: 'memory-name' }, memoryName(e.memoryId)), e.op === 'merge' && e.otherId ? ` (with ${memoryName(e.otherId)})` : '', e.detail ? ` — ${byId.get(e.detail)?.title ?? e.detail}` : '')),
   );
 }
 
