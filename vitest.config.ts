@@ -18,6 +18,8 @@ export default defineConfig({
   ssr: { resolve: { conditions: [...conditions, ...defaultServerConditions], externalConditions: conditions } },
   worker: { format: 'es' },
   test: {
+    // the default output, then one line naming what was skipped and why (test/skip-reporter.ts)
+    reporters: ['default', './test/skip-reporter.ts'],
     projects: [
       {
         extends: true,

@@ -6,7 +6,6 @@
  * the same item ids.
  */
 import type { Item } from 'atomem';
-import { mulberry32 } from '@atomem/bench/rng';
 
 /** One department of the shop. */
 export interface Department {
@@ -160,8 +159,22 @@ export const DEPARTMENTS: readonly Department[] = [
   },
 ];
 
-/** The seeded PRNG of the catalog and the simulated shoppers (mulberry32). */
-export const seededRandom = mulberry32;
+/**
+ * The seeded PRNG of the catalog and the simulated shoppers: mulberry32 (32-bit state, not
+ * cryptographic), the same stream as `@atomem/bench/rng`'s. Written out here because this file is
+ * bundled into the page: importing the bench's module would pull `atomem/engine` (the whole
+ * engine, with its Node-only USE-lite loader) into the page's bundle.
+ */
+export function seededRandom(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
 
 function pick<T>(rnd: () => number, list: readonly T[]): T {
   return list[Math.floor(rnd() * list.length)];

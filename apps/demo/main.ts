@@ -20,7 +20,7 @@ import { DEPARTMENTS, generateCatalog, productImageUrl, seededRandom, toItems, t
 type LlmCosts = NonNullable<EngineStatus['llm']['costs']>;
 type OperationCosts = LlmCosts['total'];
 
-/** What demo/server.ts answers at `/demo-config.json` (from its environment variables). */
+/** What apps/demo/server.ts answers at `/demo-config.json` (from its environment variables). */
 interface DemoConfig {
   llm: LlmOptions | null;
   /** The catalog's vectors, embedded by the server at start (a same-origin path). */
@@ -203,12 +203,20 @@ async function renderShelf(): Promise<void> {
     }),
   );
   shelf.dataset.rerank = !rerank ? 'off' : modelWritten > 0 ? 'model' : 'engine';
-  shelf.dataset.intent = intent !== undefined ? 'on' : 'off';
+  // the engine says so on the first card when the intent matched no product
+  const unmatched = intent !== undefined && /^Nothing here matches/.test(ranked[0]?.explanations[0] ?? '');
+  shelf.dataset.intent = intent === undefined ? 'off' : unmatched ? 'unmatched' : 'on';
+  // a first visit's order is a prior (the engine's reasons say "you have not browsed yet" or "a first pick")
+  const firstVisit = ranked.some((r) => /you have not browsed yet|^A first pick across the catalog/.test(r.explanations[0] ?? ''));
   const hint = intent !== undefined
-    ? `Re-ranked on this device for “${intent}”, with what atomem remembers about you.`
-    : actions === 0 && ranked.every((r) => r.explanations.length === 0)
-      ? 'Click, add to cart or buy something: this shelf re-ranks after every action.'
-      : 'Re-ranked on this device after your last action.';
+    ? unmatched
+      ? `Nothing here matches “${intent}”: the shelf shows what atomem remembers about you instead.`
+      : `Re-ranked on this device for “${intent}”, with what atomem remembers about you.`
+    : firstVisit
+      ? 'Welcome: popular picks for now. Click, add to cart or buy something and this shelf re-ranks on this device.'
+      : actions === 0
+        ? 'Ranked on this device with what atomem remembers about you.'
+        : 'Re-ranked on this device after your last action.';
   $('for-you-hint').textContent = !rerank
     ? hint
     : modelWritten > 0
@@ -260,7 +268,9 @@ async function renderIntentMemories(): Promise<void> {
   intentSelected = new Set(sel.memories.map((m) => m.memoryId));
   summary.textContent = sel.memories.length
     ? `“${sel.intent}” selected ${sel.memories.length} ${sel.memories.length === 1 ? 'memory' : 'memories'} (retrieval with your words as the query, on this device):`
-    : `“${sel.intent}” bears on none of your memories yet: the shelf follows your words alone.`;
+    : $('shelf').dataset.intent === 'unmatched'
+      ? `“${sel.intent}” bears on none of your memories, and nothing in the shop matches it: the shelf follows your memory alone.`
+      : `“${sel.intent}” bears on none of your memories yet: the shelf follows your words alone.`;
   ul.replaceChildren(
     ...sel.memories.map((m) =>
       h('li', { class: 'memory intent-memory', 'data-memory-id': m.memoryId }, h('p', { class: 'statement' }, m.content), h('p', { class: 'meta' }, h('span', { class: 'cat' }, m.category), ` · similarity to your words ${m.similarity.toFixed(2)}`)),
@@ -282,6 +292,51 @@ function setupRerank(): void {
 // ——— inspector ———
 
 const OP_LABEL: Record<string, string> = { extract: 'formed', reinforce: 'reinforced', weaken: 'weakened', merge: 'merged', forget: 'forgotten', resynthesize: 'profile rewritten' };
+
+/**
+ * Memory id → its statement, from every memory list this page has seen (a forgotten or merged
+ * memory keeps its name in the feed). Page memory only; cleared by "Forget me".
+ */
+const memoryNames = new Map<string, string>();
+function memoryName(id: string): string {
+  const name = memoryNames.get(id);
+  return name === undefined ? 'a memory' : name.length > 60 ? `${name.slice(0, 59)}…` : name;
+}
+
+/**
+ * Community id → a human label from the public release: its top departments and items, the
+ * way the engine's rules summarise a prototype ("Outdoor & Audio shoppers: Trail Tent, …"). The
+ * release is public (the engine fetched it already; this GET is answered from the HTTP cache or
+ * with a 304), and it is fetched only while sharing is on.
+ */
+const communityNames = new Map<string, { short: string; long: string }>();
+let releaseEpoch: number | undefined;
+async function loadCommunityNames(): Promise<void> {
+  if ($<HTMLSelectElement>('privacy').value === 'off') return;
+  try {
+    const r = await fetch('/v2/releases/latest', { credentials: 'omit' });
+    if (!r.ok) return;
+    const release = (await r.json()) as { epoch: number; communities: { id: string; items: string[]; contributors: number; counts: Record<string, number> }[] };
+    if (release.epoch === releaseEpoch && communityNames.size) return;
+    releaseEpoch = release.epoch;
+    communityNames.clear();
+    for (const c of release.communities) {
+      const top = Object.entries(c.counts).sort((a, b) => b[1] - a[1]).map(([id]) => byId.get(id)).filter((p): p is Product => !!p);
+      const pool = top.length ? top : c.items.map((id) => byId.get(id)).filter((p): p is Product => !!p);
+      const depts = new Map<string, number>();
+      for (const p of pool) depts.set(p.department, (depts.get(p.department) ?? 0) + (c.counts[p.id] ?? 1));
+      const names = [...depts].sort((a, b) => b[1] - a[1]).slice(0, 2).map(([d]) => d);
+      const short = names.length ? `${names.join(' & ')} shoppers` : 'Shoppers';
+      const examples = pool.slice(0, 3).map((p) => p.title);
+      communityNames.set(c.id, { short, long: `${short} (about ${Math.max(1, Math.round(c.contributors))})${examples.length ? `: ${examples.join(', ')}` : ''}` });
+    }
+  } catch {
+    // the labels are a nicety: without them the community shows as "a community of shoppers"
+  }
+}
+function communityName(id: string): { short: string; long: string } {
+  return communityNames.get(id) ?? { short: 'Shoppers', long: 'a community of shoppers' };
+}
 
 function renderMemories(memories: AtomicMemory[]): void {
   $('memory-count').textContent = `(${memories.length})`;
@@ -310,7 +365,7 @@ function renderMemories(memories: AtomicMemory[]): void {
           ` · strength ${m.strength.toFixed(2)} `,
           strength,
           ` · evidence ${m.evidence.toFixed(1)}`,
-          m.links.length ? h('span', { class: 'community' }, ` · community ${m.links.join(', ')}`) : '',
+          m.links.length ? h('span', { class: 'community', title: m.links.map((l) => communityName(l).long).join('\n') }, ` · community: ${m.links.map((l) => communityName(l).short).join(', ')}`) : '',
         ),
         h('p', { class: 'items' }, 'Items: ', m.items.map(titleOf).join(', ')),
         forget,
@@ -328,7 +383,7 @@ function renderCommunities(memories: AtomicMemory[]): void {
   }
   const rowH = 34;
   const height = Math.max(memories.length, protos.length, 1) * rowH + 20;
-  const width = 320;
+  const width = 480;
   const esc = (s: string) => s.replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
   const my = (i: number) => 20 + i * rowH;
   const py = (j: number) => 20 + j * ((height - 40) / Math.max(protos.length - 1, 1));
@@ -336,7 +391,7 @@ function renderCommunities(memories: AtomicMemory[]): void {
   memories.forEach((m, i) => {
     for (const l of m.links) {
       const j = protos.indexOf(l);
-      svg += `<line x1="24" y1="${my(i)}" x2="${width - 40}" y2="${protos.length === 1 ? height / 2 : py(j)}" stroke="#5b6b8c" stroke-width="1.5"/>`;
+      svg += `<line x1="24" y1="${my(i)}" x2="${width - 14}" y2="${protos.length === 1 ? height / 2 : py(j)}" stroke="#5b6b8c" stroke-width="1.5"/>`;
     }
   });
   memories.forEach((m, i) => {
@@ -347,7 +402,9 @@ function renderCommunities(memories: AtomicMemory[]): void {
   });
   protos.forEach((p, j) => {
     const y = protos.length === 1 ? height / 2 : py(j);
-    svg += `<rect x="${width - 40}" y="${y - 11}" width="34" height="22" rx="11" fill="#7c3aed"/><text x="${width - 23}" y="${y + 4}" font-size="11" text-anchor="middle" fill="#fff">${esc(p)}</text>`;
+    const name = communityName(p);
+    const label = name.short; // two department names at most: fits the picture's right column
+    svg += `<g class="prototype"><title>${esc(name.long)}</title><rect x="${width - 14}" y="${y - 9}" width="12" height="18" rx="6" fill="#7c3aed"/><text x="${width - 18}" y="${y + 4}" font-size="11" text-anchor="end" fill="#4c1d95" stroke="#fff" stroke-width="4" paint-order="stroke">${esc(label)}</text></g>`;
   });
   svg += '</svg>';
   box.innerHTML = svg;
@@ -367,7 +424,7 @@ function renderEvents(): void {
     ...events
       .slice(-30)
       .reverse()
-      .map((e) => h('li', {}, h('time', {}, new Date(e.at).toLocaleTimeString()), ` ${OP_LABEL[e.op] ?? e.op} `, h('code', {}, e.memoryId.slice(0, 8)), e.detail ? ` — ${e.detail}` : '')),
+      .map((e) => h('li', { 'data-memory-id': e.memoryId }, h('time', {}, new Date(e.at).toLocaleTimeString()), ` ${OP_LABEL[e.op] ?? e.op} `, h('q', { class: 'memory-name' }, memoryName(e.memoryId)), e.op === 'merge' && e.otherId ? ` (with ${memoryName(e.otherId)})` : '', e.detail ? ` — ${byId.get(e.detail)?.title ?? e.detail}` : '')),
   );
 }
 
@@ -517,7 +574,7 @@ function howToConfigure(): (Node | string)[] {
   return [
     'To try one, restart the demo server with ', code('ATOMEM_GGUF=/path/to/model.gguf'), ' (runs in this browser with wllama), ',
     code('ATOMEM_OPENAI_URL'), ' + ', code('ATOMEM_OPENAI_MODEL'), ' (a local llama.cpp, vLLM or Ollama server) or ',
-    code('ATOMEM_WEBLLM_MODEL'), ' (WebGPU); optionally ', code('ATOMEM_LLM_BUDGET=40/20'), '. See demo/README.md.',
+    code('ATOMEM_WEBLLM_MODEL'), ' (WebGPU); optionally ', code('ATOMEM_LLM_BUDGET=40/20'), '. See apps/demo/README.md.',
   ];
 }
 
@@ -590,6 +647,9 @@ async function renderInspector(): Promise<void> {
   if (!atomem) return;
   const [memories, profile, payload, status] = await Promise.all([atomem.memories(), atomem.profile(), atomem.lastPayload(), atomem.status()]);
   await renderIntentMemories();
+  for (const m of memories) memoryNames.set(m.id, m.content);
+  // a community this page has no name for yet: the release changed (a new epoch)
+  if (memories.some((m) => m.links.some((l) => !communityNames.has(l)))) await loadCommunityNames();
   renderMemories(memories);
   renderCommunities(memories);
   $('profile').textContent = profile?.narrative || 'No profile yet: it is written after a few actions.';
@@ -720,9 +780,21 @@ function setupControls(): void {
     input.value = '';
     await refresh();
   });
-  $('forget-me').addEventListener('click', async () => {
+  // "Forget me" asks first: erasing cannot be undone
+  const ask = $('forget-me-confirm');
+  $('forget-me').addEventListener('click', () => {
+    ask.hidden = false;
+    $('forget-me-yes').focus();
+  });
+  $('forget-me-no').addEventListener('click', () => {
+    ask.hidden = true;
+    $('forget-me').focus();
+  });
+  $('forget-me-yes').addEventListener('click', async () => {
+    ask.hidden = true;
     if (!atomem) return;
     await atomem.erase();
+    memoryNames.clear();
     events.length = 0;
     llmEvents.length = 0; // error messages may quote the erased memories
     actions = 0;
@@ -762,8 +834,8 @@ async function start(): Promise<void> {
   demoConfig = await loadDemoConfig();
   renderLlm(undefined);
   const saved = localStorage.getItem('atomem-demo-privacy') as PrivacyLevel | null;
-  // the demo contributes by default to show the mechanism; the library's default is `off` (docs/PRIVACY.md)
-  const privacy: PrivacyLevel = saved === 'off' || saved === 'receive' || saved === 'contribute' ? saved : 'contribute';
+  // sharing is off until the shopper turns it on (the library's default too, docs/PRIVACY.md): nothing leaves before consent
+  const privacy: PrivacyLevel = saved === 'off' || saved === 'receive' || saved === 'contribute' ? saved : 'off';
   $<HTMLSelectElement>('privacy').value = privacy;
   atomem = await createAtomem({
     profile: 'demo',

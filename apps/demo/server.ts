@@ -80,6 +80,18 @@ export function fileFor(pathname: string): string | undefined {
   return file;
 }
 
+/**
+ * `Cache-Control` of a file of the built page. Everything under `/assets/` is content-hashed —
+ * Vite's `assets/<name>-<hash>.<ext>`, and atomem's worker, chunks and model files (USE-lite's
+ * weights, wllama.wasm) under `assets/atomem-<hash>/`, whose hash covers every emitted byte — so
+ * a browser keeps it a year without asking again (a rebuild that changes a byte changes the URL).
+ * The rest (index.html, which names the current hashes) is revalidated on every visit (its ETag
+ * answers 304 when unchanged).
+ */
+export function cacheControlFor(pathname: string): string {
+  return pathname.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-cache';
+}
+
 /** What the page reads from `GET /demo-config.json` before it calls `createAtomem`. */
 export interface DemoConfig {
   /** Passed as `createAtomem({ llm })`; null: no model, the rules reasoner. */
@@ -223,7 +235,7 @@ export function modelSetupFromEnv(env: NodeJS.ProcessEnv): ModelSetup {
     return {
       config: { llm: null },
       gguf: null,
-      summary: `no language model: the page uses the rules reasoner${ignored}; set ATOMEM_GGUF, ATOMEM_OPENAI_URL + ATOMEM_OPENAI_MODEL or ATOMEM_WEBLLM_MODEL to try one (demo/README.md)`,
+      summary: `no language model: the page uses the rules reasoner${ignored}; set ATOMEM_GGUF, ATOMEM_OPENAI_URL + ATOMEM_OPENAI_MODEL or ATOMEM_WEBLLM_MODEL to try one (apps/demo/README.md)`,
     };
   }
   const b = llm.budget ? `${llm.budget.maxCalls} calls per ${llm.budget.perEvents} events` : 'the default budget (60 calls per 20 events)';
@@ -302,6 +314,8 @@ async function main(): Promise<void> {
   if (process.env.DEMO_LOG_REQUESTS) {
     // for the e2e test: every request as it arrives on the wire (method, path, whether it carried a cookie; no address)
     service.app.addHook('onRequest', async (req) => log(`request ${req.method} ${req.url.split('?')[0]}${req.headers.cookie ? ' cookie' : ''}`));
+    // and each answer's status and body bytes (content-length; 0 for a 304): what `npm run bench:start` sums per visit
+    service.app.addHook('onResponse', async (req, reply) => log(`response ${reply.statusCode} ${req.method} ${req.url.split('?')[0]} ${Number(reply.getHeader('content-length') ?? 0) || 0}`));
   }
   // The shop's Privacy Pass attester: one token per shopper (here: per demo cookie) per epoch.
   // A real shop keys this on its login or session; the index never sees the cookie.
@@ -323,12 +337,17 @@ async function main(): Promise<void> {
   });
   service.app.register(async (scope) => {
     const serve = async (req: FastifyRequest, reply: FastifyReply) => {
-      const file = fileFor(new URL(req.url, 'http://x').pathname);
+      const pathname = new URL(req.url, 'http://x').pathname;
+      const file = fileFor(pathname);
       if (!file) return reply.code(404).type('text/plain; charset=utf-8').send('not found');
-      return reply
+      const { size, mtimeMs } = statSync(file);
+      const etag = `"${size.toString(16)}-${Math.floor(mtimeMs).toString(16)}"`;
+      reply
         .type(TYPES[extname(file)] ?? 'application/octet-stream')
-        .header('cache-control', 'no-cache')
-        .send(createReadStream(file));
+        .header('cache-control', cacheControlFor(pathname))
+        .header('etag', etag);
+      if (req.headers['if-none-match'] === etag) return reply.code(304).send();
+      return reply.header('content-length', String(size)).send(createReadStream(file));
     };
     // the page's configuration: which language model to load, if any (never cached: env may change between starts)
     scope.get('/demo-config.json', async (_req, reply) => reply.header('cache-control', 'no-store').send({ ...model.config, catalogVectors: VECTORS_ROUTE } satisfies DemoConfig));

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig, type Plugin } from 'vite';
 import { thirdPartyNotices } from './scripts/notices.js';
+import { quietHarmless } from './scripts/quiet-logs.js';
 
 const DIST_WORKER_URL = fileURLToPath(new URL('./src/client/worker-url.dist.ts', import.meta.url));
 
@@ -41,6 +42,8 @@ export default defineConfig({
     // why: .wasm must stay a file next to the bundle, never inlined as base64.
     assetsInlineLimit: 0,
     rolldownOptions: {
+      // why: known-harmless warnings only (each explained in scripts/quiet-logs.ts)
+      onLog: quietHarmless,
       external: [/^@tensorflow\//, /^@tensorflow-models\//, /^@energetic-ai\//, /^@huggingface\//, /^node:/, /^vite$/],
       // why: the third-party licence comments (`@license`, `/*!`) stay in the bundles.
       output: { comments: { legal: true } },

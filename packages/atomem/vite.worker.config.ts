@@ -1,6 +1,7 @@
 import { defineConfig, type Plugin } from 'vite';
 import { ASSET_PACKAGES, copyAssets, pkgDir, writeManifest } from './scripts/assets.js';
 import { readPackage, recordPackages, thirdPartyNotices } from './scripts/notices.js';
+import { quietHarmless } from './scripts/quiet-logs.js';
 
 /**
  * Library mode inlines every `new URL('x.wasm', import.meta.url)` asset as base64 (Vite ignores
@@ -65,6 +66,8 @@ export default defineConfig({
     minify: true,
     lib: { entry: { worker: 'src/worker/worker.ts' }, formats: ['es'], fileName: (_format, name) => `${name}.js` },
     rolldownOptions: {
+      // why: known-harmless warnings only (each explained in scripts/quiet-logs.ts)
+      onLog: quietHarmless,
       output: {
         // why: the third-party licence comments (`@license`, `/*!`) stay in the minified chunks.
         comments: { legal: true },

@@ -79,7 +79,7 @@ describe('language-model fallback inside the worker', () => {
     expect(mems.length).toBeGreaterThan(0);
     for (const m of mems) expect(m.content.length).toBeGreaterThan(0);
     // listwise rerank through the model (or the engine's order on any failure): always all candidates
-    const ranked = await a.recommend(['a', 'b', 'c'], { rerank: 3 });
+    const ranked = await a.recommend(['a', 'b', 'c'], { rerank: 3, exclude: [] }); // exclude []: keep the items bought above
     expect(ranked.map((r) => r.id).sort()).toEqual(['a', 'b', 'c']);
     const final = (await a.status()).llm.costs!;
     expect(final.byOperation.rerank.requests).toBe(1);

@@ -1,6 +1,6 @@
 /**
  * End to end: the demo shop with a language model configured by the server's environment
- * (demo/server.ts → `GET /demo-config.json` → `createAtomem({ llm })`), in headless Debian
+ * (apps/demo/server.ts → `GET /demo-config.json` → `createAtomem({ llm })`), in headless Debian
  * Chromium driven by playwright. The inspector's "Language model" section must show every model
  * call, the cost per operation and every fallback to rules with its reason.
  *

@@ -1,5 +1,5 @@
 /**
- * Starts `demo/server.ts` (the demo shop: index service, built page, built library on one
+ * Starts `apps/demo/server.ts` (the demo shop: index service, built page, built library on one
  * origin) as a child process on a free port with its own data folder, for the e2e tests.
  * Resolves once it prints its URL; `stop()` ends it and removes the data folder.
  */

@@ -1,5 +1,5 @@
 /**
- * End to end: the demo shop (demo/server.ts: index service + built page + built library on one
+ * End to end: the demo shop (apps/demo/server.ts: index service + built page + built library on one
  * origin) in headless Debian Chromium driven by playwright. Needs `npm run build` (dist/) first;
  * builds the demo page (demo/dist/) itself when it is missing. Writes shop.png and
  * inspector.png into test-results/screenshots/ (`ATOMEM_SCREENSHOTS=docs/screenshots`: the README's).
@@ -80,6 +80,7 @@ describe('the demo shop in headless Chromium', () => {
     const release = (await (await fetch(`${base}/v2/releases/latest`)).json()) as { communities: unknown[]; reports: number };
     expect(release.reports).toBe(60);
     expect(release.communities.length).toBeGreaterThan(0);
+    const loaded = wire.length; // the page's own requests from here on
     await page.goto(`${base}/`);
     await page.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });
     await expect.poll(() => page.locator('#shelf .card').count()).toBe(8);
@@ -100,11 +101,18 @@ describe('the demo shop in headless Chromium', () => {
     // the file is v2: the shop model learned from the demo's made-up order log ranks on the device
     expect(status).toMatch(/the shop's model \(catalog vector file v2, 300 products \+ sasrec; download\)/);
     expect(offsite).toEqual([]);
+    // sharing is off until the shopper turns it on: nothing goes to the index, no report, no token
+    expect(await page.locator('#privacy').inputValue()).toBe('off');
+    await settle(4000);
+    expect(wire.slice(loaded).filter((w) => w.includes('/v2/') || w.includes('/shop/atomem-token'))).toEqual([]);
   }, 180_000);
 
   it(`clicking items of one department (${DEPT}) moves it up the "For you" shelf, with explanations`, async () => {
     const before = await shelfDepartments();
     const share = (d: string[]) => d.filter((x) => x === DEPT).length;
+    // the shopper turns sharing on (the rest of this file checks what it sends)
+    await page.selectOption('#privacy', 'contribute');
+    await expect.poll(() => page.locator('#notice').innerText(), { timeout: 30_000 }).toMatch(/Contributing/);
     await page.locator('#departments button[data-dept="Kitchen"]').click();
     const ids = ['kitchen-001', 'kitchen-002', 'kitchen-003', 'kitchen-004', 'kitchen-005'];
     for (const id of ids) await clickProduct(id);
@@ -240,8 +248,16 @@ describe('the demo shop in headless Chromium', () => {
     expect(offsite).toEqual([]);
   }, 180_000);
 
-  it('forget me empties the memory here (the index holds nothing tied to this shopper)', async () => {
+  it('forget me asks first, then empties the memory here (the index holds nothing tied to this shopper)', async () => {
+    const before = await page.locator('#memories .memory').count();
+    expect(before).toBeGreaterThan(0);
     await page.locator('#forget-me').click();
+    await expect.poll(() => page.locator('#forget-me-confirm').isVisible()).toBe(true);
+    await page.locator('#forget-me-no').click();
+    await settle();
+    expect(await page.locator('#memories .memory').count()).toBe(before); // cancelled: nothing erased
+    await page.locator('#forget-me').click();
+    await page.locator('#forget-me-yes').click();
     await expect.poll(() => page.locator('#memories').innerText(), { timeout: 30_000 }).toMatch(/No memories yet/);
     await page.reload();
     await page.waitForSelector('body[data-ready="true"]', { timeout: 120_000 });

@@ -139,8 +139,8 @@ describe('recommend(candidates, { intent })', () => {
 
   it('memory breaks the tie between items that match the intent equally (the memory\u2019s item wins)', async () => {
     const { agent } = await shopper();
-    // both outdoor items match "outdoor gear"; the shopper bought trail running shoes
-    const recs = await agent.recommend(['daypack', 'trail-shoes', 'skillet'], { intent: 'outdoor gear' });
+    // both outdoor items match "outdoor gear"; the shopper bought trail running shoes (kept in the list: exclude [])
+    const recs = await agent.recommend(['daypack', 'trail-shoes', 'skillet'], { intent: 'outdoor gear', exclude: [] });
     expect(recs[0].id).toBe('trail-shoes');
   });
 
@@ -249,5 +249,32 @@ describe('the intent in the language model\u2019s rerank prompt is data', () => 
     expect(qdata.request).toBeUndefined();
     expect(qd).not.toContain('data.request');
     expect(p.messages.every((m) => !m.content.includes('<system>'))).toBe(true);
+  });
+});
+
+describe('recommend: an intent that matches nothing', () => {
+  const candidates = ['dutch-oven', 'hiking-boots', 'fantasy', 'tent', 'daypack', 'wok'];
+
+  it('a nonsense intent matches nothing: the list is ranked as without it, and its first card says so (no "matches" reason)', async () => {
+    const { agent } = await shopper();
+    const plain = await agent.recommend(candidates);
+    const asked = await agent.recommend(candidates, { intent: 'asdf qwerty zzz' });
+    expect(asked.map((r) => r.id)).toEqual(plain.map((r) => r.id));
+    expect(asked[0].explanations[0]).toBe('Nothing here matches \u201casdf qwerty zzz\u201d: ranked by your own history instead.');
+    const all = asked.flatMap((r) => r.explanations).join(' ');
+    expect(all).not.toMatch(/Matches what you asked for|You asked for/);
+    expect(all.match(/Nothing here matches/g)).toHaveLength(1);
+    // an intent that matches: no such sentence
+    const hiking = await agent.recommend(candidates, { intent: 'hiking gifts' });
+    expect(hiking.flatMap((r) => r.explanations).join(' ')).not.toMatch(/Nothing here matches/);
+  });
+
+  it('a card the intent does not match gets no intent reason', async () => {
+    const { agent } = await shopper();
+    const recs = await agent.recommend(candidates, { intent: 'hiking gifts' });
+    for (const r of recs) {
+      const outdoor = CATALOG.find((i) => i.id === r.id)!.categories!.includes('Outdoor');
+      if (!outdoor) expect(r.explanations.join(' ')).not.toMatch(/asked for/);
+    }
   });
 });

@@ -157,12 +157,13 @@ describe('agent: action-aware explanations', () => {
 describe('recommend: exclude, first visit, diversification', () => {
   const FILMS = ['heat', 'fargo', 'casino', 'alien', 'matrix', 'titanic', 'emma'];
 
-  it("exclude: 'bought' drops purchases, 'seen' the recent events' items, 'interacted' the whole history; bad rules throw", async () => {
+  it("exclude: 'bought' (the default) drops purchases, 'seen' the recent events' items, 'interacted' the whole history, [] nothing; bad rules throw", async () => {
     const agent = makeAgent({ config: { recentEvents: 1 } });
     await agent.observe({ item: 'heat', at: T0 + MIN, action: 'purchase' });
     await agent.observe({ item: 'alien', at: T0 + 2 * MIN, action: 'click' });
     const ids = async (exclude?: RecommendOptions['exclude']) => (await agent.recommend(FILMS, exclude ? { exclude } : {})).map((r) => r.id).sort();
-    expect(await ids()).toEqual([...FILMS].sort());
+    expect(await ids()).toEqual(FILMS.filter((x) => x !== 'heat').sort());
+    expect(await ids([])).toEqual([...FILMS].sort());
     expect(await ids('bought')).toEqual(FILMS.filter((x) => x !== 'heat').sort());
     expect(await ids('seen')).toEqual(FILMS.filter((x) => x !== 'alien').sort()); // recentEvents: 1 → only the last event
     expect(await ids(['bought', 'seen'])).toEqual(FILMS.filter((x) => x !== 'heat' && x !== 'alien').sort());

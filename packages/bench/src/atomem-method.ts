@@ -157,6 +157,11 @@ function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
     if (!key.startsWith('atomem.') || ['atomem.itemVectors', 'atomem.embedder', 'atomem.centre', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
     const knob = key.slice('atomem.'.length);
     if (knob === 'fidelityUsers') continue;
+    if (knob === 'duplicateActions') {
+      // a list of actions, e.g. atomem.duplicateActions=rate (every rated film counts as owned: the shelf rule's worst case on ratings)
+      partial[knob] = params[key].split(',').map((a) => a.trim()).filter(Boolean);
+      continue;
+    }
     const n = paramNumber(params, key)!;
     if (knob.startsWith('w.')) weights[knob.slice(2)] = n;
     else if (knob.startsWith('sw.')) shopWeights[knob.slice(3)] = n;

@@ -25,7 +25,7 @@ import { rank, strongerAction, type Candidate, type RankedItem, type Reason, typ
 import { cleanIntent, intentTerms, selectIntentMemories, termMatch, type IntentMemory } from '../core/intent.js';
 import { retrieveOwn, type CommunityContext, type KnownCommunity } from '../core/retrieve.js';
 import { dot, meanNormalized } from '../core/vector.js';
-import { diversify } from '../core/diversify.js';
+import { demoteDuplicates, diversify } from '../core/diversify.js';
 import { explain, LOW_SCORE_SENTENCE, NO_SUPPORT_SENTENCE } from '../core/explain.js';
 import type { Action, AtomicMemory, Interaction, Item, LifecycleEvent, MemoryEvent, MemoryState, Profile } from '../core/types.js';
 import { makeReport } from '../community/ldp.js';
@@ -72,6 +72,9 @@ export type ExcludeRule = 'bought' | 'seen' | 'interacted';
 /** Every {@link ExcludeRule}. */
 export const EXCLUDE_RULES: readonly ExcludeRule[] = ['bought', 'seen', 'interacted'];
 
+/** What `recommend` leaves out when `exclude` is not given: the items already bought. */
+export const DEFAULT_EXCLUDE: readonly ExcludeRule[] = Object.freeze(['bought'] as ExcludeRule[]);
+
 /** The order of a first visit (no memory, no positive event): see {@link MemoryAgent.recommend}. */
 export type FirstVisitPrior = 'shop-popularity' | 'community-popularity' | 'variety';
 
@@ -84,10 +87,16 @@ export interface RecommendOptions {
   /**
    * Diversify the first `config.diversityDepth` positions by interest coverage (default true;
    * `config.diversity` = the share that makes an interest strong, 0 = off): a shopper with
-   * several strong interests sees each in the first row.
+   * several strong interests sees each in the first row. It also keeps near-duplicates of an
+   * owned item off the first row beyond `config.duplicateKeep` (`config.duplicateSimilarity`,
+   * 0 = off). `false` = the ranker's order.
    */
   diversify?: boolean;
-  /** Leave out items already bought or just seen, … (one rule or several; default none). */
+  /**
+   * Leave out items already bought or just seen, … (one rule or several). Default `'bought'`
+   * ({@link DEFAULT_EXCLUDE}): a shelf does not offer what the shopper has just bought; `[]` keeps
+   * every candidate.
+   */
   exclude?: ExcludeRule | readonly ExcludeRule[];
   /**
    * The shopper's stated intent, e.g. "a gift for my dad, he hikes" (at most
@@ -361,8 +370,8 @@ export class MemoryAgent {
     const rerankN = opts.rerank ?? 0;
     if (!Number.isInteger(rerankN) || rerankN < 0) throw new TypeError(`rerank must be an integer ≥ 0, got ${String(opts.rerank)}`);
     if (opts.diversify !== undefined && typeof opts.diversify !== 'boolean') throw new TypeError(`diversify must be a boolean, got ${String(opts.diversify)}`);
-    const excluded = this.excluded(opts.exclude);
-    const intentText = opts.intent === undefined ? undefined : cleanIntent(opts.intent);
+    const excluded = this.excluded(opts.exclude === undefined ? DEFAULT_EXCLUDE : opts.exclude);
+    const asked = opts.intent === undefined ? undefined : cleanIntent(opts.intent);
     const seen = new Set<string>();
     for (const id of candidates) {
       if (seen.has(id)) throw new TypeError(`candidates contain "${id}" twice`);
@@ -397,11 +406,19 @@ export class MemoryAgent {
       : undefined;
     let weights = (shop ? this.config.shopWeights : this.config.weights) as Readonly<Record<string, number>>;
     let extraReasons: Reason[][] | undefined;
-    if (intentText !== undefined) {
-      const signals = await this.intentSignals(intentText, ids, cands, now);
-      Object.assign(extra, signals.extra);
-      extraReasons = signals.reasons;
-      weights = { ...weights, ...this.config.intentWeights };
+    // an intent that matches no candidate ranks nothing: the list is ranked without it, and says so
+    let intentText: string | undefined;
+    let unmatched: Reason | undefined;
+    if (asked !== undefined) {
+      const signals = await this.intentSignals(asked, ids, cands, now);
+      if (signals.matched) {
+        intentText = asked;
+        Object.assign(extra, signals.extra);
+        extraReasons = signals.reasons;
+        weights = { ...weights, ...this.config.intentWeights };
+      } else {
+        unmatched = { kind: 'intent', intent: asked, similarity: 0, contribution: 0, matched: false };
+      }
     }
     // the memories' linked items, so a memory's reason can name the one closest to each card
     const linked = [...new Set(this.state.memories.flatMap((m) => m.items))].filter((id) => this.items.has(id));
@@ -411,14 +428,19 @@ export class MemoryAgent {
     const vectorOf = new Map(cands.map((c) => [c.id, c.vector]));
     const firstVisit = intentText === undefined && this.state.memories.length === 0 && !this.state.events.some((e) => actionWeight(e.action) > 0);
     if (firstVisit) ranked = this.byPrior(ranked, vectorOf, shop ? extra : undefined, ids);
+    const known = new Map<string, Float32Array>([...itemVectors, ...recent.map((x) => [x.item, x.vector] as const), ...vectorOf]);
+    ranked = ranked.map((r) => this.withinDepartment(r, known));
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
     const actionOf = this.actionLookup();
     let out: Recommendation[] = ranked.map((r) => ({ ...r, explanations: explain(r, titleOf, 3, actionOf) }));
     if (!firstVisit && opts.diversify !== false && this.config.diversity > 0) out = this.diversified(out, vectorOf, now);
+    if (opts.diversify !== false && this.config.duplicateSimilarity > 0) out = await this.withoutDuplicates(out);
     varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf);
     const top = Math.min(rerankN, out.length);
-    if (top < 2 || this.reasoner === this.rules) return out;
-    return [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
+    if (top >= 2 && this.reasoner !== this.rules) out = [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
+    // the list's first card says that the intent matched nothing (once, not on every card)
+    if (unmatched && out.length) out[0] = { ...out[0], reasons: [unmatched, ...out[0].reasons], explanations: [explain({ ...out[0], score: 0, reasons: [unmatched] }, titleOf)[0], ...out[0].explanations.slice(0, 2)] };
+    return out;
   }
 
   /**
@@ -433,7 +455,7 @@ export class MemoryAgent {
   }
 
   /** Embed the (clean) intent in the content space and select the memories that bear on it. */
-  private async intentQuery(text: string): Promise<{ vector: Float32Array; selected: IntentMemory[] }> {
+  private async intentQuery(text: string): Promise<{ vector: Float32Array; selected: IntentMemory[]; average: number }> {
     const { vector } = await this.items.embedText(text);
     // why: with the shop's model loaded, memory vectors live in its collaborative space; the intent
     // is text, so memories are compared through their items' content centroid instead.
@@ -453,15 +475,16 @@ export class MemoryAgent {
     // differently per space: around 0 when centred, around 0.5 in raw USE-lite)
     const average = dot(vector, await this.items.contentMean());
     const selected = selectIntentMemories(this.state.memories, vector, (m) => centroids.get(m.id), this.config.intentMemories, Math.max(this.config.intentMinSimilarity, average));
-    return { vector, selected };
+    return { vector, selected, average };
   }
 
   /**
    * The intent's signals per candidate (see `AtomemConfig.intentWeights`) and the reasons that say
-   * how the intent and the memory met.
+   * how the intent and the memory met, given only to the candidates the intent matches
+   * (`config.intentMatch`); `matched` is false when it matches none.
    */
-  private async intentSignals(text: string, ids: readonly string[], cands: readonly Candidate[], now: number): Promise<{ extra: Record<string, Float64Array>; reasons: Reason[][] }> {
-    const { vector, selected } = await this.intentQuery(text);
+  private async intentSignals(text: string, ids: readonly string[], cands: readonly Candidate[], now: number): Promise<{ extra: Record<string, Float64Array>; reasons: Reason[][]; matched: boolean }> {
+    const { vector, selected, average } = await this.intentQuery(text);
     const content = await this.items.contentVectorsOf(ids);
     const terms = new Set(intentTerms(text));
     const n = ids.length;
@@ -494,7 +517,15 @@ export class MemoryAgent {
     const z = standardize;
     const zi = z(intent), zc = z(covered), zk = z(categories), zm = z(memory);
     const reasons: Reason[][] = [];
+    // why rescaled: cosines spread differently per space (around 0 when centred, around 0.5 in raw USE-lite)
+    const matches = (i: number) => covered[i] > 0 || (intent[i] - average) / Math.max(1e-6, 1 - average) >= this.config.intentMatch;
+    let matched = false;
     for (let i = 0; i < n; i++) {
+      if (!matches(i)) {
+        reasons.push([]);
+        continue;
+      }
+      matched = true;
       const textPart = (w.intent ?? 0) * zi[i] + (w.intentTerms ?? 0) * zc[i] + (w.intentCategories ?? 0) * zk[i];
       const memoryPart = (w.intentMemory ?? 0) * zm[i];
       const list: Reason[] = [];
@@ -512,7 +543,7 @@ export class MemoryAgent {
       }
       reasons.push(list);
     }
-    return { extra: { intent, intentTerms: covered, intentCategories: categories, intentMemory: memory }, reasons };
+    return { extra: { intent, intentTerms: covered, intentCategories: categories, intentMemory: memory }, reasons, matched };
   }
 
   /** The memory's linked item most like `vector` (item space), if any is still in the catalog. */
@@ -575,6 +606,90 @@ export class MemoryAgent {
     const byInput = [...ranked].sort((a, b) => index.get(a.id)! - index.get(b.id)!);
     const order = varietyOrder(byInput.map((r) => vectorOf.get(r.id)!), VARIETY_SLOTS);
     return order.map((k) => ({ ...byInput[k], score: 0, reasons: [{ kind: 'prior' as const, prior: 'variety' as const, contribution: 0 }] }));
+  }
+
+  /**
+   * The card's reasons kept within its department: a reason naming one of the shopper's items
+   * that shares no category with the card (a frying pan for a headlamp) names the memory's next
+   * linked item that does, or — when the shop's collaborative vectors put the two together
+   * (cosine ≥ halfway from tau to mergeThreshold in that space) — is worded as what it is, shoppers' co-interest; otherwise it
+   * is left out of the explanations (its share of the score stays). A shop-model reason (already
+   * worded as shoppers' behaviour) across departments needs the same collaborative cosine. Items
+   * without categories are never judged. `vectorOf`: item-space vectors of the card and the items its reasons name.
+   */
+  private withinDepartment(r: RankedItem, vectorOf: ReadonlyMap<string, Float32Array>): RankedItem {
+    const cats = this.items.has(r.id) ? this.items.item(r.id).categories : undefined;
+    if (!cats?.length) return r;
+    const same = (id: string) => {
+      if (!this.items.has(id)) return false;
+      const c = this.items.item(id).categories;
+      return !c?.length || c.some((x) => cats.includes(x));
+    };
+    const collaborative = (id: string) => {
+      if (!this.items.shop) return false;
+      const a = vectorOf.get(r.id);
+      const b = vectorOf.get(id);
+      // why halfway to mergeThreshold: tau (the 0.9 quantile of random pairs in the shop's space) is too weak a bond to cross a department on
+      return !!a && !!b && dot(a, b) >= (this.config.tau + this.config.mergeThreshold) / 2;
+    };
+    const reasons: Reason[] = [];
+    for (const x of r.reasons) {
+      if (x.kind === 'memory' && x.item !== undefined && !same(x.item)) {
+        const alternatives = (x.alternatives ?? []).filter(same);
+        if (alternatives.length) reasons.push({ ...x, item: alternatives[0], alternatives: alternatives.slice(1) });
+        else if (collaborative(x.item)) reasons.push({ kind: 'shop', signal: 'vec', contribution: x.contribution, item: x.item });
+        continue;
+      }
+      if (x.kind === 'memory' && x.alternatives) {
+        reasons.push({ ...x, alternatives: x.alternatives.filter(same) });
+        continue;
+      }
+      if (x.kind === 'recent' && !same(x.item)) {
+        if (collaborative(x.item)) reasons.push({ kind: 'shop', signal: 'vec', contribution: x.contribution, item: x.item });
+        continue;
+      }
+      // a shop-model reason across departments stands only when the shop's vectors put the two items together
+      if (x.kind === 'shop' && x.item !== undefined && !same(x.item) && !collaborative(x.item)) continue;
+      if (x.kind === 'intent' && x.item !== undefined && !same(x.item)) {
+        // the intent still matches the card; the memory it met is of another department
+        reasons.push({ kind: 'intent', intent: x.intent, similarity: x.similarity, contribution: x.contribution });
+        continue;
+      }
+      reasons.push(x);
+    }
+    return reasons.length === r.reasons.length && reasons.every((x, i) => x === r.reasons[i]) ? r : { ...r, reasons };
+  }
+
+  /**
+   * Near-duplicates of an owned item (bought: `config.duplicateActions`) beyond
+   * `config.duplicateKeep` per owned item moved after the first row (see core/diversify.ts
+   * `demoteDuplicates`); scores are reassigned in the new order, as {@link diversified} does.
+   */
+  private async withoutDuplicates(out: Recommendation[]): Promise<Recommendation[]> {
+    const actions = new Set(this.config.duplicateActions);
+    const owned = [...new Set(this.state.events.filter((e) => actions.has(e.action) && this.items.has(e.item)).map((e) => e.item))];
+    const depth = this.config.diversityDepth;
+    if (owned.length === 0 || depth < 1 || out.length < 2) return out;
+    // the candidates a first row can reach: the row, plus as many as could be set aside
+    const reach = out.slice(0, Math.min(out.length, depth * (1 + Math.max(1, owned.length)) + 8));
+    const mean = await this.items.contentMean();
+    const centred = (v: Float32Array) => {
+      const c = new Float32Array(v.length);
+      let norm = 0;
+      for (let d = 0; d < v.length; d++) {
+        c[d] = v[d] - (mean[d] ?? 0);
+        norm += c[d] * c[d];
+      }
+      norm = Math.sqrt(norm) || 1;
+      for (let d = 0; d < v.length; d++) c[d] /= norm;
+      return c;
+    };
+    const ownedVecs = (await this.items.contentVectorsOf(owned)).map((e) => centred(e.vector));
+    const candVecs = (await this.items.contentVectorsOf(reach.map((r) => r.id))).map((e) => centred(e.vector));
+    const dupes = candVecs.map((v) => owned.filter((_, k) => dot(v, ownedVecs[k]) >= this.config.duplicateSimilarity));
+    const order = demoteDuplicates(dupes, this.config.duplicateKeep, depth);
+    if (order.every((k, i) => k === i)) return out;
+    return [...order.map((k, i) => ({ ...out[k], score: out[i].score })), ...out.slice(reach.length)];
   }
 
   /** The first row made to cover each strong interest (see core/diversify.ts). */

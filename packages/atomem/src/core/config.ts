@@ -1,4 +1,5 @@
 import { checkNames } from '../options.js';
+import { ACTION_WEIGHTS, type Action } from './types.js';
 
 /**
  * Every knob of the memory engine, with defaults. STEAM's paper settings are `tau = 0.5`,
@@ -78,6 +79,31 @@ export interface AtomemConfig {
   /** Size of the first row the diversification fills (a shelf's first row). */
   diversityDepth: number;
   /**
+   * Near-duplicates of an item the shopper owns (see `duplicateActions`) leave the first
+   * `diversityDepth` cards beyond `duplicateKeep` per owned item (`core/diversify.ts`
+   * `demoteDuplicates`): after one tent purchase, one more tent on the first row, not five. A
+   * candidate is a near-duplicate at this cosine or above between the two items' content vectors
+   * centred on the catalog mean (the same kind of product: in the demo shop two tents are at
+   * 0.80–0.86, a tent and a camping stove at most 0.67). 0 = off. `recommend(ids, { diversify:
+   * false })` turns it off per call.
+   */
+  duplicateSimilarity: number;
+  /** Near-duplicates of one owned item kept on the first row. */
+  duplicateKeep: number;
+  /** The actions that make an item the shopper's own for `duplicateSimilarity` (default: a purchase). */
+  duplicateActions: readonly Action[];
+  /**
+   * A stated intent matches a candidate when the candidate's text names one of the intent's
+   * content words, or when the intent's cosine to the candidate (content space), rescaled as
+   * (cos − c̄) / (1 − c̄) with c̄ the intent's cosine to the catalog's mean item, reaches this. When
+   * no candidate matches, `recommend` ranks without the intent and says so ("Nothing here
+   * matches …"); a card the intent does not match never gets an intent reason. Measured with
+   * USE-lite on the demo catalog: nonsense ("asdf qwerty zzz", "lorem ipsum dolor") and products
+   * the shop does not sell ("dog food", "car tyres") reach 0.12–0.27, "music" 0.35, "a gift for my
+   * dad, he hikes" 0.43, "headphones" 0.62.
+   */
+  intentMatch: number;
+  /**
    * With the shop's published model the item space is its collaborative vectors, whose cosines
    * spread differently from any text embedder's: `tau` is then this quantile of the cosines of
    * random item pairs of the file (`ShopKnowledge.pairQuantile`), unless `tau` is given.
@@ -150,6 +176,10 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   shareRecentEvents: 10,
   diversity: 0.1,
   diversityDepth: 8,
+  duplicateSimilarity: 0.75,
+  duplicateKeep: 1,
+  duplicateActions: Object.freeze(['purchase'] as Action[]),
+  intentMatch: 0.3,
   // Calibrated on ML-100K VALIDATION items (all 943 users, seed 2026, never a test item), with
   // `shopWeights` below, by
   //   npm run tune -- --data ../shared/data/ml-100k --users all --tau-q 0.8,0.9,0.95 --merge-q 0.95,0.99,0.995,0.999
@@ -265,6 +295,12 @@ export function resolveConfig(
   check('shareRecentEvents', cfg.shareRecentEvents, 0, 1e6, true);
   check('diversity', cfg.diversity, 0, 1);
   check('diversityDepth', cfg.diversityDepth, 0, 1e4, true);
+  check('duplicateSimilarity', cfg.duplicateSimilarity, 0, 1);
+  check('duplicateKeep', cfg.duplicateKeep, 0, 1e4, true);
+  if (!Array.isArray(cfg.duplicateActions) || cfg.duplicateActions.some((a) => !Object.hasOwn(ACTION_WEIGHTS, a))) {
+    throw new RangeError(`atomem config: duplicateActions must be an array of actions (${Object.keys(ACTION_WEIGHTS).join(', ')}), got ${String(cfg.duplicateActions)}`);
+  }
+  check('intentMatch', cfg.intentMatch, 0, 1);
   check('shopTauQuantile', cfg.shopTauQuantile, 0, 1);
   check('shopMergeQuantile', cfg.shopMergeQuantile, 0, 1);
   for (const [k, v] of Object.entries(cfg.weights)) check(`weights.${k}`, v, 0, 1e6);

@@ -76,3 +76,32 @@ export function diversify(ranked: readonly DiversifyCandidate[], aspects: readon
   const inRow = new Set(row);
   return [...row, ...identity.filter((i) => !inRow.has(i))];
 }
+
+/**
+ * Near-duplicates of what the shopper owns leave the first row: walking the ranked list, a
+ * candidate that duplicates an owned item which already has `keep` near-duplicates in the first
+ * `depth` cards is set aside, and the next candidate takes its place (one tent after a tent
+ * purchase, not five). `dupes[i]` lists the owned items candidate `i` is a near-duplicate of
+ * (`ranked` order, best first). Returns the new order (indices); the set-aside candidates follow
+ * the first row in their ranked order, the rest keeps the ranker's order. The identity with
+ * `keep` < 0 (off), `depth` < 1 or no duplicate.
+ */
+export function demoteDuplicates(dupes: readonly (readonly string[])[], keep: number, depth: number): number[] {
+  const n = dupes.length;
+  const identity = Array.from({ length: n }, (_, i) => i);
+  if (!(keep >= 0) || depth < 1 || dupes.every((d) => d.length === 0)) return identity;
+  const shown = new Map<string, number>();
+  const row: number[] = [];
+  const aside: number[] = [];
+  let i = 0;
+  for (; i < n && row.length < depth; i++) {
+    const d = dupes[i];
+    if (d.some((owned) => (shown.get(owned) ?? 0) >= keep)) {
+      aside.push(i);
+      continue;
+    }
+    for (const owned of d) shown.set(owned, (shown.get(owned) ?? 0) + 1);
+    row.push(i);
+  }
+  return [...row, ...aside, ...identity.slice(i)];
+}

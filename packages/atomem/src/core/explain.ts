@@ -24,7 +24,8 @@ export function explain(item: RankedItem, titleOf: TitleOf, max = 3, actionOf?: 
   for (const r of item.reasons) {
     if (out.length >= max) break;
     // why: a variety order's reason has no contribution but is the truth about the card's place
-    if (r.contribution <= 0 && !(r.kind === 'prior' && r.prior === 'variety')) continue;
+    // and an intent that matched nothing says so, whatever else the card has
+    if (r.contribution <= 0 && !(r.kind === 'prior' && r.prior === 'variety') && !(r.kind === 'intent' && r.matched === false)) continue;
     const s = sentence(r, titleOf, actionOf);
     if (s && !out.includes(s)) out.push(s);
   }
@@ -111,9 +112,13 @@ function quoteIntent(intent: string): string {
 
 const DID: Partial<Record<string, string>> = { purchase: 'bought', cart: 'put in your cart', like: 'liked', rate: 'rated', click: 'looked at', view: 'looked at' };
 
-/** "You asked for “hiking gifts”; you bought Trail Runner 3." or "Matches what you asked for: “hiking gifts”." */
+/**
+ * "You asked for “hiking gifts”; you bought Trail Runner 3.", "Matches what you asked for: “hiking
+ * gifts”." or, when the intent matched no candidate, "Nothing here matches “asdf”: …".
+ */
 function intentSentence(r: Extract<Reason, { kind: 'intent' }>, titleOf: TitleOf): string {
   const asked = `“${quoteIntent(r.intent)}”`;
+  if (r.matched === false) return `Nothing here matches ${asked}: ranked by your own history instead.`;
   if (r.memoryId && r.item) return `You asked for ${asked}; you ${DID[r.action ?? ''] ?? 'liked'} ${titleOf(r.item) ?? r.item}.`;
   if (r.memoryId && r.content) return `You asked for ${asked}; it fits your interest “${r.content}”.`;
   return `Matches what you asked for: ${asked}.`;

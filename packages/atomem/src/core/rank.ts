@@ -52,9 +52,10 @@ export type Reason =
   /**
    * The shopper's stated intent: it matches the candidate (`similarity`: cosine to the intent) and,
    * with `memoryId`, meets one of the memories the intent selected (`item`: that memory's item
-   * most like the candidate, `action`: what the shopper did with it).
+   * most like the candidate, `action`: what the shopper did with it). `matched: false`: the intent
+   * matches no candidate, so the list was ranked without it (this reason only says so).
    */
-  | { kind: 'intent'; intent: string; similarity: number; contribution: number; memoryId?: string; content?: string; item?: string; action?: Action };
+  | { kind: 'intent'; intent: string; similarity: number; contribution: number; memoryId?: string; content?: string; item?: string; action?: Action; matched?: false };
 
 /** One number per signal: the memory's (one per {@link RankWeights} key) and any extra ones (the shop model's). */
 export type Features = Record<keyof RankWeights, number> & Record<string, number>;
