@@ -56,7 +56,7 @@ export const DEFAULT_BUDGET: Readonly<PrivacyBudget> = Object.freeze({ cap: 10, 
 
 /** Check and complete budget options (clear errors for bad input). */
 export function privacyBudget(opts: Partial<PrivacyBudget> = {}): PrivacyBudget {
-  const b = { ...DEFAULT_BUDGET, ...opts };
+  const b = { ...DEFAULT_BUDGET, ...Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)) } as PrivacyBudget;
   if (!(typeof b.cap === 'number' && b.cap >= 0 && Number.isFinite(b.cap))) throw new RangeError(`budget.cap must be a finite number ≥ 0, got ${String(b.cap)}`);
   if (!(typeof b.windowMs === 'number' && b.windowMs > 0 && Number.isFinite(b.windowMs))) throw new RangeError(`budget.windowMs must be a finite number > 0, got ${String(b.windowMs)}`);
   if (!(typeof b.q === 'number' && b.q > 0 && b.q <= 1)) throw new RangeError(`budget.q must be in (0, 1], got ${String(b.q)}`);
