@@ -33,6 +33,7 @@ export type {
   LlmOptions,
   PrivacyLevel,
   SyncReport,
+  PrivacyBudgetStatus,
   ProgressEvent,
   ExcludeRule,
   IntentMemoriesResult,
