@@ -657,7 +657,7 @@ export async function measureDeviceAttacks(opts: DeviceAttackOptions = {}): Prom
 
 /** The device-side table (markdown). */
 export function formatDeviceAttacks(r: { seed: number; rows: DeviceAttackRow[] }): string {
-  const g = (x: number) => (Number.isFinite(x) ? (Number.isInteger(x) ? String(x) : x.toFixed(3)) : '—');
+  const g = (x: number) => (Number.isFinite(x) ? (Number.isInteger(x) ? String(x) : Math.abs(x) < 0.01 ? x.toPrecision(2) : x.toFixed(3)) : '—');
   return [
     `Device-side attacks (seed ${r.seed}; deterministic for a seed).`,
     '',
