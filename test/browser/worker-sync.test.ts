@@ -138,4 +138,21 @@ describe('protocol v2 from the worker', () => {
     await a.setPrivacy('contribute');
     await expect.poll(async () => (await a.privacyBudget()).tokens.length, { timeout: 10_000 }).toBeGreaterThan(0);
   }, 40_000);
+
+  it('subsampling: at q = 0.01 the epoch is charged ln(1 + q(e^ε − 1)) and a report goes out either way (a dummy when the lottery says no)', async () => {
+    const { ldp } = await health();
+    const a = await start('subsample', 'contribute', { q: 0.01 });
+    await a.track({ item: 'garden-5', action: 'purchase' });
+    await a.sync();
+    await expect.poll(async () => (await a.privacyBudget()).spent, { timeout: 15_000 }).toBeGreaterThan(0);
+    const b = await a.privacyBudget();
+    const charge = Math.log1p(0.01 * Math.expm1(ldp.epsilon));
+    expect(b.spent).toBeCloseTo(charge, 9);
+    expect(b.perEpoch).toBeCloseTo(charge, 9);
+    expect(b.q).toBe(0.01);
+    // the index got a report of the same shape whatever the lottery said
+    await expect.poll(async () => (await a.lastPayload())?.path ?? null, { timeout: 5_000 }).toBe('/v2/reports');
+    const body = (await a.lastPayload())!.body as { report: object };
+    expect(Object.keys(body.report).sort()).toEqual(['bucket', 'cohort']);
+  }, 30_000);
 });
