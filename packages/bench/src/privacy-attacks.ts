@@ -24,6 +24,12 @@
  *   one-item device (memoized permanent randomization).
  * - set recovery: the report's hash support ranked by public popularity, against the 10 most
  *   popular items.
+ *
+ * Device-side attacks ({@link measureDeviceAttacks}, printed first; `--device-only` for them
+ * alone, no dataset needed): issuance-to-report linkage by timing from the attester's and the
+ * index's joint view, Sybil token farming against the reference attester, lifetime ε by the
+ * device's ledger at 30 / 365 days, memo-loss averaging under the ledger, and in Chromium ETag
+ * tracking and socket reuse — each beside a baseline measured in the same run.
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
