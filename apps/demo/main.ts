@@ -840,7 +840,8 @@ async function start(): Promise<void> {
   atomem = await createAtomem({
     profile: 'demo',
     catalog: toItems(catalog),
-    // reportDelay 3 s so a visitor sees the report; a shop keeps the default random moment in the epoch
+    // reportDelay 3 s: the next epoch's token, and from a visitor's second epoch on its report, leave 3 s after a sync
+    // (so the inspector shows them); a shop keeps the default random moments
     index: { url: location.origin, privacy, syncEvery: 3, attesterUrl: new URL('/shop/atomem-token', location.href).href, reportDelay: 3000 },
     ...(demoConfig.llm ? { llm: demoConfig.llm } : {}),
     // the catalog embedded by the server at start: this browser embeds nothing on a first visit

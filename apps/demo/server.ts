@@ -35,7 +35,7 @@ import { basename, extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { randomBytes } from 'node:crypto';
-import { createIndexService } from 'atomem-index';
+import { Attester, createIndexService, issueInProcess, registerAttester } from 'atomem-index';
 import { buildRelease, createUseLiteEmbedder, ItemVectors, ReportHistogram, USE_LITE_ID, type Embedder, type Item } from 'atomem/engine';
 import { decodeCatalogFile, encodeCatalogFile, itemTextHash, type CatalogFile } from 'atomem/protocol';
 import { ShopKnowledge, trainSasrec, trainShopModel } from 'atomem/shop';
@@ -317,24 +317,17 @@ async function main(): Promise<void> {
     // and each answer's status and body bytes (content-length; 0 for a 304): what `npm run bench:start` sums per visit
     service.app.addHook('onResponse', async (req, reply) => log(`response ${reply.statusCode} ${req.method} ${req.url.split('?')[0]} ${Number(reply.getHeader('content-length') ?? 0) || 0}`));
   }
-  // The shop's Privacy Pass attester: one token per shopper (here: per demo cookie) per epoch.
-  // A real shop keys this on its login or session; the index never sees the cookie.
-  const tokensGiven = new Map<string, number>();
-  service.app.post<{ Body: { v: 2; epoch: number; request: string } }>('/shop/atomem-token', async (req, reply) => {
-    const cookie = /(?:^|;\s*)demo_shopper=([A-Za-z0-9_-]{16,64})/.exec(req.headers.cookie ?? '')?.[1];
-    const shopper = cookie ?? randomBytes(18).toString('base64url');
-    if (!cookie) reply.header('set-cookie', `demo_shopper=${shopper}; Path=/; HttpOnly; SameSite=Strict`);
-    const body = req.body;
-    const v2 = service.v2!;
-    if (!body || body.v !== 2 || body.epoch !== v2.epoch() || typeof body.request !== 'string') return reply.code(400).send({ error: 'bad_request', message: 'expected { v: 2, epoch: <current>, request }' });
-    if (tokensGiven.get(shopper) === body.epoch) return reply.code(429).send({ error: 'rate_limited', message: 'one token per shopper per epoch' });
-    tokensGiven.set(shopper, body.epoch);
-    try {
-      return { response: await v2.issuer().issue(body.request) };
-    } catch (e) {
-      return reply.code(400).send({ error: 'bad_request', message: e instanceof Error ? e.message : String(e) });
+  // The shop's Privacy Pass attester (atomem-index's reference attester): one token per account
+  // per epoch, none for visitors without one. The demo has no login, so its "account" is a
+  // first-party cookie set when a page is served — a visitor who drops it gets a new account;
+  // a real shop keys this on its sign-in. The index never sees the cookie.
+  service.app.addHook('onRequest', async (req, reply) => {
+    if (req.method === 'GET' && !req.url.startsWith('/v2/') && !/(?:^|;\s*)demo_shopper=/.test(req.headers.cookie ?? '')) {
+      reply.header('set-cookie', `demo_shopper=${randomBytes(18).toString('base64url')}; Path=/; HttpOnly; SameSite=Strict`);
     }
   });
+  const attester = new Attester({ issue: issueInProcess(() => service.v2!.issuer()), epoch: () => service.v2!.epoch() });
+  registerAttester(service.app, { path: '/shop/atomem-token', attester, accountOf: (req) => /(?:^|;\s*)demo_shopper=([A-Za-z0-9_-]{16,64})/.exec(req.headers.cookie ?? '')?.[1] });
   service.app.register(async (scope) => {
     const serve = async (req: FastifyRequest, reply: FastifyReply) => {
       const pathname = new URL(req.url, 'http://x').pathname;

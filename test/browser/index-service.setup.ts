@@ -11,6 +11,7 @@ import type { TestProject } from 'vitest/node';
 import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
 import { ItemVectors } from '../../packages/atomem/src/agent/items.js';
 import { createIndexService } from '../../packages/atomem-index/src/service.js';
+import { Attester, issueInProcess, registerAttester } from '../../packages/atomem-index/src/attester.js';
 import { SYNC_CATALOG, SYNC_EPOCH_MS } from '../fixtures/sync-catalog.js';
 
 declare module 'vitest' {
@@ -32,8 +33,21 @@ export default async function setup(project: TestProject): Promise<() => Promise
     corsOrigins: '*',
     v2: { space: { embedderId: items.embedderId, ids, vectors }, epochMs: SYNC_EPOCH_MS, graceMs: 300, tickMs: 100, minReports: 1, minContributors: -1e9 },
   });
-  // the test's attester (a shop would authenticate its shopper here)
-  service.app.post<{ Body: { request: string } }>('/attester', async (req) => ({ response: await service.v2!.issuer().issue(req.body.request) }));
+  // the reference attester; the test page has no account (cross-origin, no cookie), so the test
+  // opens an anonymous pool (a shop would key it on its sign-in)
+  const attester = new Attester({ issue: issueInProcess(() => service.v2!.issuer()), epoch: () => service.v2!.epoch(), anonymousPerEpoch: 10_000 });
+  registerAttester(service.app, { path: '/attester', attester, accountOf: () => undefined });
+  // the test's view of the wire: every request with the client port of its connection
+  const wire: { method: string; path: string; port: number; ifNoneMatch: string | null; cookie: boolean }[] = [];
+  service.app.addHook('onRequest', async (req) => {
+    if (!req.url.startsWith('/test/')) wire.push({ method: req.method, path: req.url.split('?')[0], port: req.socket.remotePort ?? -1, ifNoneMatch: (req.headers['if-none-match'] as string | undefined) ?? null, cookie: req.headers.cookie !== undefined });
+  });
+  service.app.get('/test/wire', async () => wire);
+  // a planted ETag: the release answers with one; a browser cache would send it back
+  service.app.addHook('onSend', async (req, reply, payload) => {
+    if (req.url.startsWith('/v2/releases') || req.url.startsWith('/v2/health')) reply.header('etag', '"planted-tracker-42"').header('last-modified', 'Wed, 01 Jan 2025 00:00:00 GMT').header('cache-control', 'private, max-age=0, must-revalidate');
+    return payload;
+  });
   const url = await service.listen({ port: 0, host: '127.0.0.1' });
   await service.ready;
   project.provide('indexUrl', url);

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { InvalidImportError, MemoryStore, dbName } from '../../packages/atomem/src/store/index.js';
+import { DB_VERSION, InvalidImportError, MemoryStore, dbName } from '../../packages/atomem/src/store/index.js';
 import { createState } from '../../packages/atomem/src/core/memory.js';
 import type { MemoryState } from '../../packages/atomem/src/core/types.js';
 import { profileTracker } from '../fixtures/idb.js';
@@ -99,5 +99,40 @@ describe('MemoryStore in Chromium IndexedDB', () => {
       req.onblocked = () => reject(new Error('blocked by our open connection'));
     });
     expect(await store.load()).toEqual(createState());
+  });
+
+  it('upgrades a version-2 database to 3 (the ledger store), keeping the memory; the ledger survives erase, its tokens do not', async () => {
+    expect(DB_VERSION).toBe(3);
+    const p = profile('upgrade-v2');
+    // a database as version 2 left it: the five memory stores and a meta record
+    await new Promise<void>((resolve, reject) => {
+      const req = indexedDB.open(dbName(p), 2);
+      req.onupgradeneeded = () => {
+        const db = req.result;
+        db.createObjectStore('events', { keyPath: 'seq' }).createIndex('by-pending', 'pending');
+        db.createObjectStore('memories', { keyPath: 'id' });
+        db.createObjectStore('profile');
+        db.createObjectStore('itemVectors', { keyPath: ['embedderId', 'itemId'] });
+        db.createObjectStore('meta');
+      };
+      req.onsuccess = () => {
+        const db = req.result;
+        const tx = db.transaction(['events', 'meta'], 'readwrite');
+        tx.objectStore('events').put({ seq: 1, item: 'heat', at: 1, action: 'purchase', pending: 0 });
+        tx.objectStore('meta').put({ schemaVersion: 2, embedderId: null, nextSeq: 2, signal: { predictionErrors: 0, eventsSinceSynthesis: 0, eventsSinceSweep: 0 } }, 'meta');
+        tx.oncomplete = () => (db.close(), resolve());
+        tx.onerror = () => reject(tx.error);
+      };
+      req.onerror = () => reject(req.error);
+    });
+    const store = await open(p);
+    expect((await store.load()).events.map((e) => e.item)).toEqual(['heat']);
+    expect(await store.loadLedger()).toEqual({ entries: [], tokens: [] });
+    const entry = { at: 5, epoch: 1, epsilon: 3.9, q: 1, sent: true };
+    await store.saveLedger({ entries: [entry], tokens: [{ epoch: 2, token: 'tok' }] });
+    await store.erase();
+    expect(await store.loadLedger()).toEqual({ entries: [entry], tokens: [] });
+    await store.resetLedger();
+    expect(await store.loadLedger()).toEqual({ entries: [], tokens: [] });
   });
 });

@@ -283,7 +283,7 @@ describe('MemoryStore (fake-indexeddb)', () => {
     });
   });
 
-  it('schema 1 → 2: the outbox, the prototype cache and the sharing state of the removed protocol v1 are dropped, the memory is kept', async () => {
+  it('schema 1 → 3: the outbox, the prototype cache and the sharing state of the removed protocol v1 are dropped, the memory is kept, the ledger store added', async () => {
     const factory = new IDBFactory();
     // a profile database as schema version 1 left it
     await new Promise<void>((resolve, reject) => {
@@ -315,8 +315,8 @@ describe('MemoryStore (fake-indexeddb)', () => {
       req.onerror = () => reject(req.error);
     });
     try {
-      expect(raw.version).toBe(2);
-      expect([...raw.objectStoreNames].sort()).toEqual(['events', 'itemVectors', 'memories', 'meta', 'profile']);
+      expect(raw.version).toBe(3);
+      expect([...raw.objectStoreNames].sort()).toEqual(['events', 'itemVectors', 'ledger', 'memories', 'meta', 'profile']);
       const meta = await new Promise<Record<string, unknown>>((resolve, reject) => {
         const r = raw.transaction('meta').objectStore('meta').get('meta');
         r.onsuccess = () => resolve(r.result as Record<string, unknown>);

@@ -59,5 +59,7 @@ export { prototypeOf } from './community/prototype.js';
 export { Rng, hash32 } from './core/rng.js';
 export { DEFAULT_LDP, ReportHistogram, composedChannel, composedEpsilon, estimateCounts, estimateStd, grr, ldpParams, makeReport, type PermanentMemo } from './community/ldp.js';
 export { buildRelease, decodePrototypes, matchMemory, type BuildReleaseOptions, type ItemCommunities, type ItemSpace, type MatchedCommunity } from './community/release.js';
-export { ReportClient, ReportHttpError, reportDelay, type ReportClientOptions, type SentReport } from './sync/report-client.js';
+export { ReportClient, ReportHttpError, reportDelay, WIRE_INIT, type ReportClientOptions, type SentReport } from './sync/report-client.js';
+export { planEpoch, randomMomentIn, type EpochPlan } from './sync/schedule.js';
+export { DEFAULT_BUDGET, DAY_MS, nextAllowed, privacyBudget, prune, refusal, spentEpsilon, subsampledEpsilon, type LedgerEntry, type PrivacyBudget } from './sync/budget.js';
 export { AttesterTokenProvider, blindTokenRequest, epochChallenge, type TokenProvider, type AttesterTokenProviderOptions } from './sync/tokens.js';

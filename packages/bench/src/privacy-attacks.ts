@@ -24,12 +24,22 @@
  *   one-item device (memoized permanent randomization).
  * - set recovery: the report's hash support ranked by public popularity, against the 10 most
  *   popular items.
+ *
+ * Device-side attacks ({@link measureDeviceAttacks}, printed first; `--device-only` for them
+ * alone, no dataset needed): issuance-to-report linkage by timing from the attester's and the
+ * index's joint view, Sybil token farming against the reference attester, lifetime ε by the
+ * device's ledger at 30 / 365 days, memo-loss averaging under the ledger, and in Chromium ETag
+ * tracking and socket reuse — each beside a baseline measured in the same run.
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
-import { MemoryAgent, ReportHistogram, buildRelease, composedChannel, estimateCounts, makeReport, type ItemVectors, type PermanentMemo } from 'atomem/engine';
+import {
+  DAY_MS, DEFAULT_LDP, MemoryAgent, ReportHistogram, WIRE_INIT, blindTokenRequest, buildRelease, composedChannel, estimateCounts, makeReport, planEpoch, privacyBudget,
+  randomMomentIn, refusal, spentEpsilon, subsampledEpsilon, type ItemVectors, type LedgerEntry, type PermanentMemo, type PrivacyBudget,
+} from 'atomem/engine';
+import { Attester, PrivacyPassIssuer, generateIssuerKey, issueInProcess } from 'atomem-index';
 import { DEFAULT_EPOCH_MS, olhBucket, type LdpParams, type Release } from 'atomem/protocol';
 import { compareIds, loadDataset } from './datasets.js';
 import { bootstrapCI, ndcgAt, rankOf } from './metrics.js';
@@ -366,13 +376,330 @@ export function formatAttacks(r: AttackReport): string {
   return out.join('\n');
 }
 
-/** CLI: `npm run bench:privacy -- --data DIR [--trials N] [--json FILE]`. */
+// ———————————————————————— device-side attacks (no dataset needed) ————————————————————————
+
+/** One device-side attack: measured figure, the baseline measured in the same run, chance and target. */
+export interface DeviceAttackRow {
+  attack: string;
+  measure: string;
+  /** The shipped device / attester. */
+  measured: number;
+  /** The baseline of the same run (named in `baselineName`). */
+  baseline: number;
+  baselineName: string;
+  chance: number;
+  /** The target (NaN: none stated; the row is descriptive). */
+  target: number;
+  /** `≤` or `≥`: which side of the target passes. */
+  pass: '≤' | '≥';
+}
+
+export interface DeviceAttackOptions {
+  seed?: number;
+  /** Devices per epoch in the linkage simulation. Default 2000. */
+  devices?: number;
+  /** Requests of the Sybil. Default 300. */
+  sybilRequests?: number;
+  /** Shoppers of the memo-loss attack. Default 30. */
+  memoTrials?: number;
+  /** Run the Chromium rows (ETag, socket). Default true; needs `/usr/bin/chromium` (or CHROMIUM_PATH). */
+  chromium?: boolean;
+  onProgress?: (label: string, done: number, total: number) => void;
+}
+
+/**
+ * Issuance-to-report linkage from the attester's and the index's joint view (both run by the
+ * shop): the attester logs (account, issuance time), the index logs report arrival times. Every
+ * device visits once per epoch; `habit` = 0 draws the first visit of each epoch independently
+ * (uniform over the first 90 % of the epoch), `habit` > 0 keeps a device's time of day (its
+ * habitual phase ± `habit` of an epoch, Gaussian). Schedules: the shipped one (sync/schedule.ts:
+ * token for the next epoch at a random moment of this one, report at another random moment) and
+ * the removed one (token fetched 34–83 ms before the report). The attacker scores a pair
+ * (issuance, report) by closeness of report time to issuance time + 58 ms (the removed
+ * schedule's gap) and, for the shipped one, by closeness of their times of day (what a habit
+ * leaks); AUC of true pairs vs random pairs, and the hit rate of the best-scored issuance for
+ * each report vs chance 1/N.
+ */
+export function linkageByTiming(o: { seed: number; devices: number; habit: number; schedule: 'shipped' | 'removed'; epochMs?: number }): { auc: number; hitRate: number; chance: number } {
+  const epochMs = o.epochMs ?? DEFAULT_EPOCH_MS;
+  const e = 1000;
+  const rng = Rng.derive(o.seed, 'linkage', o.schedule, o.habit);
+  const gauss = () => Math.sqrt(-2 * Math.log(1 - rng.next())) * Math.cos(2 * Math.PI * rng.next());
+  const visit = (epoch: number, phase: number) => {
+    const p = o.habit > 0 ? Math.min(0.9, Math.max(0, phase + o.habit * gauss())) : rng.next() * 0.9;
+    return epoch * epochMs + p * epochMs;
+  };
+  const issued: number[] = [];
+  const reported: number[] = [];
+  for (let d = 0; d < o.devices; d++) {
+    const phase = rng.next() * 0.9;
+    if (o.schedule === 'shipped') {
+      const v0 = visit(e, phase);
+      issued.push(v0 + planEpoch({ now: v0, epochMs, held: [], random: () => rng.next() }).fetchToken!.delay);
+      const v1 = visit(e + 1, phase);
+      reported.push(v1 + planEpoch({ now: v1, epochMs, held: [e + 1, e + 2], random: () => rng.next() }).report!.delay);
+    } else {
+      const v1 = visit(e + 1, phase);
+      const r = v1 + randomMomentIn(v1, e + 1, epochMs, () => rng.next());
+      reported.push(r);
+      issued.push(r - (34 + rng.next() * 49));
+    }
+  }
+  const phaseOf = (t: number) => (t % epochMs) / epochMs;
+  const score = (i: number, r: number) =>
+    o.schedule === 'removed' ? -Math.abs(reported[r] - issued[i] - 58.5) : -Math.abs(phaseOf(reported[r]) - phaseOf(issued[i]));
+  const pos: number[] = [];
+  const neg: number[] = [];
+  let hits = 0;
+  for (let r = 0; r < o.devices; r++) {
+    pos.push(score(r, r));
+    let other = rng.int(o.devices - 1);
+    if (other >= r) other++;
+    neg.push(score(other, r));
+    let best = -Infinity;
+    let arg = -1;
+    let ties = 0;
+    for (let i = 0; i < o.devices; i++) {
+      const s = score(i, r);
+      if (s > best) (best = s), (arg = i), (ties = 1);
+      else if (s === best && rng.next() < 1 / ++ties) arg = i;
+    }
+    if (arg === r) hits++;
+  }
+  return { auc: auc(pos, neg), hitRate: hits / o.devices, chance: 1 / o.devices };
+}
+
+/**
+ * Memo-loss averaging: a shopper with 10 items loses the memoized randomization before every
+ * report (erase(), a new device or a private window: the worst case) and the attacker links all
+ * its reports of a year; it guesses the 10 items with the most votes (report's hash support).
+ * Reports in the year: `reports`. Returns the share of the shopper's items among the guesses.
+ */
+export function memoLossRecovery(o: { seed: number; trials: number; reports: number; catalogSize: number; ldp: LdpParams }): number {
+  const catalog = Array.from({ length: o.catalogSize }, (_, i) => `item-${i}`);
+  let found = 0;
+  for (let t = 0; t < o.trials; t++) {
+    const r = Rng.derive(o.seed, 'memo-loss', t);
+    const own = r.sampleWithoutReplacement(catalog, 10);
+    const votes = new Float64Array(catalog.length);
+    for (let k = 0; k < o.reports; k++) {
+      const rep = makeReport(own, o.ldp, {}, () => r.next());
+      for (let c = 0; c < catalog.length; c++) if (olhBucket(rep.cohort, catalog[c], o.ldp.g) === rep.bucket) votes[c]++;
+    }
+    const order = catalog.map((_, i) => i).sort((a, b) => votes[b] - votes[a] || a - b);
+    const guess = new Set(order.slice(0, 10).map((i) => catalog[i]));
+    found += own.filter((x) => guess.has(x)).length / 10;
+  }
+  return found / o.trials;
+}
+
+/** ε charged by the ledger over `days` daily epochs of a device that contributes every day. */
+export function ledgerEpsilon(o: { days: number; epsilon: number; q: number; budget?: Partial<PrivacyBudget> }): { spent: number; reports: number } {
+  const budget = privacyBudget({ ...o.budget, q: o.q });
+  const charge = subsampledEpsilon(o.epsilon, o.q);
+  const entries: LedgerEntry[] = [];
+  const t0 = 1000 * DAY_MS;
+  let reports = 0;
+  for (let d = 0; d < o.days; d++) {
+    const now = t0 + d * DAY_MS + DAY_MS / 2;
+    if (refusal(entries, 1000 + d, charge, now, budget) !== undefined) continue;
+    entries.push({ at: now, epoch: 1000 + d, epsilon: charge, q: o.q, sent: true });
+    reports++;
+  }
+  return { spent: spentEpsilon(entries, t0 + o.days * DAY_MS, budget.windowMs), reports };
+}
+
+/** Sybil token farming against the reference attester (a real Privacy Pass issuer behind it). */
+async function sybil(o: { seed: number; requests: number; onProgress: (d: number, t: number) => void }): Promise<{ account: number; anonymous: number; pool: number; poolSize: number; cookieKeyed: number }> {
+  const issuer = await PrivacyPassIssuer.load(await generateIssuerKey(), 'bench-attester');
+  const key = issuer.key();
+  const epoch = 7;
+  const reqs: string[] = [];
+  for (let i = 0; i < o.requests; i++) {
+    o.onProgress(i + 1, o.requests);
+    reqs.push((await blindTokenRequest(key, epoch)).request);
+  }
+  const farm = async (a: Attester, accountOf: (i: number) => string | undefined) => {
+    const got = await Promise.allSettled(reqs.map((request, i) => a.attest(accountOf(i), { v: 2, epoch, request })));
+    return got.filter((g) => g.status === 'fulfilled').length;
+  };
+  const make = (extra: Partial<ConstructorParameters<typeof Attester>[0]> = {}) => new Attester({ issue: issueInProcess(issuer), epoch: () => epoch, ...extra });
+  const poolSize = 50;
+  return {
+    account: await farm(make(), () => 'sybil-account'),
+    anonymous: await farm(make(), () => undefined),
+    pool: await farm(make({ anonymousPerEpoch: poolSize }), () => undefined),
+    poolSize,
+    // baseline: an attester keyed on a cookie it (or the page) mints: every dropped cookie is a new "account"
+    cookieKeyed: await farm(make(), (i) => `cookie-${o.seed}-${i}`),
+  };
+}
+
+/**
+ * ETag tracking and socket reuse in real Chromium: a server plants an ETag and a Last-Modified
+ * date on every answer (`private, max-age=0, must-revalidate`, the strongest invitation to
+ * revalidate); the page fetches the release 9 times with the device's options ({@link WIRE_INIT})
+ * and, as the baseline, with `cache: 'default'`. Then the socket: an identified token request
+ * (same-origin credentials) to an attester that closes its connection (the reference attester)
+ * or keeps it alive (baseline), followed by a report with the device's options.
+ */
+async function chromiumRows(): Promise<{ etagShipped: number; etagDefault: number; fetches: number; socketShipped: number; socketKeepAlive: number; trials: number }> {
+  const { createServer } = await import('node:http');
+  const { chromium } = await import('playwright');
+  const seen: { path: string; inm: boolean; port: number }[] = [];
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    seen.push({ path, inm: req.headers['if-none-match'] !== undefined || req.headers['if-modified-since'] !== undefined, port: req.socket.remotePort ?? -1 });
+    if (path === '/') return res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>bench</title>');
+    if (path.startsWith('/release')) {
+      if (req.headers['if-none-match'] === '"planted-42"') return res.writeHead(304, { etag: '"planted-42"' }).end();
+      return res.writeHead(200, { 'content-type': 'application/json', etag: '"planted-42"', 'last-modified': 'Wed, 01 Jan 2025 00:00:00 GMT', 'cache-control': 'private, max-age=0, must-revalidate' }).end('{"epoch":1}');
+    }
+    if (path === '/attest-close') return res.writeHead(200, { 'content-type': 'application/json', connection: 'close', 'cache-control': 'no-store' }).end('{}');
+    if (path === '/attest-keepalive') return res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end('{}');
+    if (path === '/report') return res.writeHead(202, { 'content-type': 'application/json', connection: 'close' }).end('{}');
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as { port: number }).port;
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'] });
+  try {
+    const fetches = 9;
+    const trials = 10;
+    const etag = async (init: RequestInit, tag: string) => {
+      const ctx = await browser.newContext();
+      const page = await ctx.newPage();
+      await page.goto(`http://127.0.0.1:${port}/`);
+      await page.evaluate(async ({ init, n, tag }) => {
+        for (let i = 0; i < n; i++) await (await fetch(`/release-${tag}`, init)).text();
+      }, { init: init as Record<string, unknown>, n: fetches, tag });
+      await ctx.close();
+      return seen.filter((s) => s.path === `/release-${tag}` && s.inm).length;
+    };
+    const etagShipped = await etag({ ...WIRE_INIT }, 'shipped');
+    const etagDefault = await etag({ ...WIRE_INIT, cache: 'default' }, 'default');
+    const socket = async (attest: string) => {
+      let shared = 0;
+      for (let t = 0; t < trials; t++) {
+        const ctx = await browser.newContext();
+        const page = await ctx.newPage();
+        await page.goto(`http://127.0.0.1:${port}/`);
+        const from = seen.length;
+        await page.evaluate(async ({ attest, init }) => {
+          await (await fetch(attest, { method: 'POST', credentials: 'same-origin', cache: 'no-store', body: '{}' })).text();
+          await (await fetch('/report', { ...init, method: 'POST', body: '{}' })).text();
+        }, { attest, init: { ...WIRE_INIT } as Record<string, unknown> });
+        const mine = seen.slice(from);
+        const a = mine.find((s) => s.path === attest)!;
+        const r = mine.find((s) => s.path === '/report')!;
+        if (a.port === r.port) shared++;
+        await ctx.close();
+      }
+      return shared / trials;
+    };
+    return { etagShipped, etagDefault, fetches, socketShipped: await socket('/attest-close'), socketKeepAlive: await socket('/attest-keepalive'), trials };
+  } finally {
+    await browser.close();
+    server.close();
+  }
+}
+
+/** Every device-side attack (see each function), deterministic for a seed (the Chromium rows are counts of requests). */
+export async function measureDeviceAttacks(opts: DeviceAttackOptions = {}): Promise<{ seed: number; devices: number; ldp: LdpParams; rows: DeviceAttackRow[] }> {
+  const seed = opts.seed ?? DEFAULT_SEED;
+  const n = opts.devices ?? 2000;
+  const progress = opts.onProgress ?? (() => {});
+  const ldp = DEFAULT_LDP;
+  const rows: DeviceAttackRow[] = [];
+  const row = (r: DeviceAttackRow) => rows.push(r);
+
+  progress('linkage (issuance ↔ report)', 0, 4);
+  const shippedIndep = linkageByTiming({ seed, devices: n, habit: 0, schedule: 'shipped' });
+  const removedIndep = linkageByTiming({ seed, devices: n, habit: 0, schedule: 'removed' });
+  progress('linkage (issuance ↔ report)', 2, 4);
+  const shippedHabit = linkageByTiming({ seed, devices: n, habit: 0.02, schedule: 'shipped' });
+  const removedHabit = linkageByTiming({ seed, devices: n, habit: 0.02, schedule: 'removed' });
+  progress('linkage (issuance ↔ report)', 4, 4);
+  const rem = 'removed schedule (token 34–83 ms before the report)';
+  row({ attack: `issuance-to-report linkage, ${n} devices/epoch, independent visits`, measure: 'AUC true vs random pair', measured: shippedIndep.auc, baseline: removedIndep.auc, baselineName: rem, chance: 0.5, target: 0.55, pass: '≤' });
+  row({ attack: `issuance-to-report linkage, ${n} devices/epoch, independent visits`, measure: 'hit rate of the best-scored issuance', measured: shippedIndep.hitRate, baseline: removedIndep.hitRate, baselineName: rem, chance: shippedIndep.chance, target: 2 * shippedIndep.chance, pass: '≤' });
+  row({ attack: `issuance-to-report linkage, ${n} devices/epoch, habitual visits (same time of day ± 2 % of the epoch)`, measure: 'AUC true vs random pair', measured: shippedHabit.auc, baseline: removedHabit.auc, baselineName: rem, chance: 0.5, target: 0.55, pass: '≤' });
+  row({ attack: `issuance-to-report linkage, ${n} devices/epoch, habitual visits (same time of day ± 2 % of the epoch)`, measure: 'hit rate of the best-scored issuance', measured: shippedHabit.hitRate, baseline: removedHabit.hitRate, baselineName: rem, chance: shippedHabit.chance, target: 2 * shippedHabit.chance, pass: '≤' });
+
+  const requests = opts.sybilRequests ?? 300;
+  const s = await sybil({ seed, requests, onProgress: (d, t) => progress('Sybil token farming (blinding requests)', d, t) });
+  const cookie = 'attester keyed on a cookie the client can drop';
+  row({ attack: `Sybil token farming: ${requests} requests from one signed-in account, one epoch`, measure: 'tokens issued', measured: s.account, baseline: s.cookieKeyed, baselineName: cookie, chance: NaN, target: 1, pass: '≤' });
+  row({ attack: `Sybil token farming: ${requests} requests without an account (cookie dropped), one epoch`, measure: 'tokens issued', measured: s.anonymous, baseline: s.cookieKeyed, baselineName: cookie, chance: NaN, target: 0, pass: '≤' });
+  row({ attack: `Sybil token farming: ${requests} anonymous requests, shop opened a pool of ${s.poolSize}`, measure: 'tokens issued', measured: s.pool, baseline: s.cookieKeyed, baselineName: cookie, chance: NaN, target: s.poolSize, pass: '≤' });
+
+  progress('lifetime ε by the ledger', 1, 1);
+  const noLedger = (days: number) => days * ldp.epsilon;
+  for (const days of [30, 365]) {
+    const l = ledgerEpsilon({ days, epsilon: ldp.epsilon, q: 1 });
+    row({ attack: `lifetime ε of a shopper contributing daily for ${days} days (q = 1; ${l.reports} reports)`, measure: 'ε by the ledger (basic composition)', measured: l.spent, baseline: noLedger(days), baselineName: 'no ledger (ε per epoch, composed)', chance: NaN, target: 10, pass: '≤' });
+  }
+  const lq = ledgerEpsilon({ days: 365, epsilon: ldp.epsilon, q: 0.1 });
+  row({ attack: `lifetime ε, 365 days, q = 0.1 (charged ln(1 + q(e^ε − 1)) = ${subsampledEpsilon(ldp.epsilon, 0.1).toFixed(2)} per epoch; ${lq.reports} lotteries)`, measure: 'ε by the ledger', measured: lq.spent, baseline: noLedger(365), baselineName: 'no ledger', chance: NaN, target: 10, pass: '≤' });
+
+  const trials = opts.memoTrials ?? 30;
+  const catalogSize = 1682;
+  const capped = ledgerEpsilon({ days: 365, epsilon: ldp.epsilon, q: 1 }).reports;
+  progress('memo-loss averaging', 0, 2);
+  const withLedger = memoLossRecovery({ seed, trials, reports: capped, catalogSize, ldp });
+  progress('memo-loss averaging', 1, 2);
+  const without = memoLossRecovery({ seed, trials, reports: 365, catalogSize, ldp });
+  progress('memo-loss averaging', 2, 2);
+  row({ attack: `memo-loss averaging: memo lost before every report, a year of linked reports (${capped} under the ledger)`, measure: 'share of the 10 items among the top-10 votes', measured: withLedger, baseline: without, baselineName: '365 reports (no ledger)', chance: 10 / catalogSize, target: NaN, pass: '≤' });
+
+  if (opts.chromium !== false) {
+    progress('Chromium: ETag, socket', 0, 1);
+    const c = await chromiumRows();
+    row({ attack: `ETag tracking: a planted ETag + Last-Modified on the release, ${c.fetches} fetches (Chromium)`, measure: 'fetches that sent it back', measured: c.etagShipped, baseline: c.etagDefault, baselineName: "cache: 'default'", chance: 0, target: 0, pass: '≤' });
+    row({ attack: `socket reuse: identified token request then report, ${c.trials} visits (Chromium)`, measure: 'share of reports on the token request\'s connection', measured: c.socketShipped, baseline: c.socketKeepAlive, baselineName: 'attester keeps its connection alive (Chromium still keeps credentialed and uncredentialed requests on separate connections)', chance: 0, target: 0, pass: '≤' });
+  }
+  return { seed, devices: n, ldp, rows };
+}
+
+/** The device-side table (markdown). */
+export function formatDeviceAttacks(r: { seed: number; rows: DeviceAttackRow[] }): string {
+  const g = (x: number) => (Number.isFinite(x) ? (Number.isInteger(x) ? String(x) : Math.abs(x) < 0.01 ? x.toPrecision(2) : x.toFixed(3)) : '—');
+  return [
+    `Device-side attacks (seed ${r.seed}; deterministic for a seed).`,
+    '',
+    '| attack | measure | measured (shipped) | baseline (same run) | chance | target | met |',
+    '|---|---|---:|---:|---:|---:|:-:|',
+    ...r.rows.map((x) => `| ${x.attack} | ${x.measure} | ${g(x.measured)} | ${g(x.baseline)} (${x.baselineName}) | ${g(x.chance)} | ${Number.isFinite(x.target) ? `${x.pass} ${g(x.target)}` : '—'} | ${Number.isFinite(x.target) ? ((x.pass === '≤' ? x.measured <= x.target + 1e-12 : x.measured >= x.target) ? 'yes' : 'no') : '—'} |`),
+  ].join('\n');
+}
+
+/** CLI: `npm run bench:privacy -- --data DIR [--trials N] [--json FILE] [--device-only] [--devices N] [--no-chromium]`. */
 export async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
-    options: { data: { type: 'string' }, format: { type: 'string', default: 'movielens' }, seed: { type: 'string', default: String(DEFAULT_SEED) }, trials: { type: 'string', default: '100' }, embedder: { type: 'string', default: 'use-lite' }, json: { type: 'string' } },
+    options: {
+      data: { type: 'string' }, format: { type: 'string', default: 'movielens' }, seed: { type: 'string', default: String(DEFAULT_SEED) }, trials: { type: 'string', default: '100' }, embedder: { type: 'string', default: 'use-lite' }, json: { type: 'string' },
+      'device-only': { type: 'boolean', default: false }, devices: { type: 'string', default: '2000' }, 'no-chromium': { type: 'boolean', default: false },
+    },
     strict: true,
   });
+  const seed = Number(values.seed);
+  if (!Number.isInteger(seed)) throw new TypeError(`--seed must be an integer, got ${values.seed}`);
+  let lastDevice = '';
+  const device = await measureDeviceAttacks({
+    seed,
+    devices: Number(values.devices),
+    chromium: !values['no-chromium'],
+    onProgress: (label, _d, t) => {
+      if (label !== lastDevice) process.stderr.write(`${label} (${t})\n`);
+      lastDevice = label;
+    },
+  });
+  process.stdout.write(`${formatDeviceAttacks(device)}\n\n`);
+  if (values['device-only']) {
+    if (values.json) writeFileSync(values.json, JSON.stringify({ command: `npm run bench:privacy -- ${argv.join(' ')}`, device }, null, 2) + '\n');
+    return 0;
+  }
   const data = values.data ?? process.env.ATOMEM_ML100K ?? '../shared/data/ml-100k';
   const dataset = loadDataset(values.format as DatasetFormat, data);
   let lastLabel = '';
@@ -388,7 +715,7 @@ export async function main(argv: string[]): Promise<number> {
     },
   });
   process.stdout.write(`${formatAttacks(report)}\n`);
-  if (values.json) writeFileSync(values.json, JSON.stringify({ command: `npm run bench:privacy -- ${argv.join(' ')}`, ...report }, null, 2) + '\n');
+  if (values.json) writeFileSync(values.json, JSON.stringify({ command: `npm run bench:privacy -- ${argv.join(' ')}`, device, ...report }, null, 2) + '\n');
   return 0;
 }
 

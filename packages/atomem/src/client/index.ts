@@ -33,6 +33,7 @@ export type {
   LlmOptions,
   PrivacyLevel,
   SyncReport,
+  PrivacyBudgetStatus,
   ProgressEvent,
   ExcludeRule,
   IntentMemoriesResult,
@@ -294,6 +295,8 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     sync: () => call('sync', (r) => r.sync()),
     setPrivacy: (level) => call('setPrivacy', (r) => r.setPrivacy(level)),
     lastPayload: () => call('lastPayload', (r) => r.lastPayload()),
+    privacyBudget: () => call('privacyBudget', (r) => r.privacyBudget()),
+    resetPrivacyBudget: () => call('resetPrivacyBudget', (r) => r.resetPrivacyBudget()),
     status: () =>
       call('status', async (r): Promise<EngineStatus> => {
         const s = await r.status();

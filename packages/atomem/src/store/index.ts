@@ -17,4 +17,4 @@ export { parseExportFile, toExportFile, EXPORT_FORMAT, EXPORT_VERSION } from './
 export type { ExportFile, ExportedState, ExportedMemory } from './file.js';
 /** Schema details, for tools and migrations. */
 export { DB_VERSION, dbName } from './schema.js';
-export type { AtomemDB, MetaRecord } from './schema.js';
+export type { AtomemDB, MetaRecord, LedgerRecord } from './schema.js';

@@ -6,7 +6,7 @@ import type { DBSchema, IDBPDatabase, IDBPTransaction, StoreNames } from 'idb';
 import type { Action, AtomicMemory, PlannerSignal, Profile } from '../core/types.js';
 
 /** Current schema version of the database. */
-export const DB_VERSION = 2;
+export const DB_VERSION = 3;
 
 /** Database name for a local profile. */
 export function dbName(profile: string): string {
@@ -53,7 +53,21 @@ export interface MetaRecord {
   reporting?: { memo: Record<string, { cohort: number; bucket: number }>; lastEpoch?: number };
 }
 
+/**
+ * The device's privacy-budget ledger (object store `ledger`, key {@link LEDGER_KEY}): what this
+ * shopper has spent on reports, and the Privacy Pass tokens it holds for coming epochs. It is
+ * NOT cleared by `erase()` (only its tokens are): the budget outlives the memory it protected,
+ * so erasing cannot buy a fresh budget. `resetPrivacyBudget()` clears it explicitly.
+ */
+export interface LedgerRecord {
+  /** One entry per epoch charged (see sync/budget.ts), oldest first. */
+  entries: { at: number; epoch: number; epsilon: number; q: number; sent: boolean }[];
+  /** Unspent tokens, by the epoch they are for. */
+  tokens: { epoch: number; token: string }[];
+}
+
 export const META_KEY = 'meta';
+export const LEDGER_KEY = 'budget';
 export const PROFILE_KEY = 'current';
 
 /** Typed schema for `idb`. */
@@ -63,9 +77,10 @@ export interface AtomemDB extends DBSchema {
   profile: { key: string; value: Profile };
   itemVectors: { key: [string, string]; value: ItemVectorRecord };
   meta: { key: string; value: MetaRecord };
+  ledger: { key: string; value: LedgerRecord };
 }
 
-/** Every object store, for transactions that touch them all (erase). */
+/** Every object store of the memory (erase clears them; the `ledger` is not among them on purpose). */
 export const ALL_STORES: StoreNames<AtomemDB>[] = ['events', 'memories', 'profile', 'itemVectors', 'meta'];
 
 /** Object stores of schema version 1 that version 2 drops (the removed protocol v1's outbox and prototype cache). */
@@ -105,6 +120,11 @@ export function upgrade(
         });
       }
     }
-    // falls through — future: case 2: migrate v2 → v3 here, using tx for data moves.
+    // falls through
+    case 2: {
+      // the privacy-budget ledger (empty: nothing was charged before it existed)
+      db.createObjectStore('ledger');
+    }
+    // falls through — future: case 3: migrate v3 → v4 here, using tx for data moves.
   }
 }

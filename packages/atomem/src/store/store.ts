@@ -20,6 +20,7 @@ import { InvalidImportError, StorageQuotaError, isQuotaExceeded } from './errors
 import { parseExportFile, toExportFile, type ExportFile } from './file.js';
 import {
   ALL_STORES,
+  LEDGER_KEY,
   DB_VERSION,
   META_KEY,
   PROFILE_KEY,
@@ -27,6 +28,7 @@ import {
   upgrade,
   type AtomemDB,
   type EventRecord,
+  type LedgerRecord,
   type MetaRecord,
 } from './schema.js';
 
@@ -363,9 +365,13 @@ export class MemoryStore {
    * database is cleared even in memory mode, and a successful erase leaves memory mode.
    */
   async erase(): Promise<void> {
-    await this.tx(ALL_STORES, async (tx) => {
+    await this.tx([...ALL_STORES, 'ledger'], async (tx) => {
       const old = await tx.objectStore('meta').get(META_KEY);
       for (const name of ALL_STORES) await tx.objectStore(name).clear();
+      // why: the ledger's spent budget survives the erase (erasing must not buy a fresh budget);
+      // its unspent tokens go with the memory
+      const ledger = await tx.objectStore('ledger').get(LEDGER_KEY);
+      if (ledger) await tx.objectStore('ledger').put({ entries: ledger.entries, tokens: [] }, LEDGER_KEY);
       // the revision survives the erase (bumped), so other tabs notice it
       const revision = (old?.revision ?? 0) + 1;
       await tx.objectStore('meta').put(metaOf(createState(), 1, revision), META_KEY);
@@ -373,6 +379,30 @@ export class MemoryStore {
     });
     // the database now holds exactly the (empty) state: leave memory mode if we were in it.
     this.mem = null;
+  }
+
+  /**
+   * The privacy-budget ledger ({@link LedgerRecord}; empty when nothing was charged). Read from
+   * the database even in memory mode: the ledger is never kept in memory only.
+   */
+  async loadLedger(): Promise<LedgerRecord> {
+    const tx = await this.transaction(['ledger'], 'readonly');
+    const rec = await tx.objectStore('ledger').get(LEDGER_KEY);
+    await tx.done;
+    return rec ? structuredClone(rec) : { entries: [], tokens: [] };
+  }
+
+  /**
+   * Write the ledger. Never degrades to memory: when this fails (quota), it throws and the
+   * caller must not send the report the charge was for (the budget fails closed).
+   */
+  async saveLedger(ledger: LedgerRecord): Promise<void> {
+    await this.tx(['ledger'], async (tx) => void (await tx.objectStore('ledger').put(structuredClone(ledger), LEDGER_KEY)));
+  }
+
+  /** Clear the ledger: spent budget and held tokens (only on the shopper's explicit request). */
+  async resetLedger(): Promise<void> {
+    await this.tx(['ledger'], async (tx) => void (await tx.objectStore('ledger').clear()));
   }
 
   /** A cached item vector of an embedder, or `undefined`. */

@@ -2,10 +2,14 @@
  * The device's client of protocol v2 (src/protocol/index-v2.ts): downloads the public release,
  * and sends at most one local-DP report per epoch, at a random moment of the epoch.
  *
- * On the wire: `credentials: 'omit'` (the shop's cookies never reach the index, even when both
- * share one origin), no custom header, `cache: 'no-store'` for the report, a plain GET for the
- * release (the same URL and bytes for everyone: it says nothing about the shopper). The service
- * closes the connection after each report, so two reports never share a socket.
+ * On the wire ({@link WIRE_INIT}): `credentials: 'omit'` (the shop's cookies never reach the
+ * index, even when both share one origin; in Chromium an uncredentialed request also never
+ * shares a connection with a credentialed one, such as the attester's), no custom header,
+ * `cache: 'no-store'` for every request — the report and also the release and health: the
+ * browser neither stores the answer nor revalidates it, so an index cannot plant an ETag (or a
+ * Last-Modified date) that a later fetch would send back as `If-None-Match`. The service closes
+ * the connection after each report, so two reports never share a socket; the page cannot pick a
+ * fresh connection itself (fetch has no such option), see docs/PRIVACY.md.
  */
 import { INDEX_V2_PATHS, type ErrorV2Response, type HealthV2Response, type Release, type ReportRequest, type WireReport } from '../protocol/index-v2.js';
 import type { TokenProvider } from './tokens.js';
@@ -42,6 +46,9 @@ export interface SentReport {
   at: number;
 }
 
+/** The fetch options of every request to the index (checked in Chromium by the tests). */
+export const WIRE_INIT = Object.freeze({ credentials: 'omit', cache: 'no-store', referrerPolicy: 'no-referrer', redirect: 'error' } as const satisfies RequestInit);
+
 /** v2 over HTTP. */
 export class ReportClient {
   private readonly base: string;
@@ -77,9 +84,14 @@ export class ReportClient {
     }
   }
 
-  /** Send one report for `epoch` with a fresh token. */
-  async send(epoch: number, report: WireReport): Promise<void> {
-    const token = await this.opts.tokens.token(epoch);
+  /** A token for `epoch` from the configured provider (fetch it an epoch ahead: sync/schedule.ts). */
+  token(epoch: number): Promise<string> {
+    return this.opts.tokens.token(epoch);
+  }
+
+  /** Send one report for `epoch` with `token` (default: a token fetched now, which links by time; tests only). */
+  async send(epoch: number, report: WireReport, token?: string): Promise<void> {
+    token ??= await this.opts.tokens.token(epoch);
     const body: ReportRequest = { v: 2, epoch, token, report: { cohort: report.cohort, bucket: report.bucket } };
     this.last = { path: INDEX_V2_PATHS.report, body, at: Date.now() };
     await this.request('POST', INDEX_V2_PATHS.report, body);
@@ -92,14 +104,12 @@ export class ReportClient {
     try {
       res = await this.doFetch(`${this.base}${path}`, {
         method,
-        // why: the shop's cookies must never reach the index, even on one origin
-        credentials: 'omit',
-        // why: reports are never cached or revalidated; the release is a public, cacheable file
-        cache: method === 'POST' ? 'no-store' : 'default',
+        // why: no cookies to the index (even on one origin), nothing cached or revalidated (no
+        // planted ETag comes back), no referrer, no redirect to another host
+        ...WIRE_INIT,
         headers: body === undefined ? undefined : { 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: ctrl.signal,
-        referrerPolicy: 'no-referrer',
       });
     } catch (e) {
       const timedOut = ctrl.signal.aborted;
@@ -122,12 +132,5 @@ export class ReportClient {
   }
 }
 
-/**
- * When to send the epoch's report: a uniformly random moment in what remains of the epoch
- * (minus a safety margin), so the report's arrival time says nothing about the visit that
- * triggered it. Returns the delay in ms from `now`.
- */
-export function reportDelay(now: number, epoch: number, epochMs: number, random: () => number, margin = 0.05): number {
-  const end = (epoch + 1) * epochMs - margin * epochMs;
-  return Math.max(0, Math.floor(random() * Math.max(0, end - now)));
-}
+/** @deprecated by sync/schedule.ts ({@link randomMomentIn}); kept for the benchmark's epoch runner. */
+export { randomMomentIn as reportDelay } from './schedule.js';

@@ -25,8 +25,11 @@ import { checkNames, checkOptionNames, checkPrivacyLevel, OPTION_NAMES } from '.
 import { ShopKnowledge } from '../shop/device.js';
 import { CatalogVectorsError } from '../protocol/catalog-vectors-v1.js';
 import { buildEmbedder, type BuiltEmbedder } from './embedders.js';
-import { ReportClient, ReportHttpError, reportDelay } from '../sync/report-client.js';
+import { ReportClient, ReportHttpError } from '../sync/report-client.js';
 import { AttesterTokenProvider } from '../sync/tokens.js';
+import { planEpoch } from '../sync/schedule.js';
+import { DAY_MS, privacyBudget, prune, refusal, spentEpsilon, subsampledEpsilon, type PrivacyBudget } from '../sync/budget.js';
+import { makeReport as ldpReport } from '../community/ldp.js';
 import type { HealthV2Response, Release } from '../protocol/index-v2.js';
 
 import type { ExportFile } from '../store/file.js';
@@ -47,6 +50,7 @@ import type {
   RecommendOptions,
   SyncReport,
   TrackInput,
+  PrivacyBudgetStatus,
 } from './protocol.js';
 
 interface Session {
@@ -84,6 +88,18 @@ interface SyncSession {
   release: Release | undefined;
   /** The scheduled report of an epoch. */
   report: { epoch: number; timer: ReturnType<typeof setTimeout> } | null;
+  /** The scheduled fetch of the next epoch's token (see sync/schedule.ts). */
+  tokenFetch: { epoch: number; timer: ReturnType<typeof setTimeout> } | null;
+  /** The sync at the start of the next epoch (while the page stays open). */
+  rollover: ReturnType<typeof setTimeout> | null;
+  /** The service's health, fetched once per epoch with the release. */
+  health: HealthV2Response | undefined;
+  /** The epoch in which the release and health were last fetched (at most once per epoch). */
+  fetchedEpoch: number | undefined;
+  /** Communities matched from the release in use. */
+  communities: number;
+  /** The lifetime privacy budget (sync/budget.ts). */
+  budget: PrivacyBudget;
   stopped: boolean;
 }
 
@@ -302,6 +318,11 @@ export class Engine implements EngineApi {
         clearTimeout(s.sync.report.timer);
         s.sync.report = null;
       }
+      // the ledger's spent budget survives (store.erase keeps it); its tokens are dropped
+      if (s.sync?.tokenFetch) {
+        clearTimeout(s.sync.tokenFetch.timer);
+        s.sync.tokenFetch = null;
+      }
       await this.write(() => s.store.erase());
       await this.reload(s);
     });
@@ -316,24 +337,33 @@ export class Engine implements EngineApi {
       const base = { privacy: sync.privacy, sent: 0, dropped: 0 };
       if (sync.privacy === 'off') {
         sync.release = undefined;
-        if (sync.report) clearTimeout(sync.report.timer);
-        sync.report = null;
+        sync.fetchedEpoch = undefined;
+        sync.communities = 0;
+        this.stopTimers(sync);
         await this.mutation(async () => void (await this.ready().agent.useRelease(undefined)));
         sync.lastError = null;
         return { ...base, pending: 0, communities: 0, release: null };
       }
       let error: string | undefined;
-      let communities = 0;
       try {
-        const release = await sync.client.latestRelease();
-        sync.release = release;
-        communities = await this.mutation(async () => this.ready().agent.useRelease(release));
-        if (sync.privacy === 'contribute') await this.scheduleReport(sync);
+        // why once per epoch: the release changes once per epoch, and a fetch every few actions
+        // would tell the index when the shopper is active
+        const local = sync.health ? Math.floor(Date.now() / sync.health.epochMs) : undefined;
+        if (local === undefined || sync.fetchedEpoch !== local) {
+          const health = await sync.client.health();
+          const release = await sync.client.latestRelease();
+          sync.health = health;
+          sync.fetchedEpoch = health.epoch;
+          sync.release = release;
+          sync.communities = await this.mutation(async () => this.ready().agent.useRelease(release));
+        }
+        if (sync.privacy === 'contribute') await this.planContribution(sync);
+        this.scheduleRollover(sync);
       } catch (e) {
         error = e instanceof Error ? e.message : String(e);
       }
       sync.lastError = error ?? null;
-      return { ...base, pending: sync.report ? 1 : 0, communities, release: sync.release?.epoch ?? null, ...(error ? { error } : {}) };
+      return { ...base, pending: sync.report ? 1 : 0, communities: sync.communities, release: sync.release?.epoch ?? null, ...(error ? { error } : {}) };
     })();
     sync.pending = run.catch(() => undefined).finally(() => (sync.pending = null));
     return run;
@@ -356,6 +386,36 @@ export class Engine implements EngineApi {
     return this.ready().sync?.client.lastReport() ?? null;
   }
 
+  privacyBudget(): Promise<PrivacyBudgetStatus> {
+    return this.reading(async () => {
+      const s = this.ready();
+      const budget = s.sync?.budget ?? privacyBudget();
+      const ledger = await s.store.loadLedger();
+      const now = Date.now();
+      const perReport = s.sync?.health?.ldp.epsilon ?? null;
+      return {
+        cap: budget.cap,
+        windowDays: budget.windowMs / DAY_MS,
+        q: budget.q,
+        spent: spentEpsilon(ledger.entries, now, budget.windowMs),
+        perEpoch: perReport === null ? null : subsampledEpsilon(perReport, budget.q),
+        reports: prune(ledger.entries, now, budget.windowMs).filter((e) => e.sent).length,
+        tokens: ledger.tokens.map((t) => t.epoch),
+      };
+    });
+  }
+
+  resetPrivacyBudget(): Promise<void> {
+    return this.mutation(async () => {
+      const s = this.ready();
+      if (s.sync?.tokenFetch) {
+        clearTimeout(s.sync.tokenFetch.timer);
+        s.sync.tokenFetch = null;
+      }
+      await s.store.resetLedger();
+    });
+  }
+
   // ——— sync internals ———
 
   private async syncSession(index: NonNullable<EngineOptions['index']>): Promise<SyncSession> {
@@ -365,49 +425,135 @@ export class Engine implements EngineApi {
     if (level === 'contribute' && typeof index.attesterUrl !== 'string') throw new TypeError("index.privacy 'contribute' needs index.attesterUrl (the shop's Privacy Pass attester)");
     const delay = index.reportDelay ?? 'random';
     if (delay !== 'random' && !(typeof delay === 'number' && delay >= 0)) throw new TypeError(`index.reportDelay must be 'random' or a number ≥ 0, got ${String(delay)}`);
+    const b = index.budget ?? {};
+    if (typeof b !== 'object' || b === null) throw new TypeError('index.budget must be an object { cap?, windowDays?, q? }');
+    const budget = privacyBudget({ cap: b.cap, windowMs: b.windowDays === undefined ? undefined : b.windowDays * DAY_MS, q: b.q } as Partial<PrivacyBudget>);
     const tokens = new AttesterTokenProvider({ indexUrl: index.url, attesterUrl: index.attesterUrl ?? '' });
     const client = new ReportClient({ url: index.url, tokens });
-    return { url: index.url, client, privacy: level, attesterUrl: index.attesterUrl, delay, every: index.syncEvery ?? 5, since: 0, lastError: null, pending: null, release: undefined, report: null, stopped: false };
-  }
-
-  /** At `contribute`: schedule this epoch's one report (at a random moment) unless sent or scheduled. */
-  private async scheduleReport(sync: SyncSession): Promise<void> {
-    const health: HealthV2Response = await sync.client.health();
-    const { agent } = this.ready();
-    const done = agent.reportedEpoch();
-    if ((done !== undefined && done >= health.epoch) || (sync.report && sync.report.epoch === health.epoch)) return;
-    if (sync.report) clearTimeout(sync.report.timer);
-    const wait = sync.delay === 'random' ? reportDelay(Date.now(), health.epoch, health.epochMs, cryptoRandom) : sync.delay;
-    const epoch = health.epoch;
-    sync.report = {
-      epoch,
-      timer: setTimeout(() => {
-        void this.sendReport(sync, epoch, health).catch((e) => {
-          sync.lastError = e instanceof Error ? e.message : String(e);
-          this.emit('error', { name: 'ReportError', message: sync.lastError });
-        });
-      }, wait),
+    return {
+      url: index.url, client, privacy: level, attesterUrl: index.attesterUrl, delay, every: index.syncEvery ?? 5, since: 0, lastError: null, pending: null,
+      release: undefined, report: null, tokenFetch: null, rollover: null, health: undefined, fetchedEpoch: undefined, communities: 0, budget, stopped: false,
     };
   }
 
+  private stopTimers(sync: SyncSession): void {
+    if (sync.report) clearTimeout(sync.report.timer);
+    if (sync.tokenFetch) clearTimeout(sync.tokenFetch.timer);
+    if (sync.rollover) clearTimeout(sync.rollover);
+    sync.report = sync.tokenFetch = sync.rollover = null;
+  }
+
+  /** While the page stays open: sync again shortly after the next epoch's release is due (a random moment in its first tenth). */
+  private scheduleRollover(sync: SyncSession): void {
+    const h = sync.health;
+    if (!h || sync.rollover || sync.stopped) return;
+    const next = (Math.floor(Date.now() / h.epochMs) + 1) * h.epochMs + h.graceMs;
+    const wait = next - Date.now() + Math.floor(cryptoRandom() * 0.1 * h.epochMs);
+    sync.rollover = setTimeout(() => {
+      sync.rollover = null;
+      if (sync.stopped || this.session?.sync !== sync || sync.privacy === 'off') return;
+      this.syncSoon();
+    }, Math.max(0, wait));
+  }
+
+  /**
+   * At `contribute`: this epoch's plan (sync/schedule.ts) — fetch the next epoch's token at one
+   * random moment, send this epoch's report (with the token fetched last epoch) at another —
+   * within the lifetime budget (sync/budget.ts): once the ledger is full, no token, no report.
+   */
+  private async planContribution(sync: SyncSession): Promise<void> {
+    const health = sync.health!;
+    const { store } = this.ready();
+    const now = Date.now();
+    const epoch = Math.floor(now / health.epochMs);
+    const ledger = await store.loadLedger();
+    const live = ledger.tokens.filter((t) => t.epoch >= epoch);
+    if (live.length !== ledger.tokens.length) await store.saveLedger({ ...ledger, tokens: live });
+    const charge = subsampledEpsilon(health.ldp.epsilon, sync.budget.q);
+    const plan = planEpoch({ now, epochMs: health.epochMs, held: live.map((t) => t.epoch), random: cryptoRandom, fixedDelay: sync.delay === 'random' ? undefined : sync.delay });
+    if (plan.fetchToken && !sync.tokenFetch && refusal(ledger.entries, plan.fetchToken.epoch, charge, now, sync.budget) === undefined) {
+      const { epoch: next, delay } = plan.fetchToken;
+      sync.tokenFetch = {
+        epoch: next,
+        timer: setTimeout(() => {
+          void this.fetchToken(sync, next)
+            .catch((e) => {
+              sync.lastError = e instanceof Error ? e.message : String(e);
+              this.emit('error', { name: 'TokenError', message: sync.lastError });
+            })
+            .finally(() => {
+              if (sync.tokenFetch?.epoch === next) sync.tokenFetch = null;
+            });
+        }, delay),
+      };
+    }
+    if (plan.report && !(sync.report && sync.report.epoch === plan.report.epoch) && refusal(ledger.entries, plan.report.epoch, charge, now, sync.budget) === undefined) {
+      if (sync.report) clearTimeout(sync.report.timer);
+      const { epoch: at, delay } = plan.report;
+      sync.report = {
+        epoch: at,
+        timer: setTimeout(() => {
+          void this.sendReport(sync, at, health).catch((e) => {
+            sync.lastError = e instanceof Error ? e.message : String(e);
+            this.emit('error', { name: 'ReportError', message: sync.lastError });
+          });
+        }, delay),
+      };
+    }
+  }
+
+  /** Fetch (blinded) the token of `epoch` from the shop's attester and keep it in the ledger. */
+  private async fetchToken(sync: SyncSession, epoch: number): Promise<void> {
+    if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute') return;
+    let token: string;
+    try {
+      token = await sync.client.token(epoch);
+    } catch (e) {
+      // the attester's per-account budget is spent (429: another device of this account has it)
+      if (e instanceof ReportHttpError && e.code === 'token_limit') return;
+      throw e;
+    }
+    await this.mutation(async () => {
+      const { store } = this.ready();
+      const ledger = await store.loadLedger();
+      if (!ledger.tokens.some((t) => t.epoch === epoch)) ledger.tokens.push({ epoch, token });
+      await store.saveLedger(ledger);
+    });
+  }
+
+  /**
+   * The epoch's lottery and report: with probability q the device's report, else a dummy (the
+   * mechanism on an empty item set) so the index cannot see the lottery. The ledger is charged
+   * and the token removed BEFORE anything is sent: if that write fails, nothing is sent.
+   */
   private async sendReport(sync: SyncSession, epoch: number, health: HealthV2Response): Promise<void> {
     if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute') return;
-    const report = await this.mutation(async () => {
+    const out = await this.mutation(async () => {
       const { agent, store } = this.ready();
-      const r = agent.makeReport(epoch, health.ldp, cryptoRandom);
+      const ledger = await store.loadLedger();
+      const held = ledger.tokens.find((t) => t.epoch === epoch);
+      const now = Date.now();
+      const charge = subsampledEpsilon(health.ldp.epsilon, sync.budget.q);
+      if (!held || refusal(ledger.entries, epoch, charge, now, sync.budget) !== undefined) return undefined;
+      const sent = sync.budget.q === 1 || cryptoRandom() < sync.budget.q;
+      const report = sent ? agent.makeReport(epoch, health.ldp, cryptoRandom) : ldpReport([], health.ldp, {}, cryptoRandom);
+      if (!report) return undefined;
+      await store.saveLedger({
+        entries: [...prune(ledger.entries, now, sync.budget.windowMs), { at: now, epoch, epsilon: charge, q: sync.budget.q, sent }],
+        tokens: ledger.tokens.filter((t) => t !== held),
+      });
       // the memoized randomization is saved before anything is sent
-      if (r) await this.write(() => store.saveState(agent.snapshot));
-      return r;
+      if (sent) await this.write(() => store.saveState(agent.snapshot));
+      return { report, token: held.token };
     });
     sync.report = null;
-    if (!report) return;
+    if (!out) return;
     try {
-      await sync.client.send(epoch, report);
+      await sync.client.send(epoch, out.report, out.token);
     } catch (e) {
-      // final for this epoch: a refused token (spent, or the epoch closed: 403) or the attester's
-      // one-token-per-epoch limit (429: this shopper already reported, e.g. from another device);
-      // anything else is retried at the next sync
-      if (!(e instanceof ReportHttpError && (e.status === 403 || e.code === 'token_limit'))) throw e;
+      // final for this epoch: a refused token (spent, or the epoch closed: 403); anything else
+      // is an error (the charge stays: the report may have arrived)
+      if (!(e instanceof ReportHttpError && e.status === 403)) throw e;
     }
     await this.mutation(async () => {
       const { agent, store } = this.ready();
@@ -439,7 +585,7 @@ export class Engine implements EngineApi {
     if (s.llm.idleTimer) clearTimeout(s.llm.idleTimer);
     if (s.sync) {
       s.sync.stopped = true;
-      if (s.sync.report) clearTimeout(s.sync.report.timer);
+      this.stopTimers(s.sync);
     }
     await s.sync?.pending;
     s.store.close();

@@ -109,7 +109,10 @@ export interface IndexOptions {
    * `atomem/protocol`). Cookies go to this URL only, never to the index.
    */
   attesterUrl?: string;
-  /** Fetch the release after this many tracked events (and on privacy changes). Default 5. */
+  /**
+   * Check for a new release after this many tracked events (and on privacy changes). Default 5.
+   * The release and health are fetched at most once per epoch whatever this says.
+   */
   syncEvery?: number;
   /**
    * Delay before the epoch's report: `random` (default) = a uniformly random moment in what
@@ -117,6 +120,28 @@ export interface IndexOptions {
    * (tests and demos).
    */
   reportDelay?: 'random' | number;
+  /**
+   * The lifetime privacy budget of `contribute` (kept in IndexedDB, across `erase()`): at most
+   * `cap` ε in any `windowDays` (default 10 per 365 days; then the device stops reporting until
+   * old charges leave the window), and each epoch's report sent with probability `q` (default 1;
+   * a dummy report otherwise), charged ln(1 + q(e^ε − 1)) per epoch. See docs/PRIVACY.md.
+   */
+  budget?: { cap?: number; windowDays?: number; q?: number };
+}
+
+/** The lifetime privacy budget as the ledger holds it (`privacyBudget()`). */
+export interface PrivacyBudgetStatus {
+  cap: number;
+  windowDays: number;
+  q: number;
+  /** ε charged in the window ending now. */
+  spent: number;
+  /** ε one epoch's lottery charges (null until the service's ε is known). */
+  perEpoch: number | null;
+  /** Reports sent (not dummies) in the window. */
+  reports: number;
+  /** Epochs this device holds a token for. */
+  tokens: number[];
 }
 
 /** What one sync did. */
@@ -421,4 +446,8 @@ export interface EngineApi {
   setPrivacy(level: PrivacyLevel): Promise<SyncReport>;
   /** The last report sent to the index, exactly as on the wire (for audits and the demo), or null. */
   lastPayload(): Promise<{ path: string; body: unknown; at: number } | null>;
+  /** The lifetime privacy budget (ledger kept across `erase()`). */
+  privacyBudget(): Promise<PrivacyBudgetStatus>;
+  /** Clear the ledger: spent budget and held tokens. Only on the shopper's explicit request. */
+  resetPrivacyBudget(): Promise<void>;
 }
