@@ -277,9 +277,11 @@ function pack(json: Record<string, unknown>, parts: Part[]): Uint8Array {
 
 /** Check magic, version, JSON checksum and section table; returns the JSON and a typed getter. */
 function unpack<H extends { sections: V3Section[] }>(
-  u8: Uint8Array,
+  bytes: Uint8Array,
   what: string,
 ): { header: H; get: (name: string, types: ElementType[], count?: number) => Uint8Array | Int8Array | Uint16Array | Float32Array; has: (name: string) => boolean; fail: (why: string) => never } {
+  // why: a plain Uint8Array view, so `.slice(...).buffer` is the slice (Node's Buffer#slice is a view of a pooled buffer)
+  const u8 = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const fail = (why: string): never => {
     throw new CatalogVectorsError(`not a valid catalog vector ${what}: ${why}`);
   };
