@@ -211,7 +211,16 @@ async function loadSharded(o: {
     report(o.downloaded ? e : new CatalogVectorsError(`the cached copy of ${url} is unusable and was dropped: ${(e as Error).message}`));
     return null;
   }
-  const shardUrl = (k: number): string => new URL(head.header.shards[k].name, url).href;
+  let base: URL;
+  try {
+    base = new URL('./', url);
+    if (base.protocol === 'blob:' || base.protocol === 'data:') throw new TypeError(`a ${base.protocol} URL has no folder`);
+  } catch (e) {
+    // why: shard names are relative to the head; a blob: or data: head has nothing they resolve against
+    report(new CatalogVectorsError(`${url} is a format v3 head, and its shards cannot be found relative to it (${(e as Error).message}): serve the head and its .shards/ folder over HTTP`));
+    return null;
+  }
+  const shardUrl = (k: number): string => new URL(head.header.shards[k].name, base).href;
   if (o.downloaded) {
     await putCachedFile({ url, version: 3, etag: o.downloaded.etag, lastModified: o.downloaded.lastModified, head: o.headBytes, bytes: o.headBytes.length, savedAt: Date.now() });
     if (o.entry?.version === 3) await pruneShards(url, new Set(head.header.shards.map((_, k) => shardUrl(k))));
