@@ -1,5 +1,5 @@
 /**
- * `npm run bench:shop-file -- --items 10000,100000 [--shard-size 128] [--visits 200] [--seed 1] [--json FILE]`
+ * `npm run bench:shop-file -- --items 10000,100000 [--shard-size 32[,128,…]] [--visits 200] [--seed 1] [--json FILE]`
  *
  * The bytes a shopper's phone downloads from a shop of N items: the catalog vector file as
  * format v2 (one file, float32 content vectors: what every first visit downloaded) against
@@ -30,7 +30,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { encodeCatalogFile, decodeCatalogHead, shardsFor } from 'atomem/protocol';
+import { DEFAULT_SHARD_SIZE, encodeCatalogFile, decodeCatalogHead, shardsFor } from 'atomem/protocol';
 import { SASREC_DEFAULTS, makeLayout, weightsView, type ShopModel } from 'atomem/shop';
 import { Rng } from './rng.js';
 
@@ -38,7 +38,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 
 interface Options {
   items: number[];
-  shardSize: number;
+  shardSizes: number[];
   visits: number;
   seed: number;
   k: number;
@@ -46,7 +46,7 @@ interface Options {
 }
 
 function parseArgs(argv: string[]): Options {
-  const o: Options = { items: [10_000, 100_000], shardSize: 128, visits: 200, seed: 1, k: 24 };
+  const o: Options = { items: [10_000, 100_000], shardSizes: [DEFAULT_SHARD_SIZE], visits: 200, seed: 1, k: 24 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const v = argv[i + 1];
@@ -60,7 +60,11 @@ function parseArgs(argv: string[]): Options {
       o.items = (v ?? '').split(',').map(Number);
       if (!o.items.length || o.items.some((n) => !Number.isInteger(n) || n < 100)) throw new Error(`--items needs comma-separated integers ≥ 100, got ${v}`);
       i++;
-    } else if (a === '--shard-size') o.shardSize = int(a, 1);
+    } else if (a === '--shard-size') {
+      o.shardSizes = (v ?? '').split(',').map(Number);
+      if (!o.shardSizes.length || o.shardSizes.some((n) => !Number.isInteger(n) || n < 1 || n > 65536)) throw new Error(`--shard-size needs comma-separated integers in 1..65536, got ${v}`);
+      i++;
+    }
     else if (a === '--visits') o.visits = int(a, 1);
     else if (a === '--seed') o.seed = int(a, 0);
     else if (a === '--k') o.k = int(a, 1);
@@ -69,7 +73,7 @@ function parseArgs(argv: string[]): Options {
       o.json = v;
       i++;
     } else if (a === '--help') {
-      process.stdout.write('npm run bench:shop-file -- [--items 10000,100000] [--shard-size 128] [--visits 200] [--k 24] [--seed 1] [--json FILE]\n');
+      process.stdout.write('npm run bench:shop-file -- [--items 10000,100000] [--shard-size 32[,128,…]] [--visits 200] [--k 24] [--seed 1] [--json FILE]\n');
       process.exit(0);
     } else throw new Error(`unknown option ${a} (see --help)`);
   }
@@ -200,7 +204,7 @@ export interface ShopFileRow {
   cliSecondsV3: number;
 }
 
-async function measure(n: number, o: Options): Promise<ShopFileRow> {
+async function measure(n: number, o: Options): Promise<ShopFileRow[]> {
   const dir = mkdtempSync(join(tmpdir(), 'atomem-bench-shop-file-'));
   try {
     process.stderr.write(`bench:shop-file: ${n} items: synthetic shop…\n`);
@@ -213,57 +217,62 @@ async function measure(n: number, o: Options): Promise<ShopFileRow> {
     const v2 = await runCli([...common, '--out', join(dir, 'v2.bin')]);
     const v2Bytes = statSync(join(dir, 'v2.bin')).size;
     rmSync(join(dir, 'v2.bin'));
-    process.stderr.write(`bench:shop-file: ${n} items: atomem-vectors --shards ${o.shardSize} (format v3)…\n`);
-    const v3 = await runCli([...common, '--shards', String(o.shardSize), '--out', join(dir, 'catalog.bin')]);
-    process.stderr.write(`  ${v3.stdout}\n`);
-    const headBytes = statSync(join(dir, 'catalog.bin')).size;
-    const head = decodeCatalogHead(readFileSync(join(dir, 'catalog.bin')));
-    const shardBytes = head.header.shards.map((s) => s.bytes);
-    const r = new Rng(o.seed + 1);
-    const draw = zipf(n);
-    const knn = shop.model.lists.knn;
-    const related = (i: number): string[] => {
-      const row: Array<[number, number]> = [];
-      for (let e = knn.offsets[i]; e < knn.offsets[i + 1]; e++) row.push([knn.targets[e], knn.weights[e]]);
-      return [shop.ids[i], ...row.sort((a, b) => b[1] - a[1]).slice(0, 20).map(([t]) => shop.ids[t])];
-    };
-    const bytesOf = (ks: Iterable<number>): number => {
-      let s = headBytes;
-      for (const k of ks) s += shardBytes[k];
-      return s;
-    };
-    const first: number[] = [];
-    const visit: number[] = [];
-    const visitShards: number[] = [];
-    for (let v = 0; v < o.visits; v++) {
-      const landing = Array.from({ length: 24 }, () => shop.ids[shop.byRank[draw(r)]]);
-      const touched = new Set(shardsFor(head, landing));
-      first.push(bytesOf(touched));
-      let cur = shop.byRank[draw(r)];
-      for (let e = 0; e < 20; e++) {
-        for (const k of shardsFor(head, related(cur))) touched.add(k);
-        const a = knn.offsets[cur];
-        const b = knn.offsets[cur + 1];
-        cur = r.next() < 0.7 && b > a ? knn.targets[a + r.int(b - a)] : shop.byRank[draw(r)];
+    const rows: ShopFileRow[] = [];
+    for (const shardSize of o.shardSizes) {
+      rmSync(join(dir, 'catalog.bin.shards'), { recursive: true, force: true });
+      process.stderr.write(`bench:shop-file: ${n} items: atomem-vectors --shards ${shardSize} (format v3)…\n`);
+      const v3 = await runCli([...common, '--shards', String(shardSize), '--out', join(dir, 'catalog.bin')]);
+      process.stderr.write(`  ${v3.stdout}\n`);
+      const headBytes = statSync(join(dir, 'catalog.bin')).size;
+      const head = decodeCatalogHead(readFileSync(join(dir, 'catalog.bin')));
+      const shardBytes = head.header.shards.map((s) => s.bytes);
+      const r = new Rng(o.seed + 1);
+      const draw = zipf(n);
+      const knn = shop.model.lists.knn;
+      const related = (i: number): string[] => {
+        const row: Array<[number, number]> = [];
+        for (let e = knn.offsets[i]; e < knn.offsets[i + 1]; e++) row.push([knn.targets[e], knn.weights[e]]);
+        return [shop.ids[i], ...row.sort((a, b) => b[1] - a[1]).slice(0, 20).map(([t]) => shop.ids[t])];
+      };
+      const bytesOf = (ks: Iterable<number>): number => {
+        let s = headBytes;
+        for (const k of ks) s += shardBytes[k];
+        return s;
+      };
+      const first: number[] = [];
+      const visit: number[] = [];
+      const visitShards: number[] = [];
+      for (let v = 0; v < o.visits; v++) {
+        const landing = Array.from({ length: 24 }, () => shop.ids[shop.byRank[draw(r)]]);
+        const touched = new Set(shardsFor(head, landing));
+        first.push(bytesOf(touched));
+        let cur = shop.byRank[draw(r)];
+        for (let e = 0; e < 20; e++) {
+          for (const k of shardsFor(head, related(cur))) touched.add(k);
+          const a = knn.offsets[cur];
+          const b = knn.offsets[cur + 1];
+          cur = r.next() < 0.7 && b > a ? knn.targets[a + r.int(b - a)] : shop.byRank[draw(r)];
+        }
+        visit.push(bytesOf(touched));
+        visitShards.push(touched.size);
       }
-      visit.push(bytesOf(touched));
-      visitShards.push(touched.size);
+      rows.push({
+        items: n,
+        shardSize,
+        v2Bytes,
+        headBytes,
+        shards: shardBytes.length,
+        shardBytes: shardBytes.reduce((s, x) => s + x, 0),
+        firstVisitBytes: Math.round(mean(first)),
+        firstVisitP90Bytes: quantile(first, 0.9),
+        visitBytes: Math.round(mean(visit)),
+        visitP90Bytes: quantile(visit, 0.9),
+        visitShards: Math.round(mean(visitShards)),
+        cliSecondsV2: v2.seconds,
+        cliSecondsV3: v3.seconds,
+      });
     }
-    return {
-      items: n,
-      shardSize: o.shardSize,
-      v2Bytes,
-      headBytes,
-      shards: shardBytes.length,
-      shardBytes: shardBytes.reduce((s, x) => s + x, 0),
-      firstVisitBytes: Math.round(mean(first)),
-      firstVisitP90Bytes: quantile(first, 0.9),
-      visitBytes: Math.round(mean(visit)),
-      visitP90Bytes: quantile(visit, 0.9),
-      visitShards: Math.round(mean(visitShards)),
-      cliSecondsV2: v2.seconds,
-      cliSecondsV3: v3.seconds,
-    };
+    return rows;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -272,14 +281,14 @@ async function measure(n: number, o: Options): Promise<ShopFileRow> {
 async function main(): Promise<void> {
   const o = parseArgs(process.argv.slice(2));
   const rows: ShopFileRow[] = [];
-  for (const n of o.items) rows.push(await measure(n, o));
+  for (const n of o.items) rows.push(...(await measure(n, o)));
   const out: string[] = [];
-  out.push(`bench:shop-file — seed ${o.seed}, ${o.visits} simulated visits per size, shards of ${o.shardSize} items, lists of ${o.k} (markov ${Math.max(1, o.k >> 1)}) per item, 512-d content vectors, SASRec ${SASREC_DEFAULTS.dim}-d over every item`);
+  out.push(`bench:shop-file — seed ${o.seed}, ${o.visits} simulated visits per size, lists of ${o.k} (markov ${Math.max(1, o.k >> 1)}) per item, 512-d content vectors, SASRec ${SASREC_DEFAULTS.dim}-d over every item`);
   out.push('');
-  out.push('| items | v2 file (every first visit today) | v3 head | v3 shards (all) | first visit (mean / p90) | 20-event visit (mean / p90) | shards per visit | first visit vs v2 |');
-  out.push('|---:|---:|---:|---:|---:|---:|---:|---:|');
+  out.push('| items | shard items | v2 file (every first visit today) | v3 head | v3 shards (all) | first visit (mean / p90) | 20-event visit (mean / p90) | shards per visit | first visit vs v2 |');
+  out.push('|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const x of rows) {
-    out.push(`| ${x.items} | ${mb(x.v2Bytes)} | ${mb(x.headBytes)} | ${x.shards} × ≈${(x.shardBytes / x.shards / 1e3).toFixed(0)} kB = ${mb(x.shardBytes)} | ${mb(x.firstVisitBytes)} / ${mb(x.firstVisitP90Bytes)} | ${mb(x.visitBytes)} / ${mb(x.visitP90Bytes)} | ${x.visitShards} | ${(x.firstVisitBytes / x.v2Bytes).toFixed(4)}× |`);
+    out.push(`| ${x.items} | ${x.shardSize} | ${mb(x.v2Bytes)} | ${mb(x.headBytes)} | ${x.shards} × ≈${(x.shardBytes / x.shards / 1e3).toFixed(0)} kB = ${mb(x.shardBytes)} | ${mb(x.firstVisitBytes)} / ${mb(x.firstVisitP90Bytes)} | ${mb(x.visitBytes)} / ${mb(x.visitP90Bytes)} | ${x.visitShards} | ${(x.firstVisitBytes / x.v2Bytes).toFixed(4)}× |`);
   }
   out.push('');
   out.push('Visits: shards touched computed from the head (the worker fetches exactly those: test/browser/shop-file.test.ts), not replayed in Chromium.');

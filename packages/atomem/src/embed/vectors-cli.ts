@@ -55,6 +55,7 @@ import type { SasrecWeights } from '../shop/sasrec/model.js';
 import type { ShopInteraction } from '../shop/train.js';
 import { itemText } from './cache.js';
 import { createHashingEmbedder } from './hashing.js';
+import { USE_LITE_DIM, USE_LITE_ID } from './use-lite-id.js';
 import type { Embedder } from './types.js';
 
 /** Embedders the browser engine can run without extra options, and so this command supports. */
@@ -297,7 +298,8 @@ export const USE_LITE_PEERS_INSTALL = 'npm i @tensorflow/tfjs-core@^4.22.0 @tens
  * each call (done counts cached items too).
  */
 async function embedAll(
-  embedder: Embedder,
+  ident: { id: string; dim: number },
+  load: () => Promise<Embedder>,
   items: readonly Item[],
   batch: number,
   onBatch: (done: number) => void,
@@ -305,7 +307,7 @@ async function embedAll(
 ): Promise<{ vectors: Float32Array[]; fromCache: number; embedded: number; embedSeconds: number }> {
   const vectors: Float32Array[] = new Array<Float32Array>(items.length);
   const texts = items.map((it) => itemText(it));
-  const keys = cache ? texts.map((t) => vectorCacheKey(embedder.id, t)) : [];
+  const keys = cache ? texts.map((t) => vectorCacheKey(ident.id, t)) : [];
   const todo: number[] = [];
   items.forEach((_, i) => {
     const hit = cache?.get(keys[i]);
@@ -314,12 +316,13 @@ async function embedAll(
   });
   const fromCache = items.length - todo.length;
   onBatch(fromCache);
+  const embedder = todo.length ? await load() : undefined;
   const t0 = performance.now();
   for (let start = 0; start < todo.length; start += batch) {
     const slice = todo.slice(start, start + batch);
     let out;
     try {
-      out = await embedder.embed(slice.map((i) => texts[i]));
+      out = await embedder!.embed(slice.map((i) => texts[i]));
     } catch (e) {
       // why: embedders name texts[i] of the call; name the item instead.
       const msg = (e as Error).message ?? String(e);
@@ -327,12 +330,12 @@ async function embedAll(
       const item = m ? items[slice[Number(m[1])]] : undefined;
       throw new Error(`embedding ${item ? `item "${item.id}"` : `items ${slice[0]}..${slice[slice.length - 1]}`} failed: ${msg}`, { cause: e });
     }
-    if (out.length !== slice.length) throw new Error(`${embedder.id} returned ${out.length} vectors for ${slice.length} texts`);
+    if (out.length !== slice.length) throw new Error(`${ident.id} returned ${out.length} vectors for ${slice.length} texts`);
     out.forEach((e, k) => {
       const i = slice[k];
       const v = e.vector;
-      if (v.length !== embedder.dim) throw new Error(`${embedder.id} returned a ${v.length}-d vector for item "${items[i].id}", expected ${embedder.dim}`);
-      if (!v.every(Number.isFinite)) throw new Error(`${embedder.id} returned a non-finite vector for item "${items[i].id}"`);
+      if (v.length !== ident.dim) throw new Error(`${ident.id} returned a ${v.length}-d vector for item "${items[i].id}", expected ${ident.dim}`);
+      if (!v.every(Number.isFinite)) throw new Error(`${ident.id} returned a non-finite vector for item "${items[i].id}"`);
       vectors[i] = v;
       cache?.set(keys[i], v);
     });
@@ -474,7 +477,7 @@ async function trainFromLog(
   o: CliOptions,
   items: readonly Item[],
   vectors: readonly Float32Array[],
-  embedder: Embedder,
+  embedder: { id: string; dim: number },
   io: { stderr: { write(s: string): unknown } },
 ): Promise<{ shop: NonNullable<EncodeCatalogFileInput['shop']>; summary: string }> {
   let until: number | undefined;
@@ -567,8 +570,17 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     const t0 = performance.now();
     // why at most one thread per 16 items: each thread loads its own model first (about 1 s)
     const threads = o.embedder === 'use-lite' ? Math.min(o.threads, Math.ceil(items.length / 16)) : 1;
-    embedder = await buildNodeEmbedder(o.embedder, o.dim, threads);
-    const t1 = performance.now();
+    // the embedder's id and size without loading it: a run whose items are all cached never loads the model
+    const ident = o.embedder === 'hashing' ? (({ id, dim }) => ({ id, dim }))(createHashingEmbedder({ dim: o.dim ?? BROWSER_HASHING_DIM })) : { id: USE_LITE_ID, dim: USE_LITE_DIM };
+    let loadSeconds = 0;
+    const load = async (): Promise<Embedder> => {
+      if (embedder) return embedder;
+      const t = performance.now();
+      const e = await buildNodeEmbedder(o.embedder, o.dim, threads);
+      if (e.id !== ident.id || e.dim !== ident.dim) throw new Error(`the ${o.embedder} embedder is ${e.id} (${e.dim}-d), expected ${ident.id} (${ident.dim}-d)`);
+      loadSeconds = (performance.now() - t) / 1000;
+      return (embedder = e);
+    };
     if (o.progress) {
       bar = new cliProgress.SingleBar(
         { format: BAR_FORMAT, stream: out.stderr as NodeJS.WritableStream, hideCursor: true, clearOnComplete: false, noTTYOutput: true, notTTYSchedule: 10_000 },
@@ -579,24 +591,24 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     let cache: VectorDiskCache | undefined;
     let cacheNote = 'no cache';
     if (o.cache !== false) {
-      const path = typeof o.cache === 'string' ? o.cache : defaultCachePath(embedder.id);
-      const opened = await VectorDiskCache.open(path, embedder.id, embedder.dim);
+      const path = typeof o.cache === 'string' ? o.cache : defaultCachePath(ident.id);
+      const opened = await VectorDiskCache.open(path, ident.id, ident.dim);
       cache = opened.cache;
       if (opened.info.replaced) out.stderr.write(`atomem-vectors: the cache ${path} is ${opened.info.replaced}; it is replaced\n`);
       if (opened.info.truncatedBytes) out.stderr.write(`atomem-vectors: the cache ${path} ended in a partial record (${opened.info.truncatedBytes} bytes, an interrupted run); cut off\n`);
       cacheNote = `cache ${path}`;
     }
-    const embedded = await embedAll(embedder, items, o.batch, (done) => bar?.update(done), cache);
+    const embedded = await embedAll(ident, load, items, o.batch, (done) => bar?.update(done), cache);
     const vectors = embedded.vectors;
     bar?.stop();
     bar = undefined;
     if (cache) {
-      const dropped = await cache.compact(new Set(items.map((it) => vectorCacheKey(embedder!.id, itemText(it)))));
+      const dropped = await cache.compact(new Set(items.map((it) => vectorCacheKey(ident.id, itemText(it)))));
       if (dropped) cacheNote += ` (compacted: ${dropped} stale vectors dropped)`;
     }
-    const trained = o.log ? await trainFromLog(o, items, vectors, embedder, out) : undefined;
+    const trained = o.log ? await trainFromLog(o, items, vectors, ident, out) : undefined;
     const shop = trained?.shop ?? published;
-    const input = { embedder: { id: embedder.id, dim: embedder.dim }, items, vectors, ...(shop ? { shop } : {}) };
+    const input = { embedder: ident, items, vectors, ...(shop ? { shop } : {}) };
     let bytes: number;
     let format: string;
     if (o.shards !== undefined) {
@@ -619,7 +631,7 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
       bytes = enc.head.length + shardBytes;
       format = ` (format v3: head ${enc.head.length} bytes, ${enc.shards.length} shards of ${shardBytes} bytes in ${dir}/, ${written} new${stale ? `, ${stale} of earlier releases left for pages still holding the old head` : ''})`;
     } else {
-      const file = shop ? encodeCatalogFile({ ...input, shop: shop! }) : encodeCatalogVectors({ id: embedder.id, dim: embedder.dim }, items, vectors);
+      const file = shop ? encodeCatalogFile({ ...input, shop: shop! }) : encodeCatalogVectors(ident, items, vectors);
       await writeAtomic(o.out, file);
       bytes = file.byteLength;
       format = shop ? ' (format v2)' : '';
@@ -627,8 +639,8 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     const t2 = performance.now();
     const rate = embedded.embedded / Math.max(embedded.embedSeconds, 1e-6); // embedding only, without the model load
     out.stdout.write(
-      `atomem-vectors: wrote ${o.out}${format}: ${items.length} items, embedder ${embedder.id}, dim ${embedder.dim}, ${bytes} bytes, ` +
-        `${((t2 - t0) / 1000).toFixed(2)} s (model load ${((t1 - t0) / 1000).toFixed(2)} s); ` +
+      `atomem-vectors: wrote ${o.out}${format}: ${items.length} items, embedder ${ident.id}, dim ${ident.dim}, ${bytes} bytes, ` +
+        `${((t2 - t0) / 1000).toFixed(2)} s (${embedder ? `model load ${loadSeconds.toFixed(2)} s` : 'model not loaded: every item cached'}); ` +
         `${embedded.fromCache} from the cache, ${embedded.embedded} embedded at ${embedded.embedded ? rate.toFixed(0) : '-'} items/s${o.embedder === 'use-lite' ? ` on ${threads} thread${threads > 1 ? 's' : ''}` : ''} (${cacheNote})` +
         `${trained ? `; ${trained.summary}` : published ? `; shop model from ${o.shopModel}` : ''}\n`,
     );
