@@ -111,11 +111,11 @@ describe('atomem-vectors --shards (format v3)', () => {
     const out = join(dir, 'c.bin');
     const r = await run('--catalog', join(dir, 'catalog.json'), '--shop-model', v2, '--embedder', 'hashing', '--no-progress', '--no-cache', '--shards', '--out', out);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/format v3: head .* 1 shards .*; shop model from /);
+    expect(r.stdout).toMatch(/format v3: head .* 2 shards .*; shop model from /); // 30 items, 16 per shard by default
     const head = decodeCatalogHead(readFileSync(out));
     expect(head.header.shop!.sasrec).toBeTruthy();
     const want = decodeCatalogFile(readFileSync(v2)).shop!.model;
-    const got = assembleCatalogFile(head, [decodeCatalogShard(head, 0, readFileSync(join(dir, head.header.shards[0].name)))]).shop!.model;
+    const got = assembleCatalogFile(head, head.header.shards.map((s, k) => decodeCatalogShard(head, k, readFileSync(join(dir, s.name))))).shop!.model;
     expect([...got.items].sort()).toEqual([...want.items].sort());
     expect((await run('--catalog', join(dir, 'catalog.json'), '--shop-model', v2, '--log', join(dir, 'interactions.jsonl'), '--embedder', 'hashing', '--out', out)).code).toBe(2);
     expect((await run('--catalog', join(dir, 'catalog.json'), '--shop-model', join(dir, 'catalog.json'), '--embedder', 'hashing', '--out', out)).stderr).toMatch(/--shop-model .*catalog\.json: /);

@@ -1,5 +1,6 @@
 /**
- * `npm run bench:shop-file -- --items 10000,100000 [--shard-size 32[,128,…]] [--visits 200] [--seed 1] [--json FILE]`
+ * `npm run bench:shop-file -- --items 10000,100000 [--shard-size 16,32,128] [--visits 200] [--k 24] [--seed 1] [--json FILE]`
+ * (`--shard-size`: items per shard, one or more; default the CLI's, 16)
  *
  * The bytes a shopper's phone downloads from a shop of N items: the catalog vector file as
  * format v2 (one file, float32 content vectors: what every first visit downloaded) against

@@ -12,7 +12,7 @@
  *                  [--cache ~/.cache/atomem/vectors-<embedder>.bin | --no-cache]
  *                  [--log interactions.jsonl [--no-sequence] [--epsilon 4 [--delta 1e-6]]
  *                   [--until 2026-01-01] [--sasrec-epochs 80] [--seed 2026]]
- *                  [--shop-model shop-model.bin] [--shards [128]]
+ *                  [--shop-model shop-model.bin] [--shards [16]]
  *
  * `--shards`: format v3 (`src/protocol/catalog-vectors-v3.ts`) — a small head at `--out` and the
  * items in shard files under `<out>.shards/` that the browser fetches only for the items its page

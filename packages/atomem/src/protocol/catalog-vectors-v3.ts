@@ -48,8 +48,14 @@ import type { NeighbourLists, ShopModel, ShopPrivacy } from './shop-model-v1.js'
 
 /** Format version of heads and shards. */
 export const CATALOG_VECTORS_V3 = 3;
-/** Items per shard by default: ≈ 100–300 kB per shard with 512-d content vectors and the shop model. */
-export const DEFAULT_SHARD_SIZE = 128;
+/**
+ * Items per shard by default: ≈ 15 kB per shard with 512-d content vectors and the shop model.
+ * Measured (`npm run bench:shop-file -- --shard-size 16,32,128`): at 100k items a 20-event visit
+ * downloads 6.4 MB with 16, 9.1 MB with 32 and 21.9 MB with 128 (a visit's items are scattered,
+ * so smaller shards carry fewer bytes of items it never meets), for a head that grows with the
+ * shard table (2.1 MB against 1.6 MB).
+ */
+export const DEFAULT_SHARD_SIZE = 16;
 
 const MAGIC = [0x41, 0x54, 0x4d, 0x56]; // "ATMV"
 const PREFIX = 16;
