@@ -261,6 +261,46 @@ describe('the catalog vector file as a head and shards (v3)', () => {
     expect(third.errors).toEqual([]);
   });
 
+  it('on a later page only the new page\'s shards are requested; the earlier products\' shards are never requested, even when no longer cached', async () => {
+    const head = decodeCatalogHead(new Uint8Array(await (await fetch(V3_FILE)).arrayBuffer()));
+    const firstPage = items.filter((it) => ['p-wok', 'p-skillet'].includes(it.id));
+    const first = await startWith('v3history', firstPage, V3_FILE);
+    await shopper(first.a);
+    first.a.dispose();
+    const secondIds = ['p-trail', 'p-road', 'p-saucepan'];
+    const network = await watchNetwork();
+    const second = await startWith('v3history', items.filter((it) => secondIds.includes(it.id)), V3_FILE, first.profile);
+    const got = await second.a.recommend(secondIds);
+    expect(new Set(got.slice(0, 2).map((r) => r.id))).toEqual(new Set(['p-trail', 'p-road']));
+    const requested = new Set(network.urls().filter((u) => u.includes('.shards/')));
+    const cachedBefore = new Set(shardsFor(head, firstPage.map((it) => it.id)));
+    const expected = shardsFor(head, secondIds).filter((k) => !cachedBefore.has(k)).map((k) => new URL(head.header.shards[k].name, V3_URL).href);
+    await expect.poll(() => network.urls().filter((u) => u.includes('.shards/')).length).toBe(expected.length);
+    expect(requested).toEqual(new Set(expected));
+    expect(second.errors).toEqual([]);
+    second.a.dispose();
+    // without the cached shards of the earlier products (e.g. the origin's cache was cleared) they
+    // are not requested: a request depends on the page's products only
+    const historyOnly = cachedBefore.size ? [...cachedBefore].filter((k) => !shardsFor(head, secondIds).includes(k)).map((k) => new URL(head.header.shards[k].name, V3_URL).href) : [];
+    expect(historyOnly.length).toBeGreaterThan(0);
+    await new Promise<void>((resolve, reject) => {
+      const req = indexedDB.open(FILE_CACHE_DB);
+      req.onerror = () => reject(req.error);
+      req.onsuccess = () => {
+        const tx = req.result.transaction('shards', 'readwrite');
+        for (const u of historyOnly) tx.objectStore('shards').delete(u);
+        tx.oncomplete = () => (req.result.close(), resolve());
+        tx.onerror = () => reject(tx.error);
+      };
+    });
+    const before = network.urls().length;
+    const third = await startWith('v3history', items.filter((it) => secondIds.includes(it.id)), V3_FILE, first.profile);
+    const without = await third.a.recommend(secondIds);
+    expect(without.map((r) => r.id).sort()).toEqual([...secondIds].sort());
+    expect(network.urls().slice(before).filter((u) => historyOnly.includes(u))).toEqual([]);
+    expect(third.errors).toEqual([]);
+  });
+
   it('a head whose shards cannot be fetched is an error event; the items are embedded here, in the content space', async () => {
     const head = new Uint8Array(await (await fetch(V3_FILE)).arrayBuffer());
     // a blob: head: its relative shard names resolve against nothing

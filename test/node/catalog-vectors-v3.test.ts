@@ -114,6 +114,9 @@ describe('catalog vector file v3 (head + shards)', () => {
     const i = head.index.get(enc.order[8])!;
     expect(m.lists.knn.offsets[i + 1] - m.lists.knn.offsets[i]).toBe(0);
     expect(file.shop!.sasrec!.items).toHaveLength(16);
+    // tau's pair quantile is the whole catalog's, shipped in the head, not the loaded subset's
+    const full = new ShopKnowledge('full', model);
+    expect(new ShopKnowledge('part', m).pairQuantile(0.9)).toBe(full.pairQuantile(0.9));
     // the shop part id names the release, not the loaded subset
     expect(file.shop!.id).toBe(assembleCatalogFile(head, []).shop!.id);
   });

@@ -11,6 +11,10 @@
  * never more than the product pages the shop serves already tell it. With popularity order,
  * the first shards are the ones most visits need (and cache).
  *
+ * The head's shop info also carries `pairQuantiles`: cosine quantiles over random pairs of all
+ * items' collaborative vectors (`ShopKnowledge.pairQuantile`, where STEAM's tau is set), since a
+ * device that loaded some shards could only estimate them from those.
+ *
  * Head (little-endian): magic `ATMV`, u32 version (3), u32 JSON length H, u32 CRC-32 of the JSON,
  * H bytes UTF-8 JSON {@link CatalogHeadHeader}, zero padding to 4, then its sections (table in
  * the JSON, each at a multiple of 4, with a CRC-32): `ids` (UTF-8 JSON array of the N item ids),
@@ -42,6 +46,7 @@
  */
 import type { Item } from '../core/types.js';
 import { emptyWeights, namedTensors, serializeSasrec, deserializeSasrec, type SasrecWeights } from '../shop/sasrec/model.js';
+import { PAIR_QUANTILES, ShopKnowledge } from '../shop/device.js';
 import { CatalogVectorsError, itemTextHash } from './catalog-vectors-v1.js';
 import { crc32, type CatalogFile, type CatalogShopPart, type EncodeCatalogFileInput } from './catalog-vectors-v2.js';
 import type { NeighbourLists, ShopModel, ShopPrivacy } from './shop-model-v1.js';
@@ -487,7 +492,10 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
   if (model) {
     if (model.popularity.length !== model.items.length) throw new RangeError(`encodeCatalogFileV3: ${model.popularity.length} popularity values for ${model.items.length} items`);
     parts.push({ name: 'popularity', type: 'f32', data: Float32Array.from({ length: N }, (_, g) => { const i = shopRowOf(g); return i === undefined ? 0 : model.popularity[i]; }) });
-    shopHeader = { lists: listNames, weights: model.weights, info: model.info, ...(model.privacy ? { privacy: model.privacy } : {}) };
+    // why: the device holds only some items' vectors; STEAM's tau comes from pair quantiles over all of them
+    const everyItem = new ShopKnowledge('v3-writer', model);
+    const pairQuantiles = Object.fromEntries(PAIR_QUANTILES.map((q) => [String(q), everyItem.pairQuantile(q)]));
+    shopHeader = { lists: listNames, weights: model.weights, info: { ...model.info, pairQuantiles }, ...(model.privacy ? { privacy: model.privacy } : {}) };
     if (model.trend) {
       const t = model.trend;
       const buckets = t.counts.offsets.length - 1;

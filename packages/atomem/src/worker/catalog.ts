@@ -20,7 +20,9 @@
  * revalidated as above, whatever the item cache holds) and the worker fetches only the shards
  * holding the items of the catalog the page gave it — fixed ranges of the shop's public item
  * table — and keeps them in the origin's cache; the content vectors, the shop model's rows and
- * the sequence model's rows of those items come from them.
+ * the sequence model's rows of those items come from them. Shards of the shopper's earlier
+ * items (stored events) are added when cached, never requested: a request depends only on
+ * the page's products.
  */
 import type { ItemVectors } from '../agent/items.js';
 import type { LoadProgress } from '../models/types.js';
@@ -117,7 +119,12 @@ export async function warmCatalog({ store, items, progress, fileUrl, write, onEr
       headSource = got === 'not modified' && mode === 'conditional' ? 'revalidated' : 'cache';
     }
     if (headBytes) {
-      const v3 = await loadSharded({ url: fileUrl, headBytes, source: headSource, downloaded, entry, items, fresh, progress, report });
+      // the shopper's history items (rows of their lists score the candidates): their shards only from the cache
+      const history = await store
+        .load()
+        .then((st) => st.events.map((e) => e.item))
+        .catch(() => [] as string[]);
+      const v3 = await loadSharded({ url: fileUrl, headBytes, source: headSource, downloaded, entry, items, history, progress, report });
       if (v3) {
         fresh = fresh.filter((id) => {
           const row = v3.file.vectors.get(id);
@@ -195,7 +202,8 @@ async function loadSharded(o: {
   downloaded: Downloaded | null;
   entry: CachedCatalogFile | undefined;
   items: ItemVectors;
-  fresh: readonly string[];
+  /** Items of the shopper's stored events: their shards are used when cached, never fetched. */
+  history: readonly string[];
   progress: (p: LoadProgress) => void;
   report: (e: unknown) => void;
 }): Promise<{ file: CatalogFile; bytes: number } | null> {
@@ -227,19 +235,21 @@ async function loadSharded(o: {
   }
   // why every catalog item, not only the fresh ones: the shop model's rows of the page's items are in the same shards
   const wanted = shardsFor(head, [...items.all()].map((it) => it.id));
+  // why history shards only from the cache: a request must depend on the page's products alone (docs/PRIVACY.md)
+  const fromHistory = shardsFor(head, o.history).filter((k) => !wanted.includes(k));
   const shards: CatalogShard[] = [];
   const toFetch: number[] = [];
-  for (const k of wanted) {
+  for (const k of [...wanted, ...fromHistory]) {
     const cached = await getCachedShard(shardUrl(k));
     if (cached) {
       try {
         shards.push(decodeCatalogShard(head, k, cached));
         continue;
       } catch {
-        // a damaged cached shard: fetched again below
+        // a damaged cached shard: fetched again below (a page's), or left out (a history item's)
       }
     }
-    toFetch.push(k);
+    if (wanted.includes(k)) toFetch.push(k);
   }
   const total = toFetch.reduce((s, k) => s + head.header.shards[k].bytes, 0);
   let loaded = 0;
