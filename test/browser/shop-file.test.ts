@@ -6,6 +6,7 @@ import { itemText } from '../../packages/atomem/src/embed/cache.js';
 import { createHashingEmbedder } from '../../packages/atomem/src/embed/hashing.js';
 import { encodeCatalogVectors } from '../../packages/atomem/src/protocol/catalog-vectors-v1.js';
 import { encodeCatalogFile } from '../../packages/atomem/src/protocol/catalog-vectors-v2.js';
+import { decodeCatalogHead, shardsFor } from '../../packages/atomem/src/protocol/catalog-vectors-v3.js';
 import { FILE_CACHE_DB } from '../../packages/atomem/src/worker/shop-file-cache.js';
 import { profileTracker } from '../fixtures/idb.js';
 import catalog from '../fixtures/shop-file/catalog.json';
@@ -192,5 +193,124 @@ describe('the shop model in the catalog vector file (v2)', () => {
     const spaces = (await s.a.memories()).map((m) => m.embedding.embedderId);
     expect(spaces.length).toBeGreaterThan(0);
     expect(spaces.every((id) => id === 'hashing-256@1')).toBe(true);
+  });
+});
+
+// The same shop published as format v3 (a head and four shards of two items), made from the v2
+// file by the repository's command (test/fixtures/shop-file/README.md).
+const V3_FILE = '/test/fixtures/shop-file/catalog-v3.bin';
+const V3_URL = new URL(V3_FILE, location.href).href;
+
+async function startWith(name: string, catalogItems: Item[], catalogVectors: string, profile = profiles.profile(name)) {
+  const progress: ProgressEvent[] = [];
+  const errors: SerializedError[] = [];
+  const a = await createAtomem({ profile, catalog: catalogItems, embedder: 'hashing', catalogVectors, config: { tau: 0.3 }, onProgress: (p) => progress.push(p), onError: (e) => errors.push(e) });
+  open.push(a);
+  return { a, progress, errors, profile };
+}
+
+describe('the catalog vector file as a head and shards (v3)', () => {
+  it('fetches the head and only the shards of the page\'s items, embeds nothing, and ranks as the v2 file does', async () => {
+    const head = decodeCatalogHead(new Uint8Array(await (await fetch(V3_FILE)).arrayBuffer()));
+    expect(head.header.shards).toHaveLength(4);
+    const network = await watchNetwork();
+    const page = items.filter((it) => ['p-wok', 'p-skillet', 'p-trail', 'p-road', 'p-saucepan'].includes(it.id));
+    const want = shardsFor(head, page.map((it) => it.id));
+    expect(want.length).toBeLessThan(4); // the page does not need every shard
+    const s = await startWith('v3', page, V3_FILE);
+    const st = await s.a.status();
+    expect(st.catalog).toMatchObject({ url: V3_URL, version: 3, source: 'download', shop: { id: `v3-${head.id}`, items: 8, sequence: 'sasrec' } });
+    await expect.poll(() => s.progress.filter((p) => p.stage === 'catalog' && p.unit === 'items').at(-1)?.total).toBe(0); // nothing embedded here
+    const shardUrls = (): string[] => network.urls().filter((u) => u.includes('catalog-v3.bin.shards/'));
+    await expect.poll(() => shardUrls().length).toBe(want.length);
+    expect(new Set(shardUrls())).toEqual(new Set(want.map((k) => new URL(head.header.shards[k].name, V3_URL).href)));
+    expect(network.urls().filter((u) => u === V3_URL)).toHaveLength(1);
+
+    // the v2 file of the same model on the same page ranks alike (int8 rows, same lists)
+    const v2 = await startWith('v2', page, SHOP_FILE);
+    for (const x of [s, v2]) await shopper(x.a);
+    const cands = ['p-trail', 'p-road', 'p-saucepan'];
+    const r3 = (await s.a.recommend(cands)).map((r) => r.id);
+    const r2 = (await v2.a.recommend(cands)).map((r) => r.id);
+    expect(new Set(r3.slice(0, 2))).toEqual(new Set(['p-trail', 'p-road']));
+    expect(r3).toEqual(r2);
+    expect((await s.a.memories()).map((m) => m.embedding.embedderId)).toEqual([`shop:v3-${head.id}`, `shop:v3-${head.id}`]);
+    expect(s.errors).toEqual([]);
+  });
+
+  it('a returning shopper revalidates the head (304) and fetches no shard; a page with a new item fetches only that item\'s shard', async () => {
+    const page = items.filter((it) => ['p-wok', 'p-skillet'].includes(it.id));
+    const first = await startWith('v3again', page, V3_FILE);
+    await shopper(first.a);
+    const want = (await first.a.recommend(['p-wok', 'p-skillet'])).map((r) => r.id);
+    first.a.dispose();
+    const head = decodeCatalogHead(new Uint8Array(await (await fetch(V3_FILE)).arrayBuffer()));
+    const network = await watchNetwork();
+    const again = await startWith('v3again', page, V3_FILE, first.profile);
+    expect((await again.a.status()).catalog).toMatchObject({ version: 3, source: 'revalidated', shop: { id: `v3-${head.id}` } });
+    await expect.poll(() => network.urls().filter((u) => u === V3_URL).length).toBe(1);
+    expect((await again.a.recommend(['p-wok', 'p-skillet'])).map((r) => r.id)).toEqual(want);
+    expect(network.urls().filter((u) => u.includes('.shards/'))).toEqual([]);
+    again.a.dispose();
+    // another page of the shop (another profile, same origin cache): only the shards not cached yet
+    const other = ['p-wok', 'p-trail'];
+    const newShards = shardsFor(head, other).filter((k) => !shardsFor(head, page.map((it) => it.id)).includes(k));
+    const third = await startWith('v3other', items.filter((it) => other.includes(it.id)), V3_FILE);
+    expect((await third.a.status()).catalog).toMatchObject({ version: 3, shop: { id: `v3-${head.id}` } });
+    await expect.poll(() => network.urls().filter((u) => u.includes('.shards/')).length).toBe(newShards.length);
+    expect(third.errors).toEqual([]);
+  });
+
+  it('on a later page only the new page\'s shards are requested; the earlier products\' shards are never requested, even when no longer cached', async () => {
+    const head = decodeCatalogHead(new Uint8Array(await (await fetch(V3_FILE)).arrayBuffer()));
+    const firstPage = items.filter((it) => ['p-wok', 'p-skillet'].includes(it.id));
+    const first = await startWith('v3history', firstPage, V3_FILE);
+    await shopper(first.a);
+    first.a.dispose();
+    const secondIds = ['p-trail', 'p-road', 'p-saucepan'];
+    const network = await watchNetwork();
+    const second = await startWith('v3history', items.filter((it) => secondIds.includes(it.id)), V3_FILE, first.profile);
+    const got = await second.a.recommend(secondIds);
+    expect(new Set(got.slice(0, 2).map((r) => r.id))).toEqual(new Set(['p-trail', 'p-road']));
+    const requested = new Set(network.urls().filter((u) => u.includes('.shards/')));
+    const cachedBefore = new Set(shardsFor(head, firstPage.map((it) => it.id)));
+    const expected = shardsFor(head, secondIds).filter((k) => !cachedBefore.has(k)).map((k) => new URL(head.header.shards[k].name, V3_URL).href);
+    await expect.poll(() => network.urls().filter((u) => u.includes('.shards/')).length).toBe(expected.length);
+    expect(requested).toEqual(new Set(expected));
+    expect(second.errors).toEqual([]);
+    second.a.dispose();
+    // without the cached shards of the earlier products (e.g. the origin's cache was cleared) they
+    // are not requested: a request depends on the page's products only
+    const historyOnly = cachedBefore.size ? [...cachedBefore].filter((k) => !shardsFor(head, secondIds).includes(k)).map((k) => new URL(head.header.shards[k].name, V3_URL).href) : [];
+    expect(historyOnly.length).toBeGreaterThan(0);
+    await new Promise<void>((resolve, reject) => {
+      const req = indexedDB.open(FILE_CACHE_DB);
+      req.onerror = () => reject(req.error);
+      req.onsuccess = () => {
+        const tx = req.result.transaction('shards', 'readwrite');
+        for (const u of historyOnly) tx.objectStore('shards').delete(u);
+        tx.oncomplete = () => (req.result.close(), resolve());
+        tx.onerror = () => reject(tx.error);
+      };
+    });
+    const before = network.urls().length;
+    const third = await startWith('v3history', items.filter((it) => secondIds.includes(it.id)), V3_FILE, first.profile);
+    const without = await third.a.recommend(secondIds);
+    expect(without.map((r) => r.id).sort()).toEqual([...secondIds].sort());
+    expect(network.urls().slice(before).filter((u) => historyOnly.includes(u))).toEqual([]);
+    expect(third.errors).toEqual([]);
+  });
+
+  it('a head whose shards cannot be fetched is an error event; the items are embedded here, in the content space', async () => {
+    const head = new Uint8Array(await (await fetch(V3_FILE)).arrayBuffer());
+    // a blob: head: its relative shard names resolve against nothing
+    const url = URL.createObjectURL(new Blob([head as BlobPart]));
+    urls.push(url);
+    const s = await startWith('v3blob', items.slice(0, 3), url);
+    await expect.poll(() => s.errors.length).toBeGreaterThan(0);
+    expect(s.errors[0]).toMatchObject({ name: 'CatalogVectorsError' });
+    expect(s.errors[0].message).toMatch(/shards cannot be found relative to it/);
+    await expect.poll(() => s.progress.filter((p) => p.stage === 'catalog' && p.unit === 'items').at(-1)?.total).toBe(3);
+    expect((await s.a.status()).catalog).toMatchObject({ shop: null });
   });
 });

@@ -117,7 +117,7 @@ describe('catalog vector file v2', () => {
     expect(() => decodeCatalogFile(extra)).toThrow(/its sections end at/);
     const v9 = bytes.slice();
     v9[4] = 9;
-    expect(() => decodeCatalogFile(v9)).toThrow(/format version 9, this atomem reads 1 and 2/);
+    expect(() => decodeCatalogFile(v9)).toThrow(/format version 9, this atomem reads 1, 2 and 3/);
     expect(() => decodeCatalogFile(new TextEncoder().encode('hello world, not a file'))).toThrow(/does not start with "ATMV"/);
   });
 

@@ -198,6 +198,7 @@ describe('atomem-vectors CLI', () => {
 
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), 'atomem-vectors-'));
+    process.env.XDG_CACHE_HOME = mkdtempSync(join(tmpdir(), 'atomem-vectors-cache-')); // the CLI's default disk cache, away from ~/.cache
   });
   afterEach(() => {
     rmSync(dir, { recursive: true, force: true });
@@ -250,7 +251,7 @@ describe('atomem-vectors CLI', () => {
     expect(summary).toContain(out);
     expect(summary).toMatch(/ 5 items, embedder hashing-256@1, dim 256, /);
     expect(summary).toContain(` ${bytes.length} bytes, `);
-    expect(summary).toMatch(/ [0-9.]+ s \(model load [0-9.]+ s\), [0-9]+ items\/s$/);
+    expect(summary).toMatch(/ [0-9.]+ s \(model load [0-9.]+ s\); 0 from the cache, 5 embedded at [0-9]+ items\/s \(cache /);
   });
 
   it('--dim gives the id the browser engine gives { kind: "hashing", dim }', async () => {

@@ -25,6 +25,7 @@ function syntheticLog(): string {
 let dir: string;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'atomem-vectors-log-'));
+  process.env.XDG_CACHE_HOME = mkdtempSync(join(tmpdir(), 'atomem-vectors-cache-')); // the CLI's default disk cache, away from ~/.cache
   writeFileSync(join(dir, 'catalog.json'), JSON.stringify(items));
   writeFileSync(join(dir, 'interactions.jsonl'), syntheticLog());
 });

@@ -7,6 +7,7 @@
  * trained models (memoised per dataset, target, setting, seed, training parameters and cut-off).
  */
 import type { Interaction } from 'atomem/engine';
+import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard, encodeCatalogFileV3 } from 'atomem/protocol';
 import { ShopKnowledge, type PublishedSasrec, type ShopModel, type SasrecWeights } from 'atomem/shop';
 import { SASREC_DEFAULTS, trainSasrec } from 'atomem/shop';
 import { paramNumber } from './registry.js';
@@ -159,6 +160,15 @@ export function shopKnowledgeFor(ctx: MethodContext, params: Readonly<Record<str
       }
       // why: the space id names the trained file, so memories of different contexts/cut-offs never meet
       const id = `bench-${ctx.seed}-${ctx.target ?? 'test'}-${ctx.setting ?? 'full'}-u${shopUntil(params)}-${hashString(key)}`;
+      const file = params['shop.file'] ?? 'v2';
+      if (file === 'v3') {
+        // the models as a phone gets them from a format v3 file: int8 SASRec item rows and collaborative vectors, re-encoded lists
+        const enc = encodeCatalogFileV3({ embedder: { id: 'bench-none', dim: 1 }, items: [], vectors: [], shop: { model: shop.model, ...(sasrec ? { sasrec } : {}) }, shardPrefix: 'shards/' });
+        const head = decodeCatalogHead(enc.head);
+        const part = assembleCatalogFile(head, enc.shards.map((x, k) => decodeCatalogShard(head, k, x.bytes))).shop!;
+        return new ShopKnowledge(id, part.model, part.sasrec ? { weights: part.sasrec.weights, items: part.sasrec.items } : undefined, scorerOptionsFrom(params));
+      }
+      if (file !== 'v2') throw new Error(`shop.file must be v2 or v3, got ${file}`);
       return new ShopKnowledge(id, shop.model, sasrec, scorerOptionsFrom(params));
     })();
     byKey.set(key, p);

@@ -9,8 +9,19 @@
  *
  *   atomem-vectors --catalog products.json --out public/catalog-vectors.bin
  *                  [--embedder use-lite|hashing] [--dim 256] [--batch 256] [--threads 1] [--no-progress]
+ *                  [--cache ~/.cache/atomem/vectors-<embedder>.bin | --no-cache]
  *                  [--log interactions.jsonl [--no-sequence] [--epsilon 4 [--delta 1e-6]]
  *                   [--until 2026-01-01] [--sasrec-epochs 80] [--seed 2026]]
+ *                  [--shop-model shop-model.bin] [--shards [16]]
+ *
+ * `--shards`: format v3 (`src/protocol/catalog-vectors-v3.ts`) — a small head at `--out` and the
+ * items in shard files under `<out>.shards/` that the browser fetches only for the items its page
+ * shows (int8 vectors; what a phone can download at 100k items). `--shop-model`: the shop model
+ * `atomem-shop` wrote (or a v2 file's shop part and SASRec) instead of training with `--log`.
+ *
+ * The disk cache (`vectors-disk-cache.ts`) keeps every vector under a hash of the embedder id and
+ * the item's text, so a nightly run embeds only new or edited products; the summary line says
+ * how many came from the cache and the embedding rate of the rest.
  *
  * The log is JSON Lines `{ user, item, at, action? }` (the benchmark's `jsonl` interactions
  * format; `at` epoch ms or an ISO date; ids may be numbers); rows of items not in the catalog
@@ -28,18 +39,23 @@
  */
 import { randomBytes } from 'node:crypto';
 import { realpathSync, statSync } from 'node:fs';
-import { readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
 import { basename, dirname, extname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
 import { ACTION_WEIGHTS, type Action, type Item } from '../core/types.js';
 import { encodeCatalogVectors } from '../protocol/catalog-vectors-v1.js';
-import { encodeCatalogFile, type EncodeCatalogFileInput } from '../protocol/catalog-vectors-v2.js';
+import { catalogFileVersion, decodeCatalogFile, encodeCatalogFile, type EncodeCatalogFileInput } from '../protocol/catalog-vectors-v2.js';
+import { DEFAULT_SHARD_SIZE, encodeCatalogFileV3 } from '../protocol/catalog-vectors-v3.js';
+import { decodeShopModel } from '../protocol/shop-model-v1.js';
+import { VectorDiskCache, vectorCacheKey } from './vectors-disk-cache.js';
 import type { SasrecWeights } from '../shop/sasrec/model.js';
 import type { ShopInteraction } from '../shop/train.js';
 import { itemText } from './cache.js';
 import { createHashingEmbedder } from './hashing.js';
+import { USE_LITE_DIM, USE_LITE_ID } from './use-lite-id.js';
 import type { Embedder } from './types.js';
 
 /** Embedders the browser engine can run without extra options, and so this command supports. */
@@ -84,6 +100,17 @@ interface CliOptions {
   until?: string;
   sasrecEpochs: number;
   seed: number;
+  /** Cache file, or false with --no-cache. */
+  cache: string | boolean;
+  shopModel?: string;
+  /** Items per shard (format v3), true for the default. */
+  shards?: number | boolean;
+}
+
+/** The default cache file of an embedder: `$XDG_CACHE_HOME/atomem/` (else `~/.cache/atomem/`). */
+export function defaultCachePath(embedderId: string): string {
+  const base = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
+  return join(base, 'atomem', `vectors-${embedderId.replace(/[^\w.@-]/g, '_')}.bin`);
 }
 
 /** SASRec epochs by default (the trainer's validated default, `SASREC_DEFAULTS.epochs`). */
@@ -120,6 +147,10 @@ function program(io: Required<VectorsCliIo>): Command {
     .option('--batch <n>', "items per embedder call (the browser engine's catalog batch)", positiveInt('--batch', 1), DEFAULT_BATCH)
     .option('--threads <n>', 'USE-lite threads, each with its own copy of the model on its own core: for a server with free cores', positiveInt('--threads', 1, 64), 1)
     .option('--no-progress', 'no progress bar on stderr')
+    .option('--cache <file>', 'disk cache of item vectors keyed by embedder and item text (default ~/.cache/atomem/vectors-<embedder>.bin)')
+    .option('--no-cache', 'embed every item (no disk cache)')
+    .option('--shards [n]', `write format v3: a small head at --out and shards of n items (default ${DEFAULT_SHARD_SIZE}) under <out>.shards/`, positiveInt('--shards', 1, 65536))
+    .option('--shop-model <file>', "the shop model atomem-shop wrote (or a v2 catalog file's shop part) to publish instead of training with --log")
     .option('--log <file>', "the shop's order log, JSON Lines { user, item, at, action? }: also train the shop model (and SASRec) and write format v2")
     .option('--no-sequence', 'with --log: no SASRec sequence model (shop model only; faster)')
     .option('--epsilon <x>', 'with --log: user-level (ε, δ)-DP budget of the shop model; SASRec is not DP and is then left out', positiveNumber('--epsilon'))
@@ -261,31 +292,81 @@ export async function buildNodeEmbedder(kind: VectorEmbedderKind, dim?: number, 
 /** How to install what `--embedder use-lite` needs in Node (the package README says the same). */
 export const USE_LITE_PEERS_INSTALL = 'npm i @tensorflow/tfjs-core@^4.22.0 @tensorflow/tfjs-converter@^4.22.0 @tensorflow/tfjs-backend-wasm@^4.22.0';
 
-/** Embed `items` in calls of `batch`, checking every vector; `onBatch(done)` after each call. */
-async function embedAll(embedder: Embedder, items: readonly Item[], batch: number, onBatch: (done: number) => void): Promise<Float32Array[]> {
-  const vectors: Float32Array[] = [];
-  for (let start = 0; start < items.length; start += batch) {
-    const slice = items.slice(start, start + batch);
+/**
+ * Embed `items` in calls of `batch`, checking every vector; items whose key is in `cache` are
+ * not embedded, the others are added to it (appended after every call). `onBatch(done)` after
+ * each call (done counts cached items too).
+ */
+async function embedAll(
+  ident: { id: string; dim: number },
+  load: () => Promise<Embedder>,
+  items: readonly Item[],
+  batch: number,
+  onBatch: (done: number) => void,
+  cache?: VectorDiskCache,
+): Promise<{ vectors: Float32Array[]; fromCache: number; embedded: number; embedSeconds: number }> {
+  const vectors: Float32Array[] = new Array<Float32Array>(items.length);
+  const texts = items.map((it) => itemText(it));
+  const keys = cache ? texts.map((t) => vectorCacheKey(ident.id, t)) : [];
+  const todo: number[] = [];
+  items.forEach((_, i) => {
+    const hit = cache?.get(keys[i]);
+    if (hit) vectors[i] = hit;
+    else todo.push(i);
+  });
+  const fromCache = items.length - todo.length;
+  onBatch(fromCache);
+  const embedder = todo.length ? await load() : undefined;
+  const t0 = performance.now();
+  for (let start = 0; start < todo.length; start += batch) {
+    const slice = todo.slice(start, start + batch);
     let out;
     try {
-      out = await embedder.embed(slice.map((it) => itemText(it)));
+      out = await embedder!.embed(slice.map((i) => texts[i]));
     } catch (e) {
       // why: embedders name texts[i] of the call; name the item instead.
       const msg = (e as Error).message ?? String(e);
       const m = /texts\[(\d+)\]/.exec(msg);
-      const item = m ? slice[Number(m[1])] : undefined;
-      throw new Error(`embedding ${item ? `item "${item.id}"` : `items ${start}..${start + slice.length - 1}`} failed: ${msg}`, { cause: e });
+      const item = m ? items[slice[Number(m[1])]] : undefined;
+      throw new Error(`embedding ${item ? `item "${item.id}"` : `items ${slice[0]}..${slice[slice.length - 1]}`} failed: ${msg}`, { cause: e });
     }
-    if (out.length !== slice.length) throw new Error(`${embedder.id} returned ${out.length} vectors for ${slice.length} texts`);
-    out.forEach((e, i) => {
+    if (out.length !== slice.length) throw new Error(`${ident.id} returned ${out.length} vectors for ${slice.length} texts`);
+    out.forEach((e, k) => {
+      const i = slice[k];
       const v = e.vector;
-      if (v.length !== embedder.dim) throw new Error(`${embedder.id} returned a ${v.length}-d vector for item "${slice[i].id}", expected ${embedder.dim}`);
-      if (!v.every(Number.isFinite)) throw new Error(`${embedder.id} returned a non-finite vector for item "${slice[i].id}"`);
-      vectors.push(v);
+      if (v.length !== ident.dim) throw new Error(`${ident.id} returned a ${v.length}-d vector for item "${items[i].id}", expected ${ident.dim}`);
+      if (!v.every(Number.isFinite)) throw new Error(`${ident.id} returned a non-finite vector for item "${items[i].id}"`);
+      vectors[i] = v;
+      cache?.set(keys[i], v);
     });
-    onBatch(vectors.length);
+    await cache?.flush();
+    onBatch(fromCache + Math.min(todo.length, start + batch));
   }
-  return vectors;
+  return { vectors, fromCache, embedded: todo.length, embedSeconds: (performance.now() - t0) / 1000 };
+}
+
+/** The shop part of `--shop-model`: an `atomem-shop` file (shop model v1) or a v2 catalog file's shop model and SASRec. */
+async function readShopModel(path: string): Promise<NonNullable<EncodeCatalogFileInput['shop']>> {
+  let bytes: Uint8Array;
+  try {
+    bytes = new Uint8Array(await readFile(path));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new VectorsUsageError(`cannot read --shop-model ${path}: ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+  }
+  try {
+    if (bytes.length >= 4 && String.fromCharCode(...bytes.subarray(0, 4)) === 'ATSM') {
+      const model = decodeShopModel(bytes);
+      return { model, info: { shopModel: basename(path), ...model.info } };
+    }
+    if (catalogFileVersion(bytes) !== 2) throw new Error('expected a shop model (atomem-shop) or a format v2 catalog vector file');
+    const file = decodeCatalogFile(bytes);
+    if (!file.shop) throw new Error('this catalog vector file has no shop model');
+    const s = file.shop;
+    return { model: s.model, ...(s.sasrec ? { sasrec: { weights: s.sasrec.weights, items: s.sasrec.items } } : {}), info: { ...(file.shopInfo ?? {}), shopModel: basename(path) } };
+  } catch (e) {
+    throw new VectorsUsageError(`--shop-model ${path}: ${(e as Error).message}`);
+  }
 }
 
 /** Write `bytes` to a temporary file next to `path`, then rename it over `path`. */
@@ -396,7 +477,7 @@ async function trainFromLog(
   o: CliOptions,
   items: readonly Item[],
   vectors: readonly Float32Array[],
-  embedder: Embedder,
+  embedder: { id: string; dim: number },
   io: { stderr: { write(s: string): unknown } },
 ): Promise<{ shop: NonNullable<EncodeCatalogFileInput['shop']>; summary: string }> {
   let until: number | undefined;
@@ -483,12 +564,23 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     }
     checkOut(o.out, o.catalog);
     if (o.log && resolve(o.log) === resolve(o.out)) throw new VectorsUsageError(`--out ${o.out} is the log itself`);
+    if (o.log && o.shopModel) throw new VectorsUsageError('--log and --shop-model exclude each other (train here, or publish the model atomem-shop trained)');
     const items = await readCatalog(o.catalog);
+    const published = o.shopModel ? await readShopModel(o.shopModel) : undefined;
     const t0 = performance.now();
     // why at most one thread per 16 items: each thread loads its own model first (about 1 s)
     const threads = o.embedder === 'use-lite' ? Math.min(o.threads, Math.ceil(items.length / 16)) : 1;
-    embedder = await buildNodeEmbedder(o.embedder, o.dim, threads);
-    const t1 = performance.now();
+    // the embedder's id and size without loading it: a run whose items are all cached never loads the model
+    const ident = o.embedder === 'hashing' ? (({ id, dim }) => ({ id, dim }))(createHashingEmbedder({ dim: o.dim ?? BROWSER_HASHING_DIM })) : { id: USE_LITE_ID, dim: USE_LITE_DIM };
+    let loadSeconds = 0;
+    const load = async (): Promise<Embedder> => {
+      if (embedder) return embedder;
+      const t = performance.now();
+      const e = await buildNodeEmbedder(o.embedder, o.dim, threads);
+      if (e.id !== ident.id || e.dim !== ident.dim) throw new Error(`the ${o.embedder} embedder is ${e.id} (${e.dim}-d), expected ${ident.id} (${ident.dim}-d)`);
+      loadSeconds = (performance.now() - t) / 1000;
+      return (embedder = e);
+    };
     if (o.progress) {
       bar = new cliProgress.SingleBar(
         { format: BAR_FORMAT, stream: out.stderr as NodeJS.WritableStream, hideCursor: true, clearOnComplete: false, noTTYOutput: true, notTTYSchedule: 10_000 },
@@ -496,21 +588,61 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
       );
       bar.start(items.length, 0);
     }
-    const vectors = await embedAll(embedder, items, o.batch, (done) => bar?.update(done));
+    let cache: VectorDiskCache | undefined;
+    let cacheNote = 'no cache';
+    if (o.cache !== false) {
+      const path = typeof o.cache === 'string' ? o.cache : defaultCachePath(ident.id);
+      const opened = await VectorDiskCache.open(path, ident.id, ident.dim);
+      cache = opened.cache;
+      if (opened.info.replaced) out.stderr.write(`atomem-vectors: the cache ${path} is ${opened.info.replaced}; it is replaced\n`);
+      if (opened.info.truncatedBytes) out.stderr.write(`atomem-vectors: the cache ${path} ended in a partial record (${opened.info.truncatedBytes} bytes, an interrupted run); cut off\n`);
+      cacheNote = `cache ${path}`;
+    }
+    const embedded = await embedAll(ident, load, items, o.batch, (done) => bar?.update(done), cache);
+    const vectors = embedded.vectors;
     bar?.stop();
     bar = undefined;
-    const tEmbed = performance.now();
-    const trained = o.log ? await trainFromLog(o, items, vectors, embedder, out) : undefined;
-    const bytes = trained
-      ? encodeCatalogFile({ embedder: { id: embedder.id, dim: embedder.dim }, items, vectors, shop: trained.shop })
-      : encodeCatalogVectors({ id: embedder.id, dim: embedder.dim }, items, vectors);
-    await writeAtomic(o.out, bytes);
+    if (cache) {
+      const dropped = await cache.compact(new Set(items.map((it) => vectorCacheKey(ident.id, itemText(it)))));
+      if (dropped) cacheNote += ` (compacted: ${dropped} stale vectors dropped)`;
+    }
+    const trained = o.log ? await trainFromLog(o, items, vectors, ident, out) : undefined;
+    const shop = trained?.shop ?? published;
+    const input = { embedder: ident, items, vectors, ...(shop ? { shop } : {}) };
+    let bytes: number;
+    let format: string;
+    if (o.shards !== undefined) {
+      const dir = `${o.out}.shards`;
+      const enc = encodeCatalogFileV3({ ...input, shardSize: o.shards === true ? DEFAULT_SHARD_SIZE : (o.shards as number), shardPrefix: `${basename(o.out)}.shards/` });
+      await mkdir(dir, { recursive: true });
+      const have = new Set(await readdir(dir));
+      let written = 0;
+      for (const s of enc.shards) {
+        const file = basename(s.name);
+        // why: a shard's name carries its checksum: an existing file of that name is this shard
+        if (have.has(file)) continue;
+        await writeAtomic(join(dir, file), s.bytes);
+        written++;
+      }
+      await writeAtomic(o.out, enc.head);
+      const names = new Set(enc.shards.map((s) => basename(s.name)));
+      const stale = [...have].filter((f) => f.endsWith('.bin') && !names.has(f)).length;
+      const shardBytes = enc.shards.reduce((t, s) => t + s.bytes.length, 0);
+      bytes = enc.head.length + shardBytes;
+      format = ` (format v3: head ${enc.head.length} bytes, ${enc.shards.length} shards of ${shardBytes} bytes in ${dir}/, ${written} new${stale ? `, ${stale} of earlier releases left for pages still holding the old head` : ''})`;
+    } else {
+      const file = shop ? encodeCatalogFile({ ...input, shop: shop! }) : encodeCatalogVectors(ident, items, vectors);
+      await writeAtomic(o.out, file);
+      bytes = file.byteLength;
+      format = shop ? ' (format v2)' : '';
+    }
     const t2 = performance.now();
-    const rate = items.length / Math.max((tEmbed - t1) / 1000, 1e-6); // embedding only, without the model load
+    const rate = embedded.embedded / Math.max(embedded.embedSeconds, 1e-6); // embedding only, without the model load
     out.stdout.write(
-      `atomem-vectors: wrote ${o.out}${trained ? ' (format v2)' : ''}: ${items.length} items, embedder ${embedder.id}, dim ${embedder.dim}, ${bytes.byteLength} bytes, ` +
-        `${((t2 - t0) / 1000).toFixed(2)} s (model load ${((t1 - t0) / 1000).toFixed(2)} s), ${rate.toFixed(0)} items/s${o.embedder === 'use-lite' ? ` on ${threads} thread${threads > 1 ? 's' : ''}` : ''}` +
-        `${trained ? `; ${trained.summary}` : ''}\n`,
+      `atomem-vectors: wrote ${o.out}${format}: ${items.length} items, embedder ${ident.id}, dim ${ident.dim}, ${bytes} bytes, ` +
+        `${((t2 - t0) / 1000).toFixed(2)} s (${embedder ? `model load ${loadSeconds.toFixed(2)} s` : 'model not loaded: every item cached'}); ` +
+        `${embedded.fromCache} from the cache, ${embedded.embedded} embedded at ${embedded.embedded ? rate.toFixed(0) : '-'} items/s${o.embedder === 'use-lite' ? ` on ${threads} thread${threads > 1 ? 's' : ''}` : ''} (${cacheNote})` +
+        `${trained ? `; ${trained.summary}` : published ? `; shop model from ${o.shopModel}` : ''}\n`,
     );
     return 0;
   } catch (e) {

@@ -92,7 +92,8 @@ export interface CatalogShopPart {
 
 /** A decoded catalog vector file of either version. */
 export interface CatalogFile {
-  version: 1 | 2;
+  /** 3: assembled from a v3 head and its loaded shards (`catalog-vectors-v3.ts`). */
+  version: 1 | 2 | 3;
   embedder: string;
   dim: number;
   createdAt?: string;
@@ -223,7 +224,8 @@ export function decodeCatalogFile(bytes: ArrayBuffer | Uint8Array): CatalogFile 
     const v1 = decodeCatalogVectors(u8);
     return { version: 1, embedder: v1.header.embedder, dim: v1.header.dim, createdAt: v1.header.createdAt, vectors: v1.vectors };
   }
-  if (version !== CATALOG_VECTORS_V2) fail(`format version ${version}, this atomem reads 1 and 2`);
+  if (version === 3) fail('it is a format v3 head: its items are in shards (read it with decodeCatalogHead and assembleCatalogFile)');
+  if (version !== CATALOG_VECTORS_V2) fail(`format version ${version}, this atomem reads 1, 2 and 3`);
   if (u8.length < PREFIX) fail(`it is truncated (${u8.length} bytes, the fixed prefix alone is ${PREFIX})`);
   const view = new DataView(u8.buffer, u8.byteOffset, u8.byteLength);
   const headerBytes = view.getUint32(8, true);

@@ -6,3 +6,4 @@
 export * from './index-v2.js';
 export * from './catalog-vectors-v1.js';
 export * from './catalog-vectors-v2.js';
+export * from './catalog-vectors-v3.js';

@@ -14,6 +14,9 @@ export interface PublishedSasrec {
   items: readonly string[];
 }
 
+/** Quantiles a format v3 writer computes over all items and ships in the model's info (`pairQuantiles`). */
+export const PAIR_QUANTILES = [0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99, 0.995, 0.999] as const;
+
 /** Names of the signals {@link ShopKnowledge.signals} may return beyond the shop scorer's. */
 export const SEQUENCE_SIGNAL = 'sasrec';
 
@@ -45,10 +48,18 @@ export class ShopKnowledge {
    * The `q`-quantile of cosine similarity between random pairs of items with data (deterministic:
    * up to 20,000 pairs drawn by a fixed xorshift). atomem sets STEAM's `tau` in this space at the
    * 0.9 quantile — where the paper's 0.5 sits for all-MiniLM-L6-v2 on catalog text. Memoised.
+   * A model whose `info.pairQuantiles` holds the figure for `q` (format v3: computed by the
+   * writer over every item, {@link PAIR_QUANTILES}) returns it.
    */
   pairQuantile(q: number): number {
     const hit = this.quantiles.get(q);
     if (hit !== undefined) return hit;
+    // a format v3 file ships the quantiles over all its items (the device holds only some items' vectors)
+    const shipped = (this.model.info.pairQuantiles as Record<string, unknown> | undefined)?.[String(q)];
+    if (typeof shipped === 'number' && Number.isFinite(shipped)) {
+      this.quantiles.set(q, shipped);
+      return shipped;
+    }
     const v = this.model.vectors;
     if (!v) return 0.5;
     const rows: number[] = [];

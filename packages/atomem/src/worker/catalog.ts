@@ -15,13 +15,22 @@
  *   that republishes such a file gives it a new URL.
  * A failed download falls back to the cached models (if any); a malformed or mismatched file is
  * an `error` event and is not used.
+ *
+ * Format v3 (`catalog-vectors-v3.ts`): the URL names a small head (fetched, cached and
+ * revalidated as above, whatever the item cache holds) and the worker fetches only the shards
+ * holding the items of the catalog the page gave it — fixed ranges of the shop's public item
+ * table — and keeps them in the origin's cache; the content vectors, the shop model's rows and
+ * the sequence model's rows of those items come from them. Shards of the shopper's earlier
+ * items (stored events) are added when cached, never requested: a request depends only on
+ * the page's products.
  */
 import type { ItemVectors } from '../agent/items.js';
 import type { LoadProgress } from '../models/types.js';
 import { CatalogVectorsError, itemTextHash } from '../protocol/catalog-vectors-v1.js';
-import { decodeCatalogFile, decodeShopPart, type CatalogShopPart } from '../protocol/catalog-vectors-v2.js';
+import { catalogFileVersion, decodeCatalogFile, decodeShopPart, type CatalogFile, type CatalogShopPart } from '../protocol/catalog-vectors-v2.js';
+import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard, shardsFor, type CatalogHead, type CatalogShard } from '../protocol/catalog-vectors-v3.js';
 import type { MemoryStore } from '../store/index.js';
-import { deleteCachedFile, getCachedFile, putCachedFile, type CachedCatalogFile } from './shop-file-cache.js';
+import { deleteCachedFile, getCachedFile, getCachedShard, pruneShards, putCachedFile, putCachedShard, type CachedCatalogFile } from './shop-file-cache.js';
 import { InvalidCatalogError } from '../errors.js';
 
 /**
@@ -86,7 +95,8 @@ export async function warmCatalog({ store, items, progress, fileUrl, write, onEr
     const report = (e: unknown): void => onError(e instanceof CatalogVectorsError ? e : new CatalogVectorsError(`${fileUrl}: ${e instanceof Error ? e.message : String(e)}`));
     const entry = await getCachedFile(fileUrl);
     const validators = entry && (entry.etag || entry.lastModified) ? { etag: entry.etag, lastModified: entry.lastModified } : undefined;
-    const mode = fresh.length > 0 || !entry ? 'full' : validators ? 'conditional' : 'none';
+    // why v3 apart: its head holds no content rows, so items missing here do not make it a full download
+    const mode = !entry || (entry.version !== 3 && fresh.length > 0) ? 'full' : validators ? 'conditional' : 'none';
     let got: Downloaded | 'not modified' | null = mode === 'none' ? 'not modified' : null;
     if (mode !== 'none') {
       got = await fetchCatalogFile(fileUrl, progress, mode === 'conditional' ? validators : undefined).catch((e: unknown) => {
@@ -95,12 +105,43 @@ export async function warmCatalog({ store, items, progress, fileUrl, write, onEr
         return null;
       });
     }
-    if (got === 'not modified' || (got === null && entry)) {
+    const downloaded = got !== null && got !== 'not modified' ? got : null;
+    let headBytes: Uint8Array | undefined;
+    let headSource: 'download' | 'revalidated' | 'cache' = 'download';
+    if (downloaded) {
+      try {
+        if (catalogFileVersion(downloaded.bytes) === 3) headBytes = downloaded.bytes;
+      } catch {
+        // not ATMV: decodeCatalogFile below says so
+      }
+    } else if (entry?.version === 3 && entry.head) {
+      headBytes = entry.head;
+      headSource = got === 'not modified' && mode === 'conditional' ? 'revalidated' : 'cache';
+    }
+    if (headBytes) {
+      // the shopper's history items (rows of their lists score the candidates): their shards only from the cache
+      const history = await store
+        .load()
+        .then((st) => st.events.map((e) => e.item))
+        .catch(() => [] as string[]);
+      const v3 = await loadSharded({ url: fileUrl, headBytes, source: headSource, downloaded, entry, items, history, progress, report });
+      if (v3) {
+        fresh = fresh.filter((id) => {
+          const row = v3.file.vectors.get(id);
+          if (!row || row.hash !== itemTextHash(items.item(id))) return true;
+          items.seed(id, row.vector);
+          fromFile.push(id);
+          return false;
+        });
+        result.shop = v3.file.shop;
+        result.file = { version: 3, source: headSource, bytes: v3.bytes };
+      }
+    } else if (got === 'not modified' || (got === null && entry)) {
       if (entry?.shop) result.shop = await fromCache(entry, fileUrl, report);
       if (entry) result.file = { version: entry.version, source: got === 'not modified' && mode === 'conditional' ? 'revalidated' : 'cache', bytes: entry.bytes };
-    } else if (got) {
+    } else if (downloaded) {
       try {
-        const file = decodeCatalogFile(got.bytes);
+        const file = decodeCatalogFile(downloaded.bytes);
         if (file.embedder !== items.embedder.id || file.dim !== items.embedder.dim) {
           throw new CatalogVectorsError(`${fileUrl} holds ${file.embedder} vectors (${file.dim}-d); this engine embeds with ${items.embedder.id} (${items.embedder.dim}-d)`);
         }
@@ -112,8 +153,8 @@ export async function warmCatalog({ store, items, progress, fileUrl, write, onEr
           return false;
         });
         result.shop = file.shop;
-        result.file = { version: file.version, source: 'download', bytes: got.bytes.length };
-        const rec: CachedCatalogFile = { url: fileUrl, version: file.version, etag: got.etag, lastModified: got.lastModified, bytes: got.bytes.length, savedAt: Date.now() };
+        result.file = { version: file.version, source: 'download', bytes: downloaded.bytes.length };
+        const rec: CachedCatalogFile = { url: fileUrl, version: file.version, etag: downloaded.etag, lastModified: downloaded.lastModified, bytes: downloaded.bytes.length, savedAt: Date.now() };
         if (file.shop) rec.shop = { id: file.shop.id, model: file.shop.modelBytes, ...(file.shop.sasrec ? { sasrec: { bytes: file.shop.sasrec.bytes, items: file.shop.sasrec.items } } : {}) };
         await putCachedFile(rec);
       } catch (e) {
@@ -142,6 +183,97 @@ async function fromCache(entry: CachedCatalogFile, url: string, report: (e: unkn
     report(new CatalogVectorsError(`the cached copy of ${url} is unusable and was dropped: ${(e as Error).message}`));
     return undefined;
   }
+}
+
+/** Shard downloads at once (a browser opens about six connections per host). */
+const SHARD_CONCURRENCY = 6;
+
+/**
+ * Format v3: decode the head (downloaded, revalidated or cached), then the shards holding the
+ * catalog's items — from the origin's cache, else fetched (a shard's name carries its checksum,
+ * so a cached one is never revalidated) — and assemble them. A bad head is reported and not
+ * used (a cached one is dropped); a shard that fails is reported and its items are embedded
+ * here. Returns the assembled file and the bytes of the head and shards used, or null.
+ */
+async function loadSharded(o: {
+  url: string;
+  headBytes: Uint8Array;
+  source: 'download' | 'revalidated' | 'cache';
+  downloaded: Downloaded | null;
+  entry: CachedCatalogFile | undefined;
+  items: ItemVectors;
+  /** Items of the shopper's stored events: their shards are used when cached, never fetched. */
+  history: readonly string[];
+  progress: (p: LoadProgress) => void;
+  report: (e: unknown) => void;
+}): Promise<{ file: CatalogFile; bytes: number } | null> {
+  const { url, items, report } = o;
+  let head: CatalogHead;
+  try {
+    head = decodeCatalogHead(o.headBytes);
+    if (head.header.embedder !== items.embedder.id || head.header.dim !== items.embedder.dim) {
+      throw new CatalogVectorsError(`${url} holds ${head.header.embedder} vectors (${head.header.dim}-d); this engine embeds with ${items.embedder.id} (${items.embedder.dim}-d)`);
+    }
+  } catch (e) {
+    if (!o.downloaded) await deleteCachedFile(url);
+    report(o.downloaded ? e : new CatalogVectorsError(`the cached copy of ${url} is unusable and was dropped: ${(e as Error).message}`));
+    return null;
+  }
+  let base: URL;
+  try {
+    base = new URL('./', url);
+    if (base.protocol === 'blob:' || base.protocol === 'data:') throw new TypeError(`a ${base.protocol} URL has no folder`);
+  } catch (e) {
+    // why: shard names are relative to the head; a blob: or data: head has nothing they resolve against
+    report(new CatalogVectorsError(`${url} is a format v3 head, and its shards cannot be found relative to it (${(e as Error).message}): serve the head and its .shards/ folder over HTTP`));
+    return null;
+  }
+  const shardUrl = (k: number): string => new URL(head.header.shards[k].name, base).href;
+  if (o.downloaded) {
+    await putCachedFile({ url, version: 3, etag: o.downloaded.etag, lastModified: o.downloaded.lastModified, head: o.headBytes, bytes: o.headBytes.length, savedAt: Date.now() });
+    if (o.entry?.version === 3) await pruneShards(url, new Set(head.header.shards.map((_, k) => shardUrl(k))));
+  }
+  // why every catalog item, not only the fresh ones: the shop model's rows of the page's items are in the same shards
+  const wanted = shardsFor(head, [...items.all()].map((it) => it.id));
+  // why history shards only from the cache: a request must depend on the page's products alone (docs/PRIVACY.md)
+  const fromHistory = shardsFor(head, o.history).filter((k) => !wanted.includes(k));
+  const shards: CatalogShard[] = [];
+  const toFetch: number[] = [];
+  for (const k of [...wanted, ...fromHistory]) {
+    const cached = await getCachedShard(shardUrl(k));
+    if (cached) {
+      try {
+        shards.push(decodeCatalogShard(head, k, cached));
+        continue;
+      } catch {
+        // a damaged cached shard: fetched again below (a page's), or left out (a history item's)
+      }
+    }
+    if (wanted.includes(k)) toFetch.push(k);
+  }
+  const total = toFetch.reduce((s, k) => s + head.header.shards[k].bytes, 0);
+  let loaded = 0;
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < toFetch.length) {
+      const k = toFetch[next++];
+      const where = shardUrl(k);
+      try {
+        const response = await fetch(where);
+        if (!response.ok) throw new CatalogVectorsError(`${where} answered HTTP ${response.status}`);
+        const bytes = new Uint8Array(await response.arrayBuffer());
+        shards.push(decodeCatalogShard(head, k, bytes));
+        await putCachedShard({ url: where, head: url, bytes, savedAt: Date.now() });
+        loaded += bytes.length;
+        o.progress({ stage: 'catalog', phase: 'download', loaded, total, unit: 'bytes' });
+      } catch (e) {
+        report(e instanceof CatalogVectorsError ? e : new CatalogVectorsError(`${where}: ${e instanceof Error ? e.message : String(e)}`));
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(SHARD_CONCURRENCY, toFetch.length) }, worker));
+  const bytes = o.headBytes.length + shards.reduce((s, sh) => s + head.header.shards[sh.index].bytes, 0);
+  return { file: assembleCatalogFile(head, shards), bytes };
 }
 
 interface Downloaded {

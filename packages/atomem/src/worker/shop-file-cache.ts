@@ -8,6 +8,12 @@
  * URL with the HTTP validators it was served with (`ETag`, `Last-Modified`), so the engine can
  * revalidate it with a conditional request (a 304 costs no body). Every failure (no IndexedDB,
  * private mode, quota) makes the cache a no-op: the file is then downloaded as on a first visit.
+ *
+ * Format v3 files (a head and shards, `protocol/catalog-vectors-v3.ts`): the record of the head's
+ * URL holds the head's bytes (revalidated like a v2 file), and the `shards` store holds each
+ * shard fetched so far under its absolute URL. A shard's name carries its CRC-32, so a cached
+ * shard never needs revalidation: a changed shard has a new name in the new head. Shards the new
+ * head no longer names are dropped when the head changes.
  */
 import { openDB, type DBSchema, type IDBPDatabase } from 'idb';
 
@@ -23,13 +29,26 @@ export interface CachedCatalogFile {
   lastModified: string | null;
   /** The shop part (v2 files with a shop model only). */
   shop?: { id: string; model: Uint8Array; sasrec?: { bytes: Uint8Array; items: string[] } };
-  /** Byte length of the whole file (informational). */
+  /** Format v3: the head's bytes. */
+  head?: Uint8Array;
+  /** Byte length of the whole file (v3: of the head) (informational). */
   bytes: number;
+  savedAt: number;
+}
+
+/** One cached shard of a v3 file. */
+export interface CachedShard {
+  /** Absolute URL of the shard. */
+  url: string;
+  /** Absolute URL of its head. */
+  head: string;
+  bytes: Uint8Array;
   savedAt: number;
 }
 
 interface FilesDB extends DBSchema {
   files: { key: string; value: CachedCatalogFile };
+  shards: { key: string; value: CachedShard; indexes: { head: string } };
 }
 
 let db: Promise<IDBPDatabase<FilesDB> | null> | undefined;
@@ -38,9 +57,10 @@ function open(): Promise<IDBPDatabase<FilesDB> | null> {
   db ??= (async () => {
     if (typeof (globalThis as { indexedDB?: unknown }).indexedDB === 'undefined') return null;
     try {
-      return await openDB<FilesDB>(FILE_CACHE_DB, 1, {
-        upgrade(d) {
-          d.createObjectStore('files', { keyPath: 'url' });
+      return await openDB<FilesDB>(FILE_CACHE_DB, 2, {
+        upgrade(d, oldVersion) {
+          if (oldVersion < 1) d.createObjectStore('files', { keyPath: 'url' });
+          if (oldVersion < 2) d.createObjectStore('shards', { keyPath: 'url' }).createIndex('head', 'head');
         },
         // why: another tab upgrading (a newer atomem) must not be blocked by this connection
         blocking() {
@@ -82,5 +102,39 @@ export async function deleteCachedFile(url: string): Promise<void> {
     await (await open())?.delete('files', url);
   } catch {
     // ignore: the next download replaces it
+  }
+}
+
+/** The cached bytes of the shard at `url`, or undefined. */
+export async function getCachedShard(url: string): Promise<Uint8Array | undefined> {
+  try {
+    return (await (await open())?.get('shards', url))?.bytes;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Store a shard; false when it could not be stored. */
+export async function putCachedShard(rec: CachedShard): Promise<boolean> {
+  try {
+    const d = await open();
+    if (!d) return false;
+    await d.put('shards', rec);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Drop the cached shards of `head` whose URL is not in `keep` (a new release of the file). */
+export async function pruneShards(head: string, keep: ReadonlySet<string>): Promise<void> {
+  try {
+    const d = await open();
+    if (!d) return;
+    const tx = d.transaction('shards', 'readwrite');
+    for (const key of await tx.store.index('head').getAllKeys(head)) if (!keep.has(key)) await tx.store.delete(key);
+    await tx.done;
+  } catch {
+    // ignore: stale shards only take space
   }
 }
