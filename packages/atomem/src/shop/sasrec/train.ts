@@ -59,8 +59,11 @@ export interface SasrecTrainOptions {
   negatives?: number;
   /** Start from these weights instead of a fresh initialisation. */
   init?: SasrecWeights;
-  /** Called after each epoch with its mean loss; `weights` is a live view (copy to keep). */
-  onEpoch?: (epoch: number, loss: number, weights: SasrecWeights) => void | Promise<void>;
+  /**
+   * Called after each epoch with its mean loss; `weights` is a live view (copy to keep).
+   * Returning `false` stops training after this epoch (early stopping).
+   */
+  onEpoch?: (epoch: number, loss: number, weights: SasrecWeights) => void | boolean | Promise<void | boolean>;
 }
 
 /**
@@ -320,7 +323,7 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
         epochLoss += loss;
       }
       losses.push(epochLoss / stepsPerEpoch);
-      await options.onEpoch?.(epoch, epochLoss / stepsPerEpoch, live);
+      if ((await options.onEpoch?.(epoch, epochLoss / stepsPerEpoch, live)) === false) break;
     }
   } finally {
     await Promise.all(workers.map((h) => h.worker.terminate()));
