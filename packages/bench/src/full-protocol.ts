@@ -67,9 +67,7 @@ export function buildFullProtocol(dataset: Dataset, protocol: FullProtocol, opts
   const seed = opts.seed ?? DEFAULT_SEED;
   const target = opts.target ?? 'test';
   if (protocol === 'loo-full') {
-    const p = buildProtocol(dataset, { setting: 'full', users: opts.users ?? 'all', seed, target });
-    for (const c of p.cases) c.candidates = [];
-    return p;
+    return buildProtocol(dataset, { setting: 'full', users: opts.users ?? 'all', seed, target, noCandidates: true });
   }
   if (protocol !== 'temporal') throw new RangeError(`protocol must be loo, loo-full or temporal, got ${String(protocol)}`);
   if (dataset.ordinalTime) {
