@@ -204,6 +204,14 @@ describe('runBenchmark, full-ranking protocols', () => {
     for (const x of r.results) expect(Number.isNaN(x.entropy5)).toBe(true); // no top lists kept
   });
 
+  it('restricted EASE (ease.topItems): only the most frequent items get a column, the rest score −∞, and the row says so', async () => {
+    const r = await runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['ease'], params: { 'ease.topItems': '10' }, resamples: 50 });
+    expect(String(r.results[0].easeItems)).toMatch(/^10 most frequent of \d+ \(restricted\)$/);
+    const full = await runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['ease'], resamples: 50 });
+    expect(full.results[0].easeItems).toBeUndefined();
+    expect(r.results[0].recall10).toBeLessThanOrEqual(full.results[0].recall10);
+  });
+
   it('refuses a method without scoreAll, a non-full setting, and an unknown reference', async () => {
     await expect(runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['bm25'] })).rejects.toThrow(/cannot rank the whole catalog/);
     await expect(runBenchmark({ dataset: ds, protocol: 'loo-full', setting: 'sample', methods: ['pop'] })).rejects.toThrow(/setting full only/);

@@ -524,6 +524,12 @@ export interface EaseOptions {
   lambda?: number;
   /** Refuse catalogs larger than this (the Gram matrix is dense, n² doubles). Default 12 000. */
   maxItems?: number;
+  /**
+   * Restricted EASE: only the `topItems` most frequent items of the histories get a column and
+   * a row (the dense inverse costs n³); every other item scores −∞ (never recommended) and is
+   * ignored in histories. Default: no restriction.
+   */
+  topItems?: number;
 }
 
 /**
@@ -568,21 +574,37 @@ export class EaseMethod extends ScoringMethod {
     super();
     this.lambda = opts.lambda ?? 500;
     this.maxItems = opts.maxItems ?? 12000;
+    this.topItems = opts.topItems;
+    if (this.topItems !== undefined && !(Number.isInteger(this.topItems) && this.topItems >= 1)) throw new RangeError(`ease.topItems must be a positive integer, got ${this.topItems}`);
   }
+
+  private readonly topItems?: number;
+  /** Items with a column (after any restriction) / items in the histories. */
+  private kept = 0;
+  private seen = 0;
 
   protected fit(ctx: MethodContext): void {
     const index = this.index;
     index.clear();
     const rows: Int32Array[] = [];
+    let allowed: Set<string> | undefined;
+    const freq = new Map<string, number>();
+    for (const seq of ctx.histories.values()) for (const x of seq) freq.set(x.item, (freq.get(x.item) ?? 0) + 1);
+    this.seen = freq.size;
+    if (this.topItems !== undefined && freq.size > this.topItems) {
+      allowed = new Set([...freq].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, this.topItems).map(([id]) => id));
+    }
     for (const seq of ctx.histories.values()) {
       const set = new Set<number>();
       for (const x of seq) {
+        if (allowed && !allowed.has(x.item)) continue;
         let i = index.get(x.item);
         if (i === undefined) index.set(x.item, (i = index.size));
         set.add(i);
       }
       if (set.size) rows.push(Int32Array.from(set));
     }
+    this.kept = index.size;
     const n = (this.n = index.size);
     if (n > this.maxItems) throw new Error(`ease: ${n} items exceed maxItems ${this.maxItems} (dense n×n inverse)`);
     const G = (this.P = new Float64Array(n * n));
@@ -625,10 +647,11 @@ export class EaseMethod extends ScoringMethod {
       if (i !== undefined) hist.add(i);
     }
     const hs = Int32Array.from(hist);
+    const outside = this.kept < this.seen ? -Infinity : 0;
     for (let k = 0; k < slots.length; k++) {
       const ci = slots[k];
       if (ci < 0) {
-        out[k] = 0;
+        out[k] = outside;
         continue;
       }
       const row = ci * n;
@@ -636,5 +659,9 @@ export class EaseMethod extends ScoringMethod {
       for (let t = 0; t < hs.length; t++) if (hs[t] !== ci) s -= P[row + hs[t]];
       out[k] = s / P[row + ci];
     }
+  }
+
+  extras(): Record<string, unknown> {
+    return this.kept < this.seen ? { easeItems: `${this.kept} most frequent of ${this.seen} (restricted)` } : {};
   }
 }

@@ -46,7 +46,7 @@ registerMethod(
     }),
   { description: 'BPR-MF, 32 factors, centralized' },
 );
-registerMethod('ease', ({ params }) => new EaseMethod({ lambda: num(params, 'ease.lambda') }), {
+registerMethod('ease', ({ params }) => new EaseMethod({ lambda: num(params, 'ease.lambda'), topItems: num(params, 'ease.topItems') }), {
   description: 'EASE linear autoencoder, lambda 500, centralized',
 });
 
