@@ -212,6 +212,19 @@ describe('runBenchmark, full-ranking protocols', () => {
     expect(r.results[0].recall10).toBeLessThanOrEqual(full.results[0].recall10);
   });
 
+  it('sasrec in loo-full: full-softmax CE, early-stopped on held-out last items, the best checkpoint scores every item', async () => {
+    const params = { 'sasrec.epochs': '12', 'sasrec.evalEvery': '2', 'sasrec.patience': '2', 'sasrec.dim': '16', 'sasrec.maxLen': '8', 'sasrec.blocks': '1', 'sasrec.threads': '1', 'sasrec.chunks': '1', 'sasrec.batchSize': '16', 'sasrec.lr': '0.01' };
+    const r = await runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['pop', 'sasrec'], params, resamples: 50 });
+    const row = r.results.find((x) => x.method === 'sasrec')!;
+    expect(row.loss).toBe('ce');
+    const curve = row.validation as { epoch: number; ndcg10: number }[];
+    expect(curve.length).toBeGreaterThan(0);
+    expect(curve.every((p) => p.epoch % 2 === 0 || p.epoch === 12)).toBe(true);
+    expect(row.bestEpoch).toBe(curve.reduce((a, p) => (p.ndcg10 > a.ndcg10 ? p : a)).epoch);
+    expect(row.recall10).toBeGreaterThan(r.results.find((x) => x.method === 'pop')!.recall10);
+    await expect(runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['sasrec'], params: { ...params, 'sasrec.loss': 'nope' } })).rejects.toThrow(/sasrec.loss must be/);
+  }, 120_000);
+
   it('refuses a method without scoreAll, a non-full setting, and an unknown reference', async () => {
     await expect(runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['bm25'] })).rejects.toThrow(/cannot rank the whole catalog/);
     await expect(runBenchmark({ dataset: ds, protocol: 'loo-full', setting: 'sample', methods: ['pop'] })).rejects.toThrow(/setting full only/);
