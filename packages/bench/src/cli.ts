@@ -215,13 +215,13 @@ export async function main(argv: string[]): Promise<number> {
       ...(o.llmModel ? { 'atomem.llmModel': o.llmModel } : {}),
     };
     // `ablations`: every ablation of atomem that applies to this run (issue 12), after the methods listed before it
+    const listed = (names: string[]) => [...new Set(names.flatMap((m) => (m === 'ablations' ? ablationsFor(params) : [m])))];
+    const unknown = listed(o.methods ?? []).filter((m) => !methodFactories.has(m));
+    if (unknown.length) throw new BenchUsageError(`unknown method ${unknown.join(', ')} (known: ${defaultMethods().join(', ')})`);
     const dir = resolveDataDir(o.format, o.data);
     const kcore = o.kcore ?? DEFAULT_KCORE[o.format];
     const dataset = loadDataset(o.format, dir, { kcore });
-    const defaults = o.protocol === 'loo' ? defaultMethods(o.setting) : fullRankingMethods(o.protocol, dataset.ordinalTime);
-    const methods = [...new Set((o.methods ?? defaults).flatMap((m) => (m === 'ablations' ? ablationsFor(params) : [m])))];
-    const unknown = methods.filter((m) => !methodFactories.has(m));
-    if (unknown.length) throw new BenchUsageError(`unknown method ${unknown.join(', ')} (known: ${[...methodFactories.keys()].join(', ')})`);
+    const methods = listed(o.methods ?? (o.protocol === 'loo' ? defaultMethods(o.setting) : fullRankingMethods(o.protocol, dataset.ordinalTime)));
     // ILD@5 for every method needs item vectors: the same USE-lite vectors atomem uses (cached).
     const itemVectors = methods.some((m) => m.startsWith('atomem')) ? (ids: string[]) => benchItemVectors(dataset, o.param ?? {}, ids) : undefined;
     const result = await runBenchmark({
