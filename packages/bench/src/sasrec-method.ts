@@ -17,7 +17,7 @@
  * second-to-last item, the original SASRec split), the model trains on the rest, every
  * `evalEvery` epochs (default 5) NDCG@10 over all items (history excluded, pessimistic ties) of
  * up to `validUsers` (default 2000) held-out items is measured, training stops after `patience`
- * (default 3) evaluations without a gain or at `epochs` (default 200), and the best checkpoint ranks the test cases.
+ * (default 3) evaluations without a gain or at `maxEpochs` (else `epochs`, else 200), and the best checkpoint ranks the test cases.
  */
 import { registerMethod, paramNumber, type MethodOptions } from './registry.js';
 import { rankByScore, tieRng } from './baselines.js';
@@ -29,7 +29,7 @@ import { SASREC_DEFAULTS, trainSasrec, type SasrecTrainOptions } from 'atomem/sh
 
 const KEYS = ['epochs', 'lr', 'batchSize', 'maxLen', 'dim', 'blocks', 'heads', 'dropout', 'l2', 'threads', 'chunks', 'seed', 'negatives'] as const;
 /** Early-stopping parameters of the full-ranking protocols (not training options). */
-const STOP_KEYS = ['evalEvery', 'patience', 'validUsers'] as const;
+const STOP_KEYS = ['evalEvery', 'patience', 'validUsers', 'maxEpochs'] as const;
 const LOSSES = ['bce', 'ce', 'sampled-softmax'] as const;
 
 /** `sasrec.*` parameters as training options (absent keys stay undefined). */
@@ -48,14 +48,15 @@ export function sasrecOptions(params: Readonly<Record<string, string>>): SasrecT
 }
 
 /** Early stopping of the full-ranking protocols, from `sasrec.evalEvery|patience|validUsers`. */
-export function earlyStopOptions(params: Readonly<Record<string, string>>): { evalEvery: number; patience: number; validUsers: number } {
+export function earlyStopOptions(params: Readonly<Record<string, string>>): { evalEvery: number; patience: number; validUsers: number; maxEpochs?: number } {
   const evalEvery = paramNumber(params, 'sasrec.evalEvery') ?? 5;
   const patience = paramNumber(params, 'sasrec.patience') ?? 3;
   const validUsers = paramNumber(params, 'sasrec.validUsers') ?? 2000;
-  for (const [k, v] of Object.entries({ evalEvery, patience, validUsers })) {
+  const maxEpochs = paramNumber(params, 'sasrec.maxEpochs');
+  for (const [k, v] of Object.entries({ evalEvery, patience, validUsers, maxEpochs: maxEpochs ?? 1 })) {
     if (!Number.isInteger(v) || v < 1) throw new Error(`sasrec.${k} must be a positive integer, got ${v}`);
   }
-  return { evalEvery, patience, validUsers };
+  return { evalEvery, patience, validUsers, maxEpochs };
 }
 
 /** Item id ↔ index 1..n over the catalog (then any id seen only in histories). */
@@ -140,8 +141,9 @@ export class SasrecMethod implements Method {
     const { name: _n, checkpoint: _c, params: _p, ...rest } = this.opts;
     const train = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as SasrecTrainOptions;
     const loss = train.loss ?? 'ce';
-    const epochs = train.epochs ?? 200;
     const stop = earlyStopOptions(params);
+    // why maxEpochs: `sasrec.epochs` also sets the run's shared model (atomem's on-device SASRec, 80 by default)
+    const epochs = stop.maxEpochs ?? train.epochs ?? 200;
     this.index = itemIndex(ctx);
     const index = this.index;
     const seqs: Int32Array[] = [];
