@@ -239,6 +239,12 @@ export async function main(argv: string[]): Promise<number> {
       validation: o.validation,
       params,
       onProgress,
+      // each row as soon as it is measured (a long run that is stopped keeps what it measured)
+      onResult: (r) => {
+        bar?.stop();
+        barKey = '';
+        process.stderr.write(`done: ${r.method}${r.privacy ? `@${r.privacy}` : ''} n ${r.n} NDCG@10 ${r.ndcg10.toFixed(4)} Recall@10 ${r.recall10.toFixed(4)} MRR ${r.mrr.toFixed(4)} (${r.seconds.toFixed(1)} s)\n`);
+      },
     });
     bar?.stop();
     for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
