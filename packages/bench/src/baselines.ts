@@ -85,9 +85,13 @@ export class PopMethod extends ScoringMethod {
     return c.candidates.map((id) => this.counts.get(id) ?? 0);
   }
 
+  private all?: Float32Array;
   scoreAll(_c: RankCase, out: Float32Array): void {
-    const ids = this.catalog();
-    for (let k = 0; k < ids.length; k++) out[k] = this.counts.get(ids[k]) ?? 0;
+    if (!this.all) {
+      const ids = this.catalog();
+      this.all = Float32Array.from(ids, (id) => this.counts.get(id) ?? 0);
+    }
+    out.set(this.all);
   }
 }
 
