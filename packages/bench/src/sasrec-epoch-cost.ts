@@ -3,7 +3,7 @@
  * measured on a few steps and scaled to one epoch (⌊users / batchSize⌋ steps): how long a
  * full-ranking baseline at published strength takes on this machine.
  *
- *   npm run bench:sasrec-epoch -- --data DIR [--steps 8] [--maxLen 50] [--losses ce,sampled-softmax,bce]
+ *   node -C atomem-source --import tsx packages/bench/src/sasrec-epoch-cost.ts --data DIR [--steps 8] [--maxLen 50] [--losses ce,sampled-softmax,bce]
  */
 import { parseArgs } from 'node:util';
 import { trainSasrec } from 'atomem/shop';
