@@ -393,6 +393,20 @@ export class AtomemMethod implements Method {
     return recs.map((r) => r.id);
   }
 
+  /**
+   * Full-ranking protocols: the agent's own `recommend()` over the whole catalog (its order is
+   * the score: slot of the card at position i gets −i). Diversification and every signal as in
+   * `rank`; nothing leaves the device.
+   */
+  async scoreAll(c: RankCase, out: Float32Array): Promise<void> {
+    const agent = this.agents.get(c.user);
+    const catalog = this.ctx.catalog;
+    const slot = this.ctx.catalogIndex;
+    if (!agent || !catalog || !slot) return;
+    const recs = await agent.recommend(catalog, { now: c.now, ...(this.useIntent && c.intent !== undefined ? { intent: c.intent } : {}) });
+    for (let i = 0; i < recs.length; i++) out[slot.get(recs[i].id)!] = -i;
+  }
+
   /** Setting `evolving`: the device observes the interaction it was just tested on (memory updated, planner run). */
   async observe(user: string, interaction: Interaction): Promise<void> {
     const agent = this.agents.get(user);

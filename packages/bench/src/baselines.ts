@@ -45,6 +45,16 @@ abstract class ScoringMethod implements Method {
   rank(c: RankCase): string[] {
     return rankByScore(c.candidates, this.scores(c), tieRng(this.ctx.seed, this.name, c.user));
   }
+
+  /** The run's catalog order (full-ranking protocols set it; otherwise the dataset's items). */
+  protected catalog(): readonly string[] {
+    return this.ctx.catalog ?? [...this.ctx.dataset.items.keys()];
+  }
+
+  /** For each slot of {@link catalog}, the method's own index of that item (−1 when it has none). */
+  protected slots(index: ReadonlyMap<string, number>): Int32Array {
+    return Int32Array.from(this.catalog(), (id) => index.get(id) ?? -1);
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -55,6 +65,11 @@ export class RandomMethod extends ScoringMethod {
   protected fit(): void {}
   protected scores(c: RankCase): ArrayLike<number> {
     return new Float64Array(c.candidates.length);
+  }
+
+  scoreAll(c: RankCase, out: Float32Array): void {
+    const rng = tieRng(this.ctx.seed, this.name, c.user);
+    for (let k = 0; k < out.length; k++) out[k] = rng.next();
   }
 }
 
@@ -68,6 +83,64 @@ export class PopMethod extends ScoringMethod {
   }
   protected scores(c: RankCase): ArrayLike<number> {
     return c.candidates.map((id) => this.counts.get(id) ?? 0);
+  }
+
+  private all?: Float32Array;
+  scoreAll(_c: RankCase, out: Float32Array): void {
+    if (!this.all) {
+      const ids = this.catalog();
+      this.all = Float32Array.from(ids, (id) => this.counts.get(id) ?? 0);
+    }
+    out.set(this.all);
+  }
+}
+
+/** One day in the benchmark's time unit (milliseconds, as the loaders store `at`). */
+export const DAY_MS = 86_400_000;
+
+/**
+ * Recent popularity ("Time to Split", RecSys 2025): interactions with the item in the last
+ * `days` (default 7) before the latest event of `ctx.histories` — in protocol `temporal`, the
+ * week before the cut. Needs real timestamps (refuses a dataset with order only).
+ */
+export class PopRecentMethod extends ScoringMethod {
+  readonly name: string;
+  private counts = new Map<string, number>();
+  /** Total popularity, to order items the window never saw. */
+  private total = new Map<string, number>();
+  constructor(private readonly days = 7) {
+    super();
+    if (!(days > 0)) throw new RangeError(`pop7d: days must be > 0, got ${days}`);
+    this.name = days === 7 ? 'pop7d' : `pop${days}d`;
+  }
+  protected fit(ctx: MethodContext): void {
+    if (ctx.dataset.ordinalTime) throw new Error(`${this.name} needs timestamps; ${ctx.dataset.name} has the order of events only`);
+    let last = -Infinity;
+    for (const seq of ctx.histories.values()) for (const x of seq) if (x.at > last) last = x.at;
+    const from = last - this.days * DAY_MS;
+    this.counts.clear();
+    this.total.clear();
+    for (const seq of ctx.histories.values()) {
+      for (const x of seq) {
+        this.total.set(x.item, (this.total.get(x.item) ?? 0) + 1);
+        if (x.at > from) this.counts.set(x.item, (this.counts.get(x.item) ?? 0) + 1);
+      }
+    }
+  }
+  /** Score = window count + all-time count / (1 + the largest all-time count): the window first, all-time popularity breaks its ties. */
+  private get maxTotal(): number {
+    let m = 0;
+    for (const v of this.total.values()) if (v > m) m = v;
+    return m;
+  }
+  protected scores(c: RankCase): ArrayLike<number> {
+    const m = this.maxTotal;
+    return c.candidates.map((id) => (this.counts.get(id) ?? 0) + (this.total.get(id) ?? 0) / (1 + m));
+  }
+  scoreAll(_c: RankCase, out: Float32Array): void {
+    const ids = this.catalog();
+    const m = this.maxTotal;
+    for (let k = 0; k < ids.length; k++) out[k] = (this.counts.get(ids[k]) ?? 0) + (this.total.get(ids[k]) ?? 0) / (1 + m);
   }
 }
 
@@ -180,12 +253,16 @@ export class ItemKnnMethod extends ScoringMethod {
   private index = new Map<string, number>();
   private rows = new Map<number, { idx: Int32Array; val: Float32Array }>();
   private mark = new Uint8Array(0);
+  private userItems: Int32Array[] = [];
+  private itemUsers: number[][] = [];
+  private counts = new Int32Array(0);
+  private slotOf = new Int32Array(0);
 
   protected fit(ctx: MethodContext): void {
     const index = this.index;
     index.clear();
     this.rows.clear();
-    const userItems: Int32Array[] = [];
+    const userItems: Int32Array[] = (this.userItems = []);
     for (const seq of ctx.histories.values()) {
       const set = new Set<number>();
       for (const x of seq) {
@@ -196,12 +273,11 @@ export class ItemKnnMethod extends ScoringMethod {
       if (set.size > 0) userItems.push(Int32Array.from(set));
     }
     const n = index.size;
-    const itemUsers: number[][] = Array.from({ length: n }, () => []);
+    const itemUsers: number[][] = (this.itemUsers = Array.from({ length: n }, () => []));
     userItems.forEach((items, u) => {
       for (const i of items) itemUsers[i].push(u);
     });
-    const counts = new Int32Array(n);
-    const touched: number[] = [];
+    this.counts = new Int32Array(n);
     const wanted = new Set<number>();
     for (const c of ctx.cases) for (const id of c.candidates) {
       const i = index.get(id);
@@ -209,26 +285,42 @@ export class ItemKnnMethod extends ScoringMethod {
     }
     let done = 0;
     for (const ci of wanted) {
-      for (const u of itemUsers[ci]) {
-        for (const j of userItems[u]) {
-          if (counts[j] === 0) touched.push(j);
-          counts[j]++;
-        }
-      }
-      const idx = new Int32Array(touched.length);
-      const val = new Float32Array(touched.length);
-      const nc = itemUsers[ci].length;
-      touched.forEach((j, k) => {
-        idx[k] = j;
-        val[k] = j === ci ? 0 : counts[j] / Math.sqrt(nc * itemUsers[j].length);
-        counts[j] = 0;
-      });
-      touched.length = 0;
-      this.rows.set(ci, { idx, val });
+      this.row(ci);
       if (++done % 64 === 0) ctx.progress(done, wanted.size, 'co-occurrence rows');
     }
     ctx.progress(wanted.size, wanted.size, 'co-occurrence rows');
     this.mark = new Uint8Array(n);
+    const slots = new Map<number, number>();
+    (ctx.catalog ?? []).forEach((id, k) => {
+      const i = index.get(id);
+      if (i !== undefined) slots.set(i, k);
+    });
+    this.slotOf = Int32Array.from({ length: n }, (_, i) => slots.get(i) ?? -1);
+  }
+
+  /** Row `ci` of the similarity (sparse; built on first use, then kept). sim is symmetric. */
+  private row(ci: number): { idx: Int32Array; val: Float32Array } {
+    const have = this.rows.get(ci);
+    if (have) return have;
+    const { counts, itemUsers, userItems } = this;
+    const touched: number[] = [];
+    for (const u of itemUsers[ci]) {
+      for (const j of userItems[u]) {
+        if (counts[j] === 0) touched.push(j);
+        counts[j]++;
+      }
+    }
+    const idx = new Int32Array(touched.length);
+    const val = new Float32Array(touched.length);
+    const nc = itemUsers[ci].length;
+    touched.forEach((j, k) => {
+      idx[k] = j;
+      val[k] = j === ci ? 0 : counts[j] / Math.sqrt(nc * itemUsers[j].length);
+      counts[j] = 0;
+    });
+    const r = { idx, val };
+    this.rows.set(ci, r);
+    return r;
   }
 
   protected scores(c: RankCase): ArrayLike<number> {
@@ -250,6 +342,27 @@ export class ItemKnnMethod extends ScoringMethod {
     });
     for (const i of hist) this.mark[i] = 0;
     return out;
+  }
+
+  /** Every catalog item: Σ over the distinct history items h of row h (sim is symmetric). */
+  scoreAll(c: RankCase, out: Float32Array): void {
+    out.fill(0);
+    const hist: number[] = [];
+    for (const x of c.history) {
+      const i = this.index.get(x.item);
+      if (i !== undefined && !this.mark[i]) {
+        this.mark[i] = 1;
+        hist.push(i);
+      }
+    }
+    for (const h of hist) {
+      this.mark[h] = 0;
+      const { idx, val } = this.row(h);
+      for (let k = 0; k < idx.length; k++) {
+        const slot = this.slotOf[idx[k]];
+        if (slot >= 0) out[slot] += val[k];
+      }
+    }
   }
 }
 
@@ -289,6 +402,7 @@ export class BprMethod extends ScoringMethod {
   private P = new Float32Array(0);
   private Q = new Float32Array(0);
   private bias = new Float32Array(0);
+  private slotIdx?: Int32Array;
 
   constructor(opts: BprOptions = {}) {
     super();
@@ -391,6 +505,20 @@ export class BprMethod extends ScoringMethod {
   protected scores(c: RankCase): ArrayLike<number> {
     return c.candidates.map((id) => this.score(c.user, id));
   }
+
+  scoreAll(c: RankCase, out: Float32Array): void {
+    const slots = (this.slotIdx ??= this.slots(this.itemIndex));
+    const u = this.userIndex.get(c.user);
+    const F = this.opts.factors;
+    const { P, Q, bias } = this;
+    for (let k = 0; k < slots.length; k++) {
+      const i = slots[k];
+      if (i < 0) continue;
+      let x = bias[i];
+      if (u !== undefined) for (let f = 0; f < F; f++) x += P[u * F + f] * Q[i * F + f];
+      out[k] = x;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -400,6 +528,12 @@ export interface EaseOptions {
   lambda?: number;
   /** Refuse catalogs larger than this (the Gram matrix is dense, n² doubles). Default 12 000. */
   maxItems?: number;
+  /**
+   * Restricted EASE: only the `topItems` most frequent items of the histories get a column and
+   * a row (the dense inverse costs n³); every other item scores −∞ (never recommended) and is
+   * ignored in histories. Default: no restriction.
+   */
+  topItems?: number;
 }
 
 /**
@@ -438,26 +572,43 @@ export class EaseMethod extends ScoringMethod {
   private index = new Map<string, number>();
   private P = new Float64Array(0);
   private n = 0;
+  private slotIdx?: Int32Array;
 
   constructor(opts: EaseOptions = {}) {
     super();
     this.lambda = opts.lambda ?? 500;
     this.maxItems = opts.maxItems ?? 12000;
+    this.topItems = opts.topItems;
+    if (this.topItems !== undefined && !(Number.isInteger(this.topItems) && this.topItems >= 1)) throw new RangeError(`ease.topItems must be a positive integer, got ${this.topItems}`);
   }
+
+  private readonly topItems?: number;
+  /** Items with a column (after any restriction) / items in the histories. */
+  private kept = 0;
+  private seen = 0;
 
   protected fit(ctx: MethodContext): void {
     const index = this.index;
     index.clear();
     const rows: Int32Array[] = [];
+    let allowed: Set<string> | undefined;
+    const freq = new Map<string, number>();
+    for (const seq of ctx.histories.values()) for (const x of seq) freq.set(x.item, (freq.get(x.item) ?? 0) + 1);
+    this.seen = freq.size;
+    if (this.topItems !== undefined && freq.size > this.topItems) {
+      allowed = new Set([...freq].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, this.topItems).map(([id]) => id));
+    }
     for (const seq of ctx.histories.values()) {
       const set = new Set<number>();
       for (const x of seq) {
+        if (allowed && !allowed.has(x.item)) continue;
         let i = index.get(x.item);
         if (i === undefined) index.set(x.item, (i = index.size));
         set.add(i);
       }
       if (set.size) rows.push(Int32Array.from(set));
     }
+    this.kept = index.size;
     const n = (this.n = index.size);
     if (n > this.maxItems) throw new Error(`ease: ${n} items exceed maxItems ${this.maxItems} (dense n×n inverse)`);
     const G = (this.P = new Float64Array(n * n));
@@ -489,5 +640,32 @@ export class EaseMethod extends ScoringMethod {
       for (const h of hist) if (h !== ci) s -= P[ci * n + h] / d;
       return s;
     });
+  }
+
+  scoreAll(c: RankCase, out: Float32Array): void {
+    const { n, P } = this;
+    const slots = (this.slotIdx ??= this.slots(this.index));
+    const hist = new Set<number>();
+    for (const x of c.history) {
+      const i = this.index.get(x.item);
+      if (i !== undefined) hist.add(i);
+    }
+    const hs = Int32Array.from(hist);
+    const outside = this.kept < this.seen ? -Infinity : 0;
+    for (let k = 0; k < slots.length; k++) {
+      const ci = slots[k];
+      if (ci < 0) {
+        out[k] = outside;
+        continue;
+      }
+      const row = ci * n;
+      let s = 0;
+      for (let t = 0; t < hs.length; t++) if (hs[t] !== ci) s -= P[row + hs[t]];
+      out[k] = s / P[row + ci];
+    }
+  }
+
+  extras(): Record<string, unknown> {
+    return this.kept < this.seen ? { easeItems: `${this.kept} most frequent of ${this.seen} (restricted)` } : {};
   }
 }

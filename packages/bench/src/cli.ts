@@ -10,10 +10,11 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import cliProgress from 'cli-progress';
 import { ablationsFor, benchItemVectors } from './atomem-method.js';
 import { DatasetError, DEFAULT_KCORE, loadDataset } from './datasets.js';
-import { defaultMethods, methodFactories, PRIVACY_LEVELS } from './methods.js';
+import { defaultMethods, fullRankingMethods, methodFactories, PRIVACY_LEVELS } from './methods.js';
 import { DEFAULT_SEED } from './protocol.js';
 import { BenchUsageError, contrastsTable, markdownTable, pairedTable, runBenchmark, type ProgressEvent } from './run.js';
 import type { DatasetFormat, Privacy, Setting } from './types.js';
+import type { ProtocolName } from './full-protocol.js';
 import { addCosts, zeroCosts, type OperationCosts } from 'atomem/engine';
 
 /** `--users`: a positive integer or `all`. */
@@ -42,6 +43,12 @@ function parseList(value: string): string[] {
 function parseQuantile(value: string): number {
   const q = Number(value);
   if (!/^[0-9.]+$/.test(value) || !(q > 0 && q <= 1)) throw new InvalidArgumentError('expected a number in (0, 1], e.g. 0.8.');
+  return q;
+}
+
+function parseCut(value: string): number {
+  const q = Number(value);
+  if (!/^[0-9.]+$/.test(value) || !(q > 0 && q < 1)) throw new InvalidArgumentError('expected a quantile in (0, 1), e.g. 0.9.');
   return q;
 }
 
@@ -76,8 +83,11 @@ export function resolveDataDir(format: DatasetFormat, data: string | undefined, 
 function program(): Command {
   return new Command()
     .name('atomem-bench')
-    .description('Protocol `loo` of EVAL.md: leave-one-out ranking of 1 positive + 9 negatives.')
-    .addOption(new Option('--format <format>', 'dataset format').choices(['movielens', 'agentcf', 'jsonl']).default('movielens'))
+    .description('Protocols of EVAL.md: loo (1 positive + 9 sampled negatives), loo-full and temporal (all items ranked).')
+    .addOption(new Option('--format <format>', 'dataset format').choices(['movielens', 'agentcf', 'jsonl', 'sequences']).default('movielens'))
+    .addOption(new Option('--protocol <protocol>', 'loo: 1 positive + 9 sampled negatives (the papers\' tables); loo-full: leave-one-out, every catalog item the user has not interacted with ranked; temporal: one global time cut, each user tested on their first event after it, all items ranked').choices(['loo', 'loo-full', 'temporal']).default('loo'))
+    .option('--cut <q>', 'protocol temporal: the cut is this quantile of all event times (default 0.9)', parseCut)
+    .option('--reference <method>', 'loo-full / temporal: paired differences of every method against this one (default sasrec when it runs, else the first method)')
     .option('--data <dir>', 'dataset folder (default: $ATOMEM_ML100K, else ../shared/data/ml-100k)')
     .option('--kcore <k>', 'k-core filter (default 5 for movielens, 0 otherwise)', parseNonNegativeInt)
     .addOption(new Option('--setting <setting>', 'full, sample, instruct (full + a stated intent per case) or evolving (the last --steps interactions tested one after another)').choices(['full', 'sample', 'instruct', 'evolving']).default('full'))
@@ -104,6 +114,9 @@ function program(): Command {
 
 interface CliOptions {
   format: DatasetFormat;
+  protocol: ProtocolName;
+  cut?: number;
+  reference?: string;
   data?: string;
   kcore?: number;
   setting: Setting;
@@ -199,17 +212,21 @@ export async function main(argv: string[]): Promise<number> {
       ...(o.llmModel ? { 'atomem.llmModel': o.llmModel } : {}),
     };
     // `ablations`: every ablation of atomem that applies to this run (issue 12), after the methods listed before it
-    const methods = [...new Set((o.methods ?? defaultMethods(o.setting)).flatMap((m) => (m === 'ablations' ? ablationsFor(params) : [m])))];
-    const unknown = methods.filter((m) => !methodFactories.has(m));
+    const listed = (names: string[]) => [...new Set(names.flatMap((m) => (m === 'ablations' ? ablationsFor(params) : [m])))];
+    const unknown = listed(o.methods ?? []).filter((m) => !methodFactories.has(m));
     if (unknown.length) throw new BenchUsageError(`unknown method ${unknown.join(', ')} (known: ${defaultMethods().join(', ')})`);
     const dir = resolveDataDir(o.format, o.data);
     const kcore = o.kcore ?? DEFAULT_KCORE[o.format];
     const dataset = loadDataset(o.format, dir, { kcore });
+    const methods = listed(o.methods ?? (o.protocol === 'loo' ? defaultMethods(o.setting) : fullRankingMethods(o.protocol, dataset.ordinalTime)));
     // ILD@5 for every method needs item vectors: the same USE-lite vectors atomem uses (cached).
     const itemVectors = methods.some((m) => m.startsWith('atomem')) ? (ids: string[]) => benchItemVectors(dataset, o.param ?? {}, ids) : undefined;
     const result = await runBenchmark({
       itemVectors,
       dataset,
+      protocol: o.protocol,
+      cut: o.cut,
+      reference: o.reference,
       setting: o.setting,
       steps: o.steps,
       users: o.users,
@@ -219,12 +236,18 @@ export async function main(argv: string[]): Promise<number> {
       validation: o.validation,
       params,
       onProgress,
+      // each row as soon as it is measured (a long run that is stopped keeps what it measured)
+      onResult: (r) => {
+        bar?.stop();
+        barKey = '';
+        process.stderr.write(`done: ${r.method}${r.privacy ? `@${r.privacy}` : ''} n ${r.n} NDCG@10 ${r.ndcg10.toFixed(4)} Recall@10 ${r.recall10.toFixed(4)} MRR ${r.mrr.toFixed(4)} (${r.seconds.toFixed(1)} s)\n`);
+      },
     });
     bar?.stop();
     for (const w of result.warnings) process.stderr.write(`warning: ${w}\n`);
     const c = result.config;
     process.stdout.write(
-      `${c.dataset} (${c.format}), k-core ${kcore}, setting ${c.setting}, target ${c.target}, seed ${c.seed}: ` +
+      `${c.dataset} (${c.format}), k-core ${kcore}, protocol ${c.protocol}${c.cutTime !== undefined ? ` (cut at the ${c.cut} quantile of event times, ${c.cutTime})` : ''}, setting ${c.setting}, target ${c.target}, seed ${c.seed}: ` +
         `${c.cases} of ${c.evaluableUsers} evaluable users, ${c.catalogItems} catalog items, ${c.interactions} interactions\n\n`,
     );
     process.stdout.write(`${markdownTable(result)}\n`);
@@ -246,7 +269,8 @@ export async function main(argv: string[]): Promise<number> {
         }
       }
     }
-    if (result.contrasts.length) process.stdout.write(`\nThe setting's contrasts (per user, paired bootstrap over users):\n\n${contrastsTable(result.contrasts)}\n`);
+    if (result.contrasts.length && c.protocol !== 'loo') process.stdout.write(`\nPaired differences against ${c.reference} (per user, 95% paired bootstrap over users; ranks are pessimistic: ties count against the target):\n\n${contrastsTable(result.contrasts, true)}\n`);
+    else if (result.contrasts.length) process.stdout.write(`\nThe setting's contrasts (per user, paired bootstrap over users):\n\n${contrastsTable(result.contrasts, c.protocol !== 'loo')}\n`);
     const details = detailsTable(result);
     if (details) process.stdout.write(`\n${details}\n`);
     const cycles = result.results.filter((r) => r.lifecyclePer1000 !== undefined);

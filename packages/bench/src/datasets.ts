@@ -26,6 +26,7 @@ export const DEFAULT_KCORE: Readonly<Record<DatasetFormat, number>> = {
   movielens: 5,
   agentcf: 0,
   jsonl: 0,
+  sequences: 0,
 };
 
 export interface LoadOptions {
@@ -478,7 +479,42 @@ export function loadDataset(format: DatasetFormat, dir: string, opts: LoadOption
       return loadAgentCF(dir, opts);
     case 'jsonl':
       return loadJsonl(dir, opts);
+    case 'sequences':
+      return loadSequences(dir, opts);
     default:
-      throw new DatasetError(`unknown format ${JSON.stringify(format)} (movielens, agentcf or jsonl)`);
+      throw new DatasetError(`unknown format ${JSON.stringify(format)} (movielens, agentcf, jsonl or sequences)`);
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sequences (`user_sequence.txt`: the P5 / S3-Rec layout of the Amazon 5-core sets)
+
+/**
+ * `DIR/user_sequence.txt`: one line per user, `user item item …` separated by spaces or tabs,
+ * oldest first; ids only (no titles, categories or timestamps). The order is all there is, so
+ * a user's k-th interaction gets `at = k` (protocol `temporal`, which needs real time, refuses
+ * such a dataset: {@link Dataset.ordinalTime}). The catalog is every item of the file; an item
+ * is its own title. A user id seen twice, or a line with no item, is an error.
+ */
+export function loadSequences(dir: string, opts: LoadOptions = {}): Dataset {
+  const root = requireDir(dir, 'sequences');
+  const file = join(root, 'user_sequence.txt');
+  const text = readText(file, 'the sequences file');
+  const items = new Map<string, Item>();
+  const sequences = new Map<string, Interaction[]>();
+  let no = 0;
+  for (const raw of text.split(/\r?\n/)) {
+    no++;
+    const line = raw.trim();
+    if (!line) continue;
+    const [user, ...ids] = line.split(/\s+/);
+    if (ids.length === 0) throw new DatasetError(`${file}:${no}: user ${user} has no item (expected "user item item ...")`);
+    if (sequences.has(user)) throw new DatasetError(`${file}:${no}: user ${user} appears twice`);
+    sequences.set(user, ids.map((item, k) => ({ item, at: k, action: 'purchase' as const })));
+    for (const id of ids) if (!items.has(id)) items.set(id, { id, title: id });
+  }
+  if (sequences.size === 0) throw new DatasetError(`${file}: no user sequence`);
+  const dataset: Dataset = { name: basename(root), format: 'sequences', items, sequences, warnings: [], ordinalTime: true };
+  const k = opts.kcore ?? DEFAULT_KCORE.sequences;
+  return k > 0 ? kcore(dataset, k, { pruneCatalog: true }) : dataset;
 }

@@ -3,7 +3,7 @@
  * {@link methodFactories}. Add a method from another folder with `registerMethod` (from
  * `./registry.js`) and one import line in the marked block below.
  */
-import { BprMethod, Bm25Method, EaseMethod, ItemKnnMethod, PopMethod, RandomMethod } from './baselines.js';
+import { BprMethod, Bm25Method, EaseMethod, ItemKnnMethod, PopMethod, PopRecentMethod, RandomMethod } from './baselines.js';
 import { methodFactories, paramNumber, registerMethod } from './registry.js';
 import type { Setting } from './types.js';
 
@@ -23,6 +23,10 @@ const num = paramNumber;
 
 registerMethod('random', () => new RandomMethod(), { description: 'uniformly random order (seeded)' });
 registerMethod('pop', () => new PopMethod(), { description: 'popularity: interaction counts before the test items' });
+registerMethod('pop7d', ({ params }) => new PopRecentMethod(num(params, 'pop7d.days') ?? 7), {
+  description: 'popularity over the last 7 days before the latest training event (protocol temporal: the week before the cut)',
+  ablation: true,
+});
 registerMethod('bm25', ({ params }) => new Bm25Method({ k1: num(params, 'bm25.k1'), b: num(params, 'bm25.b') }), {
   description: 'BM25 of item texts against the history texts',
 });
@@ -42,9 +46,15 @@ registerMethod(
     }),
   { description: 'BPR-MF, 32 factors, centralized' },
 );
-registerMethod('ease', ({ params }) => new EaseMethod({ lambda: num(params, 'ease.lambda') }), {
+registerMethod('ease', ({ params }) => new EaseMethod({ lambda: num(params, 'ease.lambda'), topItems: num(params, 'ease.topItems') }), {
   description: 'EASE linear autoencoder, lambda 500, centralized',
 });
+
+/** Default `--methods` of the full-ranking protocols (`loo-full`, `temporal`): methods that score the whole catalog. */
+export function fullRankingMethods(protocol: 'loo-full' | 'temporal', ordinalTime = false): string[] {
+  const list = ['pop', ...(protocol === 'temporal' && !ordinalTime ? ['pop7d'] : []), 'itemknn', 'ease', 'bpr', 'sasrec', 'shop', 'atomem'];
+  return list.filter((m) => methodFactories.has(m));
+}
 
 /** Default `--methods`: the baselines first, then every other registered method in registration order (ablations only on request: `ablations`). */
 export function defaultMethods(setting?: Setting): string[] {

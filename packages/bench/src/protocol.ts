@@ -43,6 +43,8 @@ export interface ProtocolOptions {
   seed?: number;
   /** `test` (default): hold out the test item; `validation`: hold out the validation item, for tuning. */
   target?: 'test' | 'validation';
+  /** Protocol `loo-full`: the same split, no sampled candidates (every case's `candidates` empty). */
+  noCandidates?: boolean;
 }
 
 export interface Protocol {
@@ -130,6 +132,10 @@ export function buildProtocol(dataset: Dataset, opts: ProtocolOptions = {}): Pro
     const exclude = new Set(full.map((x) => x.item));
     let negatives: string[] = [];
     const pool = dataset.candidatePools?.get(user);
+    if (opts.noCandidates) {
+      cases.push({ user, history, test: { ...held }, candidates: [], now: history.length ? history[history.length - 1].at : 0 });
+      continue;
+    }
     if (dataset.candidatePools) {
       if (!pool) poolMissing++;
       else {

@@ -6,6 +6,7 @@
 import type { Interaction } from 'atomem/engine';
 import { categoryCoverage, categoryEntropy, bootstrapCI, caseMetrics, ild, mean, meanMetrics, METRIC_KEYS, rankOf, type RankMetrics } from './metrics.js';
 import { buildProtocol, DEFAULT_SEED } from './protocol.js';
+import { buildFullProtocol, catalogOrder, fullRank, type ProtocolName } from './full-protocol.js';
 import { methodFactories as registry, type MethodFactory } from './registry.js';
 import type { Dataset, EvalCase, Method, MethodContext, Privacy, RankCase, Setting } from './types.js';
 
@@ -27,6 +28,15 @@ export interface RunOptions {
   dataset: Dataset;
   /** Default `full`. */
   setting?: Setting;
+  /** `loo` (default: 10 candidates), `loo-full` or `temporal` (all items ranked; setting `full` only). */
+  protocol?: ProtocolName;
+  /** `temporal`: quantile of event times for the cut (default 0.9). */
+  cut?: number;
+  /**
+   * `loo-full` / `temporal`: every other method is compared with this one (paired bootstrap
+   * over users, NDCG@10, Recall@10, MRR). Default: `sasrec` when it runs, else the first method.
+   */
+  reference?: string;
   /** Default `all`. */
   users?: number | 'all';
   /** Setting `evolving`: steps per user (default 5). */
@@ -89,6 +99,10 @@ export interface ResultRow extends RankMetrics {
   method: string;
   /** `null` for methods that take no privacy level. */
   privacy: Privacy | null;
+  /** `loo`, `loo-full` or `temporal`. */
+  protocol: ProtocolName;
+  /** Recall@10 = HR@10 (one relevant item). */
+  recall10: number;
   /** Number of evaluated cases. */
   n: number;
   /** 95% percentile-bootstrap intervals over users (paired: same resamples for every method). */
@@ -111,6 +125,12 @@ export interface BenchmarkConfig {
   dataset: string;
   format?: string;
   setting: Setting;
+  protocol: ProtocolName;
+  /** `temporal`: the cut quantile and time (ms or the dataset's unit). */
+  cut?: number;
+  cutTime?: number;
+  /** Full-ranking protocols: the reference of the paired differences. */
+  reference?: string;
   target: 'test' | 'validation';
   users: number | 'all';
   seed: number;
@@ -128,7 +148,7 @@ export interface PairedDifference {
   /** Row keys: `method` or `method/privacy`. */
   a: string;
   b: string;
-  metric: 'ndcg10' | 'mrr' | 'hr1';
+  metric: 'ndcg10' | 'mrr' | 'hr1' | 'hr10';
   /** Users (the bootstrap's units). */
   n: number;
   /** Mean over users of a − b. */
@@ -251,10 +271,19 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
   const methods = options.methods ? [...options.methods] : [...factories.keys()];
   const { runs, warnings } = planRuns(methods, options.privacy, factories);
   const { dataset } = options;
+  const protocolName: ProtocolName = options.protocol ?? 'loo';
+  const full = protocolName !== 'loo';
+  if (full && setting !== 'full') throw new BenchUsageError(`protocol ${protocolName} runs in setting full only (got ${setting})`);
+  const catalog = catalogOrder(dataset);
 
   let protocol;
+  let cutTime: number | undefined;
   try {
-    protocol = buildProtocol(dataset, { setting, users, seed, target, steps: options.steps });
+    if (full) {
+      const p = buildFullProtocol(dataset, protocolName, { users, seed, target, cut: options.cut });
+      protocol = p;
+      cutTime = p.cutTime;
+    } else protocol = buildProtocol(dataset, { setting, users, seed, target, steps: options.steps });
   } catch (e) {
     if (e instanceof RangeError) throw new BenchUsageError(e.message);
     throw e;
@@ -263,10 +292,15 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
 
   let interactions = 0;
   for (const seq of dataset.sequences.values()) interactions += seq.length;
+  const reference = full ? (options.reference ?? (methods.includes('sasrec') ? 'sasrec' : methods[0])) : undefined;
+  if (reference !== undefined && !methods.includes(reference)) throw new BenchUsageError(`reference ${reference} is not among the methods run (${methods.join(', ')})`);
   const config: BenchmarkConfig = {
     dataset: dataset.name,
     format: dataset.format,
     setting,
+    protocol: protocolName,
+    ...(protocolName === 'temporal' ? { cut: options.cut ?? 0.9, cutTime } : {}),
+    ...(reference !== undefined ? { reference } : {}),
     target,
     users,
     seed,
@@ -298,17 +332,41 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       privacy: privacy ?? 'off',
       setting,
       target,
+      protocol: protocolName,
+      catalog: catalog.ids,
+      catalogIndex: catalog.index,
       progress: (done, total, label) => report('prepare', done, total, label),
     };
 
     const t0 = performance.now();
     const instance: Method = await factories.get(method)!({ name: method, privacy: privacy ?? 'off', seed, params: options.params ?? {} });
+    if (full && !instance.scoreAll) throw new BenchUsageError(`${method} cannot rank the whole catalog (no scoreAll); protocol ${protocolName} needs it`);
     await instance.prepare(ctx);
     const t1 = performance.now();
     const ranks: number[] = [];
     const tops: string[][] = [];
     const every = Math.max(1, Math.floor(cases.length / 200));
-    for (let k = 0; k < cases.length; k++) {
+    const scores = new Float32Array(full ? catalog.ids.length : 0);
+    const exclude = new Uint8Array(full ? catalog.ids.length : 0);
+    for (let k = 0; full && k < cases.length; k++) {
+      const c = cases[k];
+      scores.fill(-Infinity);
+      await instance.scoreAll!(c, scores);
+      const hist = protocol.cases[k].history;
+      for (const x of hist) {
+        const i = catalog.index.get(x.item);
+        if (i !== undefined) exclude[i] = 1;
+      }
+      const t = catalog.index.get(protocol.cases[k].test.item);
+      // a target outside the catalog can never be recommended: ranked below every candidate
+      ranks.push(t === undefined ? catalog.ids.length + 1 : fullRank(scores, t, exclude));
+      for (const x of hist) {
+        const i = catalog.index.get(x.item);
+        if (i !== undefined) exclude[i] = 0;
+      }
+      if ((k + 1) % every === 0 || k + 1 === cases.length) report('rank', k + 1, cases.length, 'ranking all items');
+    }
+    for (let k = 0; !full && k < cases.length; k++) {
       const c = cases[k];
       // why: rank from a pristine copy; the target stays with us, the method only sees candidates.
       const ranking = checkRanking(method, c, await instance.rank(c));
@@ -336,14 +394,17 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     const row: ResultRow = {
       method,
       privacy,
+      protocol: protocolName,
       n: cases.length,
       ...metrics,
+      recall10: metrics.hr10,
       ci,
       seconds: (t2 - t0) / 1000,
       prepareSeconds: (t1 - t0) / 1000,
       rankSeconds: (t2 - t1) / 1000,
-      entropy5: mean(tops.map((t) => categoryEntropy(cats(t)))),
-      coverage5: mean(tops.map((t) => categoryCoverage(cats(t), 5))),
+      // full-ranking protocols keep no top lists (no per-case arrays of ids): no diversity columns
+      entropy5: full ? NaN : mean(tops.map((t) => categoryEntropy(cats(t)))),
+      coverage5: full ? NaN : mean(tops.map((t) => categoryCoverage(cats(t), 5))),
       setting,
     };
     if (setting === 'evolving') {
@@ -356,7 +417,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       row.perStep = [...bySteps].map(([step, rs]) => ({ step, n: rs.length, ...meanMetrics(rs) }));
     }
     const given = options.itemVectors;
-    const vectors = typeof given === 'function' ? await given([...new Set(tops.flat())]) : given;
+    const vectors = full ? undefined : typeof given === 'function' ? await given([...new Set(tops.flat())]) : given;
     if (vectors) {
       row.ild5 = mean(tops.map((t) => ild(t.map((id) => vectors.get(id)).filter((v): v is ArrayLike<number> => v !== undefined))));
     }
@@ -379,7 +440,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     row.diffToFull = d;
     paired.push({ a: row.method, b: full.method, privacyA: row.privacy, privacyB: full.privacy, ...d });
   }
-  for (const [a, b] of options.pairs ?? [['atomem', 'shop'], ['atomem', 'sasrec']]) {
+  for (const [a, b] of options.pairs ?? (full ? [['atomem', 'shop']] : [['atomem', 'shop'], ['atomem', 'sasrec']])) {
     for (const ra of results.filter((r) => r.method === a)) {
       const rb = find(b, ra.privacy);
       if (!rb) continue;
@@ -390,7 +451,8 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     instruct: [['atomem', 'bm25'], ['atomem', 'atomem-no-intent']],
     evolving: [['atomem', 'atomem-frozen']],
   };
-  const contrastPairs = options.paired ?? defaults[setting] ?? [];
+  const contrastPairs = options.paired ?? (full ? methods.filter((m) => m !== reference).map((m) => [m, reference!] as const) : (defaults[setting] ?? []));
+  const contrastMetrics = full ? (['ndcg10', 'hr10', 'mrr'] as const) : (['ndcg10', 'mrr', 'hr1'] as const);
   const contrasts: PairedDifference[] = [];
   /** A name: an exact row key, else the method's `off` row, else its first row. */
   const findKey = (name: string) => results.find((r) => rowKey(r) === name) ?? results.find((r) => r.method === name && r.privacy === 'off') ?? results.find((r) => r.method === name);
@@ -400,7 +462,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     if (!ra || !rb) continue;
     const ua = unitsOf.get(rowKey(ra))!;
     const ub = unitsOf.get(rowKey(rb))!;
-    for (const metric of ['ndcg10', 'mrr', 'hr1'] as const) {
+    for (const metric of contrastMetrics) {
       const d = ua.map((u, i) => u[metric] - ub[i][metric]);
       contrasts.push({ a: rowKey(ra), b: rowKey(rb), metric, n: d.length, diff: mean(d), ci: bootstrapCI(d, { seed, resamples: options.resamples }) });
     }
@@ -418,16 +480,19 @@ export function pairedTable(paired: readonly PairedDiff[]): string {
   return lines.join('\n');
 }
 
-/** Paired differences as a markdown table (NDCG@10, MRR, HR@1 with 95% paired intervals). */
-export function contrastsTable(paired: readonly PairedDifference[]): string {
-  const lines = ['| difference | users | Δ NDCG@10 | 95% CI | Δ MRR | 95% CI | Δ HR@1 | 95% CI |', '|---|---:|---:|---|---:|---|---:|---|'];
+/** Paired differences as a markdown table (NDCG@10, MRR, HR@1 — or with `full`, NDCG@10, Recall@10, MRR — with 95% paired intervals). */
+export function contrastsTable(paired: readonly PairedDifference[], full = false): string {
+  const metrics: PairedDifference['metric'][] = full ? ['ndcg10', 'hr10', 'mrr'] : ['ndcg10', 'mrr', 'hr1'];
+  const label = { ndcg10: 'NDCG@10', mrr: 'MRR', hr1: 'HR@1', hr10: 'Recall@10' };
+  const lines = [`| difference | users | ${metrics.map((m) => `Δ ${label[m]} | 95% CI`).join(' | ')} |`, '|---|---:|---:|---|---:|---|---:|---|'];
   const groups = new Map<string, PairedDifference[]>();
   for (const p of paired) groups.set(`${p.a} − ${p.b}`, [...(groups.get(`${p.a} − ${p.b}`) ?? []), p]);
-  const f = (x: number) => (x >= 0 ? '+' : '') + x.toFixed(3);
+  const digits = full ? 4 : 3;
+  const f = (x: number) => (x >= 0 ? '+' : '') + x.toFixed(digits);
   for (const [name, ps] of groups) {
     const by = (m: PairedDifference['metric']) => ps.find((p) => p.metric === m);
     const cell = (p?: PairedDifference) => (p ? `${f(p.diff)} | [${f(p.ci[0])}, ${f(p.ci[1])}]` : '— | —');
-    lines.push(`| ${name} | ${ps[0].n} | ${cell(by('ndcg10'))} | ${cell(by('mrr'))} | ${cell(by('hr1'))} |`);
+    lines.push(`| ${name} | ${ps[0].n} | ${metrics.map((m) => cell(by(m))).join(' | ')} |`);
   }
   return lines.join('\n');
 }
@@ -436,6 +501,7 @@ const fmt = (x: unknown, digits = 3) => (typeof x === 'number' && Number.isFinit
 
 /** The results as a markdown table (NDCG@10 with its 95% interval). */
 export function markdownTable(result: BenchmarkResult): string {
+  if (result.config.protocol !== undefined && result.config.protocol !== 'loo') return fullTable(result);
   const head = ['method', 'privacy', 'n', 'NDCG@1', 'NDCG@5', 'NDCG@10', '95% CI NDCG@10', 'HR@1', 'MRR', 'cat. entropy@5', 'coverage@5'];
   const hasIld = result.results.some((r) => r.ild5 !== undefined);
   if (hasIld) head.push('ILD@5');
@@ -458,6 +524,16 @@ export function markdownTable(result: BenchmarkResult): string {
     if (hasIld) cells.push(fmt(r.ild5));
     cells.push(fmt(r.seconds, 1));
     lines.push(`| ${cells.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
+/** Full-ranking protocols: NDCG@10, Recall@10 and MRR, each with its 95% bootstrap interval over users. */
+export function fullTable(result: BenchmarkResult): string {
+  const lines = ['| method | privacy | users | NDCG@10 | 95% CI | Recall@10 | 95% CI | MRR | 95% CI | seconds |', '|---|---|---:|---:|---|---:|---|---:|---|---:|'];
+  const ci = (c: [number, number]) => `[${fmt(c[0], 4)}, ${fmt(c[1], 4)}]`;
+  for (const r of result.results) {
+    lines.push(`| ${r.method} | ${r.privacy ?? '—'} | ${r.n} | ${fmt(r.ndcg10, 4)} | ${ci(r.ci.ndcg10)} | ${fmt(r.hr10, 4)} | ${ci(r.ci.hr10)} | ${fmt(r.mrr, 4)} | ${ci(r.ci.mrr)} | ${fmt(r.seconds, 1)} |`);
   }
   return lines.join('\n');
 }

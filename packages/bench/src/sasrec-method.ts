@@ -6,24 +6,57 @@
  * ever one of the candidates.
  *
  * Parameters (`--param sasrec.KEY=VALUE`): epochs, lr, batchSize, maxLen, dim, blocks,
- * heads, dropout, l2, threads, chunks, seed (default: the run's seed).
+ * heads, dropout, l2, threads, chunks, seed (default: the run's seed); loss (bce | ce |
+ * sampled-softmax), negatives (sampled-softmax), and for early stopping evalEvery, patience,
+ * validUsers.
+ *
+ * Protocol `loo` (the papers' tables): the run's shared model (one sampled negative, BCE, 80
+ * epochs), as before. Protocols `loo-full` and `temporal`: SASRec at its published strength —
+ * full-softmax cross-entropy (`sasrec.loss=ce`, the default there) early-stopped on validation:
+ * each user's last learnable interaction is held out (for `loo-full` that is the
+ * second-to-last item, the original SASRec split), the model trains on the rest, every
+ * `evalEvery` epochs (default 5) NDCG@10 over all items (history excluded, pessimistic ties) of
+ * up to `validUsers` (default 2000) held-out items is measured, training stops after `patience`
+ * (default 3) evaluations without a gain or at `maxEpochs` (else `epochs`, else 200), and the best checkpoint ranks the test cases.
  */
 import { registerMethod, paramNumber, type MethodOptions } from './registry.js';
 import { rankByScore, tieRng } from './baselines.js';
 import type { Method, MethodContext, RankCase } from './types.js';
+import { Rng } from './rng.js';
 import { publishedSequence } from './shop-publish.js';
 import { encodeHistory, scoreItems, type SasrecWeights } from 'atomem/shop';
 import { SASREC_DEFAULTS, trainSasrec, type SasrecTrainOptions } from 'atomem/shop';
 
-const KEYS = ['epochs', 'lr', 'batchSize', 'maxLen', 'dim', 'blocks', 'heads', 'dropout', 'l2', 'threads', 'chunks', 'seed'] as const;
+const KEYS = ['epochs', 'lr', 'batchSize', 'maxLen', 'dim', 'blocks', 'heads', 'dropout', 'l2', 'threads', 'chunks', 'seed', 'negatives'] as const;
+/** Early-stopping parameters of the full-ranking protocols (not training options). */
+const STOP_KEYS = ['evalEvery', 'patience', 'validUsers', 'maxEpochs'] as const;
+const LOSSES = ['bce', 'ce', 'sampled-softmax'] as const;
 
 /** `sasrec.*` parameters as training options (absent keys stay undefined). */
 export function sasrecOptions(params: Readonly<Record<string, string>>): SasrecTrainOptions {
-  const out: Record<string, number | undefined> = {};
+  const out: Record<string, unknown> = {};
   for (const k of KEYS) out[k] = paramNumber(params, `sasrec.${k}`);
-  const unknown = Object.keys(params).filter((k) => k.startsWith('sasrec.') && !KEYS.includes(k.slice(7) as (typeof KEYS)[number]));
-  if (unknown.length) throw new Error(`sasrec: unknown parameter ${unknown.join(', ')} (known: ${KEYS.map((k) => `sasrec.${k}`).join(', ')})`);
+  const loss = params['sasrec.loss'];
+  if (loss !== undefined) {
+    if (!(LOSSES as readonly string[]).includes(loss)) throw new Error(`sasrec.loss must be ${LOSSES.join(', ')}, got ${loss}`);
+    out.loss = loss;
+  }
+  const known = [...KEYS, ...STOP_KEYS, 'loss'] as readonly string[];
+  const unknown = Object.keys(params).filter((k) => k.startsWith('sasrec.') && !known.includes(k.slice(7)));
+  if (unknown.length) throw new Error(`sasrec: unknown parameter ${unknown.join(', ')} (known: ${known.map((k) => `sasrec.${k}`).join(', ')})`);
   return out as SasrecTrainOptions;
+}
+
+/** Early stopping of the full-ranking protocols, from `sasrec.evalEvery|patience|validUsers`. */
+export function earlyStopOptions(params: Readonly<Record<string, string>>): { evalEvery: number; patience: number; validUsers: number; maxEpochs?: number } {
+  const evalEvery = paramNumber(params, 'sasrec.evalEvery') ?? 5;
+  const patience = paramNumber(params, 'sasrec.patience') ?? 3;
+  const validUsers = paramNumber(params, 'sasrec.validUsers') ?? 2000;
+  const maxEpochs = paramNumber(params, 'sasrec.maxEpochs');
+  for (const [k, v] of Object.entries({ evalEvery, patience, validUsers, maxEpochs: maxEpochs ?? 1 })) {
+    if (!Number.isInteger(v) || v < 1) throw new Error(`sasrec.${k} must be a positive integer, got ${v}`);
+  }
+  return { evalEvery, patience, validUsers, maxEpochs };
 }
 
 /** Item id ↔ index 1..n over the catalog (then any id seen only in histories). */
@@ -41,6 +74,11 @@ export class SasrecMethod implements Method {
   private weights?: SasrecWeights;
   trainSeconds = 0;
   lastLoss = NaN;
+  /** Full-ranking protocols: the validation curve and the chosen epoch. */
+  private validation?: { epoch: number; ndcg10: number }[];
+  private bestEpoch?: number;
+  private epochsRun = 0;
+  private slotIdx?: Int32Array;
 
   /**
    * @param opts training options; `name` (default `sasrec`); `checkpoint` is called after
@@ -63,6 +101,8 @@ export class SasrecMethod implements Method {
 
   async prepare(ctx: MethodContext): Promise<void> {
     this.ctx = ctx;
+    const fullRanking = ctx.protocol === 'loo-full' || ctx.protocol === 'temporal';
+    if (fullRanking && !this.opts.checkpoint) return this.prepareEarlyStopped(ctx);
     if (this.opts.params && !this.opts.checkpoint) {
       const shared = await publishedSequence(ctx, { ...this.opts.params, 'shop.until': '1' });
       this.index = shared.index;
@@ -88,6 +128,98 @@ export class SasrecMethod implements Method {
     });
     this.weights = r.weights;
     this.trainSeconds = r.seconds;
+  }
+
+  /**
+   * Full-ranking protocols: trains on every learnable history minus its last interaction
+   * (held out for validation), evaluates full-ranking NDCG@10 on a seeded sample of those
+   * held-out items every `evalEvery` epochs, keeps the best checkpoint, stops after `patience`
+   * evaluations without a gain.
+   */
+  private async prepareEarlyStopped(ctx: MethodContext): Promise<void> {
+    const params = this.opts.params ?? {};
+    const { name: _n, checkpoint: _c, params: _p, ...rest } = this.opts;
+    const train = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as SasrecTrainOptions;
+    const loss = train.loss ?? 'ce';
+    const stop = earlyStopOptions(params);
+    // why maxEpochs: `sasrec.epochs` also sets the run's shared model (atomem's on-device SASRec, 80 by default)
+    const epochs = stop.maxEpochs ?? train.epochs ?? 200;
+    this.index = itemIndex(ctx);
+    const index = this.index;
+    const seqs: Int32Array[] = [];
+    const held: Array<{ input: Int32Array; target: number }> = [];
+    for (const seq of ctx.histories.values()) {
+      const ids = Int32Array.from(seq, (x) => index.get(x.item)!);
+      if (ids.length >= 3) {
+        seqs.push(ids.subarray(0, ids.length - 1));
+        held.push({ input: ids.subarray(0, ids.length - 1), target: ids[ids.length - 1] });
+      } else if (ids.length > 0) seqs.push(ids);
+    }
+    const rng = Rng.derive(ctx.seed, 'sasrec-validation');
+    const valid = held.length > stop.validUsers ? rng.sampleWithoutReplacement(held, stop.validUsers) : held;
+    const n = index.size;
+    const all = Int32Array.from({ length: n }, (_, i) => i + 1);
+    const seen = new Uint8Array(n + 1);
+    const validate = (w: SasrecWeights): number => {
+      let sum = 0;
+      for (const v of valid) {
+        const s = scoreItems(w, encodeHistory(w, v.input), all);
+        const t = s[v.target - 1];
+        for (const i of v.input) seen[i] = 1;
+        let rank = 1;
+        for (let i = 1; i <= n && rank <= 10; i++) if (i !== v.target && !seen[i] && s[i - 1] >= t) rank++;
+        for (const i of v.input) seen[i] = 0;
+        if (rank <= 10) sum += 1 / Math.log2(rank + 1);
+      }
+      return valid.length ? sum / valid.length : 0;
+    };
+    let best = -Infinity;
+    let bestWeights: SasrecWeights | undefined;
+    let since = 0;
+    this.validation = [];
+    const r = await trainSasrec(seqs, n, {
+      seed: ctx.seed,
+      ...train,
+      loss,
+      epochs,
+      onEpoch: (epoch, l, weights) => {
+        this.lastLoss = l;
+        this.epochsRun = epoch;
+        if (epoch % stop.evalEvery !== 0 && epoch !== epochs) {
+          ctx.progress(epoch, epochs, `epochs (${loss}), loss ${l.toFixed(4)}`);
+          return;
+        }
+        const ndcg = validate(weights);
+        this.validation!.push({ epoch, ndcg10: Math.round(ndcg * 1e5) / 1e5 });
+        ctx.progress(epoch, epochs, `epochs (${loss}), loss ${l.toFixed(4)}, validation NDCG@10 ${ndcg.toFixed(4)} (best ${Math.max(best, ndcg).toFixed(4)})`);
+        if (ndcg > best) {
+          best = ndcg;
+          this.bestEpoch = epoch;
+          bestWeights = copyWeights(weights);
+          since = 0;
+        } else if (++since >= stop.patience) return false;
+      },
+    });
+    this.weights = bestWeights ?? r.weights;
+    this.trainSeconds = r.seconds;
+  }
+
+  /** Every catalog item's score (−∞ for items the model does not know). */
+  scoreAll(c: RankCase, out: Float32Array): void {
+    const w = this.weights!;
+    const catalog = this.ctx.catalog ?? [];
+    const slots = (this.slotIdx ??= Int32Array.from(catalog, (id) => {
+      const i = this.index.get(id) ?? 0;
+      return i >= 1 && i <= w.numItems ? i : 0;
+    }));
+    const hist: number[] = [];
+    for (const x of c.history) {
+      const i = this.index.get(x.item);
+      if (i !== undefined && i <= w.numItems) hist.push(i);
+    }
+    const u = encodeHistory(w, hist);
+    const s = scoreItems(w, u, slots.map((i) => (i === 0 ? 1 : i)));
+    for (let k = 0; k < slots.length; k++) out[k] = slots[k] === 0 ? -Infinity : s[k];
   }
 
   /** The trained model (after `prepare`). */
@@ -118,8 +250,18 @@ export class SasrecMethod implements Method {
   }
 
   extras(): Record<string, unknown> {
-    return { trainSeconds: Math.round(this.trainSeconds * 10) / 10, finalLoss: Math.round(this.lastLoss * 1e4) / 1e4 };
+    const out: Record<string, unknown> = { trainSeconds: Math.round(this.trainSeconds * 10) / 10, finalLoss: Math.round(this.lastLoss * 1e4) / 1e4 };
+    if (this.validation) Object.assign(out, { loss: this.opts.loss ?? 'ce', epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
+    return out;
   }
+}
+
+/** A deep copy of a model's weights (a checkpoint: the trainer's live view changes every step). */
+export function copyWeights(w: SasrecWeights): SasrecWeights {
+  // why slice, not structuredClone: the live tensors are views of a SharedArrayBuffer, which a clone would share
+  const copy = (o: Record<string, unknown>): Record<string, unknown> =>
+    Object.fromEntries(Object.entries(o).map(([k, v]) => [k, v instanceof Float32Array ? v.slice() : v]));
+  return { ...(copy(w as unknown as Record<string, unknown>) as unknown as SasrecWeights), config: { ...w.config }, blocks: w.blocks.map((b) => copy(b as unknown as Record<string, unknown>) as unknown as SasrecWeights['blocks'][number]) };
 }
 
 registerMethod('sasrec', ({ params }: MethodOptions) => new SasrecMethod({ ...sasrecOptions(params), params }), {

@@ -198,6 +198,15 @@ export class ShopMethod implements Method {
     return rankByScore(c.candidates, scores, tieRng(this.ctx.seed, this.name, c.user));
   }
 
+  /** Every catalog item scored from the user's own history (the same scorer as `rank`). */
+  async scoreAll(c: RankCase, out: Float32Array): Promise<void> {
+    const catalog = this.ctx.catalog ?? [];
+    const all: RankCase = { ...c, candidates: catalog as string[] };
+    const extra: Record<string, ArrayLike<number>> = {};
+    for (const [name, p] of this.providers) extra[name] = await p.scores(all);
+    out.set(this.scorer.score(c.history, catalog, { weights: this.weights, extra, now: lastAt(c) }));
+  }
+
   extras(): Record<string, unknown> {
     return { fileBytes: this.bytes, trainSeconds: Number(this.trainSeconds.toFixed(2)) };
   }

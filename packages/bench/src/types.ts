@@ -13,10 +13,12 @@ export interface Dataset {
   format?: DatasetFormat;
   /** Non-fatal loader notes, e.g. interactions skipped for unknown item ids. */
   warnings?: string[];
+  /** True when `at` is only the position in the user's sequence (format `sequences`): no real time. */
+  ordinalTime?: boolean;
 }
 
 /** The on-disk formats `datasets.ts` reads (see /EVAL.md, "Data formats"). */
-export type DatasetFormat = 'movielens' | 'agentcf' | 'jsonl';
+export type DatasetFormat = 'movielens' | 'agentcf' | 'jsonl' | 'sequences';
 
 /** One evaluated user under protocol `loo` (what the runner knows; methods get a {@link RankCase}). */
 export interface EvalCase extends RankCase {
@@ -32,7 +34,7 @@ export interface RankCase {
   user: string;
   /** Everything before the target, oldest first (a copy: mutating it changes nothing). */
   history: Interaction[];
-  /** The target plus 9 negatives, already shuffled (seeded). */
+  /** The target plus 9 negatives, already shuffled (seeded); empty in `loo-full` and `temporal` (the whole catalog competes). */
   candidates: string[];
   /** "Now" for the method: the timestamp of the last history interaction (0 when the history is empty). */
   now: number;
@@ -78,6 +80,12 @@ export interface MethodContext {
   setting?: Setting;
   /** `test` for the reported run; `validation` when tuning (cases target the validation item). */
   target?: 'test' | 'validation';
+  /** `loo` (10 candidates per case), `loo-full` or `temporal` (every catalog item scored by {@link Method.scoreAll}). */
+  protocol?: 'loo' | 'loo-full' | 'temporal';
+  /** The catalog in scoring order: `scoreAll`'s output slot k is the item `catalog[k]` (set by `runBenchmark`). */
+  catalog?: readonly string[];
+  /** Item id → its slot in {@link catalog}. */
+  catalogIndex?: ReadonlyMap<string, number>;
 }
 
 /** A recommender under test. */
@@ -94,6 +102,12 @@ export interface Method {
   observe?(user: string, interaction: Interaction): Promise<void> | void;
   /** Return the case's candidates in ranked order (best first). */
   rank(c: RankCase): Promise<string[]> | string[];
+  /**
+   * Protocols `loo-full` and `temporal`: write a score for every catalog item into `out`
+   * (slot k = `ctx.catalog[k]`; prefilled with −∞; larger = better). The runner excludes the
+   * user's history and counts ties against the target. Methods without it cannot run there.
+   */
+  scoreAll?(c: RankCase, out: Float32Array): Promise<void> | void;
   /**
    * Optional extra columns for this method's result row (e.g. diversity, simulation
    * fidelity), called once after every case was ranked; merged into the row.

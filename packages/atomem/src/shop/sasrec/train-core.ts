@@ -29,7 +29,12 @@ export interface GradCoreOptions {
   Arr?: ArrayCtor;
   /** `wasm` (SIMD, float32 only) or `js`. Default `wasm` where supported. */
   kernel?: 'wasm' | 'js';
+  /** Most items a chunk's softmax may hold ({@link ChunkData.softmax}); 0 (default) = BCE only. */
+  softmaxItems?: number;
 }
+
+/** Rows of logits computed at once by the softmax loss. */
+const SOFTMAX_BLOCK = 64;
 
 /** One chunk of training sequences, packed (rows = real positions only). */
 export interface ChunkData {
@@ -43,6 +48,12 @@ export interface ChunkData {
   inputs: Int32Array;
   targets: Int32Array;
   negatives: Int32Array;
+  /**
+   * Softmax cross-entropy instead of BCE: the items competing with every row's positive (all
+   * items for full cross-entropy, or sampled negatives shared by the chunk); an occurrence of
+   * the row's own positive among them is masked out. Absent: BCE with `negatives`.
+   */
+  softmax?: Int32Array;
 }
 
 type ArrayCtor = Float32ArrayConstructor | Float64ArrayConstructor;
@@ -116,6 +127,14 @@ export class GradCore {
   private readonly kt: F;
   private readonly qt: F;
   private readonly dot: F;
+  /** Softmax loss scratch (empty without `softmaxItems`). */
+  private readonly smS: F;
+  private readonly smST: F;
+  private readonly smE: F;
+  private readonly smET: F;
+  private readonly smG: F;
+  private readonly smZT: F;
+  private readonly softmaxItems: number;
   /** Parameters and gradient inside the arena. */
   private readonly P: F;
   private readonly G: F;
@@ -153,6 +172,9 @@ export class GradCore {
       dx: plan(R), dn: plan(R), dq: plan(R), dk: plan(R), dv: plan(R), dh: plan(R), t1: plan(R), t2: plan(R),
       wt: plan(d * d), ad: plan(L * L), dap: plan(L * L), tt: plan(L * L), vt: plan(d * L), kt: plan(d * L), qt: plan(d * L), dot: plan(d * L),
     };
+    const nc = (this.softmaxItems = Math.max(0, Math.floor(opts.softmaxItems ?? 0)));
+    const sb = nc > 0 ? SOFTMAX_BLOCK : 0;
+    const sm = { S: plan(sb * nc), ST: plan(sb * nc), E: plan(nc * d), ET: plan(nc * d), G: plan(nc * d), ZT: plan(sb * d) };
     const el = Arr.BYTES_PER_ELEMENT;
     const offsets: number[] = [];
     let total = 0;
@@ -203,6 +225,12 @@ export class GradCore {
     this.kt = view(named.kt);
     this.qt = view(named.qt);
     this.dot = view(named.dot);
+    this.smS = view(sm.S);
+    this.smST = view(sm.ST);
+    this.smE = view(sm.E);
+    this.smET = view(sm.ET);
+    this.smG = view(sm.G);
+    this.smZT = view(sm.ZT);
     this.off = new Int32Array(maxSeqs + 1);
     this.aoff = new Int32Array(maxSeqs + 1);
   }
@@ -378,6 +406,72 @@ export class GradCore {
   }
 
   /**
+   * Softmax cross-entropy of every row: −log softmax over {positive} ∪ `data.softmax` (the
+   * positive's own occurrence there masked). Writes ∂/∂z (times `norm`) into `dx` and adds the
+   * item-embedding gradients into `G`; returns Σ loss (not yet times `norm`).
+   */
+  private softmaxLoss(Z: F, data: ChunkData, norm: number): number {
+    const items = data.softmax!;
+    const nc = items.length;
+    if (nc > this.softmaxItems) throw new RangeError(`GradCore: softmax of ${nc} items exceeds softmaxItems ${this.softmaxItems}`);
+    const { dim: d } = this.layout.config;
+    const emb = this.layout.itemEmb;
+    const p = this.P;
+    const g = this.G;
+    const dZ = this.dx;
+    const { smS: S, smST: ST, smE: E, smET: ET, smG: GE, smZT: ZT, mm, tr } = this;
+    for (let j = 0; j < nc; j++) {
+      const o = emb + items[j] * d;
+      for (let c = 0; c < d; c++) E[j * d + c] = p[o + c];
+    }
+    tr(nc, d, E, 0, d, ET, 0, nc);
+    GE.fill(0, 0, nc * d);
+    let loss = 0;
+    for (let r0 = 0; r0 < data.rows; r0 += SOFTMAX_BLOCK) {
+      const rb = Math.min(SOFTMAX_BLOCK, data.rows - r0);
+      mm(rb, nc, d, Z, r0 * d, d, E, 0, d, S, 0, nc, false);
+      for (let i = 0; i < rb; i++) {
+        const r = r0 + i;
+        const t = data.targets[r];
+        const pe = emb + t * d;
+        let lp = 0;
+        for (let c = 0; c < d; c++) lp += Z[r * d + c] * p[pe + c];
+        const row = i * nc;
+        let mx = lp;
+        for (let j = 0; j < nc; j++) {
+          if (items[j] === t) S[row + j] = -Infinity;
+          else if (S[row + j] > mx) mx = S[row + j];
+        }
+        const ep = Math.exp(lp - mx);
+        let sum = ep;
+        for (let j = 0; j < nc; j++) {
+          const e = Math.exp(S[row + j] - mx);
+          S[row + j] = e;
+          sum += e;
+        }
+        loss += Math.log(sum) + mx - lp;
+        const f = norm / sum;
+        for (let j = 0; j < nc; j++) S[row + j] *= f;
+        const gp = (ep / sum - 1) * norm;
+        for (let c = 0; c < d; c++) {
+          dZ[r * d + c] = gp * p[pe + c];
+          g[pe + c] += gp * Z[r * d + c];
+        }
+      }
+      // ∂/∂z += S·E ; ∂/∂E += Sᵀ·Z
+      mm(rb, d, nc, S, 0, nc, ET, 0, nc, dZ, r0 * d, d, true);
+      tr(rb, nc, S, 0, nc, ST, 0, rb);
+      tr(rb, d, Z, r0 * d, d, ZT, 0, rb);
+      mm(nc, d, rb, ST, 0, rb, ZT, 0, rb, GE, 0, d, true);
+    }
+    for (let j = 0; j < nc; j++) {
+      const o = emb + items[j] * d;
+      for (let c = 0; c < d; c++) g[o + c] += GE[j * d + c];
+    }
+    return loss;
+  }
+
+  /**
    * Forward + backward: adds ∂(norm · Σ BCE)/∂θ to `grads` (same layout as `params`) and
    * returns norm · Σ BCE over the chunk's rows.
    */
@@ -395,7 +489,8 @@ export class GradCore {
     // loss and ∂/∂z
     const dZ = this.dx;
     let loss = 0;
-    for (let r = 0; r < R; r++) {
+    if (data.softmax) loss = this.softmaxLoss(Z, data, norm);
+    for (let r = 0; !data.softmax && r < R; r++) {
       const z = r * d;
       const pe = lay.itemEmb + data.targets[r] * d;
       const ne = lay.itemEmb + data.negatives[r] * d;

@@ -13,10 +13,12 @@ interface Init {
   paramsSab: SharedArrayBuffer;
   gradsSab: SharedArrayBuffer;
   dropout: number;
+  /** Softmax items per chunk (0: BCE). */
+  softmaxItems?: number;
 }
 
 const init = workerData as Init;
-const core = new GradCore(init.layout, init.maxRows, init.maxSeqs);
+const core = new GradCore(init.layout, init.maxRows, init.maxSeqs, { softmaxItems: init.softmaxItems ?? 0 });
 const params = new Float32Array(init.paramsSab);
 const P = init.layout.size;
 

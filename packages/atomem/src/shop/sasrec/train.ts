@@ -48,10 +48,22 @@ export interface SasrecTrainOptions {
   threads?: number;
   /** Fixed parts per batch (≥ threads for full use). Default 2. */
   chunks?: number;
+  /**
+   * `bce` (default, the original): one sampled negative per position, binary cross-entropy.
+   * `ce`: full-softmax cross-entropy over every item (Klenitskiy & Vasilev, RecSys 2023).
+   * `sampled-softmax`: softmax cross-entropy over the positive and `negatives` items drawn
+   * uniformly per chunk, shared by its rows (the positive's own occurrence masked).
+   */
+  loss?: 'bce' | 'ce' | 'sampled-softmax';
+  /** `sampled-softmax`: negatives per chunk. Default 256. */
+  negatives?: number;
   /** Start from these weights instead of a fresh initialisation. */
   init?: SasrecWeights;
-  /** Called after each epoch with its mean loss; `weights` is a live view (copy to keep). */
-  onEpoch?: (epoch: number, loss: number, weights: SasrecWeights) => void | Promise<void>;
+  /**
+   * Called after each epoch with its mean loss; `weights` is a live view (copy to keep).
+   * Returning `false` stops training after this epoch (early stopping).
+   */
+  onEpoch?: (epoch: number, loss: number, weights: SasrecWeights) => void | boolean | Promise<void | boolean>;
 }
 
 /**
@@ -129,6 +141,8 @@ export class Sampler {
     private readonly numItems: number,
     private readonly maxLen: number,
     seed: number,
+    /** Softmax items per chunk: 0 = none (BCE), `numItems` = all (full cross-entropy), else that many uniform draws. */
+    private readonly softmax = 0,
   ) {
     this.eligible = [];
     sequences.forEach((s, u) => {
@@ -174,7 +188,20 @@ export class Sampler {
           r++;
         }
       }
-      out.push({ seqs: part.length, lens, rows, inputs, targets, negatives });
+      const chunk: ChunkData = { seqs: part.length, lens, rows, inputs, targets, negatives };
+      if (this.softmax >= this.numItems) chunk.softmax = Int32Array.from({ length: this.numItems }, (_, i) => i + 1);
+      else if (this.softmax > 0) {
+        const mark = ++this.stampValue;
+        const drawn = new Int32Array(this.softmax);
+        for (let k = 0; k < drawn.length; ) {
+          const it = 1 + this.rng.int(this.numItems);
+          if (this.stamp[it] === mark) continue;
+          this.stamp[it] = mark;
+          drawn[k++] = it;
+        }
+        chunk.softmax = drawn;
+      }
+      out.push(chunk);
     }
     return out.filter((c) => c.seqs > 0);
   }
@@ -221,13 +248,18 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
   const m = new Float32Array(P);
   const v = new Float32Array(P);
 
-  const sampler = new Sampler(sequences, numItems, config.maxLen, o.seed);
+  const lossKind = o.loss ?? 'bce';
+  if (!['bce', 'ce', 'sampled-softmax'].includes(lossKind)) throw new RangeError(`trainSasrec: loss must be bce, ce or sampled-softmax, got ${String(lossKind)}`);
+  const negatives = o.negatives ?? 256;
+  if (lossKind === 'sampled-softmax' && !(Number.isInteger(negatives) && negatives >= 1)) throw new RangeError(`trainSasrec: negatives must be a positive integer, got ${negatives}`);
+  const softmaxItems = lossKind === 'ce' ? numItems : lossKind === 'sampled-softmax' ? Math.min(negatives, numItems) : 0;
+  const sampler = new Sampler(sequences, numItems, config.maxLen, o.seed, softmaxItems);
   const stepsPerEpoch = Math.max(1, Math.floor(sequences.length / o.batchSize));
-  const core = new GradCore(layout, maxRows, seqsPerChunk);
+  const core = new GradCore(layout, maxRows, seqsPerChunk, { softmaxItems });
 
   const workers: WorkerHandle[] = [];
   for (let t = 1; t < threads; t++) {
-    const worker = startWorker({ layout, maxRows, maxSeqs: seqsPerChunk, paramsSab, gradsSab, dropout: o.dropout });
+    const worker = startWorker({ layout, maxRows, maxSeqs: seqsPerChunk, paramsSab, gradsSab, dropout: o.dropout, softmaxItems });
     const h: WorkerHandle = { worker };
     worker.on('message', (msg: { loss?: number; error?: string }) => {
       const p = h.pending;
@@ -291,7 +323,7 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
         epochLoss += loss;
       }
       losses.push(epochLoss / stepsPerEpoch);
-      await options.onEpoch?.(epoch, epochLoss / stepsPerEpoch, live);
+      if ((await options.onEpoch?.(epoch, epochLoss / stepsPerEpoch, live)) === false) break;
     }
   } finally {
     await Promise.all(workers.map((h) => h.worker.terminate()));
