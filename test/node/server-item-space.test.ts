@@ -240,7 +240,7 @@ describe('item-space kNN', () => {
           reported = !ready;
           // the epoch closes (grace period included); its aggregation waits for the communities (no error meanwhile)
           clock.now += 2 * EPOCH_MS;
-          svc.v2!.tick();
+          await svc.v2!.tick();
         }
         await new Promise((r) => setTimeout(r, 5));
       }
@@ -284,7 +284,7 @@ describe('item-space kNN', () => {
     await third.listen({ port: 0 });
     await third.serving;
     expect(third.v2!.clustering()).toBeDefined();
-    expect(() => third.v2!.aggregate(third.v2!.epoch())).toThrow(/clustering the item space/);
+    await expect(third.v2!.aggregate(third.v2!.epoch())).rejects.toThrow(/clustering the item space/);
     const failed = third.ready.then(() => 'ready', () => 'stopped');
     await third.close();
     expect(await failed).toBe('stopped');
