@@ -149,6 +149,7 @@ describe.skipIf(!canMount)('recovery by itself (a real full tmpfs)', () => {
       const h = await health(url);
       return h.status === 200 && h.body.latestRelease === 5;
     }, 10_000);
+    console.info(`server-recovery: start-time aggregation on a full disk — released and healthy ${ms} ms after the space was freed`);
     expect(ms).toBeLessThanOrEqual(10_000);
     const rel = await fetch(`${url}${INDEX_V2_PATHS.release(5)}`);
     expect(rel.status).toBe(200);
@@ -175,6 +176,7 @@ describe.skipIf(!canMount)('recovery by itself (a real full tmpfs)', () => {
     expect((await health(url)).body.storage.state).toBe('full');
     rmSync(filler);
     const ms = await until(async () => (await health(url)).status === 200, 10_000);
+    console.info(`server-recovery: run-time full disk — healthy ${ms} ms after the space was freed, without traffic`);
     expect(ms).toBeLessThanOrEqual(10_000);
     expect((await report(url, 5, await token(url, 5), 7)).status).toBe(202);
     acknowledged++;
