@@ -225,4 +225,39 @@ describe('index service instances on one PostgreSQL', () => {
       expect((await c.exited).code).toBe(0);
     }
   }, 300_000);
+
+  it('the database goes away and comes back: 503 storage_unavailable naming it (no password) while it is gone, resumes by itself within seconds of its return', async (ctx) => {
+    if (!cluster) ctx.skip();
+    const url = await cluster!.createDatabase('outage');
+    const clock = { now: 5 * EPOCH_MS + 1000 };
+    const svc = createIndexService({ dataDir: tempDir('atomem-pg-data-'), store: url, rateLimit: false, v2: { space: space(), epochMs: EPOCH_MS, graceMs: GRACE, now: () => clock.now, tickMs: 0, minReports: 3, minContributors: 0, attesterKey: ATTESTER } });
+    services.push(svc);
+    await svc.ready;
+    const base = await svc.listen({ port: 0 });
+    const t1 = await issue(base, 5);
+    const t2 = await issue(base, 5);
+    expect(await report(base, 5, t1, 0)).toBe(202);
+    await cluster!.halt();
+    const res = await fetch(`${base}${INDEX_V2_PATHS.report}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ v: 2, epoch: 5, token: t2, report: { cohort: 1, bucket: 1 } }) });
+    expect(res.status).toBe(503);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    const body = (await res.json()) as { error: string; message: string };
+    expect(body.error).toBe('storage_unavailable');
+    expect(body.message).toContain(`127.0.0.1:${cluster!.port}/outage`);
+    expect(body.message).toMatch(/Fix: check the PostgreSQL server/);
+    const h = await fetch(`${base}${INDEX_V2_PATHS.health}`);
+    expect(h.status).toBe(503);
+    expect(((await h.json()) as { storage: { state: string } }).storage.state).toBe('io');
+    cluster!.resume();
+    const t0 = Date.now();
+    while ((await fetch(`${base}${INDEX_V2_PATHS.health}`)).status !== 200) {
+      if (Date.now() - t0 > 10_000) throw new Error('health not ok 10 s after the database returned');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    console.info(`server-postgres: health ok ${Date.now() - t0} ms after the database returned, without traffic`);
+    // the refused report's token was not spent: it is accepted now, once
+    expect(await report(base, 5, t2, 1)).toBe(202);
+    expect(await report(base, 5, t2, 1)).toBe(403);
+    expect((await query<{ n: string }>(url, 'SELECT SUM(n) AS n FROM atomem_cells WHERE epoch = 5'))[0].n).toBe('2');
+  }, 120_000);
 });
