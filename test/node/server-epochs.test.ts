@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createIndexService, type IndexService } from '../../packages/atomem-index/src/service.js';
+import { ReportStore } from '../../packages/atomem-index/src/report-store.js';
 import { INDEX_V2_PATHS, type TokenKeyResponse } from '../../packages/atomem/src/protocol/index-v2.js';
 import { blindTokenRequest } from '../../packages/atomem/src/sync/tokens.js';
 import type { ItemSpace } from '../../packages/atomem/src/community/release.js';
@@ -165,5 +166,26 @@ describe('epochs only move forward', () => {
     const second = svc.v2.store.publish(3, JSON.stringify({ v: 2, epoch: 3, n: 'second' }));
     expect(second).toEqual({ closedNow: false, release: first.release, closedThrough: 3 });
     expect((await releaseBytes(url, 3)).text).toBe(first.release);
+  });
+
+  it('a stop between the two steps of a close (floor raised, release not built yet): the epoch stays closed with its cells, and the next close builds its release', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'atomem-epochs-'));
+    dirs.push(dataDir);
+    const nonce = (i: number) => createHash('sha256').update(`n${i}`).digest('hex');
+    let store = ReportStore.open(dataDir);
+    for (let i = 0; i < 3; i++) expect(store.spend(nonce(i), 5, i, 0)).toBe('counted');
+    expect(store.beginClose(5)).toMatchObject({ closedNow: true, closedThrough: 5 });
+    store.close();
+    store = ReportStore.open(dataDir);
+    try {
+      expect(store.closedThrough()).toBe(5);
+      expect(store.spend(nonce(9), 5, 0, 0)).toBe('closed');
+      expect(store.openEpochs()).toEqual([5]);
+      const r = store.closeEpoch(5, (cells) => JSON.stringify({ n: cells.reduce((a, c) => a + c.n, 0) }));
+      expect(r).toEqual({ closedNow: false, release: '{"n":3}', closedThrough: 5 });
+      expect(store.openEpochs()).toEqual([]);
+    } finally {
+      store.close();
+    }
   });
 });

@@ -121,25 +121,37 @@ export class PostgresIndexStore implements IndexStore {
     return r.rows.length ? Number(r.rows[0].c) : -1;
   }
 
-  async closeEpoch(epoch: number, build: (cells: Cell[]) => string | undefined, keep: number): Promise<CloseResult> {
-    const c = await this.pool.connect();
-    try {
-      await c.query('BEGIN');
-      // why: waits for spends in flight (they hold the row FOR SHARE); spends after the commit see the new floor
+  async closeEpoch(epoch: number, build: (cells: Cell[]) => Promise<string | undefined>, keep: number): Promise<CloseResult> {
+    // Step 1: raise the floor; it waits for spends in flight (they hold the row FOR SHARE), and
+    // spends after its commit see the new floor. The cells are read unless a release is stored.
+    const begun = await this.tx(async (c) => {
       const before = Number((await c.query<{ c: string }>('SELECT closed_through AS c FROM atomem_state WHERE id = 1 FOR UPDATE')).rows[0].c);
-      const closedNow = epoch > before;
-      if (closedNow) {
-        const cells = (await c.query<{ cohort: number; bucket: number; n: string }>('SELECT cohort, bucket, n FROM atomem_cells WHERE epoch = $1', [epoch])).rows.map((r) => ({ cohort: r.cohort, bucket: r.bucket, n: Number(r.n) }));
-        const body = build(cells);
-        if (body !== undefined) await c.query('INSERT INTO atomem_releases (epoch, body) VALUES ($1, $2) ON CONFLICT (epoch) DO NOTHING', [epoch, body]);
-        await c.query('UPDATE atomem_state SET closed_through = $1 WHERE id = 1', [epoch]);
-      }
+      if (epoch > before) await c.query('UPDATE atomem_state SET closed_through = $1 WHERE id = 1', [epoch]);
+      const stored = (await c.query('SELECT 1 FROM atomem_releases WHERE epoch = $1', [epoch])).rows.length > 0;
+      const cells = stored ? undefined : (await c.query<{ cohort: number; bucket: number; n: string }>('SELECT cohort, bucket, n FROM atomem_cells WHERE epoch = $1', [epoch])).rows.map((r) => ({ cohort: r.cohort, bucket: r.bucket, n: Number(r.n) }));
+      return { closedNow: epoch > before, cells, closedThrough: Math.max(before, epoch) };
+    });
+    // the build holds no lock (instances closing the same epoch build the same bytes from the same cells)
+    const body = begun.cells ? await build(begun.cells) : undefined;
+    // Step 2: insert-if-absent, delete the epoch's cells and tombstones, keep the last `keep` releases.
+    const release = await this.tx(async (c) => {
+      if (body !== undefined) await c.query('INSERT INTO atomem_releases (epoch, body) VALUES ($1, $2) ON CONFLICT (epoch) DO NOTHING', [epoch, body]);
       await c.query('DELETE FROM atomem_cells WHERE epoch <= $1', [epoch]);
       await c.query('DELETE FROM atomem_spent WHERE epoch <= $1', [epoch]);
       await c.query('DELETE FROM atomem_releases WHERE epoch NOT IN (SELECT epoch FROM atomem_releases ORDER BY epoch DESC LIMIT $1)', [keep]);
-      const release = (await c.query<{ body: string }>('SELECT body FROM atomem_releases WHERE epoch = $1', [epoch])).rows[0]?.body;
+      return (await c.query<{ body: string }>('SELECT body FROM atomem_releases WHERE epoch = $1', [epoch])).rows[0]?.body;
+    });
+    return { closedNow: begun.closedNow, release, closedThrough: begun.closedThrough };
+  }
+
+  /** `fn` in one transaction on one pooled connection. */
+  private async tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    const c = await this.pool.connect();
+    try {
+      await c.query('BEGIN');
+      const r = await fn(c);
       await c.query('COMMIT');
-      return { closedNow, release, closedThrough: Math.max(before, epoch) };
+      return r;
     } catch (err) {
       await c.query('ROLLBACK').catch(() => {});
       throw err;

@@ -37,6 +37,14 @@ export interface Cell {
 /** What spending a token did: counted its report, or refused it (already spent / epoch closed). */
 export type SpendResult = 'counted' | 'spent' | 'closed';
 
+/** Step 1 of closing an epoch: see {@link ReportStore.beginClose}. */
+export interface BeginClose {
+  closedNow: boolean;
+  /** The epoch's cells, to build its release from (undefined: a release is stored already). */
+  cells: Cell[] | undefined;
+  closedThrough: number;
+}
+
 /** What closing an epoch did. */
 export interface CloseResult {
   /** True when this call closed it (false: it was closed already, nothing rebuilt). */
@@ -66,7 +74,8 @@ export class ReportStore {
   private readonly db: Database.Connection;
   private readonly stmt;
   private readonly spendTx: (nonce: Buffer, epoch: number, cohort: number, bucket: number) => SpendResult;
-  private readonly closeTx: (epoch: number, build: (cells: Cell[]) => string | undefined, keep: number) => CloseResult;
+  private readonly beginTx: (epoch: number) => BeginClose;
+  private readonly finishTx: (epoch: number, body: string | undefined, keep: number) => string | undefined;
 
   private constructor(file: string, db: Database.Connection) {
     this.file = file;
@@ -98,16 +107,19 @@ export class ReportStore {
       this.stmt.bump.run(epoch, cohort, bucket);
       return 'counted';
     });
-    this.closeTx = db.transaction((epoch: number, build: (cells: Cell[]) => string | undefined, keep: number): CloseResult => {
+    this.beginTx = db.transaction((epoch: number) => {
       const before = closedThrough();
-      // why: an epoch closes once; a later call (a stepped clock, a second caller) finds its release as stored
-      const body = epoch > before ? build(this.stmt.cells.all(epoch)) : undefined;
       if (epoch > before) this.stmt.setMeta.run(CLOSED_KEY, String(epoch));
+      // why: built once; a closed epoch whose cells remain (a stop between the two steps) is built now
+      const cells = this.stmt.release.get(epoch) === undefined ? this.stmt.cells.all(epoch) : undefined;
+      return { closedNow: epoch > before, cells, closedThrough: Math.max(before, epoch) };
+    });
+    this.finishTx = db.transaction((epoch: number, body: string | undefined, keep: number) => {
       if (body !== undefined) this.stmt.putRelease.run(epoch, body);
       this.stmt.dropCells.run(epoch);
       this.stmt.dropSpent.run(epoch);
       this.stmt.pruneReleases.run(keep);
-      return { closedNow: epoch > before, release: this.stmt.release.get(epoch)?.body, closedThrough: Math.max(before, epoch) };
+      return this.stmt.release.get(epoch)?.body;
     });
     // a data dir of an older version: its releases close their epochs
     if (this.stmt.getMeta.get(CLOSED_KEY) === undefined) {
@@ -168,19 +180,35 @@ export class ReportStore {
   private closed: number | null = null;
 
   /**
-   * One transaction: close `epoch` (once: a closed epoch stays closed), build its release from
-   * its cells with `build` (undefined: none) and store it if absent, delete the cells and
-   * tombstones of every epoch ≤ `epoch`, keep the last `keep` releases; then checkpoint the WAL
-   * (TRUNCATE) so the deleted pages leave it too. Returns the release as stored.
+   * Step 1 of closing `epoch` (one transaction): raise the closed-epoch floor to it (from now on
+   * its tokens are refused), and return its cells unless its release is stored already.
    */
-  closeEpoch(epoch: number, build: (cells: Cell[]) => string | undefined, keep = 30): CloseResult {
+  beginClose(epoch: number): BeginClose {
     this.closed = null;
-    this.latest = null;
-    const r = this.closeTx(epoch, build, keep);
+    const r = this.beginTx(epoch);
     this.closed = null;
+    return r;
+  }
+
+  /**
+   * Step 2 (one transaction): store the release body if the epoch has none (releases are
+   * immutable), delete the cells and tombstones of every epoch ≤ `epoch`, keep the last `keep`
+   * releases; then checkpoint the WAL (TRUNCATE) so the deleted pages leave it too. Returns the
+   * epoch's release as stored. A stop between the steps leaves the epoch closed with its cells:
+   * the next {@link beginClose} returns them and the release is built then.
+   */
+  finishClose(epoch: number, body: string | undefined, keep = 30): string | undefined {
+    const r = this.finishTx(epoch, body, keep);
     this.latest = null;
     this.db.pragma('wal_checkpoint(TRUNCATE)');
     return r;
+  }
+
+  /** Both steps, with a synchronous `build` (a seeding script, the tests). */
+  closeEpoch(epoch: number, build: (cells: Cell[]) => string | undefined, keep = 30): CloseResult {
+    const b = this.beginClose(epoch);
+    const release = this.finishClose(epoch, b.cells ? build(b.cells) : undefined, keep);
+    return { closedNow: b.closedNow, release, closedThrough: b.closedThrough };
   }
 
   /** Move the WAL's committed pages into the main file without blocking writers (PASSIVE). */

@@ -33,10 +33,13 @@ export interface IndexStore {
   /** Highest closed epoch (-1: none). Only moves forward. */
   closedThrough(): Promise<number>;
   /**
-   * Close `epoch` once (across instances): `build` makes the release body from its cells
-   * (undefined: none); it is stored if absent; the epoch's cells and tombstones are deleted.
+   * Close `epoch` once (across instances), in two transactions: raise the closed-epoch floor
+   * (its tokens are refused from then on) and read its cells; `build` makes the release body
+   * from them (undefined: none) between the two, holding no lock; then the body is stored if
+   * absent and the epoch's cells and tombstones are deleted. A stop between the two leaves the
+   * epoch closed with its cells; the next call builds its release.
    */
-  closeEpoch(epoch: number, build: (cells: Cell[]) => string | undefined, keep: number): Promise<CloseResult>;
+  closeEpoch(epoch: number, build: (cells: Cell[]) => Promise<string | undefined>, keep: number): Promise<CloseResult>;
   /** The stored release body of an epoch. */
   release(epoch: number): Promise<string | undefined>;
   /** Latest released epoch. */
@@ -75,8 +78,10 @@ export class SqliteIndexStore implements IndexStore {
   async closedThrough() {
     return this.sqlite.closedThrough();
   }
-  async closeEpoch(epoch: number, build: (cells: Cell[]) => string | undefined, keep: number) {
-    return this.sqlite.closeEpoch(epoch, build, keep);
+  async closeEpoch(epoch: number, build: (cells: Cell[]) => Promise<string | undefined>, keep: number): Promise<CloseResult> {
+    const b = this.sqlite.beginClose(epoch);
+    const body = b.cells ? await build(b.cells) : undefined;
+    return { closedNow: b.closedNow, release: this.sqlite.finishClose(epoch, body, keep), closedThrough: b.closedThrough };
   }
   async release(epoch: number) {
     return this.sqlite.release(epoch);

@@ -12,7 +12,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ReportHistogram, buildRelease, ldpParams, DEFAULT_LDP, type ItemCommunities, type ItemSpace } from 'atomem/engine';
+import { ldpParams, DEFAULT_LDP, type ItemCommunities, type ItemSpace } from 'atomem/engine';
 import {
   INDEX_V2_LIMITS,
   INDEX_V2_PATHS,
@@ -32,6 +32,7 @@ import {
 } from 'atomem/protocol';
 import { clusterItemSpace, type ClusterOptions, type ClusterPhase } from './clusters.js';
 import { ReportStore } from './report-store.js';
+import { buildReleaseOffThread } from './release-build.js';
 import { DataDir, MARKER_FILE, StorageError, StorageHealth, type StorageFailure, type StorageStatus } from './storage.js';
 import { SqliteIndexStore, type IndexStore } from './store.js';
 import { PostgresIndexStore } from './pg-store.js';
@@ -435,11 +436,11 @@ export function registerV2(
     const closed = await write(`closing epoch ${e}`, () =>
       store.closeEpoch(
         e,
-        (cells) => {
-          const hist = new ReportHistogram(ldp);
-          for (const c of cells) hist.add({ cohort: c.cohort, bucket: c.bucket }, c.n);
-          reports = hist.total;
-          return hist.total >= minReports ? JSON.stringify(buildRelease({ epoch: e, epochMs, space: sp, communities: cs, hist, ldp, minContributors })) : undefined;
+        async (cells) => {
+          // why: items × cohorts of work (seconds at tens of thousands of items): off the event loop
+          const built = await buildReleaseOffThread({ epoch: e, epochMs, space: sp, communities: cs, cells, ldp, minContributors, minReports });
+          reports = built.reports;
+          return built.body;
         },
         keep,
       ),
