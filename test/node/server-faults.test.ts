@@ -218,13 +218,14 @@ describe('storage faults', () => {
     const fd = openSync(file, 'r+');
     for (let p = 1; p < pages; p++) writeSync(fd, Buffer.alloc(pageSize, 0xa5), 0, pageSize, p * pageSize);
     closeSync(fd);
-    const corrupted = sha(file);
     let refused: Awaited<ReturnType<typeof report>> | undefined;
     for (let i = 0; i < 50 && !refused; i++) {
       const r = await report(url, epoch, await token(url, epoch), 100 + i);
       if (r.status !== 202) refused = r;
     }
     expect(refused, 'no write met a corrupted page').toBeDefined();
+    // from the first refusal on (the corruption is known), nothing touches the file: no write, no WAL checkpoint
+    const corrupted = sha(file);
     expect(refused!.status).toBe(503);
     expect(refused!.body.error).toBe('storage_corrupt');
     expect(Number(refused!.retryAfter)).toBeGreaterThan(0);

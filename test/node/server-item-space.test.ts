@@ -233,14 +233,15 @@ describe('item-space kNN', () => {
       while (!ready) {
         const res = await fetch(`${url}${INDEX_V2_PATHS.health}`);
         const body = (await res.json()) as HealthV2Response;
-        if (!ready) seen.push({ status: res.status, clustering: body.clustering, communities: body.space.communities });
+        // while clustering (after it, `ready` also waits for the release build of the epoch that closed meanwhile)
+        if (!ready && body.clustering) seen.push({ status: res.status, clustering: body.clustering, communities: body.space.communities });
         if (report && !reported && !ready) {
           // a token and a report while the communities are computed: accepted
           await new ReportClient({ url, tokens: attesterTokens(url, ATTESTER) }).send(svc.v2!.epoch(), { cohort: 3, bucket: 4 });
           reported = !ready;
           // the epoch closes (grace period included); its aggregation waits for the communities (no error meanwhile)
           clock.now += 2 * EPOCH_MS;
-          svc.v2!.tick();
+          await svc.v2!.tick();
         }
         await new Promise((r) => setTimeout(r, 5));
       }
@@ -284,7 +285,7 @@ describe('item-space kNN', () => {
     await third.listen({ port: 0 });
     await third.serving;
     expect(third.v2!.clustering()).toBeDefined();
-    expect(() => third.v2!.aggregate(third.v2!.epoch())).toThrow(/clustering the item space/);
+    await expect(third.v2!.aggregate(third.v2!.epoch())).rejects.toThrow(/clustering the item space/);
     const failed = third.ready.then(() => 'ready', () => 'stopped');
     await third.close();
     expect(await failed).toBe('stopped');

@@ -98,7 +98,7 @@ describe('index service v2', () => {
     expect((await fetch(`${url}/v1/health`)).status).toBe(404);
     // the epoch closes after its grace period; the job aggregates it and deletes its reports
     clock.now = (epoch + 1) * EPOCH_MS + health.graceMs;
-    svc.v2!.tick();
+    await svc.v2!.tick();
     expect(svc.v2!.store.openEpochs()).toEqual([]);
     const latest = await fetch(`${url}${INDEX_V2_PATHS.latest}`);
     expect(latest.headers.get('cache-control')).toMatch(/public/);
@@ -163,7 +163,7 @@ describe('index service v2', () => {
     // while open: the histogram holds counts per (cohort, bucket), never a report
     expect(svc.v2!.store.cells(epoch).map((c) => c.n).sort()).toEqual([2, 3, 3]);
     clock.now = (epoch + 2) * EPOCH_MS;
-    svc.v2!.tick();
+    await svc.v2!.tick();
     await svc.close();
     services.pop();
     const db = new Database(join(dataDir, 'reports.sqlite'), { readonly: true });
@@ -220,7 +220,7 @@ describe('index service v2', () => {
             bodies.push(r.text);
           }
           clock.now = (epoch + 1) * EPOCH_MS + EPOCH_MS / 10;
-          svc.v2!.tick();
+          await svc.v2!.tick();
           for (const q of queries) {
             const path = q === 'health' ? INDEX_V2_PATHS.health : q === 'latest' ? INDEX_V2_PATHS.latest : q === 'release' ? INDEX_V2_PATHS.release(epoch) : q === 'tokenKey' ? INDEX_V2_PATHS.tokenKey : '/v2/reports/0';
             bodies.push(await (await fetch(`${url}${path}`)).text());

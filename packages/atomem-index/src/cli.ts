@@ -43,6 +43,7 @@ export interface CliOptions {
   port: number;
   host: string;
   data: string;
+  store: string;
   rateMax: number;
   rateWindow: number;
   sync: 'normal' | 'full';
@@ -52,6 +53,7 @@ export interface CliOptions {
   epochMs?: number;
   minContributors?: number;
   minReports?: number;
+  tickMs?: number;
   trustProxy?: string;
   corsOrigin: string[];
   maxConnections?: number;
@@ -76,9 +78,11 @@ export function program(): Command {
   return new Command('atomem-index')
     .description('atomem shared community index service (protocol v2)')
     .requiredOption('--data <dir>', 'data directory (SQLite files; created if missing)')
+    .option('--store <where>', "state store: sqlite (reports.sqlite in --data, default) or a postgres://user@host:port/db URL shared by every instance (password from PGPASSWORD or the URL)", 'sqlite')
     .requiredOption('--catalog-vectors <file>', "the shop's catalog vector file (atomem-vectors); its item space defines the communities")
     .option('--epoch-ms <ms>', 'epoch length (default one day)', int('--epoch-ms', 1))
     .option('--min-contributors <n>', 'estimated contributors a community needs to be released (default 20)', num('--min-contributors', 0))
+    .option('--tick-ms <ms>', 'how often due epochs are closed and released (default 60000)', int('--tick-ms', 1))
     .option('--min-reports <n>', 'reports an epoch needs to be released (default 50)', int('--min-reports', 1))
     .option('--replace-item-space', "accept a catalog of another embedder or dimension than the data dir's (default: refuse to start)")
     .option('--port <port>', 'TCP port (0 = any free port)', int('--port', 0), 8787)
@@ -105,6 +109,7 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   const file = o.catalogVectors;
   const service = createIndexService({
     dataDir: o.data,
+    store: o.store,
     v2: {
       space: async () => {
         const cv = decodeCatalogVectors(readFileSync(file));
@@ -114,6 +119,7 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
       epochMs: o.epochMs,
       minContributors: o.minContributors,
       minReports: o.minReports,
+      tickMs: o.tickMs,
       attesterKey: process.env.ATOMEM_ATTESTER_KEY || undefined,
       replaceSpace: o.replaceItemSpace === true,
     },

@@ -450,16 +450,30 @@ function knnInfo(g: { method?: KnnMethod; recall?: number | null; cellsRecall?: 
 export const ITEM_KNN_FILE = 'item-space.knn';
 export const ITEM_COMMUNITIES_FILE = 'item-space.communities.json';
 
+/**
+ * Write a cache file atomically (temp file, fsync, rename). The files are caches: on a full,
+ * read-only or failing disk nothing is written (the temp file is removed) and the next start
+ * computes them again; the service goes on.
+ */
 function writeAtomic(file: string, data: Uint8Array | string): void {
   const tmp = `${file}.${process.pid}.tmp`;
-  const fd = openSync(tmp, 'w');
   try {
-    writeSync(fd, typeof data === 'string' ? Buffer.from(data) : data);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    const fd = openSync(tmp, 'w');
+    try {
+      writeSync(fd, typeof data === 'string' ? Buffer.from(data) : data);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, file);
+  } catch (err) {
+    if (!['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EACCES', 'EPERM'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // not created
+    }
   }
-  renameSync(tmp, file);
 }
 
 /** What {@link clusterItemSpace} did. */

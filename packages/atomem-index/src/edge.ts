@@ -7,7 +7,10 @@
  *   client sending one byte every few seconds holds a connection for `headersTimeoutMs` at most.
  * - **Connection caps**: at most `maxConnections` open sockets (below the process's open-file
  *   limit, so the service never runs out of file descriptors), and at most
- *   `maxConnectionsPerAddress` per client address; a connection over a cap is closed at once.
+ *   `maxConnectionsPerAddress` per client address (IPv6: per /64); a connection over the
+ *   per-address cap is closed at once; at the global cap the oldest connection still sending
+ *   its request (or idle) makes room, so a crowd of slow clients cannot lock out health probes
+ *   and release reads (see {@link installConnectionCaps}).
  * - **The client address** (the socket's peer, or with `trustProxy` the address the trusted
  *   proxy reports) keys rate limits and the per-address cap. It is used in memory only, as a
  *   keyed hash (HMAC with a random per-process key) for rate limits, never logged or stored;
@@ -16,7 +19,7 @@
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { isIPv6 } from 'node:net';
 import type { Socket } from 'node:net';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
@@ -71,35 +74,95 @@ export interface EdgeCounters {
   refusedConnections: number;
   /** Requests answered 429. */
   rateLimited: number;
+  /** Waiting connections (slow headers or body, idle kept-alive) closed to make room under the global cap. */
+  evictedConnections: number;
+}
+
+/**
+ * The group a connection counts against for the per-address cap: the address, IPv4-mapped
+ * IPv6 as IPv4, other IPv6 cut to its /64 (one subscriber's prefix, as for rate limits).
+ */
+export function connectionGroup(address: string): string {
+  const a = address.startsWith('::ffff:') ? address.slice(7) : address;
+  return isIPv6(a) ? `${ipv6Prefix64(a)}::/64` : a;
 }
 
 /**
  * Enforce the connection caps on `server` (call before it listens). Returns the live counters.
+ *
+ * The per-address cap refuses a new connection at once. The global cap does not refuse a new
+ * connection while others are only waiting: when it is reached, the oldest connection that is
+ * still sending its headers or its body, or idle between kept-alive requests, is closed to make
+ * room (those are what a crowd of slow clients holds; a fast request — a health probe, a release
+ * read — gets its answer in milliseconds, long before it is the oldest). Only when every open
+ * connection has a request being answered is the new one closed.
  */
 export function installConnectionCaps(server: Server, limits: ResolvedNetworkLimits): EdgeCounters {
-  const counters: EdgeCounters = { connections: 0, refusedConnections: 0, rateLimited: 0 };
-  const perAddress = new Map<string, number>();
+  const counters: EdgeCounters = { connections: 0, refusedConnections: 0, rateLimited: 0, evictedConnections: 0 };
+  const perGroup = new Map<string, number>();
   const cap = limits.maxConnectionsPerAddress;
-  // why: Node closes connections beyond maxConnections itself, before any parsing
-  server.maxConnections = limits.maxConnections;
+  const max = limits.maxConnections;
+  /** Sockets without a request being answered (header phase, or idle kept-alive), oldest first. */
+  const waiting = new Map<Socket, true>();
+  /** Sockets whose request body is still arriving, oldest first. */
+  const inBody = new Map<Socket, IncomingMessage>();
+  const evictOne = (): boolean => {
+    for (const s of waiting.keys()) {
+      waiting.delete(s);
+      if (s.destroyed) continue;
+      s.destroy();
+      return true;
+    }
+    for (const [s, req] of inBody) {
+      inBody.delete(s);
+      if (s.destroyed || req.complete) continue;
+      s.destroy();
+      return true;
+    }
+    return false;
+  };
+  // why: Node would drop connections beyond maxConnections before any of this runs; the cap is enforced below
+  server.maxConnections = Math.max(max, 1) + 64;
   server.on('drop', () => {
     counters.refusedConnections++;
   });
   server.on('connection', (socket: Socket) => {
-    const a = socket.remoteAddress ?? '';
-    const n = (perAddress.get(a) ?? 0) + 1;
+    const g = connectionGroup(socket.remoteAddress ?? '');
+    const n = (perGroup.get(g) ?? 0) + 1;
     if (n > cap) {
       counters.refusedConnections++;
       socket.destroy();
       return;
     }
-    perAddress.set(a, n);
+    if (counters.connections >= max) {
+      if (!evictOne()) {
+        counters.refusedConnections++;
+        socket.destroy();
+        return;
+      }
+      counters.evictedConnections++;
+    }
+    perGroup.set(g, n);
     counters.connections++;
+    waiting.set(socket, true);
     socket.once('close', () => {
+      waiting.delete(socket);
+      inBody.delete(socket);
       counters.connections--;
-      const m = (perAddress.get(a) ?? 1) - 1;
-      if (m <= 0) perAddress.delete(a);
-      else perAddress.set(a, m);
+      const m = (perGroup.get(g) ?? 1) - 1;
+      if (m <= 0) perGroup.delete(g);
+      else perGroup.set(g, m);
+    });
+  });
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    waiting.delete(socket);
+    const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+    if (hasBody && !req.complete) inBody.set(socket, req);
+    res.once('close', () => {
+      inBody.delete(socket);
+      // kept alive: waiting for its next request (evictable again, as the newest)
+      if (!socket.destroyed) waiting.set(socket, true);
     });
   });
   return counters;

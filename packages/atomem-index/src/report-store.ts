@@ -10,17 +10,50 @@
  *   tombstone that refuses a replayed report body. `WITHOUT ROWID` with the random nonce as
  *   key: stored in nonce order, not arrival order. Deleted with the epoch's cells.
  * - `releases(epoch, body)`: the published aggregates (public anyway), kept for `keepReleases`.
- * - `meta(key, value)`: the issuer key.
+ * - `meta(key, value)`: the issuer key, and `closedThrough`: the highest epoch closed (released, or
+ *   closed with too few reports). It only moves forward: a report or a token of an epoch at or
+ *   below it is refused inside the spending transaction, whatever the wall clock says, and a
+ *   release, once stored, is never replaced (insert-if-absent).
  *
  * `secure_delete = ON` overwrites deleted content with zeros, and the WAL is checkpointed
  * (TRUNCATE) after each release, so deleted cells and tombstones do not linger in free pages or
- * the WAL. Durability: WAL, `synchronous = NORMAL` by default, exclusive lock.
+ * the WAL; between releases {@link ReportStore.checkpoint} (PASSIVE, run by the service every few
+ * seconds after writes) moves acknowledged reports into the main file. Durability: WAL, `synchronous = NORMAL` by default, exclusive lock.
  * Opened through ./storage.ts: marker, foreign / empty / corrupted files refused at start.
  */
 import type Database from 'better-sqlite3';
 import { DataDir, openDatabase, type DataDirInUseError, type StorageError } from './storage.js';
 
 const SCHEMA_VERSION = 1;
+const CLOSED_KEY = 'closedThrough';
+
+/** One histogram cell of an epoch. */
+export interface Cell {
+  cohort: number;
+  bucket: number;
+  n: number;
+}
+
+/** What spending a token did: counted its report, or refused it (already spent / epoch closed). */
+export type SpendResult = 'counted' | 'spent' | 'closed';
+
+/** Step 1 of closing an epoch: see {@link ReportStore.beginClose}. */
+export interface BeginClose {
+  closedNow: boolean;
+  /** The epoch's cells, to build its release from (undefined: a release is stored already). */
+  cells: Cell[] | undefined;
+  closedThrough: number;
+}
+
+/** What closing an epoch did. */
+export interface CloseResult {
+  /** True when this call closed it (false: it was closed already, nothing rebuilt). */
+  closedNow: boolean;
+  /** The epoch's release body as stored (undefined: none, too few reports). */
+  release: string | undefined;
+  /** The highest closed epoch after the call. */
+  closedThrough: number;
+}
 /** File name of the v2 store in the data dir. */
 export const REPORTS_FILE = 'reports.sqlite';
 /** SQLite `application_id` of the v2 store: "ATMR". */
@@ -40,8 +73,9 @@ export class ReportStore {
   readonly file: string;
   private readonly db: Database.Connection;
   private readonly stmt;
-  private readonly spendTx: (nonce: Buffer, epoch: number, cohort: number, bucket: number) => boolean;
-  private readonly publishTx: (epoch: number, body: string | undefined, keep: number) => void;
+  private readonly spendTx: (nonce: Buffer, epoch: number, cohort: number, bucket: number) => SpendResult;
+  private readonly beginTx: (epoch: number) => BeginClose;
+  private readonly finishTx: (epoch: number, body: string | undefined, keep: number) => string | undefined;
 
   private constructor(file: string, db: Database.Connection) {
     this.file = file;
@@ -55,24 +89,43 @@ export class ReportStore {
       openEpochs: q<[], { epoch: number }>('SELECT DISTINCT epoch FROM cells UNION SELECT DISTINCT epoch FROM spent ORDER BY epoch'),
       dropCells: q<[number]>('DELETE FROM cells WHERE epoch <= ?'),
       dropSpent: q<[number]>('DELETE FROM spent WHERE epoch <= ?'),
-      putRelease: q<[number, string]>('INSERT OR REPLACE INTO releases (epoch, body) VALUES (?, ?)'),
+      // why: a release is immutable once stored (devices cache it forever): never replaced
+      putRelease: q<[number, string]>('INSERT OR IGNORE INTO releases (epoch, body) VALUES (?, ?)'),
       pruneReleases: q<[number]>('DELETE FROM releases WHERE epoch NOT IN (SELECT epoch FROM releases ORDER BY epoch DESC LIMIT ?)'),
       release: q<[number], { body: string }>('SELECT body FROM releases WHERE epoch = ?'),
       latest: q<[], { epoch: number }>('SELECT MAX(epoch) AS epoch FROM releases'),
       getMeta: q<[string], { value: string }>('SELECT value FROM meta WHERE key = ?'),
       setMeta: q<[string, string]>('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)'),
     };
-    this.spendTx = db.transaction((nonce: Buffer, epoch: number, cohort: number, bucket: number) => {
-      if (this.stmt.spend.run(nonce, epoch).changes === 0) return false;
+    const closedThrough = (): number => {
+      const v = this.stmt.getMeta.get(CLOSED_KEY)?.value;
+      return v === undefined ? -1 : Number(v);
+    };
+    this.spendTx = db.transaction((nonce: Buffer, epoch: number, cohort: number, bucket: number): SpendResult => {
+      if (epoch <= closedThrough()) return 'closed';
+      if (this.stmt.spend.run(nonce, epoch).changes === 0) return 'spent';
       this.stmt.bump.run(epoch, cohort, bucket);
-      return true;
+      return 'counted';
     });
-    this.publishTx = db.transaction((epoch: number, body: string | undefined, keep: number) => {
+    this.beginTx = db.transaction((epoch: number) => {
+      const before = closedThrough();
+      if (epoch > before) this.stmt.setMeta.run(CLOSED_KEY, String(epoch));
+      // why: built once; a closed epoch whose cells remain (a stop between the two steps) is built now
+      const cells = this.stmt.release.get(epoch) === undefined ? this.stmt.cells.all(epoch) : undefined;
+      return { closedNow: epoch > before, cells, closedThrough: Math.max(before, epoch) };
+    });
+    this.finishTx = db.transaction((epoch: number, body: string | undefined, keep: number) => {
       if (body !== undefined) this.stmt.putRelease.run(epoch, body);
       this.stmt.dropCells.run(epoch);
       this.stmt.dropSpent.run(epoch);
       this.stmt.pruneReleases.run(keep);
+      return this.stmt.release.get(epoch)?.body;
     });
+    // a data dir of an older version: its releases close their epochs
+    if (this.stmt.getMeta.get(CLOSED_KEY) === undefined) {
+      const latest = this.stmt.latest.get()?.epoch;
+      if (latest !== undefined && latest !== null) this.stmt.setMeta.run(CLOSED_KEY, String(latest));
+    }
   }
 
   /**
@@ -107,11 +160,65 @@ export class ReportStore {
   }
 
   /**
-   * One transaction: spend the token (its nonce) and count the report. False (nothing
-   * written) when the token was already spent.
+   * One transaction: spend the token (its nonce) and count the report. `spent` (nothing
+   * written) when the token was already spent, `closed` when its epoch is closed.
    */
-  spend(nonceHex: string, epoch: number, cohort: number, bucket: number): boolean {
+  spend(nonceHex: string, epoch: number, cohort: number, bucket: number): SpendResult {
     return this.spendTx(Buffer.from(nonceHex, 'hex'), epoch, cohort, bucket);
+  }
+
+  /** Highest closed epoch (-1: none). Only moves forward. Read from the file once per close. */
+  closedThrough(): number {
+    if (this.closed === null) {
+      const v = this.stmt.getMeta.get(CLOSED_KEY)?.value;
+      this.closed = v === undefined ? -1 : Number(v);
+    }
+    return this.closed;
+  }
+
+  /** Cache of {@link closedThrough}; `null` = read it again. */
+  private closed: number | null = null;
+
+  /**
+   * Step 1 of closing `epoch` (one transaction): raise the closed-epoch floor to it (from now on
+   * its tokens are refused), and return its cells unless its release is stored already.
+   */
+  beginClose(epoch: number): BeginClose {
+    this.closed = null;
+    const r = this.beginTx(epoch);
+    this.closed = null;
+    return r;
+  }
+
+  /**
+   * Step 2 (one transaction): store the release body if the epoch has none (releases are
+   * immutable), delete the cells and tombstones of every epoch ≤ `epoch`, keep the last `keep`
+   * releases; then checkpoint the WAL (TRUNCATE) so the deleted pages leave it too. Returns the
+   * epoch's release as stored. A stop between the steps leaves the epoch closed with its cells:
+   * the next {@link beginClose} returns them and the release is built then.
+   */
+  finishClose(epoch: number, body: string | undefined, keep = 30): string | undefined {
+    const r = this.finishTx(epoch, body, keep);
+    this.latest = null;
+    this.db.pragma('wal_checkpoint(TRUNCATE)');
+    return r;
+  }
+
+  /** Both steps, with a synchronous `build` (a seeding script, the tests). */
+  closeEpoch(epoch: number, build: (cells: Cell[]) => string | undefined, keep = 30): CloseResult {
+    const b = this.beginClose(epoch);
+    const release = this.finishClose(epoch, b.cells ? build(b.cells) : undefined, keep);
+    return { closedNow: b.closedNow, release, closedThrough: b.closedThrough };
+  }
+
+  /** Move the WAL's committed pages into the main file without blocking writers (PASSIVE). */
+  checkpoint(): void {
+    this.db.pragma('wal_checkpoint(PASSIVE)');
+  }
+
+  /** A small write (the recovery probe: does the file take writes again?). */
+  probe(): void {
+    this.stmt.setMeta.run('probe', '1');
   }
 
   /** The histogram of an epoch's reports. */
@@ -130,14 +237,11 @@ export class ReportStore {
   }
 
   /**
-   * One transaction: store the release of `epoch` (or none, when too few reports), delete the
-   * cells and tombstones of every epoch ≤ `epoch`, keep only the last `keep` releases; then
-   * checkpoint the WAL so the deleted pages leave it too.
+   * Close `epoch` with a release built elsewhere (a seeding script): {@link closeEpoch} with a
+   * fixed body. A release already stored for it is kept (releases are immutable).
    */
-  publish(epoch: number, body: string | undefined, keep = 30): void {
-    this.publishTx(epoch, body, keep);
-    this.latest = null; // re-read once: whoever published (the service's epoch job or a seeding script)
-    this.db.pragma('wal_checkpoint(TRUNCATE)');
+  publish(epoch: number, body: string | undefined, keep = 30): CloseResult {
+    return this.closeEpoch(epoch, () => body, keep);
   }
 
   /** The stored release body of an epoch. */

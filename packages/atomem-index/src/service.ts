@@ -8,6 +8,11 @@
  * tight body limits, CORS only for configured origins (default: same origin), metrics only with
  * a token. Health is answered from memory and never rate limited.
  *
+ * State (./store.ts): embedded SQLite by default, or PostgreSQL shared by N instances
+ * (`store: 'postgres://…'`). Epochs only move forward: a closed epoch is never reopened, whatever
+ * the wall clock says (health says when it is behind). Storage faults are retried with backoff
+ * and clear by themselves.
+ *
  * Storage (./storage.ts): the data dir's marker and `quick_check` refuse a lost, foreign or
  * corrupted file at start; a failed write at run time is classified, named in health, and
  * answered 507 / 503 with `Retry-After`.
@@ -25,6 +30,7 @@ import cors from '@fastify/cors';
 import { INDEX_V2_LIMITS, INDEX_V2_PATHS, type ErrorV2Response } from 'atomem/protocol';
 import { registerV2, type V2Controller, type V2Options } from './v2.js';
 import { DataDir, StorageHealth, type StorageFailure } from './storage.js';
+import { isPostgresUrl, redactUrl } from './pg-store.js';
 import { LoopDelay, addressKeyer, corsOriginOption, installConnectionCaps, openFileLimit, resolveNetworkLimits, type CorsOrigins, type EdgeCounters, type NetworkLimits } from './edge.js';
 
 /** Where log lines go when the service is given logger options (pino destination). */
@@ -36,6 +42,13 @@ export interface LogStream {
 export interface IndexServiceOptions {
   /** Directory of the SQLite files (created if missing). One service per directory. */
   dataDir: string;
+  /**
+   * Where the state (spent tokens, histograms, releases, the issuer key) lives: omitted or
+   * `sqlite` = `reports.sqlite` in the data dir (one instance); a `postgres://…` URL = a
+   * PostgreSQL database shared by every instance (./pg-store.ts). The data dir still holds the
+   * marker and the item-space cache.
+   */
+  store?: string;
   /** Protocol v2: the item space and the epoch, LDP and token settings. */
   v2: V2Options;
   /**
@@ -156,6 +169,7 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
   const network = resolveNetworkLimits(options.network, options.trustProxy);
   corsOriginOption(options.corsOrigins);
   if (options.metricsToken !== undefined && options.metricsToken.length < 16) throw new RangeError('metricsToken must be at least 16 characters');
+  if (options.store !== undefined && options.store !== 'sqlite' && !isPostgresUrl(options.store)) throw new RangeError(`store must be 'sqlite' or a postgres:// URL, got ${redactUrl(options.store)}`);
   const dir = DataDir.open(options.dataDir);
   const { rateLimit: limit = { max: 600, timeWindow: 60_000 } } = options;
   const storage = new StorageHealth();
@@ -250,6 +264,7 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
 
   const v2 = registerV2(app, dir, options.v2, {
     synchronous: options.synchronous,
+    postgresUrl: options.store !== undefined && options.store !== 'sqlite' ? options.store : undefined,
     fail,
     storage,
     maxBytes: options.storage?.maxBytes,
@@ -291,7 +306,7 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
         await ready$.catch(() => {});
         await app.close();
         loop.dispose();
-        v2.close();
+        await v2.close();
       })();
       return closing;
     },

@@ -345,8 +345,8 @@ export class StorageHealth {
   private readonly failing = new Map<string, { failure: StorageFailure; since: number; refused: number }>();
 
   /** Record a write failure; returns its class (undefined: not a storage failure, rethrow it). */
-  fail(err: unknown, file: string): StorageFailure | undefined {
-    const failure = classifyStorageError(err, file);
+  fail(err: unknown, file: string, classify: (err: unknown) => StorageFailure | undefined = (e) => classifyStorageError(e, file)): StorageFailure | undefined {
+    const failure = classify(err);
     if (failure === undefined) return undefined;
     const prev = this.failing.get(file);
     if (prev && prev.failure.state === 'corrupt') {

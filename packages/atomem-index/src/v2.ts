@@ -12,7 +12,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ReportHistogram, buildRelease, ldpParams, DEFAULT_LDP, type ItemCommunities, type ItemSpace } from 'atomem/engine';
+import { ldpParams, DEFAULT_LDP, type ItemCommunities, type ItemSpace } from 'atomem/engine';
 import {
   INDEX_V2_LIMITS,
   INDEX_V2_PATHS,
@@ -32,7 +32,10 @@ import {
 } from 'atomem/protocol';
 import { clusterItemSpace, type ClusterOptions, type ClusterPhase } from './clusters.js';
 import { ReportStore } from './report-store.js';
-import { DataDir, MARKER_FILE, StorageError, StorageHealth, type StorageFailure } from './storage.js';
+import { buildReleaseOffThread } from './release-build.js';
+import { DataDir, MARKER_FILE, StorageError, StorageHealth, type StorageFailure, type StorageStatus } from './storage.js';
+import { SqliteIndexStore, type IndexStore } from './store.js';
+import { PostgresIndexStore } from './pg-store.js';
 import { PrivacyPassIssuer, generateIssuerKey, type TokenIssuer } from './tokens.js';
 
 /** Options of protocol v2 (`IndexServiceOptions.v2`). */
@@ -69,6 +72,12 @@ export interface V2Options {
   /** Releases kept. Default 30. */
   keepReleases?: number;
   /**
+   * Store upkeep period (ms): SQLite checkpoints its WAL (PASSIVE) after writes, so acknowledged
+   * reports are in the main file within this long; with PostgreSQL the closed-epoch floor and the
+   * latest release are read again (other instances close epochs too). Default 2000; 0 = never.
+   */
+  maintenanceMs?: number;
+  /**
    * When the catalog's embedder or dimension differs from the one the data dir recorded at its
    * first start: `false` (default) refuses to start (a catalog file of the wrong embedder is a
    * configuration mistake); `true` records the new space and goes on (releases of the old
@@ -79,7 +88,10 @@ export interface V2Options {
 
 /** The running v2 part of a service. */
 export interface V2Controller {
+  /** The embedded SQLite store (seeding scripts publish through it); throws with a PostgreSQL store. */
   readonly store: ReportStore;
+  /** The state store in use (SQLite or PostgreSQL). */
+  readonly backend: IndexStore;
   /**
    * Resolves when the item space is read and checked and the issuer key is loaded: from then on
    * tokens are issued, reports accepted, releases and health served, while the item space's
@@ -98,13 +110,30 @@ export interface V2Controller {
   clustering(): { phase: ClusterPhase; share: number } | undefined;
   /** Current epoch of the service clock. */
   epoch(): number;
-  /** Build, store and return the release of `epoch` now (undefined when too few reports); deletes its reports. */
-  aggregate(epoch: number): Release | undefined;
+  /**
+   * Close `epoch` now: build and store its release (once: a closed epoch keeps the release it
+   * has) and delete its reports. Resolves to the release as stored (undefined: too few reports).
+   */
+  aggregate(epoch: number): Promise<Release | undefined>;
   /** Aggregate every stored epoch whose deadline (end + grace) has passed. */
-  tick(): void;
+  tick(): Promise<void>;
+  /** Read the closed-epoch floor and the latest release from the store again. */
+  refresh(): Promise<void>;
   /** Stops the item-space clustering if it still runs (its worker ends; `ready` rejects). */
   stopLoading(): void;
-  close(): void;
+  close(): Promise<void>;
+}
+
+/** What `/v2/health` answers: the protocol's fields, plus the store and the epoch state. */
+export interface ServiceHealth extends HealthV2Response {
+  storage: StorageStatus;
+  /** `sqlite` (embedded) or `postgres` (shared by every instance). */
+  store: 'sqlite' | 'postgres';
+  /**
+   * The closed-epoch floor (closed epochs are never reopened) and the wall clock against it:
+   * `behind` when the clock is at or below a closed epoch (tokens and reports refused; `message` says why).
+   */
+  epochs: { closedThrough: number | null; clock: 'ok' | 'behind'; message?: string };
 }
 
 class V2Error extends Error {
@@ -194,6 +223,8 @@ export function registerV2(
     metricsAllowed?: (req: FastifyRequest) => boolean;
     /** The service's metrics body. */
     metrics?: () => Record<string, unknown>;
+    /** A PostgreSQL connection URL: the state lives there (shared by instances), not in the data dir. */
+    postgresUrl?: string;
   },
 ): V2Controller {
   const epochMs = options.epochMs ?? DEFAULT_EPOCH_MS;
@@ -209,40 +240,97 @@ export function registerV2(
   const now = options.now ?? Date.now;
   const keep = options.keepReleases ?? 30;
   const dir = typeof dataDir === 'string' ? DataDir.open(dataDir) : dataDir;
-  const store = ReportStore.open(dir, { synchronous: extra.synchronous, maxBytes: extra.maxBytes, integrityCheck: extra.integrityCheck === false ? 'off' : 'quick' });
+  /** The embedded SQLite store (absent with a shared PostgreSQL store). */
+  const sqlite = extra.postgresUrl === undefined ? ReportStore.open(dir, { synchronous: extra.synchronous, maxBytes: extra.maxBytes, integrityCheck: extra.integrityCheck === false ? 'off' : 'quick' }) : undefined;
+  const store: IndexStore = sqlite ? new SqliteIndexStore(sqlite) : new PostgresIndexStore(extra.postgresUrl!);
   const storage = extra.storage ?? new StorageHealth();
+  const maintenanceMs = options.maintenanceMs ?? 2000;
+  let stopped = false;
+  /** Writes since the last upkeep (SQLite: a PASSIVE checkpoint is due). */
+  let dirty = false;
+
+  /** A storage failure of `err` recorded in health (undefined: not a storage failure). */
+  const recordFailure = (err: unknown, what: string): StorageFailure | undefined => {
+    const f = storage.fail(err, store.name, (e) => store.classify(e));
+    if (f === undefined) return undefined;
+    app.log.error({ err: { code: (err as { code?: string }).code, message: (err as Error).message }, store: store.name, state: f.state }, `v2: ${what} failed`);
+    // why: health clears and due epochs close by themselves once the fault is gone, without traffic
+    if (f.state !== 'corrupt') scheduleRecovery();
+    return f;
+  };
   /**
-   * A write of the report store: refused at once while the file is known corrupt, classified
-   * when it fails (507 full, 503 corrupt / I/O / read-only, with Retry-After; health names it).
+   * A write of the store: refused at once while it is known corrupt, classified when it fails
+   * (507 full, 503 corrupt / I/O / read-only, with Retry-After; health names it).
    */
-  const write = <T>(what: string, fn: () => T): T => {
-    const blocked = storage.blocked(store.file);
+  const write = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    const blocked = storage.blocked(store.name);
     if (blocked) throw storageError(blocked);
     try {
-      const r = fn();
-      storage.ok(store.file);
+      const r = await fn();
+      storage.ok(store.name);
+      dirty = true;
       return r;
     } catch (err) {
-      const f = storage.fail(err, store.file);
+      const f = recordFailure(err, what);
       if (f === undefined) throw err;
-      app.log.error({ err: { code: (err as { code?: string }).code, message: (err as Error).message }, file: store.file, state: f.state }, `v2: ${what} failed`);
       throw storageError(f);
     }
   };
   const storageError = (f: StorageFailure) => new V2Error(f.status, f.code, f.message, f.retryAfterSeconds);
-  /**
-   * The latest release's epoch for health and metrics: cached by the store (read at load and
-   * again after a publish); a storage failure of that read degrades health (named there) instead
-   * of failing the health route with a 500.
-   */
-  const latestRelease = (): number | null => {
-    try {
-      return store.latestRelease() ?? null;
-    } catch (err) {
-      const f = storage.fail(err, store.file);
-      if (f === undefined) throw err;
-      app.log.error({ err: { code: (err as { code?: string }).code, message: (err as Error).message }, file: store.file, state: f.state }, 'v2: reading the latest release failed');
-      return null;
+
+  /** Highest closed epoch (cached: read at load, after each close and by the upkeep loop). */
+  let floor = -1;
+  /** SQLite: the store's own caches (a seeding script may close an epoch through `v2.store`); PostgreSQL: ours. */
+  const currentFloor = (): number => (floor = Math.max(floor, sqlite ? sqlite.closedThrough() : floor));
+  const currentLatest = (): number | undefined => (sqlite ? sqlite.latestRelease() : latest);
+  /** Latest released epoch (cached the same way; health answers from memory). */
+  let latest: number | undefined;
+  const refresh = async (): Promise<void> => {
+    floor = Math.max(floor, await store.closedThrough());
+    latest = await store.latestRelease();
+  };
+
+  // Recovery: while a storage fault lasts, probe the store with backoff (0.25 s doubling to 2 s),
+  // close the epochs that came due meanwhile, and clear health once a write succeeds.
+  let recoveryTimer: NodeJS.Timeout | undefined;
+  let backoffMs = 0;
+  /** Set while loading waits for the store (health names it). */
+  let waitingFor: string | undefined;
+  function scheduleRecovery(): void {
+    if (recoveryTimer || stopped) return;
+    backoffMs = backoffMs === 0 ? 250 : Math.min(backoffMs * 2, 2000);
+    recoveryTimer = setTimeout(() => {
+      recoveryTimer = undefined;
+      void (async () => {
+        try {
+          if (!storage.healthy) await write('probing the store', () => store.probe());
+          await refresh();
+          await tick();
+          backoffMs = 0;
+          app.log.info({ store: store.name }, 'v2: the store takes writes again');
+        } catch {
+          // recorded (and rescheduled) by write(); anything else: try again
+          scheduleRecovery();
+        }
+      })();
+    }, backoffMs);
+    recoveryTimer.unref();
+  }
+  /** A load step that needs the store: retried with the same backoff until it works or the service closes. */
+  const untilStored = async <T>(what: string, fn: () => Promise<T>): Promise<T> => {
+    for (let wait = 250; ; wait = Math.min(wait * 2, 2000)) {
+      try {
+        const r = await fn();
+        storage.ok(store.name);
+        waitingFor = undefined;
+        return r;
+      } catch (err) {
+        const f = storage.fail(err, store.name, (e) => store.classify(e));
+        if (f === undefined || f.state === 'corrupt' || stopped) throw err;
+        waitingFor = `${what}: ${f.message} (retrying)`;
+        app.log.error({ store: store.name, state: f.state }, `v2: ${what} failed; retrying in ${wait} ms`);
+        await new Promise((r) => setTimeout(r, wait).unref());
+      }
     }
   };
 
@@ -278,14 +366,16 @@ export function registerV2(
       );
     }
     if (!had) dir.update((m) => (m.space = { embedderId: space!.embedderId, dim }));
-    let stored = store.getMeta('issuerKey');
+    if (store instanceof PostgresIndexStore) await untilStored('connecting to the store', () => store.init());
+    let stored = await untilStored('reading the issuer key', () => store.getMeta('issuerKey'));
     if (stored === undefined) {
-      stored = JSON.stringify(await generateIssuerKey());
-      write('storing the issuer key', () => store.setMeta('issuerKey', stored!));
+      const fresh = JSON.stringify(await generateIssuerKey());
+      // why: with a shared store the first instance's key wins; every instance signs with it
+      stored = await untilStored('storing the issuer key', () => store.putMetaIfAbsent('issuerKey', fresh));
     }
     issuer = await PrivacyPassIssuer.load(JSON.parse(stored), options.issuerName ?? 'atomem-index');
-    // why: health answers from memory; the first read of the latest release happens here, not in a health request
-    latestRelease();
+    // why: health answers from memory; the first reads of the floor and the latest release happen here
+    await untilStored('reading the epoch state', refresh);
     // why: ingestion (token, report) and releases need no communities, only aggregation does: a
     // large or changed catalog (minutes of clustering at 1M items) does not take them down
     markServing();
@@ -294,8 +384,12 @@ export function registerV2(
     app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, worker: run.worker, ms: Math.round(run.ms), knnMs: Math.round(run.knnMs), louvainMs: Math.round(run.louvainMs), knn: run.knn.method, knnRecall: run.knn.recall, ...(run.knn.cellsRecall !== undefined ? { cellsRecall: run.knn.cellsRecall } : {}) }, 'v2: item space clustered');
     knnInfo = { method: run.knn.method, recall: Number.isFinite(run.knn.recall) ? Math.round(run.knn.recall * 1000) / 1000 : null };
     communities = run.communities;
-    // epochs that closed while clustering are aggregated now
-    tick();
+    // epochs that closed while clustering are aggregated now; a storage fault here is retried
+    // by the recovery loop (health names it meanwhile), it does not fail the load
+    await tick().catch((err: unknown) => {
+      if (!(err instanceof V2Error)) app.log.error({ err }, 'v2: aggregation failed');
+      scheduleRecovery();
+    });
   })().catch((err: Error) => {
     loadError = err;
     // a failure before serving rejects `serving` too (after it, a no-op: the routes answer 503 from now on)
@@ -310,6 +404,7 @@ export function registerV2(
   /** Tokens, reports, health: the item space and the issuer (the communities may still be computed). */
   const requireServing = (): { space: ItemSpace; issuer: TokenIssuer } => {
     if (loadError) throw new V2Error(503, 'not_ready', `v2 failed to load: ${loadError.message}`);
+    if (waitingFor) throw new V2Error(503, 'not_ready', `v2 is waiting for its store (${waitingFor})`, 2);
     if (!space || !issuer) throw new V2Error(503, 'not_ready', 'v2 is loading the item space', 5);
     return { space, issuer };
   };
@@ -321,36 +416,78 @@ export function registerV2(
   };
 
   const epoch = () => epochOf(now(), epochMs);
-  /** Epochs whose reports are accepted now: the current one, and the previous one during the grace period. */
+  /**
+   * The wall clock behind the closed epochs (stepped back past a release): tokens and reports
+   * are refused until it passes them again; health says so.
+   */
+  const clockBehind = (): boolean => epoch() <= currentFloor();
+  /** Epochs whose reports are accepted now: the current one, and the previous one during the grace period; never a closed one. */
   const acceptsEpoch = (e: number): boolean => {
+    if (e <= currentFloor()) return false;
     const t = now();
     const cur = epochOf(t, epochMs);
     return e === cur || (e === cur - 1 && t < (cur * epochMs) + graceMs);
   };
+  const clockMessage = (): string => `the service clock (epoch ${epoch()}, ${new Date(now()).toISOString()}) is behind the last closed epoch ${currentFloor()}: closed epochs are never reopened, so tokens and reports are refused until the clock passes epoch ${currentFloor()}. Fix: correct the host's clock (NTP)`;
 
-  const aggregate = (e: number): Release | undefined => {
+  const aggregate = async (e: number): Promise<Release | undefined> => {
     const { space: sp, communities: cs } = requireReady();
-    const hist = new ReportHistogram(ldp);
-    for (const c of store.cells(e)) hist.add({ cohort: c.cohort, bucket: c.bucket }, c.n);
-    const release = hist.total >= minReports ? buildRelease({ epoch: e, epochMs, space: sp, communities: cs, hist, ldp, minContributors }) : undefined;
-    write(`publishing epoch ${e}`, () => store.publish(e, release ? JSON.stringify(release) : undefined, keep));
-    app.log.info({ epoch: e, reports: hist.total, released: release !== undefined }, 'v2: epoch aggregated');
-    return release;
+    let reports = 0;
+    const closed = await write(`closing epoch ${e}`, () =>
+      store.closeEpoch(
+        e,
+        async (cells) => {
+          // why: items × cohorts of work (seconds at tens of thousands of items): off the event loop
+          const built = await buildReleaseOffThread({ epoch: e, epochMs, space: sp, communities: cs, cells, ldp, minContributors, minReports });
+          reports = built.reports;
+          return built.body;
+        },
+        keep,
+      ),
+    );
+    floor = Math.max(floor, closed.closedThrough);
+    latest = await store.latestRelease();
+    if (closed.closedNow) app.log.info({ epoch: e, reports, released: closed.release !== undefined }, 'v2: epoch aggregated');
+    return closed.release === undefined ? undefined : (JSON.parse(closed.release) as Release);
   };
 
-  function tick(): void {
-    if (!communities) return;
-    const t = now();
-    for (const e of store.openEpochs()) if (t >= (e + 1) * epochMs + graceMs) aggregate(e);
+  /** Aggregate every stored epoch whose deadline has passed (one run at a time). */
+  let ticking: Promise<void> | undefined;
+  function tick(): Promise<void> {
+    if (!ticking) {
+      // why: `.finally` runs after the assignment (a microtask), also when the run ends synchronously
+      ticking = (async () => {
+        if (!communities) return;
+        const t = now();
+        for (const e of await store.openEpochs()) if (t >= (e + 1) * epochMs + graceMs) await aggregate(e);
+      })().finally(() => {
+        ticking = undefined;
+      });
+    }
+    return ticking;
   }
   const timer = (options.tickMs ?? 60_000) > 0 ? setInterval(() => {
-    try {
-      tick();
-    } catch (err) {
-      app.log.error({ err }, 'v2: aggregation failed');
-    }
+    tick().catch((err: unknown) => {
+      if (!(err instanceof V2Error)) app.log.error({ err }, 'v2: aggregation failed');
+    });
   }, options.tickMs ?? 60_000) : undefined;
   timer?.unref();
+  // Upkeep: SQLite checkpoints its WAL (PASSIVE) after writes, so acknowledged reports reach the
+  // main file within seconds; with a shared store, the floor and the latest release other
+  // instances closed are read again.
+  const upkeep = maintenanceMs > 0 ? setInterval(() => {
+    if (!issuer || !storage.healthy) return;
+    const due = store.kind === 'postgres' || dirty;
+    if (!due) return;
+    dirty = false;
+    (async () => {
+      await store.maintain();
+      if (store.kind === 'postgres') await refresh();
+    })().catch((err: unknown) => {
+      if (recordFailure(err, 'store upkeep') === undefined) app.log.error({ err }, 'v2: store upkeep failed');
+    });
+  }, maintenanceMs) : undefined;
+  upkeep?.unref();
 
   const onError = (err: unknown, reply: FastifyReply) => {
     if (err instanceof V2Error) return extra.fail(reply, err.statusCode, err.code, err.message, err.retryAfterSeconds);
@@ -359,20 +496,20 @@ export function registerV2(
 
   app.register(async (api) => {
     const noLimit = { rateLimit: false as const };
-    api.get(INDEX_V2_PATHS.health, { config: noLimit }, async (_req, reply): Promise<HealthV2Response | FastifyReply> => {
+    api.get(INDEX_V2_PATHS.health, { config: noLimit }, async (_req, reply): Promise<ServiceHealth | FastifyReply> => {
       try {
         const { space: sp } = requireServing();
-        const latest = latestRelease();
         const st = storage.status();
-        if (st.state !== 'ok') reply.code(503);
-        // why: answered from memory (latestEpoch is cached by the store), no database read
+        const behind = clockBehind();
+        if (st.state !== 'ok' || behind) reply.code(503);
+        // why: answered from memory (floor and latest release are cached), no store read
         return {
-          status: st.state === 'ok' ? 'ok' : 'degraded',
+          status: st.state === 'ok' && !behind ? 'ok' : 'degraded',
           version: INDEX_V2_VERSION,
           embedderId: sp.embedderId,
           epochMs,
           epoch: epoch(),
-          latestRelease: latest,
+          latestRelease: currentLatest() ?? null,
           ldp,
           minContributors,
           minReports,
@@ -380,6 +517,8 @@ export function registerV2(
           space: { items: sp.ids.length, dim: sp.vectors[0]?.length ?? 0, communities: communities?.communities.length ?? 0, ...(knnInfo ? { knn: knnInfo } : {}) },
           ...(communities ? {} : { clustering: { phase: clustering.phase, share: Math.round(clustering.share * 100) / 100 } }),
           storage: st,
+          store: store.kind,
+          epochs: behind ? { closedThrough: currentFloor(), clock: 'behind', message: clockMessage() } : { closedThrough: currentFloor() < 0 ? null : currentFloor(), clock: 'ok' },
         };
       } catch (e) {
         return onError(e, reply);
@@ -389,7 +528,7 @@ export function registerV2(
     api.get('/v2/metrics', { config: noLimit }, async (req, reply) => {
       if (!extra.metricsAllowed?.(req)) return extra.fail(reply, 404, 'not_found', 'no route GET /v2/metrics (metrics need the metrics token)');
       reply.header('cache-control', 'no-store');
-      return { ...(extra.metrics?.() ?? {}), storage: storage.status(), latestRelease: latestRelease() };
+      return { ...(extra.metrics?.() ?? {}), storage: storage.status(), latestRelease: currentLatest() ?? null, closedThrough: currentFloor() };
     });
 
     // why: the other routes are rate limited per client address (the attester's issuance is allow-listed by its key)
@@ -412,7 +551,7 @@ export function registerV2(
       try {
         const { issuer: iss } = requireServing();
         // why the next epoch too: devices fetch their next epoch's token ahead, at an unrelated moment
-        if (!acceptsEpoch(req.body.epoch) && req.body.epoch !== epoch() + 1) throw new V2Error(400, 'wrong_epoch', `epoch ${req.body.epoch} is neither open nor the next (current ${epoch()})`);
+        if (!acceptsEpoch(req.body.epoch) && !(req.body.epoch === epoch() + 1 && !clockBehind() && req.body.epoch > currentFloor())) throw new V2Error(400, 'wrong_epoch', clockBehind() ? `epoch ${req.body.epoch} is not open: ${clockMessage()}` : req.body.epoch <= currentFloor() ? `epoch ${req.body.epoch} is closed (closed through ${currentFloor()})` : `epoch ${req.body.epoch} is neither open nor the next (current ${epoch()})`);
         return { response: await iss.issue(req.body.request) };
       } catch (e) {
         if (e instanceof TypeError) return extra.fail(reply, 400, 'bad_request', e.message);
@@ -433,7 +572,8 @@ export function registerV2(
         if (!acceptsEpoch(e)) throw refused();
         const nonce = await iss.verify(token, e);
         if (nonce === undefined) throw refused();
-        if (!acceptsEpoch(e) || !write('storing a report', () => store.spend(nonce, e, report.cohort, report.bucket))) throw refused();
+        // why: the store refuses a closed epoch inside the spending transaction too (another instance may have closed it)
+        if (!acceptsEpoch(e) || (await write('storing a report', () => store.spend(nonce, e, report.cohort, report.bucket))) !== 'counted') throw refused();
         reply.code(202);
         return { accepted: true };
       } catch (err) {
@@ -441,8 +581,15 @@ export function registerV2(
       }
     });
 
-    const sendRelease = (reply: FastifyReply, e: number | undefined, immutable: boolean) => {
-      const body = e === undefined ? undefined : store.release(e);
+    const sendRelease = async (reply: FastifyReply, e: number | undefined, immutable: boolean) => {
+      let body: string | undefined;
+      try {
+        body = e === undefined ? undefined : await store.release(e);
+      } catch (err) {
+        const f = recordFailure(err, 'reading a release');
+        if (f === undefined) throw err;
+        return onError(storageError(f), reply);
+      }
       if (body === undefined) return extra.fail(reply, 404, 'not_found', e === undefined ? 'no release published yet' : `no release for epoch ${e}`);
       // why: `latest` changes when an epoch is published; a cached copy would hand a device last epoch's
       // release (`no-cache` = revalidate every time; the ETag names the epoch)
@@ -450,7 +597,18 @@ export function registerV2(
       reply.header('etag', `"release-${e}"`);
       return reply.type('application/json').send(body);
     };
-    api.get(INDEX_V2_PATHS.latest, async (_req, reply) => sendRelease(reply, store.latestRelease(), false));
+    api.get(INDEX_V2_PATHS.latest, async (_req, reply) => {
+      let e: number | undefined;
+      try {
+        // why: with a shared store another instance may have published since the cache was read
+        e = sqlite ? sqlite.latestRelease() : await store.latestRelease();
+      } catch (err) {
+        const f = recordFailure(err, 'reading the latest release');
+        if (f === undefined) throw err;
+        return onError(storageError(f), reply);
+      }
+      return sendRelease(reply, e, false);
+    });
     api.get<{ Params: { epoch: string } }>('/v2/releases/:epoch', async (req, reply) => {
       if (!/^[0-9]{1,15}$/.test(req.params.epoch)) return extra.fail(reply, 400, 'bad_request', 'epoch must be a non-negative integer (or latest)');
       return sendRelease(reply, Number(req.params.epoch), true);
@@ -458,7 +616,11 @@ export function registerV2(
   });
 
   return {
-    store,
+    get store(): ReportStore {
+      if (!sqlite) throw new Error('v2.store is the embedded SQLite store; this service uses PostgreSQL (use v2.backend)');
+      return sqlite;
+    },
+    backend: store,
     serving,
     ready,
     ldp,
@@ -469,12 +631,24 @@ export function registerV2(
     epoch,
     aggregate,
     tick,
+    async refresh() {
+      await refresh();
+    },
     stopLoading() {
       if (!communities) stopClustering.abort(new Error('v2: the service closed while clustering the item space'));
     },
-    close() {
+    async close() {
+      stopped = true;
       if (timer) clearInterval(timer);
-      store.close();
+      if (upkeep) clearInterval(upkeep);
+      if (recoveryTimer) clearTimeout(recoveryTimer);
+      await ticking?.catch(() => {});
+      try {
+        if (storage.healthy) await store.maintain();
+      } catch {
+        // the store is failing; closing it is all that is left
+      }
+      await store.close();
     },
   };
 }

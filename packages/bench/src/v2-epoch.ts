@@ -103,7 +103,7 @@ export async function runEpoch(o: EpochOptions): Promise<{ release: Release | un
     }
     const health = (await service.app.inject({ method: 'GET', url: INDEX_V2_PATHS.health })).json() as { graceMs: number };
     clock.now = (o.epoch + 1) * epochMs + health.graceMs;
-    v2.tick();
+    await v2.tick();
     const got = await service.app.inject({ method: 'GET', url: INDEX_V2_PATHS.release(o.epoch) });
     const release = got.statusCode === 200 ? (got.json() as Release) : undefined;
     return { release, log };
