@@ -75,6 +75,7 @@ export function trainOptionsFrom(params: Readonly<Record<string, string>>): Trai
   set('easeItems', num('shop.easeItems'));
   set('easeNeighbours', num('shop.easeNeighbours'));
   set('denseEaseMax', num('shop.denseEaseMax'));
+  if (params['shop.easeNeighbourhood'] !== undefined) opts.easeNeighbourhood = params['shop.easeNeighbourhood'] === 'cosine' ? 'cosine' : 'count';
   if (params['shop.ease'] !== undefined) {
     const v = params['shop.ease'];
     if (v !== 'dense' && v !== 'local' && v !== 'auto') throw new Error(`shop.ease must be dense, local or auto, got ${v}`);

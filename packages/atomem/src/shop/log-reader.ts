@@ -101,7 +101,7 @@ export class LogColumns {
   }
 }
 
-/** Progress of a long read or stage, throttled, with an ETA from the fraction done. */
+/** Progress of long stages (those over `everyMs`/2), throttled, with an ETA from the fraction done. */
 export function progressReporter(write: (s: string) => void, everyMs = 2000): (stage: string, done: number, total: number) => void {
   const started = new Map<string, number>();
   let last = 0;
@@ -109,7 +109,8 @@ export function progressReporter(write: (s: string) => void, everyMs = 2000): (s
     const now = Date.now();
     if (!started.has(stage)) started.set(stage, now);
     const finished = total > 0 && done >= total;
-    if (!finished && now - last < everyMs) return;
+    // why: quick stages stay silent; a long one reports every `everyMs` and when it ends.
+    if (now - started.get(stage)! < everyMs / 2 || (!finished && now - last < everyMs)) return;
     last = now;
     const secs = (now - started.get(stage)!) / 1000;
     const frac = total > 0 ? Math.min(1, done / total) : 0;

@@ -93,6 +93,8 @@ export interface TrainOptions {
    * `auto` (default): dense up to `denseEaseMax` items, local above.
    */
   ease?: 'dense' | 'local' | 'auto';
+  /** How `local` EASE picks each item's neighbourhood: most co-occurring items (`count`, default) or highest cosine. */
+  easeNeighbourhood?: 'count' | 'cosine';
   /** Neighbourhood size K of `local` EASE (default 64). */
   easeNeighbours?: number;
   /** `auto` uses dense EASE up to this many items (default 3000). */
@@ -559,6 +561,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
     const deg = (i: number) => userStart[i + 1] - userStart[i];
     // Local EASE neighbourhoods: each item's K nearest by cosine (-1 padded).
     const nb = easeMode === 'local' ? new Int32Array(n * K).fill(-1) : undefined;
+    const byCount = (opts.easeNeighbourhood ?? 'count') === 'count';
     for (let i = 0; i < n; i++) {
       coRow(i);
       const idx = Int32Array.from(touched);
@@ -567,9 +570,9 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       touched.forEach((j, t) => {
         val[t] = j === i ? 0 : counts[j] / Math.sqrt(ni * deg(j));
       });
-      clearRow();
       knn.addRow(i, idx, val);
-      if (nb) topK(idx.length, K, (t) => val[t], (t) => !(val[t] > 0)).forEach((t, q) => (nb[i * K + q] = idx[t]));
+      if (nb) topK(idx.length, K, (t) => (byCount ? counts[idx[t]] : val[t]), (t) => !(val[t] > 0)).forEach((t, q) => (nb[i * K + q] = idx[t]));
+      clearRow();
       if (i % 256 === 255) progress('knn', i + 1, n);
     }
     if (nb) {
