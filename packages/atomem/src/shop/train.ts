@@ -95,11 +95,11 @@ export interface TrainOptions {
   ease?: 'dense' | 'local' | 'auto';
   /** How `local` EASE picks each item's neighbourhood: most co-occurring items (`count`, default) or highest cosine. */
   easeNeighbourhood?: 'count' | 'cosine';
-  /** Neighbourhood size K of `local` EASE (default 64). */
+  /** Neighbourhood size K of `local` EASE (default 128). */
   easeNeighbours?: number;
   /** `auto` uses dense EASE up to this many items (default 3000). */
   denseEaseMax?: number;
-  /** Bytes of local Gram blocks built at once (default 512 MiB): bounds `local` EASE's memory. */
+  /** Bytes of local Gram blocks built at once (default 256 MiB): bounds `local` EASE's memory. */
   localMemory?: number;
   /**
    * Top-k kept per list (overrides {@link listBudget}). Default: the largest k up to ease 128,
@@ -458,7 +458,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
   // ── the top-N set for EASE (and, under DP, for every pairwise statistic) ─────────────
   // why (dense vs local): see `ease` in TrainOptions; DP keeps the dense path on its small public domain.
   const easeMode: 'dense' | 'local' = dp ? 'dense' : opts.ease === 'dense' || opts.ease === 'local' ? opts.ease : n <= (opts.denseEaseMax ?? 3000) ? 'dense' : 'local';
-  const K = Math.max(1, Math.min(opts.easeNeighbours ?? 64, Math.max(1, n - 1)));
+  const K = Math.max(1, Math.min(opts.easeNeighbours ?? 128, Math.max(1, n - 1)));
   if (easeMode === 'local' && orient('ease') !== 'in') throw new RangeError("local EASE solves each candidate's column: it needs orientation.ease 'in'");
   const N = easeMode === 'local' ? 0 : Math.min(n, opts.easeItems ?? 10_000, dp ? (opts.dpItems ?? 100) : Infinity);
   const kEase = opts.k?.ease ?? kForBudget(0.4 * budget, nEstimate, 128, easeMode === 'local' ? nEstimate : Math.min(nEstimate, opts.easeItems ?? 10_000));
@@ -576,7 +576,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       if (i % 256 === 255) progress('knn', i + 1, n);
     }
     if (nb) {
-      easeRows = localEase(n, K, nb, coRow, clearRow, counts, lambda, new Selector(n, kEase, orient('ease'), opts.easeSigned ?? false), opts.localMemory ?? 512 * 2 ** 20, (d, t) => progress('ease (local)', d, t));
+      easeRows = localEase(n, K, nb, coRow, clearRow, counts, lambda, new Selector(n, kEase, orient('ease'), opts.easeSigned ?? false), opts.localMemory ?? 256 * 2 ** 20, (d, t) => progress('ease (local)', d, t));
       progress('ease (local)', 1, 1);
     }
   } else {
@@ -811,13 +811,13 @@ function localEase(
   memory: number,
   progress: (done: number, total: number) => void,
 ): NeighbourLists {
-  const perBatch = Math.max(1, Math.floor(memory / (8 * (K * K + K))));
+  const perBatch = Math.max(1, Math.floor(memory / (4 * K * K + 8 * K)));
   const size = (c: number) => {
     let k = 0;
     while (k < K && nb[c * K + k] >= 0) k++;
     return k;
   };
-  const L = new Float64Array(Math.min(perBatch, n) * K * K);
+  const L = new Float32Array(Math.min(perBatch, n) * K * K); // counts: exact in float32 below 2^24
   const R = new Float64Array(Math.min(perBatch, n) * K);
   const x = new Float64Array(K);
   for (let c0 = 0; c0 < n; c0 += perBatch) {
