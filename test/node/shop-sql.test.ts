@@ -13,6 +13,8 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countingStages, loadOrdersDuckDb, openDuckDb, runQuery, weightExpression, type SqlEngine } from '../../packages/atomem/src/shop/sql/engine.js';
 import { QUERIES, renderQuery, type QueryName } from '../../packages/atomem/src/shop/sql/queries.js';
+import { main } from '../../packages/atomem/src/shop/cli.js';
+import { decodeShopModel } from '../../packages/atomem/src/protocol/shop-model-v1.js';
 
 /** A small seeded log: 40 users, 30 items, repeats, ties in time, negative actions. */
 function syntheticLog(): Array<{ user: string; item: string; at: number; action?: string }> {
@@ -75,6 +77,7 @@ async function allRows(engine: SqlEngine): Promise<Record<string, string[]>> {
     recentPopularity: { since: 1_700_000_000_000 + 3 * 86_400_000, until: 1_700_000_000_000 + 8 * 86_400_000 },
     trend: { bucketMs: 86_400_000 },
     cooccurrenceTopK: { k: 5 },
+    neighboursByCount: { k: 4 },
     transitionsTopK: { k: 3 },
   };
   const out: Record<string, string[]> = {};
@@ -131,6 +134,36 @@ describe('counting stages on DuckDB', () => {
       if (l.length === 2) expect(l[0].score).toBeGreaterThanOrEqual(l[1].score);
     }
     for (const l of small.transitions.values()) expect(l.length).toBe(1);
+  });
+
+  it('atomem-shop --engine duckdb gives the lists the in-memory stages give', async () => {
+    const itemsPath = join(dir, 'items.jsonl');
+    writeFileSync(itemsPath, Array.from({ length: 30 }, (_, i) => JSON.stringify({ id: `i${i}` })).join('\n'));
+    const train = async (extra: string[]) => {
+      let err = '';
+      const out = join(dir, `m${extra.length}.bin`);
+      const code = await main(['--interactions', logPath, '--items', itemsPath, '--out', out, '--dim', '0', '--ease', 'local', '--no-progress', ...extra], { stdout: () => {}, stderr: (s) => (err += s) });
+      expect(err).toBe('');
+      expect(code).toBe(0);
+      return decodeShopModel(readFileSync(out));
+    };
+    const mem = await train([]);
+    const sql = await train(['--engine', 'duckdb']);
+    /** Per candidate (in) or source (out) the sorted kept weights: equal whatever the tie-breaks. */
+    const kept = (l: { offsets: Uint32Array; targets: Uint32Array; weights: Float32Array }, by: 'source' | 'target') => {
+      const m = new Map<number, number[]>();
+      for (let r = 0; r + 1 < l.offsets.length; r++) for (let p = l.offsets[r]; p < l.offsets[r + 1]; p++) {
+        const key = by === 'source' ? r : l.targets[p];
+        if (!m.has(key)) m.set(key, []);
+        m.get(key)!.push(Number(l.weights[p].toFixed(3)));
+      }
+      return Object.fromEntries([...m].map(([k, v]) => [k, v.sort()]));
+    };
+    expect(mem.lists.knn.targets.length).toBeGreaterThan(30);
+    expect(kept(sql.lists.knn, 'target')).toEqual(kept(mem.lists.knn, 'target'));
+    expect(kept(sql.lists.markov, 'source')).toEqual(kept(mem.lists.markov, 'source'));
+    expect(kept(sql.lists.ease, 'target')).toEqual(kept(mem.lists.ease, 'target'));
+    expect(Array.from(sql.popularity)).toEqual(Array.from(mem.popularity));
   });
 
   it('refuses non-numeric parameters and unknown actions', async () => {

@@ -4,7 +4,8 @@
  *
  *   npx tsx src/shop/cli.ts --interactions interactions.jsonl --items items.jsonl --out public/shop-model.bin
  *       [--content catalog-vectors.bin] [--epsilon 4] [--delta 1e-6] [--until 2026-01-01]
- *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 128] [--no-progress]
+ *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 128] [--engine duckdb]
+ *       [--no-progress] [--stats stats.json]
  *
  * `interactions.jsonl` (or `.jsonl.gz`, streamed: any size): `{user, item, at, action?}` per line (`at` epoch ms or an ISO date; the
  * export format of EVAL.md). `items.jsonl`: `{id, …}` per line, the public catalog (items without
@@ -52,12 +53,13 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     .addOption(new Option('--ease <method>', 'EASE solver: dense (exact, N³), local (per-item neighbourhood, any catalog size), auto (dense up to 3000 items)').choices(['dense', 'local', 'auto']))
     .option('--ease-neighbours <k>', 'neighbourhood size of local EASE (default 128)', number('--ease-neighbours', 1))
     .option('--no-progress', 'no progress lines on stderr')
+    .addOption(new Option('--engine <name>', 'run the counting stages (item-kNN, transitions, local EASE neighbourhoods) as SQL on this engine; duckdb needs `npm i @duckdb/node-api`').choices(['duckdb']))
     .option('--stats <file>', 'write JSON: seconds per stage, peak RSS, file bytes')
     .exitOverride()
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });
   try {
     program.parse(argv, { from: 'user' });
-    const o = program.opts<{ interactions: string; items: string; out: string; content?: string; epsilon?: number; delta: number; until?: string; easeItems?: number; dim?: number; ease?: 'dense' | 'local' | 'auto'; easeNeighbours?: number; progress?: boolean; stats?: string }>();
+    const o = program.opts<{ interactions: string; items: string; out: string; content?: string; epsilon?: number; delta: number; until?: string; easeItems?: number; dim?: number; ease?: 'dense' | 'local' | 'auto'; easeNeighbours?: number; progress?: boolean; stats?: string; engine?: 'duckdb' }>();
     const tStart = performance.now();
     const report = o.progress === false ? undefined : progressReporter(io.stderr);
     // Seconds per stage: each interval between two progress calls belongs to the stage that
@@ -82,6 +84,23 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     if (o.epsilon !== undefined) opts.epsilon = o.epsilon;
     if (o.easeItems !== undefined) opts.easeItems = o.easeItems;
     if (o.dim !== undefined) opts.dim = o.dim;
+    if (o.engine === 'duckdb') {
+      if (o.epsilon !== undefined) throw new ShopCliError('--engine: the SQL counting stages are not differentially private; drop --epsilon or --engine');
+      if (o.until !== undefined) throw new ShopCliError('--engine with --until: filter the log before exporting it');
+      const { openDuckDb, loadOrdersDuckDb, countingStages } = await import('./sql/engine.js');
+      const engine = await openDuckDb();
+      try {
+        await loadOrdersDuckDb(engine, o.interactions);
+        mark('sql load');
+        const local = o.ease === 'local' || (o.ease !== 'dense' && catalog.length > 3000);
+        const counts = await countingStages(engine, { knnK: 128, markovK: 64, ...(local ? { neighboursK: o.easeNeighbours ?? 128 } : {}) });
+        for (const [q, sec] of Object.entries(counts.seconds)) stages[`sql ${q}`] = sec;
+        lastCall = performance.now();
+        opts.counts = { knn: counts.knn, transitions: counts.transitions, ...(counts.neighbours ? { neighbours: counts.neighbours } : {}) };
+      } finally {
+        await engine.close();
+      }
+    }
     if (o.until !== undefined) {
       const t = /^[0-9]+$/.test(o.until) ? Number(o.until) : Date.parse(o.until);
       if (!Number.isFinite(t)) throw new ShopCliError(`--until: not a date: ${o.until}`);
@@ -115,7 +134,7 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
   } catch (e) {
     if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
     const err = e as Error & { code?: string };
-    if (e instanceof ShopCliError || e instanceof LogInputError || e instanceof RangeError || err.code === 'ENOENT') {
+    if (e instanceof ShopCliError || e instanceof LogInputError || (e as Error).name === 'EngineMissingError' || e instanceof RangeError || err.code === 'ENOENT') {
       io.stderr(`atomem-shop: ${err.message}\n`);
       return 2;
     }

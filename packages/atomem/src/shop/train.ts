@@ -99,6 +99,17 @@ export interface TrainOptions {
   easeNeighbours?: number;
   /** `auto` uses dense EASE up to this many items (default 3000). */
   denseEaseMax?: number;
+  /**
+   * Counting stages computed elsewhere (an SQL engine: `sql/engine.ts` `countingStages`), by item
+   * id: `knn` replaces the item-kNN stage (each candidate's nearest items with their cosine),
+   * `transitions` the Markov stage (each item's likeliest successors with P(b | a)), `neighbours`
+   * local EASE's neighbourhoods. Ignored under DP (the noisy statistics are computed here).
+   */
+  counts?: {
+    knn?: ReadonlyMap<string, ReadonlyArray<{ item: string; score: number }>>;
+    transitions?: ReadonlyMap<string, ReadonlyArray<{ item: string; prob: number }>>;
+    neighbours?: ReadonlyMap<string, readonly string[]>;
+  };
   /** Bytes of local Gram blocks built at once (default 256 MiB): bounds `local` EASE's memory. */
   localMemory?: number;
   /**
@@ -562,7 +573,23 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
     // Local EASE neighbourhoods: each item's K nearest by cosine (-1 padded).
     const nb = easeMode === 'local' ? new Int32Array(n * K).fill(-1) : undefined;
     const byCount = (opts.easeNeighbourhood ?? 'count') === 'count';
-    for (let i = 0; i < n; i++) {
+    const given = opts.counts;
+    const idsToIndex = (ids: readonly string[]) => Int32Array.from(ids.map((id) => cols.itemOf(id)).filter((x) => x >= 0));
+    if (given?.knn) {
+      for (const [id, l] of given.knn) {
+        const i = cols.itemOf(id);
+        if (i < 0) continue;
+        const keepIdx = l.filter((x) => cols.itemOf(x.item) >= 0);
+        knn.addRow(i, Int32Array.from(keepIdx, (x) => cols.itemOf(x.item)), Float64Array.from(keepIdx, (x) => x.score));
+      }
+    }
+    if (nb && given?.neighbours) {
+      for (const [id, l] of given.neighbours) {
+        const i = cols.itemOf(id);
+        if (i >= 0) idsToIndex(l.slice(0, K)).forEach((j, q) => (nb[i * K + q] = j));
+      }
+    }
+    for (let i = 0; i < n && !(given?.knn && (!nb || given.neighbours)); i++) {
       coRow(i);
       const idx = Int32Array.from(touched);
       const val = new Float64Array(touched.length);
@@ -570,8 +597,8 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       touched.forEach((j, t) => {
         val[t] = j === i ? 0 : counts[j] / Math.sqrt(ni * deg(j));
       });
-      knn.addRow(i, idx, val);
-      if (nb) topK(idx.length, K, (t) => (byCount ? counts[idx[t]] : val[t]), (t) => !(val[t] > 0)).forEach((t, q) => (nb[i * K + q] = idx[t]));
+      if (!given?.knn) knn.addRow(i, idx, val);
+      if (nb && !given?.neighbours) topK(idx.length, K, (t) => (byCount ? counts[idx[t]] : val[t]), (t) => !(val[t] > 0)).forEach((t, q) => (nb[i * K + q] = idx[t]));
       clearRow();
       if (i % 256 === 255) progress('knn', i + 1, n);
     }
@@ -607,7 +634,17 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       if (!r) T.set(a, (r = new Map()));
       r.set(b, (r.get(b) ?? 0) + w);
     };
-    for (const u of users) {
+    const givenTransitions = dp ? undefined : opts.counts?.transitions;
+    if (givenTransitions) {
+      for (const [id, l] of givenTransitions) {
+        const a = cols.itemOf(id);
+        if (a < 0) continue;
+        const r = new Map<number, number>();
+        for (const x of l) if (cols.itemOf(x.item) >= 0) r.set(cols.itemOf(x.item), x.prob);
+        T.set(a, r);
+      }
+    }
+    for (const u of givenTransitions ? [] : users) {
       if (!dp) {
         for (let t = 1; t < u.seq.length; t++) if (u.seq[t] !== u.seq[t - 1]) add(u.seq[t - 1], u.seq[t], 1);
         continue;
@@ -642,6 +679,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
     for (const [a, r] of T) {
       let total = 0;
       for (const v of r.values()) total += v;
+      if (givenTransitions) total = 1; // why: already P(b | a) over all successors, not only the top k given
       if (total <= 0) continue;
       if (orient('markov') === 'out') {
         const idx = [...r.keys()];

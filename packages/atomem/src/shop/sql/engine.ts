@@ -93,6 +93,8 @@ export interface CountingResult {
   popularity: Map<string, number>;
   /** item id → its nearest items by cosine, best first. */
   knn: Map<string, Array<{ item: string; co: number; score: number }>>;
+  /** item id → its most co-occurring items, best first (when `neighboursK` was given). */
+  neighbours?: Map<string, string[]>;
   /** item id → likeliest successors, best first. */
   transitions: Map<string, Array<{ item: string; count: number; prob: number }>>;
   /** Seconds per query. */
@@ -100,7 +102,7 @@ export interface CountingResult {
 }
 
 /** Runs popularity, co-occurrence top-k and transitions top-k. */
-export async function countingStages(engine: SqlEngine, opts: { knnK: number; markovK: number }): Promise<CountingResult> {
+export async function countingStages(engine: SqlEngine, opts: { knnK: number; markovK: number; neighboursK?: number }): Promise<CountingResult> {
   const seconds: Record<string, number> = {};
   const timed = async (name: QueryName, params: Record<string, number> = {}) => {
     const t0 = performance.now();
@@ -125,5 +127,15 @@ export async function countingStages(engine: SqlEngine, opts: { knnK: number; ma
     if (!l) transitions.set(a, (l = []));
     l.push({ item: String(r.item_b), count: Number(r.cnt), prob: Number(r.prob) });
   }
-  return { popularity, knn, transitions, seconds };
+  let neighbours: Map<string, string[]> | undefined;
+  if (opts.neighboursK) {
+    neighbours = new Map();
+    for (const r of byRank(await timed('neighboursByCount', { k: opts.neighboursK }))) {
+      const a = String(r.item_a);
+      let l = neighbours.get(a);
+      if (!l) neighbours.set(a, (l = []));
+      l.push(String(r.item_b));
+    }
+  }
+  return { popularity, knn, transitions, seconds, ...(neighbours ? { neighbours } : {}) };
 }

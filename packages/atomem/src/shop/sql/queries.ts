@@ -54,6 +54,20 @@ WITH ui AS (
 )
 SELECT item_a, item_b, co, score, r FROM ranked WHERE r <= {{k}}`,
 
+  /** Each item's k most co-occurring items (distinct users): the neighbourhoods of local EASE. */
+  neighboursByCount: `
+WITH ui AS (
+  SELECT DISTINCT user_id, item_id FROM shop_orders WHERE weight > 0
+), co AS (
+  SELECT a.item_id AS item_a, b.item_id AS item_b, COUNT(*) AS co
+  FROM ui a JOIN ui b ON a.user_id = b.user_id AND a.item_id <> b.item_id
+  GROUP BY a.item_id, b.item_id
+), ranked AS (
+  SELECT item_a, item_b, co, ROW_NUMBER() OVER (PARTITION BY item_a ORDER BY co DESC, item_b) AS r
+  FROM co
+)
+SELECT item_a, item_b, co, r FROM ranked WHERE r <= {{k}}`,
+
   /** First-order transitions a → b (consecutive distinct items), P(b | a), the k likeliest per a. */
   transitionsTopK: `
 WITH s AS (
