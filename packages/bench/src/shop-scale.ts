@@ -10,6 +10,7 @@
  *    interactions.jsonl until `events` rows.
  * 2. Trains it with the shipped CLI (`atomem-shop`, a child process: `--stats` gives seconds per
  *    stage, peak RSS from getrusage and the file's bytes).
+ *    `--engine duckdb` runs its counting stages as SQL on embedded DuckDB (`--engine` of the CLI).
  * 3. The baseline, in the same run: a plain item-kNN (cosine over distinct users, top-k per item
  *    from inverted lists; the log read with the same streaming reader) in its own child process.
  *
@@ -181,6 +182,7 @@ async function baselineKnn(itemsPath: string, logPath: string, k: number, statsP
 interface Row {
   items: number;
   events: number;
+  engine: string;
   users: number;
   logBytes: number;
   trainSeconds: number;
@@ -204,10 +206,11 @@ async function main(): Promise<void> {
     .option('--json <file>', 'append the row to this JSON file ({ rows: [...] })')
     .option('--keep <dir>', 'generate into (and keep) this folder instead of a temp one')
     .option('--ease <method>', 'passed to atomem-shop --ease (default: its auto choice)')
+    .option('--engine <name>', 'passed to atomem-shop --engine (duckdb: counting stages as SQL)')
     .option('--baseline-only', 'internal: run the baseline item-kNN')
     .option('--baseline-args <json>', 'internal');
   program.parse(process.argv.slice(2), { from: 'user' });
-  const o = program.opts<{ items: number; events: number; seed: number; json?: string; keep?: string; ease?: string; baselineOnly?: boolean; baselineArgs?: string }>();
+  const o = program.opts<{ items: number; events: number; seed: number; json?: string; keep?: string; ease?: string; engine?: string; baselineOnly?: boolean; baselineArgs?: string }>();
   if (o.baselineOnly) {
     const a = JSON.parse(o.baselineArgs!) as { itemsPath: string; logPath: string; k: number; stats: string };
     await baselineKnn(a.itemsPath, a.logPath, a.k, a.stats);
@@ -221,7 +224,7 @@ async function main(): Promise<void> {
     err(`shop-scale: ${o.items} items, ${o.events} events, ${shop.users} users, log ${(logBytes / 2 ** 20).toFixed(0)} MB, generated in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
     const statsPath = join(dir, 'stats.json');
     const out = join(dir, 'shop-model.bin');
-    const code = await run(['packages/atomem/src/shop/cli.ts', '--interactions', shop.logPath, '--items', shop.itemsPath, '--out', out, '--stats', statsPath, ...(o.ease ? ['--ease', o.ease] : [])]);
+    const code = await run(['packages/atomem/src/shop/cli.ts', '--interactions', shop.logPath, '--items', shop.itemsPath, '--out', out, '--stats', statsPath, ...(o.ease ? ['--ease', o.ease] : []), ...(o.engine ? ['--engine', o.engine] : [])]);
     if (code !== 0) throw new Error(`atomem-shop exited with ${code}`);
     const stats = JSON.parse(readFileSync(statsPath, 'utf8')) as { trainSeconds: number; peakRssBytes: number; fileBytes: number; stages: Record<string, number> };
     const bStats = join(dir, 'baseline.json');
@@ -231,6 +234,7 @@ async function main(): Promise<void> {
     const row: Row = {
       items: o.items,
       events: o.events,
+      engine: o.engine ?? 'in-memory',
       users: shop.users,
       logBytes,
       trainSeconds: stats.trainSeconds,
@@ -246,7 +250,7 @@ async function main(): Promise<void> {
     };
     const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MB`;
     const out2 = (s: string) => process.stdout.write(`${s}\n`);
-    out2(`\n### Shop model training: ${o.items.toLocaleString('en')} items, ${o.events.toLocaleString('en')} events, ${shop.users.toLocaleString('en')} users (seed ${o.seed}, log ${mb(logBytes)})\n`);
+    out2(`\n### Shop model training: ${o.items.toLocaleString('en')} items, ${o.events.toLocaleString('en')} events, ${shop.users.toLocaleString('en')} users (seed ${o.seed}, log ${mb(logBytes)}, counting stages ${o.engine ?? 'in memory'})\n`);
     out2('| stage | seconds |\n|---|---:|');
     for (const [s, v] of Object.entries(stats.stages)) out2(`| ${s} | ${v.toFixed(1)} |`);
     out2(`| **total (atomem-shop)** | **${stats.trainSeconds.toFixed(1)}** |`);

@@ -95,7 +95,7 @@ export interface TrainOptions {
   ease?: 'dense' | 'local' | 'auto';
   /** How `local` EASE picks each item's neighbourhood: most co-occurring items (`count`, default) or highest cosine. */
   easeNeighbourhood?: 'count' | 'cosine';
-  /** Neighbourhood size K of `local` EASE (default 128). */
+  /** Neighbourhood size K of `local` EASE (default: 128, or the largest ≥ 32 whose blocks fit `localMemory` at once). */
   easeNeighbours?: number;
   /** `auto` uses dense EASE up to this many items (default 3000). */
   denseEaseMax?: number;
@@ -110,7 +110,7 @@ export interface TrainOptions {
     transitions?: ReadonlyMap<string, ReadonlyArray<{ item: string; prob: number }>>;
     neighbours?: ReadonlyMap<string, readonly string[]>;
   };
-  /** Bytes of local Gram blocks built at once (default 256 MiB): bounds `local` EASE's memory. */
+  /** Bytes of local Gram blocks built at once (default 2 GiB): bounds `local` EASE's memory. */
   localMemory?: number;
   /**
    * Top-k kept per list (overrides {@link listBudget}). Default: the largest k up to ease 128,
@@ -469,7 +469,12 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
   // ── the top-N set for EASE (and, under DP, for every pairwise statistic) ─────────────
   // why (dense vs local): see `ease` in TrainOptions; DP keeps the dense path on its small public domain.
   const easeMode: 'dense' | 'local' = dp ? 'dense' : opts.ease === 'dense' || opts.ease === 'local' ? opts.ease : n <= (opts.denseEaseMax ?? 3000) ? 'dense' : 'local';
-  const K = Math.max(1, Math.min(opts.easeNeighbours ?? 128, Math.max(1, n - 1)));
+  const localMemory = opts.localMemory ?? 2 * 2 ** 30;
+  // why adaptive: every batch of local EASE recomputes the co-occurrence rows its neighbourhoods
+  // use (a pass over the log), so K is the largest ≤ 128 whose n blocks fit `localMemory` at
+  // once (one pass), but at least 32 (then several passes). 100k items: K 73; 1M: 32.
+  const kFits = Math.floor((-8 + Math.sqrt(64 + 16 * (localMemory / Math.max(1, n)))) / 8);
+  const K = Math.max(1, Math.min(opts.easeNeighbours ?? Math.max(32, Math.min(128, kFits)), Math.max(1, n - 1)));
   if (easeMode === 'local' && orient('ease') !== 'in') throw new RangeError("local EASE solves each candidate's column: it needs orientation.ease 'in'");
   const N = easeMode === 'local' ? 0 : Math.min(n, opts.easeItems ?? 10_000, dp ? (opts.dpItems ?? 100) : Infinity);
   const kEase = opts.k?.ease ?? kForBudget(0.4 * budget, nEstimate, 128, easeMode === 'local' ? nEstimate : Math.min(nEstimate, opts.easeItems ?? 10_000));
@@ -603,7 +608,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       if (i % 256 === 255) progress('knn', i + 1, n);
     }
     if (nb) {
-      easeRows = localEase(n, K, nb, coRow, clearRow, counts, lambda, new Selector(n, kEase, orient('ease'), opts.easeSigned ?? false), opts.localMemory ?? 256 * 2 ** 20, (d, t) => progress('ease (local)', d, t));
+      easeRows = localEase(n, K, nb, coRow, clearRow, counts, lambda, new Selector(n, kEase, orient('ease'), opts.easeSigned ?? false), localMemory, (d, t) => progress('ease (local)', d, t));
       progress('ease (local)', 1, 1);
     }
   } else {
@@ -858,6 +863,7 @@ function localEase(
   const L = new Float32Array(Math.min(perBatch, n) * K * K); // counts: exact in float32 below 2^24
   const R = new Float64Array(Math.min(perBatch, n) * K);
   const x = new Float64Array(K);
+  const Abuf = new Float64Array(K * K);
   for (let c0 = 0; c0 < n; c0 += perBatch) {
     const c1 = Math.min(n, c0 + perBatch);
     // users[a] = (candidate, position) pairs with a = S_c[position], as CSR over a.
@@ -896,13 +902,13 @@ function localEase(
         R[b * K + q] = counts[c];
       }
       clearRow();
-      if ((a & 1023) === 1023) progress(c0 + ((c1 - c0) * a) / n, n);
+      if ((a & 1023) === 1023) progress(c0 + ((c1 - c0) * a) / n / 2, n);
     }
     for (let c = c0; c < c1; c++) {
       const k = size(c);
       if (k === 0) continue;
       const b = c - c0;
-      const A = new Float64Array(k * k);
+      const A = Abuf.subarray(0, k * k);
       for (let r = 0; r < k; r++) {
         for (let t = 0; t < k; t++) A[r * k + t] = L[(b * K + r) * K + t];
         A[r * k + r] += lambda;
@@ -921,6 +927,7 @@ function localEase(
         x[r] = v / A[r * k + r];
       }
       ease.addRow(c, nb.subarray(c * K, c * K + k), x.subarray(0, k));
+      if ((c & 4095) === 4095) progress(c + 1, n);
     }
     progress(c1, n);
   }
