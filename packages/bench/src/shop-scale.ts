@@ -21,7 +21,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
@@ -186,6 +186,8 @@ interface Row {
   users: number;
   logBytes: number;
   trainSeconds: number;
+  cpuSeconds: number;
+  loadAverage: number;
   peakRssBytes: number;
   fileBytes: number;
   stages: Record<string, number>;
@@ -226,7 +228,7 @@ async function main(): Promise<void> {
     const out = join(dir, 'shop-model.bin');
     const code = await run(['packages/atomem/src/shop/cli.ts', '--interactions', shop.logPath, '--items', shop.itemsPath, '--out', out, '--stats', statsPath, ...(o.ease ? ['--ease', o.ease] : []), ...(o.engine ? ['--engine', o.engine] : [])]);
     if (code !== 0) throw new Error(`atomem-shop exited with ${code}`);
-    const stats = JSON.parse(readFileSync(statsPath, 'utf8')) as { trainSeconds: number; peakRssBytes: number; fileBytes: number; stages: Record<string, number> };
+    const stats = JSON.parse(readFileSync(statsPath, 'utf8')) as { trainSeconds: number; cpuSeconds: number; peakRssBytes: number; fileBytes: number; stages: Record<string, number> };
     const bStats = join(dir, 'baseline.json');
     const bCode = await run(['packages/bench/src/shop-scale.ts', '--items', '1', '--events', '1', '--baseline-only', '--baseline-args', JSON.stringify({ itemsPath: shop.itemsPath, logPath: shop.logPath, k: 32, stats: bStats })]);
     if (bCode !== 0) throw new Error(`baseline item-kNN exited with ${bCode}`);
@@ -238,6 +240,8 @@ async function main(): Promise<void> {
       users: shop.users,
       logBytes,
       trainSeconds: stats.trainSeconds,
+      cpuSeconds: stats.cpuSeconds,
+      loadAverage: loadavg()[0],
       peakRssBytes: stats.peakRssBytes,
       fileBytes: stats.fileBytes,
       stages: stats.stages,
@@ -257,6 +261,7 @@ async function main(): Promise<void> {
     out2(`| baseline: plain item-kNN top-32 | ${base.seconds.toFixed(1)} |`);
     out2(`\n| | atomem-shop | item-kNN baseline | ratio |\n|---|---:|---:|---:|`);
     out2(`| train seconds | ${stats.trainSeconds.toFixed(1)} | ${base.seconds.toFixed(1)} | ${(stats.trainSeconds / base.seconds).toFixed(2)}× |`);
+    out2(`| CPU seconds (atomem-shop) | ${stats.cpuSeconds.toFixed(1)} | — | load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores |`);
     out2(`| peak RSS | ${mb(stats.peakRssBytes)} | ${mb(base.peakRssBytes)} | ${(stats.peakRssBytes / base.peakRssBytes).toFixed(2)}× |`);
     out2(`| file bytes | ${stats.fileBytes.toLocaleString('en')} | — | — |`);
     if (o.json) {

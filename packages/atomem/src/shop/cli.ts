@@ -124,7 +124,7 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     await rename(tmp, o.out);
     const sizes = shopModelSizes(bytes);
     const peakRssBytes = process.resourceUsage().maxRSS * 1024;
-    if (o.stats) await writeFile(o.stats, JSON.stringify({ items: catalog.length, events: log.length, stages, trainSeconds: (performance.now() - tStart) / 1000, peakRssBytes, fileBytes: bytes.length, sizes }, null, 1));
+    if (o.stats) await writeFile(o.stats, JSON.stringify({ items: catalog.length, events: log.length, stages, trainSeconds: (performance.now() - tStart) / 1000, cpuSeconds: (process.cpuUsage().user + process.cpuUsage().system) / 1e6, peakRssBytes, fileBytes: bytes.length, sizes }, null, 1));
     const cold = model.vectors ? model.vectors.cold.reduce((a, b) => a + b, 0) : 0;
     io.stdout(
       `${o.out}: ${bytes.length} bytes, ${catalog.length} items (${cold} with content-only vectors), ${log.length} log rows${skipped ? ` (${skipped} of unknown items skipped)` : ''}, ` +
