@@ -749,7 +749,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
         return Y;
       };
       dimUsed = Math.min(dim, n);
-      eig = topEigen(apply, n, dimUsed, normal, opts.iterations ?? 30);
+      eig = topEigen(apply, n, dimUsed, normal, opts.iterations ?? 30, 8, (d, t) => progress('vectors', d, t));
       rowsOf = (r) => r;
       for (let i = 0; i < n; i++) hasVector[i] = deg[i] >= Math.max(1, coldBelow) ? 1 : 0;
     } else {
