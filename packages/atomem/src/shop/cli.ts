@@ -4,28 +4,29 @@
  *
  *   npx atomem-shop --interactions interactions.jsonl --items items.jsonl --out shop-model.bin
  *       [--content catalog-vectors.bin] [--epsilon 4] [--delta 1e-6] [--until 2026-01-01]
- *       [--ease-items 10000] [--dim 32]
+ *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 128] [--engine duckdb]
+ *       [--no-progress] [--stats stats.json]
  *
  * The bin of the published package (`dist/node/shop-cli.js`, vite.node.config.ts); in the
  * repository `npm run shop -- …`. It needs no optional peer (no embedding: `--content` reads
- * the vectors `atomem-vectors` wrote).
+ * the vectors `atomem-vectors` wrote; `--engine duckdb` needs `npm i @duckdb/node-api`).
  *
- * `interactions.jsonl`: `{user, item, at, action?}` per line (`at` epoch ms or an ISO date; the
+ * `interactions.jsonl` (or `.jsonl.gz`, streamed: any size): `{user, item, at, action?}` per line (`at` epoch ms or an ISO date; the
  * export format of EVAL.md). `items.jsonl`: `{id, …}` per line, the public catalog (items without
  * interactions still get a vector when `--content` gives theirs). `--content`: a catalog vector
  * file from `atomem-vectors` (format v1 or v2): the content vectors of the hybrid item vectors.
  * `--epsilon`: user-level (ε, δ)-DP for the whole file (see `train.ts`); default none.
  *
- * One summary line on stdout. Exit codes: 0 ok, 2 bad usage or input, 1 anything else.
+ * Progress with an ETA on stderr (`--no-progress` to silence). One summary line on stdout. Exit codes: 0 ok, 2 bad usage or input, 1 anything else.
  */
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { ACTION_WEIGHTS, type Action } from '../core/types.js';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { decodeCatalogFile } from '../protocol/catalog-vectors-v2.js';
 import { encodeShopModel, shopModelSizes } from '../protocol/shop-model-v1.js';
-import { trainShopModel, type ShopInteraction, type TrainOptions } from './train.js';
+import { LogInputError, progressReporter, readCatalogFile, readLogFile } from './log-reader.js';
+import { trainShopModel, type TrainOptions } from './train.js';
 
 /** A usage or input problem: exit code 2. */
 export class ShopCliError extends Error {
@@ -39,28 +40,6 @@ function number(name: string, min: number): (v: string) => number {
     return n;
   };
 }
-
-function* jsonLines(text: string, path: string): Generator<[Record<string, unknown>, number]> {
-  let no = 0;
-  for (const line of text.split(/\r?\n/)) {
-    no++;
-    if (!line.trim()) continue;
-    let v: unknown;
-    try {
-      v = JSON.parse(line);
-    } catch {
-      throw new ShopCliError(`${path}:${no}: not JSON`);
-    }
-    if (!v || typeof v !== 'object' || Array.isArray(v)) throw new ShopCliError(`${path}:${no}: expected a JSON object`);
-    yield [v as Record<string, unknown>, no];
-  }
-}
-
-const id = (o: Record<string, unknown>, key: string, where: string): string => {
-  const v = o[key];
-  if ((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v))) return String(v);
-  throw new ShopCliError(`${where}: "${key}" must be a non-empty string or a number`);
-};
 
 /** Runs the command; returns the exit code. */
 export async function main(argv: string[], io: { stdout: (s: string) => void; stderr: (s: string) => void } = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) }): Promise<number> {
@@ -76,32 +55,57 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     .option('--until <date>', 'only log rows before this ISO date or epoch ms')
     .option('--ease-items <n>', 'EASE on the N most popular items', number('--ease-items', 1))
     .option('--dim <n>', 'collaborative vector dimensions', number('--dim', 0))
+    .addOption(new Option('--ease <method>', 'EASE solver: dense (exact, N³), local (per-item neighbourhood, any catalog size), auto (dense up to 3000 items)').choices(['dense', 'local', 'auto']))
+    .option('--ease-neighbours <k>', 'neighbourhood size of local EASE (default 128)', number('--ease-neighbours', 1))
+    .option('--no-progress', 'no progress lines on stderr')
+    .addOption(new Option('--engine <name>', 'run the counting stages (item-kNN, transitions, local EASE neighbourhoods) as SQL on this engine; duckdb needs `npm i @duckdb/node-api`').choices(['duckdb']))
+    .option('--stats <file>', 'write JSON: seconds per stage, peak RSS, file bytes')
     .exitOverride()
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });
   try {
     program.parse(argv, { from: 'user' });
-    const o = program.opts<{ interactions: string; items: string; out: string; content?: string; epsilon?: number; delta: number; until?: string; easeItems?: number; dim?: number }>();
-    const catalog: string[] = [];
-    for (const [row, no] of jsonLines(await readFile(o.items, 'utf8'), o.items)) catalog.push(id(row, 'id', `${o.items}:${no}`));
-    const known = new Set(catalog);
-    const log: ShopInteraction[] = [];
-    let skipped = 0;
-    for (const [row, no] of jsonLines(await readFile(o.interactions, 'utf8'), o.interactions)) {
-      const where = `${o.interactions}:${no}`;
-      const at = typeof row.at === 'number' ? row.at : typeof row.at === 'string' ? Date.parse(row.at) : NaN;
-      if (!Number.isFinite(at)) throw new ShopCliError(`${where}: "at" must be epoch milliseconds or an ISO date`);
-      if (row.action !== undefined && (typeof row.action !== 'string' || !(row.action in ACTION_WEIGHTS))) throw new ShopCliError(`${where}: unknown action ${JSON.stringify(row.action)}`);
-      const item = id(row, 'item', where);
-      if (!known.has(item)) {
-        skipped++;
-        continue;
-      }
-      log.push({ user: id(row, 'user', where), item, at, ...(row.action ? { action: row.action as Action } : {}) });
-    }
-    const opts: TrainOptions = { catalog, delta: o.delta };
+    const o = program.opts<{ interactions: string; items: string; out: string; content?: string; epsilon?: number; delta: number; until?: string; easeItems?: number; dim?: number; ease?: 'dense' | 'local' | 'auto'; easeNeighbours?: number; progress?: boolean; stats?: string; engine?: 'duckdb' }>();
+    const tStart = performance.now();
+    const report = o.progress === false ? undefined : progressReporter(io.stderr);
+    // Seconds per stage: each interval between two progress calls belongs to the stage that
+    // reports at its end (the trainer reports a stage while it runs and when it ends).
+    const stages: Record<string, number> = {};
+    let lastCall = performance.now();
+    const mark = (name: string) => {
+      const now = performance.now();
+      stages[name] = (stages[name] ?? 0) + (now - lastCall) / 1000;
+      lastCall = now;
+    };
+    const progress = (name: string, done: number, total: number) => {
+      mark(name);
+      report?.(name, done, total);
+    };
+    const catalog = await readCatalogFile(o.items);
+    const log = await readLogFile(o.interactions, { catalog, onProgress: progress });
+    const skipped = log.skipped;
+    const opts: TrainOptions = { catalog, delta: o.delta, onProgress: progress };
+    if (o.ease !== undefined) opts.ease = o.ease;
+    if (o.easeNeighbours !== undefined) opts.easeNeighbours = o.easeNeighbours;
     if (o.epsilon !== undefined) opts.epsilon = o.epsilon;
     if (o.easeItems !== undefined) opts.easeItems = o.easeItems;
     if (o.dim !== undefined) opts.dim = o.dim;
+    if (o.engine === 'duckdb') {
+      if (o.epsilon !== undefined) throw new ShopCliError('--engine: the SQL counting stages are not differentially private; drop --epsilon or --engine');
+      if (o.until !== undefined) throw new ShopCliError('--engine with --until: filter the log before exporting it');
+      const { openDuckDb, loadOrdersDuckDb, countingStages } = await import('./sql/engine.js');
+      const engine = await openDuckDb();
+      try {
+        await loadOrdersDuckDb(engine, o.interactions);
+        mark('sql load');
+        const local = o.ease === 'local' || (o.ease !== 'dense' && catalog.length > 3000);
+        const counts = await countingStages(engine, { knnK: 128, markovK: 64, ...(local ? { neighboursK: o.easeNeighbours ?? 128 } : {}) });
+        for (const [q, sec] of Object.entries(counts.seconds)) stages[`sql ${q}`] = sec;
+        lastCall = performance.now();
+        opts.counts = { knn: counts.knn, transitions: counts.transitions, ...(counts.neighbours ? { neighbours: counts.neighbours } : {}) };
+      } finally {
+        await engine.close();
+      }
+    }
     if (o.until !== undefined) {
       const t = /^[0-9]+$/.test(o.until) ? Number(o.until) : Date.parse(o.until);
       if (!Number.isFinite(t)) throw new ShopCliError(`--until: not a date: ${o.until}`);
@@ -119,20 +123,23 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     const t0 = performance.now();
     const model = trainShopModel(log, opts);
     const bytes = encodeShopModel(model);
+    mark('encode');
     const tmp = `${o.out}.tmp-${process.pid}`;
     await writeFile(tmp, bytes);
     await rename(tmp, o.out);
     const sizes = shopModelSizes(bytes);
+    const peakRssBytes = process.resourceUsage().maxRSS * 1024;
+    if (o.stats) await writeFile(o.stats, JSON.stringify({ items: catalog.length, events: log.length, stages, trainSeconds: (performance.now() - tStart) / 1000, cpuSeconds: (process.cpuUsage().user + process.cpuUsage().system) / 1e6, peakRssBytes, fileBytes: bytes.length, sizes }, null, 1));
     const cold = model.vectors ? model.vectors.cold.reduce((a, b) => a + b, 0) : 0;
     io.stdout(
       `${o.out}: ${bytes.length} bytes, ${catalog.length} items (${cold} with content-only vectors), ${log.length} log rows${skipped ? ` (${skipped} of unknown items skipped)` : ''}, ` +
-        `${model.privacy ? `(ε ${model.privacy.epsilon}, δ ${model.privacy.delta})-DP` : 'no DP'}, ${((performance.now() - t0) / 1000).toFixed(1)} s; lists ${sizes['list.ease'] + sizes['list.knn'] + sizes['list.markov']} B, vectors ${sizes.vectors ?? 0} B\n`,
+        `${model.privacy ? `(ε ${model.privacy.epsilon}, δ ${model.privacy.delta})-DP` : 'no DP'}, ${((performance.now() - t0) / 1000).toFixed(1)} s, peak RSS ${(peakRssBytes / 2 ** 20).toFixed(0)} MB; lists ${sizes['list.ease'] + sizes['list.knn'] + sizes['list.markov']} B, vectors ${sizes.vectors ?? 0} B\n`,
     );
     return 0;
   } catch (e) {
     if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
     const err = e as Error & { code?: string };
-    if (e instanceof ShopCliError || e instanceof RangeError || err.code === 'ENOENT') {
+    if (e instanceof ShopCliError || e instanceof LogInputError || (e as Error).name === 'EngineMissingError' || e instanceof RangeError || err.code === 'ENOENT') {
       io.stderr(`atomem-shop: ${err.message}\n`);
       return 2;
     }

@@ -26,3 +26,4 @@ export { fitWeights, type FitCase } from './fit.js';
 export { invertSpd } from './linalg.js';
 export { encodeShopModel, decodeShopModel, shopModelSizes, type ShopModel } from '../protocol/shop-model-v1.js';
 export { ShopKnowledge, SEQUENCE_SIGNAL, type PublishedSasrec } from './device.js';
+export { LogColumns, readLogFile, readCatalogFile, progressReporter, LogInputError } from './log-reader.js';

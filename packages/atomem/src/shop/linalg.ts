@@ -219,6 +219,7 @@ export function topEigen(
   normal: Normal,
   iterations = 30,
   over = 8,
+  onIteration?: (done: number, total: number) => void,
 ): { values: Float64Array; vectors: Float64Array } {
   const b = Math.min(n, d + over);
   let Q: Float64Array = new Float64Array(n * b);
@@ -227,6 +228,7 @@ export function topEigen(
   for (let it = 0; it < iterations; it++) {
     Q = apply(Q, b);
     orthonormalizeColumns(Q, n, b);
+    onIteration?.(it + 1, iterations + 1);
   }
   const SQ = apply(Q, b);
   const T = new Float64Array(b * b);

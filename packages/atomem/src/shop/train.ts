@@ -4,11 +4,15 @@
  * Runs in Node (secure noise from node:crypto); everything else is plain TypeScript.
  *
  * What it learns (each a sparse or low-dimensional summary; nothing per user is kept):
- * - `ease`: EASE (Steck 2019, λ 500) on the N most popular items (`easeItems`, default 10 000: a
- *   dense N×N inverse, N³/2 multiply-adds), B = I − P·diag(1/diag P), P = (XᵀX + λI)⁻¹; each
- *   candidate keeps its k strongest predictors (selection `in`, stored by history item). Items
- *   outside the top N are no EASE candidates: item-kNN covers the tail (the scalable path; cost
- *   and size figures in `src/shop/README.md`).
+ * - `ease`: EASE (Steck 2019, λ 500), chosen by catalog size (`ease`, default `auto`): up to
+ *   `denseEaseMax` (3 000) items the exact dense inverse on the N most popular (`easeItems`,
+ *   default 10 000: N³/2 multiply-adds, 8N² bytes); above, **local EASE**: each item's column
+ *   regressed on its own neighbourhood only (its K most co-occurring items; K 128, smaller when
+ *   the blocks would not fit `localMemory`), (G_SS + λI) b = G_Sc, n·K³/3 work and n·4K² bytes, so
+ *   every catalog item is a candidate at any size. With K ≥ n − 1 and every pair co-occurring it
+ *   is exactly dense EASE. Quality against dense (test NDCG@10; docs/SCALING.md): ML-100K 0.791–0.796
+ *   vs 0.798, Beauty 0.632 vs 0.637 (dense on the top 3 000). Each candidate keeps its k strongest
+ *   predictors (selection `in`, stored by history item).
  * - `knn`: cosine co-occurrence co(i, j)/√(n_i n_j) over distinct users, each candidate's k
  *   nearest items; computed sparsely from inverted lists (Σ_u n_u² work), every catalog item.
  * - `markov`: first-order transitions a → b between consecutive distinct items of a user's
@@ -54,7 +58,8 @@ import { randomBytes } from 'node:crypto';
 import { ACTION_WEIGHTS, type Action } from '../core/types.js';
 import type { ContentMap, ItemVectorTable, NeighbourLists, ShopModel, ShopPrivacy, TrendCounts } from '../protocol/shop-model-v1.js';
 import { gaussianNoiseMultiplier } from './dp.js';
-import { invertSpd, ridge, topEigen, topK, type Normal } from './linalg.js';
+import { LogColumns } from './log-reader.js';
+import { choleskyInPlace, invertSpd, ridge, topEigen, topK, type Normal } from './linalg.js';
 import { mapContent, weightsForEpsilon } from './score.js';
 
 /** One row of the shop's log. */
@@ -84,6 +89,33 @@ export interface TrainOptions {
   lambda?: number;
   /** Items with an EASE row: the N most popular (default 10 000). */
   easeItems?: number;
+  /**
+   * How EASE is solved. `dense`: the exact N×N inverse on the top `easeItems` items (N³/2
+   * multiply-adds, 8N² bytes). `local`: every item's EASE column regressed on its own candidate
+   * neighbourhood only (its `easeNeighbours` nearest items by co-occurrence cosine):
+   * (G_SS + λI) b = G_Sc per item, cost n·K³/3 and memory bounded by `localMemory`, any catalog size.
+   * `auto` (default): dense up to `denseEaseMax` items, local above.
+   */
+  ease?: 'dense' | 'local' | 'auto';
+  /** How `local` EASE picks each item's neighbourhood: most co-occurring items (`count`, default) or highest cosine. */
+  easeNeighbourhood?: 'count' | 'cosine';
+  /** Neighbourhood size K of `local` EASE (default: 128, or the largest ≥ 32 whose blocks fit `localMemory` at once). */
+  easeNeighbours?: number;
+  /** `auto` uses dense EASE up to this many items (default 3000). */
+  denseEaseMax?: number;
+  /**
+   * Counting stages computed elsewhere (an SQL engine: `sql/engine.ts` `countingStages`), by item
+   * id: `knn` replaces the item-kNN stage (each candidate's nearest items with their cosine),
+   * `transitions` the Markov stage (each item's likeliest successors with P(b | a)), `neighbours`
+   * local EASE's neighbourhoods. Ignored under DP (the noisy statistics are computed here).
+   */
+  counts?: {
+    knn?: ReadonlyMap<string, ReadonlyArray<{ item: string; score: number }>>;
+    transitions?: ReadonlyMap<string, ReadonlyArray<{ item: string; prob: number }>>;
+    neighbours?: ReadonlyMap<string, readonly string[]>;
+  };
+  /** Bytes of local Gram blocks built at once (default 2 GiB): bounds `local` EASE's memory. */
+  localMemory?: number;
   /**
    * Top-k kept per list (overrides {@link listBudget}). Default: the largest k up to ease 128,
    * knn 128, markov 64 that fits the list's share of `listBudget`. Why these caps (ML-100K
@@ -294,7 +326,7 @@ class Selector {
 }
 
 /** Builds the published model from a shop's log. See the module comment for what and how. */
-export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOptions = {}): ShopModel {
+export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts: TrainOptions = {}): ShopModel {
   const started = Date.now();
   const epsilon = opts.epsilon ?? Infinity;
   const dp = epsilon !== Infinity;
@@ -309,7 +341,6 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
   // n is not known yet (catalog ∪ log); the catalog size is a fine estimate for the budget. The
   // EASE list only has the top easeItems as candidates, so its k is set for those.
   const nEstimate = Math.max(1, opts.catalog?.length ?? 0);
-  const kEase = opts.k?.ease ?? kForBudget(0.4 * budget, nEstimate, 128, Math.min(nEstimate, opts.easeItems ?? 10_000));
   const kKnn = opts.k?.knn ?? kForBudget(0.4 * budget, nEstimate, 128);
   const kMarkov = opts.k?.markov ?? kForBudget(0.2 * budget, nEstimate, 64);
   const dim = opts.dim ?? 32;
@@ -322,54 +353,76 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
   const orient = (list: 'ease' | 'knn' | 'markov') => opts.orientation?.[list] ?? (list === 'markov' ? 'out' : 'in');
 
   // ── items and users ──────────────────────────────────────────────────────────────────
-  const index = new Map<string, number>();
-  const items: string[] = [];
-  for (const id of opts.catalog ?? []) {
-    if (!index.has(id)) {
-      index.set(id, items.length);
-      items.push(id);
+  // why: columns (20 bytes a row) instead of per-user arrays of objects: 10M rows fit in ~200 MB.
+  let cols: LogColumns;
+  if (log instanceof LogColumns) {
+    cols = log;
+    if (opts.catalog) {
+      const known = new Set(cols.items);
+      for (const id of opts.catalog) if (!known.has(id)) throw new RangeError(`trainShopModel: catalog item "${id}" is not in the LogColumns' item table (build it with the catalog)`);
+    }
+  } else {
+    cols = new LogColumns(opts.catalog ?? [], dp && opts.catalog !== undefined);
+    for (const x of log) {
+      if (opts.until !== undefined && !(x.at < opts.until)) continue;
+      if (!(ACTION_WEIGHTS[x.action ?? 'click'] > 0)) continue;
+      cols.add(x.user, x.item, x.at, x.action);
     }
   }
-  const rows = new Map<string, { i: number; at: number }[]>();
+  const items = cols.items;
+  const n = items.length;
+  const { user: colUser, item: colItem, at: colAt, weight: colWeight } = cols.columns();
+  // Rows grouped by user (counting sort), kept rows only, in log order within a user.
+  const userCount = cols.users.length;
+  const start = new Int32Array(userCount + 1);
   let used = 0;
   let minAt = Infinity;
   let maxAt = -Infinity;
-  for (const x of log) {
-    if (opts.until !== undefined && !(x.at < opts.until)) continue;
-    if (!(ACTION_WEIGHTS[x.action ?? 'click'] > 0)) continue;
-    let i = index.get(x.item);
-    if (i === undefined) {
-      if (dp && opts.catalog) continue; // why: under DP the item universe must be public
-      index.set(x.item, (i = items.length));
-      items.push(x.item);
-    }
-    let r = rows.get(x.user);
-    if (!r) rows.set(x.user, (r = []));
-    r.push({ i, at: x.at });
+  const keep = (r: number) => !(opts.until !== undefined && !(colAt[r] < opts.until)) && colWeight[r] > 0;
+  for (let r = 0; r < cols.length; r++) {
+    if (!keep(r)) continue;
+    start[colUser[r] + 1]++;
     used++;
-    if (x.at < minAt) minAt = x.at;
-    if (x.at > maxAt) maxAt = x.at;
+    if (colAt[r] < minAt) minAt = colAt[r];
+    if (colAt[r] > maxAt) maxAt = colAt[r];
   }
-  const n = items.length;
+  for (let u = 0; u < userCount; u++) start[u + 1] += start[u];
+  const order = new Int32Array(used);
+  {
+    const fill = start.slice(0, userCount);
+    for (let r = 0; r < cols.length; r++) if (keep(r)) order[fill[colUser[r]]++] = r;
+  }
+  progress('group by user', 1, 1);
   const [from, to] = opts.trendRange ?? [minAt, maxAt + 1];
   const firstBucket = Number.isFinite(from) ? Math.floor(from / bucketMs) : 0;
   const buckets = opts.trend && Number.isFinite(to) ? Math.max(0, Math.floor((to - 1) / bucketMs) - firstBucket + 1) : 0;
   const users: UserLog[] = [];
-  for (const r of rows.values()) {
+  const lastSeen = new Int32Array(n).fill(-1);
+  for (let u = 0; u < userCount; u++) {
+    const a = start[u];
+    const b = start[u + 1];
+    if (a === b) continue;
     // why: a stable sort keeps the export's order among equal timestamps (the benchmark's
     // (time, item id) order; a shop's log order).
-    r.sort((a, b) => a.at - b.at);
-    const seq = Int32Array.from(r, (x) => x.i);
-    const last = new Map<number, number>();
-    r.forEach((x, t) => last.set(x.i, t));
-    const distinct = [...last.entries()].sort((a, b) => a[1] - b[1]).map((e) => e[0]);
-    const cells = new Set<number>();
-    for (const x of r) {
-      const b = Math.floor(x.at / bucketMs) - firstBucket;
-      if (b >= 0 && b < buckets) cells.add(b * n + x.i);
+    const rs = Array.from(order.subarray(a, b)).sort((x, y) => colAt[x] - colAt[y] || x - y);
+    const seq = Int32Array.from(rs, (r) => colItem[r]);
+    for (let t = 0; t < seq.length; t++) lastSeen[seq[t]] = t;
+    const distinct: number[] = [];
+    for (let t = 0; t < seq.length; t++) if (lastSeen[seq[t]] === t) distinct.push(seq[t]);
+    for (let t = 0; t < seq.length; t++) lastSeen[seq[t]] = -1;
+    const cells: number[] = [];
+    if (buckets > 0) {
+      const set = new Set<number>();
+      for (const r of rs) {
+        const bk = Math.floor(colAt[r] / bucketMs) - firstBucket;
+        if (bk >= 0 && bk < buckets) set.add(bk * n + colItem[r]);
+      }
+      cells.push(...set);
     }
-    users.push({ seq, items: Int32Array.from(distinct), cells: [...cells] });
+    users.push({ seq, items: Int32Array.from(distinct), cells });
+    if ((u & 4095) === 4095) progress('users', u + 1, userCount);
   }
+  progress('users', userCount, userCount);
 
   // ── DP calibration ───────────────────────────────────────────────────────────────────
   const z = dp ? gaussianNoiseMultiplier(epsilon, delta) : 0;
@@ -418,7 +471,17 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
   progress('popularity', 1, 1);
 
   // ── the top-N set for EASE (and, under DP, for every pairwise statistic) ─────────────
-  const N = Math.min(n, opts.easeItems ?? 10_000, dp ? (opts.dpItems ?? 100) : Infinity);
+  // why (dense vs local): see `ease` in TrainOptions; DP keeps the dense path on its small public domain.
+  const easeMode: 'dense' | 'local' = dp ? 'dense' : opts.ease === 'dense' || opts.ease === 'local' ? opts.ease : n <= (opts.denseEaseMax ?? 3000) ? 'dense' : 'local';
+  const localMemory = opts.localMemory ?? 2 * 2 ** 30;
+  // why adaptive: every batch of local EASE recomputes the co-occurrence rows its neighbourhoods
+  // use (a pass over the log), so K is the largest ≤ 128 whose n blocks fit `localMemory` at
+  // once (one pass), but at least 32 (then several passes). 100k items: K 73; 1M: 32.
+  const kFits = Math.floor((-8 + Math.sqrt(64 + 16 * (localMemory / Math.max(1, n)))) / 8);
+  const K = Math.max(1, Math.min(opts.easeNeighbours ?? Math.max(32, Math.min(128, kFits)), Math.max(1, n - 1)));
+  if (easeMode === 'local' && orient('ease') !== 'in') throw new RangeError("local EASE solves each candidate's column: it needs orientation.ease 'in'");
+  const N = easeMode === 'local' ? 0 : Math.min(n, opts.easeItems ?? 10_000, dp ? (opts.dpItems ?? 100) : Infinity);
+  const kEase = opts.k?.ease ?? kForBudget(0.4 * budget, nEstimate, 128, easeMode === 'local' ? nEstimate : Math.min(nEstimate, opts.easeItems ?? 10_000));
   // why: catalog order within the chosen set, so the layout (and the noise each cell gets)
   // depends only on which items are in the domain, not on their noisy ranking.
   const top = Int32Array.from(topK(n, N, (i) => popularity[i])).sort();
@@ -452,9 +515,9 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
   progress('gram', 1, 1);
 
   // ── EASE on the top-N set ────────────────────────────────────────────────────────────
-  let easeRows: NeighbourLists;
+  let easeRows: NeighbourLists | undefined;
   let lambdaUsed = lambda;
-  {
+  if (easeMode === 'dense') {
     // why: under DP the weights w_u² shrink the Gram (a typical 100-item user weighs m/100, a
     // public constant: λ must not depend on the private data), and the noise's spectral scale
     // (a symmetric Gaussian N×N matrix has norm ≈ 2σ√N) is added so that G + λI stays PD.
@@ -482,34 +545,75 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
     }
     easeRows = ease.rows();
   }
-  progress('ease', 1, 1);
+  if (easeMode === 'dense') progress('ease', 1, 1);
 
   // ── item-kNN ─────────────────────────────────────────────────────────────────────────
   // why: co-occurrence cosine is symmetric, so a full row i is also column i: `in` keeps, for
   // candidate i, its k nearest history items (classic item-based kNN).
   const knn = new Selector(n, kKnn, orient('knn'), false);
   if (!dp) {
-    const itemUsers: number[][] = Array.from({ length: n }, () => []);
-    coItems.forEach((r, u) => {
-      for (const i of r) itemUsers[i].push(u);
-    });
+    // Users of each item as CSR (4 bytes a pair).
+    const userStart = new Int32Array(n + 1);
+    for (const r of coItems) for (const i of r) userStart[i + 1]++;
+    for (let i = 0; i < n; i++) userStart[i + 1] += userStart[i];
+    const userList = new Int32Array(userStart[n]);
+    {
+      const fill = userStart.slice(0, n);
+      coItems.forEach((r, u) => {
+        for (const i of r) userList[fill[i]++] = u;
+      });
+    }
     const counts = new Float64Array(n);
     const touched: number[] = [];
-    for (let i = 0; i < n; i++) {
-      for (const u of itemUsers[i]) for (const j of coItems[u]) {
-        if (counts[j] === 0) touched.push(j);
-        counts[j]++;
+    /** Co-occurrence row of item i into `counts` (touched entries listed in `touched`). */
+    const coRow = (i: number) => {
+      for (let p = userStart[i]; p < userStart[i + 1]; p++) {
+        for (const j of coItems[userList[p]]) {
+          if (counts[j] === 0) touched.push(j);
+          counts[j]++;
+        }
       }
+    };
+    const clearRow = () => {
+      for (const j of touched) counts[j] = 0;
+      touched.length = 0;
+    };
+    const deg = (i: number) => userStart[i + 1] - userStart[i];
+    // Local EASE neighbourhoods: each item's K nearest by cosine (-1 padded).
+    const nb = easeMode === 'local' ? new Int32Array(n * K).fill(-1) : undefined;
+    const byCount = (opts.easeNeighbourhood ?? 'count') === 'count';
+    const given = opts.counts;
+    const idsToIndex = (ids: readonly string[]) => Int32Array.from(ids.map((id) => cols.itemOf(id)).filter((x) => x >= 0));
+    if (given?.knn) {
+      for (const [id, l] of given.knn) {
+        const i = cols.itemOf(id);
+        if (i < 0) continue;
+        const keepIdx = l.filter((x) => cols.itemOf(x.item) >= 0);
+        knn.addRow(i, Int32Array.from(keepIdx, (x) => cols.itemOf(x.item)), Float64Array.from(keepIdx, (x) => x.score));
+      }
+    }
+    if (nb && given?.neighbours) {
+      for (const [id, l] of given.neighbours) {
+        const i = cols.itemOf(id);
+        if (i >= 0) idsToIndex(l.slice(0, K)).forEach((j, q) => (nb[i * K + q] = j));
+      }
+    }
+    for (let i = 0; i < n && !(given?.knn && (!nb || given.neighbours)); i++) {
+      coRow(i);
       const idx = Int32Array.from(touched);
       const val = new Float64Array(touched.length);
-      const ni = itemUsers[i].length;
+      const ni = deg(i);
       touched.forEach((j, t) => {
-        val[t] = j === i ? 0 : counts[j] / Math.sqrt(ni * itemUsers[j].length);
-        counts[j] = 0;
+        val[t] = j === i ? 0 : counts[j] / Math.sqrt(ni * deg(j));
       });
-      touched.length = 0;
-      knn.addRow(i, idx, val);
+      if (!given?.knn) knn.addRow(i, idx, val);
+      if (nb && !given?.neighbours) topK(idx.length, K, (t) => (byCount ? counts[idx[t]] : val[t]), (t) => !(val[t] > 0)).forEach((t, q) => (nb[i * K + q] = idx[t]));
+      clearRow();
       if (i % 256 === 255) progress('knn', i + 1, n);
+    }
+    if (nb) {
+      easeRows = localEase(n, K, nb, coRow, clearRow, counts, lambda, new Selector(n, kEase, orient('ease'), opts.easeSigned ?? false), localMemory, (d, t) => progress('ease (local)', d, t));
+      progress('ease (local)', 1, 1);
     }
   } else {
     const idx = new Int32Array(N);
@@ -539,7 +643,17 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
       if (!r) T.set(a, (r = new Map()));
       r.set(b, (r.get(b) ?? 0) + w);
     };
-    for (const u of users) {
+    const givenTransitions = dp ? undefined : opts.counts?.transitions;
+    if (givenTransitions) {
+      for (const [id, l] of givenTransitions) {
+        const a = cols.itemOf(id);
+        if (a < 0) continue;
+        const r = new Map<number, number>();
+        for (const x of l) if (cols.itemOf(x.item) >= 0) r.set(cols.itemOf(x.item), x.prob);
+        T.set(a, r);
+      }
+    }
+    for (const u of givenTransitions ? [] : users) {
       if (!dp) {
         for (let t = 1; t < u.seq.length; t++) if (u.seq[t] !== u.seq[t - 1]) add(u.seq[t - 1], u.seq[t], 1);
         continue;
@@ -574,6 +688,7 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
     for (const [a, r] of T) {
       let total = 0;
       for (const v of r.values()) total += v;
+      if (givenTransitions) total = 1; // why: already P(b | a) over all successors, not only the top k given
       if (total <= 0) continue;
       if (orient('markov') === 'out') {
         const idx = [...r.keys()];
@@ -634,7 +749,7 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
         return Y;
       };
       dimUsed = Math.min(dim, n);
-      eig = topEigen(apply, n, dimUsed, normal, opts.iterations ?? 30);
+      eig = topEigen(apply, n, dimUsed, normal, opts.iterations ?? 30, 8, (d, t) => progress('vectors', d, t));
       rowsOf = (r) => r;
       for (let i = 0; i < n; i++) hasVector[i] = deg[i] >= Math.max(1, coldBelow) ? 1 : 0;
     } else {
@@ -701,7 +816,7 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
   }
   return {
     items,
-    lists: { ease: easeRows, knn: knnRows, markov: markovRows },
+    lists: { ease: easeRows!, knn: knnRows, markov: markovRows },
     popularity,
     ...(trend ? { trend } : {}),
     ...(vectors ? { vectors } : {}),
@@ -714,13 +829,113 @@ export function trainShopModel(log: Iterable<ShopInteraction>, opts: TrainOption
       ...(dp ? {} : { interactions: used, users: users.length, trainSeconds: (Date.now() - started) / 1000 }),
       items: n,
       lambda: lambdaUsed,
-      easeItems: N,
+      easeItems: easeMode === 'local' ? n : N,
+      ease: easeMode === 'local' ? { method: 'local', neighbours: K } : { method: 'dense' },
       k: { ease: kEase, knn: kKnn, markov: kMarkov },
       dim,
       ...(opts.until !== undefined ? { until: opts.until } : {}),
       vectors: vectorInfo,
     },
   };
+}
+
+/**
+ * Local EASE: for each candidate item c with neighbourhood S (its K nearest items, `nb`), the
+ * EASE column restricted to S, b = (G_SS + λI)⁻¹ G_Sc, added to `ease` as c's row (`in`: the
+ * history items h ∈ S that vote for c with weight b_h). Gram blocks are built from exact
+ * co-occurrence rows (`coRow` fills `counts` for one item) for as many candidates at once as
+ * `memory` bytes allow; each batch computes the rows of the items its neighbourhoods use.
+ */
+function localEase(
+  n: number,
+  K: number,
+  nb: Int32Array,
+  coRow: (i: number) => void,
+  clearRow: () => void,
+  counts: Float64Array,
+  lambda: number,
+  ease: Selector,
+  memory: number,
+  progress: (done: number, total: number) => void,
+): NeighbourLists {
+  const perBatch = Math.max(1, Math.floor(memory / (4 * K * K + 8 * K)));
+  const size = (c: number) => {
+    let k = 0;
+    while (k < K && nb[c * K + k] >= 0) k++;
+    return k;
+  };
+  const L = new Float32Array(Math.min(perBatch, n) * K * K); // counts: exact in float32 below 2^24
+  const R = new Float64Array(Math.min(perBatch, n) * K);
+  const x = new Float64Array(K);
+  const Abuf = new Float64Array(K * K);
+  for (let c0 = 0; c0 < n; c0 += perBatch) {
+    const c1 = Math.min(n, c0 + perBatch);
+    // users[a] = (candidate, position) pairs with a = S_c[position], as CSR over a.
+    const cnt = new Int32Array(n + 1);
+    for (let c = c0; c < c1; c++) for (let q = 0; q < K; q++) {
+      const a = nb[c * K + q];
+      if (a >= 0) cnt[a + 1]++;
+    }
+    for (let a = 0; a < n; a++) cnt[a + 1] += cnt[a];
+    const ref = new Int32Array(cnt[n] * 2);
+    {
+      const fill = cnt.slice(0, n);
+      for (let c = c0; c < c1; c++) for (let q = 0; q < K; q++) {
+        const a = nb[c * K + q];
+        if (a < 0) continue;
+        const p = fill[a]++;
+        ref[2 * p] = c;
+        ref[2 * p + 1] = q;
+      }
+    }
+    L.fill(0);
+    R.fill(0);
+    for (let a = 0; a < n; a++) {
+      if (cnt[a] === cnt[a + 1]) continue;
+      coRow(a);
+      for (let p = cnt[a]; p < cnt[a + 1]; p++) {
+        const c = ref[2 * p];
+        const q = ref[2 * p + 1];
+        const b = c - c0;
+        const row = (b * K + q) * K;
+        for (let t = 0; t < K; t++) {
+          const j = nb[c * K + t];
+          if (j < 0) break;
+          L[row + t] = counts[j];
+        }
+        R[b * K + q] = counts[c];
+      }
+      clearRow();
+      if ((a & 1023) === 1023) progress(c0 + ((c1 - c0) * a) / n / 2, n);
+    }
+    for (let c = c0; c < c1; c++) {
+      const k = size(c);
+      if (k === 0) continue;
+      const b = c - c0;
+      const A = Abuf.subarray(0, k * k);
+      for (let r = 0; r < k; r++) {
+        for (let t = 0; t < k; t++) A[r * k + t] = L[(b * K + r) * K + t];
+        A[r * k + r] += lambda;
+        x[r] = R[b * K + r];
+      }
+      choleskyInPlace(A, k);
+      // forward then backward substitution: L y = r, Lᵀ x = y
+      for (let r = 0; r < k; r++) {
+        let v = x[r];
+        for (let t = 0; t < r; t++) v -= A[r * k + t] * x[t];
+        x[r] = v / A[r * k + r];
+      }
+      for (let r = k - 1; r >= 0; r--) {
+        let v = x[r];
+        for (let t = r + 1; t < k; t++) v -= A[t * k + r] * x[t];
+        x[r] = v / A[r * k + r];
+      }
+      ease.addRow(c, nb.subarray(c * K, c * K + k), x.subarray(0, k));
+      if ((c & 4095) === 4095) progress(c + 1, n);
+    }
+    progress(c1, n);
+  }
+  return ease.rows();
 }
 
 /**

@@ -1,0 +1,141 @@
+/**
+ * Running the counting stages of `queries.ts` on an SQL engine. DuckDB is embedded
+ * (`@duckdb/node-api`, an optional peer dependency loaded only here, by dynamic import: a browser
+ * shop never installs it); any other engine plugs in as a {@link SqlEngine} (the PostgreSQL test
+ * passes a `pg` client). DuckDB reads the order log straight from JSON Lines (`.gz` too), CSV or
+ * Parquet; the loader is engine-specific, the counting queries are not.
+ */
+import { ACTION_WEIGHTS } from '../../core/types.js';
+import { renderQuery, type QueryName } from './queries.js';
+
+/** An SQL engine: runs one statement, returns its rows as plain objects. */
+export interface SqlEngine {
+  readonly name: string;
+  query(sql: string): Promise<Record<string, unknown>[]>;
+  close(): Promise<void>;
+}
+
+/** Missing optional dependency (the CLI exits with code 2 and this message). */
+export class EngineMissingError extends Error {
+  override name = 'EngineMissingError';
+}
+
+/** `CASE action …` giving ACTION_WEIGHTS (no action: click), standard SQL. */
+export function weightExpression(column = 'action'): string {
+  const cases = Object.entries(ACTION_WEIGHTS).map(([a, w]) => `WHEN '${a}' THEN ${w}`).join(' ');
+  return `CASE WHEN ${column} IS NULL THEN ${ACTION_WEIGHTS.click} ELSE CASE ${column} ${cases} ELSE NULL END END`;
+}
+
+const quote = (s: string) => `'${s.replace(/'/g, "''")}'`;
+
+/** Opens an in-memory DuckDB (`threads`: default all cores). */
+export async function openDuckDb(opts: { threads?: number; memoryLimit?: string } = {}): Promise<SqlEngine> {
+  let api: typeof import('@duckdb/node-api');
+  try {
+    api = await import('@duckdb/node-api');
+  } catch {
+    throw new EngineMissingError('the SQL engine DuckDB is not installed: npm i @duckdb/node-api');
+  }
+  const config: Record<string, string> = {};
+  if (opts.threads) config.threads = String(opts.threads);
+  if (opts.memoryLimit) config.memory_limit = opts.memoryLimit;
+  const instance = await api.DuckDBInstance.create(':memory:', config);
+  const conn = await instance.connect();
+  return {
+    name: 'duckdb',
+    async query(sql) {
+      const reader = await conn.runAndReadAll(sql);
+      return reader.getRowObjectsJS() as Record<string, unknown>[];
+    },
+    async close() {
+      conn.closeSync();
+      instance.closeSync();
+    },
+  };
+}
+
+/**
+ * Creates `shop_orders` in DuckDB from an order log file: `.jsonl`/`.json`/`.ndjson` (optionally
+ * `.gz`), `.csv` or `.parquet`, with columns user, item, at (epoch ms or ISO date), action?.
+ * Unknown actions are an error (as in the in-memory reader).
+ */
+export async function loadOrdersDuckDb(engine: SqlEngine, path: string): Promise<number> {
+  const p = path.toLowerCase().replace(/\.gz$/, '');
+  const cols = `{'user': 'VARCHAR', 'item': 'VARCHAR', 'at': 'VARCHAR', 'action': 'VARCHAR'}`;
+  const source = p.endsWith('.parquet')
+    ? `read_parquet(${quote(path)})`
+    : p.endsWith('.csv')
+      ? `read_csv(${quote(path)}, header = true, columns = ${cols})`
+      : `read_json(${quote(path)}, format = 'newline_delimited', columns = ${cols})`;
+  await engine.query(`CREATE OR REPLACE TABLE shop_orders AS
+SELECT CAST("user" AS VARCHAR) AS user_id, CAST(item AS VARCHAR) AS item_id,
+  CASE WHEN regexp_full_match(CAST("at" AS VARCHAR), '[0-9]+') THEN CAST("at" AS BIGINT) ELSE epoch_ms(CAST("at" AS TIMESTAMP)) END AS at_ms,
+  row_number() OVER () AS seq,
+  CAST(${weightExpression('action')} AS DOUBLE) AS weight,
+  action
+FROM ${source}`);
+  const bad = await engine.query(`SELECT action FROM shop_orders WHERE weight IS NULL LIMIT 1`);
+  if (bad.length) throw new RangeError(`${path}: unknown action ${JSON.stringify(bad[0].action)}`);
+  const missing = await engine.query(`SELECT COUNT(*) AS n FROM shop_orders WHERE user_id IS NULL OR item_id IS NULL OR at_ms IS NULL`);
+  if (Number(missing[0].n) > 0) throw new RangeError(`${path}: ${missing[0].n} rows without user, item or at`);
+  const n = await engine.query('SELECT COUNT(*) AS n FROM shop_orders');
+  return Number(n[0].n);
+}
+
+/** One named counting query on `engine`. */
+export function runQuery(engine: SqlEngine, name: QueryName, params: Readonly<Record<string, number>> = {}): Promise<Record<string, unknown>[]> {
+  return engine.query(renderQuery(name, params));
+}
+
+/** What the counting stages give the trainer. */
+export interface CountingResult {
+  /** item id → distinct users. */
+  popularity: Map<string, number>;
+  /** item id → its nearest items by cosine, best first. */
+  knn: Map<string, Array<{ item: string; co: number; score: number }>>;
+  /** item id → its most co-occurring items, best first (when `neighboursK` was given). */
+  neighbours?: Map<string, string[]>;
+  /** item id → likeliest successors, best first. */
+  transitions: Map<string, Array<{ item: string; count: number; prob: number }>>;
+  /** Seconds per query. */
+  seconds: Record<string, number>;
+}
+
+/** Runs popularity, co-occurrence top-k and transitions top-k. */
+export async function countingStages(engine: SqlEngine, opts: { knnK: number; markovK: number; neighboursK?: number }): Promise<CountingResult> {
+  const seconds: Record<string, number> = {};
+  const timed = async (name: QueryName, params: Record<string, number> = {}) => {
+    const t0 = performance.now();
+    const rows = await runQuery(engine, name, params);
+    seconds[name] = (performance.now() - t0) / 1000;
+    return rows;
+  };
+  const popularity = new Map<string, number>();
+  for (const r of await timed('popularity')) popularity.set(String(r.item_id), Number(r.users));
+  const byRank = (rows: Record<string, unknown>[]) => rows.sort((a, b) => String(a.item_a).localeCompare(String(b.item_a)) || Number(a.r) - Number(b.r));
+  const knn = new Map<string, Array<{ item: string; co: number; score: number }>>();
+  for (const r of byRank(await timed('cooccurrenceTopK', { k: opts.knnK }))) {
+    const a = String(r.item_a);
+    let l = knn.get(a);
+    if (!l) knn.set(a, (l = []));
+    l.push({ item: String(r.item_b), co: Number(r.co), score: Number(r.score) });
+  }
+  const transitions = new Map<string, Array<{ item: string; count: number; prob: number }>>();
+  for (const r of byRank(await timed('transitionsTopK', { k: opts.markovK }))) {
+    const a = String(r.item_a);
+    let l = transitions.get(a);
+    if (!l) transitions.set(a, (l = []));
+    l.push({ item: String(r.item_b), count: Number(r.cnt), prob: Number(r.prob) });
+  }
+  let neighbours: Map<string, string[]> | undefined;
+  if (opts.neighboursK) {
+    neighbours = new Map();
+    for (const r of byRank(await timed('neighboursByCount', { k: opts.neighboursK }))) {
+      const a = String(r.item_a);
+      let l = neighbours.get(a);
+      if (!l) neighbours.set(a, (l = []));
+      l.push(String(r.item_b));
+    }
+  }
+  return { popularity, knn, transitions, seconds, ...(neighbours ? { neighbours } : {}) };
+}

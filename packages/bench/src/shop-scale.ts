@@ -1,0 +1,288 @@
+/**
+ * Scale benchmark of the shop model's training (`npm run bench:shop-scale`):
+ *
+ *   npm run bench:shop-scale -- --items 10000 --events 1000000 [--seed 1] [--json FILE] [--keep DIR]
+ *
+ * 1. Generates a seeded synthetic long-tail shop: `items` products with titles and one of
+ *    √items/2 categories, global Zipf popularity (exponent 1.0), users with 1–200 events (log-uniform), who
+ *    pick 70% of their items from one to three favourite categories (Zipf within the category)
+ *    and the rest from the whole catalog, in time order; written as items.jsonl and
+ *    interactions.jsonl until `events` rows.
+ * 2. Trains it with the shipped CLI (`atomem-shop`, a child process: `--stats` gives seconds per
+ *    stage, peak RSS from getrusage and the file's bytes).
+ *    `--engine duckdb` runs its counting stages as SQL on embedded DuckDB (`--engine` of the CLI).
+ * 3. The baseline, in the same run: a plain item-kNN (cosine over distinct users, top-k per item
+ *    from inverted lists; the log read with the same streaming reader) in its own child process.
+ *
+ * Markdown on stdout, progress on stderr; `--json FILE`: one row per run with `items`, `events`,
+ * `trainSeconds`, `peakRssBytes`, `fileBytes`, `stages`, `baseline`, and `firstVisitBytes`,
+ * `visitBytes`, `firstRecommendationMs`, `recommendP50Ms` as null: they need the sharded file
+ * format (not measured here).
+ */
+import { spawn } from 'node:child_process';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Command, InvalidArgumentError } from 'commander';
+import { readLogFile } from 'atomem/shop';
+import { Rng } from './rng.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '../../..');
+const err = (s: string) => process.stderr.write(`${s}\n`);
+
+function positiveInt(name: string): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer`);
+    return n;
+  };
+}
+
+/** Cumulative Zipf weights 1/r^s over ranks 1..n. */
+function zipfCdf(n: number, s: number): Float64Array {
+  const c = new Float64Array(n);
+  let acc = 0;
+  for (let r = 0; r < n; r++) c[r] = acc += 1 / Math.pow(r + 1, s);
+  for (let r = 0; r < n; r++) c[r] /= acc;
+  return c;
+}
+
+function sample(cdf: Float64Array, u: number, from = 0, to = cdf.length): number {
+  let lo = from;
+  let hi = to - 1;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (cdf[mid] < u) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+const WORDS = ['organic', 'classic', 'travel', 'mini', 'pro', 'soft', 'matte', 'bright', 'daily', 'deep', 'light', 'rich', 'pure', 'fresh', 'bold', 'gentle'];
+
+/** Writes the seeded shop; returns the files. */
+export async function generateShop(dir: string, items: number, events: number, seed: number): Promise<{ itemsPath: string; logPath: string; users: number }> {
+  const rng = new Rng(seed);
+  const categories = Math.max(2, Math.round(Math.sqrt(items) / 2));
+  const itemsPath = join(dir, 'items.jsonl');
+  const logPath = join(dir, 'interactions.jsonl');
+  // Item r (global popularity rank r) belongs to a random category; per category its items in rank order.
+  const cat = new Int32Array(items);
+  const perCat: number[][] = Array.from({ length: categories }, () => []);
+  const lines: string[] = [];
+  for (let r = 0; r < items; r++) {
+    cat[r] = Math.floor(rng.next() * categories);
+    perCat[cat[r]].push(r);
+    const title = `${WORDS[Math.floor(rng.next() * WORDS.length)]} ${WORDS[Math.floor(rng.next() * WORDS.length)]} item ${r}`;
+    lines.push(JSON.stringify({ id: `p${r}`, title, categories: [`c${cat[r]}`] }));
+  }
+  writeFileSync(itemsPath, lines.join('\n') + '\n');
+  const global = zipfCdf(items, 1.0);
+  const catCdf = perCat.map((l) => zipfCdf(Math.max(1, l.length), 1.0));
+  const out = createWriteStream(logPath, { highWaterMark: 1 << 20 });
+  let written = 0;
+  let users = 0;
+  let buf = '';
+  let t = Date.UTC(2026, 0, 1);
+  const span = 90 * 86_400_000;
+  while (written < events) {
+    const n = Math.min(events - written, Math.max(1, Math.round(Math.exp(rng.next() * Math.log(200)))));
+    const favs = Array.from({ length: 1 + Math.floor(rng.next() * 3) }, () => cat[sample(global, rng.next())]);
+    let at = t + Math.floor(rng.next() * span);
+    const user = `u${users++}`;
+    for (let e = 0; e < n; e++) {
+      let item: number;
+      if (rng.next() < 0.7) {
+        const c = favs[Math.floor(rng.next() * favs.length)];
+        item = perCat[c].length ? perCat[c][sample(catCdf[c], rng.next())] : sample(global, rng.next());
+      } else item = sample(global, rng.next());
+      const action = rng.next() < 0.1 ? 'purchase' : rng.next() < 0.2 ? 'cart' : 'view';
+      buf += `{"user":"${user}","item":"p${item}","at":${at},"action":"${action}"}\n`;
+      at += 1000 + Math.floor(rng.next() * 600_000);
+    }
+    written += n;
+    if (buf.length > 1 << 20) {
+      if (!out.write(buf)) await new Promise<void>((r) => out.once('drain', () => r()));
+      buf = '';
+    }
+    if ((users & 16383) === 0) err(`shop-scale: generated ${written.toLocaleString('en')} / ${events.toLocaleString('en')} events`);
+    t += 1;
+  }
+  out.write(buf);
+  await new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r())));
+  return { itemsPath, logPath, users };
+}
+
+/** Runs a child process with the same Node flags as the CLI's npm script; resolves with its exit code. */
+function run(args: string[]): Promise<number> {
+  return new Promise((res, rej) => {
+    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', ...args], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+    child.on('error', rej);
+    child.on('exit', (code) => res(code ?? 1));
+  });
+}
+
+/**
+ * The baseline: plain item-kNN (top `k` by cosine over distinct users) from the log file, in this
+ * process; writes { seconds, peakRssBytes, pairs } to `statsPath`.
+ */
+async function baselineKnn(itemsPath: string, logPath: string, k: number, statsPath: string): Promise<void> {
+  const t0 = performance.now();
+  const catalog = readFileSync(itemsPath, 'utf8').split('\n').filter(Boolean).map((l) => String((JSON.parse(l) as { id: string }).id));
+  const log = await readLogFile(logPath, { catalog });
+  const { user, item } = log.columns();
+  const n = log.items.length;
+  const U = log.users.length;
+  // distinct items per user, users per item (CSR)
+  const uStart = new Int32Array(U + 1);
+  for (let r = 0; r < log.length; r++) uStart[user[r] + 1]++;
+  for (let u = 0; u < U; u++) uStart[u + 1] += uStart[u];
+  const uItems = new Int32Array(log.length);
+  const fill = uStart.slice(0, U);
+  for (let r = 0; r < log.length; r++) uItems[fill[user[r]]++] = item[r];
+  const seen = new Int32Array(n).fill(-1);
+  const lists: number[][] = Array.from({ length: U }, () => []);
+  for (let u = 0; u < U; u++) for (let p = uStart[u]; p < uStart[u + 1]; p++) {
+    const i = uItems[p];
+    if (seen[i] !== u) {
+      seen[i] = u;
+      lists[u].push(i);
+    }
+  }
+  const iStart = new Int32Array(n + 1);
+  for (const l of lists) for (const i of l) iStart[i + 1]++;
+  for (let i = 0; i < n; i++) iStart[i + 1] += iStart[i];
+  const iUsers = new Int32Array(iStart[n]);
+  const f2 = iStart.slice(0, n);
+  lists.forEach((l, u) => {
+    for (const i of l) iUsers[f2[i]++] = u;
+  });
+  const counts = new Float64Array(n);
+  const touched: number[] = [];
+  let pairs = 0;
+  const top = new Int32Array(n * k).fill(-1);
+  for (let i = 0; i < n; i++) {
+    for (let p = iStart[i]; p < iStart[i + 1]; p++) for (const j of lists[iUsers[p]]) {
+      if (counts[j] === 0) touched.push(j);
+      counts[j]++;
+    }
+    const di = iStart[i + 1] - iStart[i];
+    const scored = touched.filter((j) => j !== i).map((j) => [j, counts[j] / Math.sqrt(di * (iStart[j + 1] - iStart[j]))] as const);
+    scored.sort((a, b) => b[1] - a[1]);
+    for (let q = 0; q < Math.min(k, scored.length); q++) top[i * k + q] = scored[q][0];
+    pairs += touched.length;
+    for (const j of touched) counts[j] = 0;
+    touched.length = 0;
+  }
+  writeFileSync(statsPath, JSON.stringify({ seconds: (performance.now() - t0) / 1000, peakRssBytes: process.resourceUsage().maxRSS * 1024, pairs }));
+}
+
+interface Row {
+  items: number;
+  events: number;
+  engine: string;
+  users: number;
+  logBytes: number;
+  trainSeconds: number;
+  cpuSeconds: number;
+  loadAverage: number;
+  peakRssBytes: number;
+  fileBytes: number;
+  stages: Record<string, number>;
+  baseline: { method: string; seconds: number; peakRssBytes: number };
+  firstVisitBytes: null;
+  visitBytes: null;
+  firstRecommendationMs: null;
+  recommendP50Ms: null;
+  note: string;
+}
+
+async function main(): Promise<void> {
+  const program = new Command()
+    .name('bench:shop-scale')
+    .requiredOption('--items <n>', 'catalog size', positiveInt('--items'))
+    .requiredOption('--events <n>', 'log rows', positiveInt('--events'))
+    .option('--seed <n>', 'generator seed', positiveInt('--seed'), 1)
+    .option('--json <file>', 'append the row to this JSON file ({ rows: [...] })')
+    .option('--keep <dir>', 'generate into (and keep) this folder instead of a temp one')
+    .option('--ease <method>', 'passed to atomem-shop --ease (default: its auto choice)')
+    .option('--engine <name>', 'passed to atomem-shop --engine (duckdb: counting stages as SQL)')
+    .option('--baseline-only', 'internal: run the baseline item-kNN')
+    .option('--baseline-args <json>', 'internal');
+  program.parse(process.argv.slice(2), { from: 'user' });
+  const o = program.opts<{ items: number; events: number; seed: number; json?: string; keep?: string; ease?: string; engine?: string; baselineOnly?: boolean; baselineArgs?: string }>();
+  if (o.baselineOnly) {
+    const a = JSON.parse(o.baselineArgs!) as { itemsPath: string; logPath: string; k: number; stats: string };
+    await baselineKnn(a.itemsPath, a.logPath, a.k, a.stats);
+    return;
+  }
+  const dir = o.keep ? resolve(o.keep) : mkdtempSync(join(tmpdir(), 'atomem-shop-scale-'));
+  try {
+    const t0 = performance.now();
+    const shop = await generateShop(dir, o.items, o.events, o.seed);
+    const logBytes = statSync(shop.logPath).size;
+    err(`shop-scale: ${o.items} items, ${o.events} events, ${shop.users} users, log ${(logBytes / 2 ** 20).toFixed(0)} MB, generated in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    const statsPath = join(dir, 'stats.json');
+    const out = join(dir, 'shop-model.bin');
+    const code = await run(['packages/atomem/src/shop/cli.ts', '--interactions', shop.logPath, '--items', shop.itemsPath, '--out', out, '--stats', statsPath, ...(o.ease ? ['--ease', o.ease] : []), ...(o.engine ? ['--engine', o.engine] : [])]);
+    if (code !== 0) throw new Error(`atomem-shop exited with ${code}`);
+    const stats = JSON.parse(readFileSync(statsPath, 'utf8')) as { trainSeconds: number; cpuSeconds: number; peakRssBytes: number; fileBytes: number; stages: Record<string, number> };
+    const bStats = join(dir, 'baseline.json');
+    const bCode = await run(['packages/bench/src/shop-scale.ts', '--items', '1', '--events', '1', '--baseline-only', '--baseline-args', JSON.stringify({ itemsPath: shop.itemsPath, logPath: shop.logPath, k: 32, stats: bStats })]);
+    if (bCode !== 0) throw new Error(`baseline item-kNN exited with ${bCode}`);
+    const base = JSON.parse(readFileSync(bStats, 'utf8')) as { seconds: number; peakRssBytes: number };
+    const row: Row = {
+      items: o.items,
+      events: o.events,
+      engine: o.engine ?? 'in-memory',
+      users: shop.users,
+      logBytes,
+      trainSeconds: stats.trainSeconds,
+      cpuSeconds: stats.cpuSeconds,
+      loadAverage: loadavg()[0],
+      peakRssBytes: stats.peakRssBytes,
+      fileBytes: stats.fileBytes,
+      stages: stats.stages,
+      baseline: { method: 'item-kNN top-32 (cosine, inverted lists)', seconds: base.seconds, peakRssBytes: base.peakRssBytes },
+      firstVisitBytes: null,
+      visitBytes: null,
+      firstRecommendationMs: null,
+      recommendP50Ms: null,
+      note: 'firstVisitBytes, visitBytes, firstRecommendationMs and recommendP50Ms need the sharded file format; not measured by this benchmark',
+    };
+    const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MB`;
+    const out2 = (s: string) => process.stdout.write(`${s}\n`);
+    out2(`\n### Shop model training: ${o.items.toLocaleString('en')} items, ${o.events.toLocaleString('en')} events, ${shop.users.toLocaleString('en')} users (seed ${o.seed}, log ${mb(logBytes)}, counting stages ${o.engine ?? 'in memory'})\n`);
+    out2('| stage | seconds |\n|---|---:|');
+    for (const [s, v] of Object.entries(stats.stages)) out2(`| ${s} | ${v.toFixed(1)} |`);
+    out2(`| **total (atomem-shop)** | **${stats.trainSeconds.toFixed(1)}** |`);
+    out2(`| baseline: plain item-kNN top-32 | ${base.seconds.toFixed(1)} |`);
+    out2(`\n| | atomem-shop | item-kNN baseline | ratio |\n|---|---:|---:|---:|`);
+    out2(`| train seconds | ${stats.trainSeconds.toFixed(1)} | ${base.seconds.toFixed(1)} | ${(stats.trainSeconds / base.seconds).toFixed(2)}× |`);
+    out2(`| CPU seconds (atomem-shop) | ${stats.cpuSeconds.toFixed(1)} | — | load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores |`);
+    out2(`| peak RSS | ${mb(stats.peakRssBytes)} | ${mb(base.peakRssBytes)} | ${(stats.peakRssBytes / base.peakRssBytes).toFixed(2)}× |`);
+    out2(`| file bytes | ${stats.fileBytes.toLocaleString('en')} | — | — |`);
+    if (o.json) {
+      let prev: { rows: Row[] } = { rows: [] };
+      try {
+        prev = JSON.parse(readFileSync(o.json, 'utf8')) as { rows: Row[] };
+      } catch {
+        /* new file */
+      }
+      prev.rows.push(row);
+      writeFileSync(o.json, JSON.stringify(prev, null, 1));
+    }
+  } finally {
+    if (!o.keep) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const invoked = process.argv[1] ? pathToFileURL(resolve(process.argv[1])).href : '';
+if (import.meta.url === invoked) {
+  main().catch((e: Error) => {
+    err(`bench:shop-scale: ${e.message}`);
+    process.exit(1);
+  });
+}
