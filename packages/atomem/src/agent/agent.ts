@@ -535,14 +535,19 @@ export class MemoryAgent {
       }
       sources.push(popular);
     }
-    if (sources.every((s) => s.length === 0)) {
-      // nothing known and no shop popularity: an even sample of the catalog (the first-visit order spreads it)
-      const step = Math.max(1, Math.floor(table.ids.length / size));
-      const even: string[] = [];
-      for (let i = 0; i < table.ids.length && even.length < size; i += step) if (!excluded.has(table.ids[i])) even.push(table.ids[i]);
-      sources.push(even);
+    const out = mergeRoundRobin(sources, size);
+    if (out.length < size) {
+      // nothing known and no shop popularity, or a small catalog: filled with an even sample of the catalog (a first visit's variety order spreads it)
+      const taken = new Set(out);
+      const step = Math.max(1, Math.floor(table.ids.length / (size - out.length)));
+      for (let start = 0; start < step && out.length < size; start++) {
+        for (let i = start; i < table.ids.length && out.length < size; i += step) {
+          const id = table.ids[i];
+          if (!excluded.has(id) && !taken.has(id)) (taken.add(id), out.push(id));
+        }
+      }
     }
-    return mergeRoundRobin(sources, size);
+    return out;
   }
 
   /**
