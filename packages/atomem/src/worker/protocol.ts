@@ -411,8 +411,8 @@ export interface EngineApi {
    * Returns the best `limit` (default 20). `recommend(undefined, opts)` is the same call.
    */
   recommend(opts?: RecommendOptions): Promise<RecommendationResult[]>;
-  /** Rank candidate ids (unknown id → `UnknownItemError`). */
-  recommend(candidates: string[], opts?: RecommendOptions): Promise<RecommendationResult[]>;
+  /** Rank candidate ids (unknown id → `UnknownItemError`); `undefined` = the whole catalog, as `recommend(opts)`. */
+  recommend(candidates: string[] | undefined, opts?: RecommendOptions): Promise<RecommendationResult[]>;
   /** The memories a stated intent selects (same validation as `recommend`'s `intent`; nothing stored). */
   intentMemories(intent: string): Promise<IntentMemoriesResult>;
   /** Atomic memories, most salient first. */
