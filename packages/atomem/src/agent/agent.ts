@@ -372,6 +372,11 @@ export class MemoryAgent {
    * `diversify: false` (or `config.diversity` 0); scores are then reassigned in the new order
    * (the same set of scores, so the list stays sorted by score). On a first visit (no memory,
    * no positive event, no intent) the order is a prior: see {@link FirstVisitPrior}.
+   * `candidates` undefined ranks the whole catalog: retrieval shortlists `config.shortlist` items
+   * (at least `opts.limit`; see {@link wholeCatalogShortlist}), ranked as above; the best
+   * `opts.limit` ({@link DEFAULT_LIMIT}) are returned. Scores are standardised within the list,
+   * so a shortlist may in principle order its items differently from the whole catalog; the
+   * shortlist holds the items each strong signal puts first.
    */
   async recommend(candidates: readonly string[] | undefined, opts: RecommendOptions = {}): Promise<Recommendation[]> {
     if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
