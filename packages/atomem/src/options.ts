@@ -27,7 +27,7 @@ export const OPTION_NAMES = {
   'embedder.use-lite': ['kind', 'baseUrl', 'wasmPaths'],
   'embedder.minilm': ['kind', 'model', 'modelBaseUrl', 'wasmPaths', 'device', 'dtype'],
   'embedder.hashing': ['kind', 'dim'],
-  recommend: ['rerank', 'diversify', 'exclude', 'intent'],
+  recommend: ['rerank', 'diversify', 'exclude', 'intent', 'limit'],
 } as const satisfies Record<string, readonly string[]>;
 
 /** Levenshtein distance (insertions, deletions, substitutions; case-insensitive). */

@@ -15,6 +15,7 @@ import wllamaWasmUrl from '@wllama/wllama/esm/wasm/wllama.wasm?url';
 import { createAtomem, type Atomem, type EmbedderSpec, type EngineStatus, type Item, type LlmEvent } from 'atomem';
 import type { AtomicMemory, MemoryState } from '../../atomem/src/core/types.js';
 import { productCatalog } from './products.js';
+import { decodeCatalogFile } from 'atomem/protocol';
 
 /** Workers the driver serves as virtual modules (no file on disk; same URLs in src/bench/browser.ts). */
 const EMPTY_WORKER_URL = '/bench/browser/empty-worker.virtual.js';
@@ -139,8 +140,32 @@ export interface ShopModelResult {
   content: ShopVisit;
 }
 
+/** {@link BenchApi.wholeCatalog}'s samples. */
+export interface WholeCatalogResult {
+  /** `recommend({ limit })` (no candidates: the whole catalog) times, after the shopper's events. */
+  recommendMs: number[];
+  /** Bare dot-product scans of the same file's collaborative vectors (every item against one query vector, keeping the best `limit`), in the page. */
+  scanMs: number[];
+  items: number;
+  dim: number;
+  /** Items returned by the last call, and how many of them had explanations / were items the shopper bought. */
+  returned: number;
+  explained: number;
+  bought: number;
+  /** The worker's `status().catalog` (to check the shop model was in use). */
+  status: EngineStatus['catalog'];
+  /** `performance.memory.usedJSHeapSize` of the page before/after (the worker's heap is not visible to the page). */
+  pageHeapMB: number;
+}
+
 export interface BenchApi {
   info(): PageInfo;
+  /**
+   * Whole-catalog recommendation: createAtomem with the shop file at `url` (hashing embedder), the
+   * shopper's `events` events, then `samples` timed `recommend({ limit })` after `warmup`; beside
+   * them, the same number of bare dot-product scans of the file's collaborative vectors in the page.
+   */
+  wholeCatalog(o: { profile: string; catalog: number; url: string; events: number; samples: number; warmup: number; limit: number }): Promise<WholeCatalogResult>;
   /** Start an empty module worker and get one postMessage answer: first in this context, then again. */
   emptyWorker(): Promise<{ coldMs: number; warmMs: number }>;
   /** Comlink round trips to a bare echo worker; each sample is the mean of `block` consecutive calls. */
@@ -630,6 +655,68 @@ const api: BenchApi = {
     const shop = await visit('shop', url);
     const content = await visit('content', baselineUrl);
     return { shop, content };
+  },
+
+  async wholeCatalog({ profile, catalog: size, url, events, samples, warmup, limit }) {
+    catalog = productCatalog(size);
+    profiles.push(profile);
+    const errors: string[] = [];
+    const a = await createAtomem({ profile, catalog, embedder: 'hashing', catalogVectors: url, onError: (e) => errors.push(`${e.name}: ${e.message}`) });
+    open.push(a);
+    const bought = new Set<string>();
+    for (let i = 0; i < events; i++) {
+      const e = shopperEvent(i);
+      if (e.action === 'purchase') bought.add(e.item);
+      await a.track({ ...e, at: 1_700_000_000_000 + i * 60_000 });
+    }
+    const recommendMs: number[] = [];
+    let last: Awaited<ReturnType<Atomem['recommend']>> = [];
+    for (let i = 0; i < warmup + samples; i++) {
+      const t0 = performance.now();
+      last = await a.recommend({ limit });
+      if (i >= warmup) recommendMs.push(performance.now() - t0);
+    }
+    if (errors.length) throw new Error(`the engine reported: ${errors.join('; ')}`);
+    // the same vectors, decoded in the page: a bare scan against one query (the mean of the shopper's items' vectors)
+    const file = decodeCatalogFile(new Uint8Array(await (await fetch(url)).arrayBuffer()));
+    const vec = file.shop?.model.vectors;
+    if (!vec) throw new Error('the shop file has no collaborative vectors');
+    const n = file.shop!.model.items.length;
+    const index = new Map(file.shop!.model.items.map((id, i) => [id, i]));
+    const q = new Float32Array(vec.dim);
+    for (let i = 0; i < events; i++) {
+      const r = index.get(shopperEvent(i).item);
+      if (r !== undefined) for (let d = 0; d < vec.dim; d++) q[d] += vec.values[r * vec.dim + d];
+    }
+    const scanMs: number[] = [];
+    let sink = 0;
+    for (let i = 0; i < warmup + samples; i++) {
+      const t0 = performance.now();
+      const best = new Float64Array(limit).fill(-Infinity);
+      for (let r = 0, o = 0; r < n; r++, o += vec.dim) {
+        let s = 0;
+        for (let d = 0; d < vec.dim; d++) s += vec.values[o + d] * q[d];
+        if (s > best[limit - 1]) {
+          let k = limit - 1;
+          while (k > 0 && best[k - 1] < s) (best[k] = best[k - 1]), k--;
+          best[k] = s;
+        }
+      }
+      sink += best[0];
+      if (i >= warmup) scanMs.push(performance.now() - t0);
+    }
+    const mem = (performance as unknown as { memory?: { usedJSHeapSize: number } }).memory;
+    return {
+      recommendMs,
+      scanMs: sink === 42.4242 ? [] : scanMs,
+      items: n,
+      dim: vec.dim,
+      returned: last.length,
+      explained: last.filter((r) => r.explanations.length > 0).length,
+      bought: last.filter((r) => bought.has(r.id)).length,
+      status: (await a.status()).catalog,
+      pageHeapMB: mem ? mem.usedJSHeapSize / 1e6 : NaN,
+    };
   },
 
   async cleanup() {

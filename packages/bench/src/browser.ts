@@ -50,8 +50,12 @@
  * `src/` and the engine worker starts from source; USE-lite's files come from the built
  * package's `dist/assets/` (run `npm run build` first). Chromium is Debian's, never downloaded.
  *
+ * 7. `--shop-only --whole-catalog`: whole-catalog `recommend({ limit: 20 })` (no candidates) on
+ *    the `--shop-catalog` file after 30 shopper events, p50/p95 — baseline: a bare dot-product
+ *    scan of the same file's collaborative vectors (top 20), in the page, same run.
+ *
  *   npx tsx src/bench/browser.ts [--runs N] [--llm-runs N] [--catalog N] [--json FILE]
- *                                [--shop-runs N] [--shop-catalog N] [--shop-only]
+ *                                [--shop-runs N] [--shop-catalog N] [--shop-only] [--whole-catalog]
  */
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -64,7 +68,7 @@ import { createHashingEmbedder, itemText, Rng } from 'atomem/engine';
 import { encodeCatalogFile, encodeCatalogVectors } from 'atomem/protocol';
 import { trainSasrec, trainShopModel, type ShopInteraction } from 'atomem/shop';
 import { FIRST_VISIT_BUDGET, measureFirstVisit, type FirstVisit, type FirstVisitResult } from './first-visit.js';
-import type { BenchApi, IdleBatchResult, OpenResult, PageInfo, RerankResult, ShopModelResult } from '../../bench/browser/page.js';
+import type { BenchApi, IdleBatchResult, OpenResult, PageInfo, RerankResult, ShopModelResult, WholeCatalogResult } from '../../bench/browser/page.js';
 import { productCatalog } from '../browser/products.js';
 
 /** The repository root (the Vite dev server's root). */
@@ -98,7 +102,7 @@ const SHOP = { events: 30, samples: 50, warmup: 5 };
  * vectors of the hashing embedder (the engine's `hashing`, 256-d), the shop model and SASRec
  * trained as `atomem-vectors --log` does, written as v2; and the same content rows as v1.
  */
-async function makeShopFiles(n: number, users: number, sasrecEpochs: number): Promise<{ rows: number; seconds: number }> {
+async function makeShopFiles(n: number, users: number, sasrecEpochs: number, easeItems?: number): Promise<{ rows: number; seconds: number }> {
   const t0 = performance.now();
   const items = productCatalog(n);
   const embedder = createHashingEmbedder({ dim: 256 });
@@ -118,7 +122,7 @@ async function makeShopFiles(n: number, users: number, sasrecEpochs: number): Pr
     }
   }
   const catalog = items.map((it) => it.id);
-  const model = trainShopModel(log, { catalog, content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) } });
+  const model = trainShopModel(log, { catalog, ...(easeItems !== undefined ? { easeItems } : {}), content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) } });
   const index = new Map(catalog.map((id, i) => [id, i + 1]));
   const seqs = new Map<string, number[]>();
   for (const r of log) seqs.set(r.user, [...(seqs.get(r.user) ?? []), index.get(r.item)!]);
@@ -412,9 +416,9 @@ async function main(): Promise<void> {
       if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--shop-runs must be an integer in 0..100');
       return n;
     }, 3)
-    .option('--shop-catalog <n>', 'products in the shop-model rows (up to 5000, titles repeat past 256)', (v) => {
+    .option('--shop-catalog <n>', 'products in the shop-model rows (up to 100000, titles repeat past 256)', (v) => {
       const n = Number(v);
-      if (!Number.isInteger(n) || n < 10 || n > 5000) throw new InvalidArgumentError('--shop-catalog must be an integer in 10..5000');
+      if (!Number.isInteger(n) || n < 10 || n > 100_000) throw new InvalidArgumentError('--shop-catalog must be an integer in 10..100000');
       return n;
     }, 1682)
     .option('--shop-users <n>', 'shoppers in the synthetic order log of the shop-model rows', (v) => {
@@ -428,6 +432,7 @@ async function main(): Promise<void> {
       return n;
     }, 5)
     .option('--shop-only', 'only the shop-model rows')
+    .option('--whole-catalog', 'with --shop-only: whole-catalog recommend({ limit: 20 }) p50/p95 on the --shop-catalog file, beside a bare dot-product scan of its vectors')
     .option('--json <file>', 'also write the results as JSON')
     .parse();
   const opts = program.opts<{
@@ -442,8 +447,10 @@ async function main(): Promise<void> {
     shopUsers: number;
     shopSasrecEpochs: number;
     shopOnly?: boolean;
+    wholeCatalog?: boolean;
     json?: string;
   }>();
+  if (opts.wholeCatalog && !opts.shopOnly) throw new InvalidArgumentError('--whole-catalog needs --shop-only');
   if (opts.shopOnly && opts.shopRuns < 1) throw new InvalidArgumentError('--shop-only needs --shop-runs ≥ 1');
   if (opts.firstVisitOnly) {
     if (opts.firstVisitRuns < 1) throw new InvalidArgumentError('--first-visit-only needs --first-visit-runs ≥ 1');
@@ -504,6 +511,48 @@ async function main(): Promise<void> {
       } finally {
         await context.close();
       }
+    }
+
+    // Whole-catalog rows: recommend({ limit }) with no candidates on the shop file, beside a bare scan of its vectors.
+    if (opts.wholeCatalog) {
+      log(`shop-model files: ${opts.shopCatalog} products, ${opts.shopUsers} synthetic shoppers, SASRec ${opts.shopSasrecEpochs} epochs (untimed)`);
+      // why 2,000 EASE rows: the default 10,000 inverts a 10k × 10k Gram in Node (many minutes, untimed); retrieval and ranking cost do not depend on it
+      const made = await makeShopFiles(opts.shopCatalog, opts.shopUsers, opts.shopSasrecEpochs, 2000);
+      log(`shop-model file made in ${made.seconds.toFixed(1)} s: v2 ${(shopFiles[SHOP_ROUTE].bytes.length / 1024).toFixed(0)} KiB`);
+      const rec: number[] = [];
+      const scan: number[] = [];
+      const whole: WholeCatalogResult[] = [];
+      for (let r = 0; r < opts.shopRuns; r++) {
+        const { context, page } = await freshPage(browser, base);
+        try {
+          const res = await call(page, 'wholeCatalog', { profile: `bench-${runId}-whole${r}`, catalog: opts.shopCatalog, url: `${base}${SHOP_ROUTE}`, events: SHOP.events, samples: SHOP.samples, warmup: SHOP.warmup, limit: 20 });
+          if (!res.status?.shop) throw new Error(`the shop model was not in use: ${JSON.stringify(res.status)}`);
+          if (res.returned !== 20 || res.explained !== 20 || res.bought !== 0) throw new Error(`whole-catalog recommend returned ${res.returned} items, ${res.explained} explained, ${res.bought} bought`);
+          rec.push(...res.recommendMs);
+          scan.push(...res.scanMs);
+          whole.push(res);
+          await call(page, 'cleanup');
+          log(`whole-catalog run ${r + 1}/${opts.shopRuns}: ${res.items} items × ${res.dim}, recommend p50 ${fmtMs(pct(res.recommendMs, 50))} p95 ${fmtMs(pct(res.recommendMs, 95))}, bare scan p50 ${fmtMs(pct(res.scanMs, 50))}`);
+        } finally {
+          await context.close();
+        }
+      }
+      const rows: BrowserBenchResult[] = [
+        {
+          name: `whole-catalog recommend({ limit: 20 }), ${opts.shopCatalog} items, shop model, after ${SHOP.events} events`,
+          value: pct(rec, 50),
+          p95: pct(rec, 95),
+          unit: 'ms',
+          baseline: `bare dot-product scan of the same ${whole[0]?.dim}-d vectors (top 20, page thread)`,
+          baselineValue: pct(scan, 50),
+          ratio: pct(rec, 50) / Math.max(1e-6, pct(scan, 50)),
+          n: rec.length,
+        },
+      ];
+      console.log(`atomem browser benchmark, whole-catalog rows — Chromium ${version}, ${opts.shopRuns} runs, ${((performance.now() - began) / 1000).toFixed(0)} s\n`);
+      printRows(rows);
+      if (opts.json) writeFileSync(opts.json, `${JSON.stringify({ chromium: version, shopCatalog: opts.shopCatalog, results: rows, runs: whole }, null, 2)}\n`);
+      return;
     }
 
     // Shop-model rows (see the header comment): one fresh context per run.

@@ -34,6 +34,7 @@ import type { LdpParams, Release, WireReport } from '../protocol/index-v2.js';
 import { RulesReasoner } from '../reason/rules.js';
 import type { ForwardStep, MemoryText, MemoryView, Reasoner } from '../reason/types.js';
 import type { ItemVectors } from './items.js';
+import { mergeRoundRobin, topByDot, topByLists, vectorTable, type VectorTable } from './shortlist.js';
 
 /** Variants used by the benchmark's ablations (STEAM's paper). */
 export interface AgentMode {
@@ -106,7 +107,15 @@ export interface RecommendOptions {
    * ranking. Used for this call only: never stored, never sent.
    */
   intent?: string;
+  /**
+   * At most this many results (an integer ≥ 1). With candidates: default all of them. Without
+   * candidates (the whole catalog): default {@link DEFAULT_LIMIT}.
+   */
+  limit?: number;
 }
+
+/** How many items a whole-catalog `recommend` returns when `limit` is not given. */
+export const DEFAULT_LIMIT = 20;
 
 /** Same as {@link RecommendOptions} (the name the intent work used). */
 export type RecommendOpts = RecommendOptions;
@@ -363,10 +372,18 @@ export class MemoryAgent {
    * `diversify: false` (or `config.diversity` 0); scores are then reassigned in the new order
    * (the same set of scores, so the list stays sorted by score). On a first visit (no memory,
    * no positive event, no intent) the order is a prior: see {@link FirstVisitPrior}.
+   * `candidates` undefined ranks the whole catalog: retrieval shortlists `config.shortlist` items
+   * (at least `opts.limit`; see {@link wholeCatalogShortlist}), ranked as above; the best
+   * `opts.limit` ({@link DEFAULT_LIMIT}) are returned. Scores are standardised within the list,
+   * so a shortlist may in principle order its items differently from the whole catalog; the
+   * shortlist holds the items each strong signal puts first.
    */
-  async recommend(candidates: readonly string[], opts: RecommendOptions = {}): Promise<Recommendation[]> {
-    if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
+  async recommend(candidates: readonly string[] | undefined, opts: RecommendOptions = {}): Promise<Recommendation[]> {
     if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
+    const limit = opts.limit ?? (candidates === undefined ? DEFAULT_LIMIT : Infinity);
+    if (opts.limit !== undefined && (!Number.isInteger(opts.limit) || opts.limit < 1)) throw new TypeError(`limit must be an integer ≥ 1, got ${String(opts.limit)}`);
+    if (candidates === undefined) return (await this.recommend(await this.wholeCatalogShortlist(opts, limit), { ...opts, limit: undefined })).slice(0, limit);
+    if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
     const rerankN = opts.rerank ?? 0;
     if (!Number.isInteger(rerankN) || rerankN < 0) throw new TypeError(`rerank must be an integer ≥ 0, got ${String(opts.rerank)}`);
     if (opts.diversify !== undefined && typeof opts.diversify !== 'boolean') throw new TypeError(`diversify must be a boolean, got ${String(opts.diversify)}`);
@@ -440,6 +457,101 @@ export class MemoryAgent {
     if (top >= 2 && this.reasoner !== this.rules) out = [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
     // the list's first card says that the intent matched nothing (once, not on every card)
     if (unmatched && out.length) out[0] = { ...out[0], reasons: [unmatched, ...out[0].reasons], explanations: [explain({ ...out[0], score: 0, reasons: [unmatched] }, titleOf)[0], ...out[0].explanations.slice(0, 2)] };
+    return out.length > limit ? out.slice(0, limit) : out;
+  }
+
+  /** Item-space and content-space vector tables of the whole catalog, rebuilt when the space or the catalog size changes. */
+  private tables: { item?: { key: string; table: VectorTable }; content?: { key: string; table: VectorTable }; popular?: { key: string; rows: number[] } } = {};
+
+  private async catalogTable(kind: 'item' | 'content'): Promise<VectorTable> {
+    const key = `${kind === 'item' ? this.items.embedderId : this.items.contentSpaceId}|${this.items.size}`;
+    const hit = this.tables[kind];
+    if (hit?.key === key) return hit.table;
+    const ids = [...this.items.all()].map((it) => it.id);
+    const vecs = kind === 'item' ? await this.items.vectorsOf(ids) : await this.items.contentVectorsOf(ids);
+    const table = vectorTable(ids, vecs.map((e) => e.vector));
+    this.tables[kind] = { key, table };
+    return table;
+  }
+
+  /**
+   * The candidates of a whole-catalog `recommend` (see `agent/shortlist.ts`): the shop model's
+   * neighbour lists of the shopper's recent positive items, the items nearest the shopper's
+   * profile vector (positive memories by strength + recent events by action and recency), the
+   * stated intent's nearest items in the content space, and the shop's most popular items (or,
+   * with no shop file and nothing known, an even sample of the catalog) — merged round-robin
+   * into `max(config.shortlist, limit)` items, excluded items left out.
+   */
+  private async wholeCatalogShortlist(opts: RecommendOptions, limit: number): Promise<string[]> {
+    const size = Math.max(this.config.shortlist, limit);
+    const excluded = this.excluded(opts.exclude === undefined ? DEFAULT_EXCLUDE : opts.exclude);
+    const sources: string[][] = [];
+    const shop = this.items.shop;
+    // the shopper's distinct items, most recent first, with action weight × recency
+    const mine: { id: string; w: number }[] = [];
+    const seen = new Set<string>();
+    for (let i = this.state.events.length - 1; i >= 0 && mine.length < 20; i--) {
+      const e = this.state.events[i];
+      if (seen.has(e.item)) continue;
+      seen.add(e.item);
+      const w = actionWeight(e.action);
+      if (w > 0) mine.push({ id: e.item, w: w * Math.pow(0.8, mine.length) });
+    }
+    if (shop && mine.length) {
+      const rows = mine.flatMap(({ id, w }) => {
+        const row = shop.scorer.indexOf(id);
+        return row === undefined ? [] : [{ row, w }];
+      });
+      const items = shop.model.items;
+      sources.push(topByLists(Object.values(shop.model.lists), rows, size, (t) => excluded.has(items[t]) || !this.items.has(items[t])).map((t) => items[t]));
+    }
+    const table = await this.catalogTable('item');
+    const skip = (i: number) => excluded.has(table.ids[i]);
+    const query = new Float64Array(table.dim);
+    let any = false;
+    for (const m of this.state.memories) {
+      if (m.strength <= 0 || m.embedding.embedderId !== this.items.embedderId || m.embedding.vector.length !== table.dim) continue;
+      for (let d = 0; d < table.dim; d++) query[d] += m.strength * m.embedding.vector[d];
+      any = true;
+    }
+    const recent = mine.slice(0, Math.max(1, this.config.recentEvents)).filter((x) => this.items.has(x.id));
+    for (const [k, e] of (await this.items.vectorsOf(recent.map((x) => x.id))).entries()) {
+      for (let d = 0; d < table.dim; d++) query[d] += recent[k].w * e.vector[d];
+      any = true;
+    }
+    if (any) sources.push(topByDot(table, query, size, skip).map((i) => table.ids[i]));
+    if (opts.intent !== undefined) {
+      const content = await this.catalogTable('content');
+      const q = await this.items.embedText(cleanIntent(opts.intent));
+      sources.push(topByDot(content, q.vector, size, (i) => excluded.has(content.ids[i])).map((i) => content.ids[i]));
+    }
+    if (shop) {
+      const key = `${shop.id}`;
+      if (this.tables.popular?.key !== key) {
+        const pop = shop.model.popularity;
+        this.tables.popular = { key, rows: Array.from(pop.keys()).filter((r) => pop[r] > 0).sort((a, b) => pop[b] - pop[a] || a - b).slice(0, 5000) };
+      }
+      const items = shop.model.items;
+      const popular: string[] = [];
+      for (const r of this.tables.popular.rows) {
+        if (popular.length >= size) break;
+        const id = items[r];
+        if (this.items.has(id) && !excluded.has(id)) popular.push(id);
+      }
+      sources.push(popular);
+    }
+    const out = mergeRoundRobin(sources, size);
+    if (out.length < size) {
+      // nothing known and no shop popularity, or a small catalog: filled with an even sample of the catalog (a first visit's variety order spreads it)
+      const taken = new Set(out);
+      const step = Math.max(1, Math.floor(table.ids.length / (size - out.length)));
+      for (let start = 0; start < step && out.length < size; start++) {
+        for (let i = start; i < table.ids.length && out.length < size; i += step) {
+          const id = table.ids[i];
+          if (!excluded.has(id) && !taken.has(id)) (taken.add(id), out.push(id));
+        }
+      }
+    }
     return out;
   }
 

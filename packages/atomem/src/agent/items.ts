@@ -158,6 +158,11 @@ export class ItemVectors {
     return this.items.has(id);
   }
 
+  /** Number of catalog items. */
+  get size(): number {
+    return this.items.size;
+  }
+
   /** Every catalog item. */
   all(): IterableIterator<Item> {
     return this.items.values();

@@ -17,7 +17,7 @@ import { deserializeError, installErrorTransfer } from '../worker/errors.js';
 import { DisposedError, WorkerError } from '../errors.js';
 import { checkOptionNames } from '../options.js';
 import { defaultAssetsBaseUrl, spawnWorker } from './worker-url.js';
-import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, EngineStatus, PagePromptApi, ProgressEvent, PromptApiLoanInfo, SerializedError } from '../worker/protocol.js';
+import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, EngineStatus, PagePromptApi, ProgressEvent, PromptApiLoanInfo, RecommendOptions, SerializedError } from '../worker/protocol.js';
 import { pageLanguageModel, promptBridge } from './prompt-bridge.js';
 
 export type {
@@ -284,7 +284,9 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
 
   return {
     track: (interaction) => call('track', (r) => r.track(interaction)),
-    recommend: (candidates, opts) => call('recommend', (r) => r.recommend(candidates, opts)),
+    // why the cast: comlink's Remote keeps one overload; the engine reads both shapes (`recommend({ limit })`, `recommend(ids, opts)`)
+    recommend: ((candidates?: string[] | RecommendOptions, opts?: RecommendOptions) =>
+      call('recommend', (r) => r.recommend(candidates as string[], opts))) as EngineApi['recommend'],
     intentMemories: (intent) => call('intentMemories', (r) => r.intentMemories(intent)),
     memories: () => call('memories', (r) => r.memories()),
     profile: () => call('profile', (r) => r.profile()),

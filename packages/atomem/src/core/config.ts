@@ -90,6 +90,13 @@ export interface AtomemConfig {
   duplicateSimilarity: number;
   /** Near-duplicates of one owned item kept on the first row. */
   duplicateKeep: number;
+  /**
+   * Whole-catalog `recommend({ limit })` (no candidates): how many items retrieval shortlists
+   * for the full scorer (`agent/shortlist.ts`: the shop model's neighbour lists of the shopper's
+   * items, the nearest items to the shopper's profile vector, the stated intent's, the most
+   * popular). At least `limit` is always shortlisted.
+   */
+  shortlist: number;
   /** The actions that make an item the shopper's own for `duplicateSimilarity` (default: a purchase). */
   duplicateActions: readonly Action[];
   /**
@@ -178,6 +185,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   diversityDepth: 8,
   duplicateSimilarity: 0.75,
   duplicateKeep: 1,
+  shortlist: 300,
   duplicateActions: Object.freeze(['purchase'] as Action[]),
   intentMatch: 0.3,
   // Calibrated on ML-100K VALIDATION items (all 943 users, seed 2026, never a test item), with
@@ -297,6 +305,7 @@ export function resolveConfig(
   check('diversityDepth', cfg.diversityDepth, 0, 1e4, true);
   check('duplicateSimilarity', cfg.duplicateSimilarity, 0, 1);
   check('duplicateKeep', cfg.duplicateKeep, 0, 1e4, true);
+  check('shortlist', cfg.shortlist, 1, 1e5, true);
   if (!Array.isArray(cfg.duplicateActions) || cfg.duplicateActions.some((a) => !Object.hasOwn(ACTION_WEIGHTS, a))) {
     throw new RangeError(`atomem config: duplicateActions must be an array of actions (${Object.keys(ACTION_WEIGHTS).join(', ')}), got ${String(cfg.duplicateActions)}`);
   }

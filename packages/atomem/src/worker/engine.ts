@@ -256,13 +256,17 @@ export class Engine implements EngineApi {
     });
   }
 
-  recommend(candidates: string[], opts: RecommendOptions = {}): Promise<RecommendationResult[]> {
+  recommend(candidates?: string[] | RecommendOptions, opts: RecommendOptions = {}): Promise<RecommendationResult[]> {
+    // `recommend({ limit })`: options in first place, no candidates = the whole catalog
+    if (candidates !== undefined && candidates !== null && typeof candidates === 'object' && !Array.isArray(candidates)) [candidates, opts] = [undefined, candidates];
     return this.reading(async () => {
       if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
+      if (candidates !== undefined && !Array.isArray(candidates)) throw new TypeError('recommend: candidates must be an array of item ids, or omitted for the whole catalog');
       checkNames(opts, OPTION_NAMES.recommend, 'recommend');
       // why: only the fields we know cross into the agent (the intent is used for this call and dropped)
-      const ranked = await this.ready().agent.recommend(candidates, {
+      const ranked = await this.ready().agent.recommend(candidates as string[] | undefined, {
         rerank: opts.rerank,
+        ...(opts.limit !== undefined ? { limit: opts.limit } : {}),
         ...(opts.diversify !== undefined ? { diversify: opts.diversify } : {}),
         ...(opts.exclude !== undefined ? { exclude: opts.exclude } : {}),
         ...(opts.intent !== undefined ? { intent: opts.intent } : {}),

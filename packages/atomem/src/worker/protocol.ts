@@ -296,6 +296,11 @@ export interface RecommendOptions {
    * or `too-long`).
    */
   intent?: string;
+  /**
+   * At most this many results (an integer ≥ 1). With candidates the default is all of them;
+   * without candidates (the whole catalog) it is 20.
+   */
+  limit?: number;
 }
 
 /** The memories a stated intent selects (for inspection; see `EngineApi.intentMemories`). */
@@ -424,8 +429,15 @@ export interface EngineApi {
   status(): Promise<EngineStatus>;
   /** Record one interaction: durable in IndexedDB first, then turned into memory, then the state is saved. */
   track(interaction: TrackInput): Promise<void>;
-  /** Rank candidate ids (unknown id → `UnknownItemError`). */
-  recommend(candidates: string[], opts?: RecommendOptions): Promise<RecommendationResult[]>;
+  /**
+   * Rank the whole catalog on the device: retrieval shortlists `config.shortlist` items (300; the
+   * shop model's neighbour lists of the shopper's items, the items nearest the shopper's profile
+   * vector and the stated intent, the most popular), then the full scorer ranks them as it ranks candidates (below).
+   * Returns the best `limit` (default 20). `recommend(undefined, opts)` is the same call.
+   */
+  recommend(opts?: RecommendOptions): Promise<RecommendationResult[]>;
+  /** Rank candidate ids (unknown id → `UnknownItemError`); `undefined` = the whole catalog, as `recommend(opts)`. */
+  recommend(candidates: string[] | undefined, opts?: RecommendOptions): Promise<RecommendationResult[]>;
   /** The memories a stated intent selects (same validation as `recommend`'s `intent`; nothing stored). */
   intentMemories(intent: string): Promise<IntentMemoriesResult>;
   /** Atomic memories, most salient first. */
