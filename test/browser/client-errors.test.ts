@@ -72,7 +72,8 @@ describe('dispose()', () => {
     expect((err as DisposedError).name).toBe('DisposedError');
     expect((err as DisposedError).method).toBe('recommend');
     expect((err as Error).message).toMatch(/disposed while recommend\(\) was in flight/);
-    expect(ms).toBeLessThan(100); // promptly: not when the worker would have answered
+    // promptly: not when the worker would have answered (relative to a full recommend, so a loaded machine does not fail it)
+    expect(ms).toBeLessThan(Math.max(100, full / 3));
 
     for (const later of [a.recommend(['p1']), a.track({ item: 'p1' }), a.memories(), a.status()]) {
       const e = await rejection(later);
@@ -80,7 +81,7 @@ describe('dispose()', () => {
       expect((e as Error).message).toMatch(/is disposed: \w+\(\) needs a new createAtomem\(\)/);
     }
     a.dispose(); // idempotent
-  });
+  }, 120_000); // why: 20k items tracked and ranked twice; minutes on a loaded 2-core machine
 
   it('a worker that fails during a call rejects that call with a WorkerError at once; the next call gets a new worker', async () => {
     const workers: Worker[] = [];
@@ -106,7 +107,7 @@ describe('dispose()', () => {
     expect((err as Error).message).toContain('simulated crash');
     expect((await a.recommend(['p1', 'p2'])).length).toBe(2);
     expect(workers.length).toBe(2);
-  });
+  }, 120_000);
 
   it('rejects a call made just before dispose() (the immediate case) and every other call in flight', async () => {
     const a = await start({ profile: profile('immediate') });

@@ -272,10 +272,11 @@ describe('the catalog vector file as a head and shards (v3)', () => {
     const second = await startWith('v3history', items.filter((it) => secondIds.includes(it.id)), V3_FILE, first.profile);
     const got = await second.a.recommend(secondIds);
     expect(new Set(got.slice(0, 2).map((r) => r.id))).toEqual(new Set(['p-trail', 'p-road']));
-    const requested = new Set(network.urls().filter((u) => u.includes('.shards/')));
     const cachedBefore = new Set(shardsFor(head, firstPage.map((it) => it.id)));
     const expected = shardsFor(head, secondIds).filter((k) => !cachedBefore.has(k)).map((k) => new URL(head.header.shards[k].name, V3_URL).href);
     await expect.poll(() => network.urls().filter((u) => u.includes('.shards/')).length).toBe(expected.length);
+    // why after the poll: the network log can trail the worker's fetches on a loaded machine
+    const requested = new Set(network.urls().filter((u) => u.includes('.shards/')));
     expect(requested).toEqual(new Set(expected));
     expect(second.errors).toEqual([]);
     second.a.dispose();

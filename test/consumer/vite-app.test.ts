@@ -170,14 +170,14 @@ describe('the installed package in Node', () => {
     writeFileSync(join(shop.dir, 'orders.jsonl'), log.join('\n'));
 
     // --threads 2: the USE-lite threads start from the tarball's dist/node/use-lite-worker.js
-    const v = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors.bin', '--batch', '6', '--threads', '2'], shop.dir);
+    const v = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors.bin', '--batch', '6', '--threads', '2', '--no-cache'], shop.dir);
     console.log(`atomem-vectors (use-lite, installed): ${v.stdout.trim()}`);
-    expect(v.stdout).toMatch(/wrote vectors\.bin: 18 items, embedder use-lite@0\.2\.0\/uint8, dim 512, \d+ bytes, [\d.]+ s \(model load [\d.]+ s\), \d+ items\/s on 2 threads/);
+    expect(v.stdout).toMatch(/wrote vectors\.bin: 18 items, embedder use-lite@0\.2\.0\/uint8, dim 512, \d+ bytes, [\d.]+ s \(model load [\d.]+ s\); 0 from the cache, 18 embedded at \d+ items\/s on 2 threads/);
     expect(v.stderr).toMatch(/embedding .*18\/18 items 100% .*\(eta /); // the progress bar, with its ETA, on stderr
     const s = await run(process.execPath, [bin('atomem-shop'), '--interactions', 'orders.jsonl', '--items', 'items.jsonl', '--content', 'vectors.bin', '--out', 'shop-model.bin', '--dim', '4'], shop.dir);
     expect(s.stdout).toMatch(/shop-model\.bin: \d+ bytes, 18 items \(\d+ with content-only vectors\), 150 log rows, no DP/);
-    const l = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--log', 'orders.jsonl', '--out', 'vectors-v2.bin', '--sasrec-epochs', '2'], shop.dir);
-    expect(l.stdout).toMatch(/wrote vectors-v2\.bin \(format v2\): 18 items, embedder use-lite@0\.2\.0\/uint8.* on 1 thread; shop model from 150 log rows of 30 users, no DP.*SASRec 2 epochs/);
+    const l = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--log', 'orders.jsonl', '--out', 'vectors-v2.bin', '--sasrec-epochs', '2', '--no-cache'], shop.dir);
+    expect(l.stdout).toMatch(/wrote vectors-v2\.bin \(format v2\): 18 items, embedder use-lite@0\.2\.0\/uint8.* 18 embedded at \d+ items\/s on 1 thread \(no cache\); shop model from 150 log rows of 30 users, no DP.*SASRec 2 epochs/);
 
     // what the files hold, read back with the installed package's own decoders
     writeFileSync(
