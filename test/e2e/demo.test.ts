@@ -80,7 +80,11 @@ describe('the demo shop in headless Chromium', () => {
     // (10-second epochs: the seeded release is of an epoch shortly before this one)
     expect(seeded).not.toBeNull();
     expect(seeded!).toBeLessThan((await health()).epoch);
+    const logged = wire.filter((w) => w.startsWith('GET /v2/releases/latest')).length;
     const release = (await (await fetch(`${base}/v2/releases/latest`)).json()) as { communities: unknown[]; reports: number };
+    // why: the server logs a request on its stdout, which can arrive after the response; this
+    // test's own GET must be on the wire before the page's requests are counted
+    await expect.poll(() => wire.filter((w) => w.startsWith('GET /v2/releases/latest')).length).toBe(logged + 1);
     expect(release.reports).toBe(60);
     expect(release.communities.length).toBeGreaterThan(0);
     const loaded = wire.length; // the page's own requests from here on
