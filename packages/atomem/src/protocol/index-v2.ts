@@ -260,6 +260,12 @@ export interface HealthV2Response {
    */
   clustering?: { phase: 'knn' | 'communities'; share: number };
   storage: StorageStatusWire;
+  /**
+   * The highest epoch the service has closed (aggregated; its release, if any, published), or null;
+   * `clock: 'behind'` while the host's clock is behind it (tokens and reports are then refused).
+   * Absent from services that predate it.
+   */
+  epochs?: { closedThrough: number | null; clock: 'ok' | 'behind'; message?: string };
 }
 
 /** Every 4xx/5xx body. */

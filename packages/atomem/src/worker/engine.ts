@@ -96,6 +96,8 @@ interface SyncSession {
   health: HealthV2Response | undefined;
   /** The epoch in which the release and health were last fetched (at most once per epoch). */
   fetchedEpoch: number | undefined;
+  /** While the last epoch's release is missing: the earliest time of the next fetch (ms). */
+  retryAt: number;
   /** Communities matched from the release in use. */
   communities: number;
   /** The lifetime privacy budget (sync/budget.ts). */
@@ -353,11 +355,18 @@ export class Engine implements EngineApi {
         // why once per epoch: the release changes once per epoch, and a fetch every few actions
         // would tell the index when the shopper is active
         const local = sync.health ? Math.floor(Date.now() / sync.health.epochMs) : undefined;
-        if (local === undefined || sync.fetchedEpoch !== local) {
+        if (local === undefined || (sync.fetchedEpoch !== local && Date.now() >= sync.retryAt)) {
           const health = await sync.client.health();
           const release = await sync.client.latestRelease();
           sync.health = health;
-          sync.fetchedEpoch = health.epoch;
+          // why not marked done while the last epoch's release is missing: a sync in the first
+          // moments of an epoch (before the service published it) would otherwise keep the release
+          // before last for a whole epoch. Until it appears, a sync fetches again at most once per
+          // 1/24 epoch, so the fetches still say little about when the shopper is active. (A
+          // service without `epochs`, or that has closed none yet, has nothing to wait for.)
+          const settled = health.epochs?.closedThrough == null || (health.latestRelease ?? -Infinity) >= health.epoch - 1;
+          sync.fetchedEpoch = settled ? health.epoch : undefined;
+          sync.retryAt = settled ? 0 : Date.now() + health.epochMs / 24;
           sync.release = release;
           sync.communities = await this.mutation(async () => this.ready().agent.useRelease(release));
         }
@@ -436,7 +445,7 @@ export class Engine implements EngineApi {
     const client = new ReportClient({ url: index.url, tokens });
     return {
       url: index.url, client, privacy: level, attesterUrl: index.attesterUrl, delay, every: index.syncEvery ?? 5, since: 0, lastError: null, pending: null,
-      release: undefined, report: null, tokenFetch: null, rollover: null, health: undefined, fetchedEpoch: undefined, communities: 0, budget, stopped: false,
+      release: undefined, report: null, tokenFetch: null, rollover: null, health: undefined, fetchedEpoch: undefined, retryAt: 0, communities: 0, budget, stopped: false,
     };
   }
 
