@@ -10,7 +10,7 @@
  * view answers those calls from typed arrays (an edge list and the degrees), nodes and edges
  * keyed by their index, in the order a graphology graph built from the same rows would iterate
  * them, so Louvain computes the same communities (tested against a real graphology graph in
- * test/node/knn-graph-view.test.ts, which fails if a new graphology version reads something
+ * packages/atomem-index/test/knn-graph-view.test.ts, which fails if a new graphology version reads something
  * else). Every mutating call throws: the view exists only to be read by Louvain.
  */
 import type { KnnGraph } from './clusters.js';

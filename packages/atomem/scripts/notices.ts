@@ -11,7 +11,7 @@
  *
  * Next to each record the build writes `<build>.modules.json`: the node_modules paths of every
  * module rendered into its chunks, taken from the bundle itself, not from the collector.
- * test/node/third-party-notices.test.ts maps those paths to package names and fails when one is
+ * test/repo/third-party-notices.test.ts maps those paths to package names and fails when one is
  * missing from the notices. `dist/.licenses/` is not packed (package.json `files`).
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';

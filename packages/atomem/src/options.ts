@@ -6,7 +6,7 @@
  *
  * The lists must equal the TypeScript declarations (`CreateAtomemOptions`, `EngineOptions`,
  * `LlmOptions`, `IndexOptions`, `EmbedderSpec`, `RecommendOptions`):
- * test/node/package-readme.test.ts compares them with the compiler API.
+ * packages/atomem/test/package-readme.test.ts compares them with the compiler API.
  *
  * No imports: the page's entry bundles this file.
  */

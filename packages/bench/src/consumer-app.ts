@@ -2,7 +2,7 @@
  * atomem as a shop gets it: the packed tarball installed with a plain `npm install` into a fresh
  * Vite app in a temp folder outside the repository, whose files are exactly the quick start of
  * the package's README, the one npm shows (`<!-- consumer-test: FILE -->` blocks; the root
- * README's copies must be identical: test/node/package-readme.test.ts), served by `vite` (dev) or `vite build` +
+ * README's copies must be identical: packages/atomem/test/package-readme.test.ts), served by `vite` (dev) or `vite build` +
  * `vite preview`, visited by Debian's Chromium. Shared by test/consumer/ and
  * `npm run bench:package` (package-footprint.ts).
  */

@@ -7,7 +7,7 @@
  *    `npm install <tarball>`: node_modules growth and file count — budget: ≤ 60 MB;
  * 3. the main-thread entry (`dist/index.js` and the chunks it imports, gzip -9 each) and the
  *    build output per `atomem({ assets })` choice (files and bytes the plugin emits) — the
- *    figures packages/atomem/README.md states (test/node/package-readme.test.ts re-measures them);
+ *    figures packages/atomem/README.md states (packages/atomem/test/package-readme.test.ts re-measures them);
  * 4. the README's quick start built (`vite build`) and served (`vite preview`, which gzips), in
  *    Debian's Chromium: a first visit (fresh context: empty HTTP cache, empty IndexedDB) —
  *    bytes of the files it loaded, bytes on the wire, navigation → first recommendation

@@ -1,6 +1,6 @@
 /**
  * The size figures of the built `atomem` package that its README states, measured one way for
- * `npm run bench:package` (which prints them) and for test/node/package-readme.test.ts (which
+ * `npm run bench:package` (which prints them) and for packages/atomem/test/package-readme.test.ts (which
  * re-measures them and compares with the README): the main-thread entry, the build output per
  * `atomem({ assets })` choice, and the tarball.
  */

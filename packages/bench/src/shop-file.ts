@@ -17,7 +17,7 @@
  *   the bench measures bytes, not quality (quality: the ML-100K run in BENCHMARKS.md).
  *
  * Visits are simulated by computing which shards they touch (not in Chromium: the browser test
- * `test/browser/shop-file.test.ts` checks that the worker fetches exactly the shards of its
+ * `packages/atomem/test/browser/shop-file.test.ts` checks that the worker fetches exactly the shards of its
  * page's items, which is what is counted here):
  * - first visit: a category page of 24 products drawn by popularity → the head and their shards;
  * - 20-event visit: the landing page, then 20 product pages — the next product is one of the
@@ -292,7 +292,7 @@ async function main(): Promise<void> {
     out.push(`| ${x.items} | ${x.shardSize} | ${mb(x.v2Bytes)} | ${mb(x.headBytes)} | ${x.shards} × ≈${(x.shardBytes / x.shards / 1e3).toFixed(0)} kB = ${mb(x.shardBytes)} | ${mb(x.firstVisitBytes)} / ${mb(x.firstVisitP90Bytes)} | ${mb(x.visitBytes)} / ${mb(x.visitP90Bytes)} | ${x.visitShards} | ${(x.firstVisitBytes / x.v2Bytes).toFixed(4)}× |`);
   }
   out.push('');
-  out.push('Visits: shards touched computed from the head (the worker fetches exactly those: test/browser/shop-file.test.ts), not replayed in Chromium.');
+  out.push('Visits: shards touched computed from the head (the worker fetches exactly those: packages/atomem/test/browser/shop-file.test.ts), not replayed in Chromium.');
   process.stdout.write(out.join('\n') + '\n');
   if (o.json) writeFileSync(o.json, JSON.stringify(rows, null, 2) + '\n');
 }

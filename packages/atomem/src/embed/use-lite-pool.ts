@@ -5,7 +5,7 @@
  *
  * The vectors equal the in-process embedder's up to float rounding (a forward pass pads its
  * batch to the longest text, and the parts batch the texts differently): below 1e-5 per
- * component in test/node/use-lite-pool.test.ts.
+ * component in packages/atomem/test/use-lite-pool.test.ts.
  */
 import { Worker } from 'node:worker_threads';
 import type { Embedding } from '../core/types.js';

@@ -7,7 +7,7 @@
  * One pure function, used by the build (`scripts/assets.ts` writes `dist/assets/use-lite/`) and by
  * Node when it runs from source (it quantizes the installed float32 weights in memory), so the
  * browser, Node from source and Node from the built package all load the same bytes and give the
- * same vectors (pinned by test/node/embed-use-lite-quant.test.ts and the browser reference test).
+ * same vectors (pinned by packages/atomem/test/embed-use-lite-quant.test.ts and the browser reference test).
  * Deterministic: no randomness, no dependence on the platform beyond IEEE-754 doubles.
  */
 
