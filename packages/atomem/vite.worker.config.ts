@@ -29,7 +29,10 @@ function shippedAssets(): Plugin {
     writeBundle(_, bundle) {
       const counts = copyAssets('dist');
       writeManifest('dist', bundle as never, counts);
-      recordPackages('assets', Object.values(ASSET_PACKAGES).map((name) => readPackage(pkgDir(name))));
+      recordPackages(
+        'assets',
+        Object.values(ASSET_PACKAGES).map((name) => readPackage(pkgDir(name))),
+      );
       this.info?.(`assets copied: ${JSON.stringify(Object.fromEntries(Object.entries(counts).map(([g, f]) => [g, f.length])))}`);
     },
   };

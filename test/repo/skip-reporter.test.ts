@@ -19,8 +19,13 @@ describe('the skip line of test/skip-reporter.ts', () => {
     const before = process.env.COMMUNITY_BENCH;
     delete process.env.COMMUNITY_BENCH;
     try {
-      const line = skipLine([mod('test/node/community-bench.test.ts', ['skipped', 'skipped', 'skipped']), mod('packages/atomem/test/shelf-trust.test.ts', ['passed', 'skipped'])]);
-      expect(line).toBe('skipped 4 tests: COMMUNITY_BENCH not set (the opt-in community index benchmark: 3 tests), 1 test skipped by a name filter or it.skip — README "Set-up" says how to run the full set');
+      const line = skipLine([
+        mod('test/node/community-bench.test.ts', ['skipped', 'skipped', 'skipped']),
+        mod('packages/atomem/test/shelf-trust.test.ts', ['passed', 'skipped']),
+      ]);
+      expect(line).toBe(
+        'skipped 4 tests: COMMUNITY_BENCH not set (the opt-in community index benchmark: 3 tests), 1 test skipped by a name filter or it.skip — README "Set-up" says how to run the full set',
+      );
     } finally {
       if (before !== undefined) process.env.COMMUNITY_BENCH = before;
     }

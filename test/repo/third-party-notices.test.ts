@@ -41,7 +41,17 @@ describe('THIRD_PARTY_NOTICES.md of atomem', () => {
   it('names every package whose modules the build bundled, and every package dist/assets/ copies files from', () => {
     const bundled = bundledPackages();
     // the builds bundle the runtimes the issue names (a sanity check of the module lists themselves)
-    for (const p of ['@tensorflow/tfjs-core', 'onnxruntime-web', '@wllama/wllama', '@mlc-ai/web-llm', '@huggingface/transformers', 'comlink', 'idb', 'commander']) expect([...bundled.keys()], p).toContain(p);
+    for (const p of [
+      '@tensorflow/tfjs-core',
+      'onnxruntime-web',
+      '@wllama/wllama',
+      '@mlc-ai/web-llm',
+      '@huggingface/transformers',
+      'comlink',
+      'idb',
+      'commander',
+    ])
+      expect([...bundled.keys()], p).toContain(p);
     console.log(`bundled third-party packages: ${bundled.size}; notices: ${readRecords().length} entries, ${(notices.length / 1e3).toFixed(0)} kB`);
     expect(missingFromNotices(bundled.keys(), notices)).toEqual([]);
     expect(missingFromNotices(Object.values(ASSET_PACKAGES), notices)).toEqual([]);
@@ -58,12 +68,22 @@ describe('THIRD_PARTY_NOTICES.md of atomem', () => {
       expect(p.licenseText !== null || ['MIT', 'Apache-2.0'].includes(p.license), `${p.name}@${p.version} (${p.license}) ships no licence file`).toBe(true);
     }
     expect(notices).not.toMatch(/^## atomem@/m); // the package itself is not third-party
-    expect(readdirSync(RECORD_DIR).sort()).toEqual(['assets.json', 'lib.json', 'lib.modules.json', 'node.json', 'node.modules.json', 'worker.json', 'worker.modules.json']);
+    expect(readdirSync(RECORD_DIR).sort()).toEqual([
+      'assets.json',
+      'lib.json',
+      'lib.modules.json',
+      'node.json',
+      'node.modules.json',
+      'worker.json',
+      'worker.modules.json',
+    ]);
   });
 
   it('the bundles keep the third-party licence comments, each once per chunk', () => {
     const worker = join(PKG, 'dist/worker');
-    const tfjsChunk = readdirSync(worker).map((f) => readFileSync(join(worker, f), 'utf8')).find((c) => c.includes('tfjs-core'));
+    const tfjsChunk = readdirSync(worker)
+      .map((f) => readFileSync(join(worker, f), 'utf8'))
+      .find((c) => c.includes('tfjs-core'));
     expect(tfjsChunk, 'the worker chunk holding tfjs').toBeDefined();
     const headers = [...tfjsChunk!.matchAll(/\/\*\*?\s*\n?\s*\*?\s*@license[\s\S]*?\*\//g)].map((m) => m[0]);
     expect(headers.length).toBeGreaterThan(5);
@@ -98,7 +118,9 @@ describe('the published packages carry the licence and their metadata', () => {
     expect(pkg.bugs).toMatchObject({ url: expect.stringMatching(/^https:\/\//) });
     expect((pkg.keywords as string[]).length).toBeGreaterThanOrEqual(5);
     expect(typeof pkg.author).toBe('string');
-    const [info] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: dir, encoding: 'utf8' })) as { files: { path: string }[] }[];
+    const [info] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: dir, encoding: 'utf8' })) as {
+      files: { path: string }[];
+    }[];
     const paths = info.files.map((f) => f.path);
     expect(paths.filter((p) => !p.startsWith('dist/')).sort()).toEqual(top);
     expect(paths.filter((p) => p.includes('.licenses'))).toEqual([]);

@@ -93,7 +93,17 @@ export class KnnGraphView {
     return this.degree[node];
   }
 
-  forEachEdge(callback: (edge: number, attributes: Readonly<Record<string, never>>, source: number, target: number, sourceAttributes: Readonly<Record<string, never>>, targetAttributes: Readonly<Record<string, never>>, undirected: boolean) => void): void {
+  forEachEdge(
+    callback: (
+      edge: number,
+      attributes: Readonly<Record<string, never>>,
+      source: number,
+      target: number,
+      sourceAttributes: Readonly<Record<string, never>>,
+      targetAttributes: Readonly<Record<string, never>>,
+      undirected: boolean,
+    ) => void,
+  ): void {
     const { source, target } = this;
     for (let e = 0; e < this.size; e++) callback(e, NO_ATTRIBUTES, source[e], target[e], NO_ATTRIBUTES, NO_ATTRIBUTES, true);
   }

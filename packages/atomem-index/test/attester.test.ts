@@ -59,7 +59,8 @@ describe('reference attester', () => {
   it('refuses other epochs and malformed bodies; a request the issuer rejects does not use up the budget', async () => {
     const issuer = await issuerP;
     const a = new Attester({ issue: issueInProcess(issuer), epoch: () => 10 });
-    for (const e of [8, 9, 12]) await expect(a.attest('dan', (await request(issuer.key(), e)).body)).rejects.toMatchObject({ status: 400, code: 'wrong_epoch' });
+    for (const e of [8, 9, 12])
+      await expect(a.attest('dan', (await request(issuer.key(), e)).body)).rejects.toMatchObject({ status: 400, code: 'wrong_epoch' });
     for (const bad of [null, {}, { v: 1, epoch: 10, request: 'x' }, { v: 2, epoch: 10.5, request: 'x' }, { v: 2, epoch: 10, request: '' }]) {
       await expect(a.attest('dan', bad)).rejects.toMatchObject({ status: 400, code: 'bad_request' });
     }
@@ -74,18 +75,27 @@ describe('reference attester', () => {
     dirs.push(dir);
     const ids = Array.from({ length: 40 }, (_, i) => `i${i}`);
     const vectors = ids.map((_, i) => Float32Array.from({ length: 8 }, (_, d) => (d === i % 4 ? 1 : 0.01 * d)));
-    const index = createIndexService({ dataDir: dir, logger: false, v2: { space: { embedderId: 'test', ids, vectors }, attesterKey: 'attester-key-for-the-test-0001', epochMs: 60_000 } });
+    const index = createIndexService({
+      dataDir: dir,
+      logger: false,
+      v2: { space: { embedderId: 'test', ids, vectors }, attesterKey: 'attester-key-for-the-test-0001', epochMs: 60_000 },
+    });
     const indexUrl = await index.listen({ port: 0, host: '127.0.0.1' });
     await index.ready;
     const shop = Fastify();
     const attester = new Attester({ issue: issueViaIndex(indexUrl, 'attester-key-for-the-test-0001'), epoch: () => index.v2!.epoch() });
-    registerAttester(shop, { path: '/token', attester, accountOf: (req) => (req.headers['x-test-account'] as string | undefined) });
+    registerAttester(shop, { path: '/token', attester, accountOf: (req) => req.headers['x-test-account'] as string | undefined });
     const shopUrl = await shop.listen({ port: 0, host: '127.0.0.1' });
     try {
       const key = (await (await fetch(`${indexUrl}/v2/token-key`)).json()) as TokenKeyResponse;
       const next = index.v2!.epoch() + 1;
       const r = await request(key, next);
-      const post = (account?: string) => fetch(`${shopUrl}/token`, { method: 'POST', headers: { 'content-type': 'application/json', ...(account ? { 'x-test-account': account } : {}) }, body: JSON.stringify(r.body) });
+      const post = (account?: string) =>
+        fetch(`${shopUrl}/token`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(account ? { 'x-test-account': account } : {}) },
+          body: JSON.stringify(r.body),
+        });
       const res = await post('erin');
       expect(res.status).toBe(200);
       expect(res.headers.get('connection')).toBe('close');

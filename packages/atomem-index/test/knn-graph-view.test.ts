@@ -55,7 +55,11 @@ function graphologyOf(n: number, knn: KnnGraph): { graph: Graph; weights: Float6
 
 describe('KnnGraphView', () => {
   it('has the edges, weights, order and degrees of the graphology graph of the same rows', () => {
-    for (const [seed, n, k] of [[1, 300, 5], [2, 1000, 10], [3, 50, 12]] as const) {
+    for (const [seed, n, k] of [
+      [1, 300, 5],
+      [2, 1000, 10],
+      [3, 50, 12],
+    ] as const) {
       const knn = randomKnn(seed, n, k, Math.max(3, Math.round(n / 40)));
       const view = new KnnGraphView(n, knn);
       const { graph, weights } = graphologyOf(n, knn);
@@ -71,7 +75,12 @@ describe('KnnGraphView', () => {
   });
 
   it('Louvain gives the same communities through the view as through a graphology graph', () => {
-    for (const [seed, n, k, resolution] of [[4, 2000, 10, 1], [5, 2000, 10, 2.5], [6, 500, 4, 1], [7, 5000, 8, 1.25]] as const) {
+    for (const [seed, n, k, resolution] of [
+      [4, 2000, 10, 1],
+      [5, 2000, 10, 2.5],
+      [6, 500, 4, 1],
+      [7, 5000, 8, 1.25],
+    ] as const) {
       const knn = randomKnn(seed, n, k, Math.round(n / 50));
       const { graph, weights } = graphologyOf(n, knn);
       const expected = louvain(graph, { resolution, rng: mulberry32(9), getEdgeWeight: (e: string) => weights[Number(e)] });

@@ -38,15 +38,41 @@ function catalogFile(dir: string): string {
   const centres = Array.from({ length: 4 }, () => unit(Array.from({ length: DIM }, () => r() - 0.5)));
   const items = Array.from({ length: 40 }, (_, i) => ({ id: `sku-${i}`, title: `product ${i}` }));
   const file = join(dir, 'catalog.bin');
-  writeFileSync(file, encodeCatalogVectors({ id: EMB, dim: DIM }, items, items.map((_, i) => unit(Array.from(centres[i % 4], (x) => x + 0.2 * (r() - 0.5))))));
+  writeFileSync(
+    file,
+    encodeCatalogVectors(
+      { id: EMB, dim: DIM },
+      items,
+      items.map((_, i) => unit(Array.from(centres[i % 4], (x) => x + 0.2 * (r() - 0.5)))),
+    ),
+  );
   return file;
 }
 
 /** Start `atomem-index` (through tsx) and resolve with its URL once it prints that it is ready. */
-function startChild(dataDir: string, catalog: string): Promise<{ child: ChildProcess; url: string; exited: Promise<{ code: number | null; signal: string | null }> }> {
+function startChild(
+  dataDir: string,
+  catalog: string,
+): Promise<{ child: ChildProcess; url: string; exited: Promise<{ code: number | null; signal: string | null }> }> {
   const child = spawn(
     process.execPath,
-    ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--port', '0', '--data', dataDir, '--catalog-vectors', catalog, '--rate-max', '0', '--log-level', 'warn'],
+    [
+      '-C',
+      'atomem-source',
+      '--import',
+      'tsx',
+      'packages/atomem-index/src/cli.ts',
+      '--port',
+      '0',
+      '--data',
+      dataDir,
+      '--catalog-vectors',
+      catalog,
+      '--rate-max',
+      '0',
+      '--log-level',
+      'warn',
+    ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ATOMEM_ATTESTER_KEY: ATTESTER } },
   );
   children.push(child);
@@ -73,7 +99,10 @@ function startChild(dataDir: string, catalog: string): Promise<{ child: ChildPro
 
 /** Run the CLI to completion (for start-up errors). */
 function runCli(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', ...args], {
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   children.push(child);
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -100,7 +129,10 @@ describe('atomem-index CLI', () => {
     const bad = await runCli(['--data', dataDir, '--catalog-vectors', catalog, '--min-reports', 'zero']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/--min-reports must be an integer/);
-    const svc = createIndexService({ dataDir, v2: { space: { embedderId: EMB, ids: ['sku-0'], vectors: [unit(Array.from({ length: DIM }, (_, i) => i + 1))] } } });
+    const svc = createIndexService({
+      dataDir,
+      v2: { space: { embedderId: EMB, ids: ['sku-0'], vectors: [unit(Array.from({ length: DIM }, (_, i) => i + 1))] } },
+    });
     try {
       const busy = await runCli(['--data', dataDir, '--catalog-vectors', catalog, '--port', '0']);
       expect(busy.code).toBe(1);
@@ -127,7 +159,9 @@ describe('index service: crash safety', () => {
     const send = async (s: number) => {
       for (let i = s; i < minted.length; i += 8) {
         sent++;
-        const res = await post(first.url, INDEX_V2_PATHS.report, { v: 2, epoch, token: minted[i], report: { cohort: i % 64, bucket: i % 3 } }).catch(() => undefined);
+        const res = await post(first.url, INDEX_V2_PATHS.report, { v: 2, epoch, token: minted[i], report: { cohort: i % 64, bucket: i % 3 } }).catch(
+          () => undefined,
+        );
         if (res?.status === 202) acked++;
         else if (res) throw new Error(`report ${i}: ${res.status} ${JSON.stringify(res.body)}`);
         else return;

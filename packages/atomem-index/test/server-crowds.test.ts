@@ -52,7 +52,12 @@ describe('crowds of slow clients', () => {
   it('slow clients from 50 addresses over the global cap, re-taking every cut slot: 0 failed health probes or release reads, p99 reported', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'atomem-crowd-'));
     dirs.push(dataDir);
-    const svc = createIndexService({ dataDir, rateLimit: false, network: { maxConnections: 300, maxConnectionsPerAddress: 64 }, v2: { space: space(), tickMs: 0, minReports: 1 } });
+    const svc = createIndexService({
+      dataDir,
+      rateLimit: false,
+      network: { maxConnections: 300, maxConnectionsPerAddress: 64 },
+      v2: { space: space(), tickMs: 0, minReports: 1 },
+    });
     try {
       await svc.ready;
       const url = await svc.listen({ port: 0 });
@@ -93,9 +98,17 @@ describe('crowds of slow clients', () => {
       stop = true;
       for (const s of open) s.destroy();
       const failed = health.filter((h) => h.status !== 200).length;
-      const p99 = p(health.map((h) => h.ms), 0.99);
+      const p99 = p(
+        health.map((h) => h.ms),
+        0.99,
+      );
       console.info(
-        `server-crowds: 400 slow clients from 50 addresses over a cap of 300 (${connects} connects, ${svc.edge.evictedConnections} evicted): health ${health.length - failed}/${health.length} answered, p50 ${p(health.map((h) => h.ms), 0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; release reads ${releases.filter((r) => r.status === 404).length}/${releases.length} answered (no release yet: 404); rss +${((rssAfter - rssBefore) / 2 ** 20).toFixed(1)} MiB`,
+        `server-crowds: 400 slow clients from 50 addresses over a cap of 300 (${connects} connects, ${svc.edge.evictedConnections} evicted): health ${health.length - failed}/${health.length} answered, p50 ${p(
+          health.map((h) => h.ms),
+          0.5,
+        ).toFixed(
+          1,
+        )} ms, p99 ${p99.toFixed(1)} ms; release reads ${releases.filter((r) => r.status === 404).length}/${releases.length} answered (no release yet: 404); rss +${((rssAfter - rssBefore) / 2 ** 20).toFixed(1)} MiB`,
       );
       expect(failed).toBe(0);
       // no release published: answered 404, never cut

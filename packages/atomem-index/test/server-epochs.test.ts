@@ -54,20 +54,36 @@ async function start(dataDir: string, clock: { now: number }) {
 async function issue(url: string, epoch: number): Promise<{ status: number; token?: string; body: { error?: string; message?: string } }> {
   const key = (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
   const blind = await blindTokenRequest(key, epoch);
-  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` }, body: JSON.stringify({ v: 2, epoch, request: blind.request }) });
+  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` },
+    body: JSON.stringify({ v: 2, epoch, request: blind.request }),
+  });
   const body = (await res.json()) as { response?: string; error?: string; message?: string };
   return { status: res.status, body, ...(res.ok ? { token: await blind.finalize(body.response!) } : {}) };
 }
 
 async function report(url: string, epoch: number, token: string, i: number): Promise<number> {
-  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ v: 2, epoch, token, report: { cohort: i % 4, bucket: i % 3 } }) });
+  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ v: 2, epoch, token, report: { cohort: i % 4, bucket: i % 3 } }),
+  });
   await res.arrayBuffer();
   return res.status;
 }
 
 async function health(url: string) {
   const res = await fetch(`${url}${INDEX_V2_PATHS.health}`);
-  return { status: res.status, body: (await res.json()) as { status: string; epoch: number; latestRelease: number | null; epochs: { closedThrough: number | null; clock: string; message?: string } } };
+  return {
+    status: res.status,
+    body: (await res.json()) as {
+      status: string;
+      epoch: number;
+      latestRelease: number | null;
+      epochs: { closedThrough: number | null; clock: string; message?: string };
+    },
+  };
 }
 
 async function releaseBytes(url: string, epoch: number): Promise<{ status: number; sha: string; text: string }> {

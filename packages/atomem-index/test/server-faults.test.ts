@@ -83,19 +83,30 @@ async function startV2(dataDir = tempDir(), extra: Partial<IndexServiceOptions> 
 async function token(url: string, epoch: number): Promise<string> {
   const key = (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
   const blind = await blindTokenRequest(key, epoch);
-  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` }, body: JSON.stringify({ v: 2, epoch, request: blind.request }) });
+  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` },
+    body: JSON.stringify({ v: 2, epoch, request: blind.request }),
+  });
   if (!res.ok) throw new Error(`issue: ${res.status} ${await res.text()}`);
   return blind.finalize(((await res.json()) as { response: string }).response);
 }
 
 async function report(url: string, epoch: number, t: string, i: number) {
-  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ v: 2, epoch, token: t, report: { cohort: i % 8, bucket: i % 3 } }) });
+  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ v: 2, epoch, token: t, report: { cohort: i % 8, bucket: i % 3 } }),
+  });
   return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as { error?: string; message?: string } };
 }
 
 async function health(url: string) {
   const res = await fetch(`${url}${INDEX_V2_PATHS.health}`);
-  return { status: res.status, body: (await res.json()) as { status: string; storage: { state: string; file?: string; message?: string; refusedWrites?: number } } };
+  return {
+    status: res.status,
+    body: (await res.json()) as { status: string; storage: { state: string; file?: string; message?: string; refusedWrites?: number } },
+  };
 }
 
 function cellsOf(file: string): number {
@@ -273,11 +284,11 @@ describe('storage faults', () => {
     expect(missing.message).toContain(file);
   });
 
-  it('a foreign file (another program\'s SQLite database, or not SQLite) is refused and left untouched', async () => {
+  it("a foreign file (another program's SQLite database, or not SQLite) is refused and left untouched", async () => {
     const dataDir = tempDir();
     const file = join(dataDir, 'reports.sqlite');
     const other = new Database(file);
-    other.exec('CREATE TABLE customers (id INTEGER PRIMARY KEY, email TEXT); INSERT INTO customers (email) VALUES (\'a@b.example\')');
+    other.exec("CREATE TABLE customers (id INTEGER PRIMARY KEY, email TEXT); INSERT INTO customers (email) VALUES ('a@b.example')");
     other.close();
     const before = sha(file);
     const e = startError(() => createIndexService(v2Options(dataDir)));
@@ -306,7 +317,23 @@ describe('storage faults', () => {
         immutable.push(data);
       }
     }
-    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--catalog-vectors', join(dataDir, 'catalog.bin'), '--port', '0', '--data', join(dataDir, 'data')], { cwd: process.cwd(), env: { ...process.env, HOME: dataDir }, stdio: ['ignore', 'pipe', 'pipe'], ...asUser });
+    const child = spawn(
+      process.execPath,
+      [
+        '-C',
+        'atomem-source',
+        '--import',
+        'tsx',
+        'packages/atomem-index/src/cli.ts',
+        '--catalog-vectors',
+        join(dataDir, 'catalog.bin'),
+        '--port',
+        '0',
+        '--data',
+        join(dataDir, 'data'),
+      ],
+      { cwd: process.cwd(), env: { ...process.env, HOME: dataDir }, stdio: ['ignore', 'pipe', 'pipe'], ...asUser },
+    );
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
     const code = await new Promise<number | null>((r) => child.on('exit', r));
@@ -323,7 +350,11 @@ describe('storage failure classification', () => {
     const c = classifyStorageError(Object.assign(new Error('database disk image is malformed'), { code: 'SQLITE_CORRUPT' }), file)!;
     expect(c).toMatchObject({ state: 'corrupt', status: 503, code: 'storage_corrupt' });
     expect(c.message).toContain(file);
-    expect(classifyStorageError(Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR_WRITE' }), file)).toMatchObject({ state: 'io', status: 503, code: 'storage_unavailable' });
+    expect(classifyStorageError(Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR_WRITE' }), file)).toMatchObject({
+      state: 'io',
+      status: 503,
+      code: 'storage_unavailable',
+    });
     expect(classifyStorageError(new Error('a bug'), file)).toBeUndefined();
     const h = new StorageHealth();
     h.fail(Object.assign(new Error('full'), { code: 'SQLITE_FULL' }), file);
@@ -356,7 +387,21 @@ describe('configuration registries', () => {
 
   it('item ids follow the documented grammar; a catalog with a hostile id is refused naming it', async () => {
     for (const ok of ['sku-1', 'item:42', 'café-noir', 'ürün_7', 'a/b@c+d~e#f=g', '商品123']) expect(isValidItemId(ok), ok).toBe(true);
-    for (const bad of ['', ' sku', 'sku 1', 'sku\u0000', 'x\u202Egpj.exe', 'a\u200Bb', '\uD800x', '<img src=x onerror=alert(1)>', 'a"b', "a'b", 'a&b', '-lead', 'x'.repeat(129)]) {
+    for (const bad of [
+      '',
+      ' sku',
+      'sku 1',
+      'sku\u0000',
+      'x\u202Egpj.exe',
+      'a\u200Bb',
+      '\uD800x',
+      '<img src=x onerror=alert(1)>',
+      'a"b',
+      "a'b",
+      'a&b',
+      '-lead',
+      'x'.repeat(129),
+    ]) {
       expect(isValidItemId(bad), JSON.stringify(bad)).toBe(false);
     }
     const base = space();
@@ -404,11 +449,15 @@ describe('the edge', () => {
     const { url, svc } = await startV2(tempDir(), { network: { maxConnectionsPerAddress: 8 } });
     const port = Number(new URL(url).port);
     const opened = await Promise.all(
-      Array.from({ length: 20 }, () => new Promise<Socket>((resolve) => {
-        const s = connect({ port, host: '127.0.0.1', localAddress: '127.0.0.77' }, () => resolve(s));
-        s.on('error', () => {});
-        sockets.push(s);
-      })),
+      Array.from(
+        { length: 20 },
+        () =>
+          new Promise<Socket>((resolve) => {
+            const s = connect({ port, host: '127.0.0.1', localAddress: '127.0.0.77' }, () => resolve(s));
+            s.on('error', () => {});
+            sockets.push(s);
+          }),
+      ),
     );
     await new Promise((r) => setTimeout(r, 200));
     expect(opened.filter((s) => !s.destroyed).length).toBe(8);
@@ -420,7 +469,9 @@ describe('the edge', () => {
     const { url, svc } = await startV2(tempDir(), { rateLimit: { max: 5, timeWindow: 60_000 } });
     const statuses: number[] = [];
     for (let i = 0; i < 12; i++) {
-      const res = await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`, { headers: { 'x-atomem-client': `rotating-client-${i}`, 'x-forwarded-for': `198.51.100.${i}` } });
+      const res = await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`, {
+        headers: { 'x-atomem-client': `rotating-client-${i}`, 'x-forwarded-for': `198.51.100.${i}` },
+      });
       statuses.push(res.status);
       if (res.status === 429) expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
       await res.arrayBuffer();
@@ -431,7 +482,8 @@ describe('the edge', () => {
   });
 
   it('CORS: default same origin only; an allow-list answers only its origins; null never', async () => {
-    const ask = async (url: string, origin: string) => (await fetch(`${url}${INDEX_V2_PATHS.health}`, { headers: { origin } })).headers.get('access-control-allow-origin');
+    const ask = async (url: string, origin: string) =>
+      (await fetch(`${url}${INDEX_V2_PATHS.health}`, { headers: { origin } })).headers.get('access-control-allow-origin');
     const plain = await startV2(tempDir());
     expect(await ask(plain.url, 'https://evil.example')).toBeNull();
     expect(await ask(plain.url, 'null')).toBeNull();
@@ -458,7 +510,15 @@ describe('the edge', () => {
 
 describe('edge helpers', () => {
   it('network defaults, and nonsense refused', () => {
-    expect(resolveNetworkLimits()).toEqual({ headersTimeoutMs: 10_000, requestTimeoutMs: 15_000, idleTimeoutMs: 15_000, keepAliveTimeoutMs: 5_000, maxConnections: 4096, maxConnectionsPerAddress: 64, maxRequestsPerSocket: 1000 });
+    expect(resolveNetworkLimits()).toEqual({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 15_000,
+      idleTimeoutMs: 15_000,
+      keepAliveTimeoutMs: 5_000,
+      maxConnections: 4096,
+      maxConnectionsPerAddress: 64,
+      maxRequestsPerSocket: 1000,
+    });
     expect(resolveNetworkLimits({}, true).maxConnectionsPerAddress).toBe(Infinity);
     expect(() => resolveNetworkLimits({ requestTimeoutMs: 0 })).toThrow(/requestTimeoutMs must be a number ≥ 1/);
     expect(() => resolveNetworkLimits({ headersTimeoutMs: 20_000 })).toThrow(/must not exceed/);

@@ -41,7 +41,12 @@ function space(): ItemSpace {
 }
 
 function options(dataDir: string, extra: Partial<IndexServiceOptions> = {}): IndexServiceOptions {
-  return { dataDir, rateLimit: false, v2: { space: space(), epochMs: EPOCH_MS, now: () => 5 * EPOCH_MS + 1000, tickMs: 0, minReports: 1, minContributors: 0 }, ...extra };
+  return {
+    dataDir,
+    rateLimit: false,
+    v2: { space: space(), epochMs: EPOCH_MS, now: () => 5 * EPOCH_MS + 1000, tickMs: 0, minReports: 1, minContributors: 0 },
+    ...extra,
+  };
 }
 
 async function start(extra: Partial<IndexServiceOptions> = {}, dataDir = tempDir()) {
@@ -52,6 +57,7 @@ async function start(extra: Partial<IndexServiceOptions> = {}, dataDir = tempDir
   return { svc, url, dataDir };
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: the tests read arbitrary fields of the JSON answers
 async function request(url: string, method: 'GET' | 'POST', body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
   const res = await fetch(url, {
     method,
@@ -77,7 +83,7 @@ describe('index service: basics', () => {
 
   it('answers 4xx {error, message} for an unknown route and a body that is not JSON', async () => {
     const { url } = await start();
-    expect(await request(url + '/v1/health', 'GET')).toEqual({ status: 404, body: { error: 'not_found', message: 'no route GET /v1/health' } });
+    expect(await request(`${url}/v1/health`, 'GET')).toEqual({ status: 404, body: { error: 'not_found', message: 'no route GET /v1/health' } });
     const bad = await request(url + INDEX_V2_PATHS.report, 'POST', '{bad json');
     expect(bad.status).toBe(400);
     expect(bad.body).toEqual({ error: 'bad_request', message: 'body is not valid JSON' });
@@ -116,12 +122,24 @@ describe('index service: rate limits and logs', () => {
     await request(url + INDEX_V2_PATHS.report, 'POST', { v: 2, epoch: 5, token: 'x', report: { cohort: 0, bucket: 0 } }, hdr);
     await request(url + INDEX_V2_PATHS.report, 'POST', '{bad json', hdr);
     await request(url + INDEX_V2_PATHS.tokenKey, 'GET', undefined, hdr); // 429
-    await request(url + '/missing', 'GET', undefined, hdr);
+    await request(`${url}/missing`, 'GET', undefined, hdr);
     const log = lines.join('');
     if (process.env.SHOW_LOG) console.log(log);
     expect(lines.length).toBeGreaterThan(8);
     expect(log).toContain('incoming request');
-    for (const needle of ['127.0.0.1', '::1', '::ffff', '10.1.2.3', '10.4.5.6', '10.7.8.9', 'remoteAddress', 'remotePort', '"hostname"', '"host"', hostname()]) {
+    for (const needle of [
+      '127.0.0.1',
+      '::1',
+      '::ffff',
+      '10.1.2.3',
+      '10.4.5.6',
+      '10.7.8.9',
+      'remoteAddress',
+      'remotePort',
+      '"hostname"',
+      '"host"',
+      hostname(),
+    ]) {
       expect(log, needle).not.toContain(needle);
     }
   });

@@ -7,7 +7,19 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ITEM_COMMUNITIES_FILE, ITEM_KNN_FILE, clusterItemSpace, clusterItems, communitiesOfKnn, flatVectors, itemKnn, knnExpansion, knnOfMatrix, readPersistedKnn, type KnnGraph } from '../src/clusters.js';
+import {
+  ITEM_COMMUNITIES_FILE,
+  ITEM_KNN_FILE,
+  clusterItemSpace,
+  clusterItems,
+  communitiesOfKnn,
+  flatVectors,
+  itemKnn,
+  knnExpansion,
+  knnOfMatrix,
+  readPersistedKnn,
+  type KnnGraph,
+} from '../src/clusters.js';
 import { createIndexService, type IndexService } from '../src/service.js';
 import { INDEX_V2_PATHS, type HealthV2Response } from '../../atomem/src/protocol/index-v2.js';
 import { ReportClient } from '../../atomem/src/sync/report-client.js';
@@ -74,27 +86,31 @@ describe('item-space kNN', () => {
   it.each([
     ['i8 re-ranked (the default)', {}],
     ['f32', { quantization: 'f32' as const }],
-  ])('the HNSW kNN graph (%s) has recall@10 ≥ 0.95 against the exact one (sample of 200 items of 10,000)', (_name, opts) => {
-    const space = catalog(10_000, 48, 100);
-    const g = itemKnn(space, { k: 10, exactBelow: 0, knn: 'hnsw', ...opts });
-    expect(g.exact).toBe(false);
-    expect(g.method).toBe('hnsw');
-    const r = rng(9);
-    let hit = 0;
-    let total = 0;
-    for (let s = 0; s < 200; s++) {
-      const i = Math.floor(r() * space.ids.length);
-      const truth = new Set(exactRow(space, i, 10));
-      for (let t = 0; t < 10; t++) if (truth.has(g.neighbours[i * 10 + t])) hit++;
-      total += 10;
-      // never itself, sims sorted descending
-      for (let t = 0; t < 10; t++) expect(g.neighbours[i * 10 + t]).not.toBe(i);
-      for (let t = 1; t < 10; t++) expect(g.sims[i * 10 + t]).toBeLessThanOrEqual(g.sims[i * 10 + t - 1] + 1e-5);
-    }
-    const recall = hit / total;
-    expect(recall, `recall@10 ${recall}`).toBeGreaterThanOrEqual(0.95);
-    expect(knnExpansion(10_000_000, 10)).toBeGreaterThan(knnExpansion(10_000, 10));
-  }, 120_000);
+  ])(
+    'the HNSW kNN graph (%s) has recall@10 ≥ 0.95 against the exact one (sample of 200 items of 10,000)',
+    (_name, opts) => {
+      const space = catalog(10_000, 48, 100);
+      const g = itemKnn(space, { k: 10, exactBelow: 0, knn: 'hnsw', ...opts });
+      expect(g.exact).toBe(false);
+      expect(g.method).toBe('hnsw');
+      const r = rng(9);
+      let hit = 0;
+      let total = 0;
+      for (let s = 0; s < 200; s++) {
+        const i = Math.floor(r() * space.ids.length);
+        const truth = new Set(exactRow(space, i, 10));
+        for (let t = 0; t < 10; t++) if (truth.has(g.neighbours[i * 10 + t])) hit++;
+        total += 10;
+        // never itself, sims sorted descending
+        for (let t = 0; t < 10; t++) expect(g.neighbours[i * 10 + t]).not.toBe(i);
+        for (let t = 1; t < 10; t++) expect(g.sims[i * 10 + t]).toBeLessThanOrEqual(g.sims[i * 10 + t - 1] + 1e-5);
+      }
+      const recall = hit / total;
+      expect(recall, `recall@10 ${recall}`).toBeGreaterThanOrEqual(0.95);
+      expect(knnExpansion(10_000_000, 10)).toBeGreaterThan(knnExpansion(10_000, 10));
+    },
+    120_000,
+  );
 
   it('symmetric candidates (the default) raise recall at a low ef, rows stay duplicate-free and sorted', () => {
     const space = catalog(10_000, 48, 100);
@@ -221,7 +237,11 @@ describe('item-space kNN', () => {
     const clock = { now: 7 * EPOCH_MS + 1000 };
     const ATTESTER = 'attester-secret-for-tests-0001';
     const start = async (report: boolean) => {
-      const svc = createIndexService({ dataDir, rateLimit: false, v2: { space: sp, epochMs: EPOCH_MS, now: () => clock.now, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: ATTESTER } });
+      const svc = createIndexService({
+        dataDir,
+        rateLimit: false,
+        v2: { space: sp, epochMs: EPOCH_MS, now: () => clock.now, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: ATTESTER },
+      });
       services.push(svc);
       const url = await svc.listen({ port: 0 });
       await svc.serving;
@@ -256,7 +276,10 @@ describe('item-space kNN', () => {
       expect(s.status).toBe(200);
       expect(s.communities).toBe(0);
     }
-    expect(first.seen.some((s) => s.clustering?.phase === 'knn' && s.clustering.share >= 0 && s.clustering.share <= 1), JSON.stringify(first.seen.slice(-3))).toBe(true);
+    expect(
+      first.seen.some((s) => s.clustering?.phase === 'knn' && s.clustering.share >= 0 && s.clustering.share <= 1),
+      JSON.stringify(first.seen.slice(-3)),
+    ).toBe(true);
     expect(first.reported, 'a report was accepted before the communities were computed').toBe(true);
     expect(first.after.clustering).toBeUndefined();
     expect(first.after.space.communities).toBeGreaterThan(1);
@@ -273,7 +296,10 @@ describe('item-space kNN', () => {
     unlinkSync(join(dataDir, ITEM_COMMUNITIES_FILE));
     const second = await start(false);
     expect(second.after.clustering).toBeUndefined();
-    expect(second.seen.some((s) => s.status === 200 && s.clustering?.phase === 'communities' && s.clustering.share < 1), JSON.stringify(second.seen.slice(-3))).toBe(true);
+    expect(
+      second.seen.some((s) => s.status === 200 && s.clustering?.phase === 'communities' && s.clustering.share < 1),
+      JSON.stringify(second.seen.slice(-3)),
+    ).toBe(true);
     expect(second.seen.every((s) => s.clustering?.phase !== 'knn')).toBe(true);
     await second.svc.close();
     services.pop();
@@ -281,12 +307,19 @@ describe('item-space kNN', () => {
     // aggregation needs the communities: asked for while they are computed, it refuses
     unlinkSync(join(dataDir, ITEM_COMMUNITIES_FILE));
     unlinkSync(join(dataDir, ITEM_KNN_FILE));
-    const third = createIndexService({ dataDir, rateLimit: false, v2: { space: sp, epochMs: EPOCH_MS, now: () => clock.now, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: ATTESTER } });
+    const third = createIndexService({
+      dataDir,
+      rateLimit: false,
+      v2: { space: sp, epochMs: EPOCH_MS, now: () => clock.now, tickMs: 0, minReports: 1, minContributors: 0, attesterKey: ATTESTER },
+    });
     await third.listen({ port: 0 });
     await third.serving;
     expect(third.v2!.clustering()).toBeDefined();
     await expect(third.v2!.aggregate(third.v2!.epoch())).rejects.toThrow(/clustering the item space/);
-    const failed = third.ready.then(() => 'ready', () => 'stopped');
+    const failed = third.ready.then(
+      () => 'ready',
+      () => 'stopped',
+    );
     await third.close();
     expect(await failed).toBe('stopped');
     expect(existsSync(join(dataDir, ITEM_COMMUNITIES_FILE))).toBe(false);

@@ -66,13 +66,21 @@ function space(): ItemSpace {
 async function issue(url: string, epoch: number): Promise<string> {
   const key = (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
   const blind = await blindTokenRequest(key, epoch);
-  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` }, body: JSON.stringify({ v: 2, epoch, request: blind.request }) });
+  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` },
+    body: JSON.stringify({ v: 2, epoch, request: blind.request }),
+  });
   if (!res.ok) throw new Error(`issue: ${res.status} ${await res.text()}`);
   return blind.finalize(((await res.json()) as { response: string }).response);
 }
 
 async function report(url: string, epoch: number, token: string, i: number): Promise<number> {
-  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ v: 2, epoch, token, report: { cohort: i % 4, bucket: i % 3 } }) });
+  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ v: 2, epoch, token, report: { cohort: i % 4, bucket: i % 3 } }),
+  });
   await res.arrayBuffer();
   return res.status;
 }
@@ -94,7 +102,12 @@ describe('index service instances on one PostgreSQL', () => {
     const clockA = { now: 5 * EPOCH_MS + 1000 };
     const clockB = { now: 5 * EPOCH_MS + 1000 };
     const start = async (clock: { now: number }) => {
-      const svc = createIndexService({ dataDir: tempDir('atomem-pg-data-'), store: url, rateLimit: false, v2: { space: space(), epochMs: EPOCH_MS, graceMs: GRACE, now: () => clock.now, tickMs: 0, minReports: 3, minContributors: 0, attesterKey: ATTESTER } });
+      const svc = createIndexService({
+        dataDir: tempDir('atomem-pg-data-'),
+        store: url,
+        rateLimit: false,
+        v2: { space: space(), epochMs: EPOCH_MS, graceMs: GRACE, now: () => clock.now, tickMs: 0, minReports: 3, minContributors: 0, attesterKey: ATTESTER },
+      });
       services.push(svc);
       await svc.ready;
       return { svc, url: await svc.listen({ port: 0 }) };
@@ -137,11 +150,36 @@ describe('index service instances on one PostgreSQL', () => {
     const catalog = join(dir, 'catalog.bin');
     const r = rng(11);
     const items = Array.from({ length: 40 }, (_, i) => ({ id: `sku-${i}`, title: `product ${i}` }));
-    writeFileSync(catalog, encodeCatalogVectors({ id: 'pg-burst@1', dim: 8 }, items, items.map(() => unit(Array.from({ length: 8 }, () => r() - 0.5)))));
+    writeFileSync(
+      catalog,
+      encodeCatalogVectors(
+        { id: 'pg-burst@1', dim: 8 },
+        items,
+        items.map(() => unit(Array.from({ length: 8 }, () => r() - 0.5))),
+      ),
+    );
     const startChild = (name: string) => {
       const child = spawn(
         process.execPath,
-        ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--port', '0', '--data', join(dir, name), '--store', url, '--catalog-vectors', catalog, '--rate-max', '0', '--log-level', 'warn'],
+        [
+          '-C',
+          'atomem-source',
+          '--import',
+          'tsx',
+          'packages/atomem-index/src/cli.ts',
+          '--port',
+          '0',
+          '--data',
+          join(dir, name),
+          '--store',
+          url,
+          '--catalog-vectors',
+          catalog,
+          '--rate-max',
+          '0',
+          '--log-level',
+          'warn',
+        ],
         { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ATOMEM_ATTESTER_KEY: ATTESTER } },
       );
       children.push(child);
@@ -183,7 +221,11 @@ describe('index service instances on one PostgreSQL', () => {
         sent++;
         const both = await Promise.all(
           [urlA, urlB].map((u) =>
-            fetch(`${u}${INDEX_V2_PATHS.report}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ v: 2, epoch, token: minted[i], report: { cohort: i % 64, bucket: i % 3 } }) }).then(
+            fetch(`${u}${INDEX_V2_PATHS.report}`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ v: 2, epoch, token: minted[i], report: { cohort: i % 64, bucket: i % 3 } }),
+            }).then(
               async (res) => (await res.arrayBuffer(), res.status),
               () => 0,
             ),
@@ -207,7 +249,9 @@ describe('index service instances on one PostgreSQL', () => {
     expect(doubles, 'tokens acknowledged twice').toBe(0);
     const stored = Number((await query<{ n: string }>(url, 'SELECT COALESCE(SUM(n), 0) AS n FROM atomem_cells WHERE epoch = $1', [epoch]))[0].n);
     const spent = Number((await query<{ n: string }>(url, 'SELECT count(*) AS n FROM atomem_spent WHERE epoch = $1', [epoch]))[0].n);
-    console.info(`server-postgres burst: ${sent} tokens sent to both instances, ${acked} acknowledged, ${stored} stored, ${spent} spent, ${doubles} double-spends`);
+    console.info(
+      `server-postgres burst: ${sent} tokens sent to both instances, ${acked} acknowledged, ${stored} stored, ${spent} spent, ${doubles} double-spends`,
+    );
     expect(acked).toBeGreaterThanOrEqual(30);
     // every acknowledged report is stored; at most the reports in flight at the kill are stored unacknowledged
     expect(stored).toBeGreaterThanOrEqual(acked);
@@ -230,7 +274,12 @@ describe('index service instances on one PostgreSQL', () => {
     if (!cluster) ctx.skip();
     const url = await cluster!.createDatabase('outage');
     const clock = { now: 5 * EPOCH_MS + 1000 };
-    const svc = createIndexService({ dataDir: tempDir('atomem-pg-data-'), store: url, rateLimit: false, v2: { space: space(), epochMs: EPOCH_MS, graceMs: GRACE, now: () => clock.now, tickMs: 0, minReports: 3, minContributors: 0, attesterKey: ATTESTER } });
+    const svc = createIndexService({
+      dataDir: tempDir('atomem-pg-data-'),
+      store: url,
+      rateLimit: false,
+      v2: { space: space(), epochMs: EPOCH_MS, graceMs: GRACE, now: () => clock.now, tickMs: 0, minReports: 3, minContributors: 0, attesterKey: ATTESTER },
+    });
     services.push(svc);
     await svc.ready;
     const base = await svc.listen({ port: 0 });
@@ -238,7 +287,11 @@ describe('index service instances on one PostgreSQL', () => {
     const t2 = await issue(base, 5);
     expect(await report(base, 5, t1, 0)).toBe(202);
     await cluster!.halt();
-    const res = await fetch(`${base}${INDEX_V2_PATHS.report}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ v: 2, epoch: 5, token: t2, report: { cohort: 1, bucket: 1 } }) });
+    const res = await fetch(`${base}${INDEX_V2_PATHS.report}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ v: 2, epoch: 5, token: t2, report: { cohort: 1, bucket: 1 } }),
+    });
     expect(res.status).toBe(503);
     expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
     const body = (await res.json()) as { error: string; message: string };

@@ -82,7 +82,17 @@ async function start(dataDir: string, clock: { now: number }, maintenanceMs?: nu
   const svc = createIndexService({
     dataDir,
     rateLimit: false,
-    v2: { space: space(), epochMs: EPOCH_MS, graceMs: GRACE, now: () => clock.now, tickMs: 0, minReports: 3, minContributors: 0, attesterKey: ATTESTER, ...(maintenanceMs !== undefined ? { maintenanceMs } : {}) },
+    v2: {
+      space: space(),
+      epochMs: EPOCH_MS,
+      graceMs: GRACE,
+      now: () => clock.now,
+      tickMs: 0,
+      minReports: 3,
+      minContributors: 0,
+      attesterKey: ATTESTER,
+      ...(maintenanceMs !== undefined ? { maintenanceMs } : {}),
+    },
   });
   services.push(svc);
   await svc.ready;
@@ -92,20 +102,31 @@ async function start(dataDir: string, clock: { now: number }, maintenanceMs?: nu
 async function token(url: string, epoch: number): Promise<string> {
   const key = (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
   const blind = await blindTokenRequest(key, epoch);
-  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` }, body: JSON.stringify({ v: 2, epoch, request: blind.request }) });
+  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` },
+    body: JSON.stringify({ v: 2, epoch, request: blind.request }),
+  });
   if (!res.ok) throw new Error(`issue: ${res.status} ${await res.text()}`);
   return blind.finalize(((await res.json()) as { response: string }).response);
 }
 
 async function report(url: string, epoch: number, t: string, i: number): Promise<{ status: number; error?: string }> {
-  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ v: 2, epoch, token: t, report: { cohort: i % 4, bucket: i % 3 } }) });
+  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ v: 2, epoch, token: t, report: { cohort: i % 4, bucket: i % 3 } }),
+  });
   const body = (await res.json()) as { error?: string };
   return { status: res.status, error: body.error };
 }
 
 async function health(url: string) {
   const res = await fetch(`${url}${INDEX_V2_PATHS.health}`);
-  return { status: res.status, body: (await res.json()) as { status: string; latestRelease: number | null; storage: { state: string; file?: string; message?: string } } };
+  return {
+    status: res.status,
+    body: (await res.json()) as { status: string; latestRelease: number | null; storage: { state: string; file?: string; message?: string } },
+  };
 }
 
 /** Poll `fn` every 100 ms until it is true; resolves to the ms it took (throws after `limitMs`). */

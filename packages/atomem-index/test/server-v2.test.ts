@@ -53,7 +53,15 @@ async function start(extra: { minReports?: number; attesterKey?: string | null }
   const svc = createIndexService({
     dataDir,
     rateLimit: false,
-    v2: { space: space(), epochMs: EPOCH_MS, now: () => clock.now, tickMs: 0, minReports: extra.minReports ?? 5, minContributors: 0, ...(extra.attesterKey === null ? {} : { attesterKey: extra.attesterKey ?? ATTESTER }) },
+    v2: {
+      space: space(),
+      epochMs: EPOCH_MS,
+      now: () => clock.now,
+      tickMs: 0,
+      minReports: extra.minReports ?? 5,
+      minContributors: 0,
+      ...(extra.attesterKey === null ? {} : { attesterKey: extra.attesterKey ?? ATTESTER }),
+    },
   });
   services.push(svc);
   await svc.ready;
@@ -71,7 +79,7 @@ async function post(url: string, body: unknown) {
 }
 
 describe('index service v2', () => {
-  it('health names a release published straight through the store (a seeding script), not only the epoch job\'s', async () => {
+  it("health names a release published straight through the store (a seeding script), not only the epoch job's", async () => {
     const { svc, url } = await start();
     const before = (await (await fetch(`${url}/v2/health`)).json()) as { latestRelease: number | null };
     expect(before.latestRelease).toBeNull();
@@ -123,7 +131,7 @@ describe('index service v2', () => {
     expect(first.headers.get('connection')).toBe('close');
     expect(first.headers.get('cache-control')).toBe('no-store');
     const replay = await post(url, body);
-    const forged = await post(url, { ...body, token: token.slice(0, -6) + 'AAAAAA' });
+    const forged = await post(url, { ...body, token: `${token.slice(0, -6)}AAAAAA` });
     const other = await post(url, { ...body, token: await attester(url).token(epoch), epoch: epoch - 1 });
     const future = await post(url, { ...body, epoch: epoch + 1 });
     for (const r of [replay, forged, other, future]) {
@@ -142,12 +150,25 @@ describe('index service v2', () => {
     const { svc, url } = await start();
     const key = (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
     const blind = await blindTokenRequest(key, svc.v2!.epoch());
-    const ask = (auth?: string) => fetch(`${url}${INDEX_V2_PATHS.issue}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) }, body: JSON.stringify({ v: 2, epoch: svc.v2!.epoch(), request: blind.request }) });
+    const ask = (auth?: string) =>
+      fetch(`${url}${INDEX_V2_PATHS.issue}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
+        body: JSON.stringify({ v: 2, epoch: svc.v2!.epoch(), request: blind.request }),
+      });
     expect((await ask()).status).toBe(401);
     expect((await ask('Bearer wrong-key-wrong-key-wrong')).status).toBe(401);
     expect((await ask(`Bearer ${ATTESTER}`)).status).toBe(200);
     const { url: url2 } = await start({ attesterKey: null });
-    expect((await fetch(`${url2}${INDEX_V2_PATHS.issue}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` }, body: JSON.stringify({ v: 2, epoch: 1, request: blind.request }) })).status).toBe(404);
+    expect(
+      (
+        await fetch(`${url2}${INDEX_V2_PATHS.issue}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` },
+          body: JSON.stringify({ v: 2, epoch: 1, request: blind.request }),
+        })
+      ).status,
+    ).toBe(404);
   });
 
   it('storage: no row per report, no time, no order; reports and tombstones securely deleted after the release', async () => {
@@ -161,14 +182,21 @@ describe('index service v2', () => {
       expect((await post(url, { v: 2, epoch, token: t, report: { cohort: 7, bucket: i % 3 } })).status).toBe(202);
     }
     // while open: the histogram holds counts per (cohort, bucket), never a report
-    expect(svc.v2!.store.cells(epoch).map((c) => c.n).sort()).toEqual([2, 3, 3]);
+    expect(
+      svc
+        .v2!.store.cells(epoch)
+        .map((c) => c.n)
+        .sort(),
+    ).toEqual([2, 3, 3]);
     clock.now = (epoch + 2) * EPOCH_MS;
     await svc.v2!.tick();
     await svc.close();
     services.pop();
     const db = new Database(join(dataDir, 'reports.sqlite'), { readonly: true });
     try {
-      const columns = (db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'table'").all() as { name: string; sql: string }[]).map((t) => `${t.name}: ${t.sql}`).join('\n');
+      const columns = (db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'table'").all() as { name: string; sql: string }[])
+        .map((t) => `${t.name}: ${t.sql}`)
+        .join('\n');
       expect(columns).not.toMatch(/time|seq|created|rowid INTEGER|autoincrement/i);
       expect((db.prepare('SELECT COUNT(*) AS n FROM cells').get() as { n: number }).n).toBe(0);
       expect((db.prepare('SELECT COUNT(*) AS n FROM spent').get() as { n: number }).n).toBe(0);
@@ -200,13 +228,16 @@ describe('index service v2', () => {
     expect(JSON.parse(String(calls[0].init.body))).toEqual({ v: 2, epoch: 3, token: 'T'.repeat(40), report: { cohort: 1, bucket: 2 } });
   });
 
-  it('property: no response carries another shopper\'s report, and the release does not depend on arrival order', async () => {
+  it("property: no response carries another shopper's report, and the release does not depend on arrival order", async () => {
     const { svc, url, clock } = await start({ minReports: 1 });
     const tokens = attester(url);
     let epochBase = svc.v2!.epoch();
     await fc.assert(
       fc.asyncProperty(
-        fc.array(fc.record({ cohort: fc.integer({ min: 0, max: DEFAULT_LDP.cohorts - 1 }), bucket: fc.integer({ min: 0, max: DEFAULT_LDP.g - 1 }) }), { minLength: 1, maxLength: 6 }),
+        fc.array(fc.record({ cohort: fc.integer({ min: 0, max: DEFAULT_LDP.cohorts - 1 }), bucket: fc.integer({ min: 0, max: DEFAULT_LDP.g - 1 }) }), {
+          minLength: 1,
+          maxLength: 6,
+        }),
         fc.array(fc.constantFrom('health', 'latest', 'release', 'tokenKey', 'bogus'), { maxLength: 4 }),
         async (reports, queries) => {
           const epoch = ++epochBase;
@@ -222,7 +253,16 @@ describe('index service v2', () => {
           clock.now = (epoch + 1) * EPOCH_MS + EPOCH_MS / 10;
           await svc.v2!.tick();
           for (const q of queries) {
-            const path = q === 'health' ? INDEX_V2_PATHS.health : q === 'latest' ? INDEX_V2_PATHS.latest : q === 'release' ? INDEX_V2_PATHS.release(epoch) : q === 'tokenKey' ? INDEX_V2_PATHS.tokenKey : '/v2/reports/0';
+            const path =
+              q === 'health'
+                ? INDEX_V2_PATHS.health
+                : q === 'latest'
+                  ? INDEX_V2_PATHS.latest
+                  : q === 'release'
+                    ? INDEX_V2_PATHS.release(epoch)
+                    : q === 'tokenKey'
+                      ? INDEX_V2_PATHS.tokenKey
+                      : '/v2/reports/0';
             bodies.push(await (await fetch(`${url}${path}`)).text());
           }
           const release = await (await fetch(`${url}${INDEX_V2_PATHS.release(epoch)}`)).text();
@@ -232,11 +272,19 @@ describe('index service v2', () => {
             expect(b).not.toMatch(/"cohort"|"bucket"/);
           }
           // the same reports in reverse order give byte-identical aggregates
-          const again = (JSON.parse(release) as Release);
+          const again = JSON.parse(release) as Release;
           const { buildRelease, ReportHistogram } = await import('../../atomem/src/engine.js');
           const hist = new ReportHistogram(svc.v2!.ldp);
           for (const rep of [...reports].reverse()) hist.add(rep);
-          const rebuilt = buildRelease({ epoch, epochMs: EPOCH_MS, space: space(), communities: svc.v2!.communities(), hist, ldp: svc.v2!.ldp, minContributors: 0 });
+          const rebuilt = buildRelease({
+            epoch,
+            epochMs: EPOCH_MS,
+            space: space(),
+            communities: svc.v2!.communities(),
+            hist,
+            ldp: svc.v2!.ldp,
+            minContributors: 0,
+          });
           expect(JSON.stringify(rebuilt)).toBe(JSON.stringify(again));
         },
       ),

@@ -91,8 +91,13 @@ export class InvalidCatalogError extends TypeError {
  */
 export class DisposedError extends Error {
   override name = 'DisposedError';
-  constructor(readonly method: string, inFlight: boolean) {
-    super(inFlight ? `atomem was disposed while ${method}() was in flight: the call was abandoned` : `atomem is disposed: ${method}() needs a new createAtomem()`);
+  constructor(
+    readonly method: string,
+    inFlight: boolean,
+  ) {
+    super(
+      inFlight ? `atomem was disposed while ${method}() was in flight: the call was abandoned` : `atomem is disposed: ${method}() needs a new createAtomem()`,
+    );
   }
 }
 

@@ -133,7 +133,12 @@ describe('recommend(candidates, { intent })', () => {
     const plain = await agent.recommend(candidates);
     expect(plain[0].id).toBe('dutch-oven');
     const asked = await agent.recommend(candidates, { intent: 'hiking gifts' });
-    expect(asked.slice(0, 2).map((r) => r.id).sort()).toEqual(['hiking-boots', 'tent']);
+    expect(
+      asked
+        .slice(0, 2)
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual(['hiking-boots', 'tent']);
     expect(asked[0].features.intentMemory).toBeGreaterThan(asked[asked.length - 1].features.intentMemory);
   });
 

@@ -351,7 +351,12 @@ describe('MemoryAgent.train', () => {
     await agent.observe(ev('heat'));
     await agent.observe(ev('fargo'));
     await agent.train([ev('alien')], () => 'casino');
-    expect(agent.memories().map((m) => m.category).sort()).toEqual(['Crime', 'Sci-Fi']);
+    expect(
+      agent
+        .memories()
+        .map((m) => m.category)
+        .sort(),
+    ).toEqual(['Crime', 'Sci-Fi']);
   });
 });
 
@@ -367,7 +372,12 @@ describe('MemoryAgent.recommend', () => {
     const { agent } = await crimeFan();
     const out = await agent.recommend(['titanic', 'alien', 'casino', 'notting', 'godfather', 'matrix']);
     expect(out).toHaveLength(6);
-    expect(out.slice(0, 2).map((r) => r.id).sort()).toEqual(['casino', 'godfather']);
+    expect(
+      out
+        .slice(0, 2)
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual(['casino', 'godfather']);
     const content = agent.memories()[0].content;
     for (const r of out.slice(0, 2)) {
       expect(r.explanations.some((x) => x.includes(`“${content}”`))).toBe(true);
@@ -384,7 +394,12 @@ describe('MemoryAgent.recommend', () => {
     await agent.observe(ev('titanic', 'dislike'));
     const out = await agent.recommend(['casablanca', 'solaris', 'godfather', 'emma', 'contact']);
     expect(out[0].id).toBe('godfather');
-    expect(out.slice(-2).map((r) => r.id).sort()).toEqual(['casablanca', 'emma']);
+    expect(
+      out
+        .slice(-2)
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual(['casablanca', 'emma']);
   });
 
   it('a first visit (nothing known, no community) is a variety order, and says so', async () => {
@@ -483,7 +498,15 @@ describe('MemoryAgent bad input', () => {
     const items = new ItemVectors(createHashingEmbedder({ dim: 64 }), [{ id: 'a', title: 'Heat (1995)' }]);
     const agent = new MemoryAgent({ items, clock: () => 0, newId: () => 'x' });
     await expect(agent.train([], () => undefined)).rejects.toThrow(/history is empty/);
-    await expect(agent.train([{ item: 'a', at: 1 }, { item: 'nope', at: 2 }], () => undefined)).rejects.toThrow(/unknown item "nope"/);
+    await expect(
+      agent.train(
+        [
+          { item: 'a', at: 1 },
+          { item: 'nope', at: 2 },
+        ],
+        () => undefined,
+      ),
+    ).rejects.toThrow(/unknown item "nope"/);
     await expect(agent.train([{ item: 'a', at: Number.NaN }], () => undefined)).rejects.toThrow(/history\[0\].*finite/);
     expect(agent.snapshot.events).toHaveLength(0);
     expect(agent.memories()).toHaveLength(0);
@@ -516,11 +539,21 @@ describe('adoptEmbedder (the shop switched embedders)', () => {
     const other = createHashingEmbedder({ dim: 64 });
     const catalog = CATALOG.filter((i) => !['alien', 'matrix'].includes(i.id));
     const events: LifecycleEvent[] = [];
-    const next = new MemoryAgent({ items: new ItemVectors(other, catalog), state: structuredClone(agent.snapshot), config: { tau: TAU }, onLifecycle: (e) => events.push(e) });
+    const next = new MemoryAgent({
+      items: new ItemVectors(other, catalog),
+      state: structuredClone(agent.snapshot),
+      config: { tau: TAU },
+      onLifecycle: (e) => events.push(e),
+    });
     const res = await next.adoptEmbedder();
     const sciFi = before.filter((m) => m.items.every((i) => ['alien', 'matrix'].includes(i)));
     expect(res).toEqual({ moved: before.length - sciFi.length, dropped: sciFi.length });
-    expect(events.filter((e) => e.op === 'forget').map((e) => e.memoryId).sort()).toEqual(sciFi.map((m) => m.id).sort());
+    expect(
+      events
+        .filter((e) => e.op === 'forget')
+        .map((e) => e.memoryId)
+        .sort(),
+    ).toEqual(sciFi.map((m) => m.id).sort());
     for (const m of next.memories()) {
       expect(m.embedding.embedderId).toBe(next.items.embedderId);
       expect(m.embedding.vector).toHaveLength(64);

@@ -58,7 +58,13 @@ describe('MemoryAgent, protocol v2', () => {
     for (let d = 0; d < 4000; d++) hist.add(makeReport(d % 4 ? ['casino'] : ['matrix'], { ...DEFAULT_LDP, ell: 1 }, {}, r));
     const ids = CATALOG.map((c) => c.id);
     const space = { embedderId: catalog.embedderId, ids, vectors: (await catalog.vectorsOf(ids)).map((v) => v.vector) };
-    const communities = { communities: [{ id: 'k0', items: ['heat', 'fargo', 'godfather', 'casino'] }, { id: 'k1', items: ['alien', 'matrix', 'solaris', 'contact'] }, { id: 'k2', items: ['notting', 'titanic', 'casablanca', 'emma'] }] };
+    const communities = {
+      communities: [
+        { id: 'k0', items: ['heat', 'fargo', 'godfather', 'casino'] },
+        { id: 'k1', items: ['alien', 'matrix', 'solaris', 'contact'] },
+        { id: 'k2', items: ['notting', 'titanic', 'casablanca', 'emma'] },
+      ],
+    };
     const release = buildRelease({ epoch: 1, epochMs: 1000, space, communities, hist, ldp: { ...DEFAULT_LDP, ell: 1 }, minContributors: -1e9 });
     const linked = await a.useRelease(release);
     expect(linked).toBeGreaterThan(0);

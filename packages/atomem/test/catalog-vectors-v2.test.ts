@@ -11,7 +11,11 @@ import { encodeHistory, scoreItems } from '../src/shop/sasrec/model.js';
 import { ShopKnowledge } from '../src/shop/device.js';
 import { Rng } from '../../bench/src/rng.js';
 
-const items: Item[] = Array.from({ length: 24 }, (_, i) => ({ id: `sku-${i}`, title: `${i < 12 ? 'trail shoe' : 'cast iron pan'} ${i}`, categories: [i < 12 ? 'Shoes' : 'Kitchen'] }));
+const items: Item[] = Array.from({ length: 24 }, (_, i) => ({
+  id: `sku-${i}`,
+  title: `${i < 12 ? 'trail shoe' : 'cast iron pan'} ${i}`,
+  categories: [i < 12 ? 'Shoes' : 'Kitchen'],
+}));
 const embedder = createHashingEmbedder({ dim: 32 });
 
 async function fixture() {
@@ -23,7 +27,12 @@ async function fixture() {
     for (let k = 0; k < 5; k++) log.push({ user: `u${u}`, item: `sku-${g * 12 + rng.int(12)}`, at: 1_000 * (u * 10 + k), action: 'purchase' });
   }
   const r = new Rng(4);
-  const model = trainShopModel(log, { catalog: items.map((i) => i.id), dim: 4, content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) }, random: () => r.next() });
+  const model = trainShopModel(log, {
+    catalog: items.map((i) => i.id),
+    dim: 4,
+    content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) },
+    random: () => r.next(),
+  });
   const config = { maxLen: 8, dim: 8, blocks: 1, heads: 1, dropout: 0 };
   const layout = makeLayout(config, items.length);
   const weights = weightsView(layout, initWeights(layout, 7));
@@ -32,14 +41,20 @@ async function fixture() {
 }
 
 describe('catalog vector file v2', () => {
-  it('crc32 is zlib\'s', () => {
+  it("crc32 is zlib's", () => {
     expect(crc32(new TextEncoder().encode('123456789'))).toBe(0xcbf43926);
     expect(crc32(new Uint8Array())).toBe(0);
   });
 
   it('round-trips content rows, the shop model and SASRec (f32 item embedding exactly); the shop part builds a ShopKnowledge', async () => {
     const { vectors, model, weights, sasrecItems } = await fixture();
-    const bytes = encodeCatalogFile({ embedder, items, vectors, shop: { model, sasrec: { weights, items: sasrecItems, itemEmbedding: 'f32' }, info: { logRows: 200 } }, createdAt: '2026-01-01T00:00:00.000Z' });
+    const bytes = encodeCatalogFile({
+      embedder,
+      items,
+      vectors,
+      shop: { model, sasrec: { weights, items: sasrecItems, itemEmbedding: 'f32' }, info: { logRows: 200 } },
+      createdAt: '2026-01-01T00:00:00.000Z',
+    });
     const file = decodeCatalogFile(bytes);
     expect(file.version).toBe(2);
     expect(file.embedder).toBe(embedder.id);
@@ -53,13 +68,18 @@ describe('catalog vector file v2', () => {
     expect(shop.sasrec!.items).toEqual(sasrecItems);
     expect(shop.sasrec!.weights.itemEmb).toEqual(weights.itemEmb);
     const hist = [1, 3, 5];
-    expect(scoreItems(shop.sasrec!.weights, encodeHistory(shop.sasrec!.weights, hist), [2, 4])).toEqual(scoreItems(weights, encodeHistory(weights, hist), [2, 4]));
+    expect(scoreItems(shop.sasrec!.weights, encodeHistory(shop.sasrec!.weights, hist), [2, 4])).toEqual(
+      scoreItems(weights, encodeHistory(weights, hist), [2, 4]),
+    );
     expect(shop.id).toMatch(/^[0-9a-f]{24}$/);
     const k = new ShopKnowledge(shop.id, shop.model, { weights: shop.sasrec!.weights, items: shop.sasrec!.items });
     const s = k.signals([{ item: 'sku-1', action: 'purchase', at: 1 }], ['sku-2', 'sku-20']);
     expect(Object.keys(s)).toContain('sasrec');
     // same models → same id; a different model → another id
-    expect(decodeCatalogFile(encodeCatalogFile({ embedder, items, vectors, shop: { model, sasrec: { weights, items: sasrecItems, itemEmbedding: 'f32' } } })).shop!.id).toBe(shop.id);
+    expect(
+      decodeCatalogFile(encodeCatalogFile({ embedder, items, vectors, shop: { model, sasrec: { weights, items: sasrecItems, itemEmbedding: 'f32' } } })).shop!
+        .id,
+    ).toBe(shop.id);
     expect(decodeCatalogFile(encodeCatalogFile({ embedder, items, vectors, shop: { model } })).shop!.id).not.toBe(shop.id);
   });
 
@@ -79,7 +99,12 @@ describe('catalog vector file v2', () => {
 
   it('every truncation and every single flipped byte is refused with a CatalogVectorsError that says why', async () => {
     const { vectors, model, weights, sasrecItems } = await fixture();
-    const bytes = encodeCatalogFile({ embedder, items: items.slice(0, 4), vectors: vectors.slice(0, 4), shop: { model, sasrec: { weights, items: sasrecItems } } });
+    const bytes = encodeCatalogFile({
+      embedder,
+      items: items.slice(0, 4),
+      vectors: vectors.slice(0, 4),
+      shop: { model, sasrec: { weights, items: sasrecItems } },
+    });
     const messages = new Set<string>();
     for (let n = 0; n < bytes.length; n += Math.max(1, Math.floor(bytes.length / 400))) {
       let err: unknown;
@@ -151,6 +176,8 @@ describe('catalog vector file v2', () => {
     const { vectors, model, weights } = await fixture();
     expect(() => encodeCatalogFile({ embedder, items, vectors: vectors.slice(1) })).toThrow(/24 items but 23 vectors/);
     expect(() => encodeCatalogFile({ embedder, items: [items[0], items[0]], vectors: [vectors[0], vectors[0]] })).toThrow(/appears twice/);
-    expect(() => encodeCatalogFile({ embedder, items, vectors, shop: { model, sasrec: { weights, items: [...items.map((i) => i.id), 'extra'] } } })).toThrow(/25 SASRec item ids for a model of 24/);
+    expect(() => encodeCatalogFile({ embedder, items, vectors, shop: { model, sasrec: { weights, items: [...items.map((i) => i.id), 'extra'] } } })).toThrow(
+      /25 SASRec item ids for a model of 24/,
+    );
   });
 });

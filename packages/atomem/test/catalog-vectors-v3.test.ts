@@ -12,7 +12,11 @@ import { encodeHistory, scoreItems } from '../src/shop/sasrec/model.js';
 import { ShopKnowledge } from '../src/shop/device.js';
 import { Rng } from '../../bench/src/rng.js';
 
-const items: Item[] = Array.from({ length: 40 }, (_, i) => ({ id: `sku-${i}`, title: `${i < 20 ? 'trail shoe' : 'cast iron pan'} ${i}`, categories: [i < 20 ? 'Shoes' : 'Kitchen'] }));
+const items: Item[] = Array.from({ length: 40 }, (_, i) => ({
+  id: `sku-${i}`,
+  title: `${i < 20 ? 'trail shoe' : 'cast iron pan'} ${i}`,
+  categories: [i < 20 ? 'Shoes' : 'Kitchen'],
+}));
 const embedder = createHashingEmbedder({ dim: 32 });
 
 async function fixture() {
@@ -21,10 +25,16 @@ async function fixture() {
   const log: ShopInteraction[] = [];
   for (let u = 0; u < 60; u++) {
     const g = u % 2;
-    for (let k = 0; k < 6; k++) log.push({ user: `u${u}`, item: `sku-${g * 20 + Math.min(rng.int(20), rng.int(20))}`, at: 1_000 * (u * 10 + k), action: 'purchase' });
+    for (let k = 0; k < 6; k++)
+      log.push({ user: `u${u}`, item: `sku-${g * 20 + Math.min(rng.int(20), rng.int(20))}`, at: 1_000 * (u * 10 + k), action: 'purchase' });
   }
   const r = new Rng(4);
-  const model = trainShopModel(log, { catalog: items.map((i) => i.id), dim: 4, content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) }, random: () => r.next() });
+  const model = trainShopModel(log, {
+    catalog: items.map((i) => i.id),
+    dim: 4,
+    content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) },
+    random: () => r.next(),
+  });
   const config = { maxLen: 8, dim: 8, blocks: 1, heads: 1, dropout: 0 };
   const layout = makeLayout(config, items.length);
   const weights = weightsView(layout, initWeights(layout, 7));
@@ -32,7 +42,9 @@ async function fixture() {
 }
 
 const cos = (a: Float32Array, b: Float32Array): number => {
-  let s = 0, na = 0, nb = 0;
+  let s = 0,
+    na = 0,
+    nb = 0;
   for (let i = 0; i < a.length; i++) (s += a[i] * b[i]), (na += a[i] * a[i]), (nb += b[i] * b[i]);
   return s / Math.sqrt(na * nb);
 };
@@ -40,7 +52,13 @@ const cos = (a: Float32Array, b: Float32Array): number => {
 describe('catalog vector file v3 (head + shards)', () => {
   it('all shards assembled give the v2 file within int8 rounding: content vectors, lists, collaborative vectors, SASRec scores', async () => {
     const { vectors, model, weights, sasrecItems } = await fixture();
-    const input = { embedder, items, vectors, shop: { model, sasrec: { weights, items: sasrecItems, itemEmbedding: 'f32' as const }, info: { logRows: 360 } }, createdAt: '2026-01-01T00:00:00.000Z' };
+    const input = {
+      embedder,
+      items,
+      vectors,
+      shop: { model, sasrec: { weights, items: sasrecItems, itemEmbedding: 'f32' as const }, info: { logRows: 360 } },
+      createdAt: '2026-01-01T00:00:00.000Z',
+    };
     const v2 = decodeCatalogFile(encodeCatalogFile(input));
     const enc = encodeCatalogFileV3({ ...input, shardSize: 8, shardPrefix: 'cat.shards/' });
     expect(enc.shards).toHaveLength(5);
@@ -84,16 +102,33 @@ describe('catalog vector file v3 (head + shards)', () => {
     const s3 = file.shop!.sasrec!;
     const w3 = s3.weights;
     const hist = ['sku-1', 'sku-3', 'sku-5'];
-    const user2 = encodeHistory(weights, hist.map((id) => sasrecItems.indexOf(id) + 1));
-    const user3 = encodeHistory(w3, hist.map((id) => s3.items.indexOf(id) + 1));
+    const user2 = encodeHistory(
+      weights,
+      hist.map((id) => sasrecItems.indexOf(id) + 1),
+    );
+    const user3 = encodeHistory(
+      w3,
+      hist.map((id) => s3.items.indexOf(id) + 1),
+    );
     const cands = ['sku-2', 'sku-4', 'sku-30'];
-    const a = scoreItems(weights, user2, cands.map((id) => sasrecItems.indexOf(id) + 1));
-    const b = scoreItems(w3, user3, cands.map((id) => s3.items.indexOf(id) + 1));
+    const a = scoreItems(
+      weights,
+      user2,
+      cands.map((id) => sasrecItems.indexOf(id) + 1),
+    );
+    const b = scoreItems(
+      w3,
+      user3,
+      cands.map((id) => s3.items.indexOf(id) + 1),
+    );
     cands.forEach((_, k) => expect(b[k]).toBeCloseTo(a[k], 1));
     // the engine's scorer builds from it and scores like the v2 model
     const k3 = new ShopKnowledge(file.shop!.id, m3, { weights: w3, items: s3.items });
     const k2 = new ShopKnowledge(v2.shop!.id, m2, { weights: v2.shop!.sasrec!.weights, items: v2.shop!.sasrec!.items });
-    const h = [{ item: 'sku-1', action: 'purchase' as const, at: 1 }, { item: 'sku-7', action: 'view' as const, at: 2 }];
+    const h = [
+      { item: 'sku-1', action: 'purchase' as const, at: 1 },
+      { item: 'sku-7', action: 'view' as const, at: 2 },
+    ];
     const sig3 = k3.signals(h, cands);
     const sig2 = k2.signals(h, cands);
     for (const name of Object.keys(sig2)) if (name !== 'sasrec') cands.forEach((_, c) => expect(sig3[name][c]).toBeCloseTo(sig2[name][c], 2));
@@ -106,7 +141,10 @@ describe('catalog vector file v3 (head + shards)', () => {
     const want = [enc.order[0], enc.order[17]];
     const ks = shardsFor(head, [...want, 'not-an-item']);
     expect(ks).toEqual([0, 2]);
-    const file = assembleCatalogFile(head, ks.map((k) => decodeCatalogShard(head, k, enc.shards[k].bytes)));
+    const file = assembleCatalogFile(
+      head,
+      ks.map((k) => decodeCatalogShard(head, k, enc.shards[k].bytes)),
+    );
     expect(file.vectors.size).toBe(16);
     expect(file.vectors.has(enc.order[8])).toBe(false);
     const m = file.shop!.model;
@@ -126,7 +164,10 @@ describe('catalog vector file v3 (head + shards)', () => {
     const enc = encodeCatalogFileV3({ embedder, items, vectors, shardSize: 16, shardPrefix: 'x/' });
     expect(enc.order).toEqual(items.map((i) => i.id));
     const head = decodeCatalogHead(enc.head);
-    const file = assembleCatalogFile(head, enc.shards.map((s, k) => decodeCatalogShard(head, k, s.bytes)));
+    const file = assembleCatalogFile(
+      head,
+      enc.shards.map((s, k) => decodeCatalogShard(head, k, s.bytes)),
+    );
     expect(file.shop).toBeUndefined();
     expect(file.vectors.size).toBe(items.length);
   });

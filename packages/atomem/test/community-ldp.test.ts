@@ -1,7 +1,18 @@
 // Local DP of the v2 report (community/ldp.ts): the composed ε, unbiased estimates, memoized
 // permanent randomization, fresh instantaneous randomization, and the release builder.
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LDP, ReportHistogram, composedChannel, composedEpsilon, estimateCounts, estimateStd, grr, ldpParams, makeReport, type PermanentMemo } from '../src/community/ldp.js';
+import {
+  DEFAULT_LDP,
+  ReportHistogram,
+  composedChannel,
+  composedEpsilon,
+  estimateCounts,
+  estimateStd,
+  grr,
+  ldpParams,
+  makeReport,
+  type PermanentMemo,
+} from '../src/community/ldp.js';
 import { buildRelease, decodePrototypes, matchMemory } from '../src/community/release.js';
 import { olhBucket } from '../src/protocol/index-v2.js';
 import { mulberry32 as rng } from '../../bench/src/rng.js';
@@ -37,7 +48,7 @@ describe('v2 local DP', () => {
     expect(Math.log(hitX / hitY)).toBeLessThan(params.epsilon + 0.25);
   });
 
-  it('estimates are unbiased and a rare item\'s spread is what estimateStd says', () => {
+  it("estimates are unbiased and a rare item's spread is what estimateStd says", () => {
     const params = DEFAULT_LDP;
     const domain = ['i0', 'i1', 'i30'];
     // 2,000 devices: item i0 in everyone's set, i1 in half, i2…i59 spread (~34 devices each)
@@ -86,13 +97,42 @@ describe('v2 local DP', () => {
   it('the release holds aggregates only, thresholds communities, and matching is local', () => {
     const params = DEFAULT_LDP;
     const ids = ['a', 'b', 'c', 'd'];
-    const vectors = [new Float32Array([1, 0]), new Float32Array([0.9, Math.sqrt(1 - 0.81)]), new Float32Array([0, 1]), new Float32Array([-0.1, Math.sqrt(0.99)])];
+    const vectors = [
+      new Float32Array([1, 0]),
+      new Float32Array([0.9, Math.sqrt(1 - 0.81)]),
+      new Float32Array([0, 1]),
+      new Float32Array([-0.1, Math.sqrt(0.99)]),
+    ];
     const space = { embedderId: 'e', ids, vectors };
     const hist = new ReportHistogram(params);
     const r = rng(5);
     for (let d = 0; d < 3000; d++) hist.add(makeReport(d % 3 ? ['a', 'b'] : ['c'], params, {}, r));
-    const release = buildRelease({ epoch: 9, epochMs: 1000, space, communities: { communities: [{ id: 'k0', items: ['a', 'b'] }, { id: 'k1', items: ['c', 'd'] }] }, hist, ldp: params, minContributors: 250 });
-    expect(Object.keys(release).sort()).toEqual(['communities', 'dim', 'embedderId', 'epoch', 'epochMs', 'ldp', 'minContributors', 'popularity', 'reports', 'v']);
+    const release = buildRelease({
+      epoch: 9,
+      epochMs: 1000,
+      space,
+      communities: {
+        communities: [
+          { id: 'k0', items: ['a', 'b'] },
+          { id: 'k1', items: ['c', 'd'] },
+        ],
+      },
+      hist,
+      ldp: params,
+      minContributors: 250,
+    });
+    expect(Object.keys(release).sort()).toEqual([
+      'communities',
+      'dim',
+      'embedderId',
+      'epoch',
+      'epochMs',
+      'ldp',
+      'minContributors',
+      'popularity',
+      'reports',
+      'v',
+    ]);
     expect(release.reports).toBe(3000);
     // lower bounds of distinct holders: Σ estimates / ℓ ≈ 4000 / 10 for k0, 1000 / 10 for k1: only k0 passes 250
     expect(release.communities.map((c) => c.id)).toEqual(['k0']);

@@ -16,6 +16,11 @@ describe('prototypes', () => {
 
   it('no vectors → an empty prototype; vectors that cancel → the zero vector', () => {
     expect(prototypeOf([])).toEqual(new Float32Array(0));
-    expect(prototypeOf([[1, 0], [-1, 0]])).toEqual(new Float32Array([0, 0]));
+    expect(
+      prototypeOf([
+        [1, 0],
+        [-1, 0],
+      ]),
+    ).toEqual(new Float32Array([0, 0]));
   });
 });

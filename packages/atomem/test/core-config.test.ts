@@ -136,7 +136,13 @@ describe('vector helpers', () => {
   });
 
   it('meanNormalized weights vectors and rejects an empty list', () => {
-    const m = meanNormalized([[1, 0], [0, 1]], [3, 1]);
+    const m = meanNormalized(
+      [
+        [1, 0],
+        [0, 1],
+      ],
+      [3, 1],
+    );
     expect(m[0]).toBeGreaterThan(m[1]);
     expect(norm(m)).toBeCloseTo(1, 6);
     expect(() => meanNormalized([])).toThrow(RangeError);

@@ -255,7 +255,12 @@ describe('reinforce', () => {
     const m = freshMemory();
     const item = emb([0, 1, 0]);
     const simBefore = dot(m.embedding.vector, item.vector);
-    const e = reinforce(m, cfg, ctxAt(T0 + DAY), { item: 'fargo', vector: item, weight: 1, content: 'Enjoys crime thrillers such as Fargo (1996) and Heat (1995)' });
+    const e = reinforce(m, cfg, ctxAt(T0 + DAY), {
+      item: 'fargo',
+      vector: item,
+      weight: 1,
+      content: 'Enjoys crime thrillers such as Fargo (1996) and Heat (1995)',
+    });
     expect(dot(m.embedding.vector, item.vector)).toBeGreaterThan(simBefore);
     expect(norm(m.embedding.vector)).toBeCloseTo(1, 6);
     // evidence-weighted running mean: alpha = 1 / (1 + 1) → halfway
@@ -332,7 +337,9 @@ describe('reinforce', () => {
   it('rejects a vector of the wrong dimension or with NaN, leaving the memory unchanged', () => {
     const m = freshMemory();
     const before = clone(m);
-    expect(() => reinforce(m, resolveConfig(), ctxAt(T0 + 1), { item: 'fargo', vector: emb([0, 1]), weight: 1 })).toThrow(/dimension 2 does not match the memory's 3/);
+    expect(() => reinforce(m, resolveConfig(), ctxAt(T0 + 1), { item: 'fargo', vector: emb([0, 1]), weight: 1 })).toThrow(
+      /dimension 2 does not match the memory's 3/,
+    );
     expect(() => reinforce(m, resolveConfig(), ctxAt(T0 + 1), { item: 'fargo', vector: emb([0, Number.NaN, 0]), weight: 1 })).toThrow(/NaN/);
     expect(m).toEqual(before);
   });
@@ -383,8 +390,26 @@ function stateWith(...ms: AtomicMemory[]): MemoryState {
 describe('merge', () => {
   it('absorbs b into a: items unioned, evidence-weighted strength and embedding, links kept, b removed', () => {
     const cfg = resolveConfig();
-    const a = freshMemory({ id: 'a', items: ['heat', 'fargo'], strength: 0.6, evidence: 3, links: ['c1'], embedding: emb([1, 0, 0]), updatedAt: T0 + 2 * DAY, createdAt: T0 + DAY });
-    const b = freshMemory({ id: 'b', items: ['casino', 'heat'], strength: 0.2, evidence: 1, links: ['c2', 'c1'], embedding: emb([0, 1, 0]), updatedAt: T0, createdAt: T0 });
+    const a = freshMemory({
+      id: 'a',
+      items: ['heat', 'fargo'],
+      strength: 0.6,
+      evidence: 3,
+      links: ['c1'],
+      embedding: emb([1, 0, 0]),
+      updatedAt: T0 + 2 * DAY,
+      createdAt: T0 + DAY,
+    });
+    const b = freshMemory({
+      id: 'b',
+      items: ['casino', 'heat'],
+      strength: 0.2,
+      evidence: 1,
+      links: ['c2', 'c1'],
+      embedding: emb([0, 1, 0]),
+      updatedAt: T0,
+      createdAt: T0,
+    });
     const s = stateWith(a, b);
     const e = merge(s, cfg, ctxAt(T0 + 3 * DAY), 'a', 'b', { content: 'Loves crime films', category: 'Crime' });
     expect(s.memories.map((m) => m.id)).toEqual(['a']);

@@ -133,7 +133,13 @@ describe('rank', () => {
     fc.assert(
       fc.property(
         // strengths below 1e-6 are 0 here: squaring denormals underflows, which is no ranking question
-        fc.array(fc.tuple(fc.constantFrom(CRIME, SCIFI, ROMANCE), fc.double({ min: -1, max: 1, noNaN: true }).map((x) => (Math.abs(x) < 1e-6 ? 0 : x))), { minLength: 1, maxLength: 3 }),
+        fc.array(
+          fc.tuple(
+            fc.constantFrom(CRIME, SCIFI, ROMANCE),
+            fc.double({ min: -1, max: 1, noNaN: true }).map((x) => (Math.abs(x) < 1e-6 ? 0 : x)),
+          ),
+          { minLength: 1, maxLength: 3 },
+        ),
         fc.double({ min: 0.05, max: 1, noNaN: true }),
         (specs, factor) => {
           const ms = specs.map(([axis, s], i) => mem(`m${i}`, v([axis, 1]), s));
@@ -166,7 +172,13 @@ describe('rank', () => {
     // crime fans who also like sci-fi
     const c1 = known('c1', v([CRIME, 1], [SCIFI, 0.5]), 3, { alien: 5, heat: 3 }, 'crime fans who love Alien');
     // the release's popularity estimates as shares (MemoryAgent.useRelease)
-    const ctx: CommunityContext = { byMemory: new Map([['crime', [c1]]]), itemShares: new Map([['alien', 5 / 8], ['heat', 3 / 8]]) };
+    const ctx: CommunityContext = {
+      byMemory: new Map([['crime', [c1]]]),
+      itemShares: new Map([
+        ['alien', 5 / 8],
+        ['heat', 3 / 8],
+      ]),
+    };
 
     it('the reason names the community with its summary and size', () => {
       const out = rank(input({ memories: [crime], communities: ctx }), cfg);
@@ -226,13 +238,20 @@ describe('explain', () => {
   }
 
   it('quotes the memory content with its similarity', () => {
-    const out = explain(item([{ kind: 'memory', memoryId: 'm1', content: 'Enjoys crime thrillers such as Heat (1995)', similarity: 0.876, contribution: 0.5 }]), titleOf);
+    const out = explain(
+      item([{ kind: 'memory', memoryId: 'm1', content: 'Enjoys crime thrillers such as Heat (1995)', similarity: 0.876, contribution: 0.5 }]),
+      titleOf,
+    );
     expect(out).toEqual(['Matches your interest: “Enjoys crime thrillers such as Heat (1995)” (similarity 0.88).']);
   });
 
   it('names the recent item by title, falling back to its id', () => {
-    expect(explain(item([{ kind: 'recent', item: 'alien', similarity: 0.9, contribution: 0.2 }]), titleOf)).toEqual(['Because you recently looked at Alien (1979).']);
-    expect(explain(item([{ kind: 'recent', item: 'sku-42', similarity: 0.9, contribution: 0.2 }]), titleOf)).toEqual(['Because you recently looked at sku-42.']);
+    expect(explain(item([{ kind: 'recent', item: 'alien', similarity: 0.9, contribution: 0.2 }]), titleOf)).toEqual([
+      'Because you recently looked at Alien (1979).',
+    ]);
+    expect(explain(item([{ kind: 'recent', item: 'sku-42', similarity: 0.9, contribution: 0.2 }]), titleOf)).toEqual([
+      'Because you recently looked at sku-42.',
+    ]);
   });
 
   it('describes a community by its summary, or by its size when it has none', () => {
@@ -268,7 +287,13 @@ describe('explain', () => {
   });
 
   it('keeps at most `max` sentences, strongest first (in the reasons order)', () => {
-    const reasons: Reason[] = [0.9, 0.5, 0.3, 0.2].map((c, i) => ({ kind: 'memory', memoryId: `m${i}`, content: `interest ${i}`, similarity: 0.8, contribution: c }));
+    const reasons: Reason[] = [0.9, 0.5, 0.3, 0.2].map((c, i) => ({
+      kind: 'memory',
+      memoryId: `m${i}`,
+      content: `interest ${i}`,
+      similarity: 0.8,
+      contribution: c,
+    }));
     expect(explain(item(reasons), titleOf)).toHaveLength(3);
     expect(explain(item(reasons), titleOf, 2).map((s) => s.match(/interest (\d)/)![1])).toEqual(['0', '1']);
   });

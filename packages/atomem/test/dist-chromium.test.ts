@@ -18,7 +18,14 @@ const PKG = fileURLToPath(new URL('../', import.meta.url));
 /** The toy GGUF (1.2 MB) of ../shared, read-only and never copied: streamed by the test server; the wllama case is skipped without it. */
 const GGUF = fileURLToPath(new URL('../../../../shared/models/stories260K/stories260K.gguf', import.meta.url));
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const TYPES: Record<string, string> = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json', '.wasm': 'application/wasm', '.html': 'text/html', '.map': 'application/json' };
+const TYPES: Record<string, string> = {
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.json': 'application/json',
+  '.wasm': 'application/wasm',
+  '.html': 'text/html',
+  '.map': 'application/json',
+};
 
 /** The page's products (the shop's vector file covers exactly these). */
 const CATALOG = [
@@ -125,16 +132,31 @@ beforeAll(async () => {
     const { trainSasrec } = await import('../src/shop/sasrec/train.js');
     const { encodeCatalogFile } = await import('../src/protocol/catalog-vectors-v2.js');
     const ids = items.map((it) => it.id);
-    const log = Array.from({ length: 60 }, (_, u) => (u % 2 ? ['boots', 'novel'] : ['tent', 'stove', 'kettle', 'blender']).map((item, k) => ({ user: `u${u}`, item, at: (u * 10 + k) * 60_000, action: 'purchase' as const }))).flat();
+    const log = Array.from({ length: 60 }, (_, u) =>
+      (u % 2 ? ['boots', 'novel'] : ['tent', 'stove', 'kettle', 'blender']).map((item, k) => ({
+        user: `u${u}`,
+        item,
+        at: (u * 10 + k) * 60_000,
+        action: 'purchase' as const,
+      })),
+    ).flat();
     const model = trainShopModel(log, { catalog: ids, content: { embedder: use.id, vectors: new Map(ids.map((id, i) => [id, vectors[i]])) } });
     const index = new Map(ids.map((id, i) => [id, i + 1]));
-    const seqs = Array.from({ length: 60 }, (_, u) => Int32Array.from(log.filter((r) => r.user === `u${u}`), (r) => index.get(r.item)!));
+    const seqs = Array.from({ length: 60 }, (_, u) =>
+      Int32Array.from(
+        log.filter((r) => r.user === `u${u}`),
+        (r) => index.get(r.item)!,
+      ),
+    );
     const { weights } = await trainSasrec(seqs, ids.length, { epochs: 5, threads: 1, seed: 3 });
     shopFile = encodeCatalogFile({ embedder: use, items, vectors, shop: { model, sasrec: { weights, items: ids } } });
   }
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -199,7 +221,7 @@ describe('the built package (dist/) in headless Chromium', () => {
     await page.close();
   }, 120_000);
 
-  it("the shop model from a v2 catalog vector file: the built worker ranks with it (campers are shown the kitchen things campers bought), nothing leaves the host", async () => {
+  it('the shop model from a v2 catalog vector file: the built worker ranks with it (campers are shown the kitchen things campers bought), nothing leaves the host', async () => {
     const ctx = await browser.newContext();
     const page = await ctx.newPage();
     const offsite: string[] = [];
@@ -224,7 +246,13 @@ describe('the built package (dist/) in headless Chromium', () => {
   }, 120_000);
 
   it("lazy USE-lite: a first visit whose catalog the shop's vector file covers fetches no model file; one product missing from it loads the model", async () => {
-    type R = { error?: string; progress: { stage: string; phase: string }[]; ranked: { id: string }[]; initialStatus: { embedder: { id: string; state: string } }; status: { embedder: { state: string } } };
+    type R = {
+      error?: string;
+      progress: { stage: string; phase: string }[];
+      ranked: { id: string }[];
+      initialStatus: { embedder: { id: string; state: string } };
+      status: { embedder: { state: string } };
+    };
     const visit = async (query: string): Promise<{ r: R; fetched: string[] }> => {
       const ctx = await browser.newContext(); // a first visit: empty HTTP cache, empty IndexedDB
       const page = await ctx.newPage();
@@ -236,7 +264,8 @@ describe('the built package (dist/) in headless Chromium', () => {
       await ctx.close();
       return { r, fetched };
     };
-    const model = (paths: string[]): string[] => paths.filter((p) => p.startsWith('/dist/assets/use-lite') || p.startsWith('/dist/assets/tfjs-wasm/') || /\/dist\/assets\/use-lite-[\w-]+\.js$/.test(p));
+    const model = (paths: string[]): string[] =>
+      paths.filter((p) => p.startsWith('/dist/assets/use-lite') || p.startsWith('/dist/assets/tfjs-wasm/') || /\/dist\/assets\/use-lite-[\w-]+\.js$/.test(p));
 
     // covered: the vector file, the entry and the worker chunk; not one USE-lite file, code or wasm
     const covered = await visit('profile=lazy-covered&vectors=/catalog-vectors.bin');
@@ -252,7 +281,14 @@ describe('the built package (dist/) in headless Chromium', () => {
     const missing = await visit('profile=lazy-missing&vectors=/catalog-vectors.bin&extra=1');
     expect(missing.r.error).toBeUndefined();
     const m = model(missing.fetched);
-    expect(m).toEqual(expect.arrayContaining(['/dist/assets/use-lite/model.json', '/dist/assets/use-lite/vocab.json', '/dist/assets/use-lite/group1-shard1of2.bin', '/dist/assets/use-lite/group1-shard2of2.bin']));
+    expect(m).toEqual(
+      expect.arrayContaining([
+        '/dist/assets/use-lite/model.json',
+        '/dist/assets/use-lite/vocab.json',
+        '/dist/assets/use-lite/group1-shard1of2.bin',
+        '/dist/assets/use-lite/group1-shard2of2.bin',
+      ]),
+    );
     expect(m.filter((p) => p === '/dist/assets/use-lite/model.json')).toHaveLength(1);
     expect(missing.r.initialStatus.embedder.state).toBe('ready');
     expect(missing.r.progress.filter((p) => p.stage === 'embedder').map((p) => p.phase)).toEqual(expect.arrayContaining(['load', 'download', 'ready']));
@@ -283,7 +319,10 @@ describe('the built package (dist/) in headless Chromium', () => {
   }, 120_000);
 
   it('with a (software) WebGPU adapter: the probe sees it and MiniLM runs on WebGPU', async () => {
-    const gpuBrowser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+    const gpuBrowser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    });
     try {
       const page = await gpuBrowser.newPage();
       const embedder = { kind: 'minilm', model: 'tiny-bert', modelBaseUrl: `${base}/models`, dtype: 'fp32', device: 'auto' };
@@ -292,7 +331,12 @@ describe('the built package (dist/) in headless Chromium', () => {
       const r = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as {
         error?: string;
         ranked: { id: string }[];
-        status: { embedder: { kind: string; device: string }; capabilities: { webgpu: { available: boolean; isFallbackAdapter?: boolean; shaderF16: boolean; features: string[]; limits?: { maxBufferSize: number } } } };
+        status: {
+          embedder: { kind: string; device: string };
+          capabilities: {
+            webgpu: { available: boolean; isFallbackAdapter?: boolean; shaderF16: boolean; features: string[]; limits?: { maxBufferSize: number } };
+          };
+        };
       };
       expect(r.error).toBeUndefined();
       const gpu = r.status.capabilities.webgpu;
@@ -335,29 +379,33 @@ describe('the built package (dist/) in headless Chromium', () => {
     expect(offsite).toEqual([]);
     await page.close();
   }, 120_000);
-  it.skipIf(!existsSync(GGUF))('wllama path from dist/: llm: { wllama } with the default wasmUrl loads the shipped assets/wllama/wllama.wasm and runs the model', async () => {
-    const page = await browser.newPage();
-    const offsite: string[] = [];
-    page.on('request', (r) => {
-      if (!r.url().startsWith(base) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) offsite.push(r.url());
-    });
-    const before = requests.length;
-    const llm = { wllama: { model: `${base}/models/stories260K.gguf` } };
-    await page.goto(`${base}/?profile=dist-wllama&embedder=${encodeURIComponent('"hashing"')}&llm=${encodeURIComponent(JSON.stringify(llm))}`);
-    await page.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 90_000 });
-    const r = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as {
-      error?: string;
-      ranked: { id: string }[];
-      status: { llm: { mode: string; model: string | null; loading: boolean; attempts: { runtime: string; ok: boolean; reason?: string }[] } };
-    };
-    expect(r.error).toBeUndefined();
-    expect(r.status.llm.loading).toBe(false);
-    expect(r.status.llm, JSON.stringify(r.status.llm.attempts)).toMatchObject({ mode: 'wasm', model: 'wllama:stories260K' });
-    expect(r.ranked).toHaveLength(4);
-    const mine = requests.slice(before);
-    expect(mine).toContain('/dist/assets/wllama/wllama.wasm');
-    expect(mine).toContain('/models/stories260K.gguf');
-    expect(offsite).toEqual([]);
-    await page.close();
-  }, 120_000);
+  it.skipIf(!existsSync(GGUF))(
+    'wllama path from dist/: llm: { wllama } with the default wasmUrl loads the shipped assets/wllama/wllama.wasm and runs the model',
+    async () => {
+      const page = await browser.newPage();
+      const offsite: string[] = [];
+      page.on('request', (r) => {
+        if (!r.url().startsWith(base) && !r.url().startsWith('data:') && !r.url().startsWith('blob:')) offsite.push(r.url());
+      });
+      const before = requests.length;
+      const llm = { wllama: { model: `${base}/models/stories260K.gguf` } };
+      await page.goto(`${base}/?profile=dist-wllama&embedder=${encodeURIComponent('"hashing"')}&llm=${encodeURIComponent(JSON.stringify(llm))}`);
+      await page.waitForFunction(() => (window as unknown as { __result?: unknown }).__result, undefined, { timeout: 90_000 });
+      const r = (await page.evaluate(() => (window as unknown as { __result: unknown }).__result)) as {
+        error?: string;
+        ranked: { id: string }[];
+        status: { llm: { mode: string; model: string | null; loading: boolean; attempts: { runtime: string; ok: boolean; reason?: string }[] } };
+      };
+      expect(r.error).toBeUndefined();
+      expect(r.status.llm.loading).toBe(false);
+      expect(r.status.llm, JSON.stringify(r.status.llm.attempts)).toMatchObject({ mode: 'wasm', model: 'wllama:stories260K' });
+      expect(r.ranked).toHaveLength(4);
+      const mine = requests.slice(before);
+      expect(mine).toContain('/dist/assets/wllama/wllama.wasm');
+      expect(mine).toContain('/models/stories260K.gguf');
+      expect(offsite).toEqual([]);
+      await page.close();
+    },
+    120_000,
+  );
 });

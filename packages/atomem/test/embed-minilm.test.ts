@@ -13,7 +13,13 @@ import { TINY_BERT_HIDDEN, tinyBertExpected, tinyBertFiles, tinyBertTokenIds } f
 // package; only its install script, which fetches optional CUDA files, is denied). Files come from a
 // temporary folder: `modelBaseUrl` as a folder on disk, `allowRemote: false`, so nothing is downloaded.
 
-const SENTENCES = ['Loves space adventure science fiction movies', 'enjoys sci-fi films set in outer space', 'prefers romantic comedies', 'Running shoes for trail and road.', 'bookish'];
+const SENTENCES = [
+  'Loves space adventure science fiction movies',
+  'enjoys sci-fi films set in outer space',
+  'prefers romantic comedies',
+  'Running shoes for trail and road.',
+  'bookish',
+];
 
 function writeModel(root: string, model: string, files: Record<string, Uint8Array | string>): void {
   for (const [rel, content] of Object.entries(files)) {
@@ -141,24 +147,35 @@ describe('MiniLM embedder in Node (tiny BERT fixture, onnxruntime-node)', () => 
   });
 
   it('names a missing tokenizer', async () => {
-    const err = await createMiniLMEmbedder({ model: 'atomem-test/no-tokenizer', modelBaseUrl: root, dtype: 'fp32', allowRemote: false }).catch((e: unknown) => e);
+    const err = await createMiniLMEmbedder({ model: 'atomem-test/no-tokenizer', modelBaseUrl: root, dtype: 'fp32', allowRemote: false }).catch(
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(EmbedderLoadError);
     expect((err as EmbedderLoadError).reason).toBe('missing-file');
     expect((err as Error).message).toContain('tokenizer_config.json');
   });
 
   it('names a broken ONNX file and a broken config.json as invalid-model', async () => {
-    const graph = await createMiniLMEmbedder({ model: 'atomem-test/broken-graph', modelBaseUrl: root, dtype: 'fp32', allowRemote: false }).catch((e: unknown) => e);
+    const graph = await createMiniLMEmbedder({ model: 'atomem-test/broken-graph', modelBaseUrl: root, dtype: 'fp32', allowRemote: false }).catch(
+      (e: unknown) => e,
+    );
     expect(graph).toBeInstanceOf(EmbedderLoadError);
     expect((graph as EmbedderLoadError).reason).toBe('invalid-model');
-    const config = await createMiniLMEmbedder({ model: 'atomem-test/broken-config', modelBaseUrl: root, dtype: 'fp32', allowRemote: false }).catch((e: unknown) => e);
+    const config = await createMiniLMEmbedder({ model: 'atomem-test/broken-config', modelBaseUrl: root, dtype: 'fp32', allowRemote: false }).catch(
+      (e: unknown) => e,
+    );
     expect(config).toBeInstanceOf(EmbedderLoadError);
     expect((config as EmbedderLoadError).reason).toBe('invalid-model');
   });
 
   it('with allowRemote false and an HTTP modelBaseUrl, answers a miss without any request', async () => {
     const before = requests.length;
-    const err = await createMiniLMEmbedder({ model: 'atomem-test/tiny-bert', modelBaseUrl: 'https://shop.example/models/', dtype: 'fp32', allowRemote: false }).catch((e: unknown) => e);
+    const err = await createMiniLMEmbedder({
+      model: 'atomem-test/tiny-bert',
+      modelBaseUrl: 'https://shop.example/models/',
+      dtype: 'fp32',
+      allowRemote: false,
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(EmbedderLoadError);
     expect((err as EmbedderLoadError).reason).toBe('missing-file');
     expect((err as Error).message).toContain('https://shop.example/models/atomem-test/tiny-bert/');

@@ -21,10 +21,12 @@ const ML100K = [process.env.ATOMEM_ML100K, resolve(import.meta.dirname, '../../.
 function float32Files(): { model: ModelJsonLike; shards: ArrayBuffer[] } {
   const dir = defaultAssetsDir();
   const model = JSON.parse(readFileSync(resolve(dir, 'model.json'), 'utf8')) as ModelJsonLike;
-  const shards = model.weightsManifest.flatMap((g) => g.paths).map((p) => {
-    const b = readFileSync(resolve(dir, p));
-    return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
-  });
+  const shards = model.weightsManifest
+    .flatMap((g) => g.paths)
+    .map((p) => {
+      const b = readFileSync(resolve(dir, p));
+      return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
+    });
   return { model, shards };
 }
 
@@ -91,7 +93,13 @@ describe('uint8 quantization scheme', () => {
     expect(JSON.stringify(b.model)).toBe(JSON.stringify(a.model));
     expect(existsSync(resolve(BUILT, 'model.json')), 'dist/assets/use-lite is missing: run `npm run build` (npm test does it first)').toBe(true);
     expect(readFileSync(resolve(BUILT, 'model.json'), 'utf8')).toBe(JSON.stringify(a.model));
-    for (const [name, bytes] of a.shards) expect(createHash('sha256').update(readFileSync(resolve(BUILT, name))).digest('hex'), name).toBe(createHash('sha256').update(new Uint8Array(bytes)).digest('hex'));
+    for (const [name, bytes] of a.shards)
+      expect(
+        createHash('sha256')
+          .update(readFileSync(resolve(BUILT, name)))
+          .digest('hex'),
+        name,
+      ).toBe(createHash('sha256').update(new Uint8Array(bytes)).digest('hex'));
   });
 });
 
@@ -139,16 +147,20 @@ describe('USE-lite uint8 vs float32, Node from source vs the built files', () =>
     expect(c.min).toBeGreaterThanOrEqual(0.99);
   }, 120_000);
 
-  it.skipIf(!ML100K)(`cosine ≥ 0.99 to float32 on every ML-100K item text${ML100K ? '' : ' (SKIPPED: set ATOMEM_ML100K)'}`, async () => {
-    const ds = loadMovieLens(ML100K!, { kcore: 0 });
-    const texts = [...ds.items.values()].map((it) => itemText(it));
-    expect(texts.length).toBe(1682);
-    const a = (await float32.embed(texts)).map((e) => e.vector);
-    const b = (await uint8.embed(texts)).map((e) => e.vector);
-    const c = minCosine(a, b);
-    console.log(`ML-100K (${texts.length} items): cosine uint8 vs float32 min ${c.min.toFixed(4)}, mean ${c.mean.toFixed(4)}`);
-    expect(c.min).toBeGreaterThanOrEqual(0.99);
-  }, 240_000);
+  it.skipIf(!ML100K)(
+    `cosine ≥ 0.99 to float32 on every ML-100K item text${ML100K ? '' : ' (SKIPPED: set ATOMEM_ML100K)'}`,
+    async () => {
+      const ds = loadMovieLens(ML100K!, { kcore: 0 });
+      const texts = [...ds.items.values()].map((it) => itemText(it));
+      expect(texts.length).toBe(1682);
+      const a = (await float32.embed(texts)).map((e) => e.vector);
+      const b = (await uint8.embed(texts)).map((e) => e.vector);
+      const c = minCosine(a, b);
+      console.log(`ML-100K (${texts.length} items): cosine uint8 vs float32 min ${c.min.toFixed(4)}, mean ${c.mean.toFixed(4)}`);
+      expect(c.min).toBeGreaterThanOrEqual(0.99);
+    },
+    240_000,
+  );
 
   it('nodeAssetSource of the built folder reads the uint8 manifest', async () => {
     const m = JSON.parse(await nodeAssetSource(BUILT).text('model.json')) as ModelJsonLike;

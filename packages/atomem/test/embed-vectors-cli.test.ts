@@ -135,7 +135,18 @@ describe('catalog vector file v1', () => {
     });
 
     it('duplicate item ids', () => {
-      expectInvalid(craft(header({ items: [['a', '1'], ['a', '2']] }), new Uint8Array(2 * 4 * 4)), /item "a" appears twice/);
+      expectInvalid(
+        craft(
+          header({
+            items: [
+              ['a', '1'],
+              ['a', '2'],
+            ],
+          }),
+          new Uint8Array(2 * 4 * 4),
+        ),
+        /item "a" appears twice/,
+      );
     });
 
     it('NaN or Infinity in a vector', () => {
@@ -156,7 +167,9 @@ describe('catalog vector file v1', () => {
       expect(() => encodeCatalogVectors({ id: 'e', dim: 4 }, ITEMS, sampleVectors(4, 4))).toThrow(/5 items but 4 vectors/);
     });
     it('duplicate item ids', () => {
-      expect(() => encodeCatalogVectors({ id: 'e', dim: 4 }, [ITEMS[0], { ...ITEMS[1], id: 'sku-1' }], sampleVectors(4, 2))).toThrow(/item "sku-1" appears twice/);
+      expect(() => encodeCatalogVectors({ id: 'e', dim: 4 }, [ITEMS[0], { ...ITEMS[1], id: 'sku-1' }], sampleVectors(4, 2))).toThrow(
+        /item "sku-1" appears twice/,
+      );
     });
     it('a vector of the wrong dimension', () => {
       const vectors = sampleVectors(4, 2);
@@ -227,8 +240,11 @@ describe('atomem-vectors CLI', () => {
     return embs.map((e) => e.vector);
   }
 
-  it('writes a file that decodes, with the browser engine\'s hashing id and the embedder\'s vectors', async () => {
-    const catalog = catalogFile('catalog.json', ITEMS.map((it, i) => ({ ...it, price: 10 + i, inStock: true })));
+  it("writes a file that decodes, with the browser engine's hashing id and the embedder's vectors", async () => {
+    const catalog = catalogFile(
+      'catalog.json',
+      ITEMS.map((it, i) => ({ ...it, price: 10 + i, inStock: true })),
+    );
     const out = join(dir, 'vectors.bin');
     const r = await run('--catalog', catalog, '--out', out, '--embedder', 'hashing', '--no-progress');
     expect(r.stderr).toBe('');
@@ -303,17 +319,52 @@ describe('atomem-vectors CLI', () => {
       ['a missing catalog file', () => null, [], /cannot read --catalog .*missing\.json: no such file/],
       ['invalid JSON', () => ['c.json', '[{"id": "a", "title": "x"},'], [], /c\.json is not valid JSON/],
       ['an invalid JSON Lines line', () => ['c.jsonl', '{"id":"a","title":"x"}\n{"id":"b",\n'], [], /c\.jsonl: line 2 is not valid JSON/],
-      ['neither an array nor { items }', () => ['c.json', { products: ITEMS }], [], /expected a JSON array of items or an object \{ "items": \[\.\.\.\] \}, got an object without an "items" array/],
+      [
+        'neither an array nor { items }',
+        () => ['c.json', { products: ITEMS }],
+        [],
+        /expected a JSON array of items or an object \{ "items": \[\.\.\.\] \}, got an object without an "items" array/,
+      ],
       ['an empty catalog', () => ['c.json', []], [], /the catalog has no items/],
-      ['a duplicate id', () => ['c.json', [...ITEMS, { id: 'sku-2', title: 'Again' }]], [], /item 5 \("sku-2"\): id "sku-2" already used by item 1; ids must be unique/],
-      ['a duplicate id in JSON Lines (names the lines)', () => ['c.jsonl', '{"id":"a","title":"x"}\n\n{"id":"a","title":"y"}\n'], [], /line 3: item 1 \("a"\): id "a" already used by item 0 \(line 1\)/],
-      ['an item without a title', () => ['c.json', [ITEMS[0], { id: 'sku-9', description: 'no title' }]], [], /item 1 \("sku-9"\): "title" is missing, expected a string/],
+      [
+        'a duplicate id',
+        () => ['c.json', [...ITEMS, { id: 'sku-2', title: 'Again' }]],
+        [],
+        /item 5 \("sku-2"\): id "sku-2" already used by item 1; ids must be unique/,
+      ],
+      [
+        'a duplicate id in JSON Lines (names the lines)',
+        () => ['c.jsonl', '{"id":"a","title":"x"}\n\n{"id":"a","title":"y"}\n'],
+        [],
+        /line 3: item 1 \("a"\): id "a" already used by item 0 \(line 1\)/,
+      ],
+      [
+        'an item without a title',
+        () => ['c.json', [ITEMS[0], { id: 'sku-9', description: 'no title' }]],
+        [],
+        /item 1 \("sku-9"\): "title" is missing, expected a string/,
+      ],
       ['an item without an id', () => ['c.json', [ITEMS[0], { title: 'anonymous' }]], [], /item 1: "id" is missing, expected a non-empty string/],
       ['an empty id', () => ['c.json', [{ id: '', title: 'x' }]], [], /item 0: "id" is an empty string, expected a non-empty string/],
       ['a non-object item', () => ['c.json', [ITEMS[0], 'sku-2']], [], /item 1 is a string, expected an object/],
-      ['categories not an array', () => ['c.json', [{ id: 'a', title: 'x', categories: 'Shoes' }]], [], /item 0 \("a"\): "categories" is a string, expected an array of strings/],
-      ['a category not a string', () => ['c.json', [{ id: 'a', title: 'x', categories: ['Shoes', 3] }]], [], /item 0 \("a"\): categories\[1\] is number, expected a string/],
-      ['a description not a string', () => ['c.json', [{ id: 'a', title: 'x', description: null }]], [], /item 0 \("a"\): "description" is null, expected a string/],
+      [
+        'categories not an array',
+        () => ['c.json', [{ id: 'a', title: 'x', categories: 'Shoes' }]],
+        [],
+        /item 0 \("a"\): "categories" is a string, expected an array of strings/,
+      ],
+      [
+        'a category not a string',
+        () => ['c.json', [{ id: 'a', title: 'x', categories: ['Shoes', 3] }]],
+        [],
+        /item 0 \("a"\): categories\[1\] is number, expected a string/,
+      ],
+      [
+        'a description not a string',
+        () => ['c.json', [{ id: 'a', title: 'x', description: null }]],
+        [],
+        /item 0 \("a"\): "description" is null, expected a string/,
+      ],
       ['an unknown embedder', () => ['c.json', ITEMS], ['--embedder', 'word2vec'], /argument 'word2vec' is invalid\. Allowed choices are use-lite, hashing/],
       ['--dim with use-lite', () => ['c.json', ITEMS], ['--dim', '64'], /--dim applies to --embedder hashing only/],
       ['--dim out of range', () => ['c.json', ITEMS], ['--embedder', 'hashing', '--dim', '1'], /--dim must be an integer in 2\.\.65536/],
@@ -347,7 +398,15 @@ describe('atomem-vectors CLI', () => {
     it('a failed run leaves an existing output file untouched', async () => {
       const out = join(dir, 'vectors.bin');
       writeFileSync(out, 'previous good file');
-      const r = await run('--catalog', catalogFile('c.json', [ITEMS[0], { id: 'sku-1', title: 'dup' }]), '--out', out, '--embedder', 'hashing', '--no-progress');
+      const r = await run(
+        '--catalog',
+        catalogFile('c.json', [ITEMS[0], { id: 'sku-1', title: 'dup' }]),
+        '--out',
+        out,
+        '--embedder',
+        'hashing',
+        '--no-progress',
+      );
       expect(r.code).toBe(2);
       expect(readFileSync(out, 'utf8')).toBe('previous good file');
       expectOnly('c.json', 'vectors.bin');
@@ -376,7 +435,7 @@ describe('atomem-vectors CLI', () => {
     expect(r.stdout).toMatch(/--embedder <kind>/);
   });
 
-  it('use-lite: the browser engine\'s default id and the vectors USE-lite gives directly', async () => {
+  it("use-lite: the browser engine's default id and the vectors USE-lite gives directly", async () => {
     const catalog = catalogFile('c.json', ITEMS);
     const out = join(dir, 'use-lite.bin');
     const r = await run('--catalog', catalog, '--out', out, '--no-progress');

@@ -39,14 +39,20 @@ describe('LazyEmbedder', () => {
     await expect(lazy.embed(['a'])).rejects.toThrow(/HTTP 503/);
     expect(lazy.state).toBe('not loaded');
     expect(lazy.error).toMatch(/HTTP 503/);
-    expect((await lazy.embed(['a']))).toHaveLength(1);
+    expect(await lazy.embed(['a'])).toHaveLength(1);
     expect([lazy.state, lazy.error, n]).toEqual(['ready', null, 2]);
   });
 
   it('refuses a model whose id differs from the announced one (its vectors would be mislabelled)', async () => {
     const inner = real();
     let disposed = false;
-    const lazy = new LazyEmbedder('use-lite@0.2.0/uint8', 512, async () => ({ ...inner, id: 'use-lite@0.2.0/float32', dim: 512, embed: inner.embed, dispose: async () => void (disposed = true) }));
+    const lazy = new LazyEmbedder('use-lite@0.2.0/uint8', 512, async () => ({
+      ...inner,
+      id: 'use-lite@0.2.0/float32',
+      dim: 512,
+      embed: inner.embed,
+      dispose: async () => void (disposed = true),
+    }));
     await expect(lazy.embed(['a'])).rejects.toThrow(/loaded as use-lite@0.2.0\/float32.*expected use-lite@0.2.0\/uint8/);
     expect(disposed).toBe(true);
   });

@@ -7,7 +7,14 @@ import { describeMemoryPrompt, reflectPrompt } from '../src/reason/prompts.js';
 import type { ForwardStep, MemoryView } from '../src/reason/types.js';
 import { events, j, llm, makeAgent, observeAll, opOf, routedModel, VALID } from '../../../test/fixtures/llm-agent.js';
 
-const view = (id: string, content: string, strength = 0.5): MemoryView => ({ id, content, category: 'Crime', strength, evidence: 2, items: [{ id: 'heat', title: 'Heat (1995)', categories: ['Crime'] }] });
+const view = (id: string, content: string, strength = 0.5): MemoryView => ({
+  id,
+  content,
+  category: 'Crime',
+  strength,
+  evidence: 2,
+  items: [{ id: 'heat', title: 'Heat (1995)', categories: ['Crime'] }],
+});
 const step = (similarity: number, tau = 0.35): ForwardStep => ({
   weight: 1,
   actual: { id: 'fargo', title: 'Fargo (1996)', categories: ['Crime'] },
@@ -49,12 +56,18 @@ describe('LlmReasoner.reflect checks similarity ≥ tau for consolidate', () => 
   });
 });
 
-describe('describeMemory gets the memory\'s previous text when it is updated', () => {
+describe("describeMemory gets the memory's previous text when it is updated", () => {
   it('the second event of one interest sends previous { content, category }', async () => {
-    const { model } = routedModel({
-      reflect: [VALID.reflect, j({ decision: 'consolidate', target: 'M1', misled: [], insight: 'fits' })],
-      describeMemory: [j({ content: 'Loves heist films such as Heat (1995)', category: 'Heists' }), j({ content: 'Loves heist films: Heat, Fargo', category: 'Heists' })],
-    }, (op) => VALID[op]);
+    const { model } = routedModel(
+      {
+        reflect: [VALID.reflect, j({ decision: 'consolidate', target: 'M1', misled: [], insight: 'fits' })],
+        describeMemory: [
+          j({ content: 'Loves heist films such as Heat (1995)', category: 'Heists' }),
+          j({ content: 'Loves heist films: Heat, Fargo', category: 'Heists' }),
+        ],
+      },
+      (op) => VALID[op],
+    );
     const { reasoner } = llm(model);
     const agent = makeAgent({ reasoner });
     await observeAll(agent, events(['heat'], ['fargo']));

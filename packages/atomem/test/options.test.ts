@@ -55,12 +55,31 @@ describe('catalog validation', () => {
 
   it('names the offending item and the case', () => {
     expect(refused({ items: ok })).toMatchObject({ reason: 'not-array', index: -1 });
-    expect(refused([...ok, null])).toMatchObject({ reason: 'item', index: 2, message: 'catalog[2] must be an object { id, title, categories?, description? }, got null' });
-    expect(refused([...ok, { title: 'Boots' }])).toMatchObject({ reason: 'id', index: 2, itemId: '', message: 'catalog[2] ("Boots") needs a non-empty string id, got undefined' });
+    expect(refused([...ok, null])).toMatchObject({
+      reason: 'item',
+      index: 2,
+      message: 'catalog[2] must be an object { id, title, categories?, description? }, got null',
+    });
+    expect(refused([...ok, { title: 'Boots' }])).toMatchObject({
+      reason: 'id',
+      index: 2,
+      itemId: '',
+      message: 'catalog[2] ("Boots") needs a non-empty string id, got undefined',
+    });
     expect(refused([...ok, { id: 7, title: 'Boots' }])).toMatchObject({ reason: 'id', index: 2 });
-    expect(refused([...ok, { id: 'boots' }])).toMatchObject({ reason: 'title', index: 2, itemId: 'boots', message: 'catalog[2] (id "boots") needs a string title, got undefined' });
+    expect(refused([...ok, { id: 'boots' }])).toMatchObject({
+      reason: 'title',
+      index: 2,
+      itemId: 'boots',
+      message: 'catalog[2] (id "boots") needs a string title, got undefined',
+    });
     expect(refused([...ok, { id: 'boots', title: 'Boots', categories: 'Outdoor' }])).toMatchObject({ reason: 'categories', itemId: 'boots' });
     expect(refused([...ok, { id: 'boots', title: 'Boots', description: 7 }])).toMatchObject({ reason: 'description', itemId: 'boots' });
-    expect(refused([...ok, { id: 'tent', title: 'Tent again' }])).toMatchObject({ reason: 'duplicate', index: 2, itemId: 'tent', message: 'catalog[2] (id "tent") repeats the id of catalog[0]: catalog ids must be unique' });
+    expect(refused([...ok, { id: 'tent', title: 'Tent again' }])).toMatchObject({
+      reason: 'duplicate',
+      index: 2,
+      itemId: 'tent',
+      message: 'catalog[2] (id "tent") repeats the id of catalog[0]: catalog ids must be unique',
+    });
   });
 });

@@ -17,7 +17,11 @@ const READMES = { atomem: PACKAGE_README, 'atomem-index': join(REPO, 'packages/a
 /** Markdown links and images whose target is neither an absolute http(s) URL nor an anchor. */
 function relativeLinks(md: string): string[] {
   const prose = md.replace(/```[\s\S]*?```/g, ''); // code blocks hold no links
-  return [...prose.matchAll(/!?\[[^\]]*\]\(([^)\s]+)[^)]*\)/g), ...prose.matchAll(/^\s*\[[^\]]+\]:\s*(\S+)/gm), ...prose.matchAll(/<(?:a|img)\s[^>]*(?:href|src)="([^"]+)"/g)]
+  return [
+    ...prose.matchAll(/!?\[[^\]]*\]\(([^)\s]+)[^)]*\)/g),
+    ...prose.matchAll(/^\s*\[[^\]]+\]:\s*(\S+)/gm),
+    ...prose.matchAll(/<(?:a|img)\s[^>]*(?:href|src)="([^"]+)"/g),
+  ]
     .map((m) => m[1])
     .filter((t) => !/^(https?:)?\/\/|^#/.test(t));
 }
@@ -43,7 +47,9 @@ describe('the package READMEs', () => {
     const dir = join(REPO, 'packages', name);
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
     expect(Object.keys(pkg.scripts ?? {}).filter((s) => /^(pre|post)?pack$|^prepare$|^prepublish/.test(s))).toEqual([]);
-    const [info] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: dir, encoding: 'utf8' })) as { files: { path: string }[] }[];
+    const [info] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: dir, encoding: 'utf8' })) as {
+      files: { path: string }[];
+    }[];
     expect(info.files.map((f) => f.path)).toContain('README.md');
   });
 });
@@ -56,7 +62,10 @@ function apiTable(md: string, name: string): string[] {
   const at = md.indexOf(`<!-- api-table: ${name} -->`);
   expect(at, `packages/atomem/README.md has no <!-- api-table: ${name} --> table`).toBeGreaterThanOrEqual(0);
   const rows = md.slice(at).split('\n').slice(1);
-  const table = rows.slice(0, rows.findIndex((l) => !l.startsWith('|')));
+  const table = rows.slice(
+    0,
+    rows.findIndex((l) => !l.startsWith('|')),
+  );
   return table.slice(2).map((row) => {
     const cell = row.split(/(?<!\\)\|/)[1];
     const code = /`([^`]+)`/.exec(cell);
@@ -79,9 +88,17 @@ function publicTypes() {
     return s.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(s) : s;
   };
   const declared = (name: string): ts.Type => checker.getDeclaredTypeOfSymbol(symbol(name));
-  const props = (t: ts.Type): string[] => checker.getPropertiesOfType(t).map((p) => p.name).sort();
+  const props = (t: ts.Type): string[] =>
+    checker
+      .getPropertiesOfType(t)
+      .map((p) => p.name)
+      .sort();
   const member = (t: ts.Type, name: string): ts.Type => checker.getNonNullableType(checker.getTypeOfSymbol(t.getProperty(name)!));
-  const literals = (t: ts.Type): string[] => (t.isUnion() ? t.types : [t]).filter((u): u is ts.StringLiteralType => u.isStringLiteral()).map((u) => u.value).sort();
+  const literals = (t: ts.Type): string[] =>
+    (t.isUnion() ? t.types : [t])
+      .filter((u): u is ts.StringLiteralType => u.isStringLiteral())
+      .map((u) => u.value)
+      .sort();
   const objects = (t: ts.Type): ts.Type[] => (t.isUnion() ? t.types : [t]).filter((u) => u.flags & ts.TypeFlags.Object);
   /** Exported classes (value exports whose declaration is a class) and the file each is declared in. */
   const classes = exports
@@ -105,7 +122,12 @@ describe('the npm README documents the API as the types and the run-time checks 
   it('the embedder table lists the kinds of EmbedderSpec', () => {
     const spec = types.declared('EmbedderSpec');
     expect(sorted(apiTable(md, 'EmbedderSpec'))).toEqual(types.literals(spec));
-    expect(types.objects(spec).map((o) => types.literals(types.member(o, 'kind'))[0]).sort()).toEqual(types.literals(spec));
+    expect(
+      types
+        .objects(spec)
+        .map((o) => types.literals(types.member(o, 'kind'))[0])
+        .sort(),
+    ).toEqual(types.literals(spec));
   });
 
   it('every documented privacy level is a PrivacyLevel and is accepted at run time; the removed ones are refused', () => {
@@ -118,14 +140,15 @@ describe('the npm README documents the API as the types and the run-time checks 
     expect(md).not.toMatch(/'embeddings'|'items'|memory vectors|anonymi[sz]ed/);
   });
 
-  it("the run-time option names (src/options.ts) equal the types, so a typo check never refuses a valid option", () => {
+  it('the run-time option names (src/options.ts) equal the types, so a typo check never refuses a valid option', () => {
     const engine = types.props(types.declared('EngineOptions'));
     const client = types.declared('CreateAtomemOptions');
     expect(sorted(OPTION_NAMES.engine)).toEqual(engine);
     expect(sorted(OPTION_NAMES.client)).toEqual(types.props(client).filter((p) => !engine.includes(p)));
     const llm = types.declared('LlmOptions');
     expect(sorted(OPTION_NAMES.llm)).toEqual(types.props(llm));
-    for (const k of ['webllm', 'openai', 'budget', 'wllama'] as const) expect(sorted(OPTION_NAMES[`llm.${k}`]), `llm.${k}`).toEqual(types.props(types.member(llm, k)));
+    for (const k of ['webllm', 'openai', 'budget', 'wllama'] as const)
+      expect(sorted(OPTION_NAMES[`llm.${k}`]), `llm.${k}`).toEqual(types.props(types.member(llm, k)));
     expect(sorted(OPTION_NAMES.index)).toEqual(types.props(types.declared('IndexOptions')));
     expect(sorted(OPTION_NAMES.recommend)).toEqual(types.props(types.declared('RecommendOptions')));
     for (const o of types.objects(types.declared('EmbedderSpec'))) {
@@ -140,7 +163,10 @@ describe('the npm README documents the API as the types and the run-time checks 
   });
 
   it('every named error of src/errors.ts is exported by atomem and rebuilt as its class on the page', () => {
-    const own = types.classes.filter((c) => c.file.endsWith('packages/atomem/src/errors.ts')).map((c) => c.name).sort();
+    const own = types.classes
+      .filter((c) => c.file.endsWith('packages/atomem/src/errors.ts'))
+      .map((c) => c.name)
+      .sort();
     const declaredInFile = [...readFileSync(join(REPO, 'packages/atomem/src/errors.ts'), 'utf8').matchAll(/^export class (\w+)/gm)].map((m) => m[1]).sort();
     expect(own).toEqual(declaredInFile);
     expect(Object.keys(ERROR_CLASSES).sort()).toEqual(declaredInFile);
@@ -163,17 +189,31 @@ describe("the README's sizes are what `npm run bench:package` measures", () => {
     const main = mainThreadSize(dist);
     const gz = /import \{ createAtomem \} from 'atomem';\s+\/\/ (\d+\.\d kB) gzipped/.exec(md);
     expect(gz, `${file}: the quick start's "// N kB gzipped"`).not.toBeNull();
-    expect(gz![1], `${file}: main-thread entry (${main.files.join(' + ')}); update: node -C atomem-source --import tsx packages/bench/src/package-sizes.ts --write`).toBe(KB(main.gzip));
+    expect(
+      gz![1],
+      `${file}: main-thread entry (${main.files.join(' + ')}); update: node -C atomem-source --import tsx packages/bench/src/package-sizes.ts --write`,
+    ).toBe(KB(main.gzip));
 
     pack ??= packSizes(join(REPO, 'packages/atomem'));
     const install = /\((\d+\.\d MB) download, (\d+\.\d MB) unpacked\)/.exec(md);
     expect(install, `${file}: the install line's "(N MB download, N MB unpacked)"`).not.toBeNull();
-    expect([install![1], install![2]], `${file}: npm pack's tarball and unpacked size; update: node -C atomem-source --import tsx packages/bench/src/package-sizes.ts --write`).toEqual([MB(pack.size), MB(pack.unpackedSize)]);
+    expect(
+      [install![1], install![2]],
+      `${file}: npm pack's tarball and unpacked size; update: node -C atomem-source --import tsx packages/bench/src/package-sizes.ts --write`,
+    ).toEqual([MB(pack.size), MB(pack.unpackedSize)]);
 
     const at = md.indexOf('<!-- bench:package build output -->');
     expect(at, `${file}: <!-- bench:package build output --> before the asset table`).toBeGreaterThanOrEqual(0);
     const rows = md.slice(at).split('\n').slice(3);
-    const table = rows.slice(0, rows.findIndex((l) => !l.startsWith('|'))).map((r) => r.split('|').at(-2)!.trim());
-    expect(table, `${file}: the asset table's last column, in the order of ASSET_CHOICES; update: node -C atomem-source --import tsx packages/bench/src/package-sizes.ts --write`).toEqual(emittedSizes(dist).map((e) => `${MB(e.bytes)}, ${e.files} files`));
+    const table = rows
+      .slice(
+        0,
+        rows.findIndex((l) => !l.startsWith('|')),
+      )
+      .map((r) => r.split('|').at(-2)!.trim());
+    expect(
+      table,
+      `${file}: the asset table's last column, in the order of ASSET_CHOICES; update: node -C atomem-source --import tsx packages/bench/src/package-sizes.ts --write`,
+    ).toEqual(emittedSizes(dist).map((e) => `${MB(e.bytes)}, ${e.files} files`));
   });
 });

@@ -22,9 +22,16 @@ describe('singletonAbsorptions', () => {
   });
 
   it('leaves alone: reinforced memories, multi-item ones, other polarity, and everything at absorbSingletons 0', () => {
-    const ms = [host('outdoor', 0), mem('strong', 10, { evidence: 2 }), mem('pair', 10, { items: ['a', 'b'], evidence: 1 }), mem('dislike', 5, { evidence: 1, strength: -0.4 })];
+    const ms = [
+      host('outdoor', 0),
+      mem('strong', 10, { evidence: 2 }),
+      mem('pair', 10, { items: ['a', 'b'], evidence: 1 }),
+      mem('dislike', 5, { evidence: 1, strength: -0.4 }),
+    ];
     expect(singletonAbsorptions(ms, cfg, new Set(), NOW)).toEqual([]);
-    expect(singletonAbsorptions([host('outdoor', 0), mem('poles', 5, { evidence: 1 })], resolveConfig({ tau: 0.9, absorbSingletons: 0 }), new Set(), NOW)).toEqual([]);
+    expect(
+      singletonAbsorptions([host('outdoor', 0), mem('poles', 5, { evidence: 1 })], resolveConfig({ tau: 0.9, absorbSingletons: 0 }), new Set(), NOW),
+    ).toEqual([]);
   });
 
   it('the rules planner merges them at a due sweep, never when no sweep is due', () => {
@@ -34,13 +41,18 @@ describe('singletonAbsorptions', () => {
   });
 
   it('an agent ends with no single-item memory next to an interest it belongs to', async () => {
-    let n = 0;
     // tau 0.95 on the hashing space: no two films consolidate, so every film forms its own memory
     const run = async (absorbSingletons: number) => {
       let n = 0;
-      const agent = new MemoryAgent({ items: new ItemVectors(embedder, CATALOG), clock: () => T0 + 60 * MIN, newId: () => `m${++n}`, config: { tau: 0.95, sweepEvery: 4, absorbSingletons } });
+      const agent = new MemoryAgent({
+        items: new ItemVectors(embedder, CATALOG),
+        clock: () => T0 + 60 * MIN,
+        newId: () => `m${++n}`,
+        config: { tau: 0.95, sweepEvery: 4, absorbSingletons },
+      });
       let t = T0;
-      for (const id of ['heat', 'heat', 'fargo', 'godfather', 'casino', 'heat', 'alien', 'alien', 'matrix', 'solaris', 'heat', 'alien']) await agent.observe({ item: id, at: (t += MIN), action: 'click' });
+      for (const id of ['heat', 'heat', 'fargo', 'godfather', 'casino', 'heat', 'alien', 'alien', 'matrix', 'solaris', 'heat', 'alien'])
+        await agent.observe({ item: id, at: (t += MIN), action: 'click' });
       return agent.memories().filter((m) => m.items.length === 1 && m.evidence < 1.5).length;
     };
     expect(await run(0)).toBeGreaterThanOrEqual(4);

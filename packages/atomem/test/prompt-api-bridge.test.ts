@@ -21,7 +21,7 @@ function page(answer: (input: unknown) => string) {
 }
 
 describe('PromptApiLenders (worker side of the bridge)', () => {
-  it('no page lends: ModelUnavailableError with the page\'s reason', async () => {
+  it("no page lends: ModelUnavailableError with the page's reason", async () => {
     const lenders = new PromptApiLenders();
     await expect(createPromptApiModel({ api: lenders.api() })).rejects.toThrow(ModelUnavailableError);
     lenders.lend(1, null, { reason: "Chrome Prompt API is blocked on this page by its permissions policy (feature 'language-model')" });
@@ -36,7 +36,13 @@ describe('PromptApiLenders (worker side of the bridge)', () => {
     expect(await lenders.availability()).toBe('available');
     const model = await createPromptApiModel({ api: lenders.api() });
     const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] };
-    const r = await model.generate({ messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }], schema });
+    const r = await model.generate({
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: 'hi' },
+      ],
+      schema,
+    });
     expect(r.text).toBe('{"ok":true}');
     expect(r.constrained).toBe(true);
     expect(p.lm.prompts[0].responseConstraint).toEqual(schema);

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { MemoryAgent } from '../src/agent/agent.js';
 import { DEFAULT_LDP, ReportHistogram, makeReport } from '../src/community/ldp.js';
 import { buildRelease } from '../src/community/release.js';
 import type { Action, Interaction } from '../src/core/types.js';
@@ -8,7 +7,23 @@ import { LlmReasoner, LlmReasonerError, type LlmReasonerOptions } from '../src/r
 import { OPERATIONS, type OperationName } from '../src/reason/prompts.js';
 import { RulesReasoner } from '../src/reason/rules.js';
 import type { ForwardStep, MemoryView } from '../src/reason/types.js';
-import { CATALOG, MIN, T0, TAU, embedder, events, expectValidMemories, j, llm, makeAgent, memoryState, observeAll, opOf, rng, routedModel, VALID } from '../../../test/fixtures/llm-agent.js';
+import {
+  CATALOG,
+  MIN,
+  T0,
+  TAU,
+  events,
+  expectValidMemories,
+  j,
+  llm,
+  makeAgent,
+  memoryState,
+  observeAll,
+  opOf,
+  rng,
+  routedModel,
+  VALID,
+} from '../../../test/fixtures/llm-agent.js';
 import { ScriptedModel, type ScriptStep } from '../../../test/fixtures/scripted-model.js';
 
 describe('LlmReasoner: valid output is applied through MemoryAgent', () => {
@@ -77,7 +92,9 @@ describe('LlmReasoner: valid output is applied through MemoryAgent', () => {
   });
 
   it('mergeMemories writes the merged statement', async () => {
-    const { model } = routedModel({ mergeMemories: [j({ content: 'Loves Heat (1995), twice over', category: 'Crime' })] }, (op) => (op === 'mergeMemories' ? { error: new Error('x') } : VALID[op]));
+    const { model } = routedModel({ mergeMemories: [j({ content: 'Loves Heat (1995), twice over', category: 'Crime' })] }, (op) =>
+      op === 'mergeMemories' ? { error: new Error('x') } : VALID[op],
+    );
     const { reasoner } = llm(model);
     const agent = makeAgent({ reasoner, mode: { consolidation: false }, config: { sweepEvery: 2 } });
     await observeAll(agent, events(['heat'], ['heat', 'purchase']));
@@ -99,7 +116,15 @@ describe('LlmReasoner: valid output is applied through MemoryAgent', () => {
     for (let d = 0; d < 2000; d++) hist.add(makeReport(['casino'], ldp, {}, r));
     const ids = ['heat', 'fargo', 'casino'];
     const space = { embedderId: alice.items.embedderId, ids, vectors: (await alice.items.vectorsOf(ids)).map((v) => v.vector) };
-    const release = buildRelease({ epoch: 1, epochMs: 1000, space, communities: { communities: [{ id: 'k0', items: ids }] }, hist, ldp, minContributors: -1e9 });
+    const release = buildRelease({
+      epoch: 1,
+      epochMs: 1000,
+      space,
+      communities: { communities: [{ id: 'k0', items: ids }] },
+      hist,
+      ldp,
+      minContributors: -1e9,
+    });
     expect(await alice.useRelease(release)).toBe(1);
     expect(alice.memories()[0].links).toEqual(['k0']);
     const [top] = await alice.recommend(['casino', 'titanic']);
@@ -142,8 +167,14 @@ describe('LlmReasoner: bad output never reaches memory (falls back to rules per 
     ['truncated JSON', (op) => VALID[op].slice(0, VALID[op].length - 7)],
     ['schema-violating JSON', () => j({ decision: 'delete', content: 42, extra: true })],
     ['an extra property', (op) => j({ ...JSON.parse(VALID[op]), note: 'x' })],
-    ['over-long text', (op) => j(Object.fromEntries(Object.entries(JSON.parse(VALID[op])).map(([k, v]) => [k, typeof v === 'string' && v ? 'x'.repeat(700) : v])))],
-    ['control characters', (op) => j(Object.fromEntries(Object.entries(JSON.parse(VALID[op])).map(([k, v]) => [k, typeof v === 'string' && v ? `bad\u0007${v}` : v])))],
+    [
+      'over-long text',
+      (op) => j(Object.fromEntries(Object.entries(JSON.parse(VALID[op])).map(([k, v]) => [k, typeof v === 'string' && v ? 'x'.repeat(700) : v]))),
+    ],
+    [
+      'control characters',
+      (op) => j(Object.fromEntries(Object.entries(JSON.parse(VALID[op])).map(([k, v]) => [k, typeof v === 'string' && v ? `bad\u0007${v}` : v]))),
+    ],
     ['whitespace-only text', (op) => j(Object.fromEntries(Object.entries(JSON.parse(VALID[op])).map(([k, v]) => [k, typeof v === 'string' && v ? '   ' : v])))],
     ['an empty answer', () => ''],
     ['a JSON array', () => '[]'],
@@ -254,7 +285,9 @@ describe('LlmReasoner: repair', () => {
   it('maxRepairs bounds the calls per operation', async () => {
     const model = new ScriptedModel([], { fallback: 'nope' });
     const { reasoner } = llm(model, { maxRepairs: 3 });
-    await expect(reasoner.synthesizeProfile([{ id: 'a', content: 'Enjoys crime', category: 'Crime', strength: 0.4, evidence: 1, items: [] }])).rejects.toMatchObject({ kind: 'invalid' });
+    await expect(
+      reasoner.synthesizeProfile([{ id: 'a', content: 'Enjoys crime', category: 'Crime', strength: 0.4, evidence: 1, items: [] }]),
+    ).rejects.toMatchObject({ kind: 'invalid' });
     expect(model.requests).toHaveLength(4);
   });
 });
@@ -355,7 +388,10 @@ describe('LlmReasoner: budget', () => {
   it('a repair refused by the budget ends the operation as "invalid" with no extra call', async () => {
     const model = new ScriptedModel([], { fallback: 'garbage' });
     const { reasoner } = llm(model, { budget: { maxCalls: 1, perEvents: 10 }, maxRepairs: 2 });
-    await expect(reasoner.describeMemory({ items: [CATALOG[0]], strength: 0.4 })).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(/no budget left to repair/) });
+    await expect(reasoner.describeMemory({ items: [CATALOG[0]], strength: 0.4 })).rejects.toMatchObject({
+      kind: 'invalid',
+      message: expect.stringMatching(/no budget left to repair/),
+    });
     expect(model.requests).toHaveLength(1);
   });
 
@@ -391,7 +427,10 @@ describe('LlmReasoner: cost accounting', () => {
     expect(called).toHaveLength(model.requests.length);
     expect(c.total.promptTokens).toBe(called.reduce((s, x) => s + x.promptTokens, 0));
     expect(c.total.outputTokens).toBe(called.reduce((s, x) => s + x.outputTokens, 0));
-    expect(c.total.ms).toBeCloseTo(called.reduce((s, x) => s + x.ms, 0), 6);
+    expect(c.total.ms).toBeCloseTo(
+      called.reduce((s, x) => s + x.ms, 0),
+      6,
+    );
     expect(c.total.failures).toBe(called.filter((x) => !x.ok).length);
     expect(c.total.succeeded).toBe(called.filter((x) => x.ok).length);
     expect(c.total.fallbacks.budget).toBe(calls.filter((x) => !x.called && x.attempt === 0).length);

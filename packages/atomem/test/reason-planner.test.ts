@@ -5,7 +5,22 @@ import { rulesPlanner } from '../src/core/planner.js';
 import type { AtomicMemory, MemoryState } from '../src/core/types.js';
 import { llmPlanner, type PlanningReasoner } from '../src/reason/planner.js';
 import type { PlanDecision, PlanInput } from '../src/reason/types.js';
-import { CATALOG, HOSTILE_TITLE, MIN, T0, events, expectValidMemories, j, llm, makeAgent, observeAll, opOf, rng, routedModel, VALID } from '../../../test/fixtures/llm-agent.js';
+import {
+  CATALOG,
+  HOSTILE_TITLE,
+  MIN,
+  T0,
+  events,
+  expectValidMemories,
+  j,
+  llm,
+  makeAgent,
+  observeAll,
+  opOf,
+  rng,
+  routedModel,
+  VALID,
+} from '../../../test/fixtures/llm-agent.js';
 import { DAY, NOW, mem, state } from '../../../test/fixtures/planner-state.js';
 import { ScriptedModel } from '../../../test/fixtures/scripted-model.js';
 
@@ -37,7 +52,12 @@ describe('llmPlanner: batching (no model call)', () => {
   it('right after an interaction leaves fewer than batchEvents pending; at batchEvents or at idle, processes them', async () => {
     const { reasoner, inputs } = fakeReasoner(() => NONE);
     const plan = llmPlanner(reasoner, view);
-    expect(await plan(withPending(state([mem('a', 0)]), 2), cfg, NOW, { idle: false })).toEqual({ processPending: false, merge: [], forget: [], resynthesize: false });
+    expect(await plan(withPending(state([mem('a', 0)]), 2), cfg, NOW, { idle: false })).toEqual({
+      processPending: false,
+      merge: [],
+      forget: [],
+      resynthesize: false,
+    });
     expect((await plan(withPending(state([mem('a', 0)]), 3), cfg, NOW, { idle: false })).processPending).toBe(true);
     expect((await plan(withPending(state([mem('a', 0)]), 1), cfg, NOW, { idle: true })).processPending).toBe(true);
     // no context means "not idle"
@@ -136,7 +156,13 @@ describe('llmPlanner: the model chooses among candidates', () => {
 describe('LlmReasoner.planLifecycle (planLifecycle@1) with a scripted model', () => {
   const input = (): PlanInput => ({
     signal: { memories: 3, maxMemories: 10, eventsSinceSweep: 5, eventsSinceSynthesis: 3, predictionErrors: 0, hasProfile: true },
-    merges: [{ a: { id: 'mem-a', content: 'Loves heists', category: 'Crime', strength: 0.5, evidence: 3, items: [] }, b: { id: 'mem-b', content: HOSTILE_TITLE, category: 'Crime', strength: 0.4, evidence: 1, items: [] }, similarity: 0.93 }],
+    merges: [
+      {
+        a: { id: 'mem-a', content: 'Loves heists', category: 'Crime', strength: 0.5, evidence: 3, items: [] },
+        b: { id: 'mem-b', content: HOSTILE_TITLE, category: 'Crime', strength: 0.4, evidence: 1, items: [] },
+        similarity: 0.93,
+      },
+    ],
     faded: [{ id: 'mem-c', content: 'Once liked a romance', category: 'Romance', strength: 0.01, evidence: 1, items: [] }],
     synthesisDue: false,
   });
@@ -175,7 +201,10 @@ describe('MemoryAgent with the LLM planner', () => {
     const { model, ops } = routedModel({}, answer);
     const { reasoner, calls } = llm(model);
     const agent = makeAgent({ config });
-    agent.useReasoner(reasoner, llmPlanner(reasoner, (m) => agent.memoryView(m)));
+    agent.useReasoner(
+      reasoner,
+      llmPlanner(reasoner, (m) => agent.memoryView(m)),
+    );
     return { agent, model, ops, reasoner, calls };
   }
 
@@ -212,7 +241,10 @@ describe('MemoryAgent with the LLM planner', () => {
     const { model, ops } = routedModel({ planLifecycle: [j({ merge: ['P1'], forget: [], resynthesize: true, reason: 'same film twice' })] }, (op) => VALID[op]);
     const { reasoner } = llm(model);
     const agent = makeAgent({ mode: { consolidation: false }, config: { sweepEvery: 2 } });
-    agent.useReasoner(reasoner, llmPlanner(reasoner, (m) => agent.memoryView(m)));
+    agent.useReasoner(
+      reasoner,
+      llmPlanner(reasoner, (m) => agent.memoryView(m)),
+    );
     await observeAll(agent, events(['heat'], ['heat', 'purchase']));
     const out = await agent.idle();
     expect(ops).toContain('planLifecycle');
@@ -225,7 +257,10 @@ describe('MemoryAgent with the LLM planner', () => {
     const { model, ops } = routedModel({}, (op) => VALID[op]); // planLifecycle: resynthesize false
     const { reasoner } = llm(model);
     const agent = makeAgent({ config: { synthesizeEvery: 2, sweepEvery: 1000 } });
-    agent.useReasoner(reasoner, llmPlanner(reasoner, (m) => agent.memoryView(m)));
+    agent.useReasoner(
+      reasoner,
+      llmPlanner(reasoner, (m) => agent.memoryView(m)),
+    );
     await observeAll(agent, events(['heat'], ['fargo'], ['casino']));
     await agent.idle(); // asked; the first profile is written although the model said no
     expect(agent.profile()).not.toBeNull();
@@ -244,7 +279,10 @@ describe('MemoryAgent with the LLM planner', () => {
     const fallbacks: string[] = [];
     const { reasoner } = llm(model, { onFallback: (f) => fallbacks.push(`${f.operation}:${f.reason}`) });
     const agent = makeAgent({ mode: { consolidation: false }, config: { sweepEvery: 2 } });
-    agent.useReasoner(reasoner, llmPlanner(reasoner, (m) => agent.memoryView(m)));
+    agent.useReasoner(
+      reasoner,
+      llmPlanner(reasoner, (m) => agent.memoryView(m)),
+    );
     await observeAll(agent, events(['heat'], ['heat', 'purchase']));
     const out = await agent.idle();
     expect(fallbacks).toContain('planLifecycle:invalid');
@@ -278,10 +316,18 @@ describe('listwise rerank (rerank@2)', () => {
   }
 
   it('reorders the top N with a one-line reason first; scores stay sorted and are the same set', async () => {
-    const { agent, rules, requests } = await trained((op, labels) => (op === 'rerank' ? j({ ranking: [...labels].reverse().map((l) => ({ item: l, why: `Picked ${l} for you` })) }) : VALID[op]));
+    const { agent, rules, requests } = await trained((op, labels) =>
+      op === 'rerank' ? j({ ranking: [...labels].reverse().map((l) => ({ item: l, why: `Picked ${l} for you` })) }) : VALID[op],
+    );
     const base = await rules.recommend(CANDIDATES);
     const out = await agent.recommend(CANDIDATES, { rerank: 4 });
-    expect(out.map((r) => r.id)).toEqual([...base.slice(0, 4).map((r) => r.id).reverse(), ...base.slice(4).map((r) => r.id)]);
+    expect(out.map((r) => r.id)).toEqual([
+      ...base
+        .slice(0, 4)
+        .map((r) => r.id)
+        .reverse(),
+      ...base.slice(4).map((r) => r.id),
+    ]);
     expect(out[0].explanations[0]).toBe('Picked C4 for you');
     expect(out[0].explanations.slice(1)).toEqual(base[3].explanations);
     expect(out.map((r) => r.score)).toEqual(base.map((r) => r.score));
@@ -342,14 +388,21 @@ describe('budget across every operation, planner and rerank included', () => {
       const { reasoner } = llm(model, { budget: { maxCalls, perEvents } });
       reasonerClock = () => reasoner.costs().budget.events;
       const agent = makeAgent({ config: { sweepEvery: 3, synthesizeEvery: 4, batchEvents: 4 } });
-      agent.useReasoner(reasoner, llmPlanner(reasoner, (m) => agent.memoryView(m)));
+      agent.useReasoner(
+        reasoner,
+        llmPlanner(reasoner, (m) => agent.memoryView(m)),
+      );
       const ACTIONS = ['view', 'click', 'like', 'purchase', 'dislike', 'cart'] as const;
       for (let i = 0; i < 80; i++) {
         const item = CATALOG[Math.floor(rand() * (CATALOG.length - 1))].id;
         await agent.observe({ item, at: T0 + i * MIN, action: ACTIONS[Math.floor(rand() * ACTIONS.length)] });
         const r = rand();
         if (r < 0.25) await agent.idle();
-        else if (r < 0.4) await agent.recommend(CATALOG.slice(0, 6).map((c) => c.id), { rerank: 4 });
+        else if (r < 0.4)
+          await agent.recommend(
+            CATALOG.slice(0, 6).map((c) => c.id),
+            { rerank: 4 },
+          );
       }
       await agent.idle();
       const last = reasoner.costs().budget.events;

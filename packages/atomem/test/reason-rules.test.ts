@@ -91,7 +91,14 @@ describe('RulesReasoner.reflect', () => {
   const scifi = view('scifi', 0.5, [I.alien], 'Enjoys sci-fi horror such as Alien (1979)');
 
   it('consolidates into the best same-polarity memory at sim ≥ tau', async () => {
-    const out = await r.reflect(step({ supporting: [{ memory: crime, similarity: 0.8 }, { memory: scifi, similarity: 0.7 }] }));
+    const out = await r.reflect(
+      step({
+        supporting: [
+          { memory: crime, similarity: 0.8 },
+          { memory: scifi, similarity: 0.7 },
+        ],
+      }),
+    );
     expect(out.decision).toBe('consolidate');
     expect(out.target).toBe('crime');
     expect(out.misled).toEqual([]);
@@ -108,12 +115,26 @@ describe('RulesReasoner.reflect', () => {
   });
 
   it('a like skips an opposite-polarity match and takes the next same-polarity one', async () => {
-    const out = await r.reflect(step({ supporting: [{ memory: crimeNeg, similarity: 0.95 }, { memory: crime, similarity: 0.7 }] }));
+    const out = await r.reflect(
+      step({
+        supporting: [
+          { memory: crimeNeg, similarity: 0.95 },
+          { memory: crime, similarity: 0.7 },
+        ],
+      }),
+    );
     expect(out.target).toBe('crime');
   });
 
   it('a dislike consolidates into a negative memory, never into a positive one', async () => {
-    const dislike = step({ weight: -1, actual: I.godfather, supporting: [{ memory: crime, similarity: 0.95 }, { memory: crimeNeg, similarity: 0.8 }] });
+    const dislike = step({
+      weight: -1,
+      actual: I.godfather,
+      supporting: [
+        { memory: crime, similarity: 0.95 },
+        { memory: crimeNeg, similarity: 0.8 },
+      ],
+    });
     expect(await r.reflect(dislike)).toMatchObject({ decision: 'consolidate', target: 'crime-neg' });
     const onlyPositive = step({ weight: -1, actual: I.godfather, supporting: [{ memory: crime, similarity: 0.95 }] });
     expect((await r.reflect(onlyPositive)).decision).toBe('form');

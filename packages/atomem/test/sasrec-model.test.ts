@@ -56,7 +56,10 @@ describe('SASRec binary format', () => {
     expect(f16.length).toBeLessThan(f32.length);
     expect(i8.length).toBeLessThan(f16.length);
     const ref = scoreItems(w, encodeHistory(w, hist), items);
-    for (const [bytes, tol] of [[f16, 2e-3], [i8, 2e-2]] as const) {
+    for (const [bytes, tol] of [
+      [f16, 2e-3],
+      [i8, 2e-2],
+    ] as const) {
       const back = deserializeSasrec(bytes);
       const s = scoreItems(back, encodeHistory(back, hist), items);
       const scale = Math.max(...ref.map(Math.abs));

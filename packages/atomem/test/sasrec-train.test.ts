@@ -94,7 +94,15 @@ describe.skipIf(!simdSupported())('WASM SIMD product', () => {
       at += len + 1; // odd offsets: unaligned loads must work
       return v;
     };
-    for (const [M, N, K] of [[1, 1, 1], [2, 4, 4], [3, 5, 7], [16, 64, 64], [17, 13, 101], [6, 3, 2], [5, 9, 3]]) {
+    for (const [M, N, K] of [
+      [1, 1, 1],
+      [2, 4, 4],
+      [3, 5, 7],
+      [16, 64, 64],
+      [17, 13, 101],
+      [6, 3, 2],
+      [5, 9, 3],
+    ]) {
       const A = alloc(M * K + 3);
       const B = alloc(N * K + 3);
       const C = alloc(M * N);
@@ -113,7 +121,15 @@ describe.skipIf(!simdSupported())('WASM SIMD product', () => {
     const memory = new WebAssembly.Memory({ initial: 16 });
     const { transpose: tr } = simdKernels(memory);
     const rng = new Rng('transpose');
-    for (const [M, N] of [[1, 1], [4, 4], [5, 7], [64, 64], [13, 100], [3, 2], [8, 5]]) {
+    for (const [M, N] of [
+      [1, 1],
+      [4, 4],
+      [5, 7],
+      [64, 64],
+      [13, 100],
+      [3, 2],
+      [8, 5],
+    ]) {
       const A = new Float32Array(memory.buffer, 4, M * N + 3);
       const B = new Float32Array(memory.buffer, 4 * (M * N + 8), M * N + 2);
       for (let i = 0; i < A.length; i++) A[i] = rng.next() - 0.5;
@@ -145,7 +161,12 @@ describe.skipIf(!simdSupported())('WASM SIMD product', () => {
 });
 
 describe('SASRec training forward = inference', () => {
-  for (const [kernel, heads, blocks] of [['wasm', 1, 2], ['js', 2, 2], ['wasm', 4, 3], ['js', 1, 1]] as const) {
+  for (const [kernel, heads, blocks] of [
+    ['wasm', 1, 2],
+    ['js', 2, 2],
+    ['wasm', 4, 3],
+    ['js', 1, 1],
+  ] as const) {
     it(`encodeHistory equals the last row of the training forward pass without dropout (${kernel}, ${heads} heads, ${blocks} blocks)`, () => {
       const cfg: SasrecConfig = { maxLen: 10, dim: 16, blocks, heads };
       const n = 50;
@@ -177,7 +198,7 @@ describe('SASRec training forward = inference', () => {
 });
 
 describe('SASRec sampler', () => {
-  it('inputs are each user\'s last maxLen items before the last, targets the next ones, negatives unseen', () => {
+  it("inputs are each user's last maxLen items before the last, targets the next ones, negatives unseen", () => {
     const seqs = [Int32Array.of(1, 2, 3, 4, 5, 6), Int32Array.of(7), Int32Array.of(8, 9)];
     const s = new Sampler(seqs, 12, 4, 1);
     expect(s.users).toBe(2);
@@ -219,7 +240,17 @@ describe('SASRec learns a synthetic sequential task', () => {
   const seqs = Array.from({ length: 200 }, () => Int32Array.from(pairs(rng, 2 + rng.int(7))));
 
   it('ranks the true next item first among the unseen items far above chance', async () => {
-    const { weights, losses } = await trainSasrec(seqs, n, { maxLen: 10, dim: 16, blocks: 2, epochs: 30, batchSize: 32, lr: 0.005, dropout: 0.1, threads: 1, seed: 1 });
+    const { weights, losses } = await trainSasrec(seqs, n, {
+      maxLen: 10,
+      dim: 16,
+      blocks: 2,
+      epochs: 30,
+      batchSize: 32,
+      lr: 0.005,
+      dropout: 0.1,
+      threads: 1,
+      seed: 1,
+    });
     expect(losses[losses.length - 1]).toBeLessThan(losses[0]);
     const test = new Rng('synthetic-test');
     let hits = 0;

@@ -25,11 +25,27 @@ import { CATALOG as FILMS_ALL, TAU as FILM_TAU, embedder as filmEmbedder } from 
 const NOW = Date.UTC(2024, 5, 1);
 const v = (...xs: number[]) => normalize(xs);
 function mem(id: string, vector: Float32Array, strength: number, items: string[] = []): AtomicMemory {
-  return { id, content: `Enjoys ${id}`, category: id, embedding: { embedderId: 'axes', vector }, items, strength, evidence: 3, links: [], createdAt: NOW, updatedAt: NOW };
+  return {
+    id,
+    content: `Enjoys ${id}`,
+    category: id,
+    embedding: { embedderId: 'axes', vector },
+    items,
+    strength,
+    evidence: 3,
+    links: [],
+    createdAt: NOW,
+    updatedAt: NOW,
+  };
 }
 const titles: Record<string, string> = { a1: 'Trail Tent', a2: 'Ridge Backpack', b1: 'Sonic Speaker', b2: 'Bass Headphones' };
 const titleOf = (id: string) => titles[id];
-const card = (reasons: Reason[], score = 1): RankedItem => ({ id: 'x', score, features: { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0, related: 0 }, reasons });
+const card = (reasons: Reason[], score = 1): RankedItem => ({
+  id: 'x',
+  score,
+  features: { memory: 0, profile: 0, recent: 0, prototype: 0, members: 0, communityItems: 0, popularity: 0, related: 0 },
+  reasons,
+});
 
 describe('plurals of categories', () => {
   it('uncountable departments describe items; countable nouns get a correct plural', () => {
@@ -46,11 +62,17 @@ describe('plurals of categories', () => {
 
 describe('explain: wording', () => {
   it('says bought / added to your cart / looked at, from the action', () => {
-    const recent = (action?: 'purchase' | 'cart' | 'click') => explain(card([{ kind: 'recent', item: 'b1', similarity: 0.9, contribution: 0.5, ...(action ? { action } : {}) }]), titleOf);
+    const recent = (action?: 'purchase' | 'cart' | 'click') =>
+      explain(card([{ kind: 'recent', item: 'b1', similarity: 0.9, contribution: 0.5, ...(action ? { action } : {}) }]), titleOf);
     expect(recent('purchase')).toEqual(['Because you recently bought Sonic Speaker.']);
     expect(recent('cart')).toEqual(['Because you recently added Sonic Speaker to your cart.']);
     expect(recent('click')).toEqual(['Because you recently looked at Sonic Speaker.']);
-    const m = explain(card([{ kind: 'memory', memoryId: 'm', content: 'Enjoys audio items', similarity: 0.8, contribution: 0.4, item: 'b2' }]), titleOf, 3, () => 'purchase');
+    const m = explain(
+      card([{ kind: 'memory', memoryId: 'm', content: 'Enjoys audio items', similarity: 0.8, contribution: 0.4, item: 'b2' }]),
+      titleOf,
+      3,
+      () => 'purchase',
+    );
     expect(m).toEqual(['Close to Bass Headphones, which you bought: your interest “Enjoys audio items”.']);
   });
 
@@ -60,8 +82,9 @@ describe('explain: wording', () => {
     expect(out.join(' ')).not.toMatch(/because|matches|close to/i);
   });
 
-  it('shop-model signals get reasons naming the shopper\'s item', () => {
-    const shop = (signal: string, item?: string) => explain(card([{ kind: 'shop', signal, contribution: 1, ...(item ? { item } : {}) }]), titleOf, 3, (id) => (id === 'b1' ? 'purchase' : 'click'));
+  it("shop-model signals get reasons naming the shopper's item", () => {
+    const shop = (signal: string, item?: string) =>
+      explain(card([{ kind: 'shop', signal, contribution: 1, ...(item ? { item } : {}) }]), titleOf, 3, (id) => (id === 'b1' ? 'purchase' : 'click'));
     expect(shop('ease', 'b1')).toEqual(['People who bought Sonic Speaker also bought this.']);
     expect(shop('knnRecent', 'a1')).toEqual(['People who bought Trail Tent (you looked at it) also bought this.']);
     expect(shop('markov', 'b1')).toEqual(['Often bought right after Sonic Speaker.']);
@@ -125,7 +148,14 @@ describe('shop-model sources', () => {
     const rng = new Rng(3);
     const catalog = [...Array.from({ length: 10 }, (_, i) => `A${i}`), ...Array.from({ length: 10 }, (_, i) => `B${i}`)];
     const log: ShopInteraction[] = [];
-    for (const g of ['A', 'B']) for (let u = 0; u < 40; u++) rng.sampleWithoutReplacement(Array.from({ length: 10 }, (_, i) => `${g}${i}`), 5).forEach((item, k) => log.push({ user: `${g}${u}`, item, at: k, action: 'purchase' }));
+    for (const g of ['A', 'B'])
+      for (let u = 0; u < 40; u++)
+        rng
+          .sampleWithoutReplacement(
+            Array.from({ length: 10 }, (_, i) => `${g}${i}`),
+            5,
+          )
+          .forEach((item, k) => log.push({ user: `${g}${u}`, item, at: k, action: 'purchase' }));
     const r = new Rng(4);
     const model = trainShopModel(log, { catalog, dim: 4, iterations: 30, random: () => r.next() });
     const sc = new ShopScorer(model);
@@ -182,7 +212,12 @@ describe('recommend: exclude, first visit, diversification', () => {
 
   it('diversify: a two-interest shopper gets both interests in the first row; off keeps the ranker order; same scores', async () => {
     let n = 0;
-    const agent = new MemoryAgent({ items: new ItemVectors(filmEmbedder, FILMS_ALL), clock: () => T0 + 60 * MIN, newId: () => `m${++n}`, config: { tau: FILM_TAU, diversityDepth: 2 } });
+    const agent = new MemoryAgent({
+      items: new ItemVectors(filmEmbedder, FILMS_ALL),
+      clock: () => T0 + 60 * MIN,
+      newId: () => `m${++n}`,
+      config: { tau: FILM_TAU, diversityDepth: 2 },
+    });
     let t = T0;
     // a strong crime interest (bought, again and again), a second one in sci-fi (carted)
     for (const id of ['heat', 'fargo', 'heat', 'fargo', 'heat']) await agent.observe({ item: id, at: (t += MIN), action: 'purchase' });
@@ -192,7 +227,12 @@ describe('recommend: exclude, first visit, diversification', () => {
     const off = await agent.recommend(cands, { diversify: false });
     const on = await agent.recommend(cands);
     expect(off.slice(0, 2).map((r) => genre(r.id))).toEqual(['Crime', 'Crime']);
-    expect(on.slice(0, 2).map((r) => genre(r.id)).sort()).toEqual(['Crime', 'Sci-Fi']);
+    expect(
+      on
+        .slice(0, 2)
+        .map((r) => genre(r.id))
+        .sort(),
+    ).toEqual(['Crime', 'Sci-Fi']);
     expect(on.map((r) => r.score)).toEqual(off.map((r) => r.score));
     // the card brought in for the second interest never reads "little in your memory points to it"
     const promoted = on.slice(0, 2).find((r) => genre(r.id) === 'Sci-Fi')!;
@@ -200,7 +240,13 @@ describe('recommend: exclude, first visit, diversification', () => {
     expect(promoted.explanations[0]).toMatch(/^For another of your interests: “Enjoys sci-fi/); // …so it says why it is here
     expect(on.slice(2).map((r) => r.id)).toEqual(off.filter((r) => !on.slice(0, 2).some((x) => x.id === r.id)).map((r) => r.id));
     // config.diversity 0 is off too
-    const plain = new MemoryAgent({ items: new ItemVectors(filmEmbedder, FILMS_ALL), clock: () => T0 + 60 * MIN, newId: () => `p${++n}`, config: { tau: FILM_TAU, diversityDepth: 2, diversity: 0 }, state: structuredClone(agent.snapshot) });
+    const plain = new MemoryAgent({
+      items: new ItemVectors(filmEmbedder, FILMS_ALL),
+      clock: () => T0 + 60 * MIN,
+      newId: () => `p${++n}`,
+      config: { tau: FILM_TAU, diversityDepth: 2, diversity: 0 },
+      state: structuredClone(agent.snapshot),
+    });
     expect((await plain.recommend(cands)).map((r) => r.id)).toEqual(off.map((r) => r.id));
   });
 });
@@ -217,17 +263,50 @@ describe('diversify (pure)', () => {
     { score: 0, vector: v(0, 0.1, 1) },
   ];
   it('puts the second interest into the first row, keeps the order at minShare 0 or with one aspect', () => {
-    expect(diversify(ranked, [{ vector: a, weight: 2 }, { vector: b, weight: 1 }], { minShare: 0.1, depth: 2, tau: 0.5 })).toEqual([0, 3, 1, 2, 4, 5]);
-    expect(diversify(ranked, [{ vector: a, weight: 2 }, { vector: b, weight: 1 }], { minShare: 0, depth: 2, tau: 0.5 })).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(
+      diversify(
+        ranked,
+        [
+          { vector: a, weight: 2 },
+          { vector: b, weight: 1 },
+        ],
+        { minShare: 0.1, depth: 2, tau: 0.5 },
+      ),
+    ).toEqual([0, 3, 1, 2, 4, 5]);
+    expect(
+      diversify(
+        ranked,
+        [
+          { vector: a, weight: 2 },
+          { vector: b, weight: 1 },
+        ],
+        { minShare: 0, depth: 2, tau: 0.5 },
+      ),
+    ).toEqual([0, 1, 2, 3, 4, 5]);
     expect(diversify(ranked, [{ vector: a, weight: 2 }], { minShare: 0.1, depth: 4, tau: 0.5 })).toEqual([0, 1, 2, 3, 4, 5]);
   });
   it('is a permutation (property)', () => {
     fc.assert(
-      fc.property(fc.array(fc.tuple(fc.double({ min: -5, max: 5, noNaN: true }), fc.double({ min: -1, max: 1, noNaN: true }), fc.double({ min: -1, max: 1, noNaN: true })), { minLength: 0, maxLength: 40 }), fc.double({ min: 0, max: 1, noNaN: true }), fc.integer({ min: 0, max: 12 }), (xs, lambda, depth) => {
-        const r = xs.map(([s, x, y]) => ({ score: s, vector: v(x + 1e-3, y, 0.1) })).sort((p, q) => q.score - p.score);
-        const order = diversify(r, [{ vector: a, weight: 1 }, { vector: b, weight: 1 }], { minShare: lambda, depth, tau: 0.2 });
-        expect([...order].sort((p, q) => p - q)).toEqual(r.map((_, i) => i));
-      }),
+      fc.property(
+        fc.array(
+          fc.tuple(fc.double({ min: -5, max: 5, noNaN: true }), fc.double({ min: -1, max: 1, noNaN: true }), fc.double({ min: -1, max: 1, noNaN: true })),
+          { minLength: 0, maxLength: 40 },
+        ),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.integer({ min: 0, max: 12 }),
+        (xs, lambda, depth) => {
+          const r = xs.map(([s, x, y]) => ({ score: s, vector: v(x + 1e-3, y, 0.1) })).sort((p, q) => q.score - p.score);
+          const order = diversify(
+            r,
+            [
+              { vector: a, weight: 1 },
+              { vector: b, weight: 1 },
+            ],
+            { minShare: lambda, depth, tau: 0.2 },
+          );
+          expect([...order].sort((p, q) => p - q)).toEqual(r.map((_, i) => i));
+        },
+      ),
     );
   });
 });
@@ -239,9 +318,28 @@ describe('diversify (pure): minimal change', () => {
   it('a weak interest (below minShare) gets no seat; a covered row is unchanged; the replaced card is the lowest one no interest needs', () => {
     const ranked = [v(1, 0, 0), v(1, 0.1, 0), v(0, 0.1, 1), v(1, 0, 0.1), v(0.1, 1, 0)].map((vector, i) => ({ score: 10 - i, vector }));
     // b holds 1/11 < 0.1 of the weight: no seat
-    expect(diversify(ranked, [{ vector: a, weight: 10 }, { vector: b, weight: 1 }], { minShare: 0.1, depth: 3, tau: 0.5 })).toEqual([0, 1, 2, 3, 4]);
+    expect(
+      diversify(
+        ranked,
+        [
+          { vector: a, weight: 10 },
+          { vector: b, weight: 1 },
+        ],
+        { minShare: 0.1, depth: 3, tau: 0.5 },
+      ),
+    ).toEqual([0, 1, 2, 3, 4]);
     // a, b and c strong; row [0,1,2] covers a and c: b's card (4) replaces 1 (a still covered by 0), not 2 (the only c)
-    expect(diversify(ranked, [{ vector: a, weight: 3 }, { vector: b, weight: 2 }, { vector: c, weight: 2 }], { minShare: 0.1, depth: 3, tau: 0.5 })).toEqual([0, 2, 4, 1, 3]);
+    expect(
+      diversify(
+        ranked,
+        [
+          { vector: a, weight: 3 },
+          { vector: b, weight: 2 },
+          { vector: c, weight: 2 },
+        ],
+        { minShare: 0.1, depth: 3, tau: 0.5 },
+      ),
+    ).toEqual([0, 2, 4, 1, 3]);
   });
 });
 
@@ -251,10 +349,15 @@ describe('with the shop model loaded', () => {
     const catalog = [...Array.from({ length: 10 }, (_, i) => `A${i}`), ...Array.from({ length: 10 }, (_, i) => `B${i}`)];
     const log: ShopInteraction[] = [];
     // popularity falls with the index: item k is bought by about (10 - k) of every 10 shoppers
-    for (const g of ['A', 'B']) for (let u = 0; u < 40; u++) for (let k = 0; k < 10; k++) if (rng.next() < (10 - k) / 10) log.push({ user: `${g}${u}`, item: `${g}${k}`, at: k, action: 'purchase' });
+    for (const g of ['A', 'B'])
+      for (let u = 0; u < 40; u++)
+        for (let k = 0; k < 10; k++) if (rng.next() < (10 - k) / 10) log.push({ user: `${g}${u}`, item: `${g}${k}`, at: k, action: 'purchase' });
     const r = new Rng(6);
     const model = trainShopModel(log, { catalog, dim: 4, iterations: 30, random: () => r.next() });
-    const items = new ItemVectors(createHashingEmbedder({ dim: 32 }), catalog.map((id) => ({ id, title: `Item ${id}`, categories: [id[0] === 'A' ? 'Tents' : 'Speakers'] })));
+    const items = new ItemVectors(
+      createHashingEmbedder({ dim: 32 }),
+      catalog.map((id) => ({ id, title: `Item ${id}`, categories: [id[0] === 'A' ? 'Tents' : 'Speakers'] })),
+    );
     items.useShop(new ShopKnowledge('test-file', model));
     return { agent: new MemoryAgent({ items, clock: () => 1e6 }), model, catalog };
   }
@@ -275,6 +378,12 @@ describe('with the shop model loaded', () => {
     const out = await agent.recommend(catalog, { exclude: 'bought' });
     expect(out.some((r) => r.id === 'A0')).toBe(false);
     const text = out.slice(0, 8).flatMap((r) => r.explanations);
-    expect(text.some((t) => /^(People who bought Item A0 also bought this|Often bought right after Item A0|Shoppers who like Item A0 like this too|Often comes next after Item A0)\.$/.test(t))).toBe(true);
+    expect(
+      text.some((t) =>
+        /^(People who bought Item A0 also bought this|Often bought right after Item A0|Shoppers who like Item A0 like this too|Often comes next after Item A0)\.$/.test(
+          t,
+        ),
+      ),
+    ).toBe(true);
   });
 });

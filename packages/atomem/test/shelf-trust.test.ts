@@ -43,7 +43,11 @@ const CATALOG: Item[] = [
 const T0 = Date.UTC(2025, 0, 1);
 
 function agent(config: Parameters<typeof resolveConfig>[0] = {}) {
-  return new MemoryAgent({ items: new ItemVectors(createHashingEmbedder({ dim: 256 }), CATALOG), clock: () => T0 + 3_600_000, config: { tau: 0.3, diversityDepth: 4, ...config } });
+  return new MemoryAgent({
+    items: new ItemVectors(createHashingEmbedder({ dim: 256 }), CATALOG),
+    clock: () => T0 + 3_600_000,
+    config: { tau: 0.3, diversityDepth: 4, ...config },
+  });
 }
 const ids = CATALOG.map((i) => i.id);
 const tents = (list: { id: string }[]) => list.filter((r) => r.id.startsWith('tent-')).length;
@@ -88,7 +92,10 @@ describe('explanations stay within a department', () => {
     const a = new MemoryAgent({ items: new ItemVectors(createHashingEmbedder({ dim: 256 }), SHOP), clock: () => T0 + 3_600_000, config: { tau: 0.3 } });
     await a.observe({ item: 'pan', action: 'purchase', at: T0 });
     await a.observe({ item: 'pot', action: 'click', at: T0 + 60_000 });
-    const recs = await a.recommend(SHOP.map((i) => i.id), { exclude: [] });
+    const recs = await a.recommend(
+      SHOP.map((i) => i.id),
+      { exclude: [] },
+    );
     const stove = recs.find((r) => r.id === 'camp-stove')!;
     expect(stove.score).toBeGreaterThan(recs.find((r) => r.id === 'novel')!.score); // the pan does lift it …
     expect(stove.explanations.join(' ')).not.toMatch(/Frying Pan|Cooking Pot/); // … but does not explain it

@@ -22,7 +22,8 @@ function randomLog(users: number, items: number, per: number, seed = 1): { log: 
   const rng = new Rng(seed);
   const catalog = Array.from({ length: items }, (_, i) => `i${i}`);
   const log: ShopInteraction[] = [];
-  for (let u = 0; u < users; u++) rng.sampleWithoutReplacement(catalog, per).forEach((item, k) => log.push({ user: `u${u}`, item, at: k * 1000, action: 'purchase' }));
+  for (let u = 0; u < users; u++)
+    rng.sampleWithoutReplacement(catalog, per).forEach((item, k) => log.push({ user: `u${u}`, item, at: k * 1000, action: 'purchase' }));
   return { log, catalog };
 }
 
@@ -130,10 +131,11 @@ describe('noise', () => {
     }
     for (const r of byUser.values()) for (const p of r) for (const q of r) G[p * N + q] += w * w;
     const gramResid: number[] = [];
-    for (let p = 0; p < N; p++) for (let q = p; q < N; q++) {
-      gramResid.push(noisy.s.gram[p * N + q] - G[p * N + q]);
-      expect(noisy.s.gram[p * N + q]).toBe(noisy.s.gram[q * N + p]);
-    }
+    for (let p = 0; p < N; p++)
+      for (let q = p; q < N; q++) {
+        gramResid.push(noisy.s.gram[p * N + q] - G[p * N + q]);
+        expect(noisy.s.gram[p * N + q]).toBe(noisy.s.gram[q * N + p]);
+      }
     expect(std(gramResid) / sigma.gram).toBeGreaterThan(0.93);
     expect(std(gramResid) / sigma.gram).toBeLessThan(1.07);
     // the stated σ are one Gaussian mechanism: Σ (Δ_b/σ_b)² = 1/z²

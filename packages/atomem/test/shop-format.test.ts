@@ -16,7 +16,12 @@ function fullModel(): ShopModel {
     for (let k = 0; k < 6; k++) log.push({ user: `u${u}`, item: catalog[g * 15 + rng.int(15)], at: (t += 1000), action: 'purchase' });
   }
   // items 30..39 have no interactions: their vectors come from content
-  const content = new Map(catalog.map((id, i) => [id, Float32Array.from({ length: 8 }, (_, d) => (i < 15 ? 1 : i < 30 ? -1 : i < 35 ? 1 : -1) * (d === 0 ? 1 : 0) + 0.1 * rng.normal())]));
+  const content = new Map(
+    catalog.map((id, i) => [
+      id,
+      Float32Array.from({ length: 8 }, (_, d) => (i < 15 ? 1 : i < 30 ? -1 : i < 35 ? 1 : -1) * (d === 0 ? 1 : 0) + 0.1 * rng.normal()),
+    ]),
+  );
   const r = new Rng(2);
   const model = trainShopModel(log, {
     catalog,
@@ -99,7 +104,13 @@ describe('shop model file', () => {
     targets.push(69_999);
     weights.push(-5);
     for (let i = 1; i <= n; i++) offsets[i] = targets.length;
-    const m: ShopModel = { items, lists: { knn: { offsets, targets: Uint32Array.from(targets), weights: Float32Array.from(weights) } }, popularity: new Float32Array(n), weights: { knn: 1 }, info: {} };
+    const m: ShopModel = {
+      items,
+      lists: { knn: { offsets, targets: Uint32Array.from(targets), weights: Float32Array.from(weights) } },
+      popularity: new Float32Array(n),
+      weights: { knn: 1 },
+      info: {},
+    };
     const back = decodeShopModel(encodeShopModel(m));
     expect(Array.from(back.lists.knn.targets)).toEqual(targets);
     expect(back.lists.knn.weights[300]).toBeCloseTo(-5, 0);
@@ -128,17 +139,42 @@ describe('malformed input', () => {
 
   it.each([
     ['wrong magic', () => Uint8Array.from([0x50, 0x4b, 3, 4, ...bytes.subarray(4)]), /ATSM/],
-    ['another version', () => { const b = bytes.slice(); new DataView(b.buffer).setUint32(4, 2, true); return b; }, /version 2/],
+    [
+      'another version',
+      () => {
+        const b = bytes.slice();
+        new DataView(b.buffer).setUint32(4, 2, true);
+        return b;
+      },
+      /version 2/,
+    ],
     ['empty', () => new Uint8Array(0), /ATSM/],
-    ['header longer than the file', () => { const b = bytes.slice(); new DataView(b.buffer).setUint32(8, 1e9, true); return b; }, /truncated/],
+    [
+      'header longer than the file',
+      () => {
+        const b = bytes.slice();
+        new DataView(b.buffer).setUint32(8, 1e9, true);
+        return b;
+      },
+      /truncated/,
+    ],
     ['truncated data', () => bytes.slice(0, bytes.length - 10), /past the end|section/],
     ['extra bytes', () => Uint8Array.from([...bytes, 0, 0, 0, 0, 0, 0, 0, 0]), /after the last section/],
-    ['header not JSON', () => { const b = bytes.slice(); b[12] = 0x7b; b[13] = 0x7b; return b; }, /JSON/],
+    [
+      'header not JSON',
+      () => {
+        const b = bytes.slice();
+        b[12] = 0x7b;
+        b[13] = 0x7b;
+        return b;
+      },
+      /JSON/,
+    ],
     ['duplicate item id', () => withHeader((h) => ((h.items as string[])[1] = (h.items as string[])[0])), /twice/],
     ['empty item id', () => withHeader((h) => ((h.items as string[])[3] = '')), /item id/],
     ['fewer items than the sections', () => withHeader((h) => (h.items as string[]).pop()), /elements|expected/],
     ['missing section', () => withHeader((h) => (h.sections as unknown[]).splice(0, 1)), /missing/],
-    ['section of the wrong type', () => withHeader((h) => (((h.sections as Array<{ type: string }>)[2].type = 'u16'))), /type/],
+    ['section of the wrong type', () => withHeader((h) => ((h.sections as Array<{ type: string }>)[2].type = 'u16')), /type/],
     ['misaligned section', () => withHeader((h) => ((h.sections as Array<{ offset: number }>)[1].offset += 1)), /aligned|overlaps/],
     ['overlapping sections', () => withHeader((h) => ((h.sections as Array<{ offset: number }>)[1].offset = 0)), /overlaps/],
     ['non-finite weight', () => withHeader((h) => ((h.weights as Record<string, unknown>).ease = 'x')), /weight ease/],

@@ -7,11 +7,12 @@ function spd(n: number, seed: number): Float64Array {
   const rng = new Rng(seed);
   const B = Float64Array.from({ length: n * n }, () => rng.normal());
   const A = new Float64Array(n * n);
-  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
-    let s = i === j ? n : 0;
-    for (let k = 0; k < n; k++) s += B[k * n + i] * B[k * n + j];
-    A[i * n + j] = s;
-  }
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j < n; j++) {
+      let s = i === j ? n : 0;
+      for (let k = 0; k < n; k++) s += B[k * n + i] * B[k * n + j];
+      A[i * n + j] = s;
+    }
   return A;
 }
 
@@ -19,12 +20,13 @@ describe('linear algebra of the trainer', () => {
   it.each([1, 5, 16, 17, 40, 75])('invertSpd gives A·A⁻¹ = I (n = %i, across block edges)', (n) => {
     const A = spd(n, n);
     const P = invertSpd(Float64Array.from(A), n);
-    for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
-      let s = 0;
-      for (let k = 0; k < n; k++) s += A[i * n + k] * P[k * n + j];
-      expect(s).toBeCloseTo(i === j ? 1 : 0, 9);
-      expect(P[i * n + j]).toBe(P[j * n + i]);
-    }
+    for (let i = 0; i < n; i++)
+      for (let j = 0; j < n; j++) {
+        let s = 0;
+        for (let k = 0; k < n; k++) s += A[i * n + k] * P[k * n + j];
+        expect(s).toBeCloseTo(i === j ? 1 : 0, 9);
+        expect(P[i * n + j]).toBe(P[j * n + i]);
+      }
   });
 
   it('choleskyInPlace gives L with L·Lᵀ = A, and refuses an indefinite matrix', () => {
@@ -32,12 +34,13 @@ describe('linear algebra of the trainer', () => {
     const A = spd(n, 3);
     const L = Float64Array.from(A);
     choleskyInPlace(L, n);
-    for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
-      if (j > i) expect(L[i * n + j]).toBe(0);
-      let s = 0;
-      for (let k = 0; k < n; k++) s += L[i * n + k] * L[j * n + k];
-      expect(s).toBeCloseTo(A[i * n + j], 8);
-    }
+    for (let i = 0; i < n; i++)
+      for (let j = 0; j < n; j++) {
+        if (j > i) expect(L[i * n + j]).toBe(0);
+        let s = 0;
+        for (let k = 0; k < n; k++) s += L[i * n + k] * L[j * n + k];
+        expect(s).toBeCloseTo(A[i * n + j], 8);
+      }
     expect(() => choleskyInPlace(Float64Array.from([1, 2, 2, 1]), 2)).toThrow(RangeError);
   });
 
@@ -69,7 +72,14 @@ describe('linear algebra of the trainer', () => {
   it('topK keeps the k largest (ties by lower index), skipping what it is told to', () => {
     const v = [3, 9, 1, 9, 7, NaN, 5];
     expect(topK(v.length, 3, (i) => v[i])).toEqual([1, 3, 4]);
-    expect(topK(v.length, 2, (i) => v[i], (i) => i === 1)).toEqual([3, 4]);
+    expect(
+      topK(
+        v.length,
+        2,
+        (i) => v[i],
+        (i) => i === 1,
+      ),
+    ).toEqual([3, 4]);
     expect(topK(v.length, 0, (i) => v[i])).toEqual([]);
   });
 });

@@ -19,7 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function seeded(seed: number) {
   let s = seed;
-  return () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648);
+  return () => (s = (s * 1103515245 + 12345) % 2147483648) / 2147483648;
 }
 
 /** Users who each buy 3–8 of `n` items; one user buys everything (every pair co-occurs). */
@@ -28,7 +28,7 @@ function log(n: number, users: number, seed = 3): ShopInteraction[] {
   const rows: ShopInteraction[] = [];
   for (let u = 0; u < users; u++) {
     const k = 3 + Math.floor(rnd() * 6);
-    for (let t = 0; t < k; t++) rows.push({ user: `u${u}`, item: `i${Math.floor(Math.pow(rnd(), 1.5) * n)}`, at: 1000 * (u * 10 + t), action: 'purchase' });
+    for (let t = 0; t < k; t++) rows.push({ user: `u${u}`, item: `i${Math.floor(rnd() ** 1.5 * n)}`, at: 1000 * (u * 10 + t), action: 'purchase' });
   }
   for (let i = 0; i < n; i++) rows.push({ user: 'all', item: `i${i}`, at: i });
   return rows;
@@ -36,7 +36,7 @@ function log(n: number, users: number, seed = 3): ShopInteraction[] {
 
 describe('streaming log reader', () => {
   const rows = log(20, 50);
-  const text = rows.map((r) => JSON.stringify(r)).join('\r\n') + '\n\n';
+  const text = `${rows.map((r) => JSON.stringify(r)).join('\r\n')}\n\n`;
   writeFileSync(join(dir, 'log.jsonl'), text);
   writeFileSync(join(dir, 'log.jsonl.gz'), gzipSync(text));
 
@@ -82,7 +82,23 @@ describe('streaming log reader', () => {
     writeFileSync(join(dir, 'items.jsonl'), Array.from({ length: 20 }, (_, i) => JSON.stringify({ id: `i${i}` })).join('\n'));
     let out = '';
     let err = '';
-    const code = await main(['--interactions', join(dir, 'log.jsonl.gz'), '--items', join(dir, 'items.jsonl'), '--out', join(dir, 'm.bin'), '--dim', '4', '--ease', 'local', '--stats', join(dir, 'stats.json')], { stdout: (s) => (out += s), stderr: (s) => (err += s) });
+    const code = await main(
+      [
+        '--interactions',
+        join(dir, 'log.jsonl.gz'),
+        '--items',
+        join(dir, 'items.jsonl'),
+        '--out',
+        join(dir, 'm.bin'),
+        '--dim',
+        '4',
+        '--ease',
+        'local',
+        '--stats',
+        join(dir, 'stats.json'),
+      ],
+      { stdout: (s) => (out += s), stderr: (s) => (err += s) },
+    );
     expect(err).toBe('');
     expect(code).toBe(0);
     expect(out).toMatch(new RegExp(`20 items .*${rows.length} log rows.*peak RSS \\d+ MB`));
@@ -96,7 +112,8 @@ describe('streaming log reader', () => {
 
 describe('local EASE', () => {
   const rows = log(15, 300);
-  const lists = (ease: 'dense' | 'local', extra: object = {}) => trainShopModel(rows, { ease, k: { ease: 14 }, dim: 0, random: seeded(2), ...extra }).lists.ease;
+  const lists = (ease: 'dense' | 'local', extra: object = {}) =>
+    trainShopModel(rows, { ease, k: { ease: 14 }, dim: 0, random: seeded(2), ...extra }).lists.ease;
 
   it('equals dense EASE when each neighbourhood is every other item', () => {
     const d = lists('dense');

@@ -10,18 +10,28 @@ function world(seed = 1) {
   const rng = new Rng(seed);
   const catalog = [...Array.from({ length: 16 }, (_, i) => `A${i}`), ...Array.from({ length: 16 }, (_, i) => `B${i}`)];
   const log: ShopInteraction[] = [];
-  for (const g of ['A', 'B']) for (let u = 0; u < 50; u++) {
-    // items 12..15 of each group are new: nobody has them yet
-    rng.sampleWithoutReplacement(Array.from({ length: 12 }, (_, i) => `${g}${i}`), 6).forEach((item, k) => log.push({ user: `${g}${u}`, item, at: k, action: 'purchase' }));
-  }
-  const content = new Map(catalog.map((id) => [id, Float32Array.from({ length: 16 }, (_, d) => (d === (id[0] === 'A' ? 0 : 1) ? 1 : 0) + 0.15 * rng.normal())]));
+  for (const g of ['A', 'B'])
+    for (let u = 0; u < 50; u++) {
+      // items 12..15 of each group are new: nobody has them yet
+      rng
+        .sampleWithoutReplacement(
+          Array.from({ length: 12 }, (_, i) => `${g}${i}`),
+          6,
+        )
+        .forEach((item, k) => log.push({ user: `${g}${u}`, item, at: k, action: 'purchase' }));
+    }
+  const content = new Map(
+    catalog.map((id) => [id, Float32Array.from({ length: 16 }, (_, d) => (d === (id[0] === 'A' ? 0 : 1) ? 1 : 0) + 0.15 * rng.normal())]),
+  );
   const r = new Rng(seed + 1);
   const model = trainShopModel(log, { catalog, dim: 4, iterations: 40, content: { embedder: 'toy', vectors: content }, random: () => r.next() });
   return { catalog, log, content, model };
 }
 
 const cos = (a: ArrayLike<number>, b: ArrayLike<number>) => {
-  let s = 0, na = 0, nb = 0;
+  let s = 0,
+    na = 0,
+    nb = 0;
   for (let d = 0; d < a.length; d++) {
     s += a[d] * b[d];
     na += a[d] * a[d];
@@ -54,7 +64,12 @@ describe('cold items', () => {
     const sc = new ShopScorer(model);
     const h: DeviceEvent[] = ['A1', 'A2', 'A3'].map((item, k) => ({ item, at: k, action: 'purchase' }));
     const ranked = sc.rank(h, ['B12', 'A12', 'B14', 'A14']);
-    expect(ranked.slice(0, 2).map((r) => r.id).sort()).toEqual(['A12', 'A14']);
+    expect(
+      ranked
+        .slice(0, 2)
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual(['A12', 'A14']);
   });
 
   it('a product newer than the file maps through the shipped content map on the device', () => {
@@ -84,7 +99,13 @@ describe('the on-device scorer', () => {
   it('depends only on the history passed to it: same inputs, same output, whatever was scored before', () => {
     const sc = new ShopScorer(model);
     const first = sc.score(h, cands);
-    sc.score([{ item: 'B1', at: 1 }, { item: 'B3', at: 2 }], ['B4', 'A4']);
+    sc.score(
+      [
+        { item: 'B1', at: 1 },
+        { item: 'B3', at: 2 },
+      ],
+      ['B4', 'A4'],
+    );
     sc.rank([{ item: 'A9', at: 1, action: 'dislike' }], cands);
     expect(Array.from(sc.score(h, cands))).toEqual(Array.from(first));
     expect(Array.from(new ShopScorer(model).score(h, cands))).toEqual(Array.from(first));
@@ -110,7 +131,19 @@ describe('the on-device scorer', () => {
     const imports = [...src.matchAll(/^import .* from '([^']+)';$/gm)].map((m) => m[1]);
     expect(imports.every((p) => p === '../protocol/shop-model-v1.js' || p === '../core/types.js')).toBe(true);
     const code = src.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
-    for (const banned of ['process.', 'require(', 'fetch(', 'Date.now', 'Math.random', 'localStorage', 'indexedDB', 'globalThis', 'window.', 'self.', 'XMLHttpRequest']) {
+    for (const banned of [
+      'process.',
+      'require(',
+      'fetch(',
+      'Date.now',
+      'Math.random',
+      'localStorage',
+      'indexedDB',
+      'globalThis',
+      'window.',
+      'self.',
+      'XMLHttpRequest',
+    ]) {
       expect(code.includes(banned), banned).toBe(false);
     }
     // and what it imports is pure too

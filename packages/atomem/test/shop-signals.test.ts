@@ -29,7 +29,12 @@ function groupsLog(opts: { users?: number; items?: number; len?: number; seed?: 
   return { log, catalog };
 }
 
-const quiet: Partial<TrainOptions> = { random: (() => { const r = new Rng(1); return () => r.next(); })() };
+const quiet: Partial<TrainOptions> = {
+  random: (() => {
+    const r = new Rng(1);
+    return () => r.next();
+  })(),
+};
 
 function train(log: ShopInteraction[], catalog: string[], opts: TrainOptions = {}): ShopModel {
   return trainShopModel(log, { catalog, dim: 4, iterations: 40, ...quiet, ...opts });
@@ -54,9 +59,15 @@ describe('shop signals', () => {
     // users pick 8 random items of their group: co-occurrence is uniform within a group
     const rng = new Rng(5);
     const picks: ShopInteraction[] = [];
-    for (const g of ['A', 'B']) for (let u = 0; u < 40; u++) {
-      rng.sampleWithoutReplacement(Array.from({ length: 12 }, (_, i) => `${g}${i}`), 8).forEach((item, k) => picks.push({ user: `${g}${u}`, item, at: k }));
-    }
+    for (const g of ['A', 'B'])
+      for (let u = 0; u < 40; u++) {
+        rng
+          .sampleWithoutReplacement(
+            Array.from({ length: 12 }, (_, i) => `${g}${i}`),
+            8,
+          )
+          .forEach((item, k) => picks.push({ user: `${g}${u}`, item, at: k }));
+      }
     const sc = new ShopScorer(train(picks, catalog));
     // seven A items long ago, then five B items: the whole history leans A, the recent part B.
     const h = events('A0', 'A1', 'A2', 'A3', 'A4', 'A5', 'A6', 'B2', 'B3', 'B4', 'B5', 'B6');
@@ -68,9 +79,13 @@ describe('shop signals', () => {
 
   it('knn is the cosine co-occurrence co(i, j)/√(n_i n_j) over distinct users', () => {
     const tiny: ShopInteraction[] = [
-      { user: 'u1', item: 'x', at: 1 }, { user: 'u1', item: 'y', at: 2 },
-      { user: 'u2', item: 'x', at: 1 }, { user: 'u2', item: 'y', at: 2 }, { user: 'u2', item: 'y', at: 3 },
-      { user: 'u3', item: 'x', at: 1 }, { user: 'u3', item: 'z', at: 2 },
+      { user: 'u1', item: 'x', at: 1 },
+      { user: 'u1', item: 'y', at: 2 },
+      { user: 'u2', item: 'x', at: 1 },
+      { user: 'u2', item: 'y', at: 2 },
+      { user: 'u2', item: 'y', at: 3 },
+      { user: 'u3', item: 'x', at: 1 },
+      { user: 'u3', item: 'z', at: 2 },
     ];
     const m = train(tiny, ['x', 'y', 'z'], { dim: 0 });
     const s = new ShopScorer(m).signals(events('x'), ['y', 'z']);

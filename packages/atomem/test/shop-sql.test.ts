@@ -19,14 +19,14 @@ import { decodeShopModel } from '../src/protocol/shop-model-v1.js';
 /** A small seeded log: 40 users, 30 items, repeats, ties in time, negative actions. */
 function syntheticLog(): Array<{ user: string; item: string; at: number; action?: string }> {
   let s = 7;
-  const rnd = () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const rnd = () => (s = (s * 1103515245 + 12345) % 2147483648) / 2147483648;
   const rows: Array<{ user: string; item: string; at: number; action?: string }> = [];
   const actions = [undefined, undefined, 'view', 'purchase', 'cart', 'skip', 'dislike'];
   for (let u = 0; u < 40; u++) {
     const n = 1 + Math.floor(rnd() * 12);
     let at = 1_700_000_000_000 + Math.floor(rnd() * 10) * 86_400_000;
     for (let t = 0; t < n; t++) {
-      const item = `i${Math.floor(Math.pow(rnd(), 2) * 30)}`;
+      const item = `i${Math.floor(rnd() ** 2 * 30)}`;
       const action = actions[Math.floor(rnd() * actions.length)];
       rows.push({ user: `u${u}`, item, at, ...(action ? { action } : {}) });
       if (rnd() < 0.8) at += 1000 * (1 + Math.floor(rnd() * 5000));
@@ -59,7 +59,8 @@ function direct(rows: ReturnType<typeof syntheticLog>) {
   }
   for (const seq of byUser.values()) {
     seq.sort((x, y) => x.at - y.at || x.seq - y.seq);
-    for (let t = 1; t < seq.length; t++) if (seq[t].item !== seq[t - 1].item) trans.set(`${seq[t - 1].item}|${seq[t].item}`, (trans.get(`${seq[t - 1].item}|${seq[t].item}`) ?? 0) + 1);
+    for (let t = 1; t < seq.length; t++)
+      if (seq[t].item !== seq[t - 1].item) trans.set(`${seq[t - 1].item}|${seq[t].item}`, (trans.get(`${seq[t - 1].item}|${seq[t].item}`) ?? 0) + 1);
   }
   return { popularity, co, trans };
 }
@@ -67,7 +68,7 @@ function direct(rows: ReturnType<typeof syntheticLog>) {
 const rows = syntheticLog();
 const dir = mkdtempSync(join(tmpdir(), 'atomem-sql-'));
 const logPath = join(dir, 'orders.jsonl');
-writeFileSync(logPath, rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
+writeFileSync(logPath, `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`);
 writeFileSync(`${logPath}.gz`, gzipSync(readFileSync(logPath)));
 
 /** Every named query's rows, normalised for comparison across engines. */
@@ -84,7 +85,15 @@ async function allRows(engine: SqlEngine): Promise<Record<string, string[]>> {
   for (const name of Object.keys(QUERIES) as QueryName[]) {
     const rs = await runQuery(engine, name, params[name]);
     out[name] = rs
-      .map((r) => Object.keys(r).sort().map((k) => `${k}=${typeof r[k] === 'number' || typeof r[k] === 'bigint' || /^[0-9.e+-]+$/.test(String(r[k])) ? Number(r[k]).toPrecision(10) : String(r[k])}`).join(','))
+      .map((r) =>
+        Object.keys(r)
+          .sort()
+          .map(
+            (k) =>
+              `${k}=${typeof r[k] === 'number' || typeof r[k] === 'bigint' || /^[0-9.e+-]+$/.test(String(r[k])) ? Number(r[k]).toPrecision(10) : String(r[k])}`,
+          )
+          .join(','),
+      )
       .sort();
   }
   return out;
@@ -111,7 +120,9 @@ describe('counting stages on DuckDB', () => {
     } finally {
       await other.close();
     }
-    expect(Number((await duck.query('SELECT COUNT(*) AS n FROM shop_orders WHERE weight > 0'))[0].n)).toBe(rows.filter((r) => WEIGHT[r.action ?? 'click'] > 0).length);
+    expect(Number((await duck.query('SELECT COUNT(*) AS n FROM shop_orders WHERE weight > 0'))[0].n)).toBe(
+      rows.filter((r) => WEIGHT[r.action ?? 'click'] > 0).length,
+    );
   });
 
   it('popularity, co-occurrence top-k and transitions equal a direct computation', async () => {
@@ -119,10 +130,11 @@ describe('counting stages on DuckDB', () => {
     const r = await countingStages(duck, { knnK: 1000, markovK: 1000 });
     expect(Object.fromEntries(r.popularity)).toEqual(Object.fromEntries(d.popularity));
     const co = new Map<string, number>();
-    for (const [a, l] of r.knn) for (const x of l) {
-      co.set(`${a}|${x.item}`, x.co);
-      expect(x.score).toBeCloseTo(x.co / Math.sqrt(d.popularity.get(a)! * d.popularity.get(x.item)!), 12);
-    }
+    for (const [a, l] of r.knn)
+      for (const x of l) {
+        co.set(`${a}|${x.item}`, x.co);
+        expect(x.score).toBeCloseTo(x.co / Math.sqrt(d.popularity.get(a)! * d.popularity.get(x.item)!), 12);
+      }
     expect(Object.fromEntries(co)).toEqual(Object.fromEntries(d.co));
     const tr = new Map<string, number>();
     for (const [a, l] of r.transitions) for (const x of l) tr.set(`${a}|${x.item}`, x.count);
@@ -142,7 +154,10 @@ describe('counting stages on DuckDB', () => {
     const train = async (extra: string[]) => {
       let err = '';
       const out = join(dir, `m${extra.length}.bin`);
-      const code = await main(['--interactions', logPath, '--items', itemsPath, '--out', out, '--dim', '0', '--ease', 'local', '--no-progress', ...extra], { stdout: () => {}, stderr: (s) => (err += s) });
+      const code = await main(['--interactions', logPath, '--items', itemsPath, '--out', out, '--dim', '0', '--ease', 'local', '--no-progress', ...extra], {
+        stdout: () => {},
+        stderr: (s) => (err += s),
+      });
       expect(err).toBe('');
       expect(code).toBe(0);
       return decodeShopModel(readFileSync(out));
@@ -152,11 +167,12 @@ describe('counting stages on DuckDB', () => {
     /** Per candidate (in) or source (out) the sorted kept weights: equal whatever the tie-breaks. */
     const kept = (l: { offsets: Uint32Array; targets: Uint32Array; weights: Float32Array }, by: 'source' | 'target') => {
       const m = new Map<number, number[]>();
-      for (let r = 0; r + 1 < l.offsets.length; r++) for (let p = l.offsets[r]; p < l.offsets[r + 1]; p++) {
-        const key = by === 'source' ? r : l.targets[p];
-        if (!m.has(key)) m.set(key, []);
-        m.get(key)!.push(Number(l.weights[p].toFixed(3)));
-      }
+      for (let r = 0; r + 1 < l.offsets.length; r++)
+        for (let p = l.offsets[r]; p < l.offsets[r + 1]; p++) {
+          const key = by === 'source' ? r : l.targets[p];
+          if (!m.has(key)) m.set(key, []);
+          m.get(key)!.push(Number(l.weights[p].toFixed(3)));
+        }
       return Object.fromEntries([...m].map(([k, v]) => [k, v.sort()]));
     };
     expect(mem.lists.knn.targets.length).toBeGreaterThan(30);
@@ -216,7 +232,8 @@ describe.skipIf(skipReason !== '')('the same SQL on PostgreSQL 15', () => {
   const pgDir = mkdtempSync(join(tmpdir(), 'atomem-pg-'));
   const data = join(pgDir, 'data');
   // why: PostgreSQL refuses to run as root; the Debian package's `postgres` user runs it.
-  const asPg = (cmd: string, args: string[]) => (isRoot ? execFileSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { stdio: 'pipe' }) : execFileSync(cmd, args, { stdio: 'pipe' }));
+  const asPg = (cmd: string, args: string[]) =>
+    isRoot ? execFileSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { stdio: 'pipe' }) : execFileSync(cmd, args, { stdio: 'pipe' });
   let pid = 0;
   let client: import('pg').Client | undefined;
   let port = 0;
@@ -226,7 +243,16 @@ describe.skipIf(skipReason !== '')('the same SQL on PostgreSQL 15', () => {
     if (isRoot) execFileSync('chown', ['postgres', pgDir]);
     asPg(join(PG_BIN, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync']);
     port = await freePort();
-    asPg(join(PG_BIN, 'pg_ctl'), ['-D', data, '-l', join(pgDir, 'log'), '-w', '-o', `-p ${port} -k ${pgDir} -c listen_addresses=127.0.0.1 -c fsync=off`, 'start']);
+    asPg(join(PG_BIN, 'pg_ctl'), [
+      '-D',
+      data,
+      '-l',
+      join(pgDir, 'log'),
+      '-w',
+      '-o',
+      `-p ${port} -k ${pgDir} -c listen_addresses=127.0.0.1 -c fsync=off`,
+      'start',
+    ]);
     pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
     const { Client } = (await import('pg')).default;
     client = new Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });
@@ -258,7 +284,9 @@ describe.skipIf(skipReason !== '')('the same SQL on PostgreSQL 15', () => {
     await pg.query('CREATE TABLE raw_orders (user_id VARCHAR, item_id VARCHAR, at_ms BIGINT, seq BIGINT, action VARCHAR)');
     const values = rows.map((r, i) => `('${r.user}', '${r.item}', ${r.at}, ${i + 1}, ${r.action ? `'${r.action}'` : 'NULL'})`).join(',\n');
     await pg.query(`INSERT INTO raw_orders VALUES ${values}`);
-    await pg.query(`CREATE TABLE shop_orders AS SELECT user_id, item_id, at_ms, seq, CAST(${weightExpression('action')} AS DOUBLE PRECISION) AS weight FROM raw_orders`);
+    await pg.query(
+      `CREATE TABLE shop_orders AS SELECT user_id, item_id, at_ms, seq, CAST(${weightExpression('action')} AS DOUBLE PRECISION) AS weight FROM raw_orders`,
+    );
     const pgRows = await allRows(pg);
     for (const name of Object.keys(QUERIES)) expect(pgRows[name], name).toEqual(duckRows[name]);
     expect(pgRows.cooccurrenceTopK.length).toBeGreaterThan(20);

@@ -21,7 +21,9 @@ describe('size budget of the main-thread entry', () => {
 
   it('the main-thread entry does not pull in the engine, tfjs or model runtimes', () => {
     const code = readFileSync(new URL('../dist/index.js', import.meta.url), 'utf8');
-    const chunks = mainThreadSize(DIST).files.map((f) => readFileSync(join(DIST, f), 'utf8')).join('\n');
+    const chunks = mainThreadSize(DIST)
+      .files.map((f) => readFileSync(join(DIST, f), 'utf8'))
+      .join('\n');
     expect(chunks).not.toMatch(/@tensorflow|@huggingface|onnxruntime|@wllama|@mlc-ai|from ['"]idb['"]/);
     // the worker is the prebuilt dist/worker/worker.js, located through a variable at run time: no
     // `new URL('literal', import.meta.url)` a shop's bundler would rewrite, re-bundle or copy in part

@@ -146,26 +146,31 @@ describe('MemoryStore (fake-indexeddb)', () => {
   });
 
   describe('refuses corrupted imports with InvalidImportError and leaves data unchanged', () => {
+    // biome-ignore lint/suspicious/noExplicitAny: each case corrupts an arbitrary path of the export file
     const cases: Array<[string, (f: any) => unknown, RegExp]> = [
       ['not an object', () => 'hello', /must be an object/],
       ['null', () => null, /must be an object/],
       ['wrong format', (f) => ({ ...f, format: 'other' }), /format/],
       ['wrong version', (f) => ({ ...f, version: 2 }), /version/],
       ['missing state', (f) => ({ ...f, state: undefined }), /state must be an object/],
-      ['NaN in a vector', (f) => (f.state.memories[1].embedding.vector[2] = Number.NaN, f), /state\.memories\[1\]\.embedding\.vector\[2\] must be a finite number/],
-      ['string in a vector', (f) => (f.state.memories[0].embedding.vector[0] = '0.1', f), /state\.memories\[0\]\.embedding\.vector\[0\]/],
-      ['float32 overflow', (f) => (f.state.memories[0].embedding.vector[0] = 1e39, f), /overflows float32/],
+      [
+        'NaN in a vector',
+        (f) => ((f.state.memories[1].embedding.vector[2] = Number.NaN), f),
+        /state\.memories\[1\]\.embedding\.vector\[2\] must be a finite number/,
+      ],
+      ['string in a vector', (f) => ((f.state.memories[0].embedding.vector[0] = '0.1'), f), /state\.memories\[0\]\.embedding\.vector\[0\]/],
+      ['float32 overflow', (f) => ((f.state.memories[0].embedding.vector[0] = 1e39), f), /overflows float32/],
       ['mismatched dimension', (f) => (f.state.memories[1].embedding.vector.push(0.5), f), /state\.memories\[1\]\.embedding\.vector has dimension 5.*4/],
       ['missing memory field', (f) => (delete f.state.memories[0].content, f), /state\.memories\[0\]\.content must be a string/],
       ['missing embedder id', (f) => (delete f.state.memories[0].embedding.embedderId, f), /embedderId/],
-      ['bad action', (f) => (f.state.events[0].action = 'stare', f), /state\.events\[0\]\.action/],
-      ['pending not boolean', (f) => (f.state.events[0].pending = 1, f), /state\.events\[0\]\.pending/],
-      ['seq beyond nextSeq', (f) => (f.state.nextSeq = 2, f), /state\.events\[1\]\.seq/],
-      ['duplicate memory id', (f) => (f.state.memories[1].id = f.state.memories[0].id, f), /duplicates memory id/],
-      ['strength out of range', (f) => (f.state.memories[0].strength = 3, f), /strength must be in/],
-      ['bad profile', (f) => (f.state.profile = { narrative: 1 }, f), /state\.profile\.narrative/],
+      ['bad action', (f) => ((f.state.events[0].action = 'stare'), f), /state\.events\[0\]\.action/],
+      ['pending not boolean', (f) => ((f.state.events[0].pending = 1), f), /state\.events\[0\]\.pending/],
+      ['seq beyond nextSeq', (f) => ((f.state.nextSeq = 2), f), /state\.events\[1\]\.seq/],
+      ['duplicate memory id', (f) => ((f.state.memories[1].id = f.state.memories[0].id), f), /duplicates memory id/],
+      ['strength out of range', (f) => ((f.state.memories[0].strength = 3), f), /strength must be in/],
+      ['bad profile', (f) => ((f.state.profile = { narrative: 1 }), f), /state\.profile\.narrative/],
       ['missing signal field', (f) => (delete f.state.signal.eventsSinceSweep, f), /state\.signal\.eventsSinceSweep/],
-      ['events not an array', (f) => (f.state.events = {}, f), /state\.events must be an array/],
+      ['events not an array', (f) => ((f.state.events = {}), f), /state\.events must be an array/],
     ];
     for (const [name, corrupt, message] of cases) {
       it(name, async () => {
@@ -297,7 +302,17 @@ describe('MemoryStore (fake-indexeddb)', () => {
         db.createObjectStore('itemVectors', { keyPath: ['embedderId', 'itemId'] });
         db.createObjectStore('outbox', { autoIncrement: true }).add({ kind: 'delete', sharedId: 's1', queuedAt: 1 });
         const meta = db.createObjectStore('meta');
-        meta.put({ schemaVersion: 1, embedderId: null, nextSeq: 2, signal: { predictionErrors: 0, eventsSinceSynthesis: 0, eventsSinceSweep: 0 }, shared: { m1: { id: 'c1', fingerprint: 'f' } }, deviceSecret: 'secret' }, 'meta');
+        meta.put(
+          {
+            schemaVersion: 1,
+            embedderId: null,
+            nextSeq: 2,
+            signal: { predictionErrors: 0, eventsSinceSynthesis: 0, eventsSinceSweep: 0 },
+            shared: { m1: { id: 'c1', fingerprint: 'f' } },
+            deviceSecret: 'secret',
+          },
+          'meta',
+        );
       };
       req.onsuccess = () => {
         req.result.close();

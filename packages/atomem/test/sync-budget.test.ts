@@ -10,7 +10,7 @@ import { mulberry32 } from '../../bench/src/rng.js';
 const EPOCH = DAY_MS;
 
 describe('epoch schedule', () => {
-  it('fetches the next epoch\'s token and reports this epoch only with a token held', () => {
+  it("fetches the next epoch's token and reports this epoch only with a token held", () => {
     const r = mulberry32(1);
     const now = 10 * EPOCH + 1000;
     expect(planEpoch({ now, epochMs: EPOCH, held: [], random: r })).toEqual({ fetchToken: { epoch: 11, delay: expect.any(Number) } });
@@ -19,7 +19,10 @@ describe('epoch schedule', () => {
     expect(both.report?.epoch).toBe(10);
     expect(planEpoch({ now, epochMs: EPOCH, held: [10, 11], random: r })).toEqual({ report: { epoch: 10, delay: expect.any(Number) } });
     for (const p of [both.fetchToken!, both.report!]) expect(now + p.delay).toBeLessThan(11 * EPOCH);
-    expect(planEpoch({ now, epochMs: EPOCH, held: [10], random: r, fixedDelay: 7 })).toEqual({ fetchToken: { epoch: 11, delay: 7 }, report: { epoch: 10, delay: 7 } });
+    expect(planEpoch({ now, epochMs: EPOCH, held: [10], random: r, fixedDelay: 7 })).toEqual({
+      fetchToken: { epoch: 11, delay: 7 },
+      report: { epoch: 10, delay: 7 },
+    });
   });
 
   it('the issuance moment says nothing about the report moment: correlation ≈ 0 over 20 000 devices, uniform over the epoch', () => {
@@ -36,8 +39,11 @@ describe('epoch schedule', () => {
       reported.push((v1 + p1.report!.delay - EPOCH) / EPOCH);
     }
     const mean = (x: number[]) => x.reduce((s, v) => s + v, 0) / x.length;
-    const mi = mean(issued), mr = mean(reported);
-    let c = 0, vi = 0, vr = 0;
+    const mi = mean(issued),
+      mr = mean(reported);
+    let c = 0,
+      vi = 0,
+      vr = 0;
     for (let i = 0; i < issued.length; i++) {
       c += (issued[i] - mi) * (reported[i] - mr);
       vi += (issued[i] - mi) ** 2;

@@ -61,7 +61,10 @@ describe('createUseLitePool', () => {
 
   it('atomem-vectors --threads: a positive integer', async () => {
     let err = '';
-    const code = await runVectorsCli(['--catalog', 'x.json', '--out', 'y.bin', '--threads', '0'], { stdout: { write: () => true }, stderr: { write: (s: string) => (err += s) } });
+    const code = await runVectorsCli(['--catalog', 'x.json', '--out', 'y.bin', '--threads', '0'], {
+      stdout: { write: () => true },
+      stderr: { write: (s: string) => (err += s) },
+    });
     expect(code).toBe(2);
     expect(err).toMatch(/--threads must be an integer in 1\.\.64/);
   });

@@ -8,18 +8,30 @@ import { ShopKnowledge } from '../src/shop/device.js';
 import { Rng } from '../../bench/src/rng.js';
 
 // A small synthetic shop: 12 shoes, 12 pans, 60 shoppers who each stay in one department.
-const items = Array.from({ length: 24 }, (_, i) => ({ id: `sku-${i}`, title: `${i < 12 ? 'trail running shoe' : 'cast iron skillet'} model ${i}`, categories: [i < 12 ? 'Shoes' : 'Kitchen'] }));
+const items = Array.from({ length: 24 }, (_, i) => ({
+  id: `sku-${i}`,
+  title: `${i < 12 ? 'trail running shoe' : 'cast iron skillet'} model ${i}`,
+  categories: [i < 12 ? 'Shoes' : 'Kitchen'],
+}));
 
 function syntheticLog(): string {
   const rng = new Rng(5);
   const rows: string[] = [];
   for (let u = 0; u < 60; u++) {
     const g = u % 2;
-    for (let k = 0; k < 8; k++) rows.push(JSON.stringify({ user: `u${u}`, item: `sku-${g * 12 + rng.int(12)}`, at: 1_700_000_000_000 + (u * 20 + k) * 60_000, action: k % 3 ? 'purchase' : 'view' }));
+    for (let k = 0; k < 8; k++)
+      rows.push(
+        JSON.stringify({
+          user: `u${u}`,
+          item: `sku-${g * 12 + rng.int(12)}`,
+          at: 1_700_000_000_000 + (u * 20 + k) * 60_000,
+          action: k % 3 ? 'purchase' : 'view',
+        }),
+      );
   }
   rows.push(JSON.stringify({ user: 'u1', item: 'not-in-catalog', at: 1_700_000_000_000 }));
   rows.push(JSON.stringify({ user: 42, item: 'sku-3', at: new Date(1_700_000_000_000).toISOString(), action: 'dislike' }));
-  return rows.join('\n') + '\n';
+  return `${rows.join('\n')}\n`;
 }
 
 let dir: string;
@@ -34,7 +46,10 @@ afterEach(() => rmSync(dir, { recursive: true, force: true }));
 async function run(...args: string[]) {
   let stdout = '';
   let stderr = '';
-  const code = await runVectorsCli(['--catalog', join(dir, 'catalog.json'), '--out', join(dir, 'out.bin'), '--embedder', 'hashing', ...args], { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } });
+  const code = await runVectorsCli(['--catalog', join(dir, 'catalog.json'), '--out', join(dir, 'out.bin'), '--embedder', 'hashing', ...args], {
+    stdout: { write: (s: string) => (stdout += s) },
+    stderr: { write: (s: string) => (stderr += s) },
+  });
   return { code, stdout, stderr };
 }
 

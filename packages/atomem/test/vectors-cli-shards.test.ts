@@ -9,16 +9,21 @@ import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard } from '../s
 import { ShopKnowledge } from '../src/shop/device.js';
 import { Rng } from '../../bench/src/rng.js';
 
-const items = Array.from({ length: 30 }, (_, i) => ({ id: `sku-${i}`, title: `${i < 15 ? 'trail running shoe' : 'cast iron skillet'} model ${i}`, categories: [i < 15 ? 'Shoes' : 'Kitchen'] }));
+const items = Array.from({ length: 30 }, (_, i) => ({
+  id: `sku-${i}`,
+  title: `${i < 15 ? 'trail running shoe' : 'cast iron skillet'} model ${i}`,
+  categories: [i < 15 ? 'Shoes' : 'Kitchen'],
+}));
 
 function log(): string {
   const rng = new Rng(5);
   const rows: string[] = [];
   for (let u = 0; u < 60; u++) {
     const g = u % 2;
-    for (let k = 0; k < 8; k++) rows.push(JSON.stringify({ user: `u${u}`, item: `sku-${g * 15 + rng.int(15)}`, at: 1_700_000_000_000 + (u * 20 + k) * 60_000, action: 'purchase' }));
+    for (let k = 0; k < 8; k++)
+      rows.push(JSON.stringify({ user: `u${u}`, item: `sku-${g * 15 + rng.int(15)}`, at: 1_700_000_000_000 + (u * 20 + k) * 60_000, action: 'purchase' }));
   }
-  return rows.join('\n') + '\n';
+  return `${rows.join('\n')}\n`;
 }
 
 let dir: string;
@@ -77,12 +82,32 @@ describe('atomem-vectors: disk cache', () => {
 describe('atomem-vectors --shards (format v3)', () => {
   it('writes a head and checksum-named shards that assemble into the trained model', async () => {
     const out = join(dir, 'catalog.bin');
-    const args = ['--catalog', join(dir, 'catalog.json'), '--log', join(dir, 'interactions.jsonl'), '--embedder', 'hashing', '--sasrec-epochs', '3', '--no-progress', '--cache', join(dir, 'cache.bin'), '--shards', '8', '--out', out];
+    const args = [
+      '--catalog',
+      join(dir, 'catalog.json'),
+      '--log',
+      join(dir, 'interactions.jsonl'),
+      '--embedder',
+      'hashing',
+      '--sasrec-epochs',
+      '3',
+      '--no-progress',
+      '--cache',
+      join(dir, 'cache.bin'),
+      '--shards',
+      '8',
+      '--out',
+      out,
+    ];
     const r = await run(...args);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/\(format v3: head [0-9]+ bytes, 4 shards of [0-9]+ bytes in .*catalog\.bin\.shards\/, 4 new\)/);
     const head = decodeCatalogHead(readFileSync(out));
-    expect(head.header.shards.map((s) => s.name)).toEqual(readdirSync(join(dir, 'catalog.bin.shards')).sort().map((f) => `catalog.bin.shards/${f}`));
+    expect(head.header.shards.map((s) => s.name)).toEqual(
+      readdirSync(join(dir, 'catalog.bin.shards'))
+        .sort()
+        .map((f) => `catalog.bin.shards/${f}`),
+    );
     const shards = head.header.shards.map((s, k) => decodeCatalogShard(head, k, readFileSync(join(dir, s.name))));
     const file = assembleCatalogFile(head, shards);
     expect(file.vectors.size).toBe(30);
@@ -93,7 +118,19 @@ describe('atomem-vectors --shards (format v3)', () => {
 
   it('a nightly re-run after one edited title writes one new shard; the others keep their names (and stay cached on phones)', async () => {
     const out = join(dir, 'catalog.bin');
-    const args = ['--catalog', join(dir, 'catalog.json'), '--embedder', 'hashing', '--no-progress', '--cache', join(dir, 'cache.bin'), '--shards', '8', '--out', out];
+    const args = [
+      '--catalog',
+      join(dir, 'catalog.json'),
+      '--embedder',
+      'hashing',
+      '--no-progress',
+      '--cache',
+      join(dir, 'cache.bin'),
+      '--shards',
+      '8',
+      '--out',
+      out,
+    ];
     expect((await run(...args)).code).toBe(0);
     const head = decodeCatalogHead(readFileSync(out));
     writeFileSync(join(dir, 'catalog.json'), JSON.stringify(items.map((it) => (it.id === 'sku-20' ? { ...it, title: 'enamel dutch oven' } : it))));
@@ -105,19 +142,56 @@ describe('atomem-vectors --shards (format v3)', () => {
     expect(changed).toEqual([head2.header.shards[Math.floor(head2.index.get('sku-20')! / 8)].name]);
   });
 
-  it('--shop-model publishes a v2 file\'s shop part as v3 without training', async () => {
+  it("--shop-model publishes a v2 file's shop part as v3 without training", async () => {
     const v2 = join(dir, 'v2.bin');
-    expect((await run('--catalog', join(dir, 'catalog.json'), '--log', join(dir, 'interactions.jsonl'), '--embedder', 'hashing', '--sasrec-epochs', '2', '--no-progress', '--no-cache', '--out', v2)).code).toBe(0);
+    expect(
+      (
+        await run(
+          '--catalog',
+          join(dir, 'catalog.json'),
+          '--log',
+          join(dir, 'interactions.jsonl'),
+          '--embedder',
+          'hashing',
+          '--sasrec-epochs',
+          '2',
+          '--no-progress',
+          '--no-cache',
+          '--out',
+          v2,
+        )
+      ).code,
+    ).toBe(0);
     const out = join(dir, 'c.bin');
-    const r = await run('--catalog', join(dir, 'catalog.json'), '--shop-model', v2, '--embedder', 'hashing', '--no-progress', '--no-cache', '--shards', '--out', out);
+    const r = await run(
+      '--catalog',
+      join(dir, 'catalog.json'),
+      '--shop-model',
+      v2,
+      '--embedder',
+      'hashing',
+      '--no-progress',
+      '--no-cache',
+      '--shards',
+      '--out',
+      out,
+    );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/format v3: head .* 2 shards .*; shop model from /); // 30 items, 16 per shard by default
     const head = decodeCatalogHead(readFileSync(out));
     expect(head.header.shop!.sasrec).toBeTruthy();
     const want = decodeCatalogFile(readFileSync(v2)).shop!.model;
-    const got = assembleCatalogFile(head, head.header.shards.map((s, k) => decodeCatalogShard(head, k, readFileSync(join(dir, s.name))))).shop!.model;
+    const got = assembleCatalogFile(
+      head,
+      head.header.shards.map((s, k) => decodeCatalogShard(head, k, readFileSync(join(dir, s.name)))),
+    ).shop!.model;
     expect([...got.items].sort()).toEqual([...want.items].sort());
-    expect((await run('--catalog', join(dir, 'catalog.json'), '--shop-model', v2, '--log', join(dir, 'interactions.jsonl'), '--embedder', 'hashing', '--out', out)).code).toBe(2);
-    expect((await run('--catalog', join(dir, 'catalog.json'), '--shop-model', join(dir, 'catalog.json'), '--embedder', 'hashing', '--out', out)).stderr).toMatch(/--shop-model .*catalog\.json: /);
+    expect(
+      (await run('--catalog', join(dir, 'catalog.json'), '--shop-model', v2, '--log', join(dir, 'interactions.jsonl'), '--embedder', 'hashing', '--out', out))
+        .code,
+    ).toBe(2);
+    expect(
+      (await run('--catalog', join(dir, 'catalog.json'), '--shop-model', join(dir, 'catalog.json'), '--embedder', 'hashing', '--out', out)).stderr,
+    ).toMatch(/--shop-model .*catalog\.json: /);
   });
 });

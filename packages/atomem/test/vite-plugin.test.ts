@@ -112,7 +112,13 @@ describe('the dev middleware with minilm and wllama', () => {
     const root = join(tmp, 'dev-runtimes');
     mkdirSync(root, { recursive: true });
     writeFileSync(join(root, 'index.html'), '<!doctype html><title>x</title>');
-    server = await createServer({ root, configFile: false, logLevel: 'silent', plugins: [atomem({ assets: ['minilm', 'wllama'] })], server: { host: '127.0.0.1', port: 0 } });
+    server = await createServer({
+      root,
+      configFile: false,
+      logLevel: 'silent',
+      plugins: [atomem({ assets: ['minilm', 'wllama'] })],
+      server: { host: '127.0.0.1', port: 0 },
+    });
     await server.listen();
   });
   afterAll(() => server?.close());

@@ -23,7 +23,13 @@ function shopAgent(config: Record<string, number> = {}) {
   GROUPS.forEach((g, gi) => {
     for (let u = 0; u < 60; u++) {
       // popularity falls with the index inside a group
-      const picks = rng.sampleWithoutReplacement(Array.from({ length: PER }, (_, i) => i), 12).filter((i) => rng.next() < 1 - i / PER / 1.2).slice(0, 6);
+      const picks = rng
+        .sampleWithoutReplacement(
+          Array.from({ length: PER }, (_, i) => i),
+          12,
+        )
+        .filter((i) => rng.next() < 1 - i / PER / 1.2)
+        .slice(0, 6);
       picks.forEach((i, k) => log.push({ user: `${gi}-${u}`, item: `${g}-${i}`, at: k, action: 'purchase' }));
     }
   });
@@ -101,17 +107,34 @@ describe('shortlist primitives', () => {
   it('topByDot equals a sort of every dot product', () => {
     const rng = new Rng(5);
     const vecs = Array.from({ length: 500 }, () => Float32Array.from({ length: 16 }, () => rng.next() - 0.5));
-    const table = vectorTable(vecs.map((_, i) => `i${i}`), vecs);
+    const table = vectorTable(
+      vecs.map((_, i) => `i${i}`),
+      vecs,
+    );
     const q = Float32Array.from({ length: 16 }, () => rng.next() - 0.5);
     const dots = vecs.map((v, i) => ({ i, s: v.reduce((a, x, d) => a + x * q[d], 0) })).sort((a, b) => b.s - a.s);
     expect(topByDot(table, q, 25)).toEqual(dots.slice(0, 25).map((d) => d.i));
-    expect(topByDot(table, q, 10, (i) => i % 2 === 0)).toEqual(dots.filter((d) => d.i % 2 === 1).slice(0, 10).map((d) => d.i));
+    expect(topByDot(table, q, 10, (i) => i % 2 === 0)).toEqual(
+      dots
+        .filter((d) => d.i % 2 === 1)
+        .slice(0, 10)
+        .map((d) => d.i),
+    );
     expect(() => topByDot(table, new Float32Array(3), 5)).toThrow(RangeError);
   });
 
   it('topByLists sums weighted list votes; mergeRoundRobin interleaves without repeats', () => {
     const lists = { offsets: Uint32Array.from([0, 2, 4]), targets: Uint32Array.from([1, 2, 0, 2]), weights: Float32Array.from([1, 0.5, 1, 1]) };
-    expect(topByLists([lists], [{ row: 0, w: 1 }, { row: 1, w: 1 }], 5)).toEqual([2, 0, 1]);
+    expect(
+      topByLists(
+        [lists],
+        [
+          { row: 0, w: 1 },
+          { row: 1, w: 1 },
+        ],
+        5,
+      ),
+    ).toEqual([2, 0, 1]);
     expect(mergeRoundRobin([['a', 'b', 'c'], ['a', 'd'], []], 4)).toEqual(['a', 'd', 'b', 'c']);
   });
 });

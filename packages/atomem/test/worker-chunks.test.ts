@@ -16,9 +16,13 @@ function importsOf(code: string): { static: string[]; dynamic: string[]; nonLite
   const out = { static: [] as string[], dynamic: [] as string[], nonLiteralDynamic: 0 };
   const visit = (node: unknown): void => {
     if (!node || typeof node !== 'object') return;
-    if (Array.isArray(node)) return node.forEach(visit);
+    if (Array.isArray(node)) {
+      node.forEach(visit);
+      return;
+    }
     const n = node as { type?: string; source?: { type: string; value?: unknown; quasis?: { value: { cooked: string } }[]; expressions?: unknown[] } | null };
-    if ((n.type === 'ImportDeclaration' || n.type === 'ExportAllDeclaration' || n.type === 'ExportNamedDeclaration') && n.source) out.static.push(String(n.source.value));
+    if ((n.type === 'ImportDeclaration' || n.type === 'ExportAllDeclaration' || n.type === 'ExportNamedDeclaration') && n.source)
+      out.static.push(String(n.source.value));
     if (n.type === 'ImportExpression' && n.source) {
       if (n.source.type === 'Literal' && typeof n.source.value === 'string') out.dynamic.push(n.source.value);
       else if (n.source.type === 'TemplateLiteral' && n.source.expressions?.length === 0) out.dynamic.push(n.source.quasis![0].value.cooked);
@@ -62,7 +66,10 @@ describe('the built worker chunk graph', () => {
     const graph = new Map<string, string[]>();
     for (const f of files) {
       const { static: s, dynamic: d } = importsOf(readFileSync(join(WORKER_DIR, f), 'utf8'));
-      graph.set(f, s.map((x) => x.replace(/^\.\//, '')));
+      graph.set(
+        f,
+        s.map((x) => x.replace(/^\.\//, '')),
+      );
       for (const spec of [...s, ...d]) if (spec.startsWith('.') && !existsSync(join(WORKER_DIR, spec))) missing.push(`${f} → ${spec}`);
     }
     expect(missing).toEqual([]);
@@ -79,7 +86,11 @@ describe('the built worker chunk graph', () => {
   });
 
   it('dist/manifest.json lists every chunk, and the plugin-facing parts exist', () => {
-    const manifest = JSON.parse(readFileSync(join(DIST, 'manifest.json'), 'utf8')) as { worker: string; core: string[]; features: Record<string, { files: string[] }> };
+    const manifest = JSON.parse(readFileSync(join(DIST, 'manifest.json'), 'utf8')) as {
+      worker: string;
+      core: string[];
+      features: Record<string, { files: string[] }>;
+    };
     expect(manifest.worker).toBe('worker/worker.js');
     const listed = new Set([...manifest.core, ...Object.values(manifest.features).flatMap((f) => f.files)]);
     expect(files.map((f) => `worker/${f}`).filter((f) => !listed.has(f))).toEqual([]);

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { DisposedError, ERROR_CLASSES, InvalidCatalogError, InvalidImportError, InvalidIntentError, StorageQuotaError, UnknownItemError } from '../src/errors.js';
+import {
+  DisposedError,
+  ERROR_CLASSES,
+  InvalidCatalogError,
+  InvalidImportError,
+  InvalidIntentError,
+  StorageQuotaError,
+  UnknownItemError,
+} from '../src/errors.js';
 import { deserializeError, serializeError } from '../src/worker/errors.js';
 
 // The worker ↔ page error transfer (src/worker/errors.ts), as pure functions: what the worker
@@ -16,7 +24,10 @@ describe('errors across the worker boundary', () => {
       [new InvalidIntentError('too-long', 'intent is 300 characters long'), { reason: 'too-long' }],
       [new InvalidImportError('state.memories[2]', 'is not an object'), { field: 'state.memories[2]' }],
       [new StorageQuotaError(), {}],
-      [new InvalidCatalogError('duplicate', 4, 'tent', 'catalog[4] (id "tent") repeats the id of catalog[0]'), { reason: 'duplicate', index: 4, itemId: 'tent' }],
+      [
+        new InvalidCatalogError('duplicate', 4, 'tent', 'catalog[4] (id "tent") repeats the id of catalog[0]'),
+        { reason: 'duplicate', index: 4, itemId: 'tent' },
+      ],
       [new DisposedError('recommend', true), { method: 'recommend' }],
     ];
     for (const [original, fields] of cases) {

@@ -15,7 +15,23 @@ describe('bench:abuse', () => {
     const json = join(dir, 'abuse.json');
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['-C', 'atomem-source', '--import', 'tsx', 'packages/bench/src/abuse.ts', '--seconds', '4', '--quiet-seconds', '2', '--clients', '12', '--hostile', '4', '--json', json],
+      [
+        '-C',
+        'atomem-source',
+        '--import',
+        'tsx',
+        'packages/bench/src/abuse.ts',
+        '--seconds',
+        '4',
+        '--quiet-seconds',
+        '2',
+        '--clients',
+        '12',
+        '--hostile',
+        '4',
+        '--json',
+        json,
+      ],
       { cwd: process.cwd(), timeout: 120_000 },
     );
     expect(stdout).toMatch(/\| honest, under abuse \| \d+ \| \d+ \|/);

@@ -1,15 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  Bm25Method,
-  BprMethod,
-  EaseMethod,
-  invertSpdInPlace,
-  ItemKnnMethod,
-  PopMethod,
-  RandomMethod,
-  rankByScore,
-  tokenize,
-} from '../src/baselines.js';
+import { Bm25Method, BprMethod, EaseMethod, invertSpdInPlace, ItemKnnMethod, PopMethod, RandomMethod, rankByScore, tokenize } from '../src/baselines.js';
 import { testCases } from '../src/protocol.js';
 import { Rng } from '../src/rng.js';
 import type { Dataset, EvalCase, Method, MethodContext } from '../src/types.js';
@@ -35,7 +25,10 @@ function groupCases(dataset: Dataset): { cases: EvalCase[]; histories: Map<strin
   const rng = new Rng(9);
   for (const c of cases) {
     const other = c.user.startsWith('a') ? 'B' : 'A';
-    const negatives = rng.sampleWithoutReplacement([...dataset.items.keys()].filter((id) => id.startsWith(other)), 9);
+    const negatives = rng.sampleWithoutReplacement(
+      [...dataset.items.keys()].filter((id) => id.startsWith(other)),
+      9,
+    );
     c.candidates = rng.shuffle([c.test.item, ...negatives]);
   }
   return { cases, histories };
@@ -135,7 +128,16 @@ describe('baselines', () => {
       ['5', { id: '5', title: 'Ride the Lightning', categories: ['Metal'] }],
     ]);
     const dataset: Dataset = { name: 'bm25', items, sequences: new Map() };
-    const c: EvalCase = { user: 'u', history: [{ item: '1', at: 1 }, { item: '2', at: 2 }], test: { item: '4', at: 3 }, candidates: ['3', '5', '4'], now: 2 };
+    const c: EvalCase = {
+      user: 'u',
+      history: [
+        { item: '1', at: 1 },
+        { item: '2', at: 2 },
+      ],
+      test: { item: '4', at: 3 },
+      candidates: ['3', '5', '4'],
+      now: 2,
+    };
     const m = new Bm25Method();
     await m.prepare(context(dataset, [c], new Map([['u', c.history]])));
     expect(m.rank(c)[0]).toBe('4');
@@ -148,18 +150,20 @@ describe('baselines', () => {
     const rng = new Rng(3);
     const M = Array.from({ length: n * n }, () => rng.next() - 0.5);
     const A = new Float64Array(n * n);
-    for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
-      let s = i === j ? 1 : 0;
-      for (let k = 0; k < n; k++) s += M[i * n + k] * M[j * n + k];
-      A[i * n + j] = s;
-    }
+    for (let i = 0; i < n; i++)
+      for (let j = 0; j < n; j++) {
+        let s = i === j ? 1 : 0;
+        for (let k = 0; k < n; k++) s += M[i * n + k] * M[j * n + k];
+        A[i * n + j] = s;
+      }
     const inv = A.slice();
     invertSpdInPlace(inv, n);
-    for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
-      let s = 0;
-      for (let k = 0; k < n; k++) s += A[i * n + k] * inv[k * n + j];
-      expect(s).toBeCloseTo(i === j ? 1 : 0, 9);
-    }
+    for (let i = 0; i < n; i++)
+      for (let j = 0; j < n; j++) {
+        let s = 0;
+        for (let k = 0; k < n; k++) s += A[i * n + k] * inv[k * n + j];
+        expect(s).toBeCloseTo(i === j ? 1 : 0, 9);
+      }
     expect(() => invertSpdInPlace(Float64Array.of(0, 1, 1, 0), 2)).toThrow(/not positive definite/);
   });
 

@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../src/cli.js';
 import { DatasetError, loadDataset } from '../src/datasets.js';
-import { buildFullProtocol, catalogOrder, fullRank } from '../src/full-protocol.js';
+import { buildFullProtocol, fullRank } from '../src/full-protocol.js';
 import { methodFactories } from '../src/methods.js';
 import { buildProtocol } from '../src/protocol.js';
 import { PopRecentMethod, DAY_MS } from '../src/baselines.js';
@@ -29,7 +29,13 @@ describe('format sequences', () => {
     expect(ds.format).toBe('sequences');
     expect(ds.ordinalTime).toBe(true);
     expect([...ds.sequences.keys()]).toEqual(['u1', 'u2', 'u3', 'u4']);
-    expect(ds.sequences.get('u3')!.map((x) => [x.item, x.at])).toEqual([['s1', 0], ['s4', 1], ['s6', 2], ['s2', 3], ['s7', 4]]);
+    expect(ds.sequences.get('u3')!.map((x) => [x.item, x.at])).toEqual([
+      ['s1', 0],
+      ['s4', 1],
+      ['s6', 2],
+      ['s2', 3],
+      ['s7', 4],
+    ]);
     expect(ds.items.size).toBe(7);
     expect(ds.items.get('s5')).toEqual({ id: 's5', title: 's5' });
   });
@@ -121,14 +127,36 @@ describe('pop7d', () => {
     const items = new Map([...'abc'].map((id) => [id, { id, title: id }]));
     const t = 100 * DAY_MS;
     const histories = new Map([
-      ['u1', [{ item: 'a', at: t - 30 * DAY_MS }, { item: 'a', at: t - 20 * DAY_MS }, { item: 'b', at: t - 2 * DAY_MS }]],
-      ['u2', [{ item: 'a', at: t - 10 * DAY_MS }, { item: 'c', at: t }]],
+      [
+        'u1',
+        [
+          { item: 'a', at: t - 30 * DAY_MS },
+          { item: 'a', at: t - 20 * DAY_MS },
+          { item: 'b', at: t - 2 * DAY_MS },
+        ],
+      ],
+      [
+        'u2',
+        [
+          { item: 'a', at: t - 10 * DAY_MS },
+          { item: 'c', at: t },
+        ],
+      ],
       ['u3', [{ item: 'c', at: t - 1 * DAY_MS }]],
     ]);
     const ds: Dataset = { name: 'x', items, sequences: histories };
     const m = new PopRecentMethod();
     const catalog = ['a', 'b', 'c'];
-    const ctx = { dataset: ds, cases: [], histories, seed: 1, privacy: 'off', progress: () => {}, catalog, catalogIndex: new Map(catalog.map((id, i) => [id, i])) } as MethodContext;
+    const ctx = {
+      dataset: ds,
+      cases: [],
+      histories,
+      seed: 1,
+      privacy: 'off',
+      progress: () => {},
+      catalog,
+      catalogIndex: new Map(catalog.map((id, i) => [id, i])),
+    } as MethodContext;
     void m.prepare(ctx);
     const out = new Float32Array(3);
     m.scoreAll({ user: 'u1', history: [], candidates: [], now: t }, out);
@@ -197,7 +225,13 @@ describe('runBenchmark, full-ranking protocols', () => {
   });
 
   it('the baselines score the whole catalog and learn the two groups (above popularity)', async () => {
-    const r = await runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['pop', 'itemknn', 'ease', 'bpr'], params: { 'bpr.epochs': '20' }, resamples: 100 });
+    const r = await runBenchmark({
+      dataset: ds,
+      protocol: 'loo-full',
+      methods: ['pop', 'itemknn', 'ease', 'bpr'],
+      params: { 'bpr.epochs': '20' },
+      resamples: 100,
+    });
     const by = Object.fromEntries(r.results.map((x) => [x.method, x]));
     for (const m of ['itemknn', 'ease', 'bpr']) expect(by[m].recall10, m).toBeGreaterThan(by.pop.recall10);
     expect(r.contrasts.filter((x) => x.metric === 'ndcg10').map((x) => x.a)).toEqual(['itemknn', 'ease', 'bpr']);
@@ -213,7 +247,18 @@ describe('runBenchmark, full-ranking protocols', () => {
   });
 
   it('sasrec in loo-full: full-softmax CE, early-stopped on held-out last items, the best checkpoint scores every item', async () => {
-    const params = { 'sasrec.epochs': '12', 'sasrec.evalEvery': '2', 'sasrec.patience': '2', 'sasrec.dim': '16', 'sasrec.maxLen': '8', 'sasrec.blocks': '1', 'sasrec.threads': '1', 'sasrec.chunks': '1', 'sasrec.batchSize': '16', 'sasrec.lr': '0.01' };
+    const params = {
+      'sasrec.epochs': '12',
+      'sasrec.evalEvery': '2',
+      'sasrec.patience': '2',
+      'sasrec.dim': '16',
+      'sasrec.maxLen': '8',
+      'sasrec.blocks': '1',
+      'sasrec.threads': '1',
+      'sasrec.chunks': '1',
+      'sasrec.batchSize': '16',
+      'sasrec.lr': '0.01',
+    };
     const r = await runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['pop', 'sasrec'], params, resamples: 50 });
     const row = r.results.find((x) => x.method === 'sasrec')!;
     expect(row.loss).toBe('ce');
@@ -222,7 +267,9 @@ describe('runBenchmark, full-ranking protocols', () => {
     expect(curve.every((p) => p.epoch % 2 === 0 || p.epoch === 12)).toBe(true);
     expect(row.bestEpoch).toBe(curve.reduce((a, p) => (p.ndcg10 > a.ndcg10 ? p : a)).epoch);
     expect(row.recall10).toBeGreaterThan(r.results.find((x) => x.method === 'pop')!.recall10);
-    await expect(runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['sasrec'], params: { ...params, 'sasrec.loss': 'nope' } })).rejects.toThrow(/sasrec.loss must be/);
+    await expect(runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['sasrec'], params: { ...params, 'sasrec.loss': 'nope' } })).rejects.toThrow(
+      /sasrec.loss must be/,
+    );
   }, 120_000);
 
   it('refuses a method without scoreAll, a non-full setting, and an unknown reference', async () => {
@@ -234,15 +281,18 @@ describe('runBenchmark, full-ranking protocols', () => {
   it('temporal runs on timestamped data; methods learn only from events before the cut', async () => {
     const seen: number[] = [];
     const factories = new Map<string, MethodFactory>([
-      ['spy', () => ({
-        name: 'spy',
-        prepare(c: MethodContext) {
-          for (const h of c.histories.values()) for (const x of h) seen.push(x.at);
-          return Promise.resolve();
-        },
-        rank: (c: RankCase) => c.candidates,
-        scoreAll: (_c: RankCase, out: Float32Array) => void out.fill(0),
-      })],
+      [
+        'spy',
+        () => ({
+          name: 'spy',
+          prepare(c: MethodContext) {
+            for (const h of c.histories.values()) for (const x of h) seen.push(x.at);
+            return Promise.resolve();
+          },
+          rank: (c: RankCase) => c.candidates,
+          scoreAll: (_c: RankCase, out: Float32Array) => void out.fill(0),
+        }),
+      ],
       ['pop', methodFactories.get('pop')!],
     ]);
     const d = randomDataset({ users: 30, items: 40, minLen: 4, maxLen: 10, seed: 5 });
@@ -260,7 +310,19 @@ describe('CLI', () => {
     const out: string[] = [];
     const spy = vi.spyOn(process.stdout, 'write').mockImplementation((s) => (out.push(String(s)), true));
     const json = join(dir, 'r.json');
-    const code = await main(['--format', 'sequences', '--data', join(FIXTURES, 'sequences-tiny'), '--protocol', 'loo-full', '--methods', 'pop,itemknn', '--no-progress', '--json', json]);
+    const code = await main([
+      '--format',
+      'sequences',
+      '--data',
+      join(FIXTURES, 'sequences-tiny'),
+      '--protocol',
+      'loo-full',
+      '--methods',
+      'pop,itemknn',
+      '--no-progress',
+      '--json',
+      json,
+    ]);
     spy.mockRestore();
     expect(code).toBe(0);
     expect(out.join('')).toMatch(/protocol loo-full/);
@@ -272,7 +334,17 @@ describe('CLI', () => {
   it('--protocol temporal on order-only data exits 2 with a clear message', async () => {
     const err: string[] = [];
     const spy = vi.spyOn(process.stderr, 'write').mockImplementation((s) => (err.push(String(s)), true));
-    const code = await main(['--format', 'sequences', '--data', join(FIXTURES, 'sequences-tiny'), '--protocol', 'temporal', '--methods', 'pop', '--no-progress']);
+    const code = await main([
+      '--format',
+      'sequences',
+      '--data',
+      join(FIXTURES, 'sequences-tiny'),
+      '--protocol',
+      'temporal',
+      '--methods',
+      'pop',
+      '--no-progress',
+    ]);
     spy.mockRestore();
     expect(code).toBe(2);
     expect(err.join('')).toMatch(/needs timestamps/);

@@ -46,12 +46,21 @@ describe('benchmark hygiene: what a method sees', () => {
   it('refuses a feature dump on test cases, allows it on validation', async () => {
     const dump = join(tmp, 'f.jsonl');
     const run = (validation: boolean) =>
-      runBenchmark({ dataset, methods: ['atomem'], privacy: ['off'], validation, params: { 'atomem.embedder': 'hashing', 'atomem.dumpFeatures': dump, 'atomem.fidelityUsers': '0' } });
+      runBenchmark({
+        dataset,
+        methods: ['atomem'],
+        privacy: ['off'],
+        validation,
+        params: { 'atomem.embedder': 'hashing', 'atomem.dumpFeatures': dump, 'atomem.fidelityUsers': '0' },
+      });
     const err = await run(false).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BenchUsageError);
     expect(String(err)).toMatch(/refused on test/);
     await run(true);
-    const lines = readFileSync(dump, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as DumpedCase);
+    const lines = readFileSync(dump, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as DumpedCase);
     expect(lines).toHaveLength(buildProtocol(dataset, { target: 'validation' }).cases.length);
     expect(lines[0].candidates).toHaveLength(10);
     expect(Object.keys(lines[0].candidates[0][1])).toContain('profile');
@@ -59,7 +68,12 @@ describe('benchmark hygiene: what a method sees', () => {
 
   it('forward accuracy counts a 0-vs-0 tie as half', async () => {
     expect(methodFactories.has('atomem')).toBe(true);
-    const { results } = await runBenchmark({ dataset, methods: ['atomem'], privacy: ['off'], params: { 'atomem.embedder': 'hashing', 'atomem.fidelityUsers': '0' } });
+    const { results } = await runBenchmark({
+      dataset,
+      methods: ['atomem'],
+      privacy: ['off'],
+      params: { 'atomem.embedder': 'hashing', 'atomem.fidelityUsers': '0' },
+    });
     const acc = results[0].forwardAccuracy as number;
     // the first step of every user has no memory: 0 vs 0, worth 0.5 — so accuracy is never a multiple of whole steps only
     expect(acc).toBeGreaterThan(0);
@@ -81,7 +95,7 @@ describe('tuning on dumped features', () => {
     const cases: DumpedCase[] = [];
     const targets = new Map<string, string>();
     let seed = 1;
-    const rnd = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+    const rnd = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
     for (let u = 0; u < 200; u++) {
       const target = `t${u}`;
       targets.set(`u${u}`, target);
@@ -111,7 +125,18 @@ describe('binary vector cache', () => {
   it('round-trips, drops entries whose text changed, and warns instead of throwing on damage', () => {
     const warnings: string[] = [];
     const file = join(tmp, 'c.atmv');
-    expect(writeVectorCache(file, emb, items, new Map([['a', Float32Array.of(1, 0, 0)], ['b', Float32Array.of(0, 1, 0)]]), (m) => warnings.push(m))).toBe(true);
+    expect(
+      writeVectorCache(
+        file,
+        emb,
+        items,
+        new Map([
+          ['a', Float32Array.of(1, 0, 0)],
+          ['b', Float32Array.of(0, 1, 0)],
+        ]),
+        (m) => warnings.push(m),
+      ),
+    ).toBe(true);
     const back = readVectorCache(file, emb, items, (m) => warnings.push(m));
     expect([...back.keys()].sort()).toEqual(['a', 'b']);
     expect(Array.from(back.get('b')!)).toEqual([0, 1, 0]);

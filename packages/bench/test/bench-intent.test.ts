@@ -21,7 +21,12 @@ function mixedDataset(users = 30): Dataset {
   for (let u = 0; u < users; u++) {
     const mine = rng.sampleWithoutReplacement(genres, 3);
     const seq: Interaction[] = [];
-    const pools = mine.map((g) => rng.sampleWithoutReplacement([...items.keys()].filter((id) => id.startsWith(g)), 6));
+    const pools = mine.map((g) =>
+      rng.sampleWithoutReplacement(
+        [...items.keys()].filter((id) => id.startsWith(g)),
+        6,
+      ),
+    );
     for (let t = 0; t < 18; t++) seq.push({ item: pools[t % 3][Math.floor(t / 3)], at: 1000 * (t + 1) });
     sequences.set(`u${u}`, seq);
   }
@@ -69,7 +74,16 @@ describe('atomem in setting instruct and evolving', () => {
     expect(both.contrasts.filter((p) => p.metric === 'ndcg10').map((p) => `${p.a} − ${p.b}`)).toEqual(['atomem/off − atomem-frozen/off']);
     const frozen = new AtomemMethod({ name: 'atomem-frozen', privacy: 'off', seed: 1, params }, {}, { observe: false });
     const pf = buildProtocol(dataset, { setting: 'evolving', steps: 3 });
-    await frozen.prepare({ dataset, cases: pf.cases.map((c) => ({ ...c })), histories: pf.histories, seed: 1, privacy: 'off', setting: 'evolving', target: 'test', progress: () => {} });
+    await frozen.prepare({
+      dataset,
+      cases: pf.cases.map((c) => ({ ...c })),
+      histories: pf.histories,
+      seed: 1,
+      privacy: 'off',
+      setting: 'evolving',
+      target: 'test',
+      progress: () => {},
+    });
     const fa = (frozen as unknown as { agents: Map<string, { snapshot: { events: unknown[] } }> }).agents.get(pf.cases[0].user)!;
     const n0 = fa.snapshot.events.length;
     await frozen.observe(pf.cases[0].user, { ...pf.cases[0].test });
@@ -77,7 +91,16 @@ describe('atomem in setting instruct and evolving', () => {
     // the method really learns between steps: a device's events grow by the observed interactions
     const p = buildProtocol(dataset, { setting: 'evolving', steps: 3 });
     const m = new AtomemMethod({ name: 'atomem', privacy: 'off', seed: 1, params });
-    await m.prepare({ dataset, cases: p.cases.map((c) => ({ ...c })), histories: p.histories, seed: 1, privacy: 'off', setting: 'evolving', target: 'test', progress: () => {} });
+    await m.prepare({
+      dataset,
+      cases: p.cases.map((c) => ({ ...c })),
+      histories: p.histories,
+      seed: 1,
+      privacy: 'off',
+      setting: 'evolving',
+      target: 'test',
+      progress: () => {},
+    });
     const user = p.cases[0].user;
     const agent = (m as unknown as { agents: Map<string, { snapshot: { events: { item: string }[] } }> }).agents.get(user)!;
     const before = agent.snapshot.events.length;
@@ -100,7 +123,16 @@ describe('atomem in setting instruct and evolving', () => {
     // the LLM planner defers events; observe() runs the idle batch, so nothing waits for the next step
     const p = buildProtocol(small, { setting: 'evolving', steps: 2 });
     const m = new AtomemMethod({ name: 'atomem', privacy: 'off', seed: 1, params: llmParams });
-    await m.prepare({ dataset: small, cases: p.cases.map((c) => ({ ...c })), histories: p.histories, seed: 1, privacy: 'off', setting: 'evolving', target: 'test', progress: () => {} });
+    await m.prepare({
+      dataset: small,
+      cases: p.cases.map((c) => ({ ...c })),
+      histories: p.histories,
+      seed: 1,
+      privacy: 'off',
+      setting: 'evolving',
+      target: 'test',
+      progress: () => {},
+    });
     const user = p.cases[0].user;
     const agent = (m as unknown as { agents: Map<string, { hasPending(): boolean }> }).agents.get(user)!;
     await m.observe(user, { ...p.cases[0].test });

@@ -15,7 +15,24 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('item-space service benchmark', () => {
   it('first start and restart of the real service on a 3,000-item catalog file', () => {
     const json = join(dir, 'service.json');
-    const r = spawnSync(process.execPath, ['-C', 'atomem-source', '--expose-gc', '--import', 'tsx', 'packages/bench/src/index-scale.ts', '--item-space', '--service', '--sizes', '3k', '--json', json], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(
+      process.execPath,
+      [
+        '-C',
+        'atomem-source',
+        '--expose-gc',
+        '--import',
+        'tsx',
+        'packages/bench/src/index-scale.ts',
+        '--item-space',
+        '--service',
+        '--sizes',
+        '3k',
+        '--json',
+        json,
+      ],
+      { cwd: ROOT, encoding: 'utf8', timeout: 120_000 },
+    );
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/\| 3,000 \| 128 \|/);
     const { rows } = JSON.parse(readFileSync(json, 'utf8'));

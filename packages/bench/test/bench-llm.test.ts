@@ -29,9 +29,9 @@ describe('benchmark with the LLM reasoner', () => {
         bodies.push(body);
         const schema = body.response_format?.json_schema?.schema ?? {};
         const content = JSON.stringify(minimalValue(schema, () => 'Enjoys items of this kind'));
-        res.writeHead(200, { 'content-type': 'application/json' }).end(
-          JSON.stringify({ choices: [{ message: { role: 'assistant', content } }], usage: { prompt_tokens: 100, completion_tokens: 12 } }),
-        );
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ choices: [{ message: { role: 'assistant', content } }], usage: { prompt_tokens: 100, completion_tokens: 12 } }));
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -67,14 +67,21 @@ describe('benchmark with the LLM reasoner', () => {
   });
 
   it('--planner rules keeps the LLM out of planning', async () => {
-    const result = await runBenchmark({ dataset, methods: ['atomem'], privacy: ['off'], params: { ...params, 'atomem.reasoner': 'llm', 'atomem.planner': 'rules', 'atomem.llm': 'scripted' }, seed: 2 });
+    const result = await runBenchmark({
+      dataset,
+      methods: ['atomem'],
+      privacy: ['off'],
+      params: { ...params, 'atomem.reasoner': 'llm', 'atomem.planner': 'rules', 'atomem.llm': 'scripted' },
+      seed: 2,
+    });
     const ops = (result.results[0].llm as { byOperation: Record<string, { requests: number }> }).byOperation;
     expect(ops.planLifecycle.requests).toBe(0);
     expect(ops.reflect.requests).toBeGreaterThan(0);
   });
 
   it('--llm scripted: no model at all, the same path, deterministic', async () => {
-    const run = () => runBenchmark({ dataset, methods: ['atomem'], privacy: ['off'], params: { ...params, 'atomem.reasoner': 'llm', 'atomem.llm': 'scripted' }, seed: 2 });
+    const run = () =>
+      runBenchmark({ dataset, methods: ['atomem'], privacy: ['off'], params: { ...params, 'atomem.reasoner': 'llm', 'atomem.llm': 'scripted' }, seed: 2 });
     const [a, b] = [await run(), await run()];
     const llm = a.results[0].llm as { model: string; calls: number; succeeded: number };
     expect(llm.model).toBe('scripted:schema');

@@ -82,8 +82,19 @@ describe('bench metrics: bootstrap interval', () => {
 describe('bench metrics: diversity of a top-5 list', () => {
   it('ILD: mean pairwise L2 distance', () => {
     // three corners of a unit right triangle: distances 1, 1, √2
-    expect(ild([[0, 0], [1, 0], [0, 1]])).toBeCloseTo((2 + Math.SQRT2) / 3, 12);
-    expect(ild([[1, 2, 3], [1, 2, 3]])).toBe(0);
+    expect(
+      ild([
+        [0, 0],
+        [1, 0],
+        [0, 1],
+      ]),
+    ).toBeCloseTo((2 + Math.SQRT2) / 3, 12);
+    expect(
+      ild([
+        [1, 2, 3],
+        [1, 2, 3],
+      ]),
+    ).toBe(0);
     expect(ild([[1, 2]])).toBe(0);
     expect(ild([Float32Array.of(0, 3), Float32Array.of(4, 0)])).toBeCloseTo(5, 6);
     expect(() => ild([[1], [1, 2]])).toThrow(/different lengths/);

@@ -8,7 +8,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 const dir = mkdtempSync(join(tmpdir(), 'atomem-paired-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-const run = (...args: string[]) => promisify(execFile)(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/bench/src/paired-runs.ts', ...args], { cwd: process.cwd(), timeout: 60_000 });
+const run = (...args: string[]) =>
+  promisify(execFile)(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/bench/src/paired-runs.ts', ...args], {
+    cwd: process.cwd(),
+    timeout: 60_000,
+  });
 const config = { data: 'd', seed: 7, users: 'all', target: 'validation', setting: 'full', cases: 40 };
 function file(name: string, cfg: object, perUser: Record<string, number[]> | undefined): string {
   const p = join(dir, name);
@@ -19,8 +23,8 @@ function file(name: string, cfg: object, perUser: Record<string, number[]> | und
 describe('bench:paired', () => {
   const base = Array.from({ length: 40 }, (_, i) => (i % 5) / 5);
   it('prints A − B with a paired interval that excludes 0 for a consistent gain, and includes 0 for none', async () => {
-    const a = file('a.json', config, { 'atomem/off': base.map((x) => x + 0.05), 'shop': base });
-    const b = file('b.json', config, { 'atomem/off': base, 'shop': base });
+    const a = file('a.json', config, { 'atomem/off': base.map((x) => x + 0.05), shop: base });
+    const b = file('b.json', config, { 'atomem/off': base, shop: base });
     const { stdout } = await run(a, b);
     expect(stdout).toMatch(/\| atomem\/off \| atomem\/off \| 40 \| \+0\.0500 \| \[0\.0500, 0\.0500\] \| 40 \/ 0 \|/);
     expect(stdout).toMatch(/\| shop \| shop \| 40 \| \+0\.0000 \| \[0\.0000, 0\.0000\] \| 0 \/ 0 \|/);

@@ -107,7 +107,7 @@ describe('cli', () => {
     expect(stderr()).toMatch(/--users.*positive integer or "all"/);
     err.mockClear();
     expect(await main(['--format', 'jsonl', '--data', jsonl, '--methods', 'pop,nope'])).toBe(2);
-    expect(stderr()).toBe('error: unknown method nope (known: ' + defaultMethods().join(', ') + ')\n');
+    expect(stderr()).toBe(`error: unknown method nope (known: ${defaultMethods().join(', ')})\n`);
     err.mockClear();
     expect(await main(['--data', join(tmp, 'absent')])).toBe(2);
     expect(stderr()).toMatch(/^error: movielens: data directory not found: .*absent\n$/);

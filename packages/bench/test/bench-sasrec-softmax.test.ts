@@ -68,7 +68,15 @@ describe('SASRec softmax cross-entropy backprop', () => {
   }
 
   it('the loss of a row is −log softmax of its positive (checked by hand on one row)', () => {
-    const one: ChunkData = { seqs: 1, lens: Int32Array.of(1), rows: 1, inputs: Int32Array.of(3), targets: Int32Array.of(4), negatives: Int32Array.of(1), softmax: Int32Array.from({ length: n }, (_, i) => i + 1) };
+    const one: ChunkData = {
+      seqs: 1,
+      lens: Int32Array.of(1),
+      rows: 1,
+      inputs: Int32Array.of(3),
+      targets: Int32Array.of(4),
+      negatives: Int32Array.of(1),
+      softmax: Int32Array.from({ length: n }, (_, i) => i + 1),
+    };
     const core = new GradCore(lay, 16, 4, { Arr: Float64Array, kernel: 'js', softmaxItems: n });
     const loss = core.lossAndGrad(p, new Float64Array(lay.size), one, 1, 0, [1, 2, 3, 4]);
     const z = core.forward(p, one, false);
@@ -107,11 +115,29 @@ describe('SASRec learns a deterministic next-item rule with each loss', () => {
   });
   for (const loss of ['ce', 'sampled-softmax'] as const) {
     it(`${loss}: the true next item ranks first for most test walks`, async () => {
-      const r = await trainSasrec(seqs, n, { maxLen: 8, dim: 16, blocks: 1, heads: 1, dropout: 0, epochs: 25, lr: 0.01, batchSize: 32, threads: 1, chunks: 1, loss, negatives: 8, seed: 7 });
+      const r = await trainSasrec(seqs, n, {
+        maxLen: 8,
+        dim: 16,
+        blocks: 1,
+        heads: 1,
+        dropout: 0,
+        epochs: 25,
+        lr: 0.01,
+        batchSize: 32,
+        threads: 1,
+        chunks: 1,
+        loss,
+        negatives: 8,
+        seed: 7,
+      });
       let top1 = 0;
       for (let s = 0; s < n; s++) {
         const hist = Array.from({ length: 5 }, (_, k) => ((s + k) % n) + 1);
-        const scores = scoreItems(r.weights, encodeHistory(r.weights, hist), Array.from({ length: n }, (_, i) => i + 1));
+        const scores = scoreItems(
+          r.weights,
+          encodeHistory(r.weights, hist),
+          Array.from({ length: n }, (_, i) => i + 1),
+        );
         const want = ((s + 5) % n) + 1;
         const best = scores.indexOf(Math.max(...scores)) + 1;
         if (best === want) top1++;

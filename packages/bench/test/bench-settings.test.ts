@@ -8,7 +8,7 @@ import type { Interaction } from '../../atomem/src/core/types.js';
 import { twoGroupDataset } from '../../../test/fixtures/synthetic.js';
 
 describe('setting instruct', () => {
-  it('intents are the target\'s categories in words, never its title or id', () => {
+  it("intents are the target's categories in words, never its title or id", () => {
     expect(intentFor(['Comedy'])).toBe('Looking for a comedy');
     expect(intentFor(['Crime', 'Thriller'])).toBe('Looking for a crime or a thriller');
     expect(intentFor(['Drama', 'Romance', 'War'])).toBe('Looking for a drama, a romance or a war');
@@ -80,7 +80,10 @@ describe('setting evolving', () => {
     expect(firstObserve).toBe(n); // every step-1 case ranked first
     expect(log.slice(n, 2 * n)).toEqual(p.cases.slice(0, n).map((c) => `observe ${c.user} ${c.test.item}`));
     expect(log.slice(2 * n, 3 * n).every((l) => l.startsWith('rank 2'))).toBe(true);
-    expect((results[0].perStep as { step: number; n: number }[]).map((s) => [s.step, s.n])).toEqual([[1, n], [2, n]]);
+    expect((results[0].perStep as { step: number; n: number }[]).map((s) => [s.step, s.n])).toEqual([
+      [1, n],
+      [2, n],
+    ]);
     expect(results[0].setting).toBe('evolving');
   });
 });

@@ -37,10 +37,10 @@ describe('bench: atomem with the shop model on the device', () => {
     process.env.ATOMEM_BENCH_CACHE = join(tmp, 'cache');
     const ds = twoGroupDataset({ usersPerGroup: 20, itemsPerGroup: 25, len: 16 });
     mkdirSync(data, { recursive: true });
-    writeFileSync(join(data, 'items.jsonl'), [...ds.items.values()].map((it) => JSON.stringify(it)).join('\n') + '\n');
+    writeFileSync(join(data, 'items.jsonl'), `${[...ds.items.values()].map((it) => JSON.stringify(it)).join('\n')}\n`);
     const rows: string[] = [];
     for (const [user, seq] of ds.sequences) for (const x of seq) rows.push(JSON.stringify({ user, item: x.item, at: x.at }));
-    writeFileSync(join(data, 'interactions.jsonl'), rows.join('\n') + '\n');
+    writeFileSync(join(data, 'interactions.jsonl'), `${rows.join('\n')}\n`);
   });
   beforeEach(() => {
     err = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
@@ -51,8 +51,21 @@ describe('bench: atomem with the shop model on the device', () => {
   const stdout = () => out.mock.calls.map((c) => String(c[0])).join('');
   const stderr = () => err.mock.calls.map((c) => String(c[0])).join('');
   // fast settings for a test: hashing embedder, no content map, 4 SASRec epochs
-  const fast = ['--param', 'atomem.embedder=hashing', '--param', 'atomem.centre=0', '--param', 'shop.content=none', '--param', 'sasrec.epochs=4', '--param', 'atomem.fidelityUsers=0'];
-  const run = async (args: string[]): Promise<{ results: Row[]; paired: { a: string; b: string; mean: number; ci: [number, number] }[]; config: Record<string, unknown> }> => {
+  const fast = [
+    '--param',
+    'atomem.embedder=hashing',
+    '--param',
+    'atomem.centre=0',
+    '--param',
+    'shop.content=none',
+    '--param',
+    'sasrec.epochs=4',
+    '--param',
+    'atomem.fidelityUsers=0',
+  ];
+  const run = async (
+    args: string[],
+  ): Promise<{ results: Row[]; paired: { a: string; b: string; mean: number; ci: [number, number] }[]; config: Record<string, unknown> }> => {
     const file = join(tmp, `out-${Math.random().toString(36).slice(2)}.json`);
     const code = await main(['--format', 'jsonl', '--data', data, '--privacy', 'off', '--no-progress', '--json', file, ...fast, ...args]);
     expect(code, stderr()).toBe(0);
@@ -65,7 +78,11 @@ describe('bench: atomem with the shop model on the device', () => {
     // one training of each model for the three methods
     expect(trainings).toEqual({ shop: before.shop + 1, sasrec: before.sasrec + 1 });
     const row = (m: string) => r.results.find((x) => x.method === m)!;
-    expect(row('atomem')).toMatchObject({ itemVectors: 'hybrid', shopLogUntil: 1, defaults: { overridden: ['atomem.centre', 'atomem.embedder', 'sasrec.epochs', 'shop.content'] } });
+    expect(row('atomem')).toMatchObject({
+      itemVectors: 'hybrid',
+      shopLogUntil: 1,
+      defaults: { overridden: ['atomem.centre', 'atomem.embedder', 'sasrec.epochs', 'shop.content'] },
+    });
     expect(r.config).toMatchObject({ itemVectors: 'hybrid', shopLogUntil: 1 });
     // two taste groups: the shop's collaborative model puts atomem far above popularity
     expect(row('atomem').ndcg10).toBeGreaterThan(row('pop').ndcg10 + 0.1);
@@ -88,8 +105,22 @@ describe('bench: atomem with the shop model on the device', () => {
     // the removed protocol v1's level is refused by name
     expect(await main(['--format', 'jsonl', '--data', data, '--methods', 'atomem', '--privacy', 'items', ...fast])).toBe(2);
     expect(stderr()).toMatch(/unknown level items \(off, contribute\)/);
-    const h = new Map([['u', [{ item: 'a', at: 1 }, { item: 'b', at: 2 }, { item: 'c', at: 3 }, { item: 'd', at: 4 }]]]);
-    expect(retainedHistories(h, 0.5).get('u')!.map((x) => x.item)).toEqual(['a', 'b']);
+    const h = new Map([
+      [
+        'u',
+        [
+          { item: 'a', at: 1 },
+          { item: 'b', at: 2 },
+          { item: 'c', at: 3 },
+          { item: 'd', at: 4 },
+        ],
+      ],
+    ]);
+    expect(
+      retainedHistories(h, 0.5)
+        .get('u')!
+        .map((x) => x.item),
+    ).toEqual(['a', 'b']);
     expect(retainedHistories(h, 1).get('u')!.length).toBe(4);
   }, 120_000);
 
@@ -97,7 +128,16 @@ describe('bench: atomem with the shop model on the device', () => {
     const r = await run(['--methods', 'atomem,ablations']);
     const names = r.results.map((x) => x.method);
     expect(names[0]).toBe('atomem');
-    expect(names).toEqual(expect.arrayContaining(['atomem-no-memory-signals', 'atomem-no-shop-model', 'atomem-no-sasrec', 'atomem-no-consolidation', 'atomem-single-summary', 'atomem-no-signal-ease']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'atomem-no-memory-signals',
+        'atomem-no-shop-model',
+        'atomem-no-sasrec',
+        'atomem-no-consolidation',
+        'atomem-single-summary',
+        'atomem-no-signal-ease',
+      ]),
+    );
     for (const x of r.results.slice(1)) {
       expect(x.ablationOf).toBe('atomem');
       expect(typeof x.removes).toBe('string');
@@ -141,7 +181,10 @@ describe('bench: atomem with the shop model on the device', () => {
       targets.set(`u${u}`, `i${pos}`);
       cases.push({
         user: `u${u}`,
-        candidates: Array.from({ length: 10 }, (_, i) => [`i${i}`, { good: (i === pos ? 1 : 0) + rng.next(), noise: rng.next(), flat: 3 }] as [string, Record<string, number>]),
+        candidates: Array.from(
+          { length: 10 },
+          (_, i) => [`i${i}`, { good: (i === pos ? 1 : 0) + rng.next(), noise: rng.next(), flat: 3 }] as [string, Record<string, number>],
+        ),
       });
     }
     const names = signalNames(cases);

@@ -59,6 +59,8 @@ describe('privacy attacks against protocol v2', () => {
     const memo = row('memo-loss averaging');
     expect(memo.measured).toBeLessThan(memo.baseline);
     // another seed gives other draws
-    expect(linkageByTiming({ seed: 12, devices: 300, habit: 0, schedule: 'shipped' })).not.toEqual(linkageByTiming({ seed: 11, devices: 300, habit: 0, schedule: 'shipped' }));
+    expect(linkageByTiming({ seed: 12, devices: 300, habit: 0, schedule: 'shipped' })).not.toEqual(
+      linkageByTiming({ seed: 11, devices: 300, habit: 0, schedule: 'shipped' }),
+    );
   }, 120_000);
 });

@@ -32,7 +32,7 @@ describe('bench method sasrec', () => {
     expect(byName.sasrec.trainSeconds).toBeGreaterThanOrEqual(0);
   }, 60_000);
 
-  it('trains with the run\'s seed unless sasrec.seed is given', async () => {
+  it("trains with the run's seed unless sasrec.seed is given", async () => {
     const dataset = twoGroupDataset({ usersPerGroup: 8, len: 6 });
     const { cases, histories } = testCases(dataset);
     const train = async (seed: number, opts: Record<string, number> = {}) => {

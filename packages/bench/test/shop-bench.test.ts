@@ -43,11 +43,29 @@ describe('bench method shop', () => {
   });
 
   it('maps parameters to training and combiner options', () => {
-    expect(trainOptionsFrom({ 'shop.epsilon': '4', 'shop.k.ease': '32', 'shop.orient.knn': 'out', 'shop.budget.gram': '0.7' })).toMatchObject({ epsilon: 4, k: { ease: 32 }, orientation: { knn: 'out' }, budget: { gram: 0.7 } });
+    expect(trainOptionsFrom({ 'shop.epsilon': '4', 'shop.k.ease': '32', 'shop.orient.knn': 'out', 'shop.budget.gram': '0.7' })).toMatchObject({
+      epsilon: 4,
+      k: { ease: 32 },
+      orientation: { knn: 'out' },
+      budget: { gram: 0.7 },
+    });
     expect(() => trainOptionsFrom({ 'shop.orient.ease': 'sideways' })).toThrow(/in or out/);
     expect(weightsFrom({ 'shop.w.ease': '2' }, { ease: 1, knn: 1 })).toEqual({ ease: 2, knn: 1 });
     expect(weightsFrom({ 'shop.only': 'knn' })).toEqual({ knn: 1 });
-    const log = shopLog(new Map([['u', [{ item: 'a', at: 10 }, { item: 'b', at: 20 }, { item: 'c', at: 30 }, { item: 'd', at: 40 }, { item: 'e', at: 50 }]]]));
+    const log = shopLog(
+      new Map([
+        [
+          'u',
+          [
+            { item: 'a', at: 10 },
+            { item: 'b', at: 20 },
+            { item: 'c', at: 30 },
+            { item: 'd', at: 40 },
+            { item: 'e', at: 50 },
+          ],
+        ],
+      ]),
+    );
     expect(timeQuantile(log, 0.8)).toBe(50);
     expect(timeQuantile(log, 0.5)).toBe(30);
     expect(() => timeQuantile(log, 0)).toThrow(RangeError);

@@ -96,7 +96,8 @@ export function quantizeUseLite(model: ModelJsonLike, shardBytes: readonly Array
   let offset = 0;
   for (const spec of specs) {
     if (spec.quantization) throw new Error(`quantizeUseLite: weight ${spec.name} is already quantized`);
-    if (spec.dtype !== 'float32' && spec.dtype !== 'int32') throw new Error(`quantizeUseLite: weight ${spec.name} has dtype ${spec.dtype}; only float32 and int32 are expected`);
+    if (spec.dtype !== 'float32' && spec.dtype !== 'int32')
+      throw new Error(`quantizeUseLite: weight ${spec.name} has dtype ${spec.dtype}; only float32 and int32 are expected`);
     const n = sizeOf(spec.shape);
     const bytes = all.subarray(offset, offset + n * 4);
     if (bytes.length !== n * 4) throw new Error(`quantizeUseLite: the shards end inside weight ${spec.name}`);

@@ -40,7 +40,15 @@ async function start(name: string, catalogVectors?: string, items = catalog) {
   const profile = profiles.profile(name);
   const progress: ProgressEvent[] = [];
   const errors: SerializedError[] = [];
-  const a = await createAtomem({ profile, catalog: items, embedder: 'hashing', catalogVectors, config: { tau: 0.3 }, onProgress: (p) => progress.push(p), onError: (e) => errors.push(e) });
+  const a = await createAtomem({
+    profile,
+    catalog: items,
+    embedder: 'hashing',
+    catalogVectors,
+    config: { tau: 0.3 },
+    onProgress: (p) => progress.push(p),
+    onError: (e) => errors.push(e),
+  });
   open.push(a);
   /** Items the worker embedded itself (the catalog stage's total; -1 until that progress event has arrived — it comes through its own callback channel, so poll it). */
   const embedded = (): number => progress.filter((p) => p.stage === 'catalog' && p.unit === 'items').at(-1)?.total ?? -1;
@@ -81,7 +89,14 @@ describe('precomputed catalog vectors (catalogVectors)', () => {
     first.a.dispose();
     URL.revokeObjectURL(url); // a fetch now would fail and raise an error event
     const errors: SerializedError[] = [];
-    const again = await createAtomem({ profile: first.profile, catalog, embedder: 'hashing', catalogVectors: url, config: { tau: 0.3 }, onError: (e) => errors.push(e) });
+    const again = await createAtomem({
+      profile: first.profile,
+      catalog,
+      embedder: 'hashing',
+      catalogVectors: url,
+      config: { tau: 0.3 },
+      onError: (e) => errors.push(e),
+    });
     open.push(again);
     expect((await again.recommend(['p-trail', 'p-wok'])).length).toBe(2);
     expect(errors).toEqual([]);

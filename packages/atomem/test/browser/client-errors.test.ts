@@ -46,7 +46,12 @@ afterEach(async () => {
 
 describe('dispose()', () => {
   // a large catalog, ranked whole: a recommend that takes the worker a while
-  const big: Item[] = Array.from({ length: 20_000 }, (_, i) => ({ id: `p${i}`, title: `product ${i} ${['tent', 'stove', 'boots', 'kettle', 'novel'][i % 5]}`, categories: [`dept${i % 40}`], description: `item number ${i} of the big catalog` }));
+  const big: Item[] = Array.from({ length: 20_000 }, (_, i) => ({
+    id: `p${i}`,
+    title: `product ${i} ${['tent', 'stove', 'boots', 'kettle', 'novel'][i % 5]}`,
+    categories: [`dept${i % 40}`],
+    description: `item number ${i} of the big catalog`,
+  }));
   const ids = big.map((i) => i.id);
 
   it('rejects a slow recommend in flight with DisposedError at once, and every later call', async () => {
@@ -60,7 +65,10 @@ describe('dispose()', () => {
 
     let settled: 'resolved' | 'rejected' | null = null;
     const inFlight = a.recommend(ids);
-    inFlight.then(() => (settled = 'resolved'), () => (settled = 'rejected'));
+    inFlight.then(
+      () => (settled = 'resolved'),
+      () => (settled = 'rejected'),
+    );
     await sleep(Math.min(50, full / 4));
     expect(settled).toBe(null); // still running in the worker
     const t0 = performance.now();
@@ -97,7 +105,10 @@ describe('dispose()', () => {
     await a.track({ item: 'p7', action: 'purchase', at: 1_000 });
     let settled = false;
     const inFlight = a.recommend(ids);
-    inFlight.then(() => (settled = true), () => (settled = true));
+    inFlight.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
     await sleep(20);
     expect(settled).toBe(false);
     // the browser fires `error` on the Worker object when its script fails
@@ -156,7 +167,9 @@ describe('errors cross the worker as instances of the exported classes', () => {
   });
 
   it('a worker that cannot load rejects createAtomem with a WorkerError', async () => {
-    const err = await rejection(createAtomem({ profile: profile('no-worker'), catalog, embedder: 'hashing', worker: () => new Worker('/no-such-worker.js', { type: 'module' }) }));
+    const err = await rejection(
+      createAtomem({ profile: profile('no-worker'), catalog, embedder: 'hashing', worker: () => new Worker('/no-such-worker.js', { type: 'module' }) }),
+    );
     expect(err).toBeInstanceOf(WorkerError);
   });
 });
@@ -169,14 +182,18 @@ describe('bad options and catalogs are refused, naming the culprit', () => {
 
     const nested = await rejection(createAtomem({ profile: profile('typo-llm'), catalog, embedder: 'hashing', llm: { promtApi: true } } as never));
     expect((nested as Error).message).toMatch(/llm: unknown option "promtApi" — did you mean "promptApi"\?/);
-    const index = await rejection(createAtomem({ profile: profile('typo-index'), catalog, embedder: 'hashing', index: { url: 'http://127.0.0.1:9', privcy: 'receive' } } as never));
+    const index = await rejection(
+      createAtomem({ profile: profile('typo-index'), catalog, embedder: 'hashing', index: { url: 'http://127.0.0.1:9', privcy: 'receive' } } as never),
+    );
     expect((index as Error).message).toMatch(/index: unknown option "privcy" — did you mean "privacy"\?/);
     // config knobs are checked in the worker, before anything loads; the TypeError crosses as one
     const knob = await rejection(createAtomem({ profile: profile('typo-config'), catalog, embedder: 'hashing', config: { tua: 0.3 } } as never));
     expect(knob).toBeInstanceOf(TypeError);
     expect((knob as Error).message).toMatch(/unknown option "tua" — did you mean "tau"\?/);
     // a removed privacy level is refused by name
-    const level = await rejection(createAtomem({ profile: profile('old-level'), catalog, embedder: 'hashing', index: { url: 'http://127.0.0.1:9', privacy: 'embeddings' } } as never));
+    const level = await rejection(
+      createAtomem({ profile: profile('old-level'), catalog, embedder: 'hashing', index: { url: 'http://127.0.0.1:9', privacy: 'embeddings' } } as never),
+    );
     expect(level).toBeInstanceOf(TypeError);
     expect((level as Error).message).toMatch(/index\.privacy must be 'off', 'receive' or 'contribute', got 'embeddings'/);
   });

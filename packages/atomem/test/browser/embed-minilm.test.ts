@@ -17,7 +17,13 @@ const MODEL_BASE = 'https://models.atomem.invalid/';
 const WASM_PATHS = '/node_modules/onnxruntime-web/dist/';
 const TINY = 'atomem-test/tiny-bert';
 
-const SENTENCES = ['Loves space adventure science fiction movies', 'enjoys sci-fi films set in outer space', 'prefers romantic comedies', 'Running shoes for trail and road.', 'bookish'];
+const SENTENCES = [
+  'Loves space adventure science fiction movies',
+  'enjoys sci-fi films set in outer space',
+  'prefers romantic comedies',
+  'Running shoes for trail and road.',
+  'bookish',
+];
 
 /** A cache holding models' files under `${MODEL_BASE}${model}/${file}`; records every lookup. */
 function fixtureCache(models: Record<string, Record<string, Uint8Array | string>>): MiniLMFileCache & { lookups: string[]; puts: string[] } {

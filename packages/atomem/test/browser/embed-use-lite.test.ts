@@ -100,8 +100,10 @@ describe('USE-lite in the browser (fetched assets, tfjs wasm)', () => {
 });
 
 describe('fetchAssetSource decoding', () => {
-  const serve = (body: Uint8Array, contentType: string): typeof fetch =>
-    async () => new Response(body.slice().buffer, { headers: { 'content-type': contentType } });
+  const serve =
+    (body: Uint8Array, contentType: string): typeof fetch =>
+    async () =>
+      new Response(body.slice().buffer, { headers: { 'content-type': contentType } });
 
   it('decodes UTF-8 from the bytes even when the server mislabels the charset', async () => {
     const body = new TextEncoder().encode('[["\u2581love", -1]]');

@@ -40,12 +40,23 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // the test's view of the wire: every request with the client port of its connection
   const wire: { method: string; path: string; port: number; ifNoneMatch: string | null; cookie: boolean }[] = [];
   service.app.addHook('onRequest', async (req) => {
-    if (!req.url.startsWith('/test/')) wire.push({ method: req.method, path: req.url.split('?')[0], port: req.socket.remotePort ?? -1, ifNoneMatch: (req.headers['if-none-match'] as string | undefined) ?? null, cookie: req.headers.cookie !== undefined });
+    if (!req.url.startsWith('/test/'))
+      wire.push({
+        method: req.method,
+        path: req.url.split('?')[0],
+        port: req.socket.remotePort ?? -1,
+        ifNoneMatch: (req.headers['if-none-match'] as string | undefined) ?? null,
+        cookie: req.headers.cookie !== undefined,
+      });
   });
   service.app.get('/test/wire', async () => wire);
   // a planted ETag: the release answers with one; a browser cache would send it back
   service.app.addHook('onSend', async (req, reply, payload) => {
-    if (req.url.startsWith('/v2/releases') || req.url.startsWith('/v2/health')) reply.header('etag', '"planted-tracker-42"').header('last-modified', 'Wed, 01 Jan 2025 00:00:00 GMT').header('cache-control', 'private, max-age=0, must-revalidate');
+    if (req.url.startsWith('/v2/releases') || req.url.startsWith('/v2/health'))
+      reply
+        .header('etag', '"planted-tracker-42"')
+        .header('last-modified', 'Wed, 01 Jan 2025 00:00:00 GMT')
+        .header('cache-control', 'private, max-age=0, must-revalidate');
     return payload;
   });
   const url = await service.listen({ port: 0, host: '127.0.0.1' });

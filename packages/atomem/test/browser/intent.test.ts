@@ -49,7 +49,8 @@ describe('recommend with a stated intent', () => {
     const p = profile('worker');
     const a = await createAtomem({ profile: p, catalog, embedder: 'hashing', config: { tau: 0.3 } });
     open.push(a);
-    for (const [i, item] of ['garden-1', 'garden-2', 'garden-3', 'audio-1'].entries()) await a.track({ item, action: i === 3 ? 'click' : 'purchase', at: 1000 * (i + 1) });
+    for (const [i, item] of ['garden-1', 'garden-2', 'garden-3', 'audio-1'].entries())
+      await a.track({ item, action: i === 3 ? 'click' : 'purchase', at: 1000 * (i + 1) });
     const candidates = ['garden-5', 'audio-5', 'garden-6', 'audio-6'];
     const plain = await a.recommend(candidates);
     expect(plain[0].id.startsWith('garden')).toBe(true);
@@ -60,8 +61,15 @@ describe('recommend with a stated intent', () => {
     expect(sel.memories.length).toBeGreaterThan(0);
     expect(sel.memories[0].content).toMatch(/Garden/i);
 
-    for (const [bad, reason] of [[42, 'type'], ['  \u0000 ', 'empty'], ['y'.repeat(201), 'too-long']] as const) {
-      const err = await a.recommend(candidates, { intent: bad as string }).then(() => null, (e: unknown) => e as Error & { reason?: string });
+    for (const [bad, reason] of [
+      [42, 'type'],
+      ['  \u0000 ', 'empty'],
+      ['y'.repeat(201), 'too-long'],
+    ] as const) {
+      const err = await a.recommend(candidates, { intent: bad as string }).then(
+        () => null,
+        (e: unknown) => e as Error & { reason?: string },
+      );
       expect(err?.name).toBe('InvalidIntentError');
       expect(err?.reason).toBe(reason);
     }
@@ -84,7 +92,13 @@ describe('recommend with a stated intent', () => {
     });
     const p = profile('engine');
     const engine = new Engine(); // the worker's engine on this page, so its fetches can be watched
-    await engine.init({ profile: p, catalog, embedder: 'hashing', config: { tau: 0.3 }, index: { url, privacy: 'contribute', syncEvery: 1, attesterUrl: `${url}/attester`, reportDelay: 0 } });
+    await engine.init({
+      profile: p,
+      catalog,
+      embedder: 'hashing',
+      config: { tau: 0.3 },
+      index: { url, privacy: 'contribute', syncEvery: 1, attesterUrl: `${url}/attester`, reportDelay: 0 },
+    });
     await engine.track({ item: 'audio-1', action: 'purchase', at: 1 });
     await engine.track({ item: 'audio-2', action: 'purchase', at: 2 });
     const ranked = await engine.recommend(['garden-5', 'audio-5', 'garden-6'], { intent: `${MARKER}: audio for the garden` });

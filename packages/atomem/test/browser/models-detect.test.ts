@@ -13,8 +13,7 @@ const SCHEMA: JsonSchema = {
   additionalProperties: false,
 };
 
-const webLlmLoaded = (): boolean =>
-  performance.getEntriesByType('resource').some((e) => /web-llm/i.test(e.name));
+const webLlmLoaded = (): boolean => performance.getEntriesByType('resource').some((e) => /web-llm/i.test(e.name));
 
 describe('WebLLM adapter without a usable GPU', { timeout: 60_000 }, () => {
   it('rejects with ModelUnavailableError before loading anything, or fails clearly on an unreachable model', async () => {
@@ -22,9 +21,7 @@ describe('WebLLM adapter without a usable GPU', { timeout: 60_000 }, () => {
     const adapter = gpu ? await gpu.requestAdapter().catch(() => null) : null;
     // Never downloads: the only model listed points at a closed localhost port.
     const appConfig = {
-      model_list: [
-        { model: 'http://127.0.0.1:9/models/unreachable-MLC/', model_id: 'unreachable-MLC', model_lib: 'http://127.0.0.1:9/libs/unreachable.wasm' },
-      ],
+      model_list: [{ model: 'http://127.0.0.1:9/models/unreachable-MLC/', model_id: 'unreachable-MLC', model_lib: 'http://127.0.0.1:9/libs/unreachable.wasm' }],
     };
     const progress: LoadProgress[] = [];
     const err = await createWebLLMModel({ model: 'unreachable-MLC', appConfig, onProgress: (p) => progress.push(p) }).catch((e: unknown) => e);
@@ -206,7 +203,11 @@ describe('Prompt API adapter', () => {
     expect(JSON.parse(result.text)).toEqual({ content: 'likes trail shoes', category: 'shoes' });
     expect(result.constrained).toBe(true);
     // One fresh session per call: system message as initialPrompts, the rest as the prompt.
-    expect(calls.create[1]).toMatchObject({ ...expected, initialPrompts: [{ role: 'system', content: 'Write one memory as JSON.' }], signal: controller.signal });
+    expect(calls.create[1]).toMatchObject({
+      ...expected,
+      initialPrompts: [{ role: 'system', content: 'Write one memory as JSON.' }],
+      signal: controller.signal,
+    });
     expect(calls.create[1]).not.toHaveProperty('temperature');
     expect(calls.prompt[0].input).toEqual([{ role: 'user', content: 'Bought trail shoes twice.' }]);
     expect(calls.prompt[0].options).toMatchObject({ responseConstraint: SCHEMA, signal: controller.signal });

@@ -135,9 +135,7 @@ describe.skipIf(!MODEL_URL)('wllama adapter, end to end (stories260K, real runti
     expect(a.outputTokens).toBeLessThanOrEqual(40);
     // Control: left alone the toy model writes a story, so the JSON above is the grammar's doing.
     expect(() => JSON.parse(a.text)).toThrow();
-    console.info(
-      `[wllama] free: ${a.outputTokens} tokens in ${a.ms.toFixed(0)} ms (${((a.outputTokens * 1000) / a.ms).toFixed(1)} tokens/s)`,
-    );
+    console.info(`[wllama] free: ${a.outputTokens} tokens in ${a.ms.toFixed(0)} ms (${((a.outputTokens * 1000) / a.ms).toFixed(1)} tokens/s)`);
   });
 
   it('aborts: an already-aborted signal and an abort mid-generation both reject with AbortError', async () => {

@@ -12,7 +12,10 @@ import { installScriptedLanguageModel, type ScriptedLanguageModel } from '../../
 // The real Gemini Nano cannot be downloaded here, so a scripted LanguageModel is installed on the
 // page (test/fixtures/scripted-language-model.ts); everything else is real: the worker, Comlink,
 // IndexedDB, the LLM reasoner with its schemas, Web Locks, a SharedWorker and an iframe that goes away.
-const found = import.meta.glob('../../../../../shared/models/stories260K/stories260K.gguf', { query: '?url', import: 'default', eager: true }) as Record<string, string>;
+const found = import.meta.glob('../../../../../shared/models/stories260K/stories260K.gguf', { query: '?url', import: 'default', eager: true }) as Record<
+  string,
+  string
+>;
 const GGUF = Object.values(found)[0];
 const WLLAMA_WASM = '/node_modules/@wllama/wllama/esm/wasm/wllama.wasm';
 
@@ -29,13 +32,21 @@ afterEach(async () => {
 });
 
 async function start(name: string, extra: Partial<Parameters<typeof createAtomem>[0]> = {}, progress: ProgressEvent[] = []): Promise<Atomem> {
-  const a = await createAtomem({ profile: profiles.profile(name), catalog: CATALOG, embedder: 'hashing', config: { tau: TAU }, llm: { promptApi: true, idleMs: 50 }, onProgress: (p) => progress.push(p), ...extra });
+  const a = await createAtomem({
+    profile: profiles.profile(name),
+    catalog: CATALOG,
+    embedder: 'hashing',
+    config: { tau: TAU },
+    llm: { promptApi: true, idleMs: 50 },
+    onProgress: (p) => progress.push(p),
+    ...extra,
+  });
   open.push(a);
   return a;
 }
 
 describe('Chrome Prompt API through the page', () => {
-  it('the worker runs the memory on the page\'s LanguageModel: availability and download progress on the one stream, structured output (responseConstraint)', async () => {
+  it("the worker runs the memory on the page's LanguageModel: availability and download progress on the one stream, structured output (responseConstraint)", async () => {
     const lm = installScriptedLanguageModel(window, { availability: 'downloadable', answer: answerByOperation });
     installed.push(lm);
     const progress: ProgressEvent[] = [];
@@ -74,8 +85,12 @@ describe('Chrome Prompt API through the page', () => {
     const lm = installScriptedLanguageModel(window, { answer: answerByOperation });
     installed.push(lm);
     // the real policy of this same-origin page allows the feature (default allowlist 'self'), so detection does not block it
-    const real = (document as { permissionsPolicy?: { allowsFeature(f: string): boolean }; featurePolicy?: { allowsFeature(f: string): boolean } }).permissionsPolicy ?? (document as { featurePolicy?: { allowsFeature(f: string): boolean } }).featurePolicy;
-    console.log(`this Chromium: document.${'permissionsPolicy' in document ? 'permissionsPolicy' : 'featurePolicy' in document ? 'featurePolicy' : '(no policy API)'}.allowsFeature('language-model') = ${real?.allowsFeature('language-model')}`);
+    const real =
+      (document as { permissionsPolicy?: { allowsFeature(f: string): boolean }; featurePolicy?: { allowsFeature(f: string): boolean } }).permissionsPolicy ??
+      (document as { featurePolicy?: { allowsFeature(f: string): boolean } }).featurePolicy;
+    console.log(
+      `this Chromium: document.${'permissionsPolicy' in document ? 'permissionsPolicy' : 'featurePolicy' in document ? 'featurePolicy' : '(no policy API)'}.allowsFeature('language-model') = ${real?.allowsFeature('language-model')}`,
+    );
     if (real) expect(real.allowsFeature('language-model')).toBe(true);
     const had = Object.getOwnPropertyDescriptor(document, 'permissionsPolicy');
     // what a cross-origin iframe without allow="language-model" sees (Document.permissionsPolicy)
@@ -100,7 +115,15 @@ describe('Chrome Prompt API through the page', () => {
 
   it('shared: true — the lending page goes away mid-call: the worker gets a PageGoneError at once and that operation falls back to rules', async () => {
     const profile = profiles.profile('gone');
-    const options = { profile, catalog: CATALOG, embedder: 'hashing' as const, config: { tau: TAU }, llm: { promptApi: true, idleMs: 50 }, shared: true, assetsBaseUrl: `${location.origin}/packages/atomem/dist/assets/` };
+    const options = {
+      profile,
+      catalog: CATALOG,
+      embedder: 'hashing' as const,
+      config: { tau: TAU },
+      llm: { promptApi: true, idleMs: 50 },
+      shared: true,
+      assetsBaseUrl: `${location.origin}/packages/atomem/dist/assets/`,
+    };
     // a second document of this origin (an iframe) with a LanguageModel whose prompts never answer
     const frame = document.createElement('iframe');
     frame.dataset.bridgeTest = '1';
@@ -156,8 +179,18 @@ describe('Chrome Prompt API through the page', () => {
     const lm = installScriptedLanguageModel(window, { answer: answerByOperation });
     installed.push(lm);
     const errors: SerializedError[] = [];
-    const llm = { webllm: { model: 'Qwen2.5-0.5B-Instruct-q4f16_1-MLC' }, ...(GGUF ? { wllama: { model: GGUF, wasmUrl: WLLAMA_WASM, contextSize: 512 } } : {}), idleMs: 50 };
-    const a = await start('shared-backends', { shared: true, embedder: 'use-lite', assetsBaseUrl: `${location.origin}/packages/atomem/dist/assets/`, llm, onError: (e) => errors.push(e) });
+    const llm = {
+      webllm: { model: 'Qwen2.5-0.5B-Instruct-q4f16_1-MLC' },
+      ...(GGUF ? { wllama: { model: GGUF, wasmUrl: WLLAMA_WASM, contextSize: 512 } } : {}),
+      idleMs: 50,
+    };
+    const a = await start('shared-backends', {
+      shared: true,
+      embedder: 'use-lite',
+      assetsBaseUrl: `${location.origin}/packages/atomem/dist/assets/`,
+      llm,
+      onError: (e) => errors.push(e),
+    });
     await expect.poll(async () => (await a.status()).llm.loading, { timeout: 60_000 }).toBe(false);
     const s = await a.status();
     expect(s.shared).toBe(true);

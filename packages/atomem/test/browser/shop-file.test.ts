@@ -41,7 +41,15 @@ afterEach(async () => {
 async function start(name: string, catalogVectors?: string, profile = profiles.profile(name)) {
   const progress: ProgressEvent[] = [];
   const errors: SerializedError[] = [];
-  const a = await createAtomem({ profile, catalog: items, embedder: 'hashing', catalogVectors, config: { tau: 0.3 }, onProgress: (p) => progress.push(p), onError: (e) => errors.push(e) });
+  const a = await createAtomem({
+    profile,
+    catalog: items,
+    embedder: 'hashing',
+    catalogVectors,
+    config: { tau: 0.3 },
+    onProgress: (p) => progress.push(p),
+    onError: (e) => errors.push(e),
+  });
   open.push(a);
   return { a, progress, errors, profile };
 }
@@ -112,13 +120,27 @@ describe('the shop model in the catalog vector file (v2)', () => {
     expect(status.catalog).toMatchObject({ url: SHOP_URL, version: 2, source: 'download', shop: { items: 8, sequence: 'sasrec', epsilon: null } });
     expect(status.catalog!.bytes).toBeGreaterThan(100_000);
     // progress arrives on its own message channel, possibly after createAtomem resolved: poll
-    await expect.poll(() => withShop.progress.some((p) => p.stage === 'catalog' && p.phase === 'download' && p.unit === 'bytes' && p.loaded === p.total && p.total === status.catalog!.bytes)).toBe(true);
+    await expect
+      .poll(() =>
+        withShop.progress.some(
+          (p) => p.stage === 'catalog' && p.phase === 'download' && p.unit === 'bytes' && p.loaded === p.total && p.total === status.catalog!.bytes,
+        ),
+      )
+      .toBe(true);
     // every content vector came from the file (nothing embedded here)
     await expect.poll(() => withShop.progress.filter((p) => p.stage === 'catalog' && p.unit === 'items').at(-1)?.total).toBe(0);
 
     // the same content vectors as v1 (no shop part): the content space
     const embedder = createHashingEmbedder({ dim: 256 });
-    const v1 = URL.createObjectURL(new Blob([encodeCatalogVectors(embedder, items, (await embedder.embed(items.map((it) => itemText(it)))).map((e) => e.vector)) as BlobPart]));
+    const v1 = URL.createObjectURL(
+      new Blob([
+        encodeCatalogVectors(
+          embedder,
+          items,
+          (await embedder.embed(items.map((it) => itemText(it)))).map((e) => e.vector),
+        ) as BlobPart,
+      ]),
+    );
     urls.push(v1);
     const content = await start('content', v1);
     expect((await content.a.status()).catalog).toMatchObject({ version: 1, shop: null });
@@ -204,18 +226,29 @@ const V3_URL = new URL(V3_FILE, location.href).href;
 async function startWith(name: string, catalogItems: Item[], catalogVectors: string, profile = profiles.profile(name)) {
   const progress: ProgressEvent[] = [];
   const errors: SerializedError[] = [];
-  const a = await createAtomem({ profile, catalog: catalogItems, embedder: 'hashing', catalogVectors, config: { tau: 0.3 }, onProgress: (p) => progress.push(p), onError: (e) => errors.push(e) });
+  const a = await createAtomem({
+    profile,
+    catalog: catalogItems,
+    embedder: 'hashing',
+    catalogVectors,
+    config: { tau: 0.3 },
+    onProgress: (p) => progress.push(p),
+    onError: (e) => errors.push(e),
+  });
   open.push(a);
   return { a, progress, errors, profile };
 }
 
 describe('the catalog vector file as a head and shards (v3)', () => {
-  it('fetches the head and only the shards of the page\'s items, embeds nothing, and ranks as the v2 file does', async () => {
+  it("fetches the head and only the shards of the page's items, embeds nothing, and ranks as the v2 file does", async () => {
     const head = decodeCatalogHead(new Uint8Array(await (await fetch(V3_FILE)).arrayBuffer()));
     expect(head.header.shards).toHaveLength(4);
     const network = await watchNetwork();
     const page = items.filter((it) => ['p-wok', 'p-skillet', 'p-trail', 'p-road', 'p-saucepan'].includes(it.id));
-    const want = shardsFor(head, page.map((it) => it.id));
+    const want = shardsFor(
+      head,
+      page.map((it) => it.id),
+    );
     expect(want.length).toBeLessThan(4); // the page does not need every shard
     const s = await startWith('v3', page, V3_FILE);
     const st = await s.a.status();
@@ -238,7 +271,7 @@ describe('the catalog vector file as a head and shards (v3)', () => {
     expect(s.errors).toEqual([]);
   });
 
-  it('a returning shopper revalidates the head (304) and fetches no shard; a page with a new item fetches only that item\'s shard', async () => {
+  it("a returning shopper revalidates the head (304) and fetches no shard; a page with a new item fetches only that item's shard", async () => {
     const page = items.filter((it) => ['p-wok', 'p-skillet'].includes(it.id));
     const first = await startWith('v3again', page, V3_FILE);
     await shopper(first.a);
@@ -254,14 +287,24 @@ describe('the catalog vector file as a head and shards (v3)', () => {
     again.a.dispose();
     // another page of the shop (another profile, same origin cache): only the shards not cached yet
     const other = ['p-wok', 'p-trail'];
-    const newShards = shardsFor(head, other).filter((k) => !shardsFor(head, page.map((it) => it.id)).includes(k));
-    const third = await startWith('v3other', items.filter((it) => other.includes(it.id)), V3_FILE);
+    const newShards = shardsFor(head, other).filter(
+      (k) =>
+        !shardsFor(
+          head,
+          page.map((it) => it.id),
+        ).includes(k),
+    );
+    const third = await startWith(
+      'v3other',
+      items.filter((it) => other.includes(it.id)),
+      V3_FILE,
+    );
     expect((await third.a.status()).catalog).toMatchObject({ version: 3, shop: { id: `v3-${head.id}` } });
     await expect.poll(() => network.urls().filter((u) => u.includes('.shards/')).length).toBe(newShards.length);
     expect(third.errors).toEqual([]);
   });
 
-  it('on a later page only the new page\'s shards are requested; the earlier products\' shards are never requested, even when no longer cached', async () => {
+  it("on a later page only the new page's shards are requested; the earlier products' shards are never requested, even when no longer cached", async () => {
     const head = decodeCatalogHead(new Uint8Array(await (await fetch(V3_FILE)).arrayBuffer()));
     const firstPage = items.filter((it) => ['p-wok', 'p-skillet'].includes(it.id));
     const first = await startWith('v3history', firstPage, V3_FILE);
@@ -269,11 +312,23 @@ describe('the catalog vector file as a head and shards (v3)', () => {
     first.a.dispose();
     const secondIds = ['p-trail', 'p-road', 'p-saucepan'];
     const network = await watchNetwork();
-    const second = await startWith('v3history', items.filter((it) => secondIds.includes(it.id)), V3_FILE, first.profile);
+    const second = await startWith(
+      'v3history',
+      items.filter((it) => secondIds.includes(it.id)),
+      V3_FILE,
+      first.profile,
+    );
     const got = await second.a.recommend(secondIds);
     expect(new Set(got.slice(0, 2).map((r) => r.id))).toEqual(new Set(['p-trail', 'p-road']));
-    const cachedBefore = new Set(shardsFor(head, firstPage.map((it) => it.id)));
-    const expected = shardsFor(head, secondIds).filter((k) => !cachedBefore.has(k)).map((k) => new URL(head.header.shards[k].name, V3_URL).href);
+    const cachedBefore = new Set(
+      shardsFor(
+        head,
+        firstPage.map((it) => it.id),
+      ),
+    );
+    const expected = shardsFor(head, secondIds)
+      .filter((k) => !cachedBefore.has(k))
+      .map((k) => new URL(head.header.shards[k].name, V3_URL).href);
     await expect.poll(() => network.urls().filter((u) => u.includes('.shards/')).length).toBe(expected.length);
     // why after the poll: the network log can trail the worker's fetches on a loaded machine
     const requested = new Set(network.urls().filter((u) => u.includes('.shards/')));
@@ -282,7 +337,9 @@ describe('the catalog vector file as a head and shards (v3)', () => {
     second.a.dispose();
     // without the cached shards of the earlier products (e.g. the origin's cache was cleared) they
     // are not requested: a request depends on the page's products only
-    const historyOnly = cachedBefore.size ? [...cachedBefore].filter((k) => !shardsFor(head, secondIds).includes(k)).map((k) => new URL(head.header.shards[k].name, V3_URL).href) : [];
+    const historyOnly = cachedBefore.size
+      ? [...cachedBefore].filter((k) => !shardsFor(head, secondIds).includes(k)).map((k) => new URL(head.header.shards[k].name, V3_URL).href)
+      : [];
     expect(historyOnly.length).toBeGreaterThan(0);
     await new Promise<void>((resolve, reject) => {
       const req = indexedDB.open(FILE_CACHE_DB);
@@ -295,10 +352,20 @@ describe('the catalog vector file as a head and shards (v3)', () => {
       };
     });
     const before = network.urls().length;
-    const third = await startWith('v3history', items.filter((it) => secondIds.includes(it.id)), V3_FILE, first.profile);
+    const third = await startWith(
+      'v3history',
+      items.filter((it) => secondIds.includes(it.id)),
+      V3_FILE,
+      first.profile,
+    );
     const without = await third.a.recommend(secondIds);
     expect(without.map((r) => r.id).sort()).toEqual([...secondIds].sort());
-    expect(network.urls().slice(before).filter((u) => historyOnly.includes(u))).toEqual([]);
+    expect(
+      network
+        .urls()
+        .slice(before)
+        .filter((u) => historyOnly.includes(u)),
+    ).toEqual([]);
     expect(third.errors).toEqual([]);
   });
 

@@ -119,7 +119,10 @@ describe('MemoryStore in Chromium IndexedDB', () => {
         const db = req.result;
         const tx = db.transaction(['events', 'meta'], 'readwrite');
         tx.objectStore('events').put({ seq: 1, item: 'heat', at: 1, action: 'purchase', pending: 0 });
-        tx.objectStore('meta').put({ schemaVersion: 2, embedderId: null, nextSeq: 2, signal: { predictionErrors: 0, eventsSinceSynthesis: 0, eventsSinceSweep: 0 } }, 'meta');
+        tx.objectStore('meta').put(
+          { schemaVersion: 2, embedderId: null, nextSeq: 2, signal: { predictionErrors: 0, eventsSinceSynthesis: 0, eventsSinceSweep: 0 } },
+          'meta',
+        );
         tx.oncomplete = () => (db.close(), resolve());
         tx.onerror = () => reject(tx.error);
       };

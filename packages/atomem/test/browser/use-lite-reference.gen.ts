@@ -10,11 +10,7 @@ import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { createUseLiteEmbedder, USE_LITE_ID } from '../../src/embed/use-lite.js';
 
-export const REFERENCE_SENTENCES = [
-  'loves space adventure science fiction movies',
-  'enjoys sci-fi films set in outer space',
-  'prefers romantic comedies',
-];
+export const REFERENCE_SENTENCES = ['loves space adventure science fiction movies', 'enjoys sci-fi films set in outer space', 'prefers romantic comedies'];
 
 async function main(): Promise<void> {
   const use = await createUseLiteEmbedder();
@@ -29,7 +25,7 @@ async function main(): Promise<void> {
     })),
   };
   await use.dispose?.();
-  await writeFile(fileURLToPath(new URL('./use-lite-reference.json', import.meta.url)), JSON.stringify(json) + '\n');
+  await writeFile(fileURLToPath(new URL('./use-lite-reference.json', import.meta.url)), `${JSON.stringify(json)}\n`);
 }
 
 await main();

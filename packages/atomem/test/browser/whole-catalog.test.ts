@@ -26,7 +26,7 @@ afterEach(async () => {
 });
 
 describe('whole-catalog recommend through the worker', () => {
-  it('recommend({ limit }) ranks the catalog: limit items, none excluded, with reasons, the full ranking\'s top item', async () => {
+  it("recommend({ limit }) ranks the catalog: limit items, none excluded, with reasons, the full ranking's top item", async () => {
     const a = await createAtomem({ profile: profile('whole'), catalog, embedder: 'hashing', config: { tau: 0.3, shortlist: 40 } });
     open.push(a);
     const bought = ['kitchen-1', 'kitchen-5', 'kitchen-9'];

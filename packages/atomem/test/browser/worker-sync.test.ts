@@ -18,17 +18,24 @@ afterEach(async () => {
 
 async function start(name: string, privacy: PrivacyLevel, budget?: { cap?: number; q?: number }): Promise<Atomem> {
   const profile = profiles.profile(name);
-  const a = await createAtomem({ profile, catalog, embedder: 'hashing', config: { tau: 0.3 }, index: { url, privacy, syncEvery: 1000, attesterUrl: `${url}/attester`, reportDelay: 0, ...(budget ? { budget } : {}) } });
+  const a = await createAtomem({
+    profile,
+    catalog,
+    embedder: 'hashing',
+    config: { tau: 0.3 },
+    index: { url, privacy, syncEvery: 1000, attesterUrl: `${url}/attester`, reportDelay: 0, ...(budget ? { budget } : {}) },
+  });
   open.push(a);
   return a;
 }
 
-const health = async (): Promise<{ epoch: number; latestRelease: number | null; ldp: { epsilon: number } }> => (await fetch(`${url}/v2/health`, { cache: 'no-store' })).json();
+const health = async (): Promise<{ epoch: number; latestRelease: number | null; ldp: { epsilon: number } }> =>
+  (await fetch(`${url}/v2/health`, { cache: 'no-store' })).json();
 type Wire = { method: string; path: string; port: number; ifNoneMatch: string | null; cookie: boolean }[];
 const wire = async (): Promise<Wire> => (await fetch(`${url}/test/wire`, { cache: 'no-store' })).json();
 
 describe('protocol v2 from the worker', () => {
-  it('contribute: the token is fetched an epoch ahead, one report per epoch, then the epoch\'s release is matched locally; off stops everything', async () => {
+  it("contribute: the token is fetched an epoch ahead, one report per epoch, then the epoch's release is matched locally; off stops everything", async () => {
     const [a, b] = await Promise.all([start('a', 'contribute'), start('b', 'contribute')]);
     for (const x of [a, b]) {
       await x.track({ item: 'garden-1', action: 'purchase' });
@@ -81,7 +88,7 @@ describe('protocol v2 from the worker', () => {
     await expect(a.setPrivacy('contribute')).resolves.toMatchObject({ privacy: 'contribute' });
   }, 30_000);
 
-  it('on the wire: no cookie, no planted ETag or date sent back (cache no-store), the release at most once per epoch, the report never on the attester\'s connection', async () => {
+  it("on the wire: no cookie, no planted ETag or date sent back (cache no-store), the release at most once per epoch, the report never on the attester's connection", async () => {
     const before = (await wire()).length;
     const a = await start('wire', 'contribute');
     await a.track({ item: 'garden-3', action: 'purchase' });
