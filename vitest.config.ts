@@ -4,12 +4,14 @@ import { playwright } from '@vitest/browser-playwright';
 
 // why: inside the repository every workspace package resolves to its TypeScript source (the
 // `atomem-source` export condition), so tests never run against a stale build; the built
-// packages are tested as a shop gets them by test/node/dist-chromium.test.ts and test/consumer/.
+// packages are tested as a shop gets them by packages/atomem/test/dist-chromium.test.ts and test/consumer/.
 const conditions = ['atomem-source'];
 
 /**
  * The test projects (the library build is packages/atomem/vite.config.ts).
- * - `node`: pure core, communities, embedders, benchmark (Node 20).
+ * Tests live beside their package: `packages/<pkg>/test/` (Node), `packages/atomem/test/browser/`
+ * (Chromium); repo-wide checks in `test/repo/`, shared fixtures in `test/fixtures/`.
+ * - `node`: each package's tests in Node 20 (pure core, embedders, index service, benchmark).
  * - `browser`: the same library in headless Debian Chromium (never a Playwright-downloaded browser).
  * - `e2e`: the demo shop end to end; `consumer`: the packed package in a fresh Vite app.
  */
@@ -26,7 +28,8 @@ export default defineConfig({
         test: {
           name: 'node',
           environment: 'node',
-          include: ['test/node/**/*.test.ts'],
+          include: ['packages/*/test/**/*.test.ts', 'test/repo/**/*.test.ts'],
+          exclude: ['packages/atomem/test/browser/**', '**/node_modules/**'],
           setupFiles: ['test/setup.ts'],
           testTimeout: 60_000,
           hookTimeout: 120_000,
@@ -60,8 +63,8 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'browser',
-          include: ['test/browser/**/*.test.ts'],
-          globalSetup: ['test/browser/index-service.setup.ts'],
+          include: ['packages/atomem/test/browser/**/*.test.ts'],
+          globalSetup: ['packages/atomem/test/browser/index-service.setup.ts'],
           browser: {
             enabled: true,
             headless: true,

@@ -38,7 +38,13 @@ const INPUTS = [
 ];
 
 /** What a build leaves behind: a missing one means build again, whatever the stamp says. */
-const OUTPUTS = ['packages/atomem/dist/index.js', 'packages/atomem/dist/engine.js', 'packages/atomem/dist/worker/worker.js', 'packages/atomem-index/dist/index.js', 'apps/demo/dist/index.html'];
+const OUTPUTS = [
+  'packages/atomem/dist/index.js',
+  'packages/atomem/dist/engine.js',
+  'packages/atomem/dist/worker/worker.js',
+  'packages/atomem-index/dist/index.js',
+  'apps/demo/dist/index.html',
+];
 
 function files(path) {
   const abs = join(ROOT, path);
@@ -76,14 +82,18 @@ try {
 }
 const missing = OUTPUTS.filter((f) => !existsSync(join(ROOT, f)));
 if (!force && stamp?.hash === hash && missing.length === 0) {
-  console.log(`atomem: build is up to date (inputs unchanged since ${stamp.at}; checked in ${Math.round(performance.now() - t0)} ms; ATOMEM_REBUILD=1 forces a build)`);
+  console.log(
+    `atomem: build is up to date (inputs unchanged since ${stamp.at}; checked in ${Math.round(performance.now() - t0)} ms; ATOMEM_REBUILD=1 forces a build)`,
+  );
   process.exit(0);
 }
 const why = force ? 'forced' : !stamp ? 'no build stamp yet' : missing.length ? `${missing[0]} is missing` : 'sources changed';
 console.log(`atomem: building (${why}) …`);
 const npm = process.env.npm_execpath;
-const r = npm ? spawnSync(process.execPath, [npm, 'run', 'build'], { cwd: ROOT, stdio: 'inherit' }) : spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit', shell: process.platform === 'win32' });
+const r = npm
+  ? spawnSync(process.execPath, [npm, 'run', 'build'], { cwd: ROOT, stdio: 'inherit' })
+  : spawnSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit', shell: process.platform === 'win32' });
 if (r.status !== 0) process.exit(r.status ?? 1);
 mkdirSync(dirname(STAMP), { recursive: true });
-writeFileSync(STAMP, JSON.stringify({ hash, at: new Date().toISOString() }) + '\n');
+writeFileSync(STAMP, `${JSON.stringify({ hash, at: new Date().toISOString() })}\n`);
 console.log(`atomem: built in ${((performance.now() - t0) / 1000).toFixed(1)} s`);

@@ -54,7 +54,12 @@ export const DEPARTMENTS: readonly Department[] = [
       ['Climbing Rope', 'rock climbing and mountaineering'],
     ],
     adjectives: ['Alpine', 'Trail', 'Summit', 'Ridge', 'Basecamp', 'Ultralight', 'Expedition', 'Canyon'],
-    phrases: ['Built for hiking and camping in the wilderness.', 'Waterproof and rugged for mountain adventures.', 'Lightweight gear for backpacking outdoors.', 'Tested on alpine trails and forest campsites.'],
+    phrases: [
+      'Built for hiking and camping in the wilderness.',
+      'Waterproof and rugged for mountain adventures.',
+      'Lightweight gear for backpacking outdoors.',
+      'Tested on alpine trails and forest campsites.',
+    ],
     price: [19, 349],
   },
   {
@@ -74,7 +79,12 @@ export const DEPARTMENTS: readonly Department[] = [
       ['Baking Tray', 'roasting and baking in the oven'],
     ],
     adjectives: ['Gourmet', 'Copper', 'Bistro', 'Rustic', 'Artisan', 'Cast-Iron', 'Ceramic', 'Pro'],
-    phrases: ['Made for home cooks who love to cook and bake.', 'A kitchen essential for recipes and meal preparation.', 'Dishwasher safe cookware for everyday cooking.', 'Chef quality tools for your kitchen.'],
+    phrases: [
+      'Made for home cooks who love to cook and bake.',
+      'A kitchen essential for recipes and meal preparation.',
+      'Dishwasher safe cookware for everyday cooking.',
+      'Chef quality tools for your kitchen.',
+    ],
     price: [9, 399],
   },
   {
@@ -94,7 +104,12 @@ export const DEPARTMENTS: readonly Department[] = [
       ['Graphic Novel', 'illustrated stories and comics'],
     ],
     adjectives: ['Midnight', 'Forgotten', 'Silent', 'Golden', 'Last', 'Hidden', 'Winter', 'Secret'],
-    phrases: ['A paperback book for readers who love stories.', 'A gripping read with memorable characters and chapters.', 'An award-winning book by a bestselling author.', 'Hardcover edition, perfect for your reading list.'],
+    phrases: [
+      'A paperback book for readers who love stories.',
+      'A gripping read with memorable characters and chapters.',
+      'An award-winning book by a bestselling author.',
+      'Hardcover edition, perfect for your reading list.',
+    ],
     price: [7, 45],
   },
   {
@@ -114,7 +129,12 @@ export const DEPARTMENTS: readonly Department[] = [
       ['Radio', 'FM and internet radio stations'],
     ],
     adjectives: ['Studio', 'Bass', 'Hi-Fi', 'Wireless', 'Noise-Cancelling', 'Acoustic', 'Retro', 'Sonic'],
-    phrases: ['Rich sound and deep bass for music lovers.', 'Crystal clear audio with wireless Bluetooth.', 'Hi-fi sound quality for your music collection.', 'Studio-grade audio for listening and recording.'],
+    phrases: [
+      'Rich sound and deep bass for music lovers.',
+      'Crystal clear audio with wireless Bluetooth.',
+      'Hi-fi sound quality for your music collection.',
+      'Studio-grade audio for listening and recording.',
+    ],
     price: [15, 899],
   },
   {
@@ -134,7 +154,12 @@ export const DEPARTMENTS: readonly Department[] = [
       ['Garden Gloves', 'digging and weeding'],
     ],
     adjectives: ['Meadow', 'Greenhouse', 'Heirloom', 'Cottage', 'Blossom', 'Evergreen', 'Orchard', 'Terrace'],
-    phrases: ['For gardeners who grow flowers, plants and vegetables.', 'Durable garden tools for the lawn and flower beds.', 'Helps your plants and seedlings thrive outdoors in the garden.', 'Perfect for planting, weeding and harvesting.'],
+    phrases: [
+      'For gardeners who grow flowers, plants and vegetables.',
+      'Durable garden tools for the lawn and flower beds.',
+      'Helps your plants and seedlings thrive outdoors in the garden.',
+      'Perfect for planting, weeding and harvesting.',
+    ],
     price: [5, 499],
   },
   {
@@ -154,7 +179,12 @@ export const DEPARTMENTS: readonly Department[] = [
       ['Art Set', 'drawing and painting for children'],
     ],
     adjectives: ['Rainbow', 'Happy', 'Magic', 'Tiny', 'Jumbo', 'Wonder', 'Galaxy', 'Funny'],
-    phrases: ['A fun toy for kids and children of all ages.', 'Playful and safe, a great gift for children.', 'Encourages creativity and learning through play.', 'Hours of playtime fun for boys and girls.'],
+    phrases: [
+      'A fun toy for kids and children of all ages.',
+      'Playful and safe, a great gift for children.',
+      'Encourages creativity and learning through play.',
+      'Hours of playtime fun for boys and girls.',
+    ],
     price: [6, 129],
   },
 ];

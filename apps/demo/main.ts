@@ -14,7 +14,19 @@
  * The page imports the public `atomem` package as a shop does (its built dist/, with the
  * `atomem/vite` plugin in vite.config.ts serving and emitting the worker and model files).
  */
-import { createAtomem, type Atomem, type AtomicMemory, type EngineStatus, type ExcludeRule, type LifecycleEvent, type LlmEvent, type LlmOptions, type PrivacyLevel, type ProgressEvent, type RecommendationResult } from 'atomem';
+import {
+  createAtomem,
+  type Atomem,
+  type AtomicMemory,
+  type EngineStatus,
+  type ExcludeRule,
+  type LifecycleEvent,
+  type LlmEvent,
+  type LlmOptions,
+  type PrivacyLevel,
+  type ProgressEvent,
+  type RecommendationResult,
+} from 'atomem';
 import { DEPARTMENTS, generateCatalog, productImageUrl, seededRandom, toItems, type Product } from './catalog.js';
 
 type LlmCosts = NonNullable<EngineStatus['llm']['costs']>;
@@ -179,7 +191,10 @@ async function renderShelf(): Promise<void> {
       },
     );
   }
-  const [base, ranked]: RecommendationResult[][] = await Promise.all([plain, rerank ? plain.then(() => atomem!.recommend(candidates, { rerank: SHELF_SIZE, exclude, ...(intent !== undefined ? { intent } : {}) })) : plain]);
+  const [base, ranked]: RecommendationResult[][] = await Promise.all([
+    plain,
+    rerank ? plain.then(() => atomem!.recommend(candidates, { rerank: SHELF_SIZE, exclude, ...(intent !== undefined ? { intent } : {}) })) : plain,
+  ]);
   const engine = new Map(base.map((r, i) => [r.id, { rank: i + 1, explanations: r.explanations }]));
   const byModel = (r: RecommendationResult): boolean => {
     const own = engine.get(r.id)?.explanations;
@@ -195,7 +210,11 @@ async function renderShelf(): Promise<void> {
       // model text stays text: h() appends it as a text node
       const lines = r.explanations
         .slice(0, 2)
-        .map((e, j) => (j === 0 && model ? h('li', { class: 'model-why', 'data-source': 'model' }, h('span', { class: 'tag', title: 'Written by the language model' }, 'model'), ' ', e) : h('li', {}, e)));
+        .map((e, j) =>
+          j === 0 && model
+            ? h('li', { class: 'model-why', 'data-source': 'model' }, h('span', { class: 'tag', title: 'Written by the language model' }, 'model'), ' ', e)
+            : h('li', {}, e),
+        );
       const why = h('ul', { class: 'why', 'aria-label': 'Why' }, ...lines);
       const li = h('li', { class: 'shelf-item', 'data-rank': String(i + 1), 'data-engine-rank': String(engine.get(r.id)?.rank ?? '') });
       li.append(productCard(p, why));
@@ -208,15 +227,16 @@ async function renderShelf(): Promise<void> {
   shelf.dataset.intent = intent === undefined ? 'off' : unmatched ? 'unmatched' : 'on';
   // a first visit's order is a prior (the engine's reasons say "you have not browsed yet" or "a first pick")
   const firstVisit = ranked.some((r) => /you have not browsed yet|^A first pick across the catalog/.test(r.explanations[0] ?? ''));
-  const hint = intent !== undefined
-    ? unmatched
-      ? `Nothing here matches “${intent}”: the shelf shows what atomem remembers about you instead.`
-      : `Re-ranked on this device for “${intent}”, with what atomem remembers about you.`
-    : firstVisit
-      ? 'Welcome: popular picks for now. Click, add to cart or buy something and this shelf re-ranks on this device.'
-      : actions === 0
-        ? 'Ranked on this device with what atomem remembers about you.'
-        : 'Re-ranked on this device after your last action.';
+  const hint =
+    intent !== undefined
+      ? unmatched
+        ? `Nothing here matches “${intent}”: the shelf shows what atomem remembers about you instead.`
+        : `Re-ranked on this device for “${intent}”, with what atomem remembers about you.`
+      : firstVisit
+        ? 'Welcome: popular picks for now. Click, add to cart or buy something and this shelf re-ranks on this device.'
+        : actions === 0
+          ? 'Ranked on this device with what atomem remembers about you.'
+          : 'Re-ranked on this device after your last action.';
   $('for-you-hint').textContent = !rerank
     ? hint
     : modelWritten > 0
@@ -273,7 +293,12 @@ async function renderIntentMemories(): Promise<void> {
       : `“${sel.intent}” bears on none of your memories yet: the shelf follows your words alone.`;
   ul.replaceChildren(
     ...sel.memories.map((m) =>
-      h('li', { class: 'memory intent-memory', 'data-memory-id': m.memoryId }, h('p', { class: 'statement' }, m.content), h('p', { class: 'meta' }, h('span', { class: 'cat' }, m.category), ` · similarity to your words ${m.similarity.toFixed(2)}`)),
+      h(
+        'li',
+        { class: 'memory intent-memory', 'data-memory-id': m.memoryId },
+        h('p', { class: 'statement' }, m.content),
+        h('p', { class: 'meta' }, h('span', { class: 'cat' }, m.category), ` · similarity to your words ${m.similarity.toFixed(2)}`),
+      ),
     ),
   );
 }
@@ -284,14 +309,25 @@ function setupRerank(): void {
   toggle.checked = localStorage.getItem(RERANK_KEY) === 'on';
   toggle.addEventListener('change', () => {
     localStorage.setItem(RERANK_KEY, toggle.checked ? 'on' : 'off');
-    notice(toggle.checked ? 'The language model now reranks the shelf: one model call per refresh.' : "The shelf is back to the engine's order: no model call for it.");
+    notice(
+      toggle.checked
+        ? 'The language model now reranks the shelf: one model call per refresh.'
+        : "The shelf is back to the engine's order: no model call for it.",
+    );
     void refresh();
   });
 }
 
 // ——— inspector ———
 
-const OP_LABEL: Record<string, string> = { extract: 'formed', reinforce: 'reinforced', weaken: 'weakened', merge: 'merged', forget: 'forgotten', resynthesize: 'profile rewritten' };
+const OP_LABEL: Record<string, string> = {
+  extract: 'formed',
+  reinforce: 'reinforced',
+  weaken: 'weakened',
+  merge: 'merged',
+  forget: 'forgotten',
+  resynthesize: 'profile rewritten',
+};
 
 /**
  * Memory id → its statement, from every memory list this page has seen (a forgotten or merged
@@ -321,14 +357,23 @@ async function loadCommunityNames(): Promise<void> {
     releaseEpoch = release.epoch;
     communityNames.clear();
     for (const c of release.communities) {
-      const top = Object.entries(c.counts).sort((a, b) => b[1] - a[1]).map(([id]) => byId.get(id)).filter((p): p is Product => !!p);
+      const top = Object.entries(c.counts)
+        .sort((a, b) => b[1] - a[1])
+        .map(([id]) => byId.get(id))
+        .filter((p): p is Product => !!p);
       const pool = top.length ? top : c.items.map((id) => byId.get(id)).filter((p): p is Product => !!p);
       const depts = new Map<string, number>();
       for (const p of pool) depts.set(p.department, (depts.get(p.department) ?? 0) + (c.counts[p.id] ?? 1));
-      const names = [...depts].sort((a, b) => b[1] - a[1]).slice(0, 2).map(([d]) => d);
+      const names = [...depts]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 2)
+        .map(([d]) => d);
       const short = names.length ? `${names.join(' & ')} shoppers` : 'Shoppers';
       const examples = pool.slice(0, 3).map((p) => p.title);
-      communityNames.set(c.id, { short, long: `${short} (about ${Math.max(1, Math.round(c.contributors))})${examples.length ? `: ${examples.join(', ')}` : ''}` });
+      communityNames.set(c.id, {
+        short,
+        long: `${short} (about ${Math.max(1, Math.round(c.contributors))})${examples.length ? `: ${examples.join(', ')}` : ''}`,
+      });
     }
   } catch {
     // the labels are a nicety: without them the community shows as "a community of shoppers"
@@ -347,7 +392,14 @@ function renderMemories(memories: AtomicMemory[]): void {
   }
   ul.replaceChildren(
     ...memories.map((m) => {
-      const strength = h('meter', { min: '-1', max: '1', low: '0', optimum: '1', value: m.strength.toFixed(2), 'aria-label': `strength ${m.strength.toFixed(2)}` });
+      const strength = h('meter', {
+        min: '-1',
+        max: '1',
+        low: '0',
+        optimum: '1',
+        value: m.strength.toFixed(2),
+        'aria-label': `strength ${m.strength.toFixed(2)}`,
+      });
       const forget = h('button', { type: 'button', class: 'small-btn', 'aria-label': `Forget memory: ${m.content}` }, 'Forget');
       forget.addEventListener('click', async () => {
         await atomem?.forget(m.id);
@@ -365,7 +417,13 @@ function renderMemories(memories: AtomicMemory[]): void {
           ` · strength ${m.strength.toFixed(2)} `,
           strength,
           ` · evidence ${m.evidence.toFixed(1)}`,
-          m.links.length ? h('span', { class: 'community', title: m.links.map((l) => communityName(l).long).join('\n') }, ` · community: ${m.links.map((l) => communityName(l).short).join(', ')}`) : '',
+          m.links.length
+            ? h(
+                'span',
+                { class: 'community', title: m.links.map((l) => communityName(l).long).join('\n') },
+                ` · community: ${m.links.map((l) => communityName(l).short).join(', ')}`,
+              )
+            : '',
         ),
         h('p', { class: 'items' }, 'Items: ', m.items.map(titleOf).join(', ')),
         forget,
@@ -424,7 +482,17 @@ function renderEvents(): void {
     ...events
       .slice(-30)
       .reverse()
-      .map((e) => h('li', { 'data-memory-id': e.memoryId }, h('time', {}, new Date(e.at).toLocaleTimeString()), ` ${OP_LABEL[e.op] ?? e.op} `, h('q', { class: 'memory-name' }, memoryName(e.memoryId)), e.op === 'merge' && e.otherId ? ` (with ${memoryName(e.otherId)})` : '', e.detail ? ` — ${byId.get(e.detail)?.title ?? e.detail}` : '')),
+      .map((e) =>
+        h(
+          'li',
+          { 'data-memory-id': e.memoryId },
+          h('time', {}, new Date(e.at).toLocaleTimeString()),
+          ` ${OP_LABEL[e.op] ?? e.op} `,
+          h('q', { class: 'memory-name' }, memoryName(e.memoryId)),
+          e.op === 'merge' && e.otherId ? ` (with ${memoryName(e.otherId)})` : '',
+          e.detail ? ` — ${byId.get(e.detail)?.title ?? e.detail}` : '',
+        ),
+      ),
   );
 }
 
@@ -452,7 +520,10 @@ function renderStatus(s: EngineStatus | undefined): void {
   const llmMode = s.llm.mode === 'rules' ? 'rules (no language model)' : `${s.llm.mode}: ${s.llm.model ?? ''}`;
   const tried = s.llm.attempts.map((a) => `${a.runtime} ${a.ok ? '✓' : `✗ ${a.reason ?? ''}`}`).join('; ');
   dl.replaceChildren(
-    ...row('embedder', `${s.embedder.kind} on ${s.embedder.device.toUpperCase()} (${s.embedder.dim}-d, ${s.embedder.id}), ${s.embedder.state}${s.embedder.error ? ` — last load failed: ${s.embedder.error}` : ''}`),
+    ...row(
+      'embedder',
+      `${s.embedder.kind} on ${s.embedder.device.toUpperCase()} (${s.embedder.dim}-d, ${s.embedder.id}), ${s.embedder.state}${s.embedder.error ? ` — last load failed: ${s.embedder.error}` : ''}`,
+    ),
     ...row('reasoner', llmMode + (s.llm.loading ? ' — loading…' : '')),
     ...(tried ? row('models tried', tried) : []),
     ...row('WebGPU', gpu),
@@ -464,7 +535,10 @@ function renderStatus(s: EngineStatus | undefined): void {
         : 'content vectors only (no shop model in the catalog vector file)',
     ),
     ...row('storage', `${s.storage.degraded ? 'in memory (quota)' : 'IndexedDB'}${s.storage.persisted ? ', persistent' : ''}`),
-    ...row('sharing', s.sync ? `${s.sync.privacy} → ${s.sync.url} (${s.sync.pending} queued${s.sync.lastError ? `, error: ${s.sync.lastError}` : ''})` : 'no index'),
+    ...row(
+      'sharing',
+      s.sync ? `${s.sync.privacy} → ${s.sync.url} (${s.sync.pending} queued${s.sync.lastError ? `, error: ${s.sync.lastError}` : ''})` : 'no index',
+    ),
   );
 }
 
@@ -484,7 +558,7 @@ const opLabel = (op: string): string => OPERATION_LABEL[op] ?? op;
 
 /** Why an operation gave up, in words. */
 const REASON_LABEL: Record<string, string> = { invalid: 'invalid answer', timeout: 'timeout', budget: 'budget exhausted', model: 'model error' };
-const reasonLabel = (r: string | undefined): string => (r ? REASON_LABEL[r] ?? r : 'unknown');
+const reasonLabel = (r: string | undefined): string => (r ? (REASON_LABEL[r] ?? r) : 'unknown');
 
 /** Untrusted text (model output may be quoted in error messages), capped for display. */
 const clip = (text: string, max = 240): string => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
@@ -493,7 +567,9 @@ const fmtInt = (n: number): string => Math.round(n).toLocaleString('en');
 /** Fallbacks to rules: the total, then the reasons (`invalid 2, budget 1`) on their own line. */
 function fallbackCell(c: OperationCosts): HTMLTableCellElement {
   const total = Object.values(c.fallbacks).reduce((a, b) => a + b, 0);
-  const parts = Object.entries(c.fallbacks).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`);
+  const parts = Object.entries(c.fallbacks)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n}`);
   return h('td', { class: total > 0 ? 'num warn' : 'num' }, String(total), ...(parts.length ? [h('span', { class: 'kinds' }, parts.join(', '))] : []));
 }
 
@@ -518,7 +594,8 @@ function renderLlmCosts(costs: LlmCosts | null, deferred: number): void {
   if (!costs) {
     table.tBodies[0].replaceChildren(h('tr', {}, h('td', { colspan: '8', class: 'empty' }, 'No operation yet.')));
     table.tFoot!.replaceChildren();
-    $('llm-budget').textContent = deferred > 0 ? `${deferred} tracked ${deferred === 1 ? 'action waits' : 'actions wait'} for a pause to be turned into memory.` : '';
+    $('llm-budget').textContent =
+      deferred > 0 ? `${deferred} tracked ${deferred === 1 ? 'action waits' : 'actions wait'} for a pause to be turned into memory.` : '';
     return;
   }
   table.tBodies[0].replaceChildren(...Object.entries(costs.byOperation).map(([op, c]) => costRow(opLabel(op), c, op)));
@@ -540,7 +617,12 @@ function llmFeedItem(at: number, e: LlmEvent): HTMLLIElement {
       'li',
       { class: 'llm-event fallback', 'data-kind': 'fallback', 'data-operation': e.operation, 'data-reason': e.reason },
       h('span', { class: 'badge' }, '↩ rules'),
-      ' ', time, ' ', op, ' ', prompt,
+      ' ',
+      time,
+      ' ',
+      op,
+      ' ',
+      prompt,
       h('span', { class: 'reason' }, ` fell back to rules: ${reasonLabel(e.reason)}`),
       e.message ? h('span', { class: 'message' }, ` — ${clip(e.message)}`) : '',
     );
@@ -551,9 +633,20 @@ function llmFeedItem(at: number, e: LlmEvent): HTMLLIElement {
   const usage = e.called ? ` · ${fmtInt(e.promptTokens)} → ${fmtInt(e.outputTokens)} tokens · ${fmtInt(e.ms)} ms${e.constrained ? ' · constrained' : ''}` : '';
   return h(
     'li',
-    { class: `llm-event call ${state}`, 'data-kind': 'call', 'data-ok': String(e.ok), 'data-operation': e.operation, ...(e.reason ? { 'data-reason': e.reason } : {}) },
+    {
+      class: `llm-event call ${state}`,
+      'data-kind': 'call',
+      'data-ok': String(e.ok),
+      'data-operation': e.operation,
+      ...(e.reason ? { 'data-reason': e.reason } : {}),
+    },
     h('span', { class: 'badge' }, badge),
-    ' ', time, ' ', op, ' ', prompt,
+    ' ',
+    time,
+    ' ',
+    op,
+    ' ',
+    prompt,
     ` · ${attempt}${usage}`,
     e.ok ? '' : h('span', { class: 'reason' }, ` · ${reasonLabel(e.reason)}${e.error ? `: ${clip(e.error)}` : ''}`),
   );
@@ -572,9 +665,17 @@ function renderLlmFeed(): void {
 function howToConfigure(): (Node | string)[] {
   const code = (t: string) => h('code', {}, t);
   return [
-    'To try one, restart the demo server with ', code('ATOMEM_GGUF=/path/to/model.gguf'), ' (runs in this browser with wllama), ',
-    code('ATOMEM_OPENAI_URL'), ' + ', code('ATOMEM_OPENAI_MODEL'), ' (a local llama.cpp, vLLM or Ollama server) or ',
-    code('ATOMEM_WEBLLM_MODEL'), ' (WebGPU); optionally ', code('ATOMEM_LLM_BUDGET=40/20'), '. See apps/demo/README.md.',
+    'To try one, restart the demo server with ',
+    code('ATOMEM_GGUF=/path/to/model.gguf'),
+    ' (runs in this browser with wllama), ',
+    code('ATOMEM_OPENAI_URL'),
+    ' + ',
+    code('ATOMEM_OPENAI_MODEL'),
+    ' (a local llama.cpp, vLLM or Ollama server) or ',
+    code('ATOMEM_WEBLLM_MODEL'),
+    ' (WebGPU); optionally ',
+    code('ATOMEM_LLM_BUDGET=40/20'),
+    '. See apps/demo/README.md.',
   ];
 }
 
@@ -608,7 +709,10 @@ function renderLlm(s: EngineStatus | undefined): void {
     return;
   }
   if (!active) {
-    const why = s.llm.attempts.filter((a) => !a.ok).map((a) => `${a.runtime}: ${a.reason ?? 'unknown'}`).join('; ');
+    const why = s.llm.attempts
+      .filter((a) => !a.ok)
+      .map((a) => `${a.runtime}: ${a.reason ?? 'unknown'}`)
+      .join('; ');
     summary.replaceChildren(`No configured model could be loaded${why ? ` (${clip(why, 400)})` : ''}: the rules reasoner is in use. `, ...howToConfigure());
     details.hidden = true;
     return;
@@ -653,7 +757,9 @@ async function renderInspector(): Promise<void> {
   renderMemories(memories);
   renderCommunities(memories);
   $('profile').textContent = profile?.narrative || 'No profile yet: it is written after a few actions.';
-  $('payload').textContent = payload ? `${new Date(payload.at).toLocaleTimeString()} POST ${payload.path}\n${JSON.stringify(payload.body, null, 2)}` : 'No report sent yet.';
+  $('payload').textContent = payload
+    ? `${new Date(payload.at).toLocaleTimeString()} POST ${payload.path}\n${JSON.stringify(payload.body, null, 2)}`
+    : 'No report sent yet.';
   renderStatus(status);
   renderLlm(status);
   renderEvents();
@@ -860,7 +966,10 @@ async function start(): Promise<void> {
   atomem.on('error', (e) => notice(`atomem: ${e.message}`));
   atomem.on('llm', onLlmEvent);
   // a page that starts with history shows it; it also pulls the communities of a stored memory
-  void atomem.sync().catch(() => undefined).then(() => refresh());
+  void atomem
+    .sync()
+    .catch(() => undefined)
+    .then(() => refresh());
   await refresh();
   // background syncs (every 3 actions, after privacy changes) end without an event: when the
   // last payload changed, communities may have been pulled, so redraw

@@ -44,7 +44,10 @@ export function drawPersona(rnd: () => number): Persona {
   const favourites: Record<string, string[]> = {};
   for (const d of depts) {
     const k = 1 + Math.floor(rnd() * 3);
-    favourites[d.name] = [...d.nouns].sort(() => rnd() - 0.5).slice(0, k).map(([noun]) => noun);
+    favourites[d.name] = [...d.nouns]
+      .sort(() => rnd() - 0.5)
+      .slice(0, k)
+      .map(([noun]) => noun);
   }
   return { departments: depts.map((d) => d.name), favourites, noise: 0.1 + rnd() * 0.15 };
 }

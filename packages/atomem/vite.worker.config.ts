@@ -29,7 +29,10 @@ function shippedAssets(): Plugin {
     writeBundle(_, bundle) {
       const counts = copyAssets('dist');
       writeManifest('dist', bundle as never, counts);
-      recordPackages('assets', Object.values(ASSET_PACKAGES).map((name) => readPackage(pkgDir(name))));
+      recordPackages(
+        'assets',
+        Object.values(ASSET_PACKAGES).map((name) => readPackage(pkgDir(name))),
+      );
       this.info?.(`assets copied: ${JSON.stringify(Object.fromEntries(Object.entries(counts).map(([g, f]) => [g, f.length])))}`);
     },
   };
@@ -45,7 +48,7 @@ function shippedAssets(): Plugin {
  * Chunk graph: the entry (`src/worker/worker.ts`) is alone in its chunk; the engine and
  * everything it imports statically is the `engine` chunk; the runtimes loaded on demand
  * (tfjs + USE-lite, transformers.js, wllama, WebLLM) are lazy chunks that import `engine`
- * (or each other), never the entry. test/node/worker-chunks.test.ts checks it on the output.
+ * (or each other), never the entry. packages/atomem/test/worker-chunks.test.ts checks it on the output.
  */
 export default defineConfig({
   plugins: [keepRuntimeWasmOut(), shippedAssets(), ...thirdPartyNotices('worker')],

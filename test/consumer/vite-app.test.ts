@@ -71,7 +71,24 @@ function expectHealthy(v: Visit, where: string): void {
 describe('the packed tarball', () => {
   it(`holds the built package only, within ${TARBALL_BUDGET / 1e6} MB`, () => {
     const paths = packed.files.map((f) => f.path);
-    for (const p of ['package.json', 'README.md', 'LICENSE', 'THIRD_PARTY_NOTICES.md', 'dist/node/shop-cli.js', 'dist/node/use-lite-worker.js', 'dist/index.js', 'dist/vite.js', 'dist/engine.js', 'dist/protocol.js', 'dist/manifest.json', 'dist/worker/worker.js', 'dist/node/vectors-cli.js', 'dist/types/client/index.d.ts', 'dist/types/vite.d.ts', 'dist/assets/use-lite/model.json']) {
+    for (const p of [
+      'package.json',
+      'README.md',
+      'LICENSE',
+      'THIRD_PARTY_NOTICES.md',
+      'dist/node/shop-cli.js',
+      'dist/node/use-lite-worker.js',
+      'dist/index.js',
+      'dist/vite.js',
+      'dist/engine.js',
+      'dist/protocol.js',
+      'dist/manifest.json',
+      'dist/worker/worker.js',
+      'dist/node/vectors-cli.js',
+      'dist/types/client/index.d.ts',
+      'dist/types/vite.d.ts',
+      'dist/assets/use-lite/model.json',
+    ]) {
       expect(paths, p).toContain(p);
     }
     expect(paths.filter((p) => !p.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE', 'THIRD_PARTY_NOTICES.md'].includes(p))).toEqual([]);
@@ -79,23 +96,46 @@ describe('the packed tarball', () => {
     expect(readFileSync(join(app.dir, 'node_modules/atomem/README.md'), 'utf8')).toBe(readFileSync(PACKAGE_README, 'utf8'));
     expect(paths.filter((p) => p.endsWith('.map') || (p.endsWith('.ts') && !p.endsWith('.d.ts')))).toEqual([]);
     // what the plugin serves is all there, the runtimes' wasm included (a shop installs no other package for them)
-    const manifest = JSON.parse(readFileSync(join(REPO, 'packages/atomem/dist/manifest.json'), 'utf8')) as { core: string[]; features: Record<string, { files: string[] }> };
+    const manifest = JSON.parse(readFileSync(join(REPO, 'packages/atomem/dist/manifest.json'), 'utf8')) as {
+      core: string[];
+      features: Record<string, { files: string[] }>;
+    };
     for (const f of [...manifest.core, ...Object.values(manifest.features).flatMap((x) => x.files)]) expect(paths, f).toContain(`dist/${f}`);
-    for (const p of ['dist/assets/ort-wasm/ort-wasm-simd-threaded.asyncify.wasm', 'dist/assets/ort-wasm/ort-wasm-simd-threaded.asyncify.mjs', 'dist/assets/wllama/wllama.wasm']) {
+    for (const p of [
+      'dist/assets/ort-wasm/ort-wasm-simd-threaded.asyncify.wasm',
+      'dist/assets/ort-wasm/ort-wasm-simd-threaded.asyncify.mjs',
+      'dist/assets/wllama/wllama.wasm',
+    ]) {
       expect(manifest.features[p.includes('ort-wasm') ? 'minilm' : 'wllama'].files, p).toContain(p.slice('dist/'.length));
       expect(packed.files.find((f) => f.path === p)?.size, p).toBe(statSync(join(REPO, 'packages/atomem', p)).size);
     }
     // every path the package.json points at exists in the tarball
-    const pkg = JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')) as { bin: Record<string, string>; exports: Record<string, Record<string, string> | string> };
-    const targets = [...Object.values(pkg.bin), ...Object.values(pkg.exports).flatMap((e) => (typeof e === 'string' ? [e] : Object.entries(e).filter(([c]) => c !== 'atomem-source').map(([, t]) => t)))];
+    const pkg = JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')) as {
+      bin: Record<string, string>;
+      exports: Record<string, Record<string, string> | string>;
+    };
+    const targets = [
+      ...Object.values(pkg.bin),
+      ...Object.values(pkg.exports).flatMap((e) =>
+        typeof e === 'string'
+          ? [e]
+          : Object.entries(e)
+              .filter(([c]) => c !== 'atomem-source')
+              .map(([, t]) => t),
+      ),
+    ];
     for (const t of targets) expect(paths, t).toContain(t.replace(/^\.\//, ''));
-    console.log(`tarball: ${(packed.size / 1e6).toFixed(1)} MB, ${packed.entryCount} files, ${(packed.unpackedSize / 1e6).toFixed(1)} MB unpacked (budget ${TARBALL_BUDGET / 1e6} MB)`);
+    console.log(
+      `tarball: ${(packed.size / 1e6).toFixed(1)} MB, ${packed.entryCount} files, ${(packed.unpackedSize / 1e6).toFixed(1)} MB unpacked (budget ${TARBALL_BUDGET / 1e6} MB)`,
+    );
     expect(packed.size).toBeLessThanOrEqual(TARBALL_BUDGET);
   });
 
   it(`installs with a plain npm install: no dependencies, no install scripts, nothing compiled, ≤ ${INSTALL_BUDGET / 1e6} MB`, () => {
     const grown = app.footprint.after.bytes - app.footprint.before.bytes;
-    console.log(`npm install <tarball> added ${(grown / 1e6).toFixed(1)} MB, ${app.footprint.after.files - app.footprint.before.files} files (budget ${INSTALL_BUDGET / 1e6} MB), in ${(app.installs.atomem.ms / 1000).toFixed(1)} s`);
+    console.log(
+      `npm install <tarball> added ${(grown / 1e6).toFixed(1)} MB, ${app.footprint.after.files - app.footprint.before.files} files (budget ${INSTALL_BUDGET / 1e6} MB), in ${(app.installs.atomem.ms / 1000).toFixed(1)} s`,
+    );
     expect(grown).toBeLessThanOrEqual(INSTALL_BUDGET);
     // --foreground-scripts prints every lifecycle script npm runs as "> pkg@version script"
     expect(app.installs.atomem.output).not.toMatch(/^> /m);
@@ -106,9 +146,14 @@ describe('the packed tarball', () => {
     expect(Object.keys(top).sort()).toEqual(['atomem', 'vite']);
     expect(top.atomem.version).toBe(JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')).version);
     // npm ls lists atomem's optional peers; none is installed but vite, which the app itself depends on
-    const installed = Object.entries(top.atomem.dependencies ?? {}).filter(([, d]) => d.version !== undefined).map(([n]) => n);
+    const installed = Object.entries(top.atomem.dependencies ?? {})
+      .filter(([, d]) => d.version !== undefined)
+      .map(([n]) => n);
     expect(installed).toEqual(['vite']);
-    const peers = JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')) as { dependencies?: object; peerDependenciesMeta: Record<string, { optional?: boolean }> };
+    const peers = JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')) as {
+      dependencies?: object;
+      peerDependenciesMeta: Record<string, { optional?: boolean }>;
+    };
     expect(peers.dependencies).toBeUndefined();
     for (const name of Object.keys(top.atomem.dependencies ?? {})) expect(peers.peerDependenciesMeta[name]?.optional, name).toBe(true);
   });
@@ -138,27 +183,44 @@ const CLI_CATALOG = [
 
 describe('the installed package in Node', () => {
   it('the atomem-vectors bin runs from node_modules/.bin (hashing embedder: no optional peer needed)', async () => {
-    writeFileSync(join(app.dir, 'catalog.json'), JSON.stringify([{ id: 'tent', title: 'Tent' }, { id: 'stove', title: 'Camping stove' }]));
-    const r = await run(process.execPath, [join(app.dir, 'node_modules/.bin/atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors.bin', '--embedder', 'hashing'], app.dir);
+    writeFileSync(
+      join(app.dir, 'catalog.json'),
+      JSON.stringify([
+        { id: 'tent', title: 'Tent' },
+        { id: 'stove', title: 'Camping stove' },
+      ]),
+    );
+    const r = await run(
+      process.execPath,
+      [join(app.dir, 'node_modules/.bin/atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors.bin', '--embedder', 'hashing'],
+      app.dir,
+    );
     expect(r.stdout + r.stderr).toMatch(/wrote vectors\.bin: 2 items/);
     expect(statSync(join(app.dir, 'vectors.bin')).size).toBeGreaterThan(0);
   });
 
   it('without the tfjs peers, atomem-vectors (default use-lite) stops with exit 2 and the npm i line to run', async () => {
     const pkg = JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')) as { peerDependencies: Record<string, string> };
-    const err = await run(process.execPath, [join(app.dir, 'node_modules/.bin/atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors-use.bin'], app.dir).then(
+    const err = await run(
+      process.execPath,
+      [join(app.dir, 'node_modules/.bin/atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors-use.bin'],
+      app.dir,
+    ).then(
       () => '',
       (e: Error) => e.message,
     );
     expect(err).toMatch(/exited 2/);
     expect(err).toMatch(/--embedder use-lite needs the optional peers of atomem, and @tensorflow\/tfjs-[\w-]+ is not installed: npm i /);
-    for (const p of ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm']) expect(err).toContain(`${p}@${pkg.peerDependencies[p]}`);
+    for (const p of ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm'])
+      expect(err).toContain(`${p}@${pkg.peerDependencies[p]}`);
     expect(existsSync(join(app.dir, 'vectors-use.bin'))).toBe(false);
   });
 
   it('a fresh Node folder with atomem and the documented tfjs peers: atomem-vectors embeds with the real USE-lite, atomem-shop and --log publish the shop model', async () => {
     const pkg = JSON.parse(readFileSync(join(REPO, 'packages/atomem/package.json'), 'utf8')) as { peerDependencies: Record<string, string> };
-    const peers = Object.fromEntries(['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm'].map((p) => [p, pkg.peerDependencies[p]]));
+    const peers = Object.fromEntries(
+      ['@tensorflow/tfjs-core', '@tensorflow/tfjs-converter', '@tensorflow/tfjs-backend-wasm'].map((p) => [p, pkg.peerDependencies[p]]),
+    );
     const shop = await createFreshApp(packed.file, {}, tmp, peers);
     expect(installTimeCode(shop.dir)).toEqual([]);
     const bin = (name: string): string => join(shop.dir, 'node_modules/.bin', name);
@@ -166,18 +228,38 @@ describe('the installed package in Node', () => {
     writeFileSync(join(shop.dir, 'items.jsonl'), CLI_CATALOG.map((it) => JSON.stringify(it)).join('\n'));
     // shoppers buy within a department, in order
     const dept = (d: string): string[] => CLI_CATALOG.filter((it) => it.categories[0] === d).map((it) => it.id);
-    const log = Array.from({ length: 30 }, (_, u) => dept(['Outdoor', 'Kitchen', 'Books'][u % 3]).slice(0, 4 + (u % 3)).map((item, k) => JSON.stringify({ user: `u${u}`, item, at: Date.UTC(2026, 0, 1 + k, u), action: 'purchase' }))).flat();
+    const log = Array.from({ length: 30 }, (_, u) =>
+      dept(['Outdoor', 'Kitchen', 'Books'][u % 3])
+        .slice(0, 4 + (u % 3))
+        .map((item, k) => JSON.stringify({ user: `u${u}`, item, at: Date.UTC(2026, 0, 1 + k, u), action: 'purchase' })),
+    ).flat();
     writeFileSync(join(shop.dir, 'orders.jsonl'), log.join('\n'));
 
     // --threads 2: the USE-lite threads start from the tarball's dist/node/use-lite-worker.js
-    const v = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors.bin', '--batch', '6', '--threads', '2', '--no-cache'], shop.dir);
+    const v = await run(
+      process.execPath,
+      [bin('atomem-vectors'), '--catalog', 'catalog.json', '--out', 'vectors.bin', '--batch', '6', '--threads', '2', '--no-cache'],
+      shop.dir,
+    );
     console.log(`atomem-vectors (use-lite, installed): ${v.stdout.trim()}`);
-    expect(v.stdout).toMatch(/wrote vectors\.bin: 18 items, embedder use-lite@0\.2\.0\/uint8, dim 512, \d+ bytes, [\d.]+ s \(model load [\d.]+ s\); 0 from the cache, 18 embedded at \d+ items\/s on 2 threads/);
+    expect(v.stdout).toMatch(
+      /wrote vectors\.bin: 18 items, embedder use-lite@0\.2\.0\/uint8, dim 512, \d+ bytes, [\d.]+ s \(model load [\d.]+ s\); 0 from the cache, 18 embedded at \d+ items\/s on 2 threads/,
+    );
     expect(v.stderr).toMatch(/embedding .*18\/18 items 100% .*\(eta /); // the progress bar, with its ETA, on stderr
-    const s = await run(process.execPath, [bin('atomem-shop'), '--interactions', 'orders.jsonl', '--items', 'items.jsonl', '--content', 'vectors.bin', '--out', 'shop-model.bin', '--dim', '4'], shop.dir);
+    const s = await run(
+      process.execPath,
+      [bin('atomem-shop'), '--interactions', 'orders.jsonl', '--items', 'items.jsonl', '--content', 'vectors.bin', '--out', 'shop-model.bin', '--dim', '4'],
+      shop.dir,
+    );
     expect(s.stdout).toMatch(/shop-model\.bin: \d+ bytes, 18 items \(\d+ with content-only vectors\), 150 log rows, no DP/);
-    const l = await run(process.execPath, [bin('atomem-vectors'), '--catalog', 'catalog.json', '--log', 'orders.jsonl', '--out', 'vectors-v2.bin', '--sasrec-epochs', '2', '--no-cache'], shop.dir);
-    expect(l.stdout).toMatch(/wrote vectors-v2\.bin \(format v2\): 18 items, embedder use-lite@0\.2\.0\/uint8.* 18 embedded at \d+ items\/s on 1 thread \(no cache\); shop model from 150 log rows of 30 users, no DP.*SASRec 2 epochs/);
+    const l = await run(
+      process.execPath,
+      [bin('atomem-vectors'), '--catalog', 'catalog.json', '--log', 'orders.jsonl', '--out', 'vectors-v2.bin', '--sasrec-epochs', '2', '--no-cache'],
+      shop.dir,
+    );
+    expect(l.stdout).toMatch(
+      /wrote vectors-v2\.bin \(format v2\): 18 items, embedder use-lite@0\.2\.0\/uint8.* 18 embedded at \d+ items\/s on 1 thread \(no cache\); shop model from 150 log rows of 30 users, no DP.*SASRec 2 epochs/,
+    );
 
     // what the files hold, read back with the installed package's own decoders
     writeFileSync(
@@ -234,8 +316,14 @@ describe('the README quick start in a fresh Vite app, in Chromium', () => {
     const folders = readdirSync(join(app.dir, 'dist/assets')).filter((f) => f.startsWith('atomem-'));
     expect(folders).toHaveLength(1);
     const out = join(app.dir, 'dist/assets', folders[0]);
-    const emitted = readdirSync(out, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name).slice(out.length + 1)).sort();
-    const manifest = JSON.parse(readFileSync(join(app.dir, 'node_modules/atomem/dist/manifest.json'), 'utf8')) as { core: string[]; features: Record<string, { files: string[] }> };
+    const emitted = readdirSync(out, { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile())
+      .map((e) => join(e.parentPath, e.name).slice(out.length + 1))
+      .sort();
+    const manifest = JSON.parse(readFileSync(join(app.dir, 'node_modules/atomem/dist/manifest.json'), 'utf8')) as {
+      core: string[];
+      features: Record<string, { files: string[] }>;
+    };
     const want = [...new Set([...manifest.core, ...manifest.features['use-lite'].files].map((f) => f.replace(/^assets\//, '')))].sort();
     expect(emitted).toEqual(want); // no MiniLM, wllama or WebLLM chunk, no ONNX wasm
     expect(built.output).toMatch(/atomem: \d+ files, [\d.]+ MB \(use-lite\)/);
@@ -264,14 +352,22 @@ describe('the README quick start in a fresh Vite app, in Chromium', () => {
   it("atomem({ assets: ['minilm', 'wllama'] }) emits the runtimes' wasm from the package itself: the app has no onnxruntime-web or @wllama/wllama", async () => {
     expect(existsSync(join(app.dir, 'node_modules/onnxruntime-web'))).toBe(false);
     expect(existsSync(join(app.dir, 'node_modules/@wllama/wllama'))).toBe(false);
-    writeFileSync(join(app.dir, 'vite.runtimes.config.js'), "import atomem from 'atomem/vite';\nexport default { plugins: [atomem({ assets: ['minilm', 'wllama'] })] };\n");
+    writeFileSync(
+      join(app.dir, 'vite.runtimes.config.js'),
+      "import atomem from 'atomem/vite';\nexport default { plugins: [atomem({ assets: ['minilm', 'wllama'] })] };\n",
+    );
     const built = await viteBuild(app.dir, ['--config', 'vite.runtimes.config.js', '--outDir', 'dist-runtimes']);
     const [folder] = readdirSync(join(app.dir, 'dist-runtimes/assets')).filter((f) => f.startsWith('atomem-'));
     const out = join(app.dir, 'dist-runtimes/assets', folder);
-    const emitted = readdirSync(out, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name).slice(out.length + 1)).sort();
+    const emitted = readdirSync(out, { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile())
+      .map((e) => join(e.parentPath, e.name).slice(out.length + 1))
+      .sort();
     const pkgDist = join(app.dir, 'node_modules/atomem/dist');
     const manifest = JSON.parse(readFileSync(join(pkgDist, 'manifest.json'), 'utf8')) as { core: string[]; features: Record<string, { files: string[] }> };
-    const want = [...new Set([...manifest.core, ...manifest.features.minilm.files, ...manifest.features.wllama.files].map((f) => f.replace(/^assets\//, '')))].sort();
+    const want = [
+      ...new Set([...manifest.core, ...manifest.features.minilm.files, ...manifest.features.wllama.files].map((f) => f.replace(/^assets\//, ''))),
+    ].sort();
     expect(emitted).toEqual(want);
     for (const f of ['ort-wasm/ort-wasm-simd-threaded.asyncify.wasm', 'ort-wasm/ort-wasm-simd-threaded.asyncify.mjs', 'wllama/wllama.wasm']) {
       expect(emitted, f).toContain(f);
@@ -300,7 +396,11 @@ describe('the README quick start in a fresh Vite app, in Chromium', () => {
 
 describe("the README's webpack 5 recipe", () => {
   it('a fresh app built with webpack (the recipe config, the quick start plus two options) renders recommendations from its own origin', async () => {
-    const shop = await createFreshApp(packed.file, webpackRecipeFiles(), tmp, { webpack: '^5.113.0', 'webpack-cli': '^6.0.1', 'copy-webpack-plugin': '^14.0.0' });
+    const shop = await createFreshApp(packed.file, webpackRecipeFiles(), tmp, {
+      webpack: '^5.113.0',
+      'webpack-cli': '^6.0.1',
+      'copy-webpack-plugin': '^14.0.0',
+    });
     expect(installTimeCode(shop.dir)).toEqual([]);
     await run(process.execPath, [join(shop.dir, 'node_modules/webpack-cli/bin/cli.js')], shop.dir);
     const site = await serveStatic(join(shop.dir, 'dist'));

@@ -75,9 +75,15 @@ const num = (s: string): number => Number(/\d[\d,]*/.exec(s)?.[0].replace(/,/g, 
 beforeAll(async () => {
   expect(existsSync(join(ROOT, 'packages/atomem/dist/index.js')), 'run `npm run build` first').toBe(true);
   if (!existsSync(join(ROOT, 'apps/demo/dist/index.html'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], {
+      cwd: ROOT,
+      stdio: 'inherit',
+    });
   }
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
   mkdirSync(SHOTS, { recursive: true });
 }, 60_000);
 
@@ -97,12 +103,23 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
   let preflights = 0;
 
   /** Answer a chat completion: schema-valid JSON, a sensible `reflect` and `planLifecycle`, the reverse order for `rerank`, garbage for the profile. */
-  function answer(body: { model: string; messages: { role: string; content: string }[]; response_format?: { json_schema?: { schema?: Record<string, unknown> } } }, headers: IncomingHttpHeaders): string {
+  function answer(
+    body: { model: string; messages: { role: string; content: string }[]; response_format?: { json_schema?: { schema?: Record<string, unknown> } } },
+    headers: IncomingHttpHeaders,
+  ): string {
     const schema = (body.response_format?.json_schema?.schema ?? {}) as { properties?: Record<string, unknown> };
     const props = Object.keys(schema.properties ?? {});
     const user = body.messages.find((m) => m.role === 'user')?.content ?? '';
     const rerank = props.includes('ranking') || user.startsWith('Task: order the candidates');
-    const operation = props.includes('narrative') ? 'profile' : props.includes('decision') ? 'reflect' : props.includes('resynthesize') ? 'plan' : rerank ? 'rerank' : 'other';
+    const operation = props.includes('narrative')
+      ? 'profile'
+      : props.includes('decision')
+        ? 'reflect'
+        : props.includes('resynthesize')
+          ? 'plan'
+          : rerank
+            ? 'rerank'
+            : 'other';
     calls.push({ operation, model: body.model, auth: headers.authorization, garbage: operation === 'profile' });
     if (operation === 'profile') return GARBAGE;
     const data = JSON.parse(/<data>\n([\s\S]*)\n<\/data>/.exec(user)?.[1] ?? '{}') as {
@@ -114,7 +131,12 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
     if (operation === 'reflect') {
       // consolidate into the first supporting memory at least tau away, else form a new one
       const fit = (data.supporting ?? []).find((s) => s.similarity >= (data.tau ?? 1));
-      return JSON.stringify({ decision: fit ? 'consolidate' : 'form', target: fit?.label ?? '', misled: [], insight: fit ? 'The item fits an existing interest.' : 'A new interest.' });
+      return JSON.stringify({
+        decision: fit ? 'consolidate' : 'form',
+        target: fit?.label ?? '',
+        misled: [],
+        insight: fit ? 'The item fits an existing interest.' : 'A new interest.',
+      });
     }
     if (operation === 'plan') {
       // no merges or forgets; rewrite the profile when the engine suggests it (that request then gets garbage)
@@ -153,7 +175,10 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
         const content = answer(body, req.headers);
         const promptChars = (body.messages as { content: string }[]).reduce((n, m) => n + m.content.length, 0);
         res.writeHead(200, { ...cors, 'content-type': 'application/json' }).end(
-          JSON.stringify({ choices: [{ message: { role: 'assistant', content } }], usage: { prompt_tokens: Math.ceil(promptChars / 4), completion_tokens: Math.ceil(content.length / 4) } }),
+          JSON.stringify({
+            choices: [{ message: { role: 'assistant', content } }],
+            usage: { prompt_tokens: Math.ceil(promptChars / 4), completion_tokens: Math.ceil(content.length / 4) },
+          }),
         );
       });
     });
@@ -175,7 +200,10 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
     expect(demo.stderr()).toContain('60 calls per 20 events');
     expect(demo.stderr()).not.toContain(API_KEY);
     const config = await (await fetch(`${demo.base}/demo-config.json`)).json();
-    expect(config).toEqual({ llm: { openai: { baseUrl: modelUrl, model: MODEL_NAME, apiKey: API_KEY }, budget: { maxCalls: 60, perEvents: 20 } }, catalogVectors: '/catalog-vectors.bin' });
+    expect(config).toEqual({
+      llm: { openai: { baseUrl: modelUrl, model: MODEL_NAME, apiKey: API_KEY }, budget: { maxCalls: 60, perEvents: 20 } },
+      catalogVectors: '/catalog-vectors.bin',
+    });
     expect((await fetch(`${demo.base}/models/anything.gguf`)).status).toBe(404); // no GGUF configured
   });
 
@@ -291,7 +319,16 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
     // every shelf item's first reason is the model's, marked; the engine's own reasons follow
     expect(await p.locator('#shelf .why li:first-child.model-why').count()).toBe(8);
     expect(await p.locator('#shelf > li').last().locator('.why li').first().innerText()).toMatch(/^model\s+Model pick C1$/);
-    expect(await p.locator('#shelf > li').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.engineRank))).toEqual(['8', '7', '6', '5', '4', '3', '2', '1']);
+    expect(await p.locator('#shelf > li').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.engineRank))).toEqual([
+      '8',
+      '7',
+      '6',
+      '5',
+      '4',
+      '3',
+      '2',
+      '1',
+    ]);
     expect(await p.locator('#for-you-hint').innerText()).toMatch(/language model reordered the top 8/);
     const after = await shelfIds();
     expect(after).toHaveLength(8);
@@ -372,7 +409,10 @@ describe.skipIf(!existsSync(GGUF))('the demo with a GGUF served by the demo serv
     expect(Number(get.headers.get('content-length'))).toBe(size);
     expect((await get.arrayBuffer()).byteLength).toBe(size);
     expect((await fetch(`${demo.base}/models/..%2Fpackage.json`)).status).toBe(404);
-    expect(await (await fetch(`${demo.base}/demo-config.json`)).json()).toEqual({ llm: { wllama: { model: '/models/stories260K.gguf' }, budget: { maxCalls: 40, perEvents: 20 } }, catalogVectors: '/catalog-vectors.bin' });
+    expect(await (await fetch(`${demo.base}/demo-config.json`)).json()).toEqual({
+      llm: { wllama: { model: '/models/stories260K.gguf' }, budget: { maxCalls: 40, perEvents: 20 } },
+      catalogVectors: '/catalog-vectors.bin',
+    });
     expect(demo.stderr()).toContain(`wllama (WASM) ${GGUF}`);
   });
 

@@ -45,7 +45,10 @@ async function memories(): Promise<{ statement: string; items: string[] }[]> {
   return page.locator('#memories .memory').evaluateAll((els) =>
     els.map((li) => ({
       statement: li.querySelector('.statement')?.textContent?.trim() ?? '',
-      items: (li.querySelector('.items')?.textContent ?? '').replace(/^Items: /, '').split(', ').filter(Boolean),
+      items: (li.querySelector('.items')?.textContent ?? '')
+        .replace(/^Items: /, '')
+        .split(', ')
+        .filter(Boolean),
     })),
   );
 }
@@ -53,10 +56,16 @@ async function memories(): Promise<{ statement: string; items: string[] }[]> {
 beforeAll(async () => {
   expect(existsSync(join(ROOT, 'packages/atomem/dist/index.js')), 'run `npm run build` first').toBe(true);
   if (!existsSync(join(ROOT, 'apps/demo/dist/index.html'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], {
+      cwd: ROOT,
+      stdio: 'inherit',
+    });
   }
   demo = await startDemo({ DEMO_SHOPPERS: '60', DEMO_LOG_REQUESTS: '1' });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
   page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
   page.on('request', (r) => requests.push(r.url()));
   mkdirSync(SHOTS, { recursive: true });
@@ -155,7 +164,7 @@ describe('the "For you" shelf in the demo shop', () => {
       const tentIds = new Set(tents.map((p) => p.id));
       await page.locator('#departments button[data-dept="Outdoor"]').click();
       await page.locator(`#grid [data-id="${tents[0].id}"] button[data-action="purchase"]`).click();
-      await expect.poll(async () => (await page.locator('#for-you-hint').innerText()), { timeout: 30_000 }).toMatch(/after your last action/);
+      await expect.poll(async () => await page.locator('#for-you-hint').innerText(), { timeout: 30_000 }).toMatch(/after your last action/);
       await page.waitForTimeout(2000);
       const row = await shelf();
       expect(row).toHaveLength(8);
@@ -180,7 +189,8 @@ describe('the "For you" shelf in the demo shop', () => {
 
       // USE-lite came with the first intent; the page's hashed files are immutable, so a second
       // visit (same browser profile) asks the server for none of them, not even a revalidation
-      const answers = () => [...demo!.stderr().matchAll(/^response (\d+) GET (\S+) (\d+)$/gm)].map((m) => ({ status: Number(m[1]), path: m[2], bytes: Number(m[3]) }));
+      const answers = () =>
+        [...demo!.stderr().matchAll(/^response (\d+) GET (\S+) (\d+)$/gm)].map((m) => ({ status: Number(m[1]), path: m[2], bytes: Number(m[3]) }));
       const useLite = answers().filter((a) => /^\/assets\/atomem-[0-9a-f]+\/use-lite\//.test(a.path) && a.status === 200);
       expect(useLite.reduce((t, a) => t + a.bytes, 0)).toBeGreaterThan(5e6);
       const head = await fetch(`${demo!.base}${useLite[0].path}`);
@@ -195,7 +205,10 @@ describe('the "For you" shelf in the demo shop', () => {
       await again.locator('#intent-input').fill('a gift for my dad, he hikes');
       await expect.poll(() => again.locator('#shelf').getAttribute('data-intent'), { timeout: 60_000 }).toBe('on');
       const second = answers().slice(mark);
-      expect(second.filter((a) => a.path.startsWith('/assets/')), JSON.stringify(second)).toEqual([]);
+      expect(
+        second.filter((a) => a.path.startsWith('/assets/')),
+        JSON.stringify(second),
+      ).toEqual([]);
       await again.close();
     } finally {
       page = prev;

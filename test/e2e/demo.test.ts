@@ -49,7 +49,10 @@ async function clickProduct(id: string, action: 'click' | 'cart' | 'purchase' = 
 beforeAll(async () => {
   expect(existsSync(join(ROOT, 'packages/atomem/dist/index.js')), 'run `npm run build` first').toBe(true);
   if (!existsSync(join(ROOT, 'apps/demo/dist/index.html'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], { cwd: ROOT, stdio: 'inherit' });
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], {
+      cwd: ROOT,
+      stdio: 'inherit',
+    });
   }
   // 10-second epochs: the device fetches its token an epoch ahead and reports in the next epoch
   demo = await startDemo({ DEMO_SHOPPERS: '60', DEMO_LOG_REQUESTS: '1', DEMO_EPOCH_MS: '10000' }, (chunk) => {
@@ -58,7 +61,10 @@ beforeAll(async () => {
   base = demo.base;
   expect(demo.stderr()).toContain(`data folder ${demo.dataDir}`);
   seeded = (await health()).latestRelease;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
   context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
   context.on('request', (r) => {
     const url = r.url();
@@ -136,9 +142,15 @@ describe('the demo shop in headless Chromium', () => {
   }, 120_000);
 
   it('the inspector shows a new memory with the clicked items linked, events, profile, status and the payload', async () => {
-    const titles = await page.locator('#grid .card').evaluateAll((els) =>
-      els.filter((e) => ['kitchen-001', 'kitchen-002', 'kitchen-003', 'kitchen-004', 'kitchen-005', 'kitchen-006'].includes((e as HTMLElement).dataset.id ?? '')).map((e) => e.querySelector('h4')!.textContent!.trim()),
-    );
+    const titles = await page
+      .locator('#grid .card')
+      .evaluateAll((els) =>
+        els
+          .filter((e) =>
+            ['kitchen-001', 'kitchen-002', 'kitchen-003', 'kitchen-004', 'kitchen-005', 'kitchen-006'].includes((e as HTMLElement).dataset.id ?? ''),
+          )
+          .map((e) => e.querySelector('h4')!.textContent!.trim()),
+      );
     expect(titles).toHaveLength(6);
     await expect.poll(() => page.locator('#memories .memory').count()).toBeGreaterThan(0);
     const text = await page.locator('#memories').innerText();
@@ -228,7 +240,9 @@ describe('the demo shop in headless Chromium', () => {
     await expect.poll(() => page.locator('#intent-memories .memory').count(), { timeout: 30_000 }).toBeGreaterThan(0);
     expect(await page.locator('#intent-memories').innerText()).toMatch(/Kitchen/);
     expect(await page.locator('#memories .memory[data-intent-selected="true"]').count()).toBeGreaterThan(0);
-    await expect.poll(async () => (await explanations()).join('\n'), { timeout: 30_000 }).toMatch(/You asked for “a new frying pan for cooking”; you (looked at|put in your cart|bought) /);
+    await expect
+      .poll(async () => (await explanations()).join('\n'), { timeout: 30_000 })
+      .toMatch(/You asked for “a new frying pan for cooking”; you (looked at|put in your cart|bought) /);
     await page.locator('#inspector').screenshot({ path: join(SHOTS, 'intent-inspector.png') });
     // cleared: memory alone again
     await page.getByRole('button', { name: 'Clear' }).click();

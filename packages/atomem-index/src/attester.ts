@@ -93,8 +93,10 @@ export class Attester {
     if (!opts || typeof opts.issue !== 'function' || typeof opts.epoch !== 'function') throw new TypeError('Attester: issue and epoch must be functions');
     this.perAccount = opts.perAccount ?? 1;
     this.anonymousPerEpoch = opts.anonymousPerEpoch ?? 0;
-    if (!Number.isInteger(this.perAccount) || this.perAccount < 0) throw new RangeError(`Attester: perAccount must be an integer ≥ 0, got ${String(opts.perAccount)}`);
-    if (!Number.isInteger(this.anonymousPerEpoch) || this.anonymousPerEpoch < 0) throw new RangeError(`Attester: anonymousPerEpoch must be an integer ≥ 0, got ${String(opts.anonymousPerEpoch)}`);
+    if (!Number.isInteger(this.perAccount) || this.perAccount < 0)
+      throw new RangeError(`Attester: perAccount must be an integer ≥ 0, got ${String(opts.perAccount)}`);
+    if (!Number.isInteger(this.anonymousPerEpoch) || this.anonymousPerEpoch < 0)
+      throw new RangeError(`Attester: anonymousPerEpoch must be an integer ≥ 0, got ${String(opts.anonymousPerEpoch)}`);
     this.store = opts.store ?? new MemoryBudgetStore();
   }
 
@@ -105,19 +107,33 @@ export class Attester {
    */
   async attest(account: string | undefined, body: unknown): Promise<IssueResponse> {
     const b = body as Partial<IssueRequest> | null;
-    if (!b || typeof b !== 'object' || b.v !== 2 || !Number.isInteger(b.epoch) || typeof b.request !== 'string' || b.request.length === 0 || b.request.length > 1024) {
+    if (
+      !b ||
+      typeof b !== 'object' ||
+      b.v !== 2 ||
+      !Number.isInteger(b.epoch) ||
+      typeof b.request !== 'string' ||
+      b.request.length === 0 ||
+      b.request.length > 1024
+    ) {
       throw new AttesterError(400, 'bad_request', 'expected { v: 2, epoch: <integer>, request: <base64url token request> }');
     }
     const cur = this.opts.epoch();
     const epoch = b.epoch!;
-    if (epoch !== cur && epoch !== cur + 1) throw new AttesterError(400, 'wrong_epoch', `tokens are for the current epoch (${cur}) or the next one, not ${epoch}`);
-    if (account !== undefined && (typeof account !== 'string' || account.length === 0)) throw new TypeError('Attester: account must be a non-empty string or undefined');
+    if (epoch !== cur && epoch !== cur + 1)
+      throw new AttesterError(400, 'wrong_epoch', `tokens are for the current epoch (${cur}) or the next one, not ${epoch}`);
+    if (account !== undefined && (typeof account !== 'string' || account.length === 0))
+      throw new TypeError('Attester: account must be a non-empty string or undefined');
     const key = account === undefined ? ANONYMOUS : `a:${account}`;
     const limit = account === undefined ? this.anonymousPerEpoch : this.perAccount;
     if (account === undefined && limit === 0) throw new AttesterError(403, 'no_account', 'tokens are for signed-in shoppers only');
     await this.store.prune(cur);
     if (!(await this.store.take(key, epoch, limit))) {
-      throw new AttesterError(429, 'token_limit', account === undefined ? `the anonymous pool of epoch ${epoch} is spent` : `this account has its ${limit} token(s) for epoch ${epoch}`);
+      throw new AttesterError(
+        429,
+        'token_limit',
+        account === undefined ? `the anonymous pool of epoch ${epoch} is spent` : `this account has its ${limit} token(s) for epoch ${epoch}`,
+      );
     }
     try {
       return await this.opts.issue({ v: 2, epoch, request: b.request! });
@@ -138,7 +154,11 @@ export function issueInProcess(issuer: TokenIssuer | (() => TokenIssuer)): Attes
 export function issueViaIndex(indexUrl: string, attesterKey: string, doFetch: typeof fetch = (...a) => globalThis.fetch(...a)): AttesterOptions['issue'] {
   const url = `${indexUrl.replace(/\/+$/, '')}${INDEX_V2_PATHS.issue}`;
   return async (req) => {
-    const res = await doFetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${attesterKey}` }, body: JSON.stringify(req) });
+    const res = await doFetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${attesterKey}` },
+      body: JSON.stringify(req),
+    });
     const text = await res.text();
     if (res.status === 400) throw new TypeError(`the index refused the token request: ${text.slice(0, 200)}`);
     if (!res.ok) throw new Error(`the index answered HTTP ${res.status}: ${text.slice(0, 200)}`);

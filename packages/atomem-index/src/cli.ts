@@ -68,7 +68,10 @@ export interface CliOptions {
 export function parseTrustProxy(v: string): boolean | number | string[] {
   if (v === 'true') return true;
   if (/^\d+$/.test(v)) return Number(v);
-  const list = v.split(',').map((x) => x.trim()).filter(Boolean);
+  const list = v
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
   if (list.length === 0) throw new InvalidArgumentError('--trust-proxy needs true, a hop count, or proxy addresses / CIDRs');
   return list;
 }
@@ -78,7 +81,11 @@ export function program(): Command {
   return new Command('atomem-index')
     .description('atomem shared community index service (protocol v2)')
     .requiredOption('--data <dir>', 'data directory (SQLite files; created if missing)')
-    .option('--store <where>', "state store: sqlite (reports.sqlite in --data, default) or a postgres://user@host:port/db URL shared by every instance (password from PGPASSWORD or the URL)", 'sqlite')
+    .option(
+      '--store <where>',
+      'state store: sqlite (reports.sqlite in --data, default) or a postgres://user@host:port/db URL shared by every instance (password from PGPASSWORD or the URL)',
+      'sqlite',
+    )
     .requiredOption('--catalog-vectors <file>', "the shop's catalog vector file (atomem-vectors); its item space defines the communities")
     .option('--epoch-ms <ms>', 'epoch length (default one day)', int('--epoch-ms', 1))
     .option('--min-contributors <n>', 'estimated contributors a community needs to be released (default 20)', num('--min-contributors', 0))
@@ -89,11 +96,25 @@ export function program(): Command {
     .option('--host <host>', 'interface to bind', '127.0.0.1')
     .option('--rate-max <n>', 'requests per client address per window, every route but health (0 = no limit)', int('--rate-max', 0), 600)
     .option('--rate-window <ms>', 'rate-limit window in ms', int('--rate-window', 1), 60_000)
-    .addOption(new Option('--sync <level>', 'SQLite synchronous: normal survives process crashes, full also OS crashes').choices(['normal', 'full']).default('normal'))
-    .option('--trust-proxy <value>', 'behind a reverse proxy: true, a hop count, or comma-separated proxy addresses / CIDRs whose X-Forwarded-For is believed (default: the socket peer is the client)')
-    .option('--cors-origin <origin>', "origin (https://shop.example) whose pages may read answers from a browser; repeatable; '*' for any (default: same origin only)", collect, [] as string[])
+    .addOption(
+      new Option('--sync <level>', 'SQLite synchronous: normal survives process crashes, full also OS crashes').choices(['normal', 'full']).default('normal'),
+    )
+    .option(
+      '--trust-proxy <value>',
+      'behind a reverse proxy: true, a hop count, or comma-separated proxy addresses / CIDRs whose X-Forwarded-For is believed (default: the socket peer is the client)',
+    )
+    .option(
+      '--cors-origin <origin>',
+      "origin (https://shop.example) whose pages may read answers from a browser; repeatable; '*' for any (default: same origin only)",
+      collect,
+      [] as string[],
+    )
     .option('--max-connections <n>', 'open connections in all (default 4096, at most half the open-file limit)', int('--max-connections', 1))
-    .option('--max-connections-per-address <n>', 'open connections per client address (default 64; unlimited with --trust-proxy)', int('--max-connections-per-address', 1))
+    .option(
+      '--max-connections-per-address <n>',
+      'open connections per client address (default 64; unlimited with --trust-proxy)',
+      int('--max-connections-per-address', 1),
+    )
     .option('--headers-timeout <ms>', 'time a client has to send its request headers (default 10000)', int('--headers-timeout', 1))
     .option('--request-timeout <ms>', 'time a client has to send its whole request (default 15000)', int('--request-timeout', 1))
     .option('--idle-timeout <ms>', 'a connection without traffic is closed after this long (default 15000)', int('--idle-timeout', 1))
@@ -156,7 +177,9 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   const url = await service.listen({ port: o.port, host: o.host });
   await service.serving;
   const clustering = service.v2.clustering() !== undefined;
-  process.stdout.write(`atomem-index ready at ${url} (v2: epoch ${service.v2.epoch()}${clustering ? '; the item space is being clustered, reports are accepted meanwhile' : ''})\n`);
+  process.stdout.write(
+    `atomem-index ready at ${url} (v2: epoch ${service.v2.epoch()}${clustering ? '; the item space is being clustered, reports are accepted meanwhile' : ''})\n`,
+  );
   if (clustering) {
     // why: a failure is logged by the service and answered 503 by every v2 route
     service.ready.then(

@@ -35,4 +35,6 @@ if (!knn) {
 }
 const t1 = performance.now();
 const r = louvainOfKnn(job.n, knn, job.options, progress('communities'));
-post({ type: 'done', membership: r.membership, resolution: r.resolution, runs: r.runs, louvainMs: performance.now() - t1, graphMs: r.graphMs }, [r.membership.buffer as ArrayBuffer]);
+post({ type: 'done', membership: r.membership, resolution: r.resolution, runs: r.runs, louvainMs: performance.now() - t1, graphMs: r.graphMs }, [
+  r.membership.buffer as ArrayBuffer,
+]);

@@ -143,7 +143,15 @@ const METHODS: readonly KnnMethod[] = ['exact', 'cells', 'hnsw', 'cells+hnsw', '
  * cosine (usearch's exact SIMD search, f32, over all `n` rows; queries in chunks so its
  * queries × items work matrices stay near 256 MB): `sample` × n distances.
  */
-export function sampledRecall(flat: Float32Array, n: number, dim: number, g: Pick<KnnGraph, 'k' | 'neighbours'>, sample: number, seed = 1, threads = 0): number {
+export function sampledRecall(
+  flat: Float32Array,
+  n: number,
+  dim: number,
+  g: Pick<KnnGraph, 'k' | 'neighbours'>,
+  sample: number,
+  seed = 1,
+  threads = 0,
+): number {
   const k = g.k;
   const m = Math.min(Math.max(0, Math.floor(sample)), n);
   if (m === 0 || n <= 1) return Number.NaN;
@@ -270,7 +278,16 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
  * The HNSW candidates of every row (usearch, built and queried in batches with `threads`
  * threads), offered into the rows of `neighbours` / `sims` (empty, or the cells' rows).
  */
-function hnswInto(flat: Float32Array, n: number, dim: number, k: number, options: ClusterOptions, neighbours: Int32Array, sims: Float32Array, onProgress?: (share: number) => void): void {
+function hnswInto(
+  flat: Float32Array,
+  n: number,
+  dim: number,
+  k: number,
+  options: ClusterOptions,
+  neighbours: Int32Array,
+  sims: Float32Array,
+  onProgress?: (share: number) => void,
+): void {
   const fill = rowFill(neighbours, n, k);
   const threads = options.threads ?? 0;
   const quantization = options.quantization ?? 'i8';
@@ -307,7 +324,11 @@ function hnswInto(flat: Float32Array, n: number, dim: number, k: number, options
   const symmetric = options.symmetric ?? true;
   for (let i = 0; i < n; i += step) {
     const end = Math.min(n, i + step);
-    const m = index.search(flat.subarray(i * dim, end * dim), want, threads) as unknown as { keys: BigUint64Array; distances: Float32Array; counts: BigUint64Array | number[] };
+    const m = index.search(flat.subarray(i * dim, end * dim), want, threads) as unknown as {
+      keys: BigUint64Array;
+      distances: Float32Array;
+      counts: BigUint64Array | number[];
+    };
     for (let q = 0; q < end - i; q++) {
       const self = i + q;
       const base = self * k;
@@ -331,8 +352,6 @@ function hnswInto(flat: Float32Array, n: number, dim: number, k: number, options
     onProgress?.(0.5 + (0.5 * end) / n);
   }
 }
-
-
 
 /** What {@link louvainOfKnn} found. */
 export interface KnnMembership {
@@ -413,7 +432,30 @@ export function clusterItems(space: ItemSpace, options: ClusterOptions = {}): It
 
 function fingerprintHash(space: ItemSpace, options: ClusterOptions) {
   const h = createHash('sha256');
-  h.update(JSON.stringify({ v: 2, embedderId: space.embedderId, n: space.ids.length, o: { k: options.k ?? 10, maxShare: options.maxShare ?? 0.05, resolution: options.resolution ?? 1, seed: options.seed ?? 1, exactBelow: options.exactBelow ?? 5000, ef: options.expansionSearch ?? null, q: options.quantization ?? 'i8', over: options.oversample ?? null, knn: options.knn ?? 'auto', minRecall: options.minRecall ?? 0.95, recallSample: options.recallSample ?? 100, cell: options.cellSize ?? 500, cellOverlap: options.cellOverlap ?? 2, efC: options.expansionAdd ?? 64, sym: options.symmetric ?? true } }));
+  h.update(
+    JSON.stringify({
+      v: 2,
+      embedderId: space.embedderId,
+      n: space.ids.length,
+      o: {
+        k: options.k ?? 10,
+        maxShare: options.maxShare ?? 0.05,
+        resolution: options.resolution ?? 1,
+        seed: options.seed ?? 1,
+        exactBelow: options.exactBelow ?? 5000,
+        ef: options.expansionSearch ?? null,
+        q: options.quantization ?? 'i8',
+        over: options.oversample ?? null,
+        knn: options.knn ?? 'auto',
+        minRecall: options.minRecall ?? 0.95,
+        recallSample: options.recallSample ?? 100,
+        cell: options.cellSize ?? 500,
+        cellOverlap: options.cellOverlap ?? 2,
+        efC: options.expansionAdd ?? 64,
+        sym: options.symmetric ?? true,
+      },
+    }),
+  );
   return h;
 }
 function hashItem(h: ReturnType<typeof createHash>, space: ItemSpace, i: number): void {
@@ -443,7 +485,11 @@ export async function spaceFingerprintAsync(space: ItemSpace, options: ClusterOp
 /** A graph's method and measured recall as reported (JSON has no NaN: null reads back as NaN). */
 function knnInfo(g: { method?: KnnMethod; recall?: number | null; cellsRecall?: number | null; exact?: boolean } | undefined): ClusterRun['knn'] {
   const method = g?.method && METHODS.includes(g.method) ? g.method : g?.exact ? 'exact' : 'hnsw';
-  return { method, recall: typeof g?.recall === 'number' ? g.recall : Number.NaN, ...(typeof g?.cellsRecall === 'number' ? { cellsRecall: g.cellsRecall } : {}) };
+  return {
+    method,
+    recall: typeof g?.recall === 'number' ? g.recall : Number.NaN,
+    ...(typeof g?.cellsRecall === 'number' ? { cellsRecall: g.cellsRecall } : {}),
+  };
 }
 
 /** File names of the persisted clustering in the data dir. */
@@ -534,7 +580,11 @@ export type ClusterWorkerMessage =
   | { type: 'done'; membership: Int32Array; resolution: number; runs: number; louvainMs: number; graphMs: number };
 
 /** Runs a {@link ClusterJob} in ./cluster-worker (.ts from source through tsx, .js when built). */
-function runWorker(job: ClusterJob, onMessage: (m: ClusterWorkerMessage) => void, signal?: AbortSignal): Promise<Extract<ClusterWorkerMessage, { type: 'done' }>> {
+function runWorker(
+  job: ClusterJob,
+  onMessage: (m: ClusterWorkerMessage) => void,
+  signal?: AbortSignal,
+): Promise<Extract<ClusterWorkerMessage, { type: 'done' }>> {
   const here = import.meta.url;
   const fromSource = here.endsWith('.ts');
   const url = new URL(fromSource ? './cluster-worker.ts' : './cluster-worker.js', here);
@@ -544,7 +594,12 @@ function runWorker(job: ClusterJob, onMessage: (m: ClusterWorkerMessage) => void
     // why: from source (tests, `--import tsx` scripts) the worker's TypeScript goes through tsx's
     // API: Node 20 does not pass the main thread's loader hooks on to a worker
     const worker = fromSource
-      ? new Worker(new URL(`data:text/javascript,${encodeURIComponent(`import { register } from ${JSON.stringify(pathToFileURL(createRequire(here).resolve('tsx/esm/api')).href.replace(/index\.cjs$/, 'index.mjs'))}; register(); await import(${JSON.stringify(url.href)});`)}`), { workerData: job, transferList: transfer })
+      ? new Worker(
+          new URL(
+            `data:text/javascript,${encodeURIComponent(`import { register } from ${JSON.stringify(pathToFileURL(createRequire(here).resolve('tsx/esm/api')).href.replace(/index\.cjs$/, 'index.mjs'))}; register(); await import(${JSON.stringify(url.href)});`)}`,
+          ),
+          { workerData: job, transferList: transfer },
+        )
       : new Worker(url, { workerData: job, transferList: transfer });
     let settled = false;
     const onAbort = () => {
@@ -598,9 +653,23 @@ export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions
   const knnFile = dir ? join(dir, ITEM_KNN_FILE) : '';
   if (dir && existsSync(commFile)) {
     try {
-      const saved = JSON.parse(readFileSync(commFile, 'utf8')) as { fingerprint: string; communities: ItemCommunities['communities']; knn?: { method: KnnMethod; recall: number | null } };
+      const saved = JSON.parse(readFileSync(commFile, 'utf8')) as {
+        fingerprint: string;
+        communities: ItemCommunities['communities'];
+        knn?: { method: KnnMethod; recall: number | null };
+      };
       if (saved.fingerprint === fp && Array.isArray(saved.communities))
-        return { communities: { communities: saved.communities }, source: 'cache', ms: performance.now() - t0, knnMs: 0, louvainMs: 0, louvainGraphMs: 0, louvainRuns: 0, worker: false, knn: knnInfo(saved.knn) };
+        return {
+          communities: { communities: saved.communities },
+          source: 'cache',
+          ms: performance.now() - t0,
+          knnMs: 0,
+          louvainMs: 0,
+          louvainGraphMs: 0,
+          louvainRuns: 0,
+          worker: false,
+          knn: knnInfo(saved.knn),
+        };
     } catch {
       // unreadable: recompute
     }
@@ -632,7 +701,17 @@ export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions
     const louvainMs = performance.now() - t1;
     const info = knnInfo(knn);
     if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities, knn: info }));
-    return { communities, source, ms: performance.now() - t0, knnMs, louvainMs, louvainGraphMs: lv?.graphMs ?? 0, louvainRuns: lv?.runs ?? 0, worker: false, knn: info };
+    return {
+      communities,
+      source,
+      ms: performance.now() - t0,
+      knnMs,
+      louvainMs,
+      louvainGraphMs: lv?.graphMs ?? 0,
+      louvainRuns: lv?.runs ?? 0,
+      worker: false,
+      knn: info,
+    };
   }
   let knnMs = knn ? performance.now() - t0 : 0;
   let built: KnnGraph | undefined;
@@ -653,7 +732,17 @@ export async function clusterItemSpace(space: ItemSpace, options: ClusterOptions
   const info = knnInfo(knn ?? built);
   if (dir) writeAtomic(commFile, JSON.stringify({ fingerprint: fp, communities: communities.communities, knn: info }));
   onProgress?.(1, 'communities');
-  return { communities, source, ms: performance.now() - t0, knnMs, louvainMs: done.louvainMs, louvainGraphMs: done.graphMs, louvainRuns: done.runs, worker: true, knn: info };
+  return {
+    communities,
+    source,
+    ms: performance.now() - t0,
+    knnMs,
+    louvainMs: done.louvainMs,
+    louvainGraphMs: done.graphMs,
+    louvainRuns: done.runs,
+    worker: true,
+    knn: info,
+  };
 }
 
 // kNN file: "ATMK" | u32 version 2 | u32 n | u32 k | u32 exact | 64 hex fingerprint | u32 method | f32 recall | i32 neighbours[n·k] | f32 sims[n·k]
@@ -687,7 +776,14 @@ function readKnn(file: string, fp: string, n: number): KnnGraph | undefined {
     if (b.byteLength !== KNN_HEAD + n * k * 8 || !method) return undefined;
     const body = new Uint8Array(b.byteLength - KNN_HEAD);
     body.set(b.subarray(KNN_HEAD));
-    return { k, neighbours: new Int32Array(body.buffer, 0, n * k), sims: new Float32Array(body.buffer, n * k * 4, n * k), exact: dv.getUint32(16, true) === 1, method, recall: dv.getFloat32(88, true) };
+    return {
+      k,
+      neighbours: new Int32Array(body.buffer, 0, n * k),
+      sims: new Float32Array(body.buffer, n * k * 4, n * k),
+      exact: dv.getUint32(16, true) === 1,
+      method,
+      recall: dv.getFloat32(88, true),
+    };
   } catch {
     return undefined;
   }

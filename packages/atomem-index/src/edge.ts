@@ -62,7 +62,8 @@ export function resolveNetworkLimits(o: NetworkLimits = {}, trustProxy: unknown 
   for (const [k, v] of Object.entries(r)) {
     if (!(typeof v === 'number' && v >= 1)) throw new RangeError(`network.${k} must be a number ≥ 1, got ${String(v)}`);
   }
-  if (r.headersTimeoutMs > r.requestTimeoutMs) throw new RangeError(`network.headersTimeoutMs (${r.headersTimeoutMs}) must not exceed network.requestTimeoutMs (${r.requestTimeoutMs})`);
+  if (r.headersTimeoutMs > r.requestTimeoutMs)
+    throw new RangeError(`network.headersTimeoutMs (${r.headersTimeoutMs}) must not exceed network.requestTimeoutMs (${r.requestTimeoutMs})`);
   return r;
 }
 
@@ -188,7 +189,10 @@ export function addressKeyer(): (ip: string) => string {
   const secret = randomBytes(32);
   return (ip: string) => {
     const a = ip.startsWith('::ffff:') ? ip.slice(7) : ip;
-    return createHmac('sha256', secret).update(isIPv6(a) ? ipv6Prefix64(a) : a).digest('base64url').slice(0, 22);
+    return createHmac('sha256', secret)
+      .update(isIPv6(a) ? ipv6Prefix64(a) : a)
+      .digest('base64url')
+      .slice(0, 22);
   };
 }
 
@@ -198,7 +202,10 @@ export function ipv6Prefix64(a: string): string {
   const h = head ? head.split(':') : [];
   const t = tail ? tail.split(':') : [];
   const groups = a.includes('::') ? [...h, ...Array(Math.max(0, 8 - h.length - t.length)).fill('0'), ...t] : h;
-  return groups.slice(0, 4).map((g) => (g || '0').toLowerCase().replace(/^0+(?=.)/, '')).join(':');
+  return groups
+    .slice(0, 4)
+    .map((g) => (g || '0').toLowerCase().replace(/^0+(?=.)/, ''))
+    .join(':');
 }
 
 /**
@@ -210,7 +217,9 @@ export function ipv6Prefix64(a: string): string {
 export type CorsOrigins = '*' | readonly (string | RegExp)[];
 
 /** Validate configured origins; returns what @fastify/cors takes. */
-export function corsOriginOption(origins: CorsOrigins | true | undefined): boolean | string | (string | RegExp)[] | ((origin: string | undefined, cb: (err: Error | null, allow: boolean) => void) => void) {
+export function corsOriginOption(
+  origins: CorsOrigins | true | undefined,
+): boolean | string | (string | RegExp)[] | ((origin: string | undefined, cb: (err: Error | null, allow: boolean) => void) => void) {
   if (origins === undefined) return false;
   if (origins === '*' || origins === true) {
     // why: reflect any real origin but never the opaque `null` one
@@ -219,7 +228,8 @@ export function corsOriginOption(origins: CorsOrigins | true | undefined): boole
   const list = [...origins];
   for (const o of list) {
     if (typeof o === 'string') {
-      if (o === 'null') throw new RangeError("corsOrigins: 'null' is not allowed (it is the origin of sandboxed frames and local files, which anyone can create)");
+      if (o === 'null')
+        throw new RangeError("corsOrigins: 'null' is not allowed (it is the origin of sandboxed frames and local files, which anyone can create)");
       if (!/^https?:\/\/[^/?#\s]+$/.test(o)) throw new RangeError(`corsOrigins: ${JSON.stringify(o)} is not an origin (scheme://host[:port], no path)`);
     } else if (!(o instanceof RegExp)) {
       throw new RangeError('corsOrigins: entries must be origin strings or regular expressions');
@@ -227,7 +237,10 @@ export function corsOriginOption(origins: CorsOrigins | true | undefined): boole
   }
   return (origin, cb) => {
     if (origin === undefined || origin === 'null') return cb(null, false);
-    cb(null, list.some((o) => (typeof o === 'string' ? o === origin : o.test(origin))));
+    cb(
+      null,
+      list.some((o) => (typeof o === 'string' ? o === origin : o.test(origin))),
+    );
   };
 }
 

@@ -10,4 +10,13 @@ export { PrivacyPassIssuer, generateIssuerKey, type TokenIssuer, type StoredIssu
 export { AUTO_HNSW_EF, clusterItemSpace, itemKnn, knnExpansion, readPersistedKnn, type ClusterRun, type KnnGraph, type KnnMethod } from './clusters.js';
 export { StorageError, DataDir, DataDirInUseError, MARKER_FILE, type StorageProblem, type StorageStatus } from './storage.js';
 export { resolveNetworkLimits, type NetworkLimits, type CorsOrigins } from './edge.js';
-export { Attester, AttesterError, MemoryBudgetStore, issueInProcess, issueViaIndex, registerAttester, type AttesterOptions, type AttesterBudgetStore } from './attester.js';
+export {
+  Attester,
+  AttesterError,
+  MemoryBudgetStore,
+  issueInProcess,
+  issueViaIndex,
+  registerAttester,
+  type AttesterOptions,
+  type AttesterBudgetStore,
+} from './attester.js';

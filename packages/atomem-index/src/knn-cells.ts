@@ -48,7 +48,6 @@ export interface CellsKnn {
 /** Rows × columns of one exactSearch call at most (its result matrix: 16M floats ≈ 64 MB). */
 const SEARCH_BUDGET = 1 << 24;
 
-
 /** Per-vector-scaled i8 copy of `rows` row-major f32 vectors (the largest component → ±127). */
 function quantize(src: Float32Array, rows: number, dim: number, out = new Int8Array(rows * dim)): Int8Array {
   for (let i = 0; i < rows; i++) {
@@ -68,7 +67,14 @@ function quantize(src: Float32Array, rows: number, dim: number, out = new Int8Ar
  * The kNN graph of `n` row-major `dim`-d vectors from k-means cells (see the file's comment).
  * `onProgress` gets the share of the estimated distance computations done.
  */
-export function knnByCells(flat: Float32Array, n: number, dim: number, options: CellsOptions, onProgress?: (share: number) => void, into?: { neighbours: Int32Array; sims: Float32Array }): CellsKnn {
+export function knnByCells(
+  flat: Float32Array,
+  n: number,
+  dim: number,
+  options: CellsOptions,
+  onProgress?: (share: number) => void,
+  into?: { neighbours: Int32Array; sims: Float32Array },
+): CellsKnn {
   const k = options.k;
   const cellSize = Math.max(2 * k + 2, Math.floor(options.cellSize ?? 500));
   const overlap = Math.max(1, Math.floor(options.overlap ?? 2));

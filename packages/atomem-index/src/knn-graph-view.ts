@@ -10,7 +10,7 @@
  * view answers those calls from typed arrays (an edge list and the degrees), nodes and edges
  * keyed by their index, in the order a graphology graph built from the same rows would iterate
  * them, so Louvain computes the same communities (tested against a real graphology graph in
- * test/node/knn-graph-view.test.ts, which fails if a new graphology version reads something
+ * packages/atomem-index/test/knn-graph-view.test.ts, which fails if a new graphology version reads something
  * else). Every mutating call throws: the view exists only to be read by Louvain.
  */
 import type { KnnGraph } from './clusters.js';
@@ -93,7 +93,17 @@ export class KnnGraphView {
     return this.degree[node];
   }
 
-  forEachEdge(callback: (edge: number, attributes: Readonly<Record<string, never>>, source: number, target: number, sourceAttributes: Readonly<Record<string, never>>, targetAttributes: Readonly<Record<string, never>>, undirected: boolean) => void): void {
+  forEachEdge(
+    callback: (
+      edge: number,
+      attributes: Readonly<Record<string, never>>,
+      source: number,
+      target: number,
+      sourceAttributes: Readonly<Record<string, never>>,
+      targetAttributes: Readonly<Record<string, never>>,
+      undirected: boolean,
+    ) => void,
+  ): void {
     const { source, target } = this;
     for (let e = 0; e < this.size; e++) callback(e, NO_ATTRIBUTES, source[e], target[e], NO_ATTRIBUTES, NO_ATTRIBUTES, true);
   }

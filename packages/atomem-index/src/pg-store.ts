@@ -73,7 +73,13 @@ export class PostgresIndexStore implements IndexStore {
   constructor(url: string, options: { poolSize?: number } = {}) {
     if (!isPostgresUrl(url)) throw new RangeError(`the store must be a postgres:// URL, got ${redactUrl(url)}`);
     this.name = redactUrl(url);
-    this.pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? 10, connectionTimeoutMillis: 3000, idleTimeoutMillis: 30_000, application_name: 'atomem-index' });
+    this.pool = new pg.Pool({
+      connectionString: url,
+      max: options.poolSize ?? 10,
+      connectionTimeoutMillis: 3000,
+      idleTimeoutMillis: 30_000,
+      application_name: 'atomem-index',
+    });
     // why: an idle client's connection error (the server restarted) must not crash the process; the next query reports it
     this.pool.on('error', () => {});
   }
@@ -128,7 +134,11 @@ export class PostgresIndexStore implements IndexStore {
       const before = Number((await c.query<{ c: string }>('SELECT closed_through AS c FROM atomem_state WHERE id = 1 FOR UPDATE')).rows[0].c);
       if (epoch > before) await c.query('UPDATE atomem_state SET closed_through = $1 WHERE id = 1', [epoch]);
       const stored = (await c.query('SELECT 1 FROM atomem_releases WHERE epoch = $1', [epoch])).rows.length > 0;
-      const cells = stored ? undefined : (await c.query<{ cohort: number; bucket: number; n: string }>('SELECT cohort, bucket, n FROM atomem_cells WHERE epoch = $1', [epoch])).rows.map((r) => ({ cohort: r.cohort, bucket: r.bucket, n: Number(r.n) }));
+      const cells = stored
+        ? undefined
+        : (await c.query<{ cohort: number; bucket: number; n: string }>('SELECT cohort, bucket, n FROM atomem_cells WHERE epoch = $1', [epoch])).rows.map(
+            (r) => ({ cohort: r.cohort, bucket: r.bucket, n: Number(r.n) }),
+          );
       return { closedNow: epoch > before, cells, closedThrough: Math.max(before, epoch) };
     });
     // the build holds no lock (instances closing the same epoch build the same bytes from the same cells)
@@ -182,12 +192,39 @@ export class PostgresIndexStore implements IndexStore {
     const code = (err as { code?: string } | undefined)?.code;
     const msg = (err as Error | undefined)?.message ?? String(err);
     const db = this.name;
-    if (code === '53100') return { state: 'full', status: 507, code: 'storage_full', retryAfterSeconds: 60, message: `${db}: the database server's disk is full (${msg}); nothing was written. Fix: free space on the database server; writes resume by themselves.` };
-    if (code === 'XX001' || code === 'XX002') return { state: 'corrupt', status: 503, code: 'storage_corrupt', retryAfterSeconds: 3600, message: `${db} reports corrupted data (${msg}); writes are refused until it is repaired. Fix: repair or restore the database, then restart the service.` };
-    if (code === '25006') return { state: 'readonly', status: 503, code: 'storage_unavailable', retryAfterSeconds: 30, message: `${db} is read-only (${msg}; a standby, or default_transaction_read_only). Fix: point --store at the primary; writes resume by themselves.` };
+    if (code === '53100')
+      return {
+        state: 'full',
+        status: 507,
+        code: 'storage_full',
+        retryAfterSeconds: 60,
+        message: `${db}: the database server's disk is full (${msg}); nothing was written. Fix: free space on the database server; writes resume by themselves.`,
+      };
+    if (code === 'XX001' || code === 'XX002')
+      return {
+        state: 'corrupt',
+        status: 503,
+        code: 'storage_corrupt',
+        retryAfterSeconds: 3600,
+        message: `${db} reports corrupted data (${msg}); writes are refused until it is repaired. Fix: repair or restore the database, then restart the service.`,
+      };
+    if (code === '25006')
+      return {
+        state: 'readonly',
+        status: 503,
+        code: 'storage_unavailable',
+        retryAfterSeconds: 30,
+        message: `${db} is read-only (${msg}; a standby, or default_transaction_read_only). Fix: point --store at the primary; writes resume by themselves.`,
+      };
     const lost = typeof code === 'string' && (/^(08|53|57P|58)/.test(code) || /^E[A-Z]+$/.test(code));
     if (lost || /Connection terminated|connection timeout|timeout exceeded when trying to connect/i.test(msg)) {
-      return { state: 'io', status: 503, code: 'storage_unavailable', retryAfterSeconds: 5, message: `${db}: the database cannot be reached or failed (${code ?? 'error'}: ${msg}). Fix: check the PostgreSQL server and the network to it; the service retries by itself.` };
+      return {
+        state: 'io',
+        status: 503,
+        code: 'storage_unavailable',
+        retryAfterSeconds: 5,
+        message: `${db}: the database cannot be reached or failed (${code ?? 'error'}: ${msg}). Fix: check the PostgreSQL server and the network to it; the service retries by itself.`,
+      };
     }
     return undefined;
   }

@@ -27,7 +27,15 @@ export function buildReleaseBody(job: ReleaseJob): { body: string | undefined; r
   const hist = new ReportHistogram(job.ldp);
   for (const c of job.cells) hist.add({ cohort: c.cohort, bucket: c.bucket }, c.n);
   if (hist.total < job.minReports) return { body: undefined, reports: hist.total };
-  const release = buildRelease({ epoch: job.epoch, epochMs: job.epochMs, space: job.space, communities: job.communities, hist, ldp: job.ldp, minContributors: job.minContributors });
+  const release = buildRelease({
+    epoch: job.epoch,
+    epochMs: job.epochMs,
+    space: job.space,
+    communities: job.communities,
+    hist,
+    ldp: job.ldp,
+    minContributors: job.minContributors,
+  });
   return { body: JSON.stringify(release), reports: hist.total };
 }
 
@@ -40,7 +48,12 @@ export function buildReleaseOffThread(job: ReleaseJob): Promise<{ body: string |
     // why: from source (tests, `--import tsx` scripts) the worker's TypeScript goes through tsx's
     // API: Node 20 does not pass the main thread's loader hooks on to a worker
     const worker = fromSource
-      ? new Worker(new URL(`data:text/javascript,${encodeURIComponent(`import { register } from ${JSON.stringify(pathToFileURL(createRequire(here).resolve('tsx/esm/api')).href.replace(/index\.cjs$/, 'index.mjs'))}; register(); await import(${JSON.stringify(url.href)});`)}`), { workerData: job })
+      ? new Worker(
+          new URL(
+            `data:text/javascript,${encodeURIComponent(`import { register } from ${JSON.stringify(pathToFileURL(createRequire(here).resolve('tsx/esm/api')).href.replace(/index\.cjs$/, 'index.mjs'))}; register(); await import(${JSON.stringify(url.href)});`)}`,
+          ),
+          { workerData: job },
+        )
       : new Worker(url, { workerData: job });
     let done = false;
     worker.once('message', (m: { body: string | undefined; reports: number }) => {

@@ -83,7 +83,9 @@ export class ReportStore {
     const q = <P extends unknown[], R = unknown>(sql: string) => db.prepare<P, R>(sql);
     this.stmt = {
       spend: q<[Buffer, number]>('INSERT OR IGNORE INTO spent (nonce, epoch) VALUES (?, ?)'),
-      bump: q<[number, number, number]>('INSERT INTO cells (epoch, cohort, bucket, n) VALUES (?, ?, ?, 1) ON CONFLICT (epoch, cohort, bucket) DO UPDATE SET n = n + 1'),
+      bump: q<[number, number, number]>(
+        'INSERT INTO cells (epoch, cohort, bucket, n) VALUES (?, ?, ?, 1) ON CONFLICT (epoch, cohort, bucket) DO UPDATE SET n = n + 1',
+      ),
       cells: q<[number], { cohort: number; bucket: number; n: number }>('SELECT cohort, bucket, n FROM cells WHERE epoch = ?'),
       reports: q<[number], { n: number | null }>('SELECT SUM(n) AS n FROM cells WHERE epoch = ?'),
       openEpochs: q<[], { epoch: number }>('SELECT DISTINCT epoch FROM cells UNION SELECT DISTINCT epoch FROM spent ORDER BY epoch'),

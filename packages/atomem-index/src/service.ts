@@ -31,7 +31,17 @@ import { INDEX_V2_LIMITS, INDEX_V2_PATHS, type ErrorV2Response } from 'atomem/pr
 import { registerV2, type V2Controller, type V2Options } from './v2.js';
 import { DataDir, StorageHealth, type StorageFailure } from './storage.js';
 import { isPostgresUrl, redactUrl } from './pg-store.js';
-import { LoopDelay, addressKeyer, corsOriginOption, installConnectionCaps, openFileLimit, resolveNetworkLimits, type CorsOrigins, type EdgeCounters, type NetworkLimits } from './edge.js';
+import {
+  LoopDelay,
+  addressKeyer,
+  corsOriginOption,
+  installConnectionCaps,
+  openFileLimit,
+  resolveNetworkLimits,
+  type CorsOrigins,
+  type EdgeCounters,
+  type NetworkLimits,
+} from './edge.js';
 
 /** Where log lines go when the service is given logger options (pino destination). */
 export interface LogStream {
@@ -135,7 +145,11 @@ export function storageHttpError(f: StorageFailure): HttpError {
 }
 
 const ROUTE_NAMES: Record<string, string> = {
-  ...Object.fromEntries(Object.entries(INDEX_V2_PATHS).filter(([, v]) => typeof v === 'string').map(([k, v]) => [v as string, `v2.${k}`])),
+  ...Object.fromEntries(
+    Object.entries(INDEX_V2_PATHS)
+      .filter(([, v]) => typeof v === 'string')
+      .map(([k, v]) => [v as string, `v2.${k}`]),
+  ),
   '/v2/releases/:epoch': 'v2.release',
   '/v2/metrics': 'v2.metrics',
 };
@@ -169,7 +183,8 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
   const network = resolveNetworkLimits(options.network, options.trustProxy);
   corsOriginOption(options.corsOrigins);
   if (options.metricsToken !== undefined && options.metricsToken.length < 16) throw new RangeError('metricsToken must be at least 16 characters');
-  if (options.store !== undefined && options.store !== 'sqlite' && !isPostgresUrl(options.store)) throw new RangeError(`store must be 'sqlite' or a postgres:// URL, got ${redactUrl(options.store)}`);
+  if (options.store !== undefined && options.store !== 'sqlite' && !isPostgresUrl(options.store))
+    throw new RangeError(`store must be 'sqlite' or a postgres:// URL, got ${redactUrl(options.store)}`);
   const dir = DataDir.open(options.dataDir);
   const { rateLimit: limit = { max: 600, timeWindow: 60_000 } } = options;
   const storage = new StorageHealth();
@@ -196,7 +211,10 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: false, allErrors: false } },
   });
   const fdLimit = openFileLimit();
-  const edge = installConnectionCaps(app.server, { ...network, maxConnections: Math.min(network.maxConnections, fdLimit !== undefined ? Math.max(64, Math.floor(fdLimit / 2)) : Infinity) });
+  const edge = installConnectionCaps(app.server, {
+    ...network,
+    maxConnections: Math.min(network.maxConnections, fdLimit !== undefined ? Math.max(64, Math.floor(fdLimit / 2)) : Infinity),
+  });
 
   const count = (bag: Record<string, number>, key: string): void => {
     bag[key] = (bag[key] ?? 0) + 1;
@@ -237,7 +255,13 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
   });
 
   // browsers call the index from the shop's pages (maybe another origin); no credentials, ever
-  app.register(cors, { origin: corsOriginOption(options.corsOrigins), methods: ['GET', 'POST'], allowedHeaders: ['content-type'], credentials: false, maxAge: 600 });
+  app.register(cors, {
+    origin: corsOriginOption(options.corsOrigins),
+    methods: ['GET', 'POST'],
+    allowedHeaders: ['content-type'],
+    credentials: false,
+    maxAge: 600,
+  });
 
   const attesterKey = options.v2.attesterKey;
   if (limit !== false) {
@@ -255,7 +279,8 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
       onExceeded: () => {
         edge.rateLimited++;
       },
-      errorResponseBuilder: (_req, ctx) => new HttpError(429, 'rate_limited', `rate limit exceeded (${ctx.max} requests per window per client address), retry in ${ctx.after}`),
+      errorResponseBuilder: (_req, ctx) =>
+        new HttpError(429, 'rate_limited', `rate limit exceeded (${ctx.max} requests per window per client address), retry in ${ctx.after}`),
     });
   }
 
@@ -270,7 +295,14 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
     maxBytes: options.storage?.maxBytes,
     integrityCheck: options.storage?.integrityCheck !== false,
     metricsAllowed,
-    metrics: () => ({ requests: { ...requests }, rejected: { ...rejected }, edge: { ...edge }, loopDelayMs: loop.read(), uptimeSeconds: Math.round((Date.now() - startedAt) / 1000), rssBytes: process.memoryUsage.rss() }),
+    metrics: () => ({
+      requests: { ...requests },
+      rejected: { ...rejected },
+      edge: { ...edge },
+      loopDelayMs: loop.read(),
+      uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+      rssBytes: process.memoryUsage.rss(),
+    }),
   });
   const serving$ = v2.serving.catch((err: Error) => {
     app.log.error({ err }, 'loading the index failed');

@@ -20,7 +20,20 @@
  * state, and writes are answered 507 (full) or 503 with `Retry-After` until a write succeeds
  * again (corruption stays until an operator acts).
  */
-import { accessSync, closeSync, constants, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 
@@ -97,7 +110,11 @@ export class DataDir {
     try {
       mkdirSync(path, { recursive: true });
     } catch (e) {
-      throw new StorageError('io', path, `cannot create the data dir ${path}: ${(e as Error).message}. Fix: create it, writable for ${uid()}, or choose another --data directory.`);
+      throw new StorageError(
+        'io',
+        path,
+        `cannot create the data dir ${path}: ${(e as Error).message}. Fix: create it, writable for ${uid()}, or choose another --data directory.`,
+      );
     }
     if (!statSync(path).isDirectory()) throw new StorageError('io', path, `the data dir ${path} is not a directory. Fix: choose a directory for --data.`);
     const probe = join(path, `.atomem-write-probe-${process.pid}`);
@@ -121,11 +138,19 @@ export class DataDir {
       try {
         parsed = JSON.parse(readFileSync(markerPath, 'utf8'));
       } catch (e) {
-        throw new StorageError('marker', markerPath, `the marker ${markerPath} is unreadable (${(e as Error).message}). It records which database files this data dir holds. Fix: restore it from a backup, or, if the data dir is otherwise intact, delete it (it is rewritten at the next start).`);
+        throw new StorageError(
+          'marker',
+          markerPath,
+          `the marker ${markerPath} is unreadable (${(e as Error).message}). It records which database files this data dir holds. Fix: restore it from a backup, or, if the data dir is otherwise intact, delete it (it is rewritten at the next start).`,
+        );
       }
       const m = parsed as Partial<DataDirMarker>;
-      if (!m || m.format !== 1 || !Array.isArray(m.files) || m.files.some((f) => typeof f !== 'string')) {
-        throw new StorageError('marker', markerPath, `the marker ${markerPath} is not an atomem-index marker (format 1 with a file list). Fix: point --data to an atomem-index data directory, or move the file away.`);
+      if (m?.format !== 1 || !Array.isArray(m.files) || m.files.some((f) => typeof f !== 'string')) {
+        throw new StorageError(
+          'marker',
+          markerPath,
+          `the marker ${markerPath} is not an atomem-index marker (format 1 with a file list). Fix: point --data to an atomem-index data directory, or move the file away.`,
+        );
       }
       marker = m as DataDirMarker;
     }
@@ -134,11 +159,13 @@ export class DataDir {
 
   /** Record changes in the marker (written atomically: temp file, fsync, rename). */
   update(change: (m: DataDirMarker) => void): void {
-    const next: DataDirMarker = this.current ? { ...this.current, files: [...this.current.files] } : { format: 1, createdAt: new Date().toISOString(), files: [] };
+    const next: DataDirMarker = this.current
+      ? { ...this.current, files: [...this.current.files] }
+      : { format: 1, createdAt: new Date().toISOString(), files: [] };
     change(next);
     next.files = [...new Set(next.files)].sort();
-    const text = JSON.stringify(next, null, 2) + '\n';
-    if (this.current && JSON.stringify(this.current, null, 2) + '\n' === text) return;
+    const text = `${JSON.stringify(next, null, 2)}\n`;
+    if (this.current && `${JSON.stringify(this.current, null, 2)}\n` === text) return;
     const target = join(this.path, MARKER_FILE);
     const tmp = `${target}.${process.pid}.tmp`;
     const fd = openSync(tmp, 'w');
@@ -216,7 +243,11 @@ export function openDatabase(dir: DataDir, o: OpenDatabaseOptions): OpenedDataba
     try {
       accessSync(file, constants.R_OK | constants.W_OK);
     } catch (e) {
-      throw new StorageError('readonly', file, `${file} is not writable by this process (${uid()}; ${(e as NodeJS.ErrnoException).code}). Fix: make it (and its -wal / -shm files) writable for ${uid()}, or choose another --data directory.`);
+      throw new StorageError(
+        'readonly',
+        file,
+        `${file} is not writable by this process (${uid()}; ${(e as NodeJS.ErrnoException).code}). Fix: make it (and its -wal / -shm files) writable for ${uid()}, or choose another --data directory.`,
+      );
     }
   }
   let db: Database.Connection;
@@ -230,7 +261,9 @@ export function openDatabase(dir: DataDir, o: OpenDatabaseOptions): OpenedDataba
     db.pragma('locking_mode = EXCLUSIVE');
     // why: the first read of the header; a file that is not SQLite fails here (SQLITE_NOTADB)
     const appId = db.pragma('application_id', { simple: true }) as number;
-    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as { name: string }[]).map((r) => r.name).sort();
+    const tables = (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as { name: string }[])
+      .map((r) => r.name)
+      .sort();
     created = tables.length === 0 && appId === 0;
     const ours = appId === o.applicationId || (appId === 0 && o.tables.every((t) => tables.includes(t)) && tables.every((t) => o.tables.includes(t)));
     if (!created && !ours) {
@@ -244,7 +277,11 @@ export function openDatabase(dir: DataDir, o: OpenDatabaseOptions): OpenedDataba
       const rows = db.pragma('quick_check') as { quick_check: string }[];
       const problems = rows.map((r) => r.quick_check).filter((s) => s !== 'ok');
       if (problems.length > 0) {
-        throw new StorageError('corrupt', file, `${file} failed its integrity check (PRAGMA quick_check: ${problems.slice(0, 3).join('; ')}${problems.length > 3 ? `; … ${problems.length - 3} more` : ''}). ${fixCorrupt(file)}`);
+        throw new StorageError(
+          'corrupt',
+          file,
+          `${file} failed its integrity check (PRAGMA quick_check: ${problems.slice(0, 3).join('; ')}${problems.length > 3 ? `; … ${problems.length - 3} more` : ''}). ${fixCorrupt(file)}`,
+        );
       }
     }
     db.pragma('journal_mode = WAL');
@@ -256,7 +293,12 @@ export function openDatabase(dir: DataDir, o: OpenDatabaseOptions): OpenedDataba
     if (appId !== o.applicationId) db.pragma(`application_id = ${o.applicationId}`);
     const version = db.pragma('user_version', { simple: true }) as number;
     if (version === 0) db.pragma(`user_version = ${o.schemaVersion}`);
-    else if (version !== o.schemaVersion) throw new StorageError('schema', file, `${file}: schema version ${version}, this service reads ${o.schemaVersion}. Fix: run the atomem-index version that wrote it, or restore a backup made for this version.`);
+    else if (version !== o.schemaVersion)
+      throw new StorageError(
+        'schema',
+        file,
+        `${file}: schema version ${version}, this service reads ${o.schemaVersion}. Fix: run the atomem-index version that wrote it, or restore a backup made for this version.`,
+      );
     if (o.maxBytes !== undefined) {
       const page = db.pragma('page_size', { simple: true }) as number;
       db.pragma(`max_page_count = ${Math.max(1, Math.floor(o.maxBytes / page))}`);
@@ -283,13 +325,27 @@ function hex(n: number): string {
 function describeOpenError(e: unknown, file: string): StorageError {
   const code = (e as { code?: string }).code ?? '';
   const msg = (e as Error).message;
-  if (code === 'SQLITE_NOTADB') return new StorageError('foreign', file, `${file} is not an SQLite database (${msg}); it was left untouched. If it was an atomem-index database, its header is destroyed: ${fixCorrupt(file)}`);
+  if (code === 'SQLITE_NOTADB')
+    return new StorageError(
+      'foreign',
+      file,
+      `${file} is not an SQLite database (${msg}); it was left untouched. If it was an atomem-index database, its header is destroyed: ${fixCorrupt(file)}`,
+    );
   if (code.startsWith('SQLITE_CORRUPT')) return new StorageError('corrupt', file, `${file} is corrupted (${msg}). ${fixCorrupt(file)}`);
   if (code.startsWith('SQLITE_READONLY') || code.startsWith('SQLITE_CANTOPEN') || code === 'SQLITE_PERM') {
-    return new StorageError('readonly', file, `cannot open ${file} for writing (${code}: ${msg}). Fix: make the file, its -wal / -shm files and the data dir writable for ${uid()}, or choose another --data directory.`);
+    return new StorageError(
+      'readonly',
+      file,
+      `cannot open ${file} for writing (${code}: ${msg}). Fix: make the file, its -wal / -shm files and the data dir writable for ${uid()}, or choose another --data directory.`,
+    );
   }
-  if (code.startsWith('SQLITE_FULL')) return new StorageError('io', file, `cannot open ${file}: the disk is full (${msg}). Fix: free space on the data dir's file system.`);
-  return new StorageError('io', file, `cannot open ${file} (${code || 'error'}: ${msg}). Fix: check the file system of the data dir (space, permissions, hardware errors).`);
+  if (code.startsWith('SQLITE_FULL'))
+    return new StorageError('io', file, `cannot open ${file}: the disk is full (${msg}). Fix: free space on the data dir's file system.`);
+  return new StorageError(
+    'io',
+    file,
+    `cannot open ${file} (${code || 'error'}: ${msg}). Fix: check the file system of the data dir (space, permissions, hardware errors).`,
+  );
 }
 
 /** Run-time state of the storage, as health reports it. */
@@ -323,16 +379,40 @@ export function classifyStorageError(err: unknown, file: string): StorageFailure
   if (typeof code !== 'string') return undefined;
   const msg = (err as Error).message;
   if (code.startsWith('SQLITE_FULL')) {
-    return { state: 'full', status: 507, code: 'storage_full', retryAfterSeconds: 60, message: `${file}: the disk is full or the database reached its size limit (${msg}); nothing was written. Fix: free space on the data dir's file system (or raise the size limit); writes resume by themselves.` };
+    return {
+      state: 'full',
+      status: 507,
+      code: 'storage_full',
+      retryAfterSeconds: 60,
+      message: `${file}: the disk is full or the database reached its size limit (${msg}); nothing was written. Fix: free space on the data dir's file system (or raise the size limit); writes resume by themselves.`,
+    };
   }
   if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') {
-    return { state: 'corrupt', status: 503, code: 'storage_corrupt', retryAfterSeconds: 3600, message: `${file} is corrupted (${msg}); writes are refused until it is repaired. ${fixCorrupt(file)}` };
+    return {
+      state: 'corrupt',
+      status: 503,
+      code: 'storage_corrupt',
+      retryAfterSeconds: 3600,
+      message: `${file} is corrupted (${msg}); writes are refused until it is repaired. ${fixCorrupt(file)}`,
+    };
   }
   if (code.startsWith('SQLITE_READONLY')) {
-    return { state: 'readonly', status: 503, code: 'storage_unavailable', retryAfterSeconds: 30, message: `${file} became read-only (${msg}). Fix: make the data dir and its files writable again (permissions, remount); writes resume by themselves.` };
+    return {
+      state: 'readonly',
+      status: 503,
+      code: 'storage_unavailable',
+      retryAfterSeconds: 30,
+      message: `${file} became read-only (${msg}). Fix: make the data dir and its files writable again (permissions, remount); writes resume by themselves.`,
+    };
   }
   if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_CANTOPEN') || code === 'SQLITE_PROTOCOL') {
-    return { state: 'io', status: 503, code: 'storage_unavailable', retryAfterSeconds: 30, message: `${file}: I/O error (${code}: ${msg}). Fix: check the data dir's file system (space, hardware, mounts); writes resume by themselves once it works.` };
+    return {
+      state: 'io',
+      status: 503,
+      code: 'storage_unavailable',
+      retryAfterSeconds: 30,
+      message: `${file}: I/O error (${code}: ${msg}). Fix: check the data dir's file system (space, hardware, mounts); writes resume by themselves once it works.`,
+    };
   }
   return undefined;
 }

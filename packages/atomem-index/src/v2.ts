@@ -186,7 +186,10 @@ export function checkSpace(space: ItemSpace): void {
   if (!(dim >= 1)) throw new RangeError('v2: the item space has 0-dimensional vectors');
   const seen = new Set<string>();
   space.ids.forEach((id, i) => {
-    if (!isValidItemId(id)) throw new RangeError(`v2: item id ${printable(id)} (entry ${i} of the catalog) does not follow the item-id grammar (${ITEM_ID_PATTERN}): ids are shown to shoppers, so controls, bidi and zero-width characters, whitespace and < > & " ' \` are refused. Fix: rename it in the catalog vector file.`);
+    if (!isValidItemId(id))
+      throw new RangeError(
+        `v2: item id ${printable(id)} (entry ${i} of the catalog) does not follow the item-id grammar (${ITEM_ID_PATTERN}): ids are shown to shoppers, so controls, bidi and zero-width characters, whitespace and < > & " ' \` are refused. Fix: rename it in the catalog vector file.`,
+      );
     if (seen.has(id)) throw new RangeError(`v2: item id ${JSON.stringify(id)} appears twice in the catalog`);
     seen.add(id);
     if (space.vectors[i].length !== dim) throw new RangeError(`v2: item ${id} has a ${space.vectors[i].length}-d vector, the others ${dim}-d`);
@@ -241,7 +244,10 @@ export function registerV2(
   const keep = options.keepReleases ?? 30;
   const dir = typeof dataDir === 'string' ? DataDir.open(dataDir) : dataDir;
   /** The embedded SQLite store (absent with a shared PostgreSQL store). */
-  const sqlite = extra.postgresUrl === undefined ? ReportStore.open(dir, { synchronous: extra.synchronous, maxBytes: extra.maxBytes, integrityCheck: extra.integrityCheck === false ? 'off' : 'quick' }) : undefined;
+  const sqlite =
+    extra.postgresUrl === undefined
+      ? ReportStore.open(dir, { synchronous: extra.synchronous, maxBytes: extra.maxBytes, integrityCheck: extra.integrityCheck === false ? 'off' : 'quick' })
+      : undefined;
   const store: IndexStore = sqlite ? new SqliteIndexStore(sqlite) : new PostgresIndexStore(extra.postgresUrl!);
   const storage = extra.storage ?? new StorageHealth();
   const maintenanceMs = options.maintenanceMs ?? 2000;
@@ -380,8 +386,26 @@ export function registerV2(
     // large or changed catalog (minutes of clustering at 1M items) does not take them down
     markServing();
     // why: kNN graph and Louvain run in a worker thread (large catalogs): the event loop answers meanwhile
-    const run = await clusterItemSpace(space, options.clusters, { dir: dir.path, signal: stopClustering.signal, onProgress: (share, phase) => (clustering = { phase, share }) });
-    app.log.info({ items: space.ids.length, communities: run.communities.communities.length, source: run.source, worker: run.worker, ms: Math.round(run.ms), knnMs: Math.round(run.knnMs), louvainMs: Math.round(run.louvainMs), knn: run.knn.method, knnRecall: run.knn.recall, ...(run.knn.cellsRecall !== undefined ? { cellsRecall: run.knn.cellsRecall } : {}) }, 'v2: item space clustered');
+    const run = await clusterItemSpace(space, options.clusters, {
+      dir: dir.path,
+      signal: stopClustering.signal,
+      onProgress: (share, phase) => (clustering = { phase, share }),
+    });
+    app.log.info(
+      {
+        items: space.ids.length,
+        communities: run.communities.communities.length,
+        source: run.source,
+        worker: run.worker,
+        ms: Math.round(run.ms),
+        knnMs: Math.round(run.knnMs),
+        louvainMs: Math.round(run.louvainMs),
+        knn: run.knn.method,
+        knnRecall: run.knn.recall,
+        ...(run.knn.cellsRecall !== undefined ? { cellsRecall: run.knn.cellsRecall } : {}),
+      },
+      'v2: item space clustered',
+    );
     knnInfo = { method: run.knn.method, recall: Number.isFinite(run.knn.recall) ? Math.round(run.knn.recall * 1000) / 1000 : null };
     communities = run.communities;
     // epochs that closed while clustering are aggregated now; a storage fault here is retried
@@ -426,9 +450,10 @@ export function registerV2(
     if (e <= currentFloor()) return false;
     const t = now();
     const cur = epochOf(t, epochMs);
-    return e === cur || (e === cur - 1 && t < (cur * epochMs) + graceMs);
+    return e === cur || (e === cur - 1 && t < cur * epochMs + graceMs);
   };
-  const clockMessage = (): string => `the service clock (epoch ${epoch()}, ${new Date(now()).toISOString()}) is behind the last closed epoch ${currentFloor()}: closed epochs are never reopened, so tokens and reports are refused until the clock passes epoch ${currentFloor()}. Fix: correct the host's clock (NTP)`;
+  const clockMessage = (): string =>
+    `the service clock (epoch ${epoch()}, ${new Date(now()).toISOString()}) is behind the last closed epoch ${currentFloor()}: closed epochs are never reopened, so tokens and reports are refused until the clock passes epoch ${currentFloor()}. Fix: correct the host's clock (NTP)`;
 
   const aggregate = async (e: number): Promise<Release | undefined> => {
     const { space: sp, communities: cs } = requireReady();
@@ -466,27 +491,33 @@ export function registerV2(
     }
     return ticking;
   }
-  const timer = (options.tickMs ?? 60_000) > 0 ? setInterval(() => {
-    tick().catch((err: unknown) => {
-      if (!(err instanceof V2Error)) app.log.error({ err }, 'v2: aggregation failed');
-    });
-  }, options.tickMs ?? 60_000) : undefined;
+  const timer =
+    (options.tickMs ?? 60_000) > 0
+      ? setInterval(() => {
+          tick().catch((err: unknown) => {
+            if (!(err instanceof V2Error)) app.log.error({ err }, 'v2: aggregation failed');
+          });
+        }, options.tickMs ?? 60_000)
+      : undefined;
   timer?.unref();
   // Upkeep: SQLite checkpoints its WAL (PASSIVE) after writes, so acknowledged reports reach the
   // main file within seconds; with a shared store, the floor and the latest release other
   // instances closed are read again.
-  const upkeep = maintenanceMs > 0 ? setInterval(() => {
-    if (!issuer || !storage.healthy) return;
-    const due = store.kind === 'postgres' || dirty;
-    if (!due) return;
-    dirty = false;
-    (async () => {
-      await store.maintain();
-      if (store.kind === 'postgres') await refresh();
-    })().catch((err: unknown) => {
-      if (recordFailure(err, 'store upkeep') === undefined) app.log.error({ err }, 'v2: store upkeep failed');
-    });
-  }, maintenanceMs) : undefined;
+  const upkeep =
+    maintenanceMs > 0
+      ? setInterval(() => {
+          if (!issuer || !storage.healthy) return;
+          const due = store.kind === 'postgres' || dirty;
+          if (!due) return;
+          dirty = false;
+          (async () => {
+            await store.maintain();
+            if (store.kind === 'postgres') await refresh();
+          })().catch((err: unknown) => {
+            if (recordFailure(err, 'store upkeep') === undefined) app.log.error({ err }, 'v2: store upkeep failed');
+          });
+        }, maintenanceMs)
+      : undefined;
   upkeep?.unref();
 
   const onError = (err: unknown, reply: FastifyReply) => {
@@ -514,11 +545,18 @@ export function registerV2(
           minContributors,
           minReports,
           graceMs,
-          space: { items: sp.ids.length, dim: sp.vectors[0]?.length ?? 0, communities: communities?.communities.length ?? 0, ...(knnInfo ? { knn: knnInfo } : {}) },
+          space: {
+            items: sp.ids.length,
+            dim: sp.vectors[0]?.length ?? 0,
+            communities: communities?.communities.length ?? 0,
+            ...(knnInfo ? { knn: knnInfo } : {}),
+          },
           ...(communities ? {} : { clustering: { phase: clustering.phase, share: Math.round(clustering.share * 100) / 100 } }),
           storage: st,
           store: store.kind,
-          epochs: behind ? { closedThrough: currentFloor(), clock: 'behind', message: clockMessage() } : { closedThrough: currentFloor() < 0 ? null : currentFloor(), clock: 'ok' },
+          epochs: behind
+            ? { closedThrough: currentFloor(), clock: 'behind', message: clockMessage() }
+            : { closedThrough: currentFloor() < 0 ? null : currentFloor(), clock: 'ok' },
         };
       } catch (e) {
         return onError(e, reply);
@@ -551,7 +589,16 @@ export function registerV2(
       try {
         const { issuer: iss } = requireServing();
         // why the next epoch too: devices fetch their next epoch's token ahead, at an unrelated moment
-        if (!acceptsEpoch(req.body.epoch) && !(req.body.epoch === epoch() + 1 && !clockBehind() && req.body.epoch > currentFloor())) throw new V2Error(400, 'wrong_epoch', clockBehind() ? `epoch ${req.body.epoch} is not open: ${clockMessage()}` : req.body.epoch <= currentFloor() ? `epoch ${req.body.epoch} is closed (closed through ${currentFloor()})` : `epoch ${req.body.epoch} is neither open nor the next (current ${epoch()})`);
+        if (!acceptsEpoch(req.body.epoch) && !(req.body.epoch === epoch() + 1 && !clockBehind() && req.body.epoch > currentFloor()))
+          throw new V2Error(
+            400,
+            'wrong_epoch',
+            clockBehind()
+              ? `epoch ${req.body.epoch} is not open: ${clockMessage()}`
+              : req.body.epoch <= currentFloor()
+                ? `epoch ${req.body.epoch} is closed (closed through ${currentFloor()})`
+                : `epoch ${req.body.epoch} is neither open nor the next (current ${epoch()})`,
+          );
         return { response: await iss.issue(req.body.request) };
       } catch (e) {
         if (e instanceof TypeError) return extra.fail(reply, 400, 'bad_request', e.message);
@@ -566,9 +613,11 @@ export function registerV2(
       try {
         const { issuer: iss } = requireServing();
         const { epoch: e, token, report } = req.body;
-        if (report.cohort >= ldp.cohorts || report.bucket >= ldp.g) throw new V2Error(400, 'bad_request', `report must have cohort < ${ldp.cohorts} and bucket < ${ldp.g}`);
+        if (report.cohort >= ldp.cohorts || report.bucket >= ldp.g)
+          throw new V2Error(400, 'bad_request', `report must have cohort < ${ldp.cohorts} and bucket < ${ldp.g}`);
         // why: one answer for every token failure (invalid, spent, other epoch): the reply tells nothing about other reports
-        const refused = () => new V2Error(403, 'token_refused', 'the token is not valid for a report of this epoch (invalid, already spent, or the epoch is closed)');
+        const refused = () =>
+          new V2Error(403, 'token_refused', 'the token is not valid for a report of this epoch (invalid, already spent, or the epoch is closed)');
         if (!acceptsEpoch(e)) throw refused();
         const nonce = await iss.verify(token, e);
         if (nonce === undefined) throw refused();

@@ -78,10 +78,12 @@ export function copyAssets(outDir: string): Record<string, string[]> {
   rmSync(useDst, { recursive: true, force: true });
   mkdirSync(useDst, { recursive: true });
   const model = JSON.parse(readFileSync(join(useSrc, 'model.json'), 'utf8')) as ModelJsonLike;
-  const shardBytes = model.weightsManifest.flatMap((g) => g.paths).map((p) => {
-    const b = readFileSync(join(useSrc, p));
-    return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
-  });
+  const shardBytes = model.weightsManifest
+    .flatMap((g) => g.paths)
+    .map((p) => {
+      const b = readFileSync(join(useSrc, p));
+      return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
+    });
   const quantized = quantizeUseLite(model, shardBytes);
   for (const [name, bytes] of quantized.shards) writeFileSync(join(useDst, name), new Uint8Array(bytes));
   writeFileSync(join(useDst, 'model.json'), JSON.stringify(quantized.model));
@@ -96,7 +98,12 @@ export function copyAssets(outDir: string): Record<string, string[]> {
   groups['tfjs-wasm'] = filesUnder(tfjsDst, 'assets/tfjs-wasm/');
 
   // onnxruntime-web (MiniLM): the asyncify build is the one transformers.js loads (WASM and WebGPU)
-  groups['ort-wasm'] = copyFiles(join(pkgDir(ASSET_PACKAGES.ort), 'dist'), ['ort-wasm-simd-threaded.asyncify.mjs', 'ort-wasm-simd-threaded.asyncify.wasm'], join(out, 'ort-wasm'), 'assets/ort-wasm/');
+  groups['ort-wasm'] = copyFiles(
+    join(pkgDir(ASSET_PACKAGES.ort), 'dist'),
+    ['ort-wasm-simd-threaded.asyncify.mjs', 'ort-wasm-simd-threaded.asyncify.wasm'],
+    join(out, 'ort-wasm'),
+    'assets/ort-wasm/',
+  );
 
   // wllama (llama.cpp in WASM): its single-file wasm
   groups.wllama = copyFiles(join(pkgDir(ASSET_PACKAGES.wllama), 'esm', 'wasm'), ['wllama.wasm'], join(out, 'wllama'), 'assets/wllama/');
@@ -164,14 +171,25 @@ export function writeManifest(outDir: string, bundle: Record<string, ChunkLike>,
     if (!roots.length) throw new Error(`writeManifest: no worker chunk holds the ${f} code`);
     const mine = closure(roots, (c) => [...(c.imports ?? []), ...(c.dynamicImports ?? [])], eager);
     for (const c of mine) claimed.add(c);
-    features[f] = { files: [...[...mine].sort().map((c) => `worker/${c}`), ...FEATURE_ROOTS[f].assets.flatMap((g) => {
-      if (!groups[g]?.length) throw new Error(`writeManifest: the ${f} option needs the asset group ${g}, which copyAssets did not write`);
-      return groups[g];
-    })] };
+    features[f] = {
+      files: [
+        ...[...mine].sort().map((c) => `worker/${c}`),
+        ...FEATURE_ROOTS[f].assets.flatMap((g) => {
+          if (!groups[g]?.length) throw new Error(`writeManifest: the ${f} option needs the asset group ${g}, which copyAssets did not write`);
+          return groups[g];
+        }),
+      ],
+    };
   }
   // core: the eager chunks, the lazy chunks no option claims (small model adapters) and everything they import
   const unclaimed = chunks.map(([name]) => name).filter((c) => !claimed.has(c));
-  const core = [...closure(unclaimed, (c) => [...(c.imports ?? []), ...(c.dynamicImports ?? [])].filter((d) => !claimed.has(d) || (c.imports ?? []).includes(d)), new Set())]
+  const core = [
+    ...closure(
+      unclaimed,
+      (c) => [...(c.imports ?? []), ...(c.dynamicImports ?? [])].filter((d) => !claimed.has(d) || (c.imports ?? []).includes(d)),
+      new Set(),
+    ),
+  ]
     .sort()
     .map((c) => `worker/${c}`);
   const manifest: AssetManifest = { version: 1, worker: `worker/${entry[0]}`, core, features };

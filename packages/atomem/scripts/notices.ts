@@ -11,7 +11,7 @@
  *
  * Next to each record the build writes `<build>.modules.json`: the node_modules paths of every
  * module rendered into its chunks, taken from the bundle itself, not from the collector.
- * test/node/third-party-notices.test.ts maps those paths to package names and fails when one is
+ * test/repo/third-party-notices.test.ts maps those paths to package names and fails when one is
  * missing from the notices. `dist/.licenses/` is not packed (package.json `files`).
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -59,8 +59,9 @@ function repoUrl(r: unknown): string | null {
 
 function licenseOf(pkg: { license?: unknown; licenses?: unknown }): string {
   if (typeof pkg.license === 'string' && pkg.license) return pkg.license;
-  if (pkg.license && typeof pkg.license === 'object' && typeof (pkg.license as { type?: unknown }).type === 'string') return (pkg.license as { type: string }).type;
-  if (Array.isArray(pkg.licenses)) return pkg.licenses.map((l) => (typeof l === 'string' ? l : (l as { type?: string }).type ?? '?')).join(' OR ');
+  if (pkg.license && typeof pkg.license === 'object' && typeof (pkg.license as { type?: unknown }).type === 'string')
+    return (pkg.license as { type: string }).type;
+  if (Array.isArray(pkg.licenses)) return pkg.licenses.map((l) => (typeof l === 'string' ? l : ((l as { type?: string }).type ?? '?'))).join(' OR ');
   return 'UNKNOWN';
 }
 
@@ -250,9 +251,7 @@ export function renderNotices(packages: ReturnType<typeof readRecords>): string 
     ...(p.author ? [`Author: ${p.author}`] : []),
     ...(p.repository ? [`Repository: ${p.repository}`] : p.homepage ? [`Homepage: ${p.homepage}`] : []),
     '',
-    ...(p.licenseText
-      ? ['```text', p.licenseText.trim().replace(/```/g, "'''"), '```']
-      : missingLicenceText(p)),
+    ...(p.licenseText ? ['```text', p.licenseText.trim().replace(/```/g, "'''"), '```'] : missingLicenceText(p)),
     ...(p.noticeText ? ['', 'NOTICE:', '', '```text', p.noticeText.trim().replace(/```/g, "'''"), '```'] : []),
     '',
   ]);

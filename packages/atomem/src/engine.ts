@@ -3,7 +3,20 @@
  * tests and custom workers. A shop page imports `atomem` instead (`createAtomem`, the small
  * main-thread client that runs all of this in a Web Worker).
  */
-export { MemoryAgent, spaceDefaults, EXCLUDE_RULES, varietyOrder, type AgentOptions, type AgentMode, type Recommendation, type RecommendOpts, type RecommendOptions as AgentRecommendOptions, type IntentSelection, type ExcludeRule, type FirstVisitPrior } from './agent/agent.js';
+export {
+  MemoryAgent,
+  spaceDefaults,
+  EXCLUDE_RULES,
+  varietyOrder,
+  type AgentOptions,
+  type AgentMode,
+  type Recommendation,
+  type RecommendOpts,
+  type RecommendOptions as AgentRecommendOptions,
+  type IntentSelection,
+  type ExcludeRule,
+  type FirstVisitPrior,
+} from './agent/agent.js';
 export { diversify, type Aspect, type DiversifyCandidate, type DiversifyParams } from './core/diversify.js';
 export { INTENT_MAX_CHARS, InvalidIntentError, cleanIntent, type InvalidIntentReason } from './core/intent.js';
 export { ItemVectors, UnknownItemError } from './agent/items.js';
@@ -57,9 +70,39 @@ export { createScriptedModel } from './models/scripted.js';
 export type { LanguageModel } from './models/types.js';
 export { prototypeOf } from './community/prototype.js';
 export { Rng, hash32 } from './core/rng.js';
-export { DEFAULT_LDP, ReportHistogram, composedChannel, composedEpsilon, estimateCounts, estimateStd, grr, ldpParams, makeReport, type PermanentMemo } from './community/ldp.js';
-export { buildRelease, decodePrototypes, matchMemory, type BuildReleaseOptions, type ItemCommunities, type ItemSpace, type MatchedCommunity } from './community/release.js';
+export {
+  DEFAULT_LDP,
+  ReportHistogram,
+  composedChannel,
+  composedEpsilon,
+  estimateCounts,
+  estimateStd,
+  grr,
+  ldpParams,
+  makeReport,
+  type PermanentMemo,
+} from './community/ldp.js';
+export {
+  buildRelease,
+  decodePrototypes,
+  matchMemory,
+  type BuildReleaseOptions,
+  type ItemCommunities,
+  type ItemSpace,
+  type MatchedCommunity,
+} from './community/release.js';
 export { ReportClient, ReportHttpError, reportDelay, WIRE_INIT, type ReportClientOptions, type SentReport } from './sync/report-client.js';
 export { planEpoch, randomMomentIn, type EpochPlan } from './sync/schedule.js';
-export { DEFAULT_BUDGET, DAY_MS, nextAllowed, privacyBudget, prune, refusal, spentEpsilon, subsampledEpsilon, type LedgerEntry, type PrivacyBudget } from './sync/budget.js';
+export {
+  DEFAULT_BUDGET,
+  DAY_MS,
+  nextAllowed,
+  privacyBudget,
+  prune,
+  refusal,
+  spentEpsilon,
+  subsampledEpsilon,
+  type LedgerEntry,
+  type PrivacyBudget,
+} from './sync/budget.js';
 export { AttesterTokenProvider, blindTokenRequest, epochChallenge, type TokenProvider, type AttesterTokenProviderOptions } from './sync/tokens.js';

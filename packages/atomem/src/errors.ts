@@ -91,8 +91,13 @@ export class InvalidCatalogError extends TypeError {
  */
 export class DisposedError extends Error {
   override name = 'DisposedError';
-  constructor(readonly method: string, inFlight: boolean) {
-    super(inFlight ? `atomem was disposed while ${method}() was in flight: the call was abandoned` : `atomem is disposed: ${method}() needs a new createAtomem()`);
+  constructor(
+    readonly method: string,
+    inFlight: boolean,
+  ) {
+    super(
+      inFlight ? `atomem was disposed while ${method}() was in flight: the call was abandoned` : `atomem is disposed: ${method}() needs a new createAtomem()`,
+    );
   }
 }
 
@@ -106,7 +111,7 @@ export class WorkerError extends Error {
 
 /**
  * Every class above, by `name`: how the page rebuilds an error thrown in the worker. A class
- * missing here crosses as a plain `Error` carrying the name (test/node/package-readme.test.ts
+ * missing here crosses as a plain `Error` carrying the name (packages/atomem/test/package-readme.test.ts
  * checks that every error class of this file is listed).
  */
 export const ERROR_CLASSES: Readonly<Record<string, new (...args: never[]) => Error>> = {

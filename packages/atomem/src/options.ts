@@ -6,7 +6,7 @@
  *
  * The lists must equal the TypeScript declarations (`CreateAtomemOptions`, `EngineOptions`,
  * `LlmOptions`, `IndexOptions`, `EmbedderSpec`, `RecommendOptions`):
- * test/node/package-readme.test.ts compares them with the compiler API.
+ * packages/atomem/test/package-readme.test.ts compares them with the compiler API.
  *
  * No imports: the page's entry bundles this file.
  */
@@ -71,7 +71,8 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
  * `checkConfigNames` (core/config.ts). Values are checked where they are used.
  */
 export function checkOptionNames(options: unknown, where: string, client = false): void {
-  if (!isObject(options)) throw new TypeError(`${where}: options must be an object, got ${options === null ? 'null' : Array.isArray(options) ? 'an array' : typeof options}`);
+  if (!isObject(options))
+    throw new TypeError(`${where}: options must be an object, got ${options === null ? 'null' : Array.isArray(options) ? 'an array' : typeof options}`);
   checkNames(options, client ? [...OPTION_NAMES.engine, ...OPTION_NAMES.client] : OPTION_NAMES.engine, where);
   const { llm, index, embedder } = options;
   if (isObject(llm)) {
@@ -81,11 +82,13 @@ export function checkOptionNames(options: unknown, where: string, client = false
   if (isObject(index)) checkNames(index, OPTION_NAMES.index, `${where}: index`);
   if (isObject(embedder)) {
     const kind = embedder.kind;
-    if (kind === 'use-lite' || kind === 'minilm' || kind === 'hashing') checkNames(embedder, OPTION_NAMES[`embedder.${kind}`], `${where}: embedder (kind '${kind}')`);
+    if (kind === 'use-lite' || kind === 'minilm' || kind === 'hashing')
+      checkNames(embedder, OPTION_NAMES[`embedder.${kind}`], `${where}: embedder (kind '${kind}')`);
   }
 }
 
 /** Throw a `TypeError` unless `level` is one of {@link PRIVACY_LEVELS}. */
 export function checkPrivacyLevel(level: unknown, where: string): asserts level is (typeof PRIVACY_LEVELS)[number] {
-  if (!(PRIVACY_LEVELS as readonly unknown[]).includes(level)) throw new TypeError(`${where} must be 'off', 'receive' or 'contribute', got ${typeof level === 'string' ? `'${level}'` : String(level)}`);
+  if (!(PRIVACY_LEVELS as readonly unknown[]).includes(level))
+    throw new TypeError(`${where} must be 'off', 'receive' or 'contribute', got ${typeof level === 'string' ? `'${level}'` : String(level)}`);
 }

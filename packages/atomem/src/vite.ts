@@ -115,7 +115,10 @@ function clientEntry(dist: string): string {
 /** Replace each literal exactly once; a count other than 1 means atomem and atomem/vite do not match. */
 function replaceOnce(code: string, re: RegExp, by: string, what: string): string {
   const n = code.match(re)?.length ?? 0;
-  if (n !== 1) throw new Error(`atomem/vite: expected the ${what} literal once in atomem/dist/index.js, found it ${n} times (atomem and atomem/vite from different versions?)`);
+  if (n !== 1)
+    throw new Error(
+      `atomem/vite: expected the ${what} literal once in atomem/dist/index.js, found it ${n} times (atomem and atomem/vite from different versions?)`,
+    );
   return code.replace(re, by);
 }
 
@@ -183,11 +186,13 @@ export default function atomem(options: AtomemViteOptions = {}): Plugin {
       // why: a server build (SSR) never starts the worker: leave its URLs alone and emit nothing
       if ((this as { environment?: { config: { consumer?: string } } }).environment?.config.consumer === 'server') return null;
       const hash = createHash('sha256');
-      const bodies = [...resolved.files].sort(([a], [b]) => a.localeCompare(b)).map(([rel, f]) => {
-        const source = readFileSync(f);
-        hash.update(rel).update('\0').update(source);
-        return [rel, source] as const;
-      });
+      const bodies = [...resolved.files]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([rel, f]) => {
+          const source = readFileSync(f);
+          hash.update(rel).update('\0').update(source);
+          return [rel, source] as const;
+        });
       const folder = `${config.build.assetsDir ? `${config.build.assetsDir}/` : ''}atomem-${hash.digest('hex').slice(0, 10)}/`;
       let workerRef = '';
       let bytes = 0;

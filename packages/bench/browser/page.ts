@@ -12,7 +12,7 @@
 import { wrap } from 'comlink';
 // the URL of wllama's wasm as Vite serves it (a string: nothing is fetched until a model loads)
 import wllamaWasmUrl from '@wllama/wllama/esm/wasm/wllama.wasm?url';
-import { createAtomem, type Atomem, type EmbedderSpec, type EngineStatus, type Item, type LlmEvent } from 'atomem';
+import { createAtomem, type Atomem, type EmbedderSpec, type EngineStatus, type LlmEvent } from 'atomem';
 import type { AtomicMemory, MemoryState } from '../../atomem/src/core/types.js';
 import { productCatalog } from './products.js';
 import { decodeCatalogFile } from 'atomem/protocol';
@@ -165,7 +165,15 @@ export interface BenchApi {
    * shopper's `events` events, then `samples` timed `recommend({ limit })` after `warmup`; beside
    * them, the same number of bare dot-product scans of the file's collaborative vectors in the page.
    */
-  wholeCatalog(o: { profile: string; catalog: number; url: string; events: number; samples: number; warmup: number; limit: number }): Promise<WholeCatalogResult>;
+  wholeCatalog(o: {
+    profile: string;
+    catalog: number;
+    url: string;
+    events: number;
+    samples: number;
+    warmup: number;
+    limit: number;
+  }): Promise<WholeCatalogResult>;
   /** Start an empty module worker and get one postMessage answer: first in this context, then again. */
   emptyWorker(): Promise<{ coldMs: number; warmMs: number }>;
   /** Comlink round trips to a bare echo worker; each sample is the mean of `block` consecutive calls. */
@@ -178,7 +186,12 @@ export interface BenchApi {
    * First visit with the shop's catalog vectors at `url` (`catalogVectors`): createAtomem → first
    * recommendation, and how many products the engine still embedded (0 expected).
    */
-  startWithVectors(o: { profile: string; assetsBaseUrl: string; catalog: number; url: string }): Promise<{ coldMs: number; embedderMs: number | null; embedded: number }>;
+  startWithVectors(o: {
+    profile: string;
+    assetsBaseUrl: string;
+    catalog: number;
+    url: string;
+  }): Promise<{ coldMs: number; embedderMs: number | null; embedded: number }>;
   /** `await atomem.track()` round trips on the instance kept by {@link BenchApi.start} or {@link BenchApi.open}. */
   track(o: { events: number; warmup: number }): Promise<number[]>;
   /**
@@ -210,7 +223,15 @@ export interface BenchApi {
    * createAtomem on the same profile: the file revalidated, models from IndexedDB). The same with
    * the file's content rows alone (`baselineUrl`, format v1) for the baselines.
    */
-  shopModel(o: { profile: string; catalog: number; url: string; baselineUrl: string; events: number; samples: number; warmup: number }): Promise<ShopModelResult>;
+  shopModel(o: {
+    profile: string;
+    catalog: number;
+    url: string;
+    baselineUrl: string;
+    events: number;
+    samples: number;
+    warmup: number;
+  }): Promise<ShopModelResult>;
   /** Dispose every instance and delete every IndexedDB database this page created. */
   cleanup(): Promise<void>;
   /** Save a 1,000-memory state once, then time `MemoryStore.load()` on a fresh connection per run. */
@@ -252,7 +273,10 @@ function sleep(ms: number): Promise<void> {
 /** Ten candidates across departments, as a "you may also like" slot would ask. */
 function candidateIds(): string[] {
   const step = Math.max(1, Math.floor(catalog.length / 10));
-  return catalog.filter((_, i) => i % step === step - 1).slice(0, 10).map((it) => it.id);
+  return catalog
+    .filter((_, i) => i % step === step - 1)
+    .slice(0, 10)
+    .map((it) => it.id);
 }
 
 /** The i-th event of a shopper who mostly browses two departments (Outdoor, Sports: products 8k and 8k + 7) with the odd detour elsewhere. */
@@ -428,7 +452,8 @@ const api: BenchApi = {
       warmMs: warm.ms,
       coldEmbedderMs: cold.embedderMs,
       warmEmbedderMs: warm.embedderMs,
-      embedder: `${status.embedder.kind}/${status.embedder.device}/${status.embedder.dim}`, llm: status.llm.mode,
+      embedder: `${status.embedder.kind}/${status.embedder.device}/${status.embedder.dim}`,
+      llm: status.llm.mode,
       catalog: catalog.length,
     };
   },
@@ -581,14 +606,29 @@ const api: BenchApi = {
       rerankMs.push(performance.now() - t0);
     }
     const after = (await atomem.status()).llm.costs!;
-    return { rerankMs, plainMs, costs: diffCosts(after.byOperation.rerank, before.byOperation.rerank), fallbackMessages: fallbackMessages(), candidates: candidates.length };
+    return {
+      rerankMs,
+      plainMs,
+      costs: diffCosts(after.byOperation.rerank, before.byOperation.rerank),
+      fallbackMessages: fallbackMessages(),
+      candidates: candidates.length,
+    };
   },
 
   async intent({ samples, warmup }) {
     const atomem = kept;
     if (!atomem) throw new Error('intent: call start() first');
     const candidates = candidateIds();
-    const wants = ['a gift for my dad, he hikes', 'something for the kitchen', 'new headphones for running', 'a book for a long train ride', 'garden tools for spring', 'a toy for a five-year-old', 'tea for a cold evening', 'camping gear for the weekend'];
+    const wants = [
+      'a gift for my dad, he hikes',
+      'something for the kitchen',
+      'new headphones for running',
+      'a book for a long train ride',
+      'garden tools for spring',
+      'a toy for a five-year-old',
+      'tea for a cold evening',
+      'camping gear for the weekend',
+    ];
     const intentMs: number[] = [];
     const plainMs: number[] = [];
     const selectMs: number[] = [];
@@ -650,7 +690,16 @@ const api: BenchApi = {
       first.a.dispose();
       const again = await once();
       again.a.dispose();
-      return { firstMs: first.ms, firstBytes: first.bytes, againMs: again.ms, againBytes: again.bytes, firstStatus: first.status, againStatus: again.status, recommendMs, top };
+      return {
+        firstMs: first.ms,
+        firstBytes: first.bytes,
+        againMs: again.ms,
+        againBytes: again.bytes,
+        firstStatus: first.status,
+        againStatus: again.status,
+        recommendMs,
+        top,
+      };
     };
     const shop = await visit('shop', url);
     const content = await visit('content', baselineUrl);
@@ -778,7 +827,11 @@ const api: BenchApi = {
       import('../../atomem/src/embed/cache.js'),
     ]);
     const texts = products.map((it) => itemText(it));
-    const use = await createUseLiteEmbedder({ assets: fetchAssetSource(`${assetsBaseUrl}use-lite`), wasmPaths: `${assetsBaseUrl}tfjs-wasm/`, batchSize: batch });
+    const use = await createUseLiteEmbedder({
+      assets: fetchAssetSource(`${assetsBaseUrl}use-lite`),
+      wasmPaths: `${assetsBaseUrl}tfjs-wasm/`,
+      batchSize: batch,
+    });
     // the engine's hashing embedder (256 buckets, see src/worker/embedders.ts)
     const hashing = createHashingEmbedder({ dim: 256 });
     const pass = async (embed: (t: string[]) => Promise<unknown>, repeat: number): Promise<number> => {

@@ -36,7 +36,10 @@ const DEPARTMENTS: Record<string, { brands: string[]; kinds: Kind[]; extras: str
   Books: {
     brands: ['Penrose Press', 'Harbour Books', 'Linden House', 'Quire'],
     kinds: [
-      { noun: 'The Silent Harbour (Paperback)', about: 'A detective returns to her fishing town to solve a twenty-year-old disappearance. A gripping crime novel.' },
+      {
+        noun: 'The Silent Harbour (Paperback)',
+        about: 'A detective returns to her fishing town to solve a twenty-year-old disappearance. A gripping crime novel.',
+      },
       { noun: 'Stars Beyond Orion (Hardcover)', about: 'A sweeping space opera of rival empires, a stolen starship and an AI that remembers everything.' },
       { noun: 'Weeknight Vegetarian Cookbook', about: '120 quick recipes for busy evenings, from one-pan curries to crispy tofu bowls.' },
       { noun: 'A Short History of Rome', about: 'From the founding myths to the fall of Constantinople, told through ten remarkable lives.' },
@@ -116,4 +119,3 @@ export function productCatalog(n = 256): Item[] {
   }
   return items;
 }
-

@@ -58,15 +58,34 @@ function int(name: string, min: number) {
 }
 
 /** One HTTP request from `localAddress`; resolves with status and body size (never rejects). */
-function call(agent: Agent, port: number, method: 'GET' | 'POST', path: string, body?: string, headers: Record<string, string> = {}, timeoutMs = 20_000): Promise<{ status: number; bytes: number; ms: number }> {
+function call(
+  agent: Agent,
+  port: number,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: string,
+  headers: Record<string, string> = {},
+  timeoutMs = 20_000,
+): Promise<{ status: number; bytes: number; ms: number }> {
   const t0 = performance.now();
   return new Promise((done) => {
-    const req = httpRequest({ host: '127.0.0.1', port, method, path, agent, headers: { ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}), ...headers }, timeout: timeoutMs }, (res) => {
-      let bytes = 0;
-      res.on('data', (c: Buffer) => (bytes += c.length));
-      res.on('end', () => done({ status: res.statusCode ?? 0, bytes, ms: performance.now() - t0 }));
-      res.on('error', () => done({ status: 0, bytes, ms: performance.now() - t0 }));
-    });
+    const req = httpRequest(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        agent,
+        headers: { ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}), ...headers },
+        timeout: timeoutMs,
+      },
+      (res) => {
+        let bytes = 0;
+        res.on('data', (c: Buffer) => (bytes += c.length));
+        res.on('end', () => done({ status: res.statusCode ?? 0, bytes, ms: performance.now() - t0 }));
+        res.on('error', () => done({ status: 0, bytes, ms: performance.now() - t0 }));
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', () => done({ status: 0, bytes: 0, ms: performance.now() - t0 }));
     req.end(body);
@@ -121,7 +140,21 @@ async function startService(dataDir: string, catalog: string): Promise<{ child: 
   const repo = resolve(import.meta.dirname, '../../..');
   const child = spawn(
     process.execPath,
-    ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--port', '0', '--data', dataDir, '--catalog-vectors', catalog, '--log-level', 'error'],
+    [
+      '-C',
+      'atomem-source',
+      '--import',
+      'tsx',
+      'packages/atomem-index/src/cli.ts',
+      '--port',
+      '0',
+      '--data',
+      dataDir,
+      '--catalog-vectors',
+      catalog,
+      '--log-level',
+      'error',
+    ],
     { cwd: repo, env: { ...process.env, ATOMEM_METRICS_TOKEN: METRICS_TOKEN }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
   );
   child.stderr!.on('data', (d: Buffer) => process.stderr.write(`[service] ${d}`));
@@ -144,7 +177,7 @@ async function main(): Promise<void> {
     .option('--quiet-seconds <n>', 'quiet phase length (honest clients only)', int('--quiet-seconds', 1), 15)
     .option('--clients <n>', 'concurrent clients in all', int('--clients', 2), 50)
     .option('--hostile <n>', 'of which hostile (default 10 %)', int('--hostile', 0))
-    .option('--think-ms <ms>', 'pause between an honest client\'s requests', int('--think-ms', 0), 400)
+    .option('--think-ms <ms>', "pause between an honest client's requests", int('--think-ms', 0), 400)
     .option('--json <file>', 'also write the figures as JSON')
     .parse()
     .opts<Opts>();
@@ -158,9 +191,16 @@ async function main(): Promise<void> {
     normal: () => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform()),
   };
   const centres = Array.from({ length: 40 }, () => unit(Float32Array.from({ length: DIM }, () => rng.normal())));
-  const near = (c: number, noise = 0.35) => unit(centres[c].map((x) => x + noise * rng.normal() / Math.sqrt(DIM)));
+  const near = (c: number, noise = 0.35) => unit(centres[c].map((x) => x + (noise * rng.normal()) / Math.sqrt(DIM)));
   const items = Array.from({ length: 2000 }, (_, i) => ({ id: `sku-${i}`, title: `product ${i}` }));
-  writeFileSync(catalog, encodeCatalogVectors({ id: EMB, dim: DIM }, items, items.map((_, i) => near(i % 40))));
+  writeFileSync(
+    catalog,
+    encodeCatalogVectors(
+      { id: EMB, dim: DIM },
+      items,
+      items.map((_, i) => near(i % 40)),
+    ),
+  );
   const { child, port } = await startService(join(dir, 'data'), catalog);
   let stopped = false;
   const stop = () => {
@@ -228,7 +268,9 @@ async function main(): Promise<void> {
             // 0 = closed by the server (timeout or cap), not by us at the end
             if (!ending) note('slow body', 0);
           });
-          s.on('connect', () => s.write(`POST ${INDEX_V2_PATHS.report} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 65536\r\n\r\n{`));
+          s.on('connect', () =>
+            s.write(`POST ${INDEX_V2_PATHS.report} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 65536\r\n\r\n{`),
+          );
           const t = setInterval(() => (s.destroyed ? clearInterval(t) : s.write(' ')), 500);
           s.on('close', () => clearInterval(t));
           await sleep(5);
@@ -249,7 +291,10 @@ async function main(): Promise<void> {
       const agent = agentAt(addr);
       let i = 0;
       while (!until()) {
-        const r = await call(agent, port, 'GET', INDEX_V2_PATHS.tokenKey, undefined, { 'x-atomem-client': `rot-${i}-${randomBytes(6).toString('hex')}`, 'x-forwarded-for': `198.51.100.${i++ % 250}` });
+        const r = await call(agent, port, 'GET', INDEX_V2_PATHS.tokenKey, undefined, {
+          'x-atomem-client': `rot-${i}-${randomBytes(6).toString('hex')}`,
+          'x-forwarded-for': `198.51.100.${i++ % 250}`,
+        });
         note('header rotation', r.status);
       }
     };
@@ -291,7 +336,10 @@ async function main(): Promise<void> {
     const abuseEnd = Date.now() + o.seconds * 1000;
     const until = () => Date.now() >= abuseEnd;
     const hostileRuns = Array.from({ length: hostile }, (_, n) => kinds[n % kinds.length](`127.0.2.${n + 1}`, until));
-    const ticker = setInterval(() => process.stderr.write(`  ${Math.max(0, Math.round((abuseEnd - Date.now()) / 1000))} s left, ${samples.length} honest requests\n`), 10_000);
+    const ticker = setInterval(
+      () => process.stderr.write(`  ${Math.max(0, Math.round((abuseEnd - Date.now()) / 1000))} s left, ${samples.length} honest requests\n`),
+      10_000,
+    );
     await sleep(o.seconds * 1000);
     clearInterval(ticker);
     phase = 'done';
@@ -308,27 +356,65 @@ async function main(): Promise<void> {
     const errors = (xs: Sample[]) => xs.filter((s) => s.status !== 200);
     const hq = healthMs.filter((h) => h.phase === 'quiet').map((h) => h.ms);
     const ha = healthMs.filter((h) => h.phase === 'abuse');
-    const quietP99 = pct(q.map((s) => s.ms), 0.99);
-    const abuseP99 = pct(a.map((s) => s.ms), 0.99);
+    const quietP99 = pct(
+      q.map((s) => s.ms),
+      0.99,
+    );
+    const abuseP99 = pct(
+      a.map((s) => s.ms),
+      0.99,
+    );
     const result = {
       config: { ...o, hostile, honest, cpus: 2, loadavg: loadavg().map((x) => Math.round(x * 100) / 100) },
       honest: {
-        quiet: { requests: q.length, errors: errors(q).length, p50: pct(q.map((s) => s.ms), 0.5), p99: quietP99 },
-        abuse: { requests: a.length, errors: errors(a).length, errorStatuses: [...new Set(errors(a).map((s) => s.status))], p50: pct(a.map((s) => s.ms), 0.5), p99: abuseP99 },
+        quiet: {
+          requests: q.length,
+          errors: errors(q).length,
+          p50: pct(
+            q.map((s) => s.ms),
+            0.5,
+          ),
+          p99: quietP99,
+        },
+        abuse: {
+          requests: a.length,
+          errors: errors(a).length,
+          errorStatuses: [...new Set(errors(a).map((s) => s.status))],
+          p50: pct(
+            a.map((s) => s.ms),
+            0.5,
+          ),
+          p99: abuseP99,
+        },
         p99Ratio: abuseP99 / quietP99,
       },
-      health: { quietP99: pct(hq, 0.99), abuseP50: pct(ha.map((h) => h.ms), 0.5), abuseP99: pct(ha.map((h) => h.ms), 0.99), abuseFailures: ha.filter((h) => h.status !== 200).length },
+      health: {
+        quietP99: pct(hq, 0.99),
+        abuseP50: pct(
+          ha.map((h) => h.ms),
+          0.5,
+        ),
+        abuseP99: pct(
+          ha.map((h) => h.ms),
+          0.99,
+        ),
+        abuseFailures: ha.filter((h) => h.status !== 200).length,
+      },
       hostile: Object.fromEntries([...hostileOut].map(([k, m]) => [k, Object.fromEntries(m)])),
       server: metrics,
     };
     const f = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
-    console.log(`\n## bench:abuse — ${o.clients} clients (${hostile} hostile), quiet ${o.quietSeconds} s + abuse ${o.seconds} s, load average ${result.config.loadavg.join(' / ')} on 2 cores\n`);
+    console.log(
+      `\n## bench:abuse — ${o.clients} clients (${hostile} hostile), quiet ${o.quietSeconds} s + abuse ${o.seconds} s, load average ${result.config.loadavg.join(' / ')} on 2 cores\n`,
+    );
     console.log('| | requests | errors | p50 ms | p99 ms |');
     console.log('|---|---:|---:|---:|---:|');
     console.log(`| honest, quiet | ${q.length} | ${errors(q).length} | ${f(result.honest.quiet.p50)} | ${f(quietP99)} |`);
     console.log(`| honest, under abuse | ${a.length} | ${errors(a).length} | ${f(result.honest.abuse.p50)} | ${f(abuseP99)} |`);
     console.log(`| health, under abuse | ${ha.length} | ${result.health.abuseFailures} | ${f(result.health.abuseP50)} | ${f(result.health.abuseP99)} |`);
-    console.log(`\nhonest p99 under abuse / quiet: ${f(result.honest.p99Ratio)}× (target ≤ 5×); health p99 ${f(result.health.abuseP99)} ms (target ≤ 50 ms); honest errors ${errors(a).length} (target 0)`);
+    console.log(
+      `\nhonest p99 under abuse / quiet: ${f(result.honest.p99Ratio)}× (target ≤ 5×); health p99 ${f(result.health.abuseP99)} ms (target ≤ 50 ms); honest errors ${errors(a).length} (target 0)`,
+    );
     console.log(`hostile outcomes (status → count; 0 = connection closed by the server): ${JSON.stringify(result.hostile)}`);
     console.log(`server edge counters: ${JSON.stringify(metrics.edge)}; loop delay ${JSON.stringify(metrics.loopDelayMs)}`);
     if (o.json) writeFileSync(o.json, JSON.stringify(result, null, 2));

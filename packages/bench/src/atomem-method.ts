@@ -14,7 +14,7 @@ import { OPERATIONS } from 'atomem/engine';
 import { createOpenAICompatibleModel } from 'atomem/engine';
 import { createScriptedModel } from 'atomem/engine';
 import type { LanguageModel } from 'atomem/engine';
-import { resolveConfig, spaceDefaults, type AtomemConfig } from 'atomem/engine';
+import { resolveConfig, type AtomemConfig } from 'atomem/engine';
 import type { MemoryState } from 'atomem/engine';
 import { createCachedEmbedder, type CachedEmbedder } from 'atomem/engine';
 import { createHashingEmbedder } from 'atomem/engine';
@@ -140,7 +140,6 @@ export async function benchItemVectors(ds: Dataset, params: Readonly<Record<stri
   return new Map(known.map((id, i) => [id, vs[i].vector]));
 }
 
-
 /** Config overrides from `--param atomem.<knob>=value` (and `atomem.w.<weight>=value`). */
 type ConfigPartial = NonNullable<Parameters<typeof resolveConfig>[0]>;
 function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
@@ -154,12 +153,29 @@ function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
       intentWeights[key.slice('atomem.iw.'.length)] = paramNumber(params, key)!;
       continue;
     }
-    if (!key.startsWith('atomem.') || ['atomem.itemVectors', 'atomem.embedder', 'atomem.centre', 'atomem.reasoner', 'atomem.planner', 'atomem.llm', 'atomem.llmUrl', 'atomem.llmModel', 'atomem.dumpFeatures'].includes(key)) continue;
+    if (
+      !key.startsWith('atomem.') ||
+      [
+        'atomem.itemVectors',
+        'atomem.embedder',
+        'atomem.centre',
+        'atomem.reasoner',
+        'atomem.planner',
+        'atomem.llm',
+        'atomem.llmUrl',
+        'atomem.llmModel',
+        'atomem.dumpFeatures',
+      ].includes(key)
+    )
+      continue;
     const knob = key.slice('atomem.'.length);
     if (knob === 'fidelityUsers') continue;
     if (knob === 'duplicateActions') {
       // a list of actions, e.g. atomem.duplicateActions=rate (every rated film counts as owned: the shelf rule's worst case on ratings)
-      partial[knob] = params[key].split(',').map((a) => a.trim()).filter(Boolean);
+      partial[knob] = params[key]
+        .split(',')
+        .map((a) => a.trim())
+        .filter(Boolean);
       continue;
     }
     const n = paramNumber(params, key)!;
@@ -246,7 +262,18 @@ export class AtomemMethod implements Method {
    * @param mode ablations of the memory's structure; `variant` ablations of what the method
    *   reads (item vectors, the SASRec model, ranking weights) — see {@link ABLATIONS}.
    */
-  constructor(opts: MethodOptions, mode: Partial<AgentMode & { communities: boolean }> = {}, variant: { itemVectors?: 'content'; sasrec?: false; ablation?: AblationInfo; weights?: (cfg: { weights: Record<string, number>; shopWeights: Record<string, number> }) => void; intent?: boolean; observe?: boolean } = {}) {
+  constructor(
+    opts: MethodOptions,
+    mode: Partial<AgentMode & { communities: boolean }> = {},
+    variant: {
+      itemVectors?: 'content';
+      sasrec?: false;
+      ablation?: AblationInfo;
+      weights?: (cfg: { weights: Record<string, number>; shopWeights: Record<string, number> }) => void;
+      intent?: boolean;
+      observe?: boolean;
+    } = {},
+  ) {
     this.useIntent = variant.intent ?? true;
     this.learnsOnline = variant.observe ?? true;
     this.name = opts.name;
@@ -258,7 +285,10 @@ export class AtomemMethod implements Method {
     this.ablation = variant.ablation;
     const cfg = configFrom(opts.params);
     if (variant.weights) {
-      const w = { weights: { ...DEFAULT_CONFIG.weights, ...cfg.weights } as Record<string, number>, shopWeights: { ...DEFAULT_CONFIG.shopWeights, ...cfg.shopWeights } };
+      const w = {
+        weights: { ...DEFAULT_CONFIG.weights, ...cfg.weights } as Record<string, number>,
+        shopWeights: { ...DEFAULT_CONFIG.shopWeights, ...cfg.shopWeights },
+      };
       variant.weights(w);
       cfg.weights = w.weights as Partial<AtomemConfig['weights']>;
       cfg.shopWeights = w.shopWeights;
@@ -297,7 +327,8 @@ export class AtomemMethod implements Method {
     const dump = this.params['atomem.dumpFeatures'] ?? process.env.ATOMEM_DUMP_FEATURES;
     if (dump) {
       // why: ranking features are for fitting weights on validation items; a dump of test cases would invite tuning on test.
-      if ((ctx.target ?? 'test') === 'test') throw new BenchUsageError('feature dumps (atomem.dumpFeatures / ATOMEM_DUMP_FEATURES) are refused on test cases: add --validation');
+      if ((ctx.target ?? 'test') === 'test')
+        throw new BenchUsageError('feature dumps (atomem.dumpFeatures / ATOMEM_DUMP_FEATURES) are refused on test cases: add --validation');
       this.dumpFile = dump;
     }
     const items = (this.items = await this.itemSpace(ctx));
@@ -306,7 +337,12 @@ export class AtomemMethod implements Method {
     for (const [user, t] of trained) {
       // why: training does not depend on the privacy level, so runs share it; each run gets its own copy.
       const lastAt = t.lastAt;
-      const agent = this.agent({ items, state: structuredClone(t.state), clock: () => this.clocks.get(user) ?? lastAt, newId: idGenerator(ctx.seed, `${user}/${this.privacy}`) });
+      const agent = this.agent({
+        items,
+        state: structuredClone(t.state),
+        clock: () => this.clocks.get(user) ?? lastAt,
+        newId: idGenerator(ctx.seed, `${user}/${this.privacy}`),
+      });
       this.forwardCorrect += t.correct;
       this.forwardSteps += t.steps;
       this.trainingEvents += t.steps;
@@ -331,7 +367,18 @@ export class AtomemMethod implements Method {
   private train(ctx: MethodContext, items: ItemVectors): Promise<Map<string, Trained>> {
     // why without the ranking weights: training never ranks with them (the forward step is memory-only), so rankings that differ only in weights share one training
     const { weights: _w, shopWeights: _sw, ...trainingConfig } = this.config;
-    const key = JSON.stringify([ctx.seed, ctx.target ?? 'test', ctx.setting ?? 'full', items.embedderId, this.mode.atomic, this.mode.consolidation, this.mode.merge ?? true, trainingConfig, this.llm?.id ?? 'rules', this.params['atomem.planner'] ?? 'llm']);
+    const key = JSON.stringify([
+      ctx.seed,
+      ctx.target ?? 'test',
+      ctx.setting ?? 'full',
+      items.embedderId,
+      this.mode.atomic,
+      this.mode.consolidation,
+      this.mode.merge ?? true,
+      trainingConfig,
+      this.llm?.id ?? 'rules',
+      this.params['atomem.planner'] ?? 'llm',
+    ]);
     let byKey = trainedCache.get(ctx.dataset);
     if (!byKey) trainedCache.set(ctx.dataset, (byKey = new Map()));
     let p = byKey.get(key);
@@ -372,7 +419,14 @@ export class AtomemMethod implements Method {
     if (!this.stepMark) return;
     const now = this.llmTotal();
     const m = this.stepMark.total;
-    this.llmPerStep.push({ step: this.stepMark.step, calls: now.calls - m.calls, requests: now.requests - m.requests, promptTokens: now.promptTokens - m.promptTokens, outputTokens: now.outputTokens - m.outputTokens, ms: now.ms - m.ms });
+    this.llmPerStep.push({
+      step: this.stepMark.step,
+      calls: now.calls - m.calls,
+      requests: now.requests - m.requests,
+      promptTokens: now.promptTokens - m.promptTokens,
+      outputTokens: now.outputTokens - m.outputTokens,
+      ms: now.ms - m.ms,
+    });
     this.stepMark = undefined;
   }
 
@@ -388,7 +442,7 @@ export class AtomemMethod implements Method {
       // why: offline tuning of the ranking weights on validation cases (refused on test in prepare).
       // in candidate (input) order, so re-scoring breaks ties the way rank() does
       const byId = new Map(recs.map((r) => [r.id, r.features]));
-      appendFileSync(this.dumpFile, JSON.stringify({ user: c.user, candidates: c.candidates.map((id) => [id, byId.get(id)]) }) + '\n');
+      appendFileSync(this.dumpFile, `${JSON.stringify({ user: c.user, candidates: c.candidates.map((id) => [id, byId.get(id)]) })}\n`);
     }
     return recs.map((r) => r.id);
   }
@@ -432,7 +486,11 @@ export class AtomemMethod implements Method {
     const items = this.items;
     const catalog = [...ctx.dataset.items.keys()];
     const out: Record<string, unknown> = {};
-    const answers = new Map<number, { truth: boolean[]; said: boolean[] }>([[1, { truth: [], said: [] }], [3, { truth: [], said: [] }], [9, { truth: [], said: [] }]]);
+    const answers = new Map<number, { truth: boolean[]; said: boolean[] }>([
+      [1, { truth: [], said: [] }],
+      [3, { truth: [], said: [] }],
+      [9, { truth: [], said: [] }],
+    ]);
     for (const c of ctx.cases.slice(0, limit)) {
       const history = c.history;
       if (history.length < 15) continue;
@@ -446,7 +504,13 @@ export class AtomemMethod implements Method {
           if (!seen.has(id)) return id;
         }
       };
-      const agent = new MemoryAgent({ items, config: this.config, mode: this.mode, clock: () => train[train.length - 1].at, newId: idGenerator(ctx.seed, `fid/${c.user}`) });
+      const agent = new MemoryAgent({
+        items,
+        config: this.config,
+        mode: this.mode,
+        clock: () => train[train.length - 1].at,
+        newId: idGenerator(ctx.seed, `fid/${c.user}`),
+      });
       await agent.train(train, unseen);
       const reference = Array.from({ length: 50 }, unseen);
       for (const m of [1, 3, 9]) {
@@ -493,7 +557,12 @@ export class AtomemMethod implements Method {
       memoriesPerUser: mean([...this.agents.values()].map((a) => a.snapshot.memories.length)),
       trainingEvents: this.trainingEvents,
       // ARS's six operations per 1,000 training events (issue 12: does the lifecycle act?)
-      lifecyclePer1000: Object.fromEntries(['extract', 'reinforce', 'weaken', 'merge', 'forget', 'resynthesize'].map((op) => [op, this.trainingEvents ? Number((((this.ops[op] ?? 0) * 1000) / this.trainingEvents).toFixed(2)) : 0])),
+      lifecyclePer1000: Object.fromEntries(
+        ['extract', 'reinforce', 'weaken', 'merge', 'forget', 'resynthesize'].map((op) => [
+          op,
+          this.trainingEvents ? Number((((this.ops[op] ?? 0) * 1000) / this.trainingEvents).toFixed(2)) : 0,
+        ]),
+      ),
     };
     if (this.llm) {
       const total = zeroCosts();
@@ -509,7 +578,14 @@ export class AtomemMethod implements Method {
     }
     if (this.release) {
       const r = this.release;
-      out.release = { epsilon: r.ldp.epsilon, delta: r.ldp.delta, reports: r.reports, communities: r.communities.length, popularItems: Object.keys(r.popularity).length, ldp: r.ldp };
+      out.release = {
+        epsilon: r.ldp.epsilon,
+        delta: r.ldp.delta,
+        reports: r.reports,
+        communities: r.communities.length,
+        popularItems: Object.keys(r.popularity).length,
+        ldp: r.ldp,
+      };
     } else if (this.privacy === 'contribute') out.release = { published: false };
     if (this.privacy === 'off' && this.name === 'atomem' && this.params['atomem.fidelityUsers'] !== '0') Object.assign(out, await this.fidelity());
     return out;
@@ -521,7 +597,10 @@ function mean(xs: number[]): number {
 }
 
 const levels: Privacy[] = ['off', 'contribute'];
-registerMethod('atomem', (o) => new AtomemMethod(o), { privacyLevels: levels, description: 'atomem: atomic memories + communities (setting instruct: with the stated intent)' });
+registerMethod('atomem', (o) => new AtomemMethod(o), {
+  privacyLevels: levels,
+  description: 'atomem: atomic memories + communities (setting instruct: with the stated intent)',
+});
 registerMethod('atomem-no-intent', (o) => new AtomemMethod(o, {}, { intent: false }), {
   privacyLevels: levels,
   defaultIn: ['instruct'],

@@ -147,9 +147,7 @@ export class PopRecentMethod extends ScoringMethod {
 // ---------------------------------------------------------------------------------------
 // BM25
 
-const STOPWORDS = new Set(
-  'a an and are as at be by for from has he in is it its of on or that the to was were will with'.split(' '),
-);
+const STOPWORDS = new Set('a an and are as at be by for from has he in is it its of on or that the to was were will with'.split(' '));
 
 /** Lower-cased word tokens (letters/digits, apostrophes dropped: "Children's" → "childrens"), minus stopwords. */
 export function tokenize(text: string): string[] {
@@ -279,10 +277,11 @@ export class ItemKnnMethod extends ScoringMethod {
     });
     this.counts = new Int32Array(n);
     const wanted = new Set<number>();
-    for (const c of ctx.cases) for (const id of c.candidates) {
-      const i = index.get(id);
-      if (i !== undefined) wanted.add(i);
-    }
+    for (const c of ctx.cases)
+      for (const id of c.candidates) {
+        const i = index.get(id);
+        if (i !== undefined) wanted.add(i);
+      }
     let done = 0;
     for (const ci of wanted) {
       this.row(ci);
@@ -579,7 +578,8 @@ export class EaseMethod extends ScoringMethod {
     this.lambda = opts.lambda ?? 500;
     this.maxItems = opts.maxItems ?? 12000;
     this.topItems = opts.topItems;
-    if (this.topItems !== undefined && !(Number.isInteger(this.topItems) && this.topItems >= 1)) throw new RangeError(`ease.topItems must be a positive integer, got ${this.topItems}`);
+    if (this.topItems !== undefined && !(Number.isInteger(this.topItems) && this.topItems >= 1))
+      throw new RangeError(`ease.topItems must be a positive integer, got ${this.topItems}`);
   }
 
   private readonly topItems?: number;
@@ -596,7 +596,12 @@ export class EaseMethod extends ScoringMethod {
     for (const seq of ctx.histories.values()) for (const x of seq) freq.set(x.item, (freq.get(x.item) ?? 0) + 1);
     this.seen = freq.size;
     if (this.topItems !== undefined && freq.size > this.topItems) {
-      allowed = new Set([...freq].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, this.topItems).map(([id]) => id));
+      allowed = new Set(
+        [...freq]
+          .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+          .slice(0, this.topItems)
+          .map(([id]) => id),
+      );
     }
     for (const seq of ctx.histories.values()) {
       const set = new Set<number>();

@@ -122,12 +122,27 @@ async function makeShopFiles(n: number, users: number, sasrecEpochs: number, eas
     }
   }
   const catalog = items.map((it) => it.id);
-  const model = trainShopModel(log, { catalog, ...(easeItems !== undefined ? { easeItems } : {}), content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) } });
+  const model = trainShopModel(log, {
+    catalog,
+    ...(easeItems !== undefined ? { easeItems } : {}),
+    content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) },
+  });
   const index = new Map(catalog.map((id, i) => [id, i + 1]));
   const seqs = new Map<string, number[]>();
   for (const r of log) seqs.set(r.user, [...(seqs.get(r.user) ?? []), index.get(r.item)!]);
-  const { weights } = await trainSasrec([...seqs.values()].map((q) => Int32Array.from(q)), catalog.length, { epochs: sasrecEpochs, seed: 2026 });
-  const v2 = Buffer.from(encodeCatalogFile({ embedder, items, vectors, shop: { model, sasrec: { weights, items: catalog }, info: { bench: 'bench:browser synthetic log', logRows: log.length, users } } }));
+  const { weights } = await trainSasrec(
+    [...seqs.values()].map((q) => Int32Array.from(q)),
+    catalog.length,
+    { epochs: sasrecEpochs, seed: 2026 },
+  );
+  const v2 = Buffer.from(
+    encodeCatalogFile({
+      embedder,
+      items,
+      vectors,
+      shop: { model, sasrec: { weights, items: catalog }, info: { bench: 'bench:browser synthetic log', logRows: log.length, users } },
+    }),
+  );
   const v1 = Buffer.from(encodeCatalogVectors(embedder, items, vectors));
   shopFiles[SHOP_ROUTE] = { bytes: v2, etag: `"v2-${v2.length}"` };
   shopFiles[SHOP_V1_ROUTE] = { bytes: v1, etag: `"v1-${v1.length}"` };
@@ -261,7 +276,9 @@ function checkAssets(): void {
     ok = manifest.weightsManifest.every((g) => g.paths.every((p) => p.endsWith('.bin') && existsSync(join(ASSETS, 'use-lite', p))));
   }
   if (!ok) {
-    process.stderr.write('bench:browser: packages/atomem/dist/assets/ is missing or incomplete (USE-lite model, .bin shards, tfjs wasm). Run `npm run build` first.\n');
+    process.stderr.write(
+      'bench:browser: packages/atomem/dist/assets/ is missing or incomplete (USE-lite model, .bin shards, tfjs wasm). Run `npm run build` first.\n',
+    );
     process.exit(2);
   }
 }
@@ -310,10 +327,7 @@ async function call<K extends keyof BenchApi>(page: Page, name: K, arg?: Paramet
     timer = setTimeout(() => reject(new Error(`page call ${name} timed out after ${CALL_TIMEOUT_MS / 1000} s`)), CALL_TIMEOUT_MS);
   });
   try {
-    const run = page.evaluate(
-      ([n, a]) => (window.__bench![n as keyof BenchApi] as (x: unknown) => unknown)(a),
-      [name, arg ?? null] as [string, unknown],
-    );
+    const run = page.evaluate(([n, a]) => (window.__bench![n as keyof BenchApi] as (x: unknown) => unknown)(a), [name, arg ?? null] as [string, unknown]);
     return (await Promise.race([run, timeout])) as Awaited<ReturnType<BenchApi[K]>>;
   } finally {
     clearTimeout(timer);
@@ -358,7 +372,9 @@ function printRows(results: BrowserBenchResult[]): void {
   console.log('| what | p50 | p95 | n | baseline (same run) | baseline p50 | ratio |');
   console.log('|---|---:|---:|---:|---|---:|---|');
   for (const r of results) {
-    console.log(`| ${r.name} | ${fmtValue(r.value, r.unit)} | ${r.p95 === undefined ? '' : fmtValue(r.p95, r.unit)} | ${r.n} | ${r.baseline} | ${fmtValue(r.baselineValue, r.unit)} | ${fmtRatio(r)} |`);
+    console.log(
+      `| ${r.name} | ${fmtValue(r.value, r.unit)} | ${r.p95 === undefined ? '' : fmtValue(r.p95, r.unit)} | ${r.n} | ${r.baseline} | ${fmtValue(r.baselineValue, r.unit)} | ${fmtRatio(r)} |`,
+    );
   }
 }
 
@@ -367,72 +383,136 @@ function printFirstVisit(fv: FirstVisitResult): void {
   const mb = (b: number): string => `${(b / 1e6).toFixed(2)} MB`;
   const p50 = (xs: FirstVisit[], f: (v: FirstVisit) => number): number => pct(xs.map(f), 50);
   const without = p50(fv.withoutVectors, (v) => v.ttfrMs);
-  console.log(`First visit of the built package (static loopback server, bodies uncompressed, fresh browser context each; ${fv.catalog}-product catalog; vector file ${mb(fv.vectorFileBytes)}):\n`);
-  console.log('| first visit | bytes transferred (p50) | of which USE-lite (code, wasm, model) | of which vector file | time to first recommendation p50 | p95 | n | budget | baseline (same run) | ratio |');
+  console.log(
+    `First visit of the built package (static loopback server, bodies uncompressed, fresh browser context each; ${fv.catalog}-product catalog; vector file ${mb(fv.vectorFileBytes)}):\n`,
+  );
+  console.log(
+    '| first visit | bytes transferred (p50) | of which USE-lite (code, wasm, model) | of which vector file | time to first recommendation p50 | p95 | n | budget | baseline (same run) | ratio |',
+  );
   console.log('|---|---:|---:|---:|---:|---:|---:|---|---|---|');
   const row = (label: string, xs: FirstVisit[], budget: number, baseline: string, base: number): void => {
     const bytes = p50(xs, (v) => v.bytes);
     const ttfr = p50(xs, (v) => v.ttfrMs);
     console.log(
-      `| ${label} | ${mb(bytes)} | ${mb(p50(xs, (v) => v.modelBytes))} | ${mb(p50(xs, (v) => v.vectorBytes))} | ${fmtMs(ttfr)} | ${fmtMs(pct(xs.map((v) => v.ttfrMs), 95))} | ${xs.length} | ≤ ${mb(budget)}: ${bytes <= budget ? 'met' : 'MISSED'} | ${baseline} | ${(ttfr / base).toFixed(2)}× |`,
+      `| ${label} | ${mb(bytes)} | ${mb(p50(xs, (v) => v.modelBytes))} | ${mb(p50(xs, (v) => v.vectorBytes))} | ${fmtMs(ttfr)} | ${fmtMs(
+        pct(
+          xs.map((v) => v.ttfrMs),
+          95,
+        ),
+      )} | ${xs.length} | ≤ ${mb(budget)}: ${bytes <= budget ? 'met' : 'MISSED'} | ${baseline} | ${(ttfr / base).toFixed(2)}× |`,
     );
   };
-  row("with the shop's catalog vector file (USE-lite never fetched: `status().embedder.state` 'not loaded')", fv.withVectors, FIRST_VISIT_BUDGET.withVectors, 'the first visit without the file (next row)', without);
-  row(`without it (USE-lite uint8 fetched, ${fv.catalog} products embedded on the device)`, fv.withoutVectors, FIRST_VISIT_BUDGET.withoutVectors, 'itself', without);
+  row(
+    "with the shop's catalog vector file (USE-lite never fetched: `status().embedder.state` 'not loaded')",
+    fv.withVectors,
+    FIRST_VISIT_BUDGET.withVectors,
+    'the first visit without the file (next row)',
+    without,
+  );
+  row(
+    `without it (USE-lite uint8 fetched, ${fv.catalog} products embedded on the device)`,
+    fv.withoutVectors,
+    FIRST_VISIT_BUDGET.withoutVectors,
+    'itself',
+    without,
+  );
 }
 
 async function main(): Promise<void> {
   const program = new Command()
     .name('bench:browser')
     .description('atomem in headless Chromium: worker start, track() round trip, IndexedDB load, embedder throughput')
-    .option('--runs <n>', 'fresh browser contexts per start configuration; IndexedDB loads are timed 4×N times, throughput N times', (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1 || n > 100) throw new InvalidArgumentError('--runs must be an integer in 1..100');
-      return n;
-    }, 5)
-    .option('--catalog <n>', "products in the engine's catalog for the start and track() figures (embedded at start)", (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 10 || n > 256) throw new InvalidArgumentError('--catalog must be an integer in 10..256');
-      return n;
-    }, 256)
-    .option('--llm-runs <n>', `fresh browser contexts for the language-model rows (stories260K; skipped when ${MODEL_PATH} is missing, or with 0)`, (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--llm-runs must be an integer in 0..100');
-      return n;
-    }, 3)
-    .option('--first-visit-runs <n>', 'first visits (fresh contexts) of the built package per configuration, with and without the catalog vector file; 0 skips them', (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--first-visit-runs must be an integer in 0..100');
-      return n;
-    }, 3)
+    .option(
+      '--runs <n>',
+      'fresh browser contexts per start configuration; IndexedDB loads are timed 4×N times, throughput N times',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1 || n > 100) throw new InvalidArgumentError('--runs must be an integer in 1..100');
+        return n;
+      },
+      5,
+    )
+    .option(
+      '--catalog <n>',
+      "products in the engine's catalog for the start and track() figures (embedded at start)",
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 10 || n > 256) throw new InvalidArgumentError('--catalog must be an integer in 10..256');
+        return n;
+      },
+      256,
+    )
+    .option(
+      '--llm-runs <n>',
+      `fresh browser contexts for the language-model rows (stories260K; skipped when ${MODEL_PATH} is missing, or with 0)`,
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--llm-runs must be an integer in 0..100');
+        return n;
+      },
+      3,
+    )
+    .option(
+      '--first-visit-runs <n>',
+      'first visits (fresh contexts) of the built package per configuration, with and without the catalog vector file; 0 skips them',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--first-visit-runs must be an integer in 0..100');
+        return n;
+      },
+      3,
+    )
     .option('--first-visit-catalog <n>', 'products in the first-visit catalog (default: --catalog; up to 5000, titles repeat past 256)', (v) => {
       const n = Number(v);
       if (!Number.isInteger(n) || n < 10 || n > 5000) throw new InvalidArgumentError('--first-visit-catalog must be an integer in 10..5000');
       return n;
     })
     .option('--first-visit-only', 'only the first-visit rows (no Vite dev server, no other rows)')
-    .option('--shop-runs <n>', 'fresh browser contexts for the shop-model rows (catalog vector file v2); 0 skips them', (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--shop-runs must be an integer in 0..100');
-      return n;
-    }, 3)
-    .option('--shop-catalog <n>', 'products in the shop-model rows (up to 100000, titles repeat past 256)', (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 10 || n > 100_000) throw new InvalidArgumentError('--shop-catalog must be an integer in 10..100000');
-      return n;
-    }, 1682)
-    .option('--shop-users <n>', 'shoppers in the synthetic order log of the shop-model rows', (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 10 || n > 100_000) throw new InvalidArgumentError('--shop-users must be an integer in 10..100000');
-      return n;
-    }, 943)
-    .option('--shop-sasrec-epochs <n>', "SASRec epochs of the shop-model rows' file (inference cost does not depend on it)", (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1 || n > 1000) throw new InvalidArgumentError('--shop-sasrec-epochs must be an integer in 1..1000');
-      return n;
-    }, 5)
+    .option(
+      '--shop-runs <n>',
+      'fresh browser contexts for the shop-model rows (catalog vector file v2); 0 skips them',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0 || n > 100) throw new InvalidArgumentError('--shop-runs must be an integer in 0..100');
+        return n;
+      },
+      3,
+    )
+    .option(
+      '--shop-catalog <n>',
+      'products in the shop-model rows (up to 100000, titles repeat past 256)',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 10 || n > 100_000) throw new InvalidArgumentError('--shop-catalog must be an integer in 10..100000');
+        return n;
+      },
+      1682,
+    )
+    .option(
+      '--shop-users <n>',
+      'shoppers in the synthetic order log of the shop-model rows',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 10 || n > 100_000) throw new InvalidArgumentError('--shop-users must be an integer in 10..100000');
+        return n;
+      },
+      943,
+    )
+    .option(
+      '--shop-sasrec-epochs <n>',
+      "SASRec epochs of the shop-model rows' file (inference cost does not depend on it)",
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1 || n > 1000) throw new InvalidArgumentError('--shop-sasrec-epochs must be an integer in 1..1000');
+        return n;
+      },
+      5,
+    )
     .option('--shop-only', 'only the shop-model rows')
-    .option('--whole-catalog', 'with --shop-only: whole-catalog recommend({ limit: 20 }) p50/p95 on the --shop-catalog file, beside a bare dot-product scan of its vectors')
+    .option(
+      '--whole-catalog',
+      'with --shop-only: whole-catalog recommend({ limit: 20 }) p50/p95 on the --shop-catalog file, beside a bare dot-product scan of its vectors',
+    )
     .option('--json <file>', 'also write the results as JSON')
     .parse();
   const opts = program.opts<{
@@ -498,7 +578,12 @@ async function main(): Promise<void> {
         await call(page, 'cleanup');
         if (withModel) {
           // wllama's modules, and one idle batch and rerank through the model
-          const o = await call(page, 'open', { profile: `bench-${runId}-warmup-llm`, catalog: 16, llm: { modelUrl: `${base}${MODEL_ROUTE}`, idleMs: LLM.idleMs, budget: LLM.budget }, batchEvents: LLM.batchEvents });
+          const o = await call(page, 'open', {
+            profile: `bench-${runId}-warmup-llm`,
+            catalog: 16,
+            llm: { modelUrl: `${base}${MODEL_ROUTE}`, idleMs: LLM.idleMs, budget: LLM.budget },
+            batchEvents: LLM.batchEvents,
+          });
           if (o.llm === 'rules') throw new Error(`no language model loaded: ${o.attempts.join('; ')}`);
           await call(page, 'idleBatch', { events: 2 });
           await call(page, 'rerank', { top: 4, samples: 1, plainSamples: 1 });
@@ -525,14 +610,25 @@ async function main(): Promise<void> {
       for (let r = 0; r < opts.shopRuns; r++) {
         const { context, page } = await freshPage(browser, base);
         try {
-          const res = await call(page, 'wholeCatalog', { profile: `bench-${runId}-whole${r}`, catalog: opts.shopCatalog, url: `${base}${SHOP_ROUTE}`, events: SHOP.events, samples: SHOP.samples, warmup: SHOP.warmup, limit: 20 });
+          const res = await call(page, 'wholeCatalog', {
+            profile: `bench-${runId}-whole${r}`,
+            catalog: opts.shopCatalog,
+            url: `${base}${SHOP_ROUTE}`,
+            events: SHOP.events,
+            samples: SHOP.samples,
+            warmup: SHOP.warmup,
+            limit: 20,
+          });
           if (!res.status?.shop) throw new Error(`the shop model was not in use: ${JSON.stringify(res.status)}`);
-          if (res.returned !== 20 || res.explained !== 20 || res.bought !== 0) throw new Error(`whole-catalog recommend returned ${res.returned} items, ${res.explained} explained, ${res.bought} bought`);
+          if (res.returned !== 20 || res.explained !== 20 || res.bought !== 0)
+            throw new Error(`whole-catalog recommend returned ${res.returned} items, ${res.explained} explained, ${res.bought} bought`);
           rec.push(...res.recommendMs);
           scan.push(...res.scanMs);
           whole.push(res);
           await call(page, 'cleanup');
-          log(`whole-catalog run ${r + 1}/${opts.shopRuns}: ${res.items} items × ${res.dim}, recommend p50 ${fmtMs(pct(res.recommendMs, 50))} p95 ${fmtMs(pct(res.recommendMs, 95))}, bare scan p50 ${fmtMs(pct(res.scanMs, 50))}`);
+          log(
+            `whole-catalog run ${r + 1}/${opts.shopRuns}: ${res.items} items × ${res.dim}, recommend p50 ${fmtMs(pct(res.recommendMs, 50))} p95 ${fmtMs(pct(res.recommendMs, 95))}, bare scan p50 ${fmtMs(pct(res.scanMs, 50))}`,
+          );
         } finally {
           await context.close();
         }
@@ -549,7 +645,9 @@ async function main(): Promise<void> {
           n: rec.length,
         },
       ];
-      console.log(`atomem browser benchmark, whole-catalog rows — Chromium ${version}, ${opts.shopRuns} runs, ${((performance.now() - began) / 1000).toFixed(0)} s\n`);
+      console.log(
+        `atomem browser benchmark, whole-catalog rows — Chromium ${version}, ${opts.shopRuns} runs, ${((performance.now() - began) / 1000).toFixed(0)} s\n`,
+      );
       printRows(rows);
       if (opts.json) writeFileSync(opts.json, `${JSON.stringify({ chromium: version, shopCatalog: opts.shopCatalog, results: rows, runs: whole }, null, 2)}\n`);
       return;
@@ -560,15 +658,26 @@ async function main(): Promise<void> {
     if (opts.shopRuns > 0) {
       log(`shop-model files: ${opts.shopCatalog} products, ${opts.shopUsers} synthetic shoppers, SASRec ${opts.shopSasrecEpochs} epochs (untimed)`);
       const made = await makeShopFiles(opts.shopCatalog, opts.shopUsers, opts.shopSasrecEpochs);
-      log(`shop-model files made in ${made.seconds.toFixed(1)} s from ${made.rows} log rows: v2 ${(shopFiles[SHOP_ROUTE].bytes.length / 1024).toFixed(0)} KiB, v1 ${(shopFiles[SHOP_V1_ROUTE].bytes.length / 1024).toFixed(0)} KiB`);
+      log(
+        `shop-model files made in ${made.seconds.toFixed(1)} s from ${made.rows} log rows: v2 ${(shopFiles[SHOP_ROUTE].bytes.length / 1024).toFixed(0)} KiB, v1 ${(shopFiles[SHOP_V1_ROUTE].bytes.length / 1024).toFixed(0)} KiB`,
+      );
       for (let r = 0; r < opts.shopRuns; r++) {
         const { context, page } = await freshPage(browser, base);
         try {
-          const res = await call(page, 'shopModel', { profile: `bench-${runId}-shop${r}`, catalog: opts.shopCatalog, url: `${base}${SHOP_ROUTE}`, baselineUrl: `${base}${SHOP_V1_ROUTE}`, ...SHOP });
+          const res = await call(page, 'shopModel', {
+            profile: `bench-${runId}-shop${r}`,
+            catalog: opts.shopCatalog,
+            url: `${base}${SHOP_ROUTE}`,
+            baselineUrl: `${base}${SHOP_V1_ROUTE}`,
+            ...SHOP,
+          });
           const s = res.shop;
-          if (s.firstStatus?.source !== 'download' || !s.firstStatus.shop?.sequence) throw new Error(`the v2 file was not used with its shop model: ${JSON.stringify(s.firstStatus)}`);
-          if (s.againStatus?.source !== 'revalidated' || !s.againStatus.shop) throw new Error(`the returning visit did not revalidate the v2 file: ${JSON.stringify(s.againStatus)}`);
-          if (res.content.firstStatus?.shop !== null || res.content.firstStatus.version !== 1) throw new Error(`the v1 baseline ran with ${JSON.stringify(res.content.firstStatus)}`);
+          if (s.firstStatus?.source !== 'download' || !s.firstStatus.shop?.sequence)
+            throw new Error(`the v2 file was not used with its shop model: ${JSON.stringify(s.firstStatus)}`);
+          if (s.againStatus?.source !== 'revalidated' || !s.againStatus.shop)
+            throw new Error(`the returning visit did not revalidate the v2 file: ${JSON.stringify(s.againStatus)}`);
+          if (res.content.firstStatus?.shop !== null || res.content.firstStatus.version !== 1)
+            throw new Error(`the v1 baseline ran with ${JSON.stringify(res.content.firstStatus)}`);
           shopRuns.push(res);
           await call(page, 'cleanup');
           log(
@@ -583,9 +692,15 @@ async function main(): Promise<void> {
     if (opts.shopOnly) {
       const rows = shopRows(shopRuns, opts.shopCatalog, opts.shopUsers, opts.shopSasrecEpochs);
       const wallS = (performance.now() - began) / 1000;
-      console.log(`atomem browser benchmark, shop-model rows — Chromium ${version}, served from source by the Vite dev server, ${opts.shopRuns} runs, ${wallS.toFixed(0)} s\n`);
+      console.log(
+        `atomem browser benchmark, shop-model rows — Chromium ${version}, served from source by the Vite dev server, ${opts.shopRuns} runs, ${wallS.toFixed(0)} s\n`,
+      );
       printRows(rows);
-      if (opts.json) writeFileSync(opts.json, `${JSON.stringify({ chromium: version, shopRuns: opts.shopRuns, shopCatalog: opts.shopCatalog, shopUsers: opts.shopUsers, results: rows, runs: shopRuns.map((r) => ({ ...r, shop: { ...r.shop }, content: { ...r.content } })) }, null, 2)}\n`);
+      if (opts.json)
+        writeFileSync(
+          opts.json,
+          `${JSON.stringify({ chromium: version, shopRuns: opts.shopRuns, shopCatalog: opts.shopCatalog, shopUsers: opts.shopUsers, results: rows, runs: shopRuns.map((r) => ({ ...r, shop: { ...r.shop }, content: { ...r.content } })) }, null, 2)}\n`,
+        );
       return;
     }
 
@@ -619,7 +734,12 @@ async function main(): Promise<void> {
       {
         const { context, page } = await freshPage(browser, base);
         try {
-          const v = await call(page, 'startWithVectors', { profile: `bench-${runId}-r${r}-vectors`, assetsBaseUrl, catalog: opts.catalog, url: `${base}${VECTORS_ROUTE}` });
+          const v = await call(page, 'startWithVectors', {
+            profile: `bench-${runId}-r${r}-vectors`,
+            assetsBaseUrl,
+            catalog: opts.catalog,
+            url: `${base}${VECTORS_ROUTE}`,
+          });
           if (v.embedded !== 0) throw new Error(`with catalog vectors the engine still embedded ${v.embedded} products`);
           withVectors.push(v.coldMs);
           await call(page, 'cleanup');
@@ -645,7 +765,8 @@ async function main(): Promise<void> {
         const { context, page } = await freshPage(browser, base);
         try {
           const s = await call(page, 'start', { embedder, profile: `bench-${runId}-r${r}-${embedder}`, assetsBaseUrl, catalog: opts.catalog });
-          if (s.embedder !== expected[embedder] || s.llm !== 'rules') throw new Error(`the engine runs ${s.embedder} with ${s.llm}, expected ${expected[embedder]} with rules`);
+          if (s.embedder !== expected[embedder] || s.llm !== 'rules')
+            throw new Error(`the engine runs ${s.embedder} with ${s.llm}, expected ${expected[embedder]} with rules`);
           if (s.catalog !== opts.catalog) throw new Error(`the page used ${s.catalog} products, expected ${opts.catalog}`);
           const st = starts[embedder];
           st.cold.push(s.coldMs);
@@ -662,11 +783,15 @@ async function main(): Promise<void> {
             intentRows.plainMs.push(...it.plainMs);
             intentRows.selectMs.push(...it.selectMs);
             intentRows.candidates = it.candidates;
-            log(`run ${r + 1}/${runs}: recommend(${it.candidates}, { intent }) p50 ${fmtMs(pct(it.intentMs, 50))}, without intent ${fmtMs(pct(it.plainMs, 50))}, intentMemories alone ${fmtMs(pct(it.selectMs, 50))}`);
+            log(
+              `run ${r + 1}/${runs}: recommend(${it.candidates}, { intent }) p50 ${fmtMs(pct(it.intentMs, 50))}, without intent ${fmtMs(pct(it.plainMs, 50))}, intentMemories alone ${fmtMs(pct(it.selectMs, 50))}`,
+            );
           }
           await call(page, 'cleanup');
           const model = (ms: number | null): string => (ms === null ? '' : ` (embedder ready at ${fmtMs(ms)})`);
-          log(`run ${r + 1}/${runs}: ${embedder} start cold ${fmtMs(s.coldMs)}${model(s.coldEmbedderMs)}, warm ${fmtMs(s.warmMs)}${model(s.warmEmbedderMs)}; track p50 ${fmtMs(pct(t, 50))} (mean of the first 20 ${fmtMs(mean(t.slice(0, 20)))}, of the last 20 ${fmtMs(mean(t.slice(-20)))})`);
+          log(
+            `run ${r + 1}/${runs}: ${embedder} start cold ${fmtMs(s.coldMs)}${model(s.coldEmbedderMs)}, warm ${fmtMs(s.warmMs)}${model(s.warmEmbedderMs)}; track p50 ${fmtMs(pct(t, 50))} (mean of the first 20 ${fmtMs(mean(t.slice(0, 20)))}, of the last 20 ${fmtMs(mean(t.slice(-20)))})`,
+          );
         } finally {
           await context.close();
         }
@@ -696,7 +821,15 @@ async function main(): Promise<void> {
     })();
 
     // Language-model rows (see the header comment): one fresh context per run.
-    type LlmRun = { cold: OpenResult; warm: OpenResult; track: number[]; deferredAfterTrack: number; batch: IdleBatchResult; rerank: RerankResult; rulesTrack: number[] };
+    type LlmRun = {
+      cold: OpenResult;
+      warm: OpenResult;
+      track: number[];
+      deferredAfterTrack: number;
+      batch: IdleBatchResult;
+      rerank: RerankResult;
+      rulesTrack: number[];
+    };
     const llmRuns: LlmRun[] = [];
     if (withModel) {
       const modelUrl = `${base}${MODEL_ROUTE}`;
@@ -706,18 +839,27 @@ async function main(): Promise<void> {
         try {
           const p = `bench-${runId}-llm${r}`;
           const active = (o: OpenResult, what: string): OpenResult => {
-            if (o.llm !== 'wasm' || o.llmMs === null || o.embedder !== 'hashing/cpu/256') throw new Error(`${what}: the engine runs ${o.embedder} with ${o.llm} (${o.attempts.join('; ')}), expected hashing/cpu/256 with wllama on wasm`);
+            if (o.llm !== 'wasm' || o.llmMs === null || o.embedder !== 'hashing/cpu/256')
+              throw new Error(`${what}: the engine runs ${o.embedder} with ${o.llm} (${o.attempts.join('; ')}), expected hashing/cpu/256 with wllama on wasm`);
             return o;
           };
           // cold model load, then track() with every event deferred
-          const cold = active(await call(page, 'open', { profile: `${p}-defer`, catalog: opts.catalog, llm: llmOpts(LLM.deferIdleMs), batchEvents: LLM.batchEvents }), 'cold model load');
+          const cold = active(
+            await call(page, 'open', { profile: `${p}-defer`, catalog: opts.catalog, llm: llmOpts(LLM.deferIdleMs), batchEvents: LLM.batchEvents }),
+            'cold model load',
+          );
           const track = await call(page, 'track', { events: LLM.trackEvents, warmup: LLM.trackWarmup });
           const st = await call(page, 'llmStatus');
-          if (st.deferred !== LLM.trackEvents + LLM.trackWarmup) log(`odd: ${st.deferred} events deferred after ${LLM.trackEvents + LLM.trackWarmup} tracks (some were processed inside the timing)`);
+          if (st.deferred !== LLM.trackEvents + LLM.trackWarmup)
+            log(`odd: ${st.deferred} events deferred after ${LLM.trackEvents + LLM.trackWarmup} tracks (some were processed inside the timing)`);
           // warm model load (GGUF in wllama's OPFS cache), the idle batch, rerank
-          const warm = active(await call(page, 'open', { profile: `${p}-idle`, catalog: opts.catalog, llm: llmOpts(LLM.idleMs), batchEvents: LLM.batchEvents }), 'warm model load');
+          const warm = active(
+            await call(page, 'open', { profile: `${p}-idle`, catalog: opts.catalog, llm: llmOpts(LLM.idleMs), batchEvents: LLM.batchEvents }),
+            'warm model load',
+          );
           const batch = await call(page, 'idleBatch', { events: LLM.idleEvents });
-          if (batch.deferredAfterTrack !== LLM.idleEvents) log(`odd: ${batch.deferredAfterTrack} of ${LLM.idleEvents} events deferred right after the last track (a batch started early)`);
+          if (batch.deferredAfterTrack !== LLM.idleEvents)
+            log(`odd: ${batch.deferredAfterTrack} of ${LLM.idleEvents} events deferred right after the last track (a batch started early)`);
           if (batch.callEvents !== batch.costs.calls) log(`odd: ${batch.callEvents} 'llm' call events for ${batch.costs.calls} model calls in the costs`);
           const rerank = await call(page, 'rerank', { top: LLM.rerankTop, samples: LLM.rerankSamples, plainSamples: LLM.plainSamples });
           // the same events in rules mode, processed inside track()
@@ -733,7 +875,11 @@ async function main(): Promise<void> {
               `${c.calls} calls (${c.repairs} repairs), ${c.requests} operations: ${c.succeeded} answered, fallbacks ${JSON.stringify(c.fallbacks)}, ${c.outputTokens} output tokens in ${fmtMs(c.ms)} of model time; ` +
               `rerank p50 ${fmtMs(pct(rerank.rerankMs, 50))} (${rerank.costs.succeeded}/${rerank.costs.requests} answered, ${rerank.costs.calls} calls), plain ${fmtMs(pct(rerank.plainMs, 50))}; rules Σ track/${LLM.idleEvents} ${fmtMs(mean(rulesTrack))}`,
           );
-          log(`llm run ${r + 1}/${opts.llmRuns}: batch by operation ${Object.entries(batch.byOperation).map(([op, x]) => `${op} ${x.requests} req/${x.calls} calls/${x.succeeded} ok`).join(', ')}; ${batch.memories} memories`);
+          log(
+            `llm run ${r + 1}/${opts.llmRuns}: batch by operation ${Object.entries(batch.byOperation)
+              .map(([op, x]) => `${op} ${x.requests} req/${x.calls} calls/${x.succeeded} ok`)
+              .join(', ')}; ${batch.memories} memories`,
+          );
           for (const m of new Set([...batch.fallbackMessages, ...rerank.fallbackMessages])) log(`llm run ${r + 1}/${opts.llmRuns}: fallback ${m}`);
         } finally {
           await context.close();
@@ -751,7 +897,16 @@ async function main(): Promise<void> {
     const results: BrowserBenchResult[] = [];
     const add = (name: string, samples: number[], unit: BrowserBenchResult['unit'], baseline: string, baselineValue: number, withP95 = true): void => {
       const value = pct(samples, 50);
-      results.push({ name, value, unit, baseline, baselineValue, ratio: value / baselineValue, ...(withP95 ? { p95: pct(samples, 95) } : {}), n: samples.length });
+      results.push({
+        name,
+        value,
+        unit,
+        baseline,
+        baselineValue,
+        ratio: value / baselineValue,
+        ...(withP95 ? { p95: pct(samples, 95) } : {}),
+        n: samples.length,
+      });
     };
     const cat = opts.catalog;
     const coldBase = 'empty module worker + 1 postMessage answer, cold';
@@ -772,7 +927,13 @@ async function main(): Promise<void> {
       pct(starts['use-lite'].cold, 50),
     );
     for (const embedder of ['hashing', 'use-lite'] as const) {
-      add(`track() round trip, ${embedder} (durable in IndexedDB, ${starts[embedder].track.length / runs} events/run)`, starts[embedder].track, 'ms', 'bare Comlink round trip (p50 of 10-call means)', pct(comlink, 50));
+      add(
+        `track() round trip, ${embedder} (durable in IndexedDB, ${starts[embedder].track.length / runs} events/run)`,
+        starts[embedder].track,
+        'ms',
+        'bare Comlink round trip (p50 of 10-call means)',
+        pct(comlink, 50),
+      );
     }
     add(
       `recommend(${intentRows.candidates} candidates, { intent }), use-lite, after 210 events (the intent embedded by USE-lite each call, memories selected, intent signals)`,
@@ -789,7 +950,7 @@ async function main(): Promise<void> {
       pct(intentRows.plainMs, 50),
     );
     add(
-      `IndexedDB MemoryStore.load() of ${idb.memories.toLocaleString("en-US")} memories (512-d), fresh connection`,
+      `IndexedDB MemoryStore.load() of ${idb.memories.toLocaleString('en-US')} memories (512-d), fresh connection`,
       idb.loadMs,
       'ms',
       `structuredClone of the same state (JSON.parse of its ${(idb.jsonBytes / 1e6).toFixed(1)} MB JSON: ${fmtMs(pct(idb.parseMs, 50))})`,
@@ -816,12 +977,28 @@ async function main(): Promise<void> {
       const tokS = sum((r) => r.batch.costs.outputTokens) / (sum((r) => r.batch.costs.ms) / 1000);
       const fb = (key: 'invalid' | 'timeout' | 'budget' | 'model', f: (r: LlmRun) => Record<typeof key, number>): number => sum((r) => f(r)[key]);
       const fallbacks = (f: (r: LlmRun) => Record<'invalid' | 'timeout' | 'budget' | 'model', number>): string =>
-        (['invalid', 'timeout', 'budget', 'model'] as const).map((k) => [k, fb(k, f)] as const).filter(([, n]) => n > 0).map(([k, n]) => `${n} ${k}`).join(', ') || 'none';
+        (['invalid', 'timeout', 'budget', 'model'] as const)
+          .map((k) => [k, fb(k, f)] as const)
+          .filter(([, n]) => n > 0)
+          .map(([k, n]) => `${n} ${k}`)
+          .join(', ') || 'none';
       const rr = { requests: sum((r) => r.rerank.costs.requests), answered: sum((r) => r.rerank.costs.succeeded), calls: sum((r) => r.rerank.costs.calls) };
       // wllama runs single-threaded unless the page is cross-origin isolated
       const model = `stories260K (wllama, WASM, ${llmRuns[0].cold.crossOriginIsolated ? 'multi-threaded' : '1 thread'})`;
-      add(`language model load, ${model}: createAtomem → status().llm active, cold (fresh context)`, llmRuns.map((r) => r.cold.llmMs!), 'ms', coldBase, pct(emptyCold, 50));
-      add(`language model load, ${model}: createAtomem → status().llm active, warm (2nd in the page, GGUF in wllama's OPFS cache)`, llmRuns.map((r) => r.warm.llmMs!), 'ms', warmBase, pct(emptyWarm, 50));
+      add(
+        `language model load, ${model}: createAtomem → status().llm active, cold (fresh context)`,
+        llmRuns.map((r) => r.cold.llmMs!),
+        'ms',
+        coldBase,
+        pct(emptyCold, 50),
+      );
+      add(
+        `language model load, ${model}: createAtomem → status().llm active, warm (2nd in the page, GGUF in wllama's OPFS cache)`,
+        llmRuns.map((r) => r.warm.llmMs!),
+        'ms',
+        warmBase,
+        pct(emptyWarm, 50),
+      );
       add(
         `track() round trip, ${model} active, hashing: stored and deferred (llm.idleMs ${LLM.deferIdleMs / 1000} s, config.batchEvents ${LLM.batchEvents}; ${LLM.trackEvents} events/run)`,
         llmRuns.flatMap((r) => r.track),
@@ -848,7 +1025,10 @@ async function main(): Promise<void> {
         llmRuns.flatMap((r) => r.rerank.rerankMs),
         'ms',
         'recommend(the same 10 candidates) without rerank, same instance',
-        pct(llmRuns.flatMap((r) => r.rerank.plainMs), 50),
+        pct(
+          llmRuns.flatMap((r) => r.rerank.plainMs),
+          50,
+        ),
       );
       llmSummary = {
         model: MODEL_PATH,
@@ -857,7 +1037,10 @@ async function main(): Promise<void> {
         settings: LLM,
         trackRulesHashingMs: pct(starts.hashing.track, 50),
         rulesBatchPerEventMs: pct(rulesBatch, 50),
-        recommendPlainMs: pct(llmRuns.flatMap((r) => r.rerank.plainMs), 50),
+        recommendPlainMs: pct(
+          llmRuns.flatMap((r) => r.rerank.plainMs),
+          50,
+        ),
         idleBatch: { events: K, modelCalls: calls, operations: ops, answered, outputTokensPerS: tokS },
         rerank: rr,
         runs: llmRuns,
@@ -887,7 +1070,10 @@ async function main(): Promise<void> {
     }
     log(`done in ${wallS.toFixed(0)} s`);
     if (opts.json) {
-      writeFileSync(opts.json, `${JSON.stringify({ chromium: version, cores, crossOriginIsolated: info?.crossOriginIsolated ?? false, runs, llmRuns: llmRuns.length, catalog: cat, wallSeconds: wallS, baselines: baselineFigures, results, llm: llmSummary, firstVisit }, null, 2)}\n`);
+      writeFileSync(
+        opts.json,
+        `${JSON.stringify({ chromium: version, cores, crossOriginIsolated: info?.crossOriginIsolated ?? false, runs, llmRuns: llmRuns.length, catalog: cat, wallSeconds: wallS, baselines: baselineFigures, results, llm: llmSummary, firstVisit }, null, 2)}\n`,
+      );
       log(`wrote ${opts.json}`);
     }
   } finally {

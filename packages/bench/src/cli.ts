@@ -35,7 +35,10 @@ function parseSeed(value: string): number {
 }
 
 function parseList(value: string): string[] {
-  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const list = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (list.length === 0) throw new InvalidArgumentError('expected a comma-separated list.');
   return list;
 }
@@ -85,12 +88,29 @@ function program(): Command {
     .name('atomem-bench')
     .description('Protocols of EVAL.md: loo (1 positive + 9 sampled negatives), loo-full and temporal (all items ranked).')
     .addOption(new Option('--format <format>', 'dataset format').choices(['movielens', 'agentcf', 'jsonl', 'sequences']).default('movielens'))
-    .addOption(new Option('--protocol <protocol>', 'loo: 1 positive + 9 sampled negatives (the papers\' tables); loo-full: leave-one-out, every catalog item the user has not interacted with ranked; temporal: one global time cut, each user tested on their first event after it, all items ranked').choices(['loo', 'loo-full', 'temporal']).default('loo'))
+    .addOption(
+      new Option(
+        '--protocol <protocol>',
+        "loo: 1 positive + 9 sampled negatives (the papers' tables); loo-full: leave-one-out, every catalog item the user has not interacted with ranked; temporal: one global time cut, each user tested on their first event after it, all items ranked",
+      )
+        .choices(['loo', 'loo-full', 'temporal'])
+        .default('loo'),
+    )
     .option('--cut <q>', 'protocol temporal: the cut is this quantile of all event times (default 0.9)', parseCut)
-    .option('--reference <method>', 'loo-full / temporal: paired differences of every method against this one (default sasrec when it runs, else the first method)')
+    .option(
+      '--reference <method>',
+      'loo-full / temporal: paired differences of every method against this one (default sasrec when it runs, else the first method)',
+    )
     .option('--data <dir>', 'dataset folder (default: $ATOMEM_ML100K, else ../shared/data/ml-100k)')
     .option('--kcore <k>', 'k-core filter (default 5 for movielens, 0 otherwise)', parseNonNegativeInt)
-    .addOption(new Option('--setting <setting>', 'full, sample, instruct (full + a stated intent per case) or evolving (the last --steps interactions tested one after another)').choices(['full', 'sample', 'instruct', 'evolving']).default('full'))
+    .addOption(
+      new Option(
+        '--setting <setting>',
+        'full, sample, instruct (full + a stated intent per case) or evolving (the last --steps interactions tested one after another)',
+      )
+        .choices(['full', 'sample', 'instruct', 'evolving'])
+        .default('full'),
+    )
     .option('--steps <n>', 'setting evolving: interactions tested per user (default 5)', parseNonNegativeInt)
     .option('--users <n|all>', 'evaluated users, drawn without replacement', parseUsers, 'all' as number | 'all')
     .option('--seed <n>', 'seed of every random draw', parseSeed, DEFAULT_SEED)
@@ -99,12 +119,28 @@ function program(): Command {
     .option('--param <key=value>', 'method parameter, repeatable (e.g. bpr.epochs=40)', parseParam)
     .option('--json <file>', 'write { config, results } as JSON')
     .addOption(new Option('--reasoner <kind>', 'memory operations by rules (default) or an LLM').choices(['rules', 'llm']))
-    .addOption(new Option('--llm <kind>', 'with --reasoner llm: an OpenAI-compatible server, or a scripted stand-in (no model; plumbing)').choices(['openai-compatible', 'scripted']))
+    .addOption(
+      new Option('--llm <kind>', 'with --reasoner llm: an OpenAI-compatible server, or a scripted stand-in (no model; plumbing)').choices([
+        'openai-compatible',
+        'scripted',
+      ]),
+    )
     .addOption(new Option('--planner <kind>', 'with --reasoner llm: ARS planner by the LLM (default) or by rules').choices(['llm', 'rules']))
     .option('--llm-url <url>', 'OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1')
     .option('--llm-model <name>', 'model name sent to the OpenAI-compatible server')
-    .addOption(new Option('--item-vectors <kind>', "atomem's item space: hybrid = the shop's published model (collaborative vectors + its signals + SASRec, learned from the log the baselines train on), content = the content embedder's vectors").choices(['content', 'hybrid']).default('hybrid'))
-    .option('--shop-log-until <q>', 'the shop keeps only log entries before the global time quantile q (e.g. 0.8): applies to the published model (shop, atomem hybrid), not to the centralized baselines', parseQuantile)
+    .addOption(
+      new Option(
+        '--item-vectors <kind>',
+        "atomem's item space: hybrid = the shop's published model (collaborative vectors + its signals + SASRec, learned from the log the baselines train on), content = the content embedder's vectors",
+      )
+        .choices(['content', 'hybrid'])
+        .default('hybrid'),
+    )
+    .option(
+      '--shop-log-until <q>',
+      'the shop keeps only log entries before the global time quantile q (e.g. 0.8): applies to the published model (shop, atomem hybrid), not to the centralized baselines',
+      parseQuantile,
+    )
     .option('--validation', 'evaluate on validation cases (tuning) instead of test cases')
     .option('--no-progress', 'no progress bars on stderr')
     .option('--list', 'list the registered methods and exit')
@@ -189,7 +225,14 @@ export async function main(argv: string[]): Promise<number> {
     if (key !== barKey) {
       bar?.stop();
       bar = new cliProgress.SingleBar(
-        { format: '{label} |{bar}| {value}/{total} {duration_formatted}', stream: process.stderr, hideCursor: true, clearOnComplete: false, noTTYOutput: true, notTTYSchedule: 10_000 },
+        {
+          format: '{label} |{bar}| {value}/{total} {duration_formatted}',
+          stream: process.stderr,
+          hideCursor: true,
+          clearOnComplete: false,
+          noTTYOutput: true,
+          notTTYSchedule: 10_000,
+        },
         cliProgress.Presets.shades_classic,
       );
       bar.start(e.total, e.done, { label });
@@ -240,7 +283,9 @@ export async function main(argv: string[]): Promise<number> {
       onResult: (r) => {
         bar?.stop();
         barKey = '';
-        process.stderr.write(`done: ${r.method}${r.privacy ? `@${r.privacy}` : ''} n ${r.n} NDCG@10 ${r.ndcg10.toFixed(4)} Recall@10 ${r.recall10.toFixed(4)} MRR ${r.mrr.toFixed(4)} (${r.seconds.toFixed(1)} s)\n`);
+        process.stderr.write(
+          `done: ${r.method}${r.privacy ? `@${r.privacy}` : ''} n ${r.n} NDCG@10 ${r.ndcg10.toFixed(4)} Recall@10 ${r.recall10.toFixed(4)} MRR ${r.mrr.toFixed(4)} (${r.seconds.toFixed(1)} s)\n`,
+        );
       },
     });
     bar?.stop();
@@ -254,7 +299,9 @@ export async function main(argv: string[]): Promise<number> {
     const steps = result.results.filter((r) => Array.isArray(r.perStep));
     if (steps.length) {
       const n = (steps[0].perStep as { step: number }[]).length;
-      process.stdout.write(`\n| method | privacy | ${Array.from({ length: n }, (_, i) => `step ${i + 1} NDCG@10`).join(' | ')} | mean |\n|---|---|${'---:|'.repeat(n + 1)}\n`);
+      process.stdout.write(
+        `\n| method | privacy | ${Array.from({ length: n }, (_, i) => `step ${i + 1} NDCG@10`).join(' | ')} | mean |\n|---|---|${'---:|'.repeat(n + 1)}\n`,
+      );
       for (const r of steps) {
         const ps = r.perStep as { ndcg10: number }[];
         process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${ps.map((p) => p.ndcg10.toFixed(3)).join(' | ')} | ${r.ndcg10.toFixed(3)} |\n`);
@@ -262,34 +309,59 @@ export async function main(argv: string[]): Promise<number> {
     }
     const costRows = result.results.filter((r) => Array.isArray(r.llmPerStep));
     if (costRows.length) {
-      process.stdout.write('\n| method | privacy | step | model calls (its rankings + the memory updates after it) | operations | prompt tokens | output tokens | model seconds |\n|---|---|---:|---:|---:|---:|---:|---:|\n');
+      process.stdout.write(
+        '\n| method | privacy | step | model calls (its rankings + the memory updates after it) | operations | prompt tokens | output tokens | model seconds |\n|---|---|---:|---:|---:|---:|---:|---:|\n',
+      );
       for (const r of costRows) {
         for (const c of r.llmPerStep as { step: number; calls: number; requests: number; promptTokens: number; outputTokens: number; ms: number }[]) {
-          process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${c.step} | ${c.calls} | ${c.requests} | ${c.promptTokens} | ${c.outputTokens} | ${(c.ms / 1000).toFixed(1)} |\n`);
+          process.stdout.write(
+            `| ${r.method} | ${r.privacy ?? '—'} | ${c.step} | ${c.calls} | ${c.requests} | ${c.promptTokens} | ${c.outputTokens} | ${(c.ms / 1000).toFixed(1)} |\n`,
+          );
         }
       }
     }
-    if (result.contrasts.length && c.protocol !== 'loo') process.stdout.write(`\nPaired differences against ${c.reference} (per user, 95% paired bootstrap over users; ranks are pessimistic: ties count against the target):\n\n${contrastsTable(result.contrasts, true)}\n`);
-    else if (result.contrasts.length) process.stdout.write(`\nThe setting's contrasts (per user, paired bootstrap over users):\n\n${contrastsTable(result.contrasts, c.protocol !== 'loo')}\n`);
+    if (result.contrasts.length && c.protocol !== 'loo')
+      process.stdout.write(
+        `\nPaired differences against ${c.reference} (per user, 95% paired bootstrap over users; ranks are pessimistic: ties count against the target):\n\n${contrastsTable(result.contrasts, true)}\n`,
+      );
+    else if (result.contrasts.length)
+      process.stdout.write(`\nThe setting's contrasts (per user, paired bootstrap over users):\n\n${contrastsTable(result.contrasts, c.protocol !== 'loo')}\n`);
     const details = detailsTable(result);
     if (details) process.stdout.write(`\n${details}\n`);
     const cycles = result.results.filter((r) => r.lifecyclePer1000 !== undefined);
     if (cycles.length) {
       const ops = ['extract', 'reinforce', 'weaken', 'merge', 'forget', 'resynthesize'];
-      process.stdout.write(`\nLifecycle operations per 1,000 training events:\n\n| method | privacy | item vectors | events | ${ops.join(' | ')} |\n|---|---|---|---:|${'---:|'.repeat(ops.length)}\n`);
+      process.stdout.write(
+        `\nLifecycle operations per 1,000 training events:\n\n| method | privacy | item vectors | events | ${ops.join(' | ')} |\n|---|---|---|---:|${'---:|'.repeat(ops.length)}\n`,
+      );
       for (const r of cycles) {
         const l = r.lifecyclePer1000 as Record<string, number>;
-        process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${String(r.itemVectors)}${r.shopLogUntil != null && r.shopLogUntil !== 1 ? ` (log until q ${String(r.shopLogUntil)})` : ''} | ${String(r.trainingEvents)} | ${ops.map((op) => l[op].toFixed(1)).join(' | ')} |\n`);
+        process.stdout.write(
+          `| ${r.method} | ${r.privacy ?? '—'} | ${String(r.itemVectors)}${r.shopLogUntil != null && r.shopLogUntil !== 1 ? ` (log until q ${String(r.shopLogUntil)})` : ''} | ${String(r.trainingEvents)} | ${ops.map((op) => l[op].toFixed(1)).join(' | ')} |\n`,
+        );
       }
     }
     if (result.paired.length) process.stdout.write(`\nPaired differences (NDCG@10, same users):\n\n${pairedTable(result.paired)}\n`);
     const llmRows = result.results.filter((r) => r.llm);
     if (llmRows.length) {
-      process.stdout.write('\n| method | privacy | model | model calls | valid | repairs | fallbacks to rules (invalid / timeout / budget / model) | prompt tokens | output tokens | model seconds |\n|---|---|---|---:|---:|---:|---|---:|---:|---:|\n');
+      process.stdout.write(
+        '\n| method | privacy | model | model calls | valid | repairs | fallbacks to rules (invalid / timeout / budget / model) | prompt tokens | output tokens | model seconds |\n|---|---|---|---:|---:|---:|---|---:|---:|---:|\n',
+      );
       for (const r of llmRows) {
-        const l = r.llm as { model: string; calls: number; succeeded: number; repairs: number; fallbacks: Record<string, number>; promptTokens: number; outputTokens: number; ms: number };
+        const l = r.llm as {
+          model: string;
+          calls: number;
+          succeeded: number;
+          repairs: number;
+          fallbacks: Record<string, number>;
+          promptTokens: number;
+          outputTokens: number;
+          ms: number;
+        };
         const f = l.fallbacks;
-        process.stdout.write(`| ${r.method} | ${r.privacy ?? '—'} | ${l.model} | ${l.calls} | ${l.succeeded} | ${l.repairs} | ${f.invalid} / ${f.timeout} / ${f.budget} / ${f.model} | ${l.promptTokens} | ${l.outputTokens} | ${(l.ms / 1000).toFixed(1)} |\n`);
+        process.stdout.write(
+          `| ${r.method} | ${r.privacy ?? '—'} | ${l.model} | ${l.calls} | ${l.succeeded} | ${l.repairs} | ${f.invalid} / ${f.timeout} / ${f.budget} / ${f.model} | ${l.promptTokens} | ${l.outputTokens} | ${(l.ms / 1000).toFixed(1)} |\n`,
+        );
       }
       // Per operation, summed over the LLM rows: where the calls, tokens and time go.
       const ops = new Map<string, OperationCosts>();
@@ -299,15 +371,22 @@ export async function main(argv: string[]): Promise<number> {
           addCosts(ops.get(op)!, c);
         }
       }
-      process.stdout.write('\n| operation | requests | answered by the model | model calls | repairs | fallbacks to rules | prompt tokens | output tokens | model ms per call |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n');
+      process.stdout.write(
+        '\n| operation | requests | answered by the model | model calls | repairs | fallbacks to rules | prompt tokens | output tokens | model ms per call |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n',
+      );
       for (const [op, c] of ops) {
         if (c.requests === 0) continue;
         const fb = Object.values(c.fallbacks).reduce((a, b) => a + b, 0);
-        process.stdout.write(`| ${op} | ${c.requests} | ${c.succeeded} | ${c.calls} | ${c.repairs} | ${fb} | ${c.promptTokens} | ${c.outputTokens} | ${c.calls ? (c.ms / c.calls).toFixed(0) : '—'} |\n`);
+        process.stdout.write(
+          `| ${op} | ${c.requests} | ${c.succeeded} | ${c.calls} | ${c.repairs} | ${fb} | ${c.promptTokens} | ${c.outputTokens} | ${c.calls ? (c.ms / c.calls).toFixed(0) : '—'} |\n`,
+        );
       }
     }
     if (o.json) {
-      writeFileSync(o.json, `${JSON.stringify({ config: { ...c, kcore, data: dir, itemVectors: o.itemVectors, shopLogUntil: o.shopLogUntil ?? 1 }, results: result.results, paired: result.paired, contrasts: result.contrasts, perUser: result.perUser }, null, 2)}\n`);
+      writeFileSync(
+        o.json,
+        `${JSON.stringify({ config: { ...c, kcore, data: dir, itemVectors: o.itemVectors, shopLogUntil: o.shopLogUntil ?? 1 }, results: result.results, paired: result.paired, contrasts: result.contrasts, perUser: result.perUser }, null, 2)}\n`,
+      );
     }
     return 0;
   } catch (e) {

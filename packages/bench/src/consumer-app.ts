@@ -2,7 +2,7 @@
  * atomem as a shop gets it: the packed tarball installed with a plain `npm install` into a fresh
  * Vite app in a temp folder outside the repository, whose files are exactly the quick start of
  * the package's README, the one npm shows (`<!-- consumer-test: FILE -->` blocks; the root
- * README's copies must be identical: test/node/package-readme.test.ts), served by `vite` (dev) or `vite build` +
+ * README's copies must be identical: packages/atomem/test/package-readme.test.ts), served by `vite` (dev) or `vite build` +
  * `vite preview`, visited by Debian's Chromium. Shared by test/consumer/ and
  * `npm run bench:package` (package-footprint.ts).
  */
@@ -21,7 +21,14 @@ const PKG = join(REPO, 'packages', 'atomem');
 /** The README in the tarball (npm's page of the package); the repository's README.md has the longer guide. */
 export const PACKAGE_README = join(PKG, 'README.md');
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+export const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
 /** The Vite the fresh app installs (the version the repository builds with). */
 export const VITE_RANGE = '~8.3.8';
 
@@ -61,7 +68,13 @@ export async function run(cmd: string, args: string[], cwd: string, env: NodeJS.
 /** Pack packages/atomem (built: `npm run build` first) into `dir`. */
 export async function packAtomem(dir: string): Promise<Packed> {
   const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', dir], PKG);
-  const [info] = JSON.parse(stdout.slice(stdout.indexOf('['))) as { filename: string; size: number; unpackedSize: number; entryCount: number; files: { path: string; size: number }[] }[];
+  const [info] = JSON.parse(stdout.slice(stdout.indexOf('['))) as {
+    filename: string;
+    size: number;
+    unpackedSize: number;
+    entryCount: number;
+    files: { path: string; size: number }[];
+  }[];
   return { file: join(dir, info.filename), size: info.size, unpackedSize: info.unpackedSize, entryCount: info.entryCount, files: info.files };
 }
 
@@ -112,7 +125,11 @@ export function webpackRecipeFiles(blocks = readmeBlocks()): Record<string, stri
   const b = pick(blocks, ['webpack.config.js', 'webpack-options.js', 'index.html', 'main.js']);
   const anchor = /^(\s*)catalog,\n/m;
   if (!anchor.test(b['main.js'])) throw new Error("the quick start's main.js has no `catalog,` line in its createAtomem call");
-  return { 'webpack.config.js': b['webpack.config.js'], 'index.html': b['index.html'], 'main.js': b['main.js'].replace(anchor, (line) => `${line}${b['webpack-options.js']}`) };
+  return {
+    'webpack.config.js': b['webpack.config.js'],
+    'index.html': b['index.html'],
+    'main.js': b['main.js'].replace(anchor, (line) => `${line}${b['webpack-options.js']}`),
+  };
 }
 
 /** A fresh app: folder, install logs and footprint. */
@@ -136,7 +153,12 @@ export interface NpmTree {
  * (with `--foreground-scripts`, so any install script would show in `output`), then the quick
  * start's files. npm uses its normal cache (`--prefer-offline`).
  */
-export async function createFreshApp(tarball: string, files = quickStartFiles(), parent = tmpdir(), devDependencies: Record<string, string> = { vite: VITE_RANGE }): Promise<FreshApp> {
+export async function createFreshApp(
+  tarball: string,
+  files = quickStartFiles(),
+  parent = tmpdir(),
+  devDependencies: Record<string, string> = { vite: VITE_RANGE },
+): Promise<FreshApp> {
   const dir = mkdtempSync(join(parent, 'atomem-shop-'));
   writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ name: 'fresh-shop', private: true, type: 'module', devDependencies }, null, 2)}\n`);
   const npmFlags = ['--no-audit', '--no-fund', '--prefer-offline', '--foreground-scripts'];
@@ -149,7 +171,12 @@ export async function createFreshApp(tarball: string, files = quickStartFiles(),
     mkdirSync(join(dir, name, '..'), { recursive: true });
     writeFileSync(join(dir, name), body);
   }
-  return { dir, installs: { vite: { ms: vite.ms }, atomem: { ms: atomem.ms, output: `${atomem.stdout}\n${atomem.stderr}` } }, footprint: { before, after }, tree };
+  return {
+    dir,
+    installs: { vite: { ms: vite.ms }, atomem: { ms: atomem.ms, output: `${atomem.stdout}\n${atomem.stderr}` } },
+    footprint: { before, after },
+    tree,
+  };
 }
 
 /** A free loopback port. */
@@ -174,8 +201,22 @@ export interface Served {
 /** Start `vite` (dev) or `vite preview` (after `vite build`) in the app; resolves once it answers. */
 export async function serve(dir: string, mode: 'dev' | 'preview', extraArgs: string[] = []): Promise<Served> {
   const port = await freePort();
-  const args = [join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), ...(mode === 'preview' ? ['preview'] : []), '--host', '127.0.0.1', '--port', String(port), '--strictPort', ...extraArgs];
-  const child: ChildProcess = spawn(process.execPath, args, { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  const args = [
+    join(dir, 'node_modules', 'vite', 'bin', 'vite.js'),
+    ...(mode === 'preview' ? ['preview'] : []),
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--strictPort',
+    ...extraArgs,
+  ];
+  const child: ChildProcess = spawn(process.execPath, args, {
+    cwd: dir,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NO_COLOR: '1' },
+  });
   let log = '';
   child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
@@ -217,7 +258,13 @@ export async function serve(dir: string, mode: 'dev' | 'preview', extraArgs: str
 
 /** A plain static file server of `root` on loopback (what a shop's web server does for a webpack build). */
 export async function serveStatic(root: string): Promise<Served> {
-  const types: Record<string, string> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.mjs': 'text/javascript; charset=utf-8', '.json': 'application/json; charset=utf-8', '.wasm': 'application/wasm' };
+  const types: Record<string, string> = {
+    '.html': 'text/html; charset=utf-8',
+    '.js': 'text/javascript; charset=utf-8',
+    '.mjs': 'text/javascript; charset=utf-8',
+    '.json': 'application/json; charset=utf-8',
+    '.wasm': 'application/wasm',
+  };
   let log = '';
   const server = createHttpServer((req, res) => {
     const path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
@@ -266,10 +313,24 @@ export interface Visit {
  * `context` reuses one (a returning visitor: HTTP cache and IndexedDB kept). Waits for the recommendations or `#status` saying
  * they are unavailable.
  */
-export async function visit(browser: Browser, url: string, opts: { timeoutMs?: number; context?: Awaited<ReturnType<Browser['newContext']>> } = {}): Promise<Visit> {
+export async function visit(
+  browser: Browser,
+  url: string,
+  opts: { timeoutMs?: number; context?: Awaited<ReturnType<Browser['newContext']>> } = {},
+): Promise<Visit> {
   const context = opts.context ?? (await browser.newContext());
   const origin = new URL(url).origin;
-  const v: Visit = { recommendations: [], status: '', pageErrors: [], consoleErrors: [], requests: [], offOrigin: [], failed: [], bytes: 0, msToRecommendations: null };
+  const v: Visit = {
+    recommendations: [],
+    status: '',
+    pageErrors: [],
+    consoleErrors: [],
+    requests: [],
+    offOrigin: [],
+    failed: [],
+    bytes: 0,
+    msToRecommendations: null,
+  };
   // every request of the context, the page's and its worker's (no request routing: it would disable the HTTP cache)
   const onRequest = (r: import('playwright').Request): void => {
     const u = r.url();
@@ -309,7 +370,11 @@ export async function visit(browser: Browser, url: string, opts: { timeoutMs?: n
   });
   await page.goto(url);
   await page
-    .waitForFunction(() => document.querySelector('#recommendations li') || /unavailable/.test(document.querySelector('#status')?.textContent ?? ''), undefined, { timeout: opts.timeoutMs ?? 120_000 })
+    .waitForFunction(
+      () => document.querySelector('#recommendations li') || /unavailable/.test(document.querySelector('#status')?.textContent ?? ''),
+      undefined,
+      { timeout: opts.timeoutMs ?? 120_000 },
+    )
     .catch(() => undefined);
   v.recommendations = await page.$$eval('#recommendations li', (lis) => lis.map((li) => li.textContent ?? ''));
   v.status = (await page.textContent('#status').catch(() => '')) ?? '';

@@ -284,7 +284,10 @@ export function loadAgentCF(dir: string, opts: LoadOptions = {}): Dataset {
       const title = titleCol >= 0 ? decodeEntities(f[titleCol] ?? '').trim() : '';
       const item: Item = { id, title: title || id };
       if (catCol >= 0 && f[catCol]) {
-        item.categories = f[catCol].split(';').map((c) => decodeEntities(c).trim()).filter(Boolean);
+        item.categories = f[catCol]
+          .split(';')
+          .map((c) => decodeEntities(c).trim())
+          .filter(Boolean);
       }
       if (descCol >= 0 && f[descCol]) item.description = decodeEntities(f[descCol]).trim();
       items.set(id, item);
@@ -346,7 +349,10 @@ export function loadAgentCF(dir: string, opts: LoadOptions = {}): Dataset {
         unknown++;
       }
     }
-    sequences.set(user, ids.map((item, i) => ({ item, at: i })));
+    sequences.set(
+      user,
+      ids.map((item, i) => ({ item, at: i })),
+    );
   }
   if (unknown > 0 && itemFile) warnings.push(`agentcf: ${unknown} item ids of the .inter files have no row in ${itemFile}; kept with their ids as titles`);
 
@@ -356,7 +362,11 @@ export function loadAgentCF(dir: string, opts: LoadOptions = {}): Dataset {
   for (const [line, no] of lines(readText(poolFile, 'agentcf'))) {
     const tab = line.indexOf('\t');
     if (tab <= 0) throw new DatasetError(`${poolFile}:${no}: expected "user_id<TAB>item ids"`);
-    const pool = line.slice(tab + 1).trim().split(/\s+/).filter(Boolean);
+    const pool = line
+      .slice(tab + 1)
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean);
     for (const id of pool) if (!items.has(id)) items.set(id, { id, title: id });
     candidatePools.set(line.slice(0, tab).trim(), pool);
   }
@@ -510,7 +520,10 @@ export function loadSequences(dir: string, opts: LoadOptions = {}): Dataset {
     const [user, ...ids] = line.split(/\s+/);
     if (ids.length === 0) throw new DatasetError(`${file}:${no}: user ${user} has no item (expected "user item item ...")`);
     if (sequences.has(user)) throw new DatasetError(`${file}:${no}: user ${user} appears twice`);
-    sequences.set(user, ids.map((item, k) => ({ item, at: k, action: 'purchase' as const })));
+    sequences.set(
+      user,
+      ids.map((item, k) => ({ item, at: k, action: 'purchase' as const })),
+    );
     for (const id of ids) if (!items.has(id)) items.set(id, { id, title: id });
   }
   if (sequences.size === 0) throw new DatasetError(`${file}: no user sequence`);

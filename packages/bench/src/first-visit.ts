@@ -22,7 +22,14 @@ import type { Browser } from 'playwright';
 import { productCatalog } from '../browser/products.js';
 
 const PKG = fileURLToPath(new URL('../../atomem/', import.meta.url));
-const TYPES: Record<string, string> = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json', '.wasm': 'application/wasm', '.html': 'text/html', '.bin': 'application/octet-stream' };
+const TYPES: Record<string, string> = {
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.json': 'application/json',
+  '.wasm': 'application/wasm',
+  '.html': 'text/html',
+  '.bin': 'application/octet-stream',
+};
 
 /** Budgets of issue 10 (bytes, decimal MB). */
 export const FIRST_VISIT_BUDGET = { withVectors: 5e6, withoutVectors: 10e6 };
@@ -70,13 +77,17 @@ window.__firstVisit = out;
 </script>`;
 }
 
-const isModel = (p: string): boolean => p.startsWith('/dist/assets/use-lite/') || p.startsWith('/dist/assets/tfjs-wasm/') || /^\/dist\/assets\/use-lite-[\w-]+\.js$/.test(p);
+const isModel = (p: string): boolean =>
+  p.startsWith('/dist/assets/use-lite/') || p.startsWith('/dist/assets/tfjs-wasm/') || /^\/dist\/assets\/use-lite-[\w-]+\.js$/.test(p);
 
 /**
  * Measure `runs` first visits with and without the catalog vector file (alternating).
  * @param catalog Products in the shop's catalog (the bench's 256-product generator).
  */
-export async function measureFirstVisit(browser: Browser, { runs, catalog, log }: { runs: number; catalog: number; log: (m: string) => void }): Promise<FirstVisitResult> {
+export async function measureFirstVisit(
+  browser: Browser,
+  { runs, catalog, log }: { runs: number; catalog: number; log: (m: string) => void },
+): Promise<FirstVisitResult> {
   if (!existsSync(join(PKG, 'dist/index.js')) || !existsSync(join(PKG, 'dist/assets/use-lite/model.json'))) {
     throw new Error('first visit: packages/atomem/dist is missing; run `npm run build` first');
   }
@@ -88,7 +99,11 @@ export async function measureFirstVisit(browser: Browser, { runs, catalog, log }
     import('../../atomem/src/protocol/catalog-vectors-v1.js'),
   ]);
   const use = await createUseLiteEmbedder();
-  const vectorFile = encodeCatalogVectors(use, items, (await use.embed(items.map((it) => itemText(it)))).map((e) => e.vector));
+  const vectorFile = encodeCatalogVectors(
+    use,
+    items,
+    (await use.embed(items.map((it) => itemText(it)))).map((e) => e.vector),
+  );
   await use.dispose?.();
   const html = Buffer.from(page(items));
 
@@ -121,7 +136,12 @@ export async function measureFirstVisit(browser: Browser, { runs, catalog, log }
       sent = [];
       await p.goto(`${base}/${vectors ? '?vectors=1' : ''}`);
       await p.waitForFunction(() => (window as unknown as { __firstVisit?: unknown }).__firstVisit, undefined, { timeout: 300_000 });
-      const r = (await p.evaluate(() => (window as unknown as { __firstVisit: unknown }).__firstVisit)) as { error?: string; ttfrMs: number; n: number; embedderState: string };
+      const r = (await p.evaluate(() => (window as unknown as { __firstVisit: unknown }).__firstVisit)) as {
+        error?: string;
+        ttfrMs: number;
+        n: number;
+        embedderState: string;
+      };
       if (r.error) throw new Error(`first visit${vectors ? ' with the vector file' : ''}: ${r.error}`);
       if (r.n !== 10) throw new Error(`first visit: recommend returned ${r.n} of 10`);
       const requests = sent.slice();
@@ -146,11 +166,14 @@ export async function measureFirstVisit(browser: Browser, { runs, catalog, log }
     const withoutVectors: FirstVisit[] = [];
     for (let r = 0; r < runs; r++) {
       const w = await visit(true);
-      if (w.modelBytes !== 0 || w.embedderState !== 'not loaded') throw new Error(`first visit with the vector file fetched ${w.modelBytes} bytes of USE-lite (embedder ${w.embedderState})`);
+      if (w.modelBytes !== 0 || w.embedderState !== 'not loaded')
+        throw new Error(`first visit with the vector file fetched ${w.modelBytes} bytes of USE-lite (embedder ${w.embedderState})`);
       withVectors.push(w);
       const o = await visit(false);
       withoutVectors.push(o);
-      log(`first visit ${r + 1}/${runs}: with vector file ${(w.bytes / 1e6).toFixed(2)} MB, ${w.ttfrMs.toFixed(0)} ms; without ${(o.bytes / 1e6).toFixed(2)} MB, ${o.ttfrMs.toFixed(0)} ms`);
+      log(
+        `first visit ${r + 1}/${runs}: with vector file ${(w.bytes / 1e6).toFixed(2)} MB, ${w.ttfrMs.toFixed(0)} ms; without ${(o.bytes / 1e6).toFixed(2)} MB, ${o.ttfrMs.toFixed(0)} ms`,
+      );
     }
     return { catalog, runs, vectorFileBytes: vectorFile.length, withVectors, withoutVectors };
   } finally {

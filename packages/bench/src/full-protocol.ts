@@ -94,7 +94,8 @@ export function buildFullProtocol(dataset: Dataset, protocol: FullProtocol, opts
   let chosen = eligible;
   if (users !== 'all') {
     if (!Number.isInteger(users) || users < 1) throw new RangeError(`users must be a positive integer or "all", got ${users}`);
-    if (users > eligible.length) throw new RangeError(`users: asked for ${users} but protocol temporal has only ${eligible.length} users with events on both sides of the cut`);
+    if (users > eligible.length)
+      throw new RangeError(`users: asked for ${users} but protocol temporal has only ${eligible.length} users with events on both sides of the cut`);
     chosen = Rng.derive(seed, 'users').sampleWithoutReplacement(eligible, users).sort(compareIds);
   }
   const cases: EvalCase[] = chosen.map((user) => {

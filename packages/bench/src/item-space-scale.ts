@@ -111,24 +111,60 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
     .option('--knn <method>', "kNN graph: auto (the service's default: cells, HNSW added when the measured recall is below 0.95), cells or hnsw", 'auto')
     .option('--cell-size <n>', "items per k-means cell (default: the service's, 500)", (v) => Number(v))
     .option('--cell-overlap <n>', "cells each item is a data point in (default: the service's, 2)", (v) => Number(v))
-    .option('--ef <n>', 'HNSW ef of the kNN queries (default: the service\'s, growing with the catalog)', (v) => Number(v))
-    .option('--threads <n>', 'threads of the HNSW build and queries (0 = every core, the service\'s default)', (v) => Number(v), 0)
-    .option('--quantization <kind>', 'HNSW scalar kind: i8 (the service\'s default), bf16, f16, f32', 'i8')
-    .option('--expansion-add <n>', 'HNSW efConstruction of the kNN graph (default: the service\'s, 64)', (v) => Number(v))
-    .option('--oversample <n>', 'candidates per item as a multiple of k, re-ranked exactly (default: the service\'s, 2 when quantized, 1 with f32)', (v) => Number(v))
+    .option('--ef <n>', "HNSW ef of the kNN queries (default: the service's, growing with the catalog)", (v) => Number(v))
+    .option('--threads <n>', "threads of the HNSW build and queries (0 = every core, the service's default)", (v) => Number(v), 0)
+    .option('--quantization <kind>', "HNSW scalar kind: i8 (the service's default), bf16, f16, f32", 'i8')
+    .option('--expansion-add <n>', "HNSW efConstruction of the kNN graph (default: the service's, 64)", (v) => Number(v))
+    .option('--oversample <n>', "candidates per item as a multiple of k, re-ranked exactly (default: the service's, 2 when quantized, 1 with f32)", (v) =>
+      Number(v),
+    )
     .option('--no-symmetric', "kNN rows from each item's own query only (default: also offered the items that found them)")
     .option('--service', 'end to end instead: the service CLI started on a catalog vector file of each size, then restarted (./item-space-service.ts)')
     .option('--json <file>', 'write the rows as JSON')
     .parse(argv, { from: 'user' })
-    .opts<{ sizes: number[]; dim: number; sample: number; seed: number; catalog: CatalogShape; knn: 'auto' | 'cells' | 'hnsw'; cellSize?: number; cellOverlap?: number; ef?: number; threads: number; quantization: 'f32' | 'bf16' | 'f16' | 'i8'; oversample?: number; expansionAdd?: number; symmetric: boolean; service?: boolean; json?: string }>();
+    .opts<{
+      sizes: number[];
+      dim: number;
+      sample: number;
+      seed: number;
+      catalog: CatalogShape;
+      knn: 'auto' | 'cells' | 'hnsw';
+      cellSize?: number;
+      cellOverlap?: number;
+      ef?: number;
+      threads: number;
+      quantization: 'f32' | 'bf16' | 'f16' | 'i8';
+      oversample?: number;
+      expansionAdd?: number;
+      symmetric: boolean;
+      service?: boolean;
+      json?: string;
+    }>();
   if (!['iso', 'mixed', 'lowdim'].includes(o.catalog)) throw new InvalidArgumentError(`--catalog ${o.catalog}: iso, mixed or lowdim`);
   if (!['auto', 'cells', 'hnsw'].includes(o.knn)) throw new InvalidArgumentError(`--knn ${o.knn}: auto, cells or hnsw`);
   if (!['f32', 'bf16', 'f16', 'i8'].includes(o.quantization)) throw new InvalidArgumentError(`--quantization ${o.quantization}: i8, bf16, f16 or f32`);
-  const options = { knn: o.knn, ...(o.cellSize ? { cellSize: o.cellSize } : {}), ...(o.cellOverlap ? { cellOverlap: o.cellOverlap } : {}), ...(o.ef ? { expansionSearch: o.ef } : {}), ...(o.oversample ? { oversample: o.oversample } : {}), ...(o.expansionAdd ? { expansionAdd: o.expansionAdd } : {}), ...(o.symmetric ? {} : { symmetric: false }), threads: o.threads, quantization: o.quantization };
+  const options = {
+    knn: o.knn,
+    ...(o.cellSize ? { cellSize: o.cellSize } : {}),
+    ...(o.cellOverlap ? { cellOverlap: o.cellOverlap } : {}),
+    ...(o.ef ? { expansionSearch: o.ef } : {}),
+    ...(o.oversample ? { oversample: o.oversample } : {}),
+    ...(o.expansionAdd ? { expansionAdd: o.expansionAdd } : {}),
+    ...(o.symmetric ? {} : { symmetric: false }),
+    threads: o.threads,
+    quantization: o.quantization,
+  };
   const load0 = loadavg()[0];
   if (o.service) {
     const { serviceRows, reportServiceRows } = await import('./item-space-service.js');
-    reportServiceRows(await serviceRows(o.sizes.map((n) => [n, () => catalog(n, o.dim, o.seed, o.catalog)] as [number, () => ItemSpace]), o.dim), load0, o.json);
+    reportServiceRows(
+      await serviceRows(
+        o.sizes.map((n) => [n, () => catalog(n, o.dim, o.seed, o.catalog)] as [number, () => ItemSpace]),
+        o.dim,
+      ),
+      load0,
+      o.json,
+    );
     return 0;
   }
   const rows: Row[] = [];
@@ -145,13 +181,16 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
         dir,
         onProgress: (share, phase) => {
           const pc = Math.floor(share * 10) * 10;
-          if (pc !== last || phase !== lastPhase) process.stderr.write(`  ${(lastPhase = phase)} ${(last = pc)} % (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
+          if (pc !== last || phase !== lastPhase)
+            process.stderr.write(`  ${(lastPhase = phase)} ${(last = pc)} % (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
         },
       });
       const cpu = process.cpuUsage(cpu0);
       // why: the peak so far is the catalog plus the clustering (the exact search below adds its own)
       const peakMB = Math.round(process.resourceUsage().maxRSS / 1024);
-      process.stderr.write(`  first start ${(first.ms / 1000).toFixed(1)} s (kNN ${(first.knnMs / 1000).toFixed(1)} s, Louvain ${(first.louvainMs / 1000).toFixed(1)} s); restart…\n`);
+      process.stderr.write(
+        `  first start ${(first.ms / 1000).toFixed(1)} s (kNN ${(first.knnMs / 1000).toFixed(1)} s, Louvain ${(first.louvainMs / 1000).toFixed(1)} s); restart…\n`,
+      );
       const again = await clusterItemSpace(space, options, { dir });
       if (again.source !== 'cache') throw new Error(`restart did not read the persisted communities (${again.source})`);
       const knn = readPersistedKnn(dir, space, options)!;
@@ -168,7 +207,10 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
       const exactDist = new Float32Array(sample * (knn.k + 1));
       for (let q0 = 0; q0 < sample; q0 += 100) {
         const q1 = Math.min(sample, q0 + 100);
-        const part = usearch.exactSearch(flat, queries.slice(q0 * o.dim, q1 * o.dim), o.dim, knn.k + 1, usearch.MetricKind.Cos) as unknown as { keys: BigUint64Array; distances: Float32Array };
+        const part = usearch.exactSearch(flat, queries.slice(q0 * o.dim, q1 * o.dim), o.dim, knn.k + 1, usearch.MetricKind.Cos) as unknown as {
+          keys: BigUint64Array;
+          distances: Float32Array;
+        };
         exactKeys.set(part.keys.subarray(0, (q1 - q0) * (knn.k + 1)), q0 * (knn.k + 1));
         exactDist.set(part.distances.subarray(0, (q1 - q0) * (knn.k + 1)), q0 * (knn.k + 1));
       }
@@ -218,14 +260,27 @@ export async function itemSpaceMain(argv: string[]): Promise<number> {
       rmSync(dir, { recursive: true, force: true });
     }
   }
-  const la = `${load0.toFixed(1)} at the start; ${loadavg().map((x) => x.toFixed(1)).join(' / ')} (1 / 5 / 15 min) at the end`;
+  const la = `${load0.toFixed(1)} at the start; ${loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' / ')} (1 / 5 / 15 min) at the end`;
   const cellsText = `k-means cells of ${o.cellSize ?? 500}, overlap ${o.cellOverlap ?? 2} (exact i8 search within cells, re-ranked f32, symmetric)`;
   const hnswText = `usearch HNSW ${o.quantization}, oversample ${o.oversample ?? (o.quantization === 'f32' ? 1 : 2)}, M = 16, efConstruction ${o.expansionAdd ?? 64}${o.symmetric ? ', symmetric candidates' : ', own query only'}`;
-  const method = o.knn === 'cells' ? `kNN from ${cellsText}` : o.knn === 'hnsw' ? `kNN from ${hnswText}` : `kNN auto: ${cellsText}; below a measured recall of 0.95 on 100 items, + ${hnswText.replace(`efConstruction ${o.expansionAdd ?? 64}`, `efConstruction ${o.expansionAdd ?? AUTO_HNSW_EF}, ef ${o.ef ?? AUTO_HNSW_EF}`)}`;
-  process.stdout.write(`\n## item-space clustering, catalog ${o.catalog} (${method}, k = 10, threads ${o.threads || `0 = ${cpus().length}`}; Louvain; in a worker thread) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
-  process.stdout.write('| items | dim | kNN | first start s | of which kNN s | Louvain s (graph build; runs) | CPU s | restart s | recall@10 (sample) | self-measured recall (100) | cosine gap@10 | communities | largest | peak RSS MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n');
+  const method =
+    o.knn === 'cells'
+      ? `kNN from ${cellsText}`
+      : o.knn === 'hnsw'
+        ? `kNN from ${hnswText}`
+        : `kNN auto: ${cellsText}; below a measured recall of 0.95 on 100 items, + ${hnswText.replace(`efConstruction ${o.expansionAdd ?? 64}`, `efConstruction ${o.expansionAdd ?? AUTO_HNSW_EF}, ef ${o.ef ?? AUTO_HNSW_EF}`)}`;
+  process.stdout.write(
+    `\n## item-space clustering, catalog ${o.catalog} (${method}, k = 10, threads ${o.threads || `0 = ${cpus().length}`}; Louvain; in a worker thread) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`,
+  );
+  process.stdout.write(
+    '| items | dim | kNN | first start s | of which kNN s | Louvain s (graph build; runs) | CPU s | restart s | recall@10 (sample) | self-measured recall (100) | cosine gap@10 | communities | largest | peak RSS MB |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n',
+  );
   for (const r of rows) {
-    process.stdout.write(`| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.method}${r.ef ? ` (ef ${r.ef})` : ''} | ${r.firstStartS.toFixed(1)} | ${r.knnS.toFixed(1)} | ${r.louvainS.toFixed(1)} (${r.louvainGraphS.toFixed(1)}; ${r.louvainRuns}) | ${r.cpuS.toFixed(0)} | ${r.restartS.toFixed(2)} | ${r.recallAt10.toFixed(4)} (${r.sample}) | ${Number.isFinite(r.selfRecall) ? r.selfRecall.toFixed(3) : '–'}${Number.isFinite(r.cellsRecall) ? ` (cells ${r.cellsRecall.toFixed(3)})` : ''} | ${r.simGap10.toFixed(4)} | ${r.communities} | ${r.largest} | ${r.rssMB} |\n`);
+    process.stdout.write(
+      `| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.method}${r.ef ? ` (ef ${r.ef})` : ''} | ${r.firstStartS.toFixed(1)} | ${r.knnS.toFixed(1)} | ${r.louvainS.toFixed(1)} (${r.louvainGraphS.toFixed(1)}; ${r.louvainRuns}) | ${r.cpuS.toFixed(0)} | ${r.restartS.toFixed(2)} | ${r.recallAt10.toFixed(4)} (${r.sample}) | ${Number.isFinite(r.selfRecall) ? r.selfRecall.toFixed(3) : '–'}${Number.isFinite(r.cellsRecall) ? ` (cells ${r.cellsRecall.toFixed(3)})` : ''} | ${r.simGap10.toFixed(4)} | ${r.communities} | ${r.largest} | ${r.rssMB} |\n`,
+    );
   }
   if (o.json) writeFileSync(o.json, `${JSON.stringify({ config: { ...o, node: process.version, loadavg: la }, rows }, null, 2)}\n`);
   return 0;

@@ -54,11 +54,29 @@ function peakRssMB(pid: number): number {
 /** Start the service on `dir`, wait for its ready line and a 200 health, read its peak RSS, stop it. */
 async function startAndStop(dir: string, file: string, label: string, timeoutMs: number): Promise<Started> {
   const t0 = performance.now();
-  const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', '--data', dir, '--catalog-vectors', file, '--port', '0', '--log-level', 'warn'], {
-    cwd: ROOT,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      '-C',
+      'atomem-source',
+      '--import',
+      'tsx',
+      'packages/atomem-index/src/cli.ts',
+      '--data',
+      dir,
+      '--catalog-vectors',
+      file,
+      '--port',
+      '0',
+      '--log-level',
+      'warn',
+    ],
+    {
+      cwd: ROOT,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stderr = '';
   child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()).length > 20_000 && (stderr = stderr.slice(-10_000)));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -113,7 +131,14 @@ export async function serviceRows(catalogs: Iterable<[number, () => ItemSpace]>,
       process.stderr.write(`${n} items × ${dim}-d: writing the catalog vector file…\n`);
       const space = make();
       const file = join(work, 'catalog-vectors.bin');
-      writeFileSync(file, encodeCatalogVectors({ id: space.embedderId, dim }, space.ids.map((id) => ({ id, title: id })), space.vectors));
+      writeFileSync(
+        file,
+        encodeCatalogVectors(
+          { id: space.embedderId, dim },
+          space.ids.map((id) => ({ id, title: id })),
+          space.vectors,
+        ),
+      );
       const fileMB = statSync(file).size / 1e6;
       const dir = join(work, 'data');
       // why: generous bounds, the benchmark must end by itself
@@ -122,7 +147,17 @@ export async function serviceRows(catalogs: Iterable<[number, () => ItemSpace]>,
       const first = await startAndStop(dir, file, 'first start', limit);
       process.stderr.write(`  first start: serving ${first.servingS.toFixed(1)} s, clustered ${first.clusteredS.toFixed(1)} s; restart…\n`);
       const again = await startAndStop(dir, file, 'restart', limit);
-      rows.push({ items: n, dim, fileMB, firstServingS: first.servingS, firstClusteredS: first.clusteredS, restartServingS: again.servingS, restartClusteredS: again.clusteredS, firstPeakMB: first.peakMB, restartPeakMB: again.peakMB });
+      rows.push({
+        items: n,
+        dim,
+        fileMB,
+        firstServingS: first.servingS,
+        firstClusteredS: first.clusteredS,
+        restartServingS: again.servingS,
+        restartClusteredS: again.clusteredS,
+        firstPeakMB: first.peakMB,
+        restartPeakMB: again.peakMB,
+      });
       process.stderr.write(`  ${JSON.stringify(rows.at(-1))}\n`);
     } finally {
       rmSync(work, { recursive: true, force: true });
@@ -133,9 +168,18 @@ export async function serviceRows(catalogs: Iterable<[number, () => ItemSpace]>,
 
 /** Print the table (and write `json`). */
 export function reportServiceRows(rows: ServiceRow[], load0: number, json?: string): void {
-  const la = `${load0.toFixed(1)} at the start; ${loadavg().map((x) => x.toFixed(1)).join(' / ')} (1 / 5 / 15 min) at the end`;
-  process.stdout.write(`\n## item-space service, end to end (the service CLI on a catalog vector file; its defaults) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`);
-  process.stdout.write('| items | dim | file MB | first start: serving s | first start: communities s | restart: serving s | restart: communities s | peak RSS MB (first · restart) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n');
-  for (const r of rows) process.stdout.write(`| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.fileMB.toFixed(0)} | ${r.firstServingS.toFixed(1)} | ${r.firstClusteredS.toFixed(1)} | ${r.restartServingS.toFixed(2)} | ${r.restartClusteredS.toFixed(2)} | ${r.firstPeakMB} · ${r.restartPeakMB} |\n`);
+  const la = `${load0.toFixed(1)} at the start; ${loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' / ')} (1 / 5 / 15 min) at the end`;
+  process.stdout.write(
+    `\n## item-space service, end to end (the service CLI on a catalog vector file; its defaults) — Node ${process.version}, ${cpus().length} cores, load average ${la}\n\n`,
+  );
+  process.stdout.write(
+    '| items | dim | file MB | first start: serving s | first start: communities s | restart: serving s | restart: communities s | peak RSS MB (first · restart) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n',
+  );
+  for (const r of rows)
+    process.stdout.write(
+      `| ${r.items.toLocaleString('en')} | ${r.dim} | ${r.fileMB.toFixed(0)} | ${r.firstServingS.toFixed(1)} | ${r.firstClusteredS.toFixed(1)} | ${r.restartServingS.toFixed(2)} | ${r.restartClusteredS.toFixed(2)} | ${r.firstPeakMB} · ${r.restartPeakMB} |\n`,
+    );
   if (json) writeFileSync(json, `${JSON.stringify({ config: { node: process.version, loadavg: la }, rows }, null, 2)}\n`);
 }

@@ -129,10 +129,34 @@ async function main(): Promise<void> {
   const hashRate = await throughput((t) => hashing.embed(t));
 
   const rows = [
-    ['observe → memory updated (cached embedding)', fmt(pct(observe, 50)), fmt(pct(observe, 95)), `embed 1 uncached text: ${fmt(pct(embedOne, 50))}`, `${(pct(embedOne, 50) / pct(observe, 50)).toFixed(0)}× faster than one embedding`],
-    ['rank 10 candidates + explanations', fmt(pct(rank, 50)), fmt(pct(rank, 95)), `bare cosine scan: ${fmt(pct(scan, 50))}`, `${(pct(rank, 50) / Math.max(1e-6, pct(scan, 50))).toFixed(1)}× the bare scan`],
-    [`memory per 1,000 atomic memories (512-d, heap + array buffers, measured on ${measured})${gc ? '' : ' (run with --expose-gc)'}`, `${(heapKB / 1024).toFixed(2)} MB`, '', `raw float32 vectors: ${(rawKB / 1024).toFixed(2)} MB`, `${(heapKB / rawKB).toFixed(2)}× the raw vectors`],
-    ['USE-lite embedding, batches of 64 item texts', `${useRate.toFixed(0)} texts/s`, '', `hashing embedder: ${hashRate.toFixed(0)} texts/s`, `${(hashRate / useRate).toFixed(0)}× slower than hashing`],
+    [
+      'observe → memory updated (cached embedding)',
+      fmt(pct(observe, 50)),
+      fmt(pct(observe, 95)),
+      `embed 1 uncached text: ${fmt(pct(embedOne, 50))}`,
+      `${(pct(embedOne, 50) / pct(observe, 50)).toFixed(0)}× faster than one embedding`,
+    ],
+    [
+      'rank 10 candidates + explanations',
+      fmt(pct(rank, 50)),
+      fmt(pct(rank, 95)),
+      `bare cosine scan: ${fmt(pct(scan, 50))}`,
+      `${(pct(rank, 50) / Math.max(1e-6, pct(scan, 50))).toFixed(1)}× the bare scan`,
+    ],
+    [
+      `memory per 1,000 atomic memories (512-d, heap + array buffers, measured on ${measured})${gc ? '' : ' (run with --expose-gc)'}`,
+      `${(heapKB / 1024).toFixed(2)} MB`,
+      '',
+      `raw float32 vectors: ${(rawKB / 1024).toFixed(2)} MB`,
+      `${(heapKB / rawKB).toFixed(2)}× the raw vectors`,
+    ],
+    [
+      'USE-lite embedding, batches of 64 item texts',
+      `${useRate.toFixed(0)} texts/s`,
+      '',
+      `hashing embedder: ${hashRate.toFixed(0)} texts/s`,
+      `${(hashRate / useRate).toFixed(0)}× slower than hashing`,
+    ],
   ];
   console.log(`atomem microbenchmarks — ${items.length} synthetic items, USE-lite centred, ${agent.snapshot.memories.length} memories after 600 events\n`);
   console.log('| what | p50 | p95 | baseline (same run) | ratio |');

@@ -7,7 +7,7 @@
  *    `npm install <tarball>`: node_modules growth and file count — budget: ≤ 60 MB;
  * 3. the main-thread entry (`dist/index.js` and the chunks it imports, gzip -9 each) and the
  *    build output per `atomem({ assets })` choice (files and bytes the plugin emits) — the
- *    figures packages/atomem/README.md states (test/node/package-readme.test.ts re-measures them);
+ *    figures packages/atomem/README.md states (packages/atomem/test/package-readme.test.ts re-measures them);
  * 4. the README's quick start built (`vite build`) and served (`vite preview`, which gzips), in
  *    Debian's Chromium: a first visit (fresh context: empty HTTP cache, empty IndexedDB) —
  *    bytes of the files it loaded, bytes on the wire, navigation → first recommendation
@@ -47,11 +47,16 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 async function main(): Promise<void> {
   const program = new Command('bench:package')
     .description('tarball and install footprint of atomem, build output per option, first-visit bytes and time in Chromium')
-    .option('--runs <n>', 'first visits to time (median)', (v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('a positive integer');
-      return n;
-    }, 3)
+    .option(
+      '--runs <n>',
+      'first visits to time (median)',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('a positive integer');
+        return n;
+      },
+      3,
+    )
     .option('--json <file>', 'also write the figures as JSON')
     .parse();
   const opts = program.opts<{ runs: number; json?: string }>();
@@ -73,7 +78,11 @@ async function main(): Promise<void> {
     const app = await createFreshApp(packed.file, undefined, tmp);
     const grown = app.footprint.after.bytes - app.footprint.before.bytes;
     budget('`npm install <tarball>` adds to node_modules', grown, INSTALL_BUDGET);
-    rows.push(['files it adds / install time', `${app.footprint.after.files - app.footprint.before.files} files`, `${(app.installs.atomem.ms / 1000).toFixed(1)} s`]);
+    rows.push([
+      'files it adds / install time',
+      `${app.footprint.after.files - app.footprint.before.files} files`,
+      `${(app.installs.atomem.ms / 1000).toFixed(1)} s`,
+    ]);
     figures.tarball = { bytes: packed.size, unpacked: packed.unpackedSize, files: packed.entryCount };
     figures.install = { bytes: grown, files: app.footprint.after.files - app.footprint.before.files, ms: app.installs.atomem.ms };
 
@@ -100,7 +109,8 @@ async function main(): Promise<void> {
       for (let r = 0; r < opts.runs; r++) {
         const context = await browser.newContext();
         const v = await visit(browser, preview.url, { context });
-        if (v.recommendations.length === 0 || v.pageErrors.length || v.offOrigin.length) throw new Error(`first visit failed: ${JSON.stringify({ ...v, requests: v.requests.length })}`);
+        if (v.recommendations.length === 0 || v.pageErrors.length || v.offOrigin.length)
+          throw new Error(`first visit failed: ${JSON.stringify({ ...v, requests: v.requests.length })}`);
         first.push(v);
         if (r === 0) again = await visit(browser, preview.url, { context });
         await context.close();
@@ -110,12 +120,21 @@ async function main(): Promise<void> {
       const ms = median(first.map((v) => v.msToRecommendations ?? Number.NaN));
       rows.push(['first visit: files loaded (page + worker)', MB(fileBytes(dist, f)), `${new Set(f.requests).size} files`]);
       rows.push(['first visit: on the wire (vite preview gzips text)', MB(median(first.map((v) => v.bytes))), '']);
-      rows.push([`first visit: navigation → first recommendation (median of ${opts.runs})`, `${ms.toFixed(0)} ms`, first.map((v) => (v.msToRecommendations ?? 0).toFixed(0)).join(', ')]);
+      rows.push([
+        `first visit: navigation → first recommendation (median of ${opts.runs})`,
+        `${ms.toFixed(0)} ms`,
+        first.map((v) => (v.msToRecommendations ?? 0).toFixed(0)).join(', '),
+      ]);
       if (again) {
         rows.push(['returning visit: on the wire (HTTP cache kept)', MB(again.bytes), `${again.requests.length} requests`]);
         rows.push(['returning visit: navigation → first recommendation', `${(again.msToRecommendations ?? Number.NaN).toFixed(0)} ms`, '']);
       }
-      figures.firstVisit = { fileBytes: fileBytes(dist, f), wireBytes: first.map((v) => v.bytes), msToRecommendations: first.map((v) => v.msToRecommendations), requests: new Set(f.requests).size };
+      figures.firstVisit = {
+        fileBytes: fileBytes(dist, f),
+        wireBytes: first.map((v) => v.bytes),
+        msToRecommendations: first.map((v) => v.msToRecommendations),
+        requests: new Set(f.requests).size,
+      };
       figures.returningVisit = again ? { wireBytes: again.bytes, msToRecommendations: again.msToRecommendations } : null;
     } finally {
       await browser.close();

@@ -1,6 +1,6 @@
 /**
  * The size figures of the built `atomem` package that its README states, measured one way for
- * `npm run bench:package` (which prints them) and for test/node/package-readme.test.ts (which
+ * `npm run bench:package` (which prints them) and for packages/atomem/test/package-readme.test.ts (which
  * re-measures them and compares with the README): the main-thread entry, the build output per
  * `atomem({ assets })` choice, and the tarball.
  */
@@ -26,7 +26,8 @@ export function mainThreadSize(distDir: string): { files: string[]; bytes: numbe
     if (files.includes(file)) return;
     files.push(file);
     const code = readFileSync(file, 'utf8');
-    for (const m of code.matchAll(/^\s*(?:import|export)\b[^'"]*?\bfrom\s*["'](\.{1,2}\/[^"']+)["']|^\s*import\s*["'](\.{1,2}\/[^"']+)["']/gm)) visit(join(dirname(file), m[1] ?? m[2]));
+    for (const m of code.matchAll(/^\s*(?:import|export)\b[^'"]*?\bfrom\s*["'](\.{1,2}\/[^"']+)["']|^\s*import\s*["'](\.{1,2}\/[^"']+)["']/gm))
+      visit(join(dirname(file), m[1] ?? m[2]));
   };
   visit(join(distDir, 'index.js'));
   let bytes = 0;
@@ -62,7 +63,12 @@ export function packSizes(packageDir: string): { size: number; unpackedSize: num
  * `(N MB download, N MB unpacked)` and the last column of the asset table after
  * `<!-- bench:package build output -->` (rows in the order of {@link ASSET_CHOICES}).
  */
-export function withFigures(md: string, main: { gzip: number }, pack: { size: number; unpackedSize: number }, emitted: { files: number; bytes: number }[]): string {
+export function withFigures(
+  md: string,
+  main: { gzip: number },
+  pack: { size: number; unpackedSize: number },
+  emitted: { files: number; bytes: number }[],
+): string {
   let out = md
     .replace(/(import \{ createAtomem \} from 'atomem';\s+\/\/ )\d+\.\d kB( gzipped)/, `$1${KB(main.gzip)}$2`)
     .replace(/\(\d+\.\d MB download, \d+\.\d MB unpacked\)/, `(${MB(pack.size)} download, ${MB(pack.unpackedSize)} unpacked)`);

@@ -30,9 +30,14 @@ const opts = o.opts<{ row?: string; rowB?: string }>();
 const a = load(pa);
 const b = load(pb);
 for (const k of ['data', 'seed', 'users', 'target', 'setting', 'cases'] as const) {
-  if (JSON.stringify(a.config[k]) !== JSON.stringify(b.config[k])) throw new Error(`the runs differ in config.${k}: ${JSON.stringify(a.config[k])} vs ${JSON.stringify(b.config[k])}`);
+  if (JSON.stringify(a.config[k]) !== JSON.stringify(b.config[k]))
+    throw new Error(`the runs differ in config.${k}: ${JSON.stringify(a.config[k])} vs ${JSON.stringify(b.config[k])}`);
 }
-const keys = opts.row ? [[opts.row, opts.rowB ?? opts.row]] : Object.keys(a.perUser!).filter((k) => k in b.perUser!).map((k) => [k, k]);
+const keys = opts.row
+  ? [[opts.row, opts.rowB ?? opts.row]]
+  : Object.keys(a.perUser!)
+      .filter((k) => k in b.perUser!)
+      .map((k) => [k, k]);
 if (keys.length === 0) throw new Error('no common row key');
 const seed = Number(a.config.seed ?? 2026);
 console.log('| row A | row B | users | A − B NDCG@10 | 95% CI (paired bootstrap) | better / worse |');
@@ -42,5 +47,7 @@ for (const [ka, kb] of keys) {
   const ub = b.perUser![kb];
   if (!ua || !ub) throw new Error(`row ${!ua ? ka : kb} missing`);
   const d = pairedDiff(ua, ub, seed);
-  console.log(`| ${ka} | ${kb} | ${ua.length} | ${d.mean >= 0 ? '+' : ''}${d.mean.toFixed(4)} | [${d.ci[0].toFixed(4)}, ${d.ci[1].toFixed(4)}] | ${d.better} / ${d.worse} |`);
+  console.log(
+    `| ${ka} | ${kb} | ${ua.length} | ${d.mean >= 0 ? '+' : ''}${d.mean.toFixed(4)} | [${d.ci[0].toFixed(4)}, ${d.ci[1].toFixed(4)}] | ${d.better} / ${d.worse} |`,
+  );
 }

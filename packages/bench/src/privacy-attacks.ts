@@ -36,11 +36,28 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
 import {
-  DAY_MS, DEFAULT_LDP, MemoryAgent, ReportHistogram, WIRE_INIT, blindTokenRequest, buildRelease, composedChannel, estimateCounts, makeReport, planEpoch, privacyBudget,
-  randomMomentIn, refusal, spentEpsilon, subsampledEpsilon, type ItemVectors, type LedgerEntry, type PermanentMemo, type PrivacyBudget,
+  DAY_MS,
+  DEFAULT_LDP,
+  MemoryAgent,
+  ReportHistogram,
+  WIRE_INIT,
+  blindTokenRequest,
+  buildRelease,
+  estimateCounts,
+  makeReport,
+  planEpoch,
+  privacyBudget,
+  randomMomentIn,
+  refusal,
+  spentEpsilon,
+  subsampledEpsilon,
+  type ItemVectors,
+  type LedgerEntry,
+  type PermanentMemo,
+  type PrivacyBudget,
 } from 'atomem/engine';
 import { Attester, PrivacyPassIssuer, generateIssuerKey, issueInProcess } from 'atomem-index';
-import { DEFAULT_EPOCH_MS, olhBucket, type LdpParams, type Release } from 'atomem/protocol';
+import { DEFAULT_EPOCH_MS, olhBucket, type LdpParams } from 'atomem/protocol';
 import { compareIds, loadDataset } from './datasets.js';
 import { bootstrapCI, ndcgAt, rankOf } from './metrics.js';
 import { buildProtocol, DEFAULT_SEED } from './protocol.js';
@@ -168,7 +185,14 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
   const bench = await openBenchService(space, opts.v2);
   try {
     const v2Devices = (list: string[]) => new Map(list.map((u) => [u, agents.get(u)!] as const));
-    const e1 = await runEpoch({ space, devices: v2Devices(sharing), epoch: 1, seed, service: bench, onProgress: (d, t) => progress('v2 reports (epoch 1)', d, t) });
+    const e1 = await runEpoch({
+      space,
+      devices: v2Devices(sharing),
+      epoch: 1,
+      seed,
+      service: bench,
+      onProgress: (d, t) => progress('v2 reports (epoch 1)', d, t),
+    });
     done = 0;
     for (const u of users) {
       progress('training agents (epoch 2)', ++done, users.length);
@@ -177,7 +201,14 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       clocks.get(u)!.at = h[h.length - 1].at;
       await agent.train(splits.get(u)!.second, negativeSampler(seed, `${u}/2`, catalog, new Set(h.map((i) => i.item))));
     }
-    const e2 = await runEpoch({ space, devices: v2Devices(users), epoch: 2, seed, service: bench, onProgress: (d, t) => progress('v2 reports (epoch 2)', d, t) });
+    const e2 = await runEpoch({
+      space,
+      devices: v2Devices(users),
+      epoch: 2,
+      seed,
+      service: bench,
+      onProgress: (d, t) => progress('v2 reports (epoch 2)', d, t),
+    });
     const release2 = e2.release;
     if (!release2) throw new Error('v2: epoch 2 published no release (too few reports for minReports)');
     const ldp = bench.service.v2!.ldp;
@@ -188,7 +219,9 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
     // one report per device per epoch; the attacker scores pairs by cohort / bucket and arrival time
     const r1 = new Map(e1.log.map((l) => [l.device, l]));
     const r2s = e2.log.filter((l) => r1.has(l.device));
-    const v2Score = (a: LoggedReport, b: LoggedReport) => (a.body.report.cohort === b.body.report.cohort ? 1 + (a.body.report.bucket === b.body.report.bucket ? 1 : 0) : 0) - Math.abs(((a.at % DEFAULT_EPOCH_MS) - (b.at % DEFAULT_EPOCH_MS)) / DEFAULT_EPOCH_MS) * 1e-3;
+    const v2Score = (a: LoggedReport, b: LoggedReport) =>
+      (a.body.report.cohort === b.body.report.cohort ? 1 + (a.body.report.bucket === b.body.report.bucket ? 1 : 0) : 0) -
+      Math.abs(((a.at % DEFAULT_EPOCH_MS) - (b.at % DEFAULT_EPOCH_MS)) / DEFAULT_EPOCH_MS) * 1e-3;
     const v2Pos: number[] = [];
     const v2Neg: number[] = [];
     const e1List = [...r1.values()];
@@ -205,15 +238,17 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
     const v2Link = auc(v2Pos, v2Neg);
     // v2 stores no row per report (a histogram of counts, deleted with the epoch): the stored data
     // offers no pair to score, every pair gets the same score
-    const v2Stored = auc(v2Pos.map(() => 0), v2Neg.map(() => 0));
+    const v2Stored = auc(
+      v2Pos.map(() => 0),
+      v2Neg.map(() => 0),
+    );
     const row = (attack: string, measure: string, v2: number, chance: number) => rows.push({ attack, measure, v1: v1Of(attack), v2, chance });
-    row('linkage of two records of one shopper (stored data)', 'AUC (v1: cosine of a memory\'s two versions)', v2Stored, 0.5);
+    row('linkage of two records of one shopper (stored data)', "AUC (v1: cosine of a memory's two versions)", v2Stored, 0.5);
     row('linkage of two records of one shopper (request log)', 'AUC (v1: same connection; v2: cohort, bucket, time)', v2Link, 0.5);
 
     // ——— n−1 ———
     // the attacker's own two reports on an item of the victim; it cannot know the others' noise.
     // World 1: the victim reports; world 0: it does not. Each world redraws every other device's randomization.
-    const { same } = composedChannel(ldp.epsPermanent, ldp.epsInstant, ldp.g);
     const worldEstimate = (devs: string[], item: string, salt: string, extra: { cohort: number; bucket: number }[]) => {
       const hist = new ReportHistogram(ldp);
       for (const u of devs) {
@@ -262,11 +297,23 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       // the release of epoch 2 without the held-out devices (the service's own aggregation code on that subset)
       const hist = new ReportHistogram(ldp);
       for (const l of e2.log) if (!held.has(l.device)) hist.add(l.body.report);
-      return buildRelease({ epoch: 2, epochMs: bench.service.v2!.epochMs, space, communities: bench.service.v2!.communities(), hist, ldp, minContributors: release2.minContributors });
+      return buildRelease({
+        epoch: 2,
+        epochMs: bench.service.v2!.epochMs,
+        space,
+        communities: bench.service.v2!.communities(),
+        hist,
+        ldp,
+        minContributors: release2.minContributors,
+      });
     })();
     const estM = new Map(Object.entries(memberRelease.popularity));
     void est2;
-    const miaV2 = (u: string) => agents.get(u)!.reportItems().reduce((s, it) => s + (estM.get(it) ?? 0), 0);
+    const miaV2 = (u: string) =>
+      agents
+        .get(u)!
+        .reportItems()
+        .reduce((s, it) => s + (estM.get(it) ?? 0), 0);
     row('membership inference (is this shopper in the index?)', 'AUC members vs held-out', auc(members.map(miaV2), nonMembers.map(miaV2)), 0.5);
 
     // ——— noise averaging across re-queries ———
@@ -298,7 +345,12 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       if (top(votes) === x) memoHits++;
       if (top(fresh) === x) freshHits++;
     }
-    row('noise averaging: 30 linked reports of one device (v2 memoized; without memo ' + (freshHits / memoTrials).toFixed(2) + ')', 'top-1 guess of the item', memoHits / memoTrials, 1 / catalog.length);
+    row(
+      `noise averaging: 30 linked reports of one device (v2 memoized; without memo ${(freshHits / memoTrials).toFixed(2)})`,
+      'top-1 guess of the item',
+      memoHits / memoTrials,
+      1 / catalog.length,
+    );
 
     // ——— set recovery ———
     const popCount = new Map<string, number>();
@@ -315,7 +367,12 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       v2Prec += guess.filter((c) => own.has(c)).length / 10;
       basePrec += top10.filter((c) => own.has(c)).length / 10;
     }
-    row('set recovery: items of one record with the public catalog', `precision@10 (10 most popular items: ${(basePrec / e2.log.length).toFixed(3)})`, v2Prec / e2.log.length, basePrec / e2.log.length);
+    row(
+      'set recovery: items of one record with the public catalog',
+      `precision@10 (10 most popular items: ${(basePrec / e2.log.length).toFixed(3)})`,
+      v2Prec / e2.log.length,
+      basePrec / e2.log.length,
+    );
 
     // ——— quality: every user ranked, off vs the epoch-2 release ———
     const cases = protocol.cases;
@@ -327,9 +384,25 @@ export async function measureAttacks(opts: AttackOptions): Promise<AttackReport>
       const a = agents.get(c.user);
       if (!a) continue;
       await a.useRelease(undefined);
-      offN.push(ndcgAt(rankOf((await a.recommend(c.candidates, { now: c.test.at })).map((r) => r.id), c.test.item), 10));
+      offN.push(
+        ndcgAt(
+          rankOf(
+            (await a.recommend(c.candidates, { now: c.test.at })).map((r) => r.id),
+            c.test.item,
+          ),
+          10,
+        ),
+      );
       await a.useRelease(release2);
-      v2N.push(ndcgAt(rankOf((await a.recommend(c.candidates, { now: c.test.at })).map((r) => r.id), c.test.item), 10));
+      v2N.push(
+        ndcgAt(
+          rankOf(
+            (await a.recommend(c.candidates, { now: c.test.at })).map((r) => r.id),
+            c.test.item,
+          ),
+          10,
+        ),
+      );
     }
     const diff = v2N.map((x, i) => x - offN[i]);
     const m = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
@@ -420,7 +493,11 @@ export interface DeviceAttackOptions {
  * leaks); AUC of true pairs vs random pairs, and the hit rate of the best-scored issuance for
  * each report vs chance 1/N.
  */
-export function linkageByTiming(o: { seed: number; devices: number; habit: number; schedule: 'shipped' | 'removed'; epochMs?: number }): { auc: number; hitRate: number; chance: number } {
+export function linkageByTiming(o: { seed: number; devices: number; habit: number; schedule: 'shipped' | 'removed'; epochMs?: number }): {
+  auc: number;
+  hitRate: number;
+  chance: number;
+} {
   const epochMs = o.epochMs ?? DEFAULT_EPOCH_MS;
   const e = 1000;
   const rng = Rng.derive(o.seed, 'linkage', o.schedule, o.habit);
@@ -510,7 +587,11 @@ export function ledgerEpsilon(o: { days: number; epsilon: number; q: number; bud
 }
 
 /** Sybil token farming against the reference attester (a real Privacy Pass issuer behind it). */
-async function sybil(o: { seed: number; requests: number; onProgress: (d: number, t: number) => void }): Promise<{ account: number; anonymous: number; pool: number; poolSize: number; cookieKeyed: number }> {
+async function sybil(o: {
+  seed: number;
+  requests: number;
+  onProgress: (d: number, t: number) => void;
+}): Promise<{ account: number; anonymous: number; pool: number; poolSize: number; cookieKeyed: number }> {
   const issuer = await PrivacyPassIssuer.load(await generateIssuerKey(), 'bench-attester');
   const key = issuer.key();
   const epoch = 7;
@@ -523,7 +604,8 @@ async function sybil(o: { seed: number; requests: number; onProgress: (d: number
     const got = await Promise.allSettled(reqs.map((request, i) => a.attest(accountOf(i), { v: 2, epoch, request })));
     return got.filter((g) => g.status === 'fulfilled').length;
   };
-  const make = (extra: Partial<ConstructorParameters<typeof Attester>[0]> = {}) => new Attester({ issue: issueInProcess(issuer), epoch: () => epoch, ...extra });
+  const make = (extra: Partial<ConstructorParameters<typeof Attester>[0]> = {}) =>
+    new Attester({ issue: issueInProcess(issuer), epoch: () => epoch, ...extra });
   const poolSize = 50;
   return {
     account: await farm(make(), () => 'sybil-account'),
@@ -543,7 +625,14 @@ async function sybil(o: { seed: number; requests: number; onProgress: (d: number
  * (same-origin credentials) to an attester that closes its connection (the reference attester)
  * or keeps it alive (baseline), followed by a report with the device's options.
  */
-async function chromiumRows(): Promise<{ etagShipped: number; etagDefault: number; fetches: number; socketShipped: number; socketKeepAlive: number; trials: number }> {
+async function chromiumRows(): Promise<{
+  etagShipped: number;
+  etagDefault: number;
+  fetches: number;
+  socketShipped: number;
+  socketKeepAlive: number;
+  trials: number;
+}> {
   const { createServer } = await import('node:http');
   const { chromium } = await import('playwright');
   const seen: { path: string; inm: boolean; port: number }[] = [];
@@ -553,7 +642,14 @@ async function chromiumRows(): Promise<{ etagShipped: number; etagDefault: numbe
     if (path === '/') return res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>bench</title>');
     if (path.startsWith('/release')) {
       if (req.headers['if-none-match'] === '"planted-42"') return res.writeHead(304, { etag: '"planted-42"' }).end();
-      return res.writeHead(200, { 'content-type': 'application/json', etag: '"planted-42"', 'last-modified': 'Wed, 01 Jan 2025 00:00:00 GMT', 'cache-control': 'private, max-age=0, must-revalidate' }).end('{"epoch":1}');
+      return res
+        .writeHead(200, {
+          'content-type': 'application/json',
+          etag: '"planted-42"',
+          'last-modified': 'Wed, 01 Jan 2025 00:00:00 GMT',
+          'cache-control': 'private, max-age=0, must-revalidate',
+        })
+        .end('{"epoch":1}');
     }
     if (path === '/attest-close') return res.writeHead(200, { 'content-type': 'application/json', connection: 'close', 'cache-control': 'no-store' }).end('{}');
     if (path === '/attest-keepalive') return res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end('{}');
@@ -562,7 +658,10 @@ async function chromiumRows(): Promise<{ etagShipped: number; etagDefault: numbe
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as { port: number }).port;
-  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'] });
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
+  });
   try {
     const fetches = 9;
     const trials = 10;
@@ -570,9 +669,12 @@ async function chromiumRows(): Promise<{ etagShipped: number; etagDefault: numbe
       const ctx = await browser.newContext();
       const page = await ctx.newPage();
       await page.goto(`http://127.0.0.1:${port}/`);
-      await page.evaluate(async ({ init, n, tag }) => {
-        for (let i = 0; i < n; i++) await (await fetch(`/release-${tag}`, init)).text();
-      }, { init: init as Record<string, unknown>, n: fetches, tag });
+      await page.evaluate(
+        async ({ init, n, tag }) => {
+          for (let i = 0; i < n; i++) await (await fetch(`/release-${tag}`, init)).text();
+        },
+        { init: init as Record<string, unknown>, n: fetches, tag },
+      );
       await ctx.close();
       return seen.filter((s) => s.path === `/release-${tag}` && s.inm).length;
     };
@@ -585,10 +687,13 @@ async function chromiumRows(): Promise<{ etagShipped: number; etagDefault: numbe
         const page = await ctx.newPage();
         await page.goto(`http://127.0.0.1:${port}/`);
         const from = seen.length;
-        await page.evaluate(async ({ attest, init }) => {
-          await (await fetch(attest, { method: 'POST', credentials: 'same-origin', cache: 'no-store', body: '{}' })).text();
-          await (await fetch('/report', { ...init, method: 'POST', body: '{}' })).text();
-        }, { attest, init: { ...WIRE_INIT } as Record<string, unknown> });
+        await page.evaluate(
+          async ({ attest, init }) => {
+            await (await fetch(attest, { method: 'POST', credentials: 'same-origin', cache: 'no-store', body: '{}' })).text();
+            await (await fetch('/report', { ...init, method: 'POST', body: '{}' })).text();
+          },
+          { attest, init: { ...WIRE_INIT } as Record<string, unknown> },
+        );
         const mine = seen.slice(from);
         const a = mine.find((s) => s.path === attest)!;
         const r = mine.find((s) => s.path === '/report')!;
@@ -605,7 +710,9 @@ async function chromiumRows(): Promise<{ etagShipped: number; etagDefault: numbe
 }
 
 /** Every device-side attack (see each function), deterministic for a seed (the Chromium rows are counts of requests). */
-export async function measureDeviceAttacks(opts: DeviceAttackOptions = {}): Promise<{ seed: number; devices: number; ldp: LdpParams; rows: DeviceAttackRow[] }> {
+export async function measureDeviceAttacks(
+  opts: DeviceAttackOptions = {},
+): Promise<{ seed: number; devices: number; ldp: LdpParams; rows: DeviceAttackRow[] }> {
   const seed = opts.seed ?? DEFAULT_SEED;
   const n = opts.devices ?? 2000;
   const progress = opts.onProgress ?? (() => {});
@@ -621,26 +728,107 @@ export async function measureDeviceAttacks(opts: DeviceAttackOptions = {}): Prom
   const removedHabit = linkageByTiming({ seed, devices: n, habit: 0.02, schedule: 'removed' });
   progress('linkage (issuance ↔ report)', 4, 4);
   const rem = 'removed schedule (token 34–83 ms before the report)';
-  row({ attack: `issuance-to-report linkage, ${n} devices/epoch, independent visits`, measure: 'AUC true vs random pair', measured: shippedIndep.auc, baseline: removedIndep.auc, baselineName: rem, chance: 0.5, target: 0.55, pass: '≤' });
-  row({ attack: `issuance-to-report linkage, ${n} devices/epoch, independent visits`, measure: 'hit rate of the best-scored issuance', measured: shippedIndep.hitRate, baseline: removedIndep.hitRate, baselineName: rem, chance: shippedIndep.chance, target: 2 * shippedIndep.chance, pass: '≤' });
-  row({ attack: `issuance-to-report linkage, ${n} devices/epoch, habitual visits (same time of day ± 2 % of the epoch)`, measure: 'AUC true vs random pair', measured: shippedHabit.auc, baseline: removedHabit.auc, baselineName: rem, chance: 0.5, target: 0.55, pass: '≤' });
-  row({ attack: `issuance-to-report linkage, ${n} devices/epoch, habitual visits (same time of day ± 2 % of the epoch)`, measure: 'hit rate of the best-scored issuance', measured: shippedHabit.hitRate, baseline: removedHabit.hitRate, baselineName: rem, chance: shippedHabit.chance, target: 2 * shippedHabit.chance, pass: '≤' });
+  row({
+    attack: `issuance-to-report linkage, ${n} devices/epoch, independent visits`,
+    measure: 'AUC true vs random pair',
+    measured: shippedIndep.auc,
+    baseline: removedIndep.auc,
+    baselineName: rem,
+    chance: 0.5,
+    target: 0.55,
+    pass: '≤',
+  });
+  row({
+    attack: `issuance-to-report linkage, ${n} devices/epoch, independent visits`,
+    measure: 'hit rate of the best-scored issuance',
+    measured: shippedIndep.hitRate,
+    baseline: removedIndep.hitRate,
+    baselineName: rem,
+    chance: shippedIndep.chance,
+    target: 2 * shippedIndep.chance,
+    pass: '≤',
+  });
+  row({
+    attack: `issuance-to-report linkage, ${n} devices/epoch, habitual visits (same time of day ± 2 % of the epoch)`,
+    measure: 'AUC true vs random pair',
+    measured: shippedHabit.auc,
+    baseline: removedHabit.auc,
+    baselineName: rem,
+    chance: 0.5,
+    target: 0.55,
+    pass: '≤',
+  });
+  row({
+    attack: `issuance-to-report linkage, ${n} devices/epoch, habitual visits (same time of day ± 2 % of the epoch)`,
+    measure: 'hit rate of the best-scored issuance',
+    measured: shippedHabit.hitRate,
+    baseline: removedHabit.hitRate,
+    baselineName: rem,
+    chance: shippedHabit.chance,
+    target: 2 * shippedHabit.chance,
+    pass: '≤',
+  });
 
   const requests = opts.sybilRequests ?? 300;
   const s = await sybil({ seed, requests, onProgress: (d, t) => progress('Sybil token farming (blinding requests)', d, t) });
   const cookie = 'attester keyed on a cookie the client can drop';
-  row({ attack: `Sybil token farming: ${requests} requests from one signed-in account, one epoch`, measure: 'tokens issued', measured: s.account, baseline: s.cookieKeyed, baselineName: cookie, chance: NaN, target: 1, pass: '≤' });
-  row({ attack: `Sybil token farming: ${requests} requests without an account (cookie dropped), one epoch`, measure: 'tokens issued', measured: s.anonymous, baseline: s.cookieKeyed, baselineName: cookie, chance: NaN, target: 0, pass: '≤' });
-  row({ attack: `Sybil token farming: ${requests} anonymous requests, shop opened a pool of ${s.poolSize}`, measure: 'tokens issued', measured: s.pool, baseline: s.cookieKeyed, baselineName: cookie, chance: NaN, target: s.poolSize, pass: '≤' });
+  row({
+    attack: `Sybil token farming: ${requests} requests from one signed-in account, one epoch`,
+    measure: 'tokens issued',
+    measured: s.account,
+    baseline: s.cookieKeyed,
+    baselineName: cookie,
+    chance: NaN,
+    target: 1,
+    pass: '≤',
+  });
+  row({
+    attack: `Sybil token farming: ${requests} requests without an account (cookie dropped), one epoch`,
+    measure: 'tokens issued',
+    measured: s.anonymous,
+    baseline: s.cookieKeyed,
+    baselineName: cookie,
+    chance: NaN,
+    target: 0,
+    pass: '≤',
+  });
+  row({
+    attack: `Sybil token farming: ${requests} anonymous requests, shop opened a pool of ${s.poolSize}`,
+    measure: 'tokens issued',
+    measured: s.pool,
+    baseline: s.cookieKeyed,
+    baselineName: cookie,
+    chance: NaN,
+    target: s.poolSize,
+    pass: '≤',
+  });
 
   progress('lifetime ε by the ledger', 1, 1);
   const noLedger = (days: number) => days * ldp.epsilon;
   for (const days of [30, 365]) {
     const l = ledgerEpsilon({ days, epsilon: ldp.epsilon, q: 1 });
-    row({ attack: `lifetime ε of a shopper contributing daily for ${days} days (q = 1; ${l.reports} reports)`, measure: 'ε by the ledger (basic composition)', measured: l.spent, baseline: noLedger(days), baselineName: 'no ledger (ε per epoch, composed)', chance: NaN, target: 10, pass: '≤' });
+    row({
+      attack: `lifetime ε of a shopper contributing daily for ${days} days (q = 1; ${l.reports} reports)`,
+      measure: 'ε by the ledger (basic composition)',
+      measured: l.spent,
+      baseline: noLedger(days),
+      baselineName: 'no ledger (ε per epoch, composed)',
+      chance: NaN,
+      target: 10,
+      pass: '≤',
+    });
   }
   const lq = ledgerEpsilon({ days: 365, epsilon: ldp.epsilon, q: 0.1 });
-  row({ attack: `lifetime ε, 365 days, q = 0.1 (charged ln(1 + q(e^ε − 1)) = ${subsampledEpsilon(ldp.epsilon, 0.1).toFixed(2)} per epoch; ${lq.reports} lotteries)`, measure: 'ε by the ledger', measured: lq.spent, baseline: noLedger(365), baselineName: 'no ledger', chance: NaN, target: 10, pass: '≤' });
+  row({
+    attack: `lifetime ε, 365 days, q = 0.1 (charged ln(1 + q(e^ε − 1)) = ${subsampledEpsilon(ldp.epsilon, 0.1).toFixed(2)} per epoch; ${lq.reports} lotteries)`,
+    measure: 'ε by the ledger',
+    measured: lq.spent,
+    baseline: noLedger(365),
+    baselineName: 'no ledger',
+    chance: NaN,
+    target: 10,
+    pass: '≤',
+  });
 
   const trials = opts.memoTrials ?? 30;
   const catalogSize = 1682;
@@ -650,13 +838,40 @@ export async function measureDeviceAttacks(opts: DeviceAttackOptions = {}): Prom
   progress('memo-loss averaging', 1, 2);
   const without = memoLossRecovery({ seed, trials, reports: 365, catalogSize, ldp });
   progress('memo-loss averaging', 2, 2);
-  row({ attack: `memo-loss averaging: memo lost before every report, a year of linked reports (${capped} under the ledger)`, measure: 'share of the 10 items among the top-10 votes', measured: withLedger, baseline: without, baselineName: '365 reports (no ledger)', chance: 10 / catalogSize, target: NaN, pass: '≤' });
+  row({
+    attack: `memo-loss averaging: memo lost before every report, a year of linked reports (${capped} under the ledger)`,
+    measure: 'share of the 10 items among the top-10 votes',
+    measured: withLedger,
+    baseline: without,
+    baselineName: '365 reports (no ledger)',
+    chance: 10 / catalogSize,
+    target: NaN,
+    pass: '≤',
+  });
 
   if (opts.chromium !== false) {
     progress('Chromium: ETag, socket', 0, 1);
     const c = await chromiumRows();
-    row({ attack: `ETag tracking: a planted ETag + Last-Modified on the release, ${c.fetches} fetches (Chromium)`, measure: 'fetches that sent it back', measured: c.etagShipped, baseline: c.etagDefault, baselineName: "cache: 'default'", chance: 0, target: 0, pass: '≤' });
-    row({ attack: `socket reuse: identified token request then report, ${c.trials} visits (Chromium)`, measure: 'share of reports on the token request\'s connection', measured: c.socketShipped, baseline: c.socketKeepAlive, baselineName: 'attester keeps its connection alive (Chromium still keeps credentialed and uncredentialed requests on separate connections)', chance: 0, target: 0, pass: '≤' });
+    row({
+      attack: `ETag tracking: a planted ETag + Last-Modified on the release, ${c.fetches} fetches (Chromium)`,
+      measure: 'fetches that sent it back',
+      measured: c.etagShipped,
+      baseline: c.etagDefault,
+      baselineName: "cache: 'default'",
+      chance: 0,
+      target: 0,
+      pass: '≤',
+    });
+    row({
+      attack: `socket reuse: identified token request then report, ${c.trials} visits (Chromium)`,
+      measure: "share of reports on the token request's connection",
+      measured: c.socketShipped,
+      baseline: c.socketKeepAlive,
+      baselineName: 'attester keeps its connection alive (Chromium still keeps credentialed and uncredentialed requests on separate connections)',
+      chance: 0,
+      target: 0,
+      pass: '≤',
+    });
   }
   return { seed, devices: n, ldp, rows };
 }
@@ -669,7 +884,10 @@ export function formatDeviceAttacks(r: { seed: number; rows: DeviceAttackRow[] }
     '',
     '| attack | measure | measured (shipped) | baseline (same run) | chance | target | met |',
     '|---|---|---:|---:|---:|---:|:-:|',
-    ...r.rows.map((x) => `| ${x.attack} | ${x.measure} | ${g(x.measured)} | ${g(x.baseline)} (${x.baselineName}) | ${g(x.chance)} | ${Number.isFinite(x.target) ? `${x.pass} ${g(x.target)}` : '—'} | ${Number.isFinite(x.target) ? ((x.pass === '≤' ? x.measured <= x.target + 1e-12 : x.measured >= x.target) ? 'yes' : 'no') : '—'} |`),
+    ...r.rows.map(
+      (x) =>
+        `| ${x.attack} | ${x.measure} | ${g(x.measured)} | ${g(x.baseline)} (${x.baselineName}) | ${g(x.chance)} | ${Number.isFinite(x.target) ? `${x.pass} ${g(x.target)}` : '—'} | ${Number.isFinite(x.target) ? ((x.pass === '≤' ? x.measured <= x.target + 1e-12 : x.measured >= x.target) ? 'yes' : 'no') : '—'} |`,
+    ),
   ].join('\n');
 }
 
@@ -678,8 +896,15 @@ export async function main(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      data: { type: 'string' }, format: { type: 'string', default: 'movielens' }, seed: { type: 'string', default: String(DEFAULT_SEED) }, trials: { type: 'string', default: '100' }, embedder: { type: 'string', default: 'use-lite' }, json: { type: 'string' },
-      'device-only': { type: 'boolean', default: false }, devices: { type: 'string', default: '2000' }, 'no-chromium': { type: 'boolean', default: false },
+      data: { type: 'string' },
+      format: { type: 'string', default: 'movielens' },
+      seed: { type: 'string', default: String(DEFAULT_SEED) },
+      trials: { type: 'string', default: '100' },
+      embedder: { type: 'string', default: 'use-lite' },
+      json: { type: 'string' },
+      'device-only': { type: 'boolean', default: false },
+      devices: { type: 'string', default: '2000' },
+      'no-chromium': { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -697,7 +922,7 @@ export async function main(argv: string[]): Promise<number> {
   });
   process.stdout.write(`${formatDeviceAttacks(device)}\n\n`);
   if (values['device-only']) {
-    if (values.json) writeFileSync(values.json, JSON.stringify({ command: `npm run bench:privacy -- ${argv.join(' ')}`, device }, null, 2) + '\n');
+    if (values.json) writeFileSync(values.json, `${JSON.stringify({ command: `npm run bench:privacy -- ${argv.join(' ')}`, device }, null, 2)}\n`);
     return 0;
   }
   const data = values.data ?? process.env.ATOMEM_ML100K ?? '../shared/data/ml-100k';
@@ -715,7 +940,7 @@ export async function main(argv: string[]): Promise<number> {
     },
   });
   process.stdout.write(`${formatAttacks(report)}\n`);
-  if (values.json) writeFileSync(values.json, JSON.stringify({ command: `npm run bench:privacy -- ${argv.join(' ')}`, device, ...report }, null, 2) + '\n');
+  if (values.json) writeFileSync(values.json, `${JSON.stringify({ command: `npm run bench:privacy -- ${argv.join(' ')}`, device, ...report }, null, 2)}\n`);
   return 0;
 }
 

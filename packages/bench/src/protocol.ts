@@ -110,7 +110,8 @@ export function buildProtocol(dataset: Dataset, opts: ProtocolOptions = {}): Pro
   const setting = opts.setting ?? 'full';
   const seed = opts.seed ?? DEFAULT_SEED;
   const target = opts.target ?? 'test';
-  if (!['full', 'sample', 'instruct', 'evolving'].includes(setting)) throw new RangeError(`setting must be "full", "sample", "instruct" or "evolving", got ${setting}`);
+  if (!['full', 'sample', 'instruct', 'evolving'].includes(setting))
+    throw new RangeError(`setting must be "full", "sample", "instruct" or "evolving", got ${setting}`);
   if (setting === 'evolving') return evolvingProtocol(dataset, { ...opts, seed, target });
   const holdOut = target === 'test' ? 1 : 2;
   const prefix = target === 'test' ? '' : 'validation-';
@@ -149,9 +150,7 @@ export function buildProtocol(dataset: Dataset, opts: ProtocolOptions = {}): Pro
     }
     if (negatives.length < NEGATIVES) {
       const more = new Set([...exclude, ...negatives]);
-      negatives = negatives.concat(
-        drawUniform(catalog, more, NEGATIVES - negatives.length, Rng.derive(seed, `${prefix}negatives`, user), user),
-      );
+      negatives = negatives.concat(drawUniform(catalog, more, NEGATIVES - negatives.length, Rng.derive(seed, `${prefix}negatives`, user), user));
     }
     const candidates = Rng.derive(seed, `${prefix}shuffle`, user).shuffle([held.item, ...negatives]);
     const c: EvalCase = { user, history, test: { ...held }, candidates, now: history.length ? history[history.length - 1].at : 0 };
@@ -164,10 +163,17 @@ export function buildProtocol(dataset: Dataset, opts: ProtocolOptions = {}): Pro
   const histories = new Map<string, Interaction[]>();
   if (setting !== 'sample') {
     for (const [user, seq] of dataset.sequences) {
-      histories.set(user, seq.slice(0, Math.max(0, seq.length - holdOut)).map((x) => ({ ...x })));
+      histories.set(
+        user,
+        seq.slice(0, Math.max(0, seq.length - holdOut)).map((x) => ({ ...x })),
+      );
     }
   } else {
-    for (const c of cases) histories.set(c.user, c.history.map((x) => ({ ...x })));
+    for (const c of cases)
+      histories.set(
+        c.user,
+        c.history.map((x) => ({ ...x })),
+      );
   }
   return { cases, histories, evaluable: evaluableUsers(dataset).length, warnings };
 }
@@ -228,7 +234,16 @@ function evolvingProtocol(dataset: Dataset, opts: ProtocolOptions & { seed: numb
     }
   }
   const histories = new Map<string, Interaction[]>();
-  for (const [user, seq] of dataset.sequences) histories.set(user, seq.slice(0, Math.max(0, seq.length - steps)).map((x) => ({ ...x })));
+  for (const [user, seq] of dataset.sequences)
+    histories.set(
+      user,
+      seq.slice(0, Math.max(0, seq.length - steps)).map((x) => ({ ...x })),
+    );
   const skipped = drawUsers(dataset, opts.users ?? 'all', opts.seed).length - users.length;
-  return { cases, histories, evaluable: evaluableUsers(dataset).length, warnings: skipped ? [`${skipped} evaluated users have fewer than ${steps + 2} interactions and are not in the evolving setting`] : [] };
+  return {
+    cases,
+    histories,
+    evaluable: evaluableUsers(dataset).length,
+    warnings: skipped ? [`${skipped} evaluated users have fewer than ${steps + 2} interactions and are not in the evolving setting`] : [],
+  };
 }

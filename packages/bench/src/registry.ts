@@ -62,7 +62,7 @@ export function registerMethod(name: string, factory: (opts: MethodOptions) => M
     for (const p of declared) if (!PRIVACY_LEVELS.includes(p)) throw new Error(`registerMethod ${name}: unknown privacy level ${p}`);
   }
   const f: MethodFactory = (opts) => factory(opts);
-  f.privacyLevels = declared && declared.length ? [...declared] : undefined;
+  f.privacyLevels = declared?.length ? [...declared] : undefined;
   f.description = info.description ?? (factory as MethodFactory).description;
   if (info.ablation) f.ablation = true;
   if (info.defaultIn) f.defaultIn = [...info.defaultIn];

@@ -173,7 +173,12 @@ export interface BenchmarkResult {
 }
 
 /** Paired difference of per-user NDCG@10 values `a` − `b` (same users, same order). */
-export function pairedDiff(a: readonly number[], b: readonly number[], seed: number, resamples?: number): Pick<PairedDiff, 'mean' | 'ci' | 'better' | 'worse' | 'ties'> {
+export function pairedDiff(
+  a: readonly number[],
+  b: readonly number[],
+  seed: number,
+  resamples?: number,
+): Pick<PairedDiff, 'mean' | 'ci' | 'better' | 'worse' | 'ties'> {
   if (a.length !== b.length) throw new Error(`pairedDiff: ${a.length} vs ${b.length} users`);
   const d = a.map((x, i) => x - b[i]);
   return {
@@ -211,7 +216,9 @@ export function rankCases(cases: readonly EvalCase[]): RankCase[] {
 
 function checkRanking(method: string, c: RankCase, ranking: unknown): string[] {
   if (!Array.isArray(ranking) || ranking.length !== c.candidates.length) {
-    throw new Error(`${method}: rank() for user ${c.user} must return the ${c.candidates.length} candidates, got ${Array.isArray(ranking) ? ranking.length : typeof ranking}`);
+    throw new Error(
+      `${method}: rank() for user ${c.user} must return the ${c.candidates.length} candidates, got ${Array.isArray(ranking) ? ranking.length : typeof ranking}`,
+    );
   }
   const want = new Set(c.candidates);
   const got = new Set(ranking as string[]);
@@ -293,7 +300,8 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
   let interactions = 0;
   for (const seq of dataset.sequences.values()) interactions += seq.length;
   const reference = full ? (options.reference ?? (methods.includes('sasrec') ? 'sasrec' : methods[0])) : undefined;
-  if (reference !== undefined && !methods.includes(reference)) throw new BenchUsageError(`reference ${reference} is not among the methods run (${methods.join(', ')})`);
+  if (reference !== undefined && !methods.includes(reference))
+    throw new BenchUsageError(`reference ${reference} is not among the methods run (${methods.join(', ')})`);
   const config: BenchmarkConfig = {
     dataset: dataset.name,
     format: dataset.format,
@@ -387,9 +395,16 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     const per = ranks.map(caseMetrics);
     const ci = {} as ResultRow['ci'];
     // why: in `evolving` a user's steps are not independent: resample users (their mean over steps).
-    const units = perUserMeans(cases.map((c) => c.user), per);
+    const units = perUserMeans(
+      cases.map((c) => c.user),
+      per,
+    );
     unitsOf.set(rowKey({ method, privacy }), units);
-    for (const key of METRIC_KEYS) ci[key] = bootstrapCI(units.map((m) => m[key]), { seed, resamples: options.resamples });
+    for (const key of METRIC_KEYS)
+      ci[key] = bootstrapCI(
+        units.map((m) => m[key]),
+        { seed, resamples: options.resamples },
+      );
     const cats = (ids: string[]) => ids.map((id) => dataset.items.get(id)?.categories);
     const row: ResultRow = {
       method,
@@ -422,12 +437,16 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
       row.ild5 = mean(tops.map((t) => ild(t.map((id) => vectors.get(id)).filter((v): v is ArrayLike<number> => v !== undefined))));
     }
     Object.assign(row, extras);
-    perUser.set(row, units.map((m) => m.ndcg10));
+    perUser.set(
+      row,
+      units.map((m) => m.ndcg10),
+    );
     results.push(row);
     options.onResult?.(row);
   }
   const paired: PairedDiff[] = [];
-  const find = (name: string, privacy: Privacy | null) => results.find((r) => r.method === name && r.privacy === privacy) ?? results.find((r) => r.method === name && r.privacy === null);
+  const find = (name: string, privacy: Privacy | null) =>
+    results.find((r) => r.method === name && r.privacy === privacy) ?? results.find((r) => r.method === name && r.privacy === null);
   for (const row of results) {
     const of = row.ablationOf;
     if (typeof of !== 'string') continue;
@@ -440,7 +459,13 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     row.diffToFull = d;
     paired.push({ a: row.method, b: full.method, privacyA: row.privacy, privacyB: full.privacy, ...d });
   }
-  for (const [a, b] of options.pairs ?? (full ? [['atomem', 'shop']] : [['atomem', 'shop'], ['atomem', 'sasrec']])) {
+  for (const [a, b] of options.pairs ??
+    (full
+      ? [['atomem', 'shop']]
+      : [
+          ['atomem', 'shop'],
+          ['atomem', 'sasrec'],
+        ])) {
     for (const ra of results.filter((r) => r.method === a)) {
       const rb = find(b, ra.privacy);
       if (!rb) continue;
@@ -448,14 +473,18 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
     }
   }
   const defaults: Partial<Record<Setting, ReadonlyArray<readonly [string, string]>>> = {
-    instruct: [['atomem', 'bm25'], ['atomem', 'atomem-no-intent']],
+    instruct: [
+      ['atomem', 'bm25'],
+      ['atomem', 'atomem-no-intent'],
+    ],
     evolving: [['atomem', 'atomem-frozen']],
   };
   const contrastPairs = options.paired ?? (full ? methods.filter((m) => m !== reference).map((m) => [m, reference!] as const) : (defaults[setting] ?? []));
   const contrastMetrics = full ? (['ndcg10', 'hr10', 'mrr'] as const) : (['ndcg10', 'mrr', 'hr1'] as const);
   const contrasts: PairedDifference[] = [];
   /** A name: an exact row key, else the method's `off` row, else its first row. */
-  const findKey = (name: string) => results.find((r) => rowKey(r) === name) ?? results.find((r) => r.method === name && r.privacy === 'off') ?? results.find((r) => r.method === name);
+  const findKey = (name: string) =>
+    results.find((r) => rowKey(r) === name) ?? results.find((r) => r.method === name && r.privacy === 'off') ?? results.find((r) => r.method === name);
   for (const [a, b] of contrastPairs) {
     const ra = findKey(a);
     const rb = findKey(b);
@@ -475,7 +504,9 @@ export function pairedTable(paired: readonly PairedDiff[]): string {
   const lines = ['| a − b | NDCG@10 difference | 95% paired bootstrap CI | users a better / worse / same |', '|---|---:|---|---:|'];
   const name = (m: string, p: Privacy | null) => (p ? `${m}@${p}` : m);
   for (const d of paired) {
-    lines.push(`| ${name(d.a, d.privacyA)} − ${name(d.b, d.privacyB)} | ${d.mean >= 0 ? '+' : ''}${d.mean.toFixed(4)} | [${d.ci[0].toFixed(4)}, ${d.ci[1].toFixed(4)}] | ${d.better} / ${d.worse} / ${d.ties} |`);
+    lines.push(
+      `| ${name(d.a, d.privacyA)} − ${name(d.b, d.privacyB)} | ${d.mean >= 0 ? '+' : ''}${d.mean.toFixed(4)} | [${d.ci[0].toFixed(4)}, ${d.ci[1].toFixed(4)}] | ${d.better} / ${d.worse} / ${d.ties} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -506,7 +537,7 @@ export function markdownTable(result: BenchmarkResult): string {
   const hasIld = result.results.some((r) => r.ild5 !== undefined);
   if (hasIld) head.push('ILD@5');
   head.push('seconds');
-  const lines = [`| ${head.join(' | ')} |`, `|${head.map((h, i) => (i < 2 ? '---' : '---:')).join('|')}|`];
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map((_, i) => (i < 2 ? '---' : '---:')).join('|')}|`];
   for (const r of result.results) {
     const cells = [
       r.method,
@@ -530,10 +561,15 @@ export function markdownTable(result: BenchmarkResult): string {
 
 /** Full-ranking protocols: NDCG@10, Recall@10 and MRR, each with its 95% bootstrap interval over users. */
 export function fullTable(result: BenchmarkResult): string {
-  const lines = ['| method | privacy | users | NDCG@10 | 95% CI | Recall@10 | 95% CI | MRR | 95% CI | seconds |', '|---|---|---:|---:|---|---:|---|---:|---|---:|'];
+  const lines = [
+    '| method | privacy | users | NDCG@10 | 95% CI | Recall@10 | 95% CI | MRR | 95% CI | seconds |',
+    '|---|---|---:|---:|---|---:|---|---:|---|---:|',
+  ];
   const ci = (c: [number, number]) => `[${fmt(c[0], 4)}, ${fmt(c[1], 4)}]`;
   for (const r of result.results) {
-    lines.push(`| ${r.method} | ${r.privacy ?? '—'} | ${r.n} | ${fmt(r.ndcg10, 4)} | ${ci(r.ci.ndcg10)} | ${fmt(r.hr10, 4)} | ${ci(r.ci.hr10)} | ${fmt(r.mrr, 4)} | ${ci(r.ci.mrr)} | ${fmt(r.seconds, 1)} |`);
+    lines.push(
+      `| ${r.method} | ${r.privacy ?? '—'} | ${r.n} | ${fmt(r.ndcg10, 4)} | ${ci(r.ci.ndcg10)} | ${fmt(r.hr10, 4)} | ${ci(r.ci.hr10)} | ${fmt(r.mrr, 4)} | ${ci(r.ci.mrr)} | ${fmt(r.seconds, 1)} |`,
+    );
   }
   return lines.join('\n');
 }

@@ -32,12 +32,16 @@ const seqs = [...ds.sequences.values()].map((s) => Int32Array.from(s.slice(0, -2
 const batchSize = Number(values.batchSize);
 const steps = Number(values.steps);
 const stepsPerEpoch = Math.floor(seqs.length / batchSize);
-process.stdout.write(`${ds.name}: ${seqs.length} training sequences, ${index.size} items, ${stepsPerEpoch} steps per epoch (batch ${batchSize}, maxLen ${values.maxLen})\n\n`);
+process.stdout.write(
+  `${ds.name}: ${seqs.length} training sequences, ${index.size} items, ${stepsPerEpoch} steps per epoch (batch ${batchSize}, maxLen ${values.maxLen})\n\n`,
+);
 process.stdout.write('| loss | seconds per step | seconds per epoch (scaled) |\n|---|---:|---:|\n');
 for (const loss of values.losses!.split(',') as Array<'ce' | 'sampled-softmax' | 'bce'>) {
   // one "epoch" of `steps` steps: a training set of steps × batchSize sequences
   const part = seqs.slice(0, steps * batchSize);
   const r = await trainSasrec(part, index.size, { epochs: 1, batchSize, maxLen: Number(values.maxLen), loss, negatives: Number(values.negatives) });
   const perStep = r.seconds / r.steps;
-  process.stdout.write(`| ${loss}${loss === 'sampled-softmax' ? ` (${values.negatives})` : ''} | ${perStep.toFixed(3)} | ${(perStep * stepsPerEpoch).toFixed(0)} |\n`);
+  process.stdout.write(
+    `| ${loss}${loss === 'sampled-softmax' ? ` (${values.negatives})` : ''} | ${perStep.toFixed(3)} | ${(perStep * stepsPerEpoch).toFixed(0)} |\n`,
+  );
 }

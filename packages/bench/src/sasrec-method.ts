@@ -218,7 +218,11 @@ export class SasrecMethod implements Method {
       if (i !== undefined && i <= w.numItems) hist.push(i);
     }
     const u = encodeHistory(w, hist);
-    const s = scoreItems(w, u, slots.map((i) => (i === 0 ? 1 : i)));
+    const s = scoreItems(
+      w,
+      u,
+      slots.map((i) => (i === 0 ? 1 : i)),
+    );
     for (let k = 0; k < slots.length; k++) out[k] = slots[k] === 0 ? -Infinity : s[k];
   }
 
@@ -236,7 +240,11 @@ export class SasrecMethod implements Method {
     }
     const u = encodeHistory(weights, hist);
     const known = c.candidates.map((id) => this.index.get(id) ?? 0);
-    const s = scoreItems(weights, u, known.map((i) => (i >= 1 && i <= weights.numItems ? i : 1)));
+    const s = scoreItems(
+      weights,
+      u,
+      known.map((i) => (i >= 1 && i <= weights.numItems ? i : 1)),
+    );
     return Float64Array.from(s, (v, k) => (known[k] >= 1 && known[k] <= weights.numItems ? v : -Infinity));
   }
 
@@ -251,7 +259,8 @@ export class SasrecMethod implements Method {
 
   extras(): Record<string, unknown> {
     const out: Record<string, unknown> = { trainSeconds: Math.round(this.trainSeconds * 10) / 10, finalLoss: Math.round(this.lastLoss * 1e4) / 1e4 };
-    if (this.validation) Object.assign(out, { loss: this.opts.loss ?? 'ce', epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
+    if (this.validation)
+      Object.assign(out, { loss: this.opts.loss ?? 'ce', epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
     return out;
   }
 }
@@ -261,7 +270,11 @@ export function copyWeights(w: SasrecWeights): SasrecWeights {
   // why slice, not structuredClone: the live tensors are views of a SharedArrayBuffer, which a clone would share
   const copy = (o: Record<string, unknown>): Record<string, unknown> =>
     Object.fromEntries(Object.entries(o).map(([k, v]) => [k, v instanceof Float32Array ? v.slice() : v]));
-  return { ...(copy(w as unknown as Record<string, unknown>) as unknown as SasrecWeights), config: { ...w.config }, blocks: w.blocks.map((b) => copy(b as unknown as Record<string, unknown>) as unknown as SasrecWeights['blocks'][number]) };
+  return {
+    ...(copy(w as unknown as Record<string, unknown>) as unknown as SasrecWeights),
+    config: { ...w.config },
+    blocks: w.blocks.map((b) => copy(b as unknown as Record<string, unknown>) as unknown as SasrecWeights['blocks'][number]),
+  };
 }
 
 registerMethod('sasrec', ({ params }: MethodOptions) => new SasrecMethod({ ...sasrecOptions(params), params }), {

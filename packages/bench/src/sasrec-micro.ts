@@ -39,7 +39,12 @@ function measure(f: (k: number) => void): { p50: number; p95: number; mean: numb
   }
   const c = process.cpuUsage(c0);
   const sorted = Float64Array.from(t).sort();
-  return { p50: sorted[Math.floor(runs / 2)], p95: sorted[Math.floor(runs * 0.95)], mean: t.reduce((a, b) => a + b, 0) / runs, cpu: (c.user + c.system) / runs };
+  return {
+    p50: sorted[Math.floor(runs / 2)],
+    p95: sorted[Math.floor(runs * 0.95)],
+    mean: t.reduce((a, b) => a + b, 0) / runs,
+    cpu: (c.user + c.system) / runs,
+  };
 }
 
 let sink = 0;
@@ -62,5 +67,10 @@ const os = await import('node:os');
 console.log(`SASRec inference, L 100, d 64, 2 blocks, 1 head, history of ${len}, ${runs} runs (node ${process.version})`);
 console.log(`| what | p50 µs | p95 µs | mean µs | CPU µs per call |\n|---|---:|---:|---:|---:|`);
 for (const r of rowsOut) console.log(r);
-console.log(`load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} on ${os.availableParallelism()} cores`);
+console.log(
+  `load average ${os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')} on ${os.availableParallelism()} cores`,
+);
 if (!Number.isFinite(sink)) console.log('(non-finite output)');

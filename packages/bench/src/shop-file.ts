@@ -17,7 +17,7 @@
  *   the bench measures bytes, not quality (quality: the ML-100K run in BENCHMARKS.md).
  *
  * Visits are simulated by computing which shards they touch (not in Chromium: the browser test
- * `test/browser/shop-file.test.ts` checks that the worker fetches exactly the shards of its
+ * `packages/atomem/test/browser/shop-file.test.ts` checks that the worker fetches exactly the shards of its
  * page's items, which is what is counted here):
  * - first visit: a category page of 24 products drawn by popularity → the head and their shards;
  * - 20-event visit: the landing page, then 20 product pages — the next product is one of the
@@ -63,10 +63,10 @@ function parseArgs(argv: string[]): Options {
       i++;
     } else if (a === '--shard-size') {
       o.shardSizes = (v ?? '').split(',').map(Number);
-      if (!o.shardSizes.length || o.shardSizes.some((n) => !Number.isInteger(n) || n < 1 || n > 65536)) throw new Error(`--shard-size needs comma-separated integers in 1..65536, got ${v}`);
+      if (!o.shardSizes.length || o.shardSizes.some((n) => !Number.isInteger(n) || n < 1 || n > 65536))
+        throw new Error(`--shard-size needs comma-separated integers in 1..65536, got ${v}`);
       i++;
-    }
-    else if (a === '--visits') o.visits = int(a, 1);
+    } else if (a === '--visits') o.visits = int(a, 1);
     else if (a === '--seed') o.seed = int(a, 0);
     else if (a === '--k') o.k = int(a, 1);
     else if (a === '--json') {
@@ -115,7 +115,9 @@ function syntheticShop(n: number, k: number, seed: number): { catalog: string; s
   const r = new Rng(seed);
   const ids = Array.from({ length: n }, (_, i) => `p${i}`);
   const category = Int32Array.from({ length: n }, () => r.int(CATEGORIES));
-  const lines = ids.map((id, i) => JSON.stringify({ id, title: `${WORDS[r.int(WORDS.length)]} ${NOUNS[r.int(NOUNS.length)]} ${i}`, categories: [`category ${category[i]}`] }));
+  const lines = ids.map((id, i) =>
+    JSON.stringify({ id, title: `${WORDS[r.int(WORDS.length)]} ${NOUNS[r.int(NOUNS.length)]} ${i}`, categories: [`category ${category[i]}`] }),
+  );
   const byRank = Int32Array.from({ length: n }, (_, i) => i);
   for (let i = n - 1; i > 0; i--) {
     const j = r.int(i + 1);
@@ -162,26 +164,39 @@ function syntheticShop(n: number, k: number, seed: number): { catalog: string; s
     weights: { ease: 0.5, knn: 0.3, markov: 0.1, pop: 0.1 },
     info: { bench: 'bench:shop-file synthetic shop model' },
   };
-  const config = { maxLen: SASREC_DEFAULTS.maxLen, dim: SASREC_DEFAULTS.dim, blocks: SASREC_DEFAULTS.blocks, heads: SASREC_DEFAULTS.heads, dropout: SASREC_DEFAULTS.dropout };
+  const config = {
+    maxLen: SASREC_DEFAULTS.maxLen,
+    dim: SASREC_DEFAULTS.dim,
+    blocks: SASREC_DEFAULTS.blocks,
+    heads: SASREC_DEFAULTS.heads,
+    dropout: SASREC_DEFAULTS.dropout,
+  };
   const layout = makeLayout(config, n);
   const flat = new Float32Array(layout.size);
   for (let i = 0; i < flat.length; i++) flat[i] = (r.next() * 2 - 1) * 0.1;
   const sasrec = weightsView(layout, flat);
   sasrec.itemEmb.fill(0, 0, config.dim); // the padding row
-  return { catalog: lines.join('\n') + '\n', shop: { ids, byRank, model, sasrec } };
+  return { catalog: `${lines.join('\n')}\n`, shop: { ids, byRank, model, sasrec } };
 }
 
 /** Run the shipped CLI (as `npm run vectors` does); resolves with its summary line and wall time. */
 function runCli(args: string[]): Promise<{ stdout: string; seconds: number }> {
   return new Promise((res, rej) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', join(ROOT, 'packages/atomem/src/embed/vectors-cli.ts'), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', join(ROOT, 'packages/atomem/src/embed/vectors-cli.ts'), ...args], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.on('error', rej);
-    child.on('close', (code) => (code === 0 ? res({ stdout: stdout.trim(), seconds: (performance.now() - t0) / 1000 }) : rej(new Error(`atomem-vectors exited ${code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`))));
+    child.on('close', (code) =>
+      code === 0
+        ? res({ stdout: stdout.trim(), seconds: (performance.now() - t0) / 1000 })
+        : rej(new Error(`atomem-vectors exited ${code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`)),
+    );
   });
 }
 
@@ -212,8 +227,28 @@ async function measure(n: number, o: Options): Promise<ShopFileRow[]> {
     const { catalog, shop } = syntheticShop(n, o.k, o.seed);
     writeFileSync(join(dir, 'catalog.jsonl'), catalog);
     // the shop part as a v2 file without content rows: what --shop-model reads
-    writeFileSync(join(dir, 'shop.bin'), encodeCatalogFile({ embedder: { id: 'hashing-512@1', dim: 512 }, items: [], vectors: [], shop: { model: shop.model, sasrec: { weights: shop.sasrec, items: shop.ids }, info: { bench: 'bench:shop-file' } } }));
-    const common = ['--catalog', join(dir, 'catalog.jsonl'), '--shop-model', join(dir, 'shop.bin'), '--embedder', 'hashing', '--dim', '512', '--no-progress', '--cache', join(dir, 'cache.bin')];
+    writeFileSync(
+      join(dir, 'shop.bin'),
+      encodeCatalogFile({
+        embedder: { id: 'hashing-512@1', dim: 512 },
+        items: [],
+        vectors: [],
+        shop: { model: shop.model, sasrec: { weights: shop.sasrec, items: shop.ids }, info: { bench: 'bench:shop-file' } },
+      }),
+    );
+    const common = [
+      '--catalog',
+      join(dir, 'catalog.jsonl'),
+      '--shop-model',
+      join(dir, 'shop.bin'),
+      '--embedder',
+      'hashing',
+      '--dim',
+      '512',
+      '--no-progress',
+      '--cache',
+      join(dir, 'cache.bin'),
+    ];
     process.stderr.write(`bench:shop-file: ${n} items: atomem-vectors (format v2)…\n`);
     const v2 = await runCli([...common, '--out', join(dir, 'v2.bin')]);
     const v2Bytes = statSync(join(dir, 'v2.bin')).size;
@@ -233,7 +268,13 @@ async function measure(n: number, o: Options): Promise<ShopFileRow[]> {
       const related = (i: number): string[] => {
         const row: Array<[number, number]> = [];
         for (let e = knn.offsets[i]; e < knn.offsets[i + 1]; e++) row.push([knn.targets[e], knn.weights[e]]);
-        return [shop.ids[i], ...row.sort((a, b) => b[1] - a[1]).slice(0, 20).map(([t]) => shop.ids[t])];
+        return [
+          shop.ids[i],
+          ...row
+            .sort((a, b) => b[1] - a[1])
+            .slice(0, 20)
+            .map(([t]) => shop.ids[t]),
+        ];
       };
       const bytesOf = (ks: Iterable<number>): number => {
         let s = headBytes;
@@ -284,17 +325,25 @@ async function main(): Promise<void> {
   const rows: ShopFileRow[] = [];
   for (const n of o.items) rows.push(...(await measure(n, o)));
   const out: string[] = [];
-  out.push(`bench:shop-file — seed ${o.seed}, ${o.visits} simulated visits per size, lists of ${o.k} (markov ${Math.max(1, o.k >> 1)}) per item, 512-d content vectors, SASRec ${SASREC_DEFAULTS.dim}-d over every item`);
+  out.push(
+    `bench:shop-file — seed ${o.seed}, ${o.visits} simulated visits per size, lists of ${o.k} (markov ${Math.max(1, o.k >> 1)}) per item, 512-d content vectors, SASRec ${SASREC_DEFAULTS.dim}-d over every item`,
+  );
   out.push('');
-  out.push('| items | shard items | v2 file (every first visit today) | v3 head | v3 shards (all) | first visit (mean / p90) | 20-event visit (mean / p90) | shards per visit | first visit vs v2 |');
+  out.push(
+    '| items | shard items | v2 file (every first visit today) | v3 head | v3 shards (all) | first visit (mean / p90) | 20-event visit (mean / p90) | shards per visit | first visit vs v2 |',
+  );
   out.push('|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const x of rows) {
-    out.push(`| ${x.items} | ${x.shardSize} | ${mb(x.v2Bytes)} | ${mb(x.headBytes)} | ${x.shards} × ≈${(x.shardBytes / x.shards / 1e3).toFixed(0)} kB = ${mb(x.shardBytes)} | ${mb(x.firstVisitBytes)} / ${mb(x.firstVisitP90Bytes)} | ${mb(x.visitBytes)} / ${mb(x.visitP90Bytes)} | ${x.visitShards} | ${(x.firstVisitBytes / x.v2Bytes).toFixed(4)}× |`);
+    out.push(
+      `| ${x.items} | ${x.shardSize} | ${mb(x.v2Bytes)} | ${mb(x.headBytes)} | ${x.shards} × ≈${(x.shardBytes / x.shards / 1e3).toFixed(0)} kB = ${mb(x.shardBytes)} | ${mb(x.firstVisitBytes)} / ${mb(x.firstVisitP90Bytes)} | ${mb(x.visitBytes)} / ${mb(x.visitP90Bytes)} | ${x.visitShards} | ${(x.firstVisitBytes / x.v2Bytes).toFixed(4)}× |`,
+    );
   }
   out.push('');
-  out.push('Visits: shards touched computed from the head (the worker fetches exactly those: test/browser/shop-file.test.ts), not replayed in Chromium.');
-  process.stdout.write(out.join('\n') + '\n');
-  if (o.json) writeFileSync(o.json, JSON.stringify(rows, null, 2) + '\n');
+  out.push(
+    'Visits: shards touched computed from the head (the worker fetches exactly those: packages/atomem/test/browser/shop-file.test.ts), not replayed in Chromium.',
+  );
+  process.stdout.write(`${out.join('\n')}\n`);
+  if (o.json) writeFileSync(o.json, `${JSON.stringify(rows, null, 2)}\n`);
 }
 
 main().catch((e: unknown) => {

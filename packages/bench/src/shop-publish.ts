@@ -76,7 +76,14 @@ function logFingerprint(histories: ReadonlyMap<string, readonly Interaction[]>):
 }
 
 function contextKey(ctx: MethodContext, params: Readonly<Record<string, string>>, prefix: string): string {
-  return JSON.stringify([ctx.target ?? 'test', ctx.setting ?? 'full', ctx.seed, logFingerprint(ctx.histories), shopUntil(params), paramsWith(params, prefix).filter(([k]) => k !== 'shop.until')]);
+  return JSON.stringify([
+    ctx.target ?? 'test',
+    ctx.setting ?? 'full',
+    ctx.seed,
+    logFingerprint(ctx.histories),
+    shopUntil(params),
+    paramsWith(params, prefix).filter(([k]) => k !== 'shop.until'),
+  ]);
 }
 
 /** The context's shop model (trained once per key; `shop.*` parameters as in the `shop` method). */
@@ -163,10 +170,24 @@ export function shopKnowledgeFor(ctx: MethodContext, params: Readonly<Record<str
       const file = params['shop.file'] ?? 'v2';
       if (file === 'v3') {
         // the models as a phone gets them from a format v3 file: int8 SASRec item rows and collaborative vectors, re-encoded lists
-        const enc = encodeCatalogFileV3({ embedder: { id: 'bench-none', dim: 1 }, items: [], vectors: [], shop: { model: shop.model, ...(sasrec ? { sasrec } : {}) }, shardPrefix: 'shards/' });
+        const enc = encodeCatalogFileV3({
+          embedder: { id: 'bench-none', dim: 1 },
+          items: [],
+          vectors: [],
+          shop: { model: shop.model, ...(sasrec ? { sasrec } : {}) },
+          shardPrefix: 'shards/',
+        });
         const head = decodeCatalogHead(enc.head);
-        const part = assembleCatalogFile(head, enc.shards.map((x, k) => decodeCatalogShard(head, k, x.bytes))).shop!;
-        return new ShopKnowledge(id, part.model, part.sasrec ? { weights: part.sasrec.weights, items: part.sasrec.items } : undefined, scorerOptionsFrom(params));
+        const part = assembleCatalogFile(
+          head,
+          enc.shards.map((x, k) => decodeCatalogShard(head, k, x.bytes)),
+        ).shop!;
+        return new ShopKnowledge(
+          id,
+          part.model,
+          part.sasrec ? { weights: part.sasrec.weights, items: part.sasrec.items } : undefined,
+          scorerOptionsFrom(params),
+        );
       }
       if (file !== 'v2') throw new Error(`shop.file must be v2 or v3, got ${file}`);
       return new ShopKnowledge(id, shop.model, sasrec, scorerOptionsFrom(params));

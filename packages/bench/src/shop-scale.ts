@@ -44,7 +44,7 @@ function positiveInt(name: string): (v: string) => number {
 function zipfCdf(n: number, s: number): Float64Array {
   const c = new Float64Array(n);
   let acc = 0;
-  for (let r = 0; r < n; r++) c[r] = acc += 1 / Math.pow(r + 1, s);
+  for (let r = 0; r < n; r++) c[r] = acc += 1 / (r + 1) ** s;
   for (let r = 0; r < n; r++) c[r] /= acc;
   return c;
 }
@@ -78,7 +78,7 @@ export async function generateShop(dir: string, items: number, events: number, s
     const title = `${WORDS[Math.floor(rng.next() * WORDS.length)]} ${WORDS[Math.floor(rng.next() * WORDS.length)]} item ${r}`;
     lines.push(JSON.stringify({ id: `p${r}`, title, categories: [`c${cat[r]}`] }));
   }
-  writeFileSync(itemsPath, lines.join('\n') + '\n');
+  writeFileSync(itemsPath, `${lines.join('\n')}\n`);
   const global = zipfCdf(items, 1.0);
   const catCdf = perCat.map((l) => zipfCdf(Math.max(1, l.length), 1.0));
   const out = createWriteStream(logPath, { highWaterMark: 1 << 20 });
@@ -130,7 +130,10 @@ function run(args: string[]): Promise<number> {
  */
 async function baselineKnn(itemsPath: string, logPath: string, k: number, statsPath: string): Promise<void> {
   const t0 = performance.now();
-  const catalog = readFileSync(itemsPath, 'utf8').split('\n').filter(Boolean).map((l) => String((JSON.parse(l) as { id: string }).id));
+  const catalog = readFileSync(itemsPath, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => String((JSON.parse(l) as { id: string }).id));
   const log = await readLogFile(logPath, { catalog });
   const { user, item } = log.columns();
   const n = log.items.length;
@@ -144,13 +147,14 @@ async function baselineKnn(itemsPath: string, logPath: string, k: number, statsP
   for (let r = 0; r < log.length; r++) uItems[fill[user[r]]++] = item[r];
   const seen = new Int32Array(n).fill(-1);
   const lists: number[][] = Array.from({ length: U }, () => []);
-  for (let u = 0; u < U; u++) for (let p = uStart[u]; p < uStart[u + 1]; p++) {
-    const i = uItems[p];
-    if (seen[i] !== u) {
-      seen[i] = u;
-      lists[u].push(i);
+  for (let u = 0; u < U; u++)
+    for (let p = uStart[u]; p < uStart[u + 1]; p++) {
+      const i = uItems[p];
+      if (seen[i] !== u) {
+        seen[i] = u;
+        lists[u].push(i);
+      }
     }
-  }
   const iStart = new Int32Array(n + 1);
   for (const l of lists) for (const i of l) iStart[i + 1]++;
   for (let i = 0; i < n; i++) iStart[i + 1] += iStart[i];
@@ -164,10 +168,11 @@ async function baselineKnn(itemsPath: string, logPath: string, k: number, statsP
   let pairs = 0;
   const top = new Int32Array(n * k).fill(-1);
   for (let i = 0; i < n; i++) {
-    for (let p = iStart[i]; p < iStart[i + 1]; p++) for (const j of lists[iUsers[p]]) {
-      if (counts[j] === 0) touched.push(j);
-      counts[j]++;
-    }
+    for (let p = iStart[i]; p < iStart[i + 1]; p++)
+      for (const j of lists[iUsers[p]]) {
+        if (counts[j] === 0) touched.push(j);
+        counts[j]++;
+      }
     const di = iStart[i + 1] - iStart[i];
     const scored = touched.filter((j) => j !== i).map((j) => [j, counts[j] / Math.sqrt(di * (iStart[j + 1] - iStart[j]))] as const);
     scored.sort((a, b) => b[1] - a[1]);
@@ -212,7 +217,17 @@ async function main(): Promise<void> {
     .option('--baseline-only', 'internal: run the baseline item-kNN')
     .option('--baseline-args <json>', 'internal');
   program.parse(process.argv.slice(2), { from: 'user' });
-  const o = program.opts<{ items: number; events: number; seed: number; json?: string; keep?: string; ease?: string; engine?: string; baselineOnly?: boolean; baselineArgs?: string }>();
+  const o = program.opts<{
+    items: number;
+    events: number;
+    seed: number;
+    json?: string;
+    keep?: string;
+    ease?: string;
+    engine?: string;
+    baselineOnly?: boolean;
+    baselineArgs?: string;
+  }>();
   if (o.baselineOnly) {
     const a = JSON.parse(o.baselineArgs!) as { itemsPath: string; logPath: string; k: number; stats: string };
     await baselineKnn(a.itemsPath, a.logPath, a.k, a.stats);
@@ -223,14 +238,43 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     const shop = await generateShop(dir, o.items, o.events, o.seed);
     const logBytes = statSync(shop.logPath).size;
-    err(`shop-scale: ${o.items} items, ${o.events} events, ${shop.users} users, log ${(logBytes / 2 ** 20).toFixed(0)} MB, generated in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    err(
+      `shop-scale: ${o.items} items, ${o.events} events, ${shop.users} users, log ${(logBytes / 2 ** 20).toFixed(0)} MB, generated in ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+    );
     const statsPath = join(dir, 'stats.json');
     const out = join(dir, 'shop-model.bin');
-    const code = await run(['packages/atomem/src/shop/cli.ts', '--interactions', shop.logPath, '--items', shop.itemsPath, '--out', out, '--stats', statsPath, ...(o.ease ? ['--ease', o.ease] : []), ...(o.engine ? ['--engine', o.engine] : [])]);
+    const code = await run([
+      'packages/atomem/src/shop/cli.ts',
+      '--interactions',
+      shop.logPath,
+      '--items',
+      shop.itemsPath,
+      '--out',
+      out,
+      '--stats',
+      statsPath,
+      ...(o.ease ? ['--ease', o.ease] : []),
+      ...(o.engine ? ['--engine', o.engine] : []),
+    ]);
     if (code !== 0) throw new Error(`atomem-shop exited with ${code}`);
-    const stats = JSON.parse(readFileSync(statsPath, 'utf8')) as { trainSeconds: number; cpuSeconds: number; peakRssBytes: number; fileBytes: number; stages: Record<string, number> };
+    const stats = JSON.parse(readFileSync(statsPath, 'utf8')) as {
+      trainSeconds: number;
+      cpuSeconds: number;
+      peakRssBytes: number;
+      fileBytes: number;
+      stages: Record<string, number>;
+    };
     const bStats = join(dir, 'baseline.json');
-    const bCode = await run(['packages/bench/src/shop-scale.ts', '--items', '1', '--events', '1', '--baseline-only', '--baseline-args', JSON.stringify({ itemsPath: shop.itemsPath, logPath: shop.logPath, k: 32, stats: bStats })]);
+    const bCode = await run([
+      'packages/bench/src/shop-scale.ts',
+      '--items',
+      '1',
+      '--events',
+      '1',
+      '--baseline-only',
+      '--baseline-args',
+      JSON.stringify({ itemsPath: shop.itemsPath, logPath: shop.logPath, k: 32, stats: bStats }),
+    ]);
     if (bCode !== 0) throw new Error(`baseline item-kNN exited with ${bCode}`);
     const base = JSON.parse(readFileSync(bStats, 'utf8')) as { seconds: number; peakRssBytes: number };
     const row: Row = {
@@ -254,7 +298,9 @@ async function main(): Promise<void> {
     };
     const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MB`;
     const out2 = (s: string) => process.stdout.write(`${s}\n`);
-    out2(`\n### Shop model training: ${o.items.toLocaleString('en')} items, ${o.events.toLocaleString('en')} events, ${shop.users.toLocaleString('en')} users (seed ${o.seed}, log ${mb(logBytes)}, counting stages ${o.engine ?? 'in memory'})\n`);
+    out2(
+      `\n### Shop model training: ${o.items.toLocaleString('en')} items, ${o.events.toLocaleString('en')} events, ${shop.users.toLocaleString('en')} users (seed ${o.seed}, log ${mb(logBytes)}, counting stages ${o.engine ?? 'in memory'})\n`,
+    );
     out2('| stage | seconds |\n|---|---:|');
     for (const [s, v] of Object.entries(stats.stages)) out2(`| ${s} | ${v.toFixed(1)} |`);
     out2(`| **total (atomem-shop)** | **${stats.trainSeconds.toFixed(1)}** |`);

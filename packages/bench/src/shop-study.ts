@@ -34,16 +34,31 @@ const kb = (b: number) => `${(b / 1024).toFixed(0)} KB`;
 function cvCombined(cases: readonly EvalCase[], fit: readonly FitCase[], names: string[], seed: number): number {
   const v = new Float64Array(cases.length);
   for (let f = 0; f < 5; f++) {
-    const w = fitWeights(fit.filter((_, k) => k % 5 !== f), names);
+    const w = fitWeights(
+      fit.filter((_, k) => k % 5 !== f),
+      names,
+    );
     const idx = cases.map((_, k) => k).filter((k) => k % 5 === f);
-    const r = ndcgs(idx.map((k) => cases[k]), idx.map((k) => combine(fit[k].signals, w, cases[k].candidates.length)), seed, 'shop');
+    const r = ndcgs(
+      idx.map((k) => cases[k]),
+      idx.map((k) => combine(fit[k].signals, w, cases[k].candidates.length)),
+      seed,
+      'shop',
+    );
     idx.forEach((k, t) => (v[k] = r[t]));
   }
   return mean(v);
 }
 
 function alone(cases: readonly EvalCase[], fit: readonly FitCase[], name: string, seed: number): number {
-  return mean(ndcgs(cases, fit.map((f) => f.signals[name]), seed, `shop-${name}`));
+  return mean(
+    ndcgs(
+      cases,
+      fit.map((f) => f.signals[name]),
+      seed,
+      `shop-${name}`,
+    ),
+  );
 }
 
 // ── sparsity ───────────────────────────────────────────────────────────────────────────
@@ -72,42 +87,59 @@ async function sparsity(data: string, seed: number): Promise<void> {
     for (const k of ks) {
       const r = await run({ [`shop.k.${list}`]: String(k) });
       const sel = list === 'markov' ? 'out' : 'in';
-      out(`| ${list} | ${sel} | ${k === n ? `all (${n})` : k} | ${kb(r.sizes[`list.${list}`])} | ${kb(r.bytes.length)} | ${cell(r.fit, list)} | ${cell(r.fit, recentOf(list))} | ${f3(cvCombined(val.cases, r.fit, r.names, seed))} |`);
+      out(
+        `| ${list} | ${sel} | ${k === n ? `all (${n})` : k} | ${kb(r.sizes[`list.${list}`])} | ${kb(r.bytes.length)} | ${cell(r.fit, list)} | ${cell(r.fit, recentOf(list))} | ${f3(cvCombined(val.cases, r.fit, r.names, seed))} |`,
+      );
       err(`sparsity ${list} k=${k} done`);
     }
   }
-  for (const [list, k] of [['ease', 64], ['knn', 64], ['markov', 16]] as const) {
+  for (const [list, k] of [
+    ['ease', 64],
+    ['knn', 64],
+    ['markov', 16],
+  ] as const) {
     const other = list === 'markov' ? 'in' : 'out';
     const r = await run({ [`shop.orient.${list}`]: other, [`shop.k.${list}`]: String(k) });
-    out(`| ${list} | ${other} | ${k} | ${kb(r.sizes[`list.${list}`])} | ${kb(r.bytes.length)} | ${cell(r.fit, list)} | ${cell(r.fit, recentOf(list))} | ${f3(cvCombined(val.cases, r.fit, r.names, seed))} |`);
+    out(
+      `| ${list} | ${other} | ${k} | ${kb(r.sizes[`list.${list}`])} | ${kb(r.bytes.length)} | ${cell(r.fit, list)} | ${cell(r.fit, recentOf(list))} | ${f3(cvCombined(val.cases, r.fit, r.names, seed))} |`,
+    );
   }
   {
     const r = await run({ 'shop.k.ease': String(n), 'shop.easeSigned': '1' });
-    out(`| ease | dense (signed, every weight) | all (${n}) | ${kb(r.sizes['list.ease'])} | ${kb(r.bytes.length)} | ${cell(r.fit, 'ease')} | ${cell(r.fit, 'easeRecent')} | ${f3(cvCombined(val.cases, r.fit, r.names, seed))} |`);
+    out(
+      `| ease | dense (signed, every weight) | all (${n}) | ${kb(r.sizes['list.ease'])} | ${kb(r.bytes.length)} | ${cell(r.fit, 'ease')} | ${cell(r.fit, 'easeRecent')} | ${f3(cvCombined(val.cases, r.fit, r.names, seed))} |`,
+    );
   }
   out('\n### EASE on the top-N items only (kNN covers the tail)\n');
   out('| N (EASE items) | share of interactions covered | ease alone | knn alone | combined (5-fold CV) | file bytes |');
   out('|---:|---:|---:|---:|---:|---:|');
   const pop = new Map<string, number>();
   let total = 0;
-  for (const seq of val.histories.values()) for (const x of seq) {
-    pop.set(x.item, (pop.get(x.item) ?? 0) + 1);
-    total++;
-  }
+  for (const seq of val.histories.values())
+    for (const x of seq) {
+      pop.set(x.item, (pop.get(x.item) ?? 0) + 1);
+      total++;
+    }
   const byPop = [...pop.values()].sort((a, b) => b - a);
   for (const N of [100, 250, 500, 1000, n]) {
     const r = await run({ 'shop.easeItems': String(N) });
     const covered = byPop.slice(0, N).reduce((a, b) => a + b, 0) / total;
-    out(`| ${N === n ? `all (${n})` : N} | ${(100 * covered).toFixed(0)}% | ${f3(alone(val.cases, r.fit, 'ease', seed))} | ${f3(alone(val.cases, r.fit, 'knn', seed))} | ${f3(cvCombined(val.cases, r.fit, r.names, seed))} | ${kb(r.bytes.length)} |`);
+    out(
+      `| ${N === n ? `all (${n})` : N} | ${(100 * covered).toFixed(0)}% | ${f3(alone(val.cases, r.fit, 'ease', seed))} | ${f3(alone(val.cases, r.fit, 'knn', seed))} | ${f3(cvCombined(val.cases, r.fit, r.names, seed))} | ${kb(r.bytes.length)} |`,
+    );
     err(`sparsity N=${N} done`);
   }
-  out('\n### Quantisation (the file vs the trainer\'s float model, defaults)\n');
+  out("\n### Quantisation (the file vs the trainer's float model, defaults)\n");
   out('| model | ease alone | vecRecent alone | combined (5-fold CV) |');
   out('|---|---:|---:|---:|');
   const r = await run({});
   const raw = caseSignals(r.trained, val.cases);
-  out(`| trainer (float32/float64) | ${f3(alone(val.cases, raw, 'ease', seed))} | ${f3(alone(val.cases, raw, 'vecRecent', seed))} | ${f3(cvCombined(val.cases, raw, r.names, seed))} |`);
-  out(`| file (i8 weights, i8 vectors) | ${f3(alone(val.cases, r.fit, 'ease', seed))} | ${f3(alone(val.cases, r.fit, 'vecRecent', seed))} | ${f3(cvCombined(val.cases, r.fit, r.names, seed))} |`);
+  out(
+    `| trainer (float32/float64) | ${f3(alone(val.cases, raw, 'ease', seed))} | ${f3(alone(val.cases, raw, 'vecRecent', seed))} | ${f3(cvCombined(val.cases, raw, r.names, seed))} |`,
+  );
+  out(
+    `| file (i8 weights, i8 vectors) | ${f3(alone(val.cases, r.fit, 'ease', seed))} | ${f3(alone(val.cases, r.fit, 'vecRecent', seed))} | ${f3(cvCombined(val.cases, r.fit, r.names, seed))} |`,
+  );
   out('\n### File size by part (defaults, ML-100K)\n');
   out('| part | bytes |\n|---|---:|');
   for (const [k, v] of Object.entries(r.sizes)) out(`| ${k} | ${v.toLocaleString('en')} |`);
@@ -126,7 +158,10 @@ function centredContent(vectors: ReadonlyMap<string, ArrayLike<number>>): Map<st
   for (const [id, v] of vectors) {
     const x = Float64Array.from(v, (a, d) => a - m[d]);
     const nrm = Math.hypot(...x) || 1;
-    res.set(id, x.map((a) => a / nrm));
+    res.set(
+      id,
+      x.map((a) => a / nrm),
+    );
   }
   return res;
 }
@@ -183,13 +218,17 @@ async function cold(data: string, seed: number, share: number): Promise<void> {
   const noContent = (await trainForContext(ctxCold, { 'shop.content': 'none' })).model;
   const content = centredContent((await contentVectorsFor(ds, 'use-lite', ctxFull)).vectors);
   out(`### New items (${held.size} of ${catalog.length} ML-100K items, ${Math.round(100 * share)}%, held out of the whole log)\n`);
-  out(`NDCG@10 on validation cases. *all*: every case (${all.length}), the usual candidates (about 20% new items); *warm target* (${warmTargets.length}) and *new target* (${mixed.length}) split it; *new only*: the new-target cases with 9 negatives also drawn from the new items. A method that merely favours new items gains on *new target* and loses on *warm target*.\n`);
+  out(
+    `NDCG@10 on validation cases. *all*: every case (${all.length}), the usual candidates (about 20% new items); *warm target* (${warmTargets.length}) and *new target* (${mixed.length}) split it; *new only*: the new-target cases with 9 negatives also drawn from the new items. A method that merely favours new items gains on *new target* and loses on *warm target*.\n`,
+  );
   out('| item vectors of the new items | signal | all | warm target | new target | new only |');
   out('|---|---|---:|---:|---:|---:|');
   const row = (label: string, signal: string, model: ShopModel | undefined, weights?: Record<string, number>) => {
     const cells = [all, warmTargets, mixed, coldOnly].map((cs) => {
       const fit = model ? caseSignals(model, cs) : undefined;
-      const scores = cs.map((c, k) => (!fit ? contentScores(c, content) : weights ? combine(fit[k].signals, weights, c.candidates.length) : fit[k].signals[signal]));
+      const scores = cs.map((c, k) =>
+        !fit ? contentScores(c, content) : weights ? combine(fit[k].signals, weights, c.candidates.length) : fit[k].signals[signal],
+      );
       return f3(mean(ndcgs(cs, scores, seed, `cold-${signal}`)));
     });
     out(`| ${label} | ${signal} | ${cells.join(' | ')} |`);
@@ -206,7 +245,18 @@ async function cold(data: string, seed: number, share: number): Promise<void> {
   out('| α | NDCG@10 |\n|---:|---:|');
   for (const alpha of [0.01, 0.1, 1, 10, 100]) {
     const m = (await trainForContext(ctxCold, { 'shop.ridge': String(alpha) })).model;
-    out(`| ${alpha} | ${f3(mean(ndcgs(coldOnly, caseSignals(m, coldOnly).map((f) => f.signals.vecRecent), seed, 'cold-vecRecent')))} |`);
+    out(
+      `| ${alpha} | ${f3(
+        mean(
+          ndcgs(
+            coldOnly,
+            caseSignals(m, coldOnly).map((f) => f.signals.vecRecent),
+            seed,
+            'cold-vecRecent',
+          ),
+        ),
+      )} |`,
+    );
   }
 }
 
@@ -216,7 +266,13 @@ async function cold(data: string, seed: number, share: number): Promise<void> {
  * A synthetic shop log: items in `clusters` taste groups with Zipf popularity, users with one to
  * three favourite groups (70% of their picks), history lengths log-normal around `perUser`.
  */
-export function syntheticShop(items: number, users: number, perUser: number, seed: number, clusters = 500): { log: ShopInteraction[]; catalog: string[]; content: Map<string, Float32Array> } {
+export function syntheticShop(
+  items: number,
+  users: number,
+  perUser: number,
+  seed: number,
+  clusters = 500,
+): { log: ShopInteraction[]; catalog: string[]; content: Map<string, Float32Array> } {
   const rng = new Rng(`shop-scale-${seed}`);
   const catalog = Array.from({ length: items }, (_, i) => `p${i}`);
   const cluster = Int32Array.from({ length: items }, () => rng.int(clusters));
@@ -291,7 +347,9 @@ async function scale(items: number, users: number, perUser: number, easeItems: n
   });
   const bytes = encodeShopModel(model);
   const sizes = shopModelSizes(bytes);
-  out(`\n### Synthetic shop: ${items.toLocaleString('en')} items, ${users.toLocaleString('en')} users, ${log.length.toLocaleString('en')} interactions, EASE on the top ${Math.min(easeItems, items).toLocaleString('en')}\n`);
+  out(
+    `\n### Synthetic shop: ${items.toLocaleString('en')} items, ${users.toLocaleString('en')} users, ${log.length.toLocaleString('en')} interactions, EASE on the top ${Math.min(easeItems, items).toLocaleString('en')}\n`,
+  );
   out('| stage | seconds |\n|---|---:|');
   for (const [s, t] of stages) out(`| ${s} | ${t.toFixed(1)} |`);
   out(`| total (trainShopModel) | ${Number(model.info.trainSeconds).toFixed(1)} |`);
@@ -299,12 +357,18 @@ async function scale(items: number, users: number, perUser: number, easeItems: n
   for (const [k, v] of Object.entries(sizes)) out(`| ${k} | ${v.toLocaleString('en')} |`);
   out(`| total, gzip -9 | ${gzipSync(bytes, { level: 9 }).length.toLocaleString('en')} |`);
   const rowsOf = (l: string) => model.lists[l].offsets.length - 1;
-  out(`\nentries: ease ${model.lists.ease.targets.length.toLocaleString('en')} (${rowsOf('ease')} rows), knn ${model.lists.knn.targets.length.toLocaleString('en')}, markov ${model.lists.markov.targets.length.toLocaleString('en')}; bytes per entry ${((sizes['list.ease'] + sizes['list.knn'] + sizes['list.markov']) / (model.lists.ease.targets.length + model.lists.knn.targets.length + model.lists.markov.targets.length)).toFixed(2)}`);
+  out(
+    `\nentries: ease ${model.lists.ease.targets.length.toLocaleString('en')} (${rowsOf('ease')} rows), knn ${model.lists.knn.targets.length.toLocaleString('en')}, markov ${model.lists.markov.targets.length.toLocaleString('en')}; bytes per entry ${((sizes['list.ease'] + sizes['list.knn'] + sizes['list.markov']) / (model.lists.ease.targets.length + model.lists.knn.targets.length + model.lists.markov.targets.length)).toFixed(2)}`,
+  );
 }
 
 async function main(): Promise<void> {
   const program = new Command().name('shop-study');
-  program.command('sparsity').requiredOption('--data <dir>').option('--seed <n>', 'seed', Number, DEFAULT_SEED).action((o) => sparsity(o.data, o.seed));
+  program
+    .command('sparsity')
+    .requiredOption('--data <dir>')
+    .option('--seed <n>', 'seed', Number, DEFAULT_SEED)
+    .action((o) => sparsity(o.data, o.seed));
   program
     .command('cold')
     .requiredOption('--data <dir>')
@@ -326,5 +390,3 @@ main().catch((e: Error) => {
   process.stderr.write(`${e.stack ?? e.message}\n`);
   process.exit(1);
 });
-
-

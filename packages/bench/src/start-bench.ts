@@ -50,7 +50,8 @@ async function npmStart(dataDir: string): Promise<Started> {
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
     err += chunk;
-    for (const m of chunk.matchAll(/^response (\d+) (\S+) (\S+) (\d+)$/gm)) responses.push({ status: Number(m[1]), method: m[2], path: m[3], bytes: Number(m[4]) });
+    for (const m of chunk.matchAll(/^response (\d+) (\S+) (\S+) (\d+)$/gm))
+      responses.push({ status: Number(m[1]), method: m[2], path: m[3], bytes: Number(m[4]) });
   });
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -119,7 +120,9 @@ async function main(): Promise<void> {
       visits.push({ name, responses: server.responses.slice(mark) });
       console.error(`bench:start: ${name} done`);
     }
-    console.log(`\nnpm start (Node ${process.version}, ${new Date().toISOString().slice(0, 10)}, load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores):\n`);
+    console.log(
+      `\nnpm start (Node ${process.version}, ${new Date().toISOString().slice(0, 10)}, load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores):\n`,
+    );
     console.log('| step | seconds |');
     console.log('|---|---:|');
     const build = (s: Started) => (s.built ? 'the build ran (inputs changed)' : 'build reused');
@@ -131,7 +134,9 @@ async function main(): Promise<void> {
     for (const v of visits) {
       const bytes = v.responses.reduce((a, r) => a + r.bytes, 0);
       const model = v.responses.filter((r) => /\/(use-lite|tfjs-wasm)\//.test(r.path)).reduce((a, r) => a + r.bytes, 0);
-      console.log(`| ${v.name} | ${v.responses.length} | ${v.responses.filter((r) => r.status === 200).length} | ${v.responses.filter((r) => r.status === 304).length} | ${mb(bytes)} | ${mb(model)} |`);
+      console.log(
+        `| ${v.name} | ${v.responses.length} | ${v.responses.filter((r) => r.status === 200).length} | ${v.responses.filter((r) => r.status === 304).length} | ${mb(bytes)} | ${mb(model)} |`,
+      );
     }
     const [a, b] = visits.map((v) => v.responses.reduce((s, r) => s + r.bytes, 0));
     console.log(`\nsecond visit / first visit bytes: ${a > 0 ? (b / a).toFixed(4) : '—'}`);

@@ -77,7 +77,9 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   if (values.help) {
-    process.stdout.write('usage: tune-intent --data DIR [--format movielens|agentcf|jsonl] [--users N|all] [--seed N] [--privacy off] [--param k=v]… [--json FILE]\n');
+    process.stdout.write(
+      'usage: tune-intent --data DIR [--format movielens|agentcf|jsonl] [--users N|all] [--seed N] [--privacy off] [--param k=v]… [--json FILE]\n',
+    );
     return 0;
   }
   const data = values.data ?? process.env.ATOMEM_ML100K ?? resolve('../shared/data/ml-100k');
@@ -109,25 +111,42 @@ async function main(argv: string[]): Promise<number> {
       },
     });
     const targets = new Map(buildProtocol(dataset, { setting: 'instruct', users, seed, target: 'validation' }).cases.map((c) => [c.user, c.test.item]));
-    const cases = readFileSync(dump, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as DumpedCase);
+    const cases = readFileSync(dump, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as DumpedCase);
     const base = DEFAULT_CONFIG.weights as unknown as Record<string, number>;
     const intentDefaults = DEFAULT_CONFIG.intentWeights as Record<string, number>;
     const start: Record<string, number> = { ...base };
     for (const [k, v] of Object.entries(params)) if (k.startsWith('atomem.w.')) start[k.slice('atomem.w.'.length)] = Number(v);
     for (const k of INTENT_KEYS) start[k] = Number(params[`atomem.iw.${k}`] ?? intentDefaults[k] ?? 0);
-    const without = meanNdcg(cases, targets, Object.fromEntries(Object.entries(start).map(([k, v]) => [k, (INTENT_KEYS as readonly string[]).includes(k) ? 0 : v])));
+    const without = meanNdcg(
+      cases,
+      targets,
+      Object.fromEntries(Object.entries(start).map(([k, v]) => [k, (INTENT_KEYS as readonly string[]).includes(k) ? 0 : v])),
+    );
     const fit = searchKeys(cases, targets, start, INTENT_KEYS, INTENT_GRID, (l) => process.stdout.write(`${l}\n`));
-    process.stdout.write(`\nvalidation NDCG@10 (${cases.length} users): ${without.toFixed(4)} without the intent, ${fit.start.toFixed(4)} with the starting intent weights → ${fit.ndcg10.toFixed(4)} fitted\n`);
-    process.stdout.write(`| intent signal | start | fitted |\n|---|---:|---:|\n${INTENT_KEYS.map((k) => `| ${k} | ${start[k]} | ${fit.weights[k]} |`).join('\n')}\n`);
+    process.stdout.write(
+      `\nvalidation NDCG@10 (${cases.length} users): ${without.toFixed(4)} without the intent, ${fit.start.toFixed(4)} with the starting intent weights → ${fit.ndcg10.toFixed(4)} fitted\n`,
+    );
+    process.stdout.write(
+      `| intent signal | start | fitted |\n|---|---:|---:|\n${INTENT_KEYS.map((k) => `| ${k} | ${start[k]} | ${fit.weights[k]} |`).join('\n')}\n`,
+    );
     // sensitivity: each intent weight over the grid, the others at their fitted values
-    process.stdout.write(`\nsensitivity (validation NDCG@10, one weight varied):\n| weight | ${INTENT_GRID.join(' | ')} |\n|---|${INTENT_GRID.map(() => '---:').join('|')}|\n`);
+    process.stdout.write(
+      `\nsensitivity (validation NDCG@10, one weight varied):\n| weight | ${INTENT_GRID.join(' | ')} |\n|---|${INTENT_GRID.map(() => '---:').join('|')}|\n`,
+    );
     for (const k of INTENT_KEYS) {
       const row = INTENT_GRID.map((v) => meanNdcg(cases, targets, { ...fit.weights, [k]: v }).toFixed(4));
       process.stdout.write(`| ${k} | ${row.join(' | ')} |\n`);
     }
     const fitted = Object.fromEntries(INTENT_KEYS.map((k) => [k, fit.weights[k]]));
     process.stdout.write(`\nintentWeights: ${JSON.stringify(fitted)}\n`);
-    if (values.json) writeFileSync(values.json, `${JSON.stringify({ privacy: values.privacy, users: cases.length, seed, without, start: fit.start, ndcg10: fit.ndcg10, intentWeights: fitted }, null, 2)}\n`);
+    if (values.json)
+      writeFileSync(
+        values.json,
+        `${JSON.stringify({ privacy: values.privacy, users: cases.length, seed, without, start: fit.start, ndcg10: fit.ndcg10, intentWeights: fitted }, null, 2)}\n`,
+      );
     return 0;
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -69,9 +69,20 @@ async function main(): Promise<void> {
       if (epoch % o.every !== 0 && epoch !== o.epochs) return;
       const ranks = protocol.cases.map((c) => rankOf(method.rankWith(c, weights), c.test.item));
       const m = meanMetrics(ranks);
-      const row: Row = { grid: point, epoch, loss, ndcg1: m.ndcg1, ndcg5: m.ndcg5, ndcg10: m.ndcg10, hr1: m.hr1, seconds: (performance.now() - started) / 1000 };
+      const row: Row = {
+        grid: point,
+        epoch,
+        loss,
+        ndcg1: m.ndcg1,
+        ndcg5: m.ndcg5,
+        ndcg10: m.ndcg10,
+        hr1: m.hr1,
+        seconds: (performance.now() - started) / 1000,
+      };
       rows.push(row);
-      console.error(`${point} epoch ${epoch}: loss ${loss.toFixed(4)} NDCG@10 ${m.ndcg10.toFixed(4)} NDCG@1 ${m.ndcg1.toFixed(4)} (${row.seconds.toFixed(0)} s)`);
+      console.error(
+        `${point} epoch ${epoch}: loss ${loss.toFixed(4)} NDCG@10 ${m.ndcg10.toFixed(4)} NDCG@1 ${m.ndcg1.toFixed(4)} (${row.seconds.toFixed(0)} s)`,
+      );
     };
     method = new SasrecMethod({
       ...sasrecOptions(params),
@@ -100,7 +111,8 @@ async function main(): Promise<void> {
   const f = (x: number) => x.toFixed(4);
   console.log('| grid | epoch | loss | NDCG@1 | NDCG@5 | NDCG@10 | HR@1 | seconds |');
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
-  for (const r of rows) console.log(`| ${r.grid} | ${r.epoch} | ${f(r.loss)} | ${f(r.ndcg1)} | ${f(r.ndcg5)} | ${f(r.ndcg10)} | ${f(r.hr1)} | ${r.seconds.toFixed(0)} |`);
+  for (const r of rows)
+    console.log(`| ${r.grid} | ${r.epoch} | ${f(r.loss)} | ${f(r.ndcg1)} | ${f(r.ndcg5)} | ${f(r.ndcg10)} | ${f(r.hr1)} | ${r.seconds.toFixed(0)} |`);
   if (quantized.length) {
     console.log('\n| grid | item embeddings | file bytes | NDCG@1 | NDCG@5 | NDCG@10 |\n|---|---|---:|---:|---:|---:|');
     for (const q of quantized) console.log(`| ${q.grid} | ${q.encoding} | ${q.bytes} | ${f(q.ndcg1)} | ${f(q.ndcg5)} | ${f(q.ndcg10)} |`);

@@ -24,7 +24,7 @@ import { fitWeights, type FitCase } from 'atomem/shop';
 import { shopModelSizes } from 'atomem/shop';
 import { scorerOptionsFrom, shopSignals, trainForContext } from './shop-method.js';
 import { caseSignals, contextFor, ndcgs, presentSignals, type EvalContext } from './shop-eval.js';
-import type { EvalCase, MethodContext } from './types.js';
+import type { EvalCase } from './types.js';
 import './methods.js';
 
 interface Row {
@@ -56,7 +56,11 @@ async function signalsFor(
   const fit = caseSignals(model, ctx.cases, scorerOptionsFrom(params));
   for (const [k, c] of ctx.cases.entries()) for (const [n, p] of providers) fit[k].signals[n] = await p.scores(c);
   const sizes = shopModelSizes(bytes);
-  return { fit, names: [...presentSignals(model), ...extraNames], info: { fileBytes: bytes.length, sizes, trainSeconds: Number(seconds.toFixed(1)), privacy: model.privacy, lambda: model.info.lambda } };
+  return {
+    fit,
+    names: [...presentSignals(model), ...extraNames],
+    info: { fileBytes: bytes.length, sizes, trainSeconds: Number(seconds.toFixed(1)), privacy: model.privacy, lambda: model.info.lambda },
+  };
 }
 
 function evaluate(cases: readonly EvalCase[], fit: readonly FitCase[], weights: Record<string, number>, seed: number): number[] {
@@ -76,9 +80,17 @@ function crossValidated(cases: readonly EvalCase[], fit: readonly FitCase[], nam
   const out = new Float64Array(cases.length);
   const fold = (k: number) => (k % users) % folds;
   for (let f = 0; f < folds; f++) {
-    const w = fitWeights(fit.filter((_, k) => fold(k) !== f), names);
+    const w = fitWeights(
+      fit.filter((_, k) => fold(k) !== f),
+      names,
+    );
     const idx = cases.map((_, k) => k).filter((k) => fold(k) === f);
-    const v = evaluate(idx.map((k) => cases[k]), idx.map((k) => fit[k]), w, seed);
+    const v = evaluate(
+      idx.map((k) => cases[k]),
+      idx.map((k) => fit[k]),
+      w,
+      seed,
+    );
     idx.forEach((k, t) => (out[k] = v[t]));
   }
   return mean(out);
@@ -97,7 +109,18 @@ async function main(): Promise<void> {
     .option('--no-ablation', 'skip the leave-one-signal-out refits')
     .option('--json <file>', 'write the rows as JSON')
     .parse()
-    .opts<{ data: string; seed: number; param: Record<string, string>; epsilon: string; extra: string; test?: boolean; ablation: boolean; json?: string; signals: string; draws: number }>();
+    .opts<{
+      data: string;
+      seed: number;
+      param: Record<string, string>;
+      epsilon: string;
+      extra: string;
+      test?: boolean;
+      ablation: boolean;
+      json?: string;
+      signals: string;
+      draws: number;
+    }>();
   const dataset = loadDataset('movielens', o.data, {});
   const extra = o.extra.split(',').filter(Boolean);
   const rows: Row[] = [];
@@ -130,7 +153,21 @@ async function main(): Promise<void> {
     const ci = (v: number[]): [number, number] => bootstrapCI(v, { seed: o.seed });
     let refWeights: Record<string, number> | undefined;
     for (const n of names) {
-      print({ config, split: 'validation', what: `${n} alone${note}`, ndcg10: meanOver((fit) => mean(ndcgs(val.cases, fit.map((f) => f.signals[n]), o.seed, `shop-${n}`))) });
+      print({
+        config,
+        split: 'validation',
+        what: `${n} alone${note}`,
+        ndcg10: meanOver((fit) =>
+          mean(
+            ndcgs(
+              val.cases,
+              fit.map((f) => f.signals[n]),
+              o.seed,
+              `shop-${n}`,
+            ),
+          ),
+        ),
+      });
     }
     // Pooled over draws: the same users in every draw, so folds by user index stay disjoint.
     const pooledCases = runs.flatMap(() => val.cases);
@@ -138,17 +175,41 @@ async function main(): Promise<void> {
     const reference = ['ease', 'knn', 'knnRecent'].filter((n) => names.includes(n));
     if (reference.length === 3 && names.length > 3) {
       refWeights = fitWeights(pooled, reference);
-      print({ config, split: 'validation', what: `reference ensemble ease + knn + knnRecent (in-sample)${note}`, ndcg10: meanOver((fit) => mean(evaluate(val.cases, fit, refWeights!, o.seed))) });
+      print({
+        config,
+        split: 'validation',
+        what: `reference ensemble ease + knn + knnRecent (in-sample)${note}`,
+        ndcg10: meanOver((fit) => mean(evaluate(val.cases, fit, refWeights!, o.seed))),
+      });
     }
     const weights = fitWeights(pooled, names);
     weightsOut[config] = weights;
     const vIn = evaluate(val.cases, runs[0], weights, o.seed);
-    print({ config, split: 'validation', what: `combined (in-sample)${note}`, ndcg10: meanOver((fit) => mean(evaluate(val.cases, fit, weights, o.seed))), ci: draws === 1 ? ci(vIn) : undefined });
-    print({ config, split: 'validation', what: `combined (5-fold CV over users)${note}`, ndcg10: crossValidated(pooledCases, pooled, names, o.seed, 5, val.cases.length) });
+    print({
+      config,
+      split: 'validation',
+      what: `combined (in-sample)${note}`,
+      ndcg10: meanOver((fit) => mean(evaluate(val.cases, fit, weights, o.seed))),
+      ci: draws === 1 ? ci(vIn) : undefined,
+    });
+    print({
+      config,
+      split: 'validation',
+      what: `combined (5-fold CV over users)${note}`,
+      ndcg10: crossValidated(pooledCases, pooled, names, o.seed, 5, val.cases.length),
+    });
     if (o.ablation) {
       for (const n of names) {
-        const w = fitWeights(pooled, names.filter((x) => x !== n));
-        print({ config, split: 'validation', what: `without ${n} (refitted, in-sample)${note}`, ndcg10: meanOver((fit) => mean(evaluate(val.cases, fit, w, o.seed))) });
+        const w = fitWeights(
+          pooled,
+          names.filter((x) => x !== n),
+        );
+        print({
+          config,
+          split: 'validation',
+          what: `without ${n} (refitted, in-sample)${note}`,
+          ndcg10: meanOver((fit) => mean(evaluate(val.cases, fit, w, o.seed))),
+        });
       }
     }
     process.stderr.write(`${config} weights: ${JSON.stringify(weights)}\n`);
@@ -164,14 +225,29 @@ async function main(): Promise<void> {
         if (refWeights) refPer.push(mean(evaluate(test.cases, t.fit, refWeights, o.seed)));
         for (const n of names) {
           if (!signalPer.has(n)) signalPer.set(n, []);
-          signalPer.get(n)!.push(ndcgs(test.cases, t.fit.map((f) => f.signals[n]), o.seed, `shop-${n}`));
+          signalPer.get(n)!.push(
+            ndcgs(
+              test.cases,
+              t.fit.map((f) => f.signals[n]),
+              o.seed,
+              `shop-${n}`,
+            ),
+          );
         }
       }
       const spread = (xs: number[]) => (xs.length > 1 ? ` (draws: ${xs.map((x) => x.toFixed(3)).join(', ')})` : '');
       const means = per.map(mean);
-      print({ config, split: 'test', what: `combined (validation weights)${note}${spread(means)}`, ndcg10: mean(means), ci: draws === 1 ? ci(per[0]) : undefined });
-      if (refWeights) print({ config, split: 'test', what: `reference ensemble ease + knn + knnRecent (validation weights)${note}`, ndcg10: mean(refPer), ci: undefined });
-      for (const [n, v] of signalPer) print({ config, split: 'test', what: `${n} alone${note}`, ndcg10: mean(v.map(mean)), ci: draws === 1 ? ci(v[0]) : undefined });
+      print({
+        config,
+        split: 'test',
+        what: `combined (validation weights)${note}${spread(means)}`,
+        ndcg10: mean(means),
+        ci: draws === 1 ? ci(per[0]) : undefined,
+      });
+      if (refWeights)
+        print({ config, split: 'test', what: `reference ensemble ease + knn + knnRecent (validation weights)${note}`, ndcg10: mean(refPer), ci: undefined });
+      for (const [n, v] of signalPer)
+        print({ config, split: 'test', what: `${n} alone${note}`, ndcg10: mean(v.map(mean)), ci: draws === 1 ? ci(v[0]) : undefined });
     }
   }
   process.stdout.write(`\nweights (largest = 1):\n${JSON.stringify(weightsOut, null, 2)}\n`);

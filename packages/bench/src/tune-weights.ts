@@ -50,9 +50,18 @@ export interface DumpedCase {
 export function meanNdcg(cases: readonly DumpedCase[], targets: ReadonlyMap<string, string>, weights: Readonly<Record<string, number>>): number {
   let sum = 0;
   for (const c of cases) {
-    const scores = combine(c.candidates.map(([, f]) => f), weights);
+    const scores = combine(
+      c.candidates.map(([, f]) => f),
+      weights,
+    );
     const order = c.candidates.map(([id], i) => ({ id, i, s: scores[i] })).sort((a, b) => b.s - a.s || a.i - b.i);
-    sum += ndcgAt(rankOf(order.map((o) => o.id), targets.get(c.user)!), 10);
+    sum += ndcgAt(
+      rankOf(
+        order.map((o) => o.id),
+        targets.get(c.user)!,
+      ),
+      10,
+    );
   }
   return cases.length ? sum / cases.length : 0;
 }
@@ -109,7 +118,11 @@ export function signalNames(cases: readonly DumpedCase[]): string[] {
  * Listwise fit of every signal in `names` with 2-fold cross-validation over users: returns the
  * weights fitted on all cases, and the mean NDCG@10 of weights fitted on one half scored on the other.
  */
-export function fitListwise(cases: readonly DumpedCase[], targets: ReadonlyMap<string, string>, names: readonly string[]): { weights: Record<string, number>; cvNdcg10: number; inSample: number } {
+export function fitListwise(
+  cases: readonly DumpedCase[],
+  targets: ReadonlyMap<string, string>,
+  names: readonly string[],
+): { weights: Record<string, number>; cvNdcg10: number; inSample: number } {
   const fc = fitCases(cases, targets, names);
   const weights = fitWeights(fc, names);
   const halves = [0, 1].map((h) => cases.map((c, i) => ({ c, i })).filter((x) => x.i % 2 === h));
@@ -117,8 +130,16 @@ export function fitListwise(cases: readonly DumpedCase[], targets: ReadonlyMap<s
   for (const h of [0, 1]) {
     const train = halves[h];
     const test = halves[1 - h];
-    const w = fitWeights(train.map((x) => fc[x.i]), names);
-    sum += meanNdcg(test.map((x) => x.c), targets, w) * test.length;
+    const w = fitWeights(
+      train.map((x) => fc[x.i]),
+      names,
+    );
+    sum +=
+      meanNdcg(
+        test.map((x) => x.c),
+        targets,
+        w,
+      ) * test.length;
   }
   return { weights, cvNdcg10: sum / Math.max(1, cases.length), inSample: meanNdcg(cases, targets, weights) };
 }
@@ -148,7 +169,9 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   if (values.help) {
-    process.stdout.write('usage: tune-weights --data DIR [--format movielens|agentcf|jsonl] [--users N|all] [--seed N] [--privacy off] [--item-vectors hybrid|content] [--tau-q Q,…] [--merge-q Q,…] [--param k=v]… [--json FILE]\n');
+    process.stdout.write(
+      'usage: tune-weights --data DIR [--format movielens|agentcf|jsonl] [--users N|all] [--seed N] [--privacy off] [--item-vectors hybrid|content] [--tau-q Q,…] [--merge-q Q,…] [--param k=v]… [--json FILE]\n',
+    );
     return 0;
   }
   const data = values.data ?? process.env.ATOMEM_ML100K ?? resolve('../shared/data/ml-100k');
@@ -165,7 +188,17 @@ async function main(argv: string[]): Promise<number> {
   const kind = values['item-vectors'];
   if (kind !== 'hybrid' && kind !== 'content') throw new Error(`--item-vectors must be hybrid or content, got ${kind}`);
   params['atomem.itemVectors'] = kind;
-  if (kind === 'hybrid') return tuneHybrid(dataset, users, seed, values.privacy as Privacy, params, parseGrid(values['tau-q'], [DEFAULT_CONFIG.shopTauQuantile]), parseGrid(values['merge-q'], [0.99, 0.995, 0.999]), values.json);
+  if (kind === 'hybrid')
+    return tuneHybrid(
+      dataset,
+      users,
+      seed,
+      values.privacy as Privacy,
+      params,
+      parseGrid(values['tau-q'], [DEFAULT_CONFIG.shopTauQuantile]),
+      parseGrid(values['merge-q'], [0.99, 0.995, 0.999]),
+      values.json,
+    );
   const dir = mkdtempSync(join(tmpdir(), 'atomem-tune-'));
   const dump = join(dir, 'features.jsonl');
   try {
@@ -183,7 +216,10 @@ async function main(argv: string[]): Promise<number> {
       },
     });
     const targets = new Map(buildProtocol(dataset, { users, seed, target: 'validation' }).cases.map((c) => [c.user, c.test.item]));
-    const cases = readFileSync(dump, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as DumpedCase);
+    const cases = readFileSync(dump, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as DumpedCase);
     const keys = Object.keys(cases[0]?.candidates[0]?.[1] ?? {});
     const defaults = DEFAULT_CONFIG.weights as unknown as Record<string, number>;
     const start: Record<string, number> = Object.fromEntries(keys.map((k) => [k, Number(params[`atomem.w.${k}`] ?? defaults[k] ?? 0)]));
@@ -215,7 +251,10 @@ async function validationDump(dataset: ReturnType<typeof loadDataset>, users: nu
         if (e.done === e.total) process.stderr.write(`  ${e.label ?? e.phase}: ${e.total}\n`);
       },
     });
-    const cases = readFileSync(dump, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as DumpedCase);
+    const cases = readFileSync(dump, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as DumpedCase);
     return { cases, row: res.results[0] };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -223,14 +262,39 @@ async function validationDump(dataset: ReturnType<typeof loadDataset>, users: nu
 }
 
 /** `--item-vectors hybrid`: the calibration grid of tau / merge quantiles, then the joint listwise fit (see the module comment). */
-async function tuneHybrid(dataset: ReturnType<typeof loadDataset>, users: number | 'all', seed: number, privacy: Privacy, params: Record<string, string>, tauGrid: number[], mergeGrid: number[], json: string | undefined): Promise<number> {
+async function tuneHybrid(
+  dataset: ReturnType<typeof loadDataset>,
+  users: number | 'all',
+  seed: number,
+  privacy: Privacy,
+  params: Record<string, string>,
+  tauGrid: number[],
+  mergeGrid: number[],
+  json: string | undefined,
+): Promise<number> {
   const targets = new Map(buildProtocol(dataset, { users, seed, target: 'validation' }).cases.map((c) => [c.user, c.test.item]));
   const start = { ...DEFAULT_CONFIG.shopWeights };
-  const points: Array<{ tauQ: number; mergeQ: number; tau: number; mergeThreshold: number; lifecycle: Record<string, number>; memoriesPerUser: number; startNdcg10: number; cvNdcg10: number; inSample: number; weights: Record<string, number>; shopOnlyCv: number }> = [];
+  const points: Array<{
+    tauQ: number;
+    mergeQ: number;
+    tau: number;
+    mergeThreshold: number;
+    lifecycle: Record<string, number>;
+    memoriesPerUser: number;
+    startNdcg10: number;
+    cvNdcg10: number;
+    inSample: number;
+    weights: Record<string, number>;
+    shopOnlyCv: number;
+  }> = [];
   for (const tauQ of tauGrid) {
     for (const mergeQ of mergeGrid) {
       process.stderr.write(`validation run: shopTauQuantile ${tauQ}, shopMergeQuantile ${mergeQ}\n`);
-      const { cases, row } = await validationDump(dataset, users, seed, privacy, { ...params, 'atomem.shopTauQuantile': String(tauQ), 'atomem.shopMergeQuantile': String(mergeQ) });
+      const { cases, row } = await validationDump(dataset, users, seed, privacy, {
+        ...params,
+        'atomem.shopTauQuantile': String(tauQ),
+        'atomem.shopMergeQuantile': String(mergeQ),
+      });
       const names = signalNames(cases);
       const fit = fitListwise(cases, targets, names);
       const shopNames = names.filter((n) => !(n in DEFAULT_CONFIG.weights));
@@ -257,14 +321,24 @@ async function tuneHybrid(dataset: ReturnType<typeof loadDataset>, users: number
   }
   const acting = points.filter((p) => p.lifecycle.merge > 0);
   const best = (acting.length ? acting : points).reduce((a, b) => (b.cvNdcg10 > a.cvNdcg10 ? b : a));
-  process.stdout.write(`\n| tau q | tau | merge q | merge threshold | extract | reinforce | weaken | merge | forget | resynthesize (per 1,000 events) | memories/user | val NDCG@10 start | fitted (CV) | shop signals only (CV) |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n`);
+  process.stdout.write(
+    `\n| tau q | tau | merge q | merge threshold | extract | reinforce | weaken | merge | forget | resynthesize (per 1,000 events) | memories/user | val NDCG@10 start | fitted (CV) | shop signals only (CV) |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n`,
+  );
   for (const p of points) {
     const l = p.lifecycle;
-    process.stdout.write(`| ${p.tauQ} | ${p.tau.toFixed(3)} | ${p.mergeQ} | ${p.mergeThreshold.toFixed(3)} | ${l.extract} | ${l.reinforce} | ${l.weaken} | ${l.merge} | ${l.forget} | ${l.resynthesize} | ${p.memoriesPerUser.toFixed(1)} | ${p.startNdcg10.toFixed(4)} | ${p.cvNdcg10.toFixed(4)} | ${p.shopOnlyCv.toFixed(4)} |\n`);
+    process.stdout.write(
+      `| ${p.tauQ} | ${p.tau.toFixed(3)} | ${p.mergeQ} | ${p.mergeThreshold.toFixed(3)} | ${l.extract} | ${l.reinforce} | ${l.weaken} | ${l.merge} | ${l.forget} | ${l.resynthesize} | ${p.memoriesPerUser.toFixed(1)} | ${p.startNdcg10.toFixed(4)} | ${p.cvNdcg10.toFixed(4)} | ${p.shopOnlyCv.toFixed(4)} |\n`,
+    );
   }
-  process.stdout.write(`\nchosen: shopTauQuantile ${best.tauQ}, shopMergeQuantile ${best.mergeQ} (merge ${best.lifecycle.merge}/1000 events); fitted shopWeights (in-sample validation NDCG@10 ${best.inSample.toFixed(4)}):\n`);
+  process.stdout.write(
+    `\nchosen: shopTauQuantile ${best.tauQ}, shopMergeQuantile ${best.mergeQ} (merge ${best.lifecycle.merge}/1000 events); fitted shopWeights (in-sample validation NDCG@10 ${best.inSample.toFixed(4)}):\n`,
+  );
   process.stdout.write(`shopWeights: ${JSON.stringify(best.weights)}\n`);
-  if (json) writeFileSync(json, `${JSON.stringify({ privacy, users: targets.size, seed, itemVectors: 'hybrid', points, chosen: { shopTauQuantile: best.tauQ, shopMergeQuantile: best.mergeQ, shopWeights: best.weights } }, null, 2)}\n`);
+  if (json)
+    writeFileSync(
+      json,
+      `${JSON.stringify({ privacy, users: targets.size, seed, itemVectors: 'hybrid', points, chosen: { shopTauQuantile: best.tauQ, shopMergeQuantile: best.mergeQ, shopWeights: best.weights } }, null, 2)}\n`,
+    );
   return 0;
 }
 

@@ -50,7 +50,10 @@ export interface EpochOptions {
 const ATTESTER_KEY = 'bench-attester-key-0123456789';
 
 /** A v2 service in a temp dir with a simulated clock (for several epochs). */
-export async function openBenchService(space: ItemSpace, v2: EpochOptions['v2'] = {}): Promise<{ service: IndexService; clock: { now: number }; dispose(): Promise<void> }> {
+export async function openBenchService(
+  space: ItemSpace,
+  v2: EpochOptions['v2'] = {},
+): Promise<{ service: IndexService; clock: { now: number }; dispose(): Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'atomem-bench-v2-'));
   const clock = { now: 0 };
   const service = createIndexService({ dataDir, rateLimit: false, v2: { ...v2, space, now: () => clock.now, tickMs: 0, attesterKey: ATTESTER_KEY } });
@@ -92,7 +95,12 @@ export async function runEpoch(o: EpochOptions): Promise<{ release: Release | un
       if (!report) continue;
       clock.now = start + delay;
       const blind = await blindTokenRequest(key, o.epoch);
-      const issued = await service.app.inject({ method: 'POST', url: INDEX_V2_PATHS.issue, headers: { authorization: `Bearer ${ATTESTER_KEY}` }, payload: { v: 2, epoch: o.epoch, request: blind.request } });
+      const issued = await service.app.inject({
+        method: 'POST',
+        url: INDEX_V2_PATHS.issue,
+        headers: { authorization: `Bearer ${ATTESTER_KEY}` },
+        payload: { v: 2, epoch: o.epoch, request: blind.request },
+      });
       if (issued.statusCode !== 200) throw new Error(`attester: HTTP ${issued.statusCode} ${issued.body}`);
       const token = await blind.finalize((issued.json() as IssueResponse).response);
       const body: ReportRequest = { v: 2, epoch: o.epoch, token, report };

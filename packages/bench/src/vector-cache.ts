@@ -17,7 +17,12 @@ export function vectorCacheFile(embedderId: string, dataset: string, root = proc
 }
 
 /** Read cached raw vectors for `items` (id → vector; only entries whose text hash still matches). */
-export function readVectorCache(file: string, embedder: { id: string; dim: number }, items: ReadonlyMap<string, Item>, warn: (message: string) => void): Map<string, Float32Array> {
+export function readVectorCache(
+  file: string,
+  embedder: { id: string; dim: number },
+  items: ReadonlyMap<string, Item>,
+  warn: (message: string) => void,
+): Map<string, Float32Array> {
   const out = new Map<string, Float32Array>();
   if (!existsSync(file)) return out;
   try {
@@ -37,11 +42,22 @@ export function readVectorCache(file: string, embedder: { id: string; dim: numbe
 }
 
 /** Write `vectors` (id → raw vector) atomically (temp file + rename). Returns false, after a warning, when it cannot. */
-export function writeVectorCache(file: string, embedder: { id: string; dim: number }, items: ReadonlyMap<string, Item>, vectors: ReadonlyMap<string, Float32Array>, warn: (message: string) => void): boolean {
+export function writeVectorCache(
+  file: string,
+  embedder: { id: string; dim: number },
+  items: ReadonlyMap<string, Item>,
+  vectors: ReadonlyMap<string, Float32Array>,
+  warn: (message: string) => void,
+): boolean {
   const ids = [...vectors.keys()].filter((id) => items.has(id)).sort();
   try {
     mkdirSync(dirname(file), { recursive: true });
-    const bytes = encodeCatalogVectors(embedder, ids.map((id) => items.get(id)!), ids.map((id) => vectors.get(id)!), 'bench-cache');
+    const bytes = encodeCatalogVectors(
+      embedder,
+      ids.map((id) => items.get(id)!),
+      ids.map((id) => vectors.get(id)!),
+      'bench-cache',
+    );
     const tmp = `${file}.${process.pid}.tmp`;
     writeFileSync(tmp, bytes);
     renameSync(tmp, file);

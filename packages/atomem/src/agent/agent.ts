@@ -126,7 +126,12 @@ export type RecommendOpts = RecommendOptions;
  * else leads with its next own reason, so a row of cards from one interest does not read the
  * same reason eight times. Mutates `out`.
  */
-function varyFirstReasons(out: Recommendation[], depth: number, titleOf: (id: string) => string | undefined, actionOf: (id: string) => Action | undefined): void {
+function varyFirstReasons(
+  out: Recommendation[],
+  depth: number,
+  titleOf: (id: string) => string | undefined,
+  actionOf: (id: string) => Action | undefined,
+): void {
   const used = new Set<string>();
   for (const r of out.slice(0, depth)) {
     const first = r.explanations[0];
@@ -381,7 +386,8 @@ export class MemoryAgent {
   async recommend(candidates: readonly string[] | undefined, opts: RecommendOptions = {}): Promise<Recommendation[]> {
     if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
     const limit = opts.limit ?? (candidates === undefined ? DEFAULT_LIMIT : Infinity);
-    if (opts.limit !== undefined && (!Number.isInteger(opts.limit) || opts.limit < 1)) throw new TypeError(`limit must be an integer ≥ 1, got ${String(opts.limit)}`);
+    if (opts.limit !== undefined && (!Number.isInteger(opts.limit) || opts.limit < 1))
+      throw new TypeError(`limit must be an integer ≥ 1, got ${String(opts.limit)}`);
     if (candidates === undefined) return (await this.recommend(await this.wholeCatalogShortlist(opts, limit), { ...opts, limit: undefined })).slice(0, limit);
     if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
     const rerankN = opts.rerank ?? 0;
@@ -410,7 +416,7 @@ export class MemoryAgent {
     const recent: RecentSignal[] = recentEvents.map((e, i) => ({
       item: e.item,
       vector: recentVecs[i].vector,
-      weight: actionWeight(e.action) * Math.pow(0.9, recentEvents.length - 1 - i),
+      weight: actionWeight(e.action) * 0.9 ** (recentEvents.length - 1 - i),
       action: e.action,
     }));
     const now = opts.now ?? this.clock();
@@ -441,7 +447,10 @@ export class MemoryAgent {
     const linked = [...new Set(this.state.memories.flatMap((m) => m.items))].filter((id) => this.items.has(id));
     const linkedVecs = await this.items.vectorsOf(linked);
     const itemVectors = new Map(linked.map((id, i) => [id, linkedVecs[i].vector]));
-    let ranked = rank({ memories: this.state.memories, candidates: cands, recent, communities: this.communities, now, extra, extraSources, itemVectors, weights, extraReasons }, this.config);
+    let ranked = rank(
+      { memories: this.state.memories, candidates: cands, recent, communities: this.communities, now, extra, extraSources, itemVectors, weights, extraReasons },
+      this.config,
+    );
     const vectorOf = new Map(cands.map((c) => [c.id, c.vector]));
     const firstVisit = intentText === undefined && this.state.memories.length === 0 && !this.state.events.some((e) => actionWeight(e.action) > 0);
     if (firstVisit) ranked = this.byPrior(ranked, vectorOf, shop ? extra : undefined, ids);
@@ -456,7 +465,12 @@ export class MemoryAgent {
     const top = Math.min(rerankN, out.length);
     if (top >= 2 && this.reasoner !== this.rules) out = [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
     // the list's first card says that the intent matched nothing (once, not on every card)
-    if (unmatched && out.length) out[0] = { ...out[0], reasons: [unmatched, ...out[0].reasons], explanations: [explain({ ...out[0], score: 0, reasons: [unmatched] }, titleOf)[0], ...out[0].explanations.slice(0, 2)] };
+    if (unmatched && out.length)
+      out[0] = {
+        ...out[0],
+        reasons: [unmatched, ...out[0].reasons],
+        explanations: [explain({ ...out[0], score: 0, reasons: [unmatched] }, titleOf)[0], ...out[0].explanations.slice(0, 2)],
+      };
     return out.length > limit ? out.slice(0, limit) : out;
   }
 
@@ -469,7 +483,10 @@ export class MemoryAgent {
     if (hit?.key === key) return hit.table;
     const ids = [...this.items.all()].map((it) => it.id);
     const vecs = kind === 'item' ? await this.items.vectorsOf(ids) : await this.items.contentVectorsOf(ids);
-    const table = vectorTable(ids, vecs.map((e) => e.vector));
+    const table = vectorTable(
+      ids,
+      vecs.map((e) => e.vector),
+    );
     this.tables[kind] = { key, table };
     return table;
   }
@@ -495,7 +512,7 @@ export class MemoryAgent {
       if (seen.has(e.item)) continue;
       seen.add(e.item);
       const w = actionWeight(e.action);
-      if (w > 0) mine.push({ id: e.item, w: w * Math.pow(0.8, mine.length) });
+      if (w > 0) mine.push({ id: e.item, w: w * 0.8 ** mine.length });
     }
     if (shop && mine.length) {
       const rows = mine.flatMap(({ id, w }) => {
@@ -529,7 +546,13 @@ export class MemoryAgent {
       const key = `${shop.id}`;
       if (this.tables.popular?.key !== key) {
         const pop = shop.model.popularity;
-        this.tables.popular = { key, rows: Array.from(pop.keys()).filter((r) => pop[r] > 0).sort((a, b) => pop[b] - pop[a] || a - b).slice(0, 5000) };
+        this.tables.popular = {
+          key,
+          rows: Array.from(pop.keys())
+            .filter((r) => pop[r] > 0)
+            .sort((a, b) => pop[b] - pop[a] || a - b)
+            .slice(0, 5000),
+        };
       }
       const items = shop.model.items;
       const popular: string[] = [];
@@ -548,7 +571,7 @@ export class MemoryAgent {
       for (let start = 0; start < step && out.length < size; start++) {
         for (let i = start; i < table.ids.length && out.length < size; i += step) {
           const id = table.ids[i];
-          if (!excluded.has(id) && !taken.has(id)) (taken.add(id), out.push(id));
+          if (!excluded.has(id) && !taken.has(id)) taken.add(id), out.push(id);
         }
       }
     }
@@ -563,7 +586,10 @@ export class MemoryAgent {
   async intentMemories(intent: string): Promise<IntentSelection> {
     const text = cleanIntent(intent);
     const { selected } = await this.intentQuery(text);
-    return { intent: text, memories: selected.map((s) => ({ memoryId: s.memory.id, content: s.memory.content, category: s.memory.category, similarity: s.similarity })) };
+    return {
+      intent: text,
+      memories: selected.map((s) => ({ memoryId: s.memory.id, content: s.memory.content, category: s.memory.category, similarity: s.similarity })),
+    };
   }
 
   /** Embed the (clean) intent in the content space and select the memories that bear on it. */
@@ -586,7 +612,13 @@ export class MemoryAgent {
     // why: "bears on it" = closer to the intent than the catalog's average item is (cosines spread
     // differently per space: around 0 when centred, around 0.5 in raw USE-lite)
     const average = dot(vector, await this.items.contentMean());
-    const selected = selectIntentMemories(this.state.memories, vector, (m) => centroids.get(m.id), this.config.intentMemories, Math.max(this.config.intentMinSimilarity, average));
+    const selected = selectIntentMemories(
+      this.state.memories,
+      vector,
+      (m) => centroids.get(m.id),
+      this.config.intentMemories,
+      Math.max(this.config.intentMinSimilarity, average),
+    );
     return { vector, selected, average };
   }
 
@@ -595,7 +627,12 @@ export class MemoryAgent {
    * how the intent and the memory met, given only to the candidates the intent matches
    * (`config.intentMatch`); `matched` is false when it matches none.
    */
-  private async intentSignals(text: string, ids: readonly string[], cands: readonly Candidate[], now: number): Promise<{ extra: Record<string, Float64Array>; reasons: Reason[][]; matched: boolean }> {
+  private async intentSignals(
+    text: string,
+    ids: readonly string[],
+    cands: readonly Candidate[],
+    now: number,
+  ): Promise<{ extra: Record<string, Float64Array>; reasons: Reason[][]; matched: boolean }> {
     const { vector, selected, average } = await this.intentQuery(text);
     const content = await this.items.contentVectorsOf(ids);
     const terms = new Set(intentTerms(text));
@@ -607,7 +644,9 @@ export class MemoryAgent {
     const best: (IntentMemory | undefined)[] = new Array(n);
     const bestCos = new Float64Array(n);
     const space = this.items.embedderId;
-    const sel = selected.filter((s) => s.memory.embedding.embedderId === space).map((s) => ({ ...s, w: salience(this.config, s.memory, now) * Math.max(0, s.similarity) }));
+    const sel = selected
+      .filter((s) => s.memory.embedding.embedderId === space)
+      .map((s) => ({ ...s, w: salience(this.config, s.memory, now) * Math.max(0, s.similarity) }));
     for (let i = 0; i < n; i++) {
       intent[i] = dot(vector, content[i].vector);
       const t = termMatch(terms, this.items.item(ids[i]));
@@ -627,7 +666,10 @@ export class MemoryAgent {
     }
     const w = this.config.intentWeights;
     const z = standardize;
-    const zi = z(intent), zc = z(covered), zk = z(categories), zm = z(memory);
+    const zi = z(intent),
+      zc = z(covered),
+      zk = z(categories),
+      zm = z(memory);
     const reasons: Reason[][] = [];
     // why rescaled: cosines spread differently per space (around 0 when centred, around 0.5 in raw USE-lite)
     const matches = (i: number) => covered[i] > 0 || (intent[i] - average) / Math.max(1e-6, 1 - average) >= this.config.intentMatch;
@@ -649,7 +691,16 @@ export class MemoryAgent {
       if (b && met) {
         const item = await this.nearestItem(b.memory, cands[i].vector);
         const action = item ? [...this.state.events].reverse().find((e) => e.item === item)?.action : undefined;
-        list.push({ kind: 'intent', intent: text, similarity: intent[i], contribution: memoryPart + Math.max(0, textPart), memoryId: b.memory.id, content: b.memory.content, ...(item ? { item } : {}), ...(action ? { action } : {}) });
+        list.push({
+          kind: 'intent',
+          intent: text,
+          similarity: intent[i],
+          contribution: memoryPart + Math.max(0, textPart),
+          memoryId: b.memory.id,
+          content: b.memory.content,
+          ...(item ? { item } : {}),
+          ...(action ? { action } : {}),
+        });
       } else if (textPart > 0) {
         list.push({ kind: 'intent', intent: text, similarity: intent[i], contribution: textPart });
       }
@@ -696,7 +747,12 @@ export class MemoryAgent {
    * the first row spans the catalog instead of showing its first page. Each card's one reason
    * says which.
    */
-  private byPrior(ranked: RankedItem[], vectorOf: ReadonlyMap<string, Float32Array>, extra: Readonly<Record<string, ArrayLike<number>>> | undefined, ids: readonly string[]): RankedItem[] {
+  private byPrior(
+    ranked: RankedItem[],
+    vectorOf: ReadonlyMap<string, Float32Array>,
+    extra: Readonly<Record<string, ArrayLike<number>>> | undefined,
+    ids: readonly string[],
+  ): RankedItem[] {
     const index = new Map(ids.map((id, i) => [id, i]));
     const pop = extra?.pop;
     const shopPrior = pop !== undefined && Array.from(pop).some((x) => x !== pop[0]);
@@ -712,11 +768,18 @@ export class MemoryAgent {
         .map(({ r, z }) => ({
           ...r,
           score: z,
-          reasons: [shopPrior ? { kind: 'prior' as const, prior: 'shop-popularity' as const, contribution: z } : { kind: 'prior' as const, prior: 'community-popularity' as const, share: r.features.popularity, contribution: z }],
+          reasons: [
+            shopPrior
+              ? { kind: 'prior' as const, prior: 'shop-popularity' as const, contribution: z }
+              : { kind: 'prior' as const, prior: 'community-popularity' as const, share: r.features.popularity, contribution: z },
+          ],
         }));
     }
     const byInput = [...ranked].sort((a, b) => index.get(a.id)! - index.get(b.id)!);
-    const order = varietyOrder(byInput.map((r) => vectorOf.get(r.id)!), VARIETY_SLOTS);
+    const order = varietyOrder(
+      byInput.map((r) => vectorOf.get(r.id)!),
+      VARIETY_SLOTS,
+    );
     return order.map((k) => ({ ...byInput[k], score: 0, reasons: [{ kind: 'prior' as const, prior: 'variety' as const, contribution: 0 }] }));
   }
 
@@ -855,7 +918,13 @@ export class MemoryAgent {
       .filter((e) => this.items.has(e.item))
       .map((e) => ({ item: this.items.item(e.item), action: e.action }));
     const profile = this.state.profile?.narrative.slice(0, this.config.profileMaxChars) || undefined;
-    const input = { memories, candidates: top.map((t) => ({ id: t.id, item: this.items.item(t.id) })), recent, ...(profile ? { profile } : {}), ...(intent !== undefined ? { intent } : {}) };
+    const input = {
+      memories,
+      candidates: top.map((t) => ({ id: t.id, item: this.items.item(t.id) })),
+      recent,
+      ...(profile ? { profile } : {}),
+      ...(intent !== undefined ? { intent } : {}),
+    };
     const result = await this.reason((r) => r.rerank(input));
     const byId = new Map(top.map((t) => [t.id, t]));
     return result.order.map((o, i) => {
@@ -1127,7 +1196,15 @@ export class MemoryAgent {
     if (plan.resynthesize) {
       const views = this.memories().map((m) => this.view(m));
       const narrative = await this.reason((r) => r.synthesizeProfile(views));
-      out.push(resynthesize(this.state, this.config, ctx, narrative, views.map((v) => v.id)));
+      out.push(
+        resynthesize(
+          this.state,
+          this.config,
+          ctx,
+          narrative,
+          views.map((v) => v.id),
+        ),
+      );
     }
     out.forEach((e) => this.emit(e));
     return out;

@@ -52,7 +52,10 @@ export class ItemVectors {
   /** {@link contentMean}'s last answer, for the content space and catalog size it was computed for. */
   private meanCache: { spaceId: string; count: number; vector: Float32Array } | undefined;
 
-  constructor(readonly embedder: Embedder, items: Iterable<Item> = []) {
+  constructor(
+    readonly embedder: Embedder,
+    items: Iterable<Item> = [],
+  ) {
     this.spaceId = embedder.id;
     this.contentId = embedder.id;
     this.add(items);
@@ -106,7 +109,7 @@ export class ItemVectors {
    */
   async centre(mean?: ArrayLike<number>, onProgress?: (done: number, total: number) => void): Promise<void> {
     if (this.mean) throw new Error('item space is already centred');
-    if (this.shopKnowledge) throw new Error('centre: the item space is the shop\'s; centre the content space before useShop');
+    if (this.shopKnowledge) throw new Error("centre: the item space is the shop's; centre the content space before useShop");
     let m: Float32Array;
     if (mean) {
       if (mean.length !== this.embedder.dim) throw new RangeError(`centre: mean has dimension ${mean.length}, embedder ${this.embedder.dim}`);
@@ -190,7 +193,7 @@ export class ItemVectors {
       const raw = map && map.embedder === this.embedder.id ? await this.embedder.embed(missing.map((id) => itemText(this.item(id)))) : undefined;
       missing.forEach((id, i) => {
         const mapped = raw ? mapContent(map!, raw[i].vector, dim) : undefined;
-        const vector = mapped && mapped.some((x) => x !== 0) ? mapped : idDirection(id, dim);
+        const vector = mapped?.some((x) => x !== 0) ? mapped : idDirection(id, dim);
         this.shopVectors.set(id, { embedderId: this.spaceId, vector });
       });
     }

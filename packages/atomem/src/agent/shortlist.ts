@@ -49,9 +49,10 @@ export function topByDot(table: VectorTable, query: ArrayLike<number>, k: number
       if (l < size && heapVal[l] < heapVal[m]) m = l;
       if (r < size && heapVal[r] < heapVal[m]) m = r;
       if (m === p) return;
-      const ti = heapIdx[p], tv = heapVal[p];
-      heapIdx[p] = heapIdx[m], heapVal[p] = heapVal[m];
-      heapIdx[m] = ti, heapVal[m] = tv;
+      const ti = heapIdx[p],
+        tv = heapVal[p];
+      (heapIdx[p] = heapIdx[m]), (heapVal[p] = heapVal[m]);
+      (heapIdx[m] = ti), (heapVal[m] = tv);
       p = m;
     }
   };
@@ -68,9 +69,10 @@ export function topByDot(table: VectorTable, query: ArrayLike<number>, k: number
       while (c > 0) {
         const p = (c - 1) >> 1;
         if (heapVal[p] <= heapVal[c]) break;
-        const ti = heapIdx[p], tv = heapVal[p];
-        heapIdx[p] = heapIdx[c], heapVal[p] = heapVal[c];
-        heapIdx[c] = ti, heapVal[c] = tv;
+        const ti = heapIdx[p],
+          tv = heapVal[p];
+        (heapIdx[p] = heapIdx[c]), (heapVal[p] = heapVal[c]);
+        (heapIdx[c] = ti), (heapVal[c] = tv);
         c = p;
       }
     } else {

@@ -17,7 +17,19 @@ import { deserializeError, installErrorTransfer } from '../worker/errors.js';
 import { DisposedError, WorkerError } from '../errors.js';
 import { checkOptionNames } from '../options.js';
 import { defaultAssetsBaseUrl, spawnWorker } from './worker-url.js';
-import type { EngineApi, EngineEvent, EngineEventMap, EngineEventName, EngineOptions, EngineStatus, PagePromptApi, ProgressEvent, PromptApiLoanInfo, RecommendOptions, SerializedError } from '../worker/protocol.js';
+import type {
+  EngineApi,
+  EngineEvent,
+  EngineEventMap,
+  EngineEventName,
+  EngineOptions,
+  EngineStatus,
+  PagePromptApi,
+  ProgressEvent,
+  PromptApiLoanInfo,
+  RecommendOptions,
+  SerializedError,
+} from '../worker/protocol.js';
 import { pageLanguageModel, promptBridge } from './prompt-bridge.js';
 
 export type {
@@ -136,7 +148,8 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
   const { worker: given, onProgress, onError, shared = false, persist = true, ...rest } = options;
   const engineOptions: EngineOptions = { ...rest, assetsBaseUrl: rest.assetsBaseUrl ?? defaultAssetsBaseUrl() };
   // why: the worker would resolve a relative URL against its own script, not the page
-  if (typeof rest.catalogVectors === 'string' && typeof location !== 'undefined') engineOptions.catalogVectors = new URL(rest.catalogVectors, location.href).href;
+  if (typeof rest.catalogVectors === 'string' && typeof location !== 'undefined')
+    engineOptions.catalogVectors = new URL(rest.catalogVectors, location.href).href;
   const listeners = new Map<EngineEventName, Set<(payload: never) => void>>();
   if (onProgress) listeners.set('progress', new Set([onProgress as (payload: never) => void]));
   if (onError) listeners.set('error', new Set([onError as (payload: never) => void]));
@@ -316,7 +329,10 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
       for (const [fail, method] of [...pending]) fail(new DisposedError(method, true));
       listeners.clear();
       loan?.close?.();
-      current.then((c) => c.close(), () => undefined);
+      current.then(
+        (c) => c.close(),
+        () => undefined,
+      );
     },
   };
 }

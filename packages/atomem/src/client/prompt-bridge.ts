@@ -33,7 +33,8 @@ interface PolicyLike {
 export function pageLanguageModel(): { api: PageLanguageModel } | { reason: string } {
   const g = globalThis as { LanguageModel?: Partial<PageLanguageModel>; document?: { permissionsPolicy?: PolicyLike; featurePolicy?: PolicyLike } };
   const lm = g.LanguageModel;
-  if (!lm || typeof lm.availability !== 'function' || typeof lm.create !== 'function') return { reason: 'Chrome Prompt API is absent: no LanguageModel on this page' };
+  if (!lm || typeof lm.availability !== 'function' || typeof lm.create !== 'function')
+    return { reason: 'Chrome Prompt API is absent: no LanguageModel on this page' };
   const policy = g.document?.permissionsPolicy ?? g.document?.featurePolicy;
   if (policy && typeof policy.allowsFeature === 'function' && !policy.allowsFeature('language-model')) {
     return { reason: "Chrome Prompt API is blocked on this page by its permissions policy (feature 'language-model')" };
@@ -73,7 +74,12 @@ export function promptBridge(lm: PageLanguageModel): { bridge: PagePromptApi; ab
         const s = await lm.create({
           ...o,
           signal,
-          ...(onDownload ? { monitor: (m: EventTarget) => m.addEventListener('downloadprogress', (e) => void onDownload((e as ProgressEvent).loaded, (e as ProgressEvent).total)) } : {}),
+          ...(onDownload
+            ? {
+                monitor: (m: EventTarget) =>
+                  m.addEventListener('downloadprogress', (e) => void onDownload((e as ProgressEvent).loaded, (e as ProgressEvent).total)),
+              }
+            : {}),
         });
         const id = next++;
         sessions.set(id, s);

@@ -121,7 +121,8 @@ export class ReportHistogram {
   total = 0;
   constructor(readonly params: Pick<LdpParams, 'cohorts' | 'g'>) {}
   add(r: WireReport, count = 1): void {
-    if (!Number.isInteger(r.cohort) || r.cohort < 0 || r.cohort >= this.params.cohorts) throw new RangeError(`cohort ${r.cohort} out of [0, ${this.params.cohorts})`);
+    if (!Number.isInteger(r.cohort) || r.cohort < 0 || r.cohort >= this.params.cohorts)
+      throw new RangeError(`cohort ${r.cohort} out of [0, ${this.params.cohorts})`);
     if (!Number.isInteger(r.bucket) || r.bucket < 0 || r.bucket >= this.params.g) throw new RangeError(`bucket ${r.bucket} out of [0, ${this.params.g})`);
     const key = r.cohort * this.params.g + r.bucket;
     this.cells.set(key, (this.cells.get(key) ?? 0) + count);

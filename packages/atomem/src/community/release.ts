@@ -112,7 +112,12 @@ export function decodePrototypes(release: Release): { community: ReleaseCommunit
  * STEAM's relation extraction against the shared space, on the device: a memory's top-`k1`
  * prototypes with cosine ≥ `tau`, best first. Nothing about it leaves the device.
  */
-export function matchMemory(vector: Float32Array, prototypes: readonly { community: ReleaseCommunity; prototype: Float32Array }[], k1: number, tau: number): MatchedCommunity[] {
+export function matchMemory(
+  vector: Float32Array,
+  prototypes: readonly { community: ReleaseCommunity; prototype: Float32Array }[],
+  k1: number,
+  tau: number,
+): MatchedCommunity[] {
   const hits: MatchedCommunity[] = [];
   for (const p of prototypes) {
     if (p.prototype.length !== vector.length) continue;

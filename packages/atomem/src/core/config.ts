@@ -266,7 +266,11 @@ export function tauFor(embedderId: string): number {
 
 /** Merge a partial config over the defaults and validate it; throws a RangeError naming the bad knob. */
 export function resolveConfig(
-  partial: Partial<Omit<AtomemConfig, 'weights' | 'shopWeights' | 'intentWeights'>> & { weights?: Partial<RankWeights>; shopWeights?: Readonly<Record<string, number>>; intentWeights?: Readonly<Record<string, number>> } = {},
+  partial: Partial<Omit<AtomemConfig, 'weights' | 'shopWeights' | 'intentWeights'>> & {
+    weights?: Partial<RankWeights>;
+    shopWeights?: Readonly<Record<string, number>>;
+    intentWeights?: Readonly<Record<string, number>>;
+  } = {},
 ): AtomemConfig {
   const cfg: AtomemConfig = {
     ...DEFAULT_CONFIG,
@@ -307,7 +311,9 @@ export function resolveConfig(
   check('duplicateKeep', cfg.duplicateKeep, 0, 1e4, true);
   check('shortlist', cfg.shortlist, 1, 1e5, true);
   if (!Array.isArray(cfg.duplicateActions) || cfg.duplicateActions.some((a) => !Object.hasOwn(ACTION_WEIGHTS, a))) {
-    throw new RangeError(`atomem config: duplicateActions must be an array of actions (${Object.keys(ACTION_WEIGHTS).join(', ')}), got ${String(cfg.duplicateActions)}`);
+    throw new RangeError(
+      `atomem config: duplicateActions must be an array of actions (${Object.keys(ACTION_WEIGHTS).join(', ')}), got ${String(cfg.duplicateActions)}`,
+    );
   }
   check('intentMatch', cfg.intentMatch, 0, 1);
   check('shopTauQuantile', cfg.shopTauQuantile, 0, 1);
@@ -328,7 +334,8 @@ export function resolveConfig(
  * {@link resolveConfig}.
  */
 export function checkConfigNames(partial: unknown): void {
-  if (typeof partial !== 'object' || partial === null || Array.isArray(partial)) throw new TypeError(`atomem config must be an object, got ${partial === null ? 'null' : typeof partial}`);
+  if (typeof partial !== 'object' || partial === null || Array.isArray(partial))
+    throw new TypeError(`atomem config must be an object, got ${partial === null ? 'null' : typeof partial}`);
   checkNames(partial, Object.keys(DEFAULT_CONFIG), 'atomem config');
   const w = (partial as { weights?: unknown }).weights;
   if (typeof w === 'object' && w !== null) checkNames(w, Object.keys(DEFAULT_CONFIG.weights), 'atomem config: weights');

@@ -55,7 +55,14 @@ export function did(action: Action | undefined, title: string): string {
 
 /** "bought", "added to your cart", "looked at", … (what you did with a named item). */
 export function past(action: Action | undefined): string {
-  const words: Partial<Record<Action, string>> = { purchase: 'bought', cart: 'added to your cart', like: 'liked', rate: 'rated', dislike: 'disliked', skip: 'skipped' };
+  const words: Partial<Record<Action, string>> = {
+    purchase: 'bought',
+    cart: 'added to your cart',
+    like: 'liked',
+    rate: 'rated',
+    dislike: 'disliked',
+    skip: 'skipped',
+  };
   return (action && words[action]) ?? 'looked at';
 }
 
@@ -110,7 +117,14 @@ function quoteIntent(intent: string): string {
   return intent.length > 60 ? `${intent.slice(0, 59).trimEnd()}…` : intent;
 }
 
-const DID: Partial<Record<string, string>> = { purchase: 'bought', cart: 'put in your cart', like: 'liked', rate: 'rated', click: 'looked at', view: 'looked at' };
+const DID: Partial<Record<string, string>> = {
+  purchase: 'bought',
+  cart: 'put in your cart',
+  like: 'liked',
+  rate: 'rated',
+  click: 'looked at',
+  view: 'looked at',
+};
 
 /**
  * "You asked for “hiking gifts”; you bought Trail Runner 3.", "Matches what you asked for: “hiking

@@ -25,6 +25,7 @@ export { InvalidIntentError, type InvalidIntentReason };
 export function cleanIntent(intent: unknown): string {
   if (typeof intent !== 'string') throw new InvalidIntentError('type', `intent must be a string, got ${intent === null ? 'null' : typeof intent}`);
   const text = intent
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this strips
     .replace(/[\u0000-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u202a-\u202e\u2028\u2029\u2060-\u2064\u2066-\u206f\ufeff]/g, ' ')
     .replace(/\s+/g, ' ')
     .trim();

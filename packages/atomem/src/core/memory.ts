@@ -63,7 +63,7 @@ export function pendingCount(state: MemoryState): number {
 /** Mark an event processed (idempotent). Returns false when it was already processed or is unknown. */
 export function markProcessed(state: MemoryState, seq: number): boolean {
   const ev = state.events.find((e) => e.seq === seq);
-  if (!ev || !ev.pending) return false;
+  if (!ev?.pending) return false;
   ev.pending = false;
   state.signal.eventsSinceSweep++;
   state.signal.eventsSinceSynthesis++;
@@ -83,7 +83,7 @@ export function actionWeight(action: Action | undefined): number {
 /** Time decay of a memory's salience: 0.5^(age / half-life). */
 export function decay(cfg: AtomemConfig, updatedAt: number, now: number): number {
   const days = Math.max(0, now - updatedAt) / DAY_MS;
-  return Math.pow(0.5, days / cfg.halfLifeDays);
+  return 0.5 ** (days / cfg.halfLifeDays);
 }
 
 /** Strength × recency: how much a memory should count now. */

@@ -55,7 +55,17 @@ export type Reason =
    * most like the candidate, `action`: what the shopper did with it). `matched: false`: the intent
    * matches no candidate, so the list was ranked without it (this reason only says so).
    */
-  | { kind: 'intent'; intent: string; similarity: number; contribution: number; memoryId?: string; content?: string; item?: string; action?: Action; matched?: false };
+  | {
+      kind: 'intent';
+      intent: string;
+      similarity: number;
+      contribution: number;
+      memoryId?: string;
+      content?: string;
+      item?: string;
+      action?: Action;
+      matched?: false;
+    };
 
 /** One number per signal: the memory's (one per {@link RankWeights} key) and any extra ones (the shop model's). */
 export type Features = Record<keyof RankWeights, number> & Record<string, number>;
@@ -109,12 +119,7 @@ interface Unit {
 }
 
 /** A candidate's features and the units behind them. `index` = the candidate's position. */
-function unitsOf(
-  input: RankInput,
-  cfg: AtomemConfig,
-  c: Candidate,
-  index: number,
-): { f: Features; units: Unit[] } {
+function unitsOf(input: RankInput, cfg: AtomemConfig, c: Candidate, index: number): { f: Features; units: Unit[] } {
   const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
   const units = new Map<string, Unit>();
   const memoryUnit = (m: AtomicMemory, similarity: number): Unit => {
@@ -152,7 +157,7 @@ function unitsOf(
       }
     }
   }
-  if (input.recent && input.recent.length) {
+  if (input.recent?.length) {
     let wsum = 0;
     for (const e of input.recent) wsum += Math.abs(e.weight);
     for (const e of input.recent) {
@@ -162,7 +167,12 @@ function unitsOf(
       const key = `r:${e.item}`;
       let u = units.get(key);
       if (!u) {
-        u = { key, reason: { kind: 'recent', item: e.item, similarity: s, contribution: 0, ...(e.action ? { action: e.action } : {}) }, parts: { recent: 0 }, keep: false };
+        u = {
+          key,
+          reason: { kind: 'recent', item: e.item, similarity: s, contribution: 0, ...(e.action ? { action: e.action } : {}) },
+          parts: { recent: 0 },
+          keep: false,
+        };
         units.set(key, u);
       } else if (e.action && u.reason.kind === 'recent' && strongerAction(e.action, u.reason.action)) {
         u.reason.action = e.action;
@@ -177,7 +187,12 @@ function unitsOf(
     const share = v.items && community.itemTotal > 0 ? (v.items[c.id] ?? 0) / community.itemTotal : 0;
     f.communityItems += share;
     const key = `c:${v.id}`;
-    const u: Unit = { key, reason: { kind: 'community', communityId: v.id, summary: community.summary, size: v.size, contribution: 0 }, parts: { communityItems: share }, keep: true };
+    const u: Unit = {
+      key,
+      reason: { kind: 'community', communityId: v.id, summary: community.summary, size: v.size, contribution: 0 },
+      parts: { communityItems: share },
+      keep: true,
+    };
     units.set(key, u);
     if (p > f.prototype || !protoBest) {
       f.prototype = Math.max(f.prototype, p);
@@ -189,14 +204,20 @@ function unitsOf(
   if (shares) {
     // the release's global popularity estimate
     f.popularity = shares.get(c.id) ?? 0;
-    if (f.popularity > 0) units.set('pop', { key: 'pop', reason: { kind: 'popular', share: f.popularity, contribution: 0 }, parts: { popularity: f.popularity }, keep: false });
+    if (f.popularity > 0)
+      units.set('pop', { key: 'pop', reason: { kind: 'popular', share: f.popularity, contribution: 0 }, parts: { popularity: f.popularity }, keep: false });
   }
   for (const [name, values] of Object.entries(input.extra ?? {})) {
     f[name] = values[index];
     // why: only the shop model's signals (named in extraSources) get a shop reason; others (the intent's) bring their own extraReasons
     if (!input.extraSources || !Object.hasOwn(input.extraSources, name)) continue;
     const item = input.extraSources[name]?.[index];
-    units.set(`x:${name}`, { key: `x:${name}`, reason: { kind: 'shop', signal: name, contribution: 0, ...(item !== undefined ? { item } : {}) }, parts: { [name]: values[index] }, keep: false });
+    units.set(`x:${name}`, {
+      key: `x:${name}`,
+      reason: { kind: 'shop', signal: name, contribution: 0, ...(item !== undefined ? { item } : {}) },
+      parts: { [name]: values[index] },
+      keep: false,
+    });
   }
   return { f, units: [...units.values()] };
 }
@@ -210,12 +231,7 @@ export function strongerAction(a: Action, b: Action | undefined): boolean {
 }
 
 /** Compute a candidate's features and reasons with raw (unweighted, not list-relative) contributions. */
-export function features(
-  input: RankInput,
-  cfg: AtomemConfig,
-  c: Candidate,
-  index = 0,
-): { f: Features; reasons: Reason[] } {
+export function features(input: RankInput, cfg: AtomemConfig, c: Candidate, index = 0): { f: Features; reasons: Reason[] } {
   const { f, units } = unitsOf(input, cfg, c, index);
   const w = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
   const reasons = units.map((u) => ({ ...u.reason, contribution: Object.entries(u.parts).reduce((a, [k, x]) => a + (w[k] ?? 0) * x, 0) }) as Reason);
@@ -238,7 +254,10 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   }
   const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i));
   const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
-  const { scores, scale } = combineDetailed(per.map((p) => p.f), weights);
+  const { scores, scale } = combineDetailed(
+    per.map((p) => p.f),
+    weights,
+  );
   // list mean of each unit's part of each signal (a unit absent from a card counts 0 there)
   const n = per.length;
   const mean = new Map<string, Record<string, number>>();
@@ -280,7 +299,10 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     const given = input.extraReasons?.[i];
     return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
   });
-  return out.map((x, i) => ({ x, i })).sort((a, b) => b.x.score - a.x.score || a.i - b.i).map((e) => e.x);
+  return out
+    .map((x, i) => ({ x, i }))
+    .sort((a, b) => b.x.score - a.x.score || a.i - b.i)
+    .map((e) => e.x);
 }
 
 /**

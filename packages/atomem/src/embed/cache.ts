@@ -287,7 +287,9 @@ export function createCachedEmbedder(inner: Embedder, options: CachedEmbedderOpt
     return embs.map((e, j) => {
       if (e.embedderId !== id) throw new Error(`cached embedder: inner returned embedderId "${e.embedderId}", expected "${id}"`);
       if (e.vector.length !== dim) {
-        throw new RangeError(`cached embedder: inner "${id}" returned dimension ${e.vector.length} for ${JSON.stringify(sent[j].slice(0, 40))}, expected ${dim}`);
+        throw new RangeError(
+          `cached embedder: inner "${id}" returned dimension ${e.vector.length} for ${JSON.stringify(sent[j].slice(0, 40))}, expected ${dim}`,
+        );
       }
       return e.vector;
     });

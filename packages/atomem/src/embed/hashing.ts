@@ -48,7 +48,7 @@ function hashText(text: string, dim: number, seed: number): Float32Array {
   for (let i = 0; i < features.length; i++) {
     addFeature(v, features[i], dim, seed);
     // a space never occurs inside a word, so a bigram never collides with a unigram's string.
-    if (i > 0) addFeature(v, features[i - 1] + ' ' + features[i], dim, seed);
+    if (i > 0) addFeature(v, `${features[i - 1]} ${features[i]}`, dim, seed);
   }
   // Never zero: n words give 2n−1 (odd) ±1 features, so some bucket holds an odd sum.
   let s = 0;

@@ -326,7 +326,11 @@ async function load(
     const stuck = poisoned(e, 'run a model', fail);
     if (stuck) throw stuck;
     const runtime = looksLikeRuntimeFailure(e);
-    throw fail(`the model loaded but ${runtime ? 'the runtime failed to run it' : 'does not produce a usable last_hidden_state'} on ${actualDevice}: ${message(e)}`, runtime ? 'runtime' : 'invalid-model', e);
+    throw fail(
+      `the model loaded but ${runtime ? 'the runtime failed to run it' : 'does not produce a usable last_hidden_state'} on ${actualDevice}: ${message(e)}`,
+      runtime ? 'runtime' : 'invalid-model',
+      e,
+    );
   }
   progress.ready();
   return new MiniLM(extractor, model, actualDtype, actualDevice, dim, batchSize);
@@ -448,7 +452,17 @@ function locate(modelBaseUrl: string | undefined, model: string): ModelLocation 
   return { describe: `${host}${model}/`, remote: { host, template: '{model}/' }, folderUrl: `${host}${model}/` };
 }
 
-const ENV_FIELDS = ['allowRemoteModels', 'allowLocalModels', 'localModelPath', 'remoteHost', 'remotePathTemplate', 'useFS', 'useCustomCache', 'customCache', 'fetch'] as const;
+const ENV_FIELDS = [
+  'allowRemoteModels',
+  'allowLocalModels',
+  'localModelPath',
+  'remoteHost',
+  'remotePathTemplate',
+  'useFS',
+  'useCustomCache',
+  'customCache',
+  'fetch',
+] as const;
 
 /** Point transformers.js at `where` for one load; returns the function that restores `env`. */
 function configureEnv(env: Env, where: ModelLocation, model: string, allowRemote: boolean, cache: MiniLMFileCache | undefined): () => void {
@@ -502,7 +516,10 @@ function configureEnv(env: Env, where: ModelLocation, model: string, allowRemote
 
 /** The model folder URL transformers.js would download from with the current env. */
 function remoteFolder(env: Env, model: string): string {
-  return `${slash(env.remoteHost)}${env.remotePathTemplate.replace(/^\/+/, '').replaceAll('{model}', model).replaceAll('{revision}', 'main')}`.replace(/\/*$/, '/');
+  return `${slash(env.remoteHost)}${env.remotePathTemplate.replace(/^\/+/, '').replaceAll('{model}', model).replaceAll('{revision}', 'main')}`.replace(
+    /\/*$/,
+    '/',
+  );
 }
 
 /** ` (wasmPaths …)` for error messages in a browser, '' in Node. */
@@ -557,7 +574,9 @@ function classify(
 
 /** ONNX Runtime's own start-up failures (wasm not found, no backend, WebGPU device lost) vs. a bad model. */
 function looksLikeRuntimeFailure(e: unknown): boolean {
-  return /no available backend|backend not found|initWasm|failed to fetch dynamically imported module|WebAssembly|\.wasm|webgpu|GPUDevice|adapter/i.test(message(e));
+  return /no available backend|backend not found|initWasm|failed to fetch dynamically imported module|WebAssembly|\.wasm|webgpu|GPUDevice|adapter/i.test(
+    message(e),
+  );
 }
 
 /** Errors transformers.js has thrown in this realm (browser / worker only). */

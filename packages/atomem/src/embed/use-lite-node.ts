@@ -99,5 +99,5 @@ export function uint8AssetSource(): UseLiteAssetSource {
 
 /** The installed `@tensorflow/tfjs-backend-wasm/dist/` folder, with the trailing slash tfjs expects. */
 export function defaultWasmDir(): string {
-  return join(dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json')), 'dist') + '/';
+  return `${join(dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json')), 'dist')}/`;
 }

@@ -5,7 +5,7 @@
  *
  * The vectors equal the in-process embedder's up to float rounding (a forward pass pads its
  * batch to the longest text, and the parts batch the texts differently): below 1e-5 per
- * component in test/node/use-lite-pool.test.ts.
+ * component in packages/atomem/test/use-lite-pool.test.ts.
  */
 import { Worker } from 'node:worker_threads';
 import type { Embedding } from '../core/types.js';
@@ -94,7 +94,8 @@ export async function createUseLitePool(threads: number): Promise<Embedder> {
             // why: the thread names texts[j] of its part; name the index in the caller's texts.
             throw new Error(r.error.replace(/texts\[(\d+)\]/g, (_m, j: string) => `texts[${i * size + Number(j)}]`));
           }
-          if (!('vectors' in r) || r.vectors.length !== parts[i].length) throw new Error(`USE-lite thread ${i} answered ${'vectors' in r ? r.vectors.length : 'no'} vectors for ${parts[i].length} texts`);
+          if (!('vectors' in r) || r.vectors.length !== parts[i].length)
+            throw new Error(`USE-lite thread ${i} answered ${'vectors' in r ? r.vectors.length : 'no'} vectors for ${parts[i].length} texts`);
           for (const vector of r.vectors) out.push({ embedderId: id, vector });
         });
         return out;

@@ -7,7 +7,7 @@
  * One pure function, used by the build (`scripts/assets.ts` writes `dist/assets/use-lite/`) and by
  * Node when it runs from source (it quantizes the installed float32 weights in memory), so the
  * browser, Node from source and Node from the built package all load the same bytes and give the
- * same vectors (pinned by test/node/embed-use-lite-quant.test.ts and the browser reference test).
+ * same vectors (pinned by packages/atomem/test/embed-use-lite-quant.test.ts and the browser reference test).
  * Deterministic: no randomness, no dependence on the platform beyond IEEE-754 doubles.
  */
 
@@ -96,7 +96,8 @@ export function quantizeUseLite(model: ModelJsonLike, shardBytes: readonly Array
   let offset = 0;
   for (const spec of specs) {
     if (spec.quantization) throw new Error(`quantizeUseLite: weight ${spec.name} is already quantized`);
-    if (spec.dtype !== 'float32' && spec.dtype !== 'int32') throw new Error(`quantizeUseLite: weight ${spec.name} has dtype ${spec.dtype}; only float32 and int32 are expected`);
+    if (spec.dtype !== 'float32' && spec.dtype !== 'int32')
+      throw new Error(`quantizeUseLite: weight ${spec.name} has dtype ${spec.dtype}; only float32 and int32 are expected`);
     const n = sizeOf(spec.shape);
     const bytes = all.subarray(offset, offset + n * 4);
     if (bytes.length !== n * 4) throw new Error(`quantizeUseLite: the shards end inside weight ${spec.name}`);

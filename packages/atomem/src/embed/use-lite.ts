@@ -104,7 +104,12 @@ export async function createUseLiteEmbedder(options: UseLiteOptions = {}): Promi
     if (options.weights !== undefined && options.weights !== 'uint8' && options.weights !== 'float32') {
       throw new RangeError(`createUseLiteEmbedder: weights must be 'uint8' or 'float32', got ${String(options.weights)}`);
     }
-    assets ??= options.assetsPath !== undefined ? node.nodeAssetSource(options.assetsPath) : options.weights === 'float32' ? node.nodeAssetSource() : node.uint8AssetSource();
+    assets ??=
+      options.assetsPath !== undefined
+        ? node.nodeAssetSource(options.assetsPath)
+        : options.weights === 'float32'
+          ? node.nodeAssetSource()
+          : node.uint8AssetSource();
     wasmPaths ??= node.defaultWasmDir();
   }
   if (assets === undefined) {
@@ -174,7 +179,10 @@ class UseLite implements UseLiteEmbedder {
     const out = new Array<Embedding>(texts.length);
     for (let start = 0; start < order.length; start += this.batchSize) {
       const rows = order.slice(start, start + this.batchSize);
-      const vectors = await this.forward(rows.map((i) => encodings[i]), rows);
+      const vectors = await this.forward(
+        rows.map((i) => encodings[i]),
+        rows,
+      );
       rows.forEach((i, r) => {
         out[i] = { embedderId: this.id, vector: vectors[r] };
       });

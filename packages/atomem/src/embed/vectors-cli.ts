@@ -145,11 +145,20 @@ function program(io: Required<VectorsCliIo>): Command {
     .addOption(new Option('--embedder <kind>', "embedder; must be the shop's browser embedder").choices([...VECTOR_EMBEDDERS]).default('use-lite'))
     .option('--dim <n>', `buckets of --embedder hashing (default ${BROWSER_HASHING_DIM}, the browser engine's)`, positiveInt('--dim', 2, MAX_DIM))
     .option('--batch <n>', "items per embedder call (the browser engine's catalog batch)", positiveInt('--batch', 1), DEFAULT_BATCH)
-    .option('--threads <n>', 'USE-lite threads, each with its own copy of the model on its own core: for a server with free cores', positiveInt('--threads', 1, 64), 1)
+    .option(
+      '--threads <n>',
+      'USE-lite threads, each with its own copy of the model on its own core: for a server with free cores',
+      positiveInt('--threads', 1, 64),
+      1,
+    )
     .option('--no-progress', 'no progress bar on stderr')
     .option('--cache <file>', 'disk cache of item vectors keyed by embedder and item text (default ~/.cache/atomem/vectors-<embedder>.bin)')
     .option('--no-cache', 'embed every item (no disk cache)')
-    .option('--shards [n]', `write format v3: a small head at --out and shards of n items (default ${DEFAULT_SHARD_SIZE}) under <out>.shards/`, positiveInt('--shards', 1, 65536))
+    .option(
+      '--shards [n]',
+      `write format v3: a small head at --out and shards of n items (default ${DEFAULT_SHARD_SIZE}) under <out>.shards/`,
+      positiveInt('--shards', 1, 65536),
+    )
     .option('--shop-model <file>', "the shop model atomem-shop wrote (or a v2 catalog file's shop part) to publish instead of training with --log")
     .option('--log <file>', "the shop's order log, JSON Lines { user, item, at, action? }: also train the shop model (and SASRec) and write format v2")
     .option('--no-sequence', 'with --log: no SASRec sequence model (shop model only; faster)')
@@ -164,7 +173,10 @@ function program(io: Required<VectorsCliIo>): Command {
 
 /** Where `value` sits, for error messages: `item 3 ("sku-9")` or `item 3`. */
 function where(index: number, value: unknown, line?: number): string {
-  const id = value && typeof value === 'object' && typeof (value as { id?: unknown }).id === 'string' && (value as { id: string }).id ? ` ("${(value as { id: string }).id}")` : '';
+  const id =
+    value && typeof value === 'object' && typeof (value as { id?: unknown }).id === 'string' && (value as { id: string }).id
+      ? ` ("${(value as { id: string }).id}")`
+      : '';
   return `${line === undefined ? '' : `line ${line}: `}item ${index}${id}`;
 }
 
@@ -203,7 +215,9 @@ export function parseCatalogText(text: string, source: string, jsonLines: boolea
   }
   if (Array.isArray(parsed)) return { values: parsed };
   if (parsed && typeof parsed === 'object' && Array.isArray((parsed as { items?: unknown }).items)) return { values: (parsed as { items: unknown[] }).items };
-  throw new VectorsUsageError(`${source}: expected a JSON array of items or an object { "items": [...] }, got ${describe(parsed)}${parsed && typeof parsed === 'object' ? ' without an "items" array' : ''}`);
+  throw new VectorsUsageError(
+    `${source}: expected a JSON array of items or an object { "items": [...] }, got ${describe(parsed)}${parsed && typeof parsed === 'object' ? ' without an "items" array' : ''}`,
+  );
 }
 
 /**
@@ -216,13 +230,17 @@ export function validateCatalogItems(values: readonly unknown[], source: string,
   const firstSeen = new Map<string, number>();
   return values.map((v, i) => {
     const at = `${source}: ${where(i, v, lines?.[i])}`;
-    if (!v || typeof v !== 'object' || Array.isArray(v)) throw new VectorsUsageError(`${at} is ${describe(v)}, expected an object { id, title, categories?, description? }`);
+    if (!v || typeof v !== 'object' || Array.isArray(v))
+      throw new VectorsUsageError(`${at} is ${describe(v)}, expected an object { id, title, categories?, description? }`);
     const o = v as Record<string, unknown>;
-    if (typeof o.id !== 'string' || o.id === '') throw new VectorsUsageError(`${at}: "id" is ${o.id === undefined ? 'missing' : describe(o.id)}, expected a non-empty string`);
+    if (typeof o.id !== 'string' || o.id === '')
+      throw new VectorsUsageError(`${at}: "id" is ${o.id === undefined ? 'missing' : describe(o.id)}, expected a non-empty string`);
     const prev = firstSeen.get(o.id);
-    if (prev !== undefined) throw new VectorsUsageError(`${at}: id "${o.id}" already used by item ${prev}${lines ? ` (line ${lines[prev]})` : ''}; ids must be unique`);
+    if (prev !== undefined)
+      throw new VectorsUsageError(`${at}: id "${o.id}" already used by item ${prev}${lines ? ` (line ${lines[prev]})` : ''}; ids must be unique`);
     firstSeen.set(o.id, i);
-    if (typeof o.title !== 'string') throw new VectorsUsageError(`${at}: "title" is ${o.title === undefined ? 'missing' : describe(o.title)}, expected a string`);
+    if (typeof o.title !== 'string')
+      throw new VectorsUsageError(`${at}: "title" is ${o.title === undefined ? 'missing' : describe(o.title)}, expected a string`);
     const item: Item = { id: o.id, title: o.title };
     if (o.categories !== undefined) {
       if (!Array.isArray(o.categories)) throw new VectorsUsageError(`${at}: "categories" is ${describe(o.categories)}, expected an array of strings`);
@@ -363,7 +381,11 @@ async function readShopModel(path: string): Promise<NonNullable<EncodeCatalogFil
     const file = decodeCatalogFile(bytes);
     if (!file.shop) throw new Error('this catalog vector file has no shop model');
     const s = file.shop;
-    return { model: s.model, ...(s.sasrec ? { sasrec: { weights: s.sasrec.weights, items: s.sasrec.items } } : {}), info: { ...(file.shopInfo ?? {}), shopModel: basename(path) } };
+    return {
+      model: s.model,
+      ...(s.sasrec ? { sasrec: { weights: s.sasrec.weights, items: s.sasrec.items } } : {}),
+      info: { ...(file.shopInfo ?? {}), shopModel: basename(path) },
+    };
   } catch (e) {
     throw new VectorsUsageError(`--shop-model ${path}: ${(e as Error).message}`);
   }
@@ -404,7 +426,9 @@ export async function readInteractionLog(path: string, catalog: ReadonlySet<stri
     text = await readFile(path, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new VectorsUsageError(`cannot read --log ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : (e as Error).message}`);
+    throw new VectorsUsageError(
+      `cannot read --log ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : (e as Error).message}`,
+    );
   }
   const log: ShopInteraction[] = [];
   const users = new Set<string>();
@@ -439,7 +463,10 @@ export async function readInteractionLog(path: string, catalog: ReadonlySet<stri
     users.add(user);
     log.push({ user, item, at: when, ...(row.action !== undefined ? { action: row.action as Action } : {}) });
   });
-  if (log.length === 0) throw new VectorsUsageError(`--log ${path}: no usable rows (${unknownItems} of items not in the catalog${until !== undefined ? `, ${afterUntil} not before --until` : ''})`);
+  if (log.length === 0)
+    throw new VectorsUsageError(
+      `--log ${path}: no usable rows (${unknownItems} of items not in the catalog${until !== undefined ? `, ${afterUntil} not before --until` : ''})`,
+    );
   return { log, unknownItems, afterUntil, users: users.size };
 }
 
@@ -456,7 +483,12 @@ export function sasrecSequences(log: readonly ShopInteraction[], catalog: readon
     if (!seq) byUser.set(r.user, (seq = []));
     seq.push(r);
   }
-  return [...byUser.values()].map((seq) => Int32Array.from(seq.sort((a, b) => a.at - b.at), (r) => index.get(r.item)!));
+  return [...byUser.values()].map((seq) =>
+    Int32Array.from(
+      seq.sort((a, b) => a.at - b.at),
+      (r) => index.get(r.item)!,
+    ),
+  );
 }
 
 /** Write a progress line to stderr at most every second per stage (and at a stage's start and end). */
@@ -509,13 +541,24 @@ async function trainFromLog(
       let bar: cliProgress.SingleBar | undefined;
       if (o.progress) {
         bar = new cliProgress.SingleBar(
-          { format: 'SASRec    |{bar}| {value}/{total} epochs, loss {loss} {duration_formatted} (eta {eta_formatted})', stream: io.stderr as NodeJS.WritableStream, hideCursor: true, clearOnComplete: false, noTTYOutput: true, notTTYSchedule: 10_000 },
+          {
+            format: 'SASRec    |{bar}| {value}/{total} epochs, loss {loss} {duration_formatted} (eta {eta_formatted})',
+            stream: io.stderr as NodeJS.WritableStream,
+            hideCursor: true,
+            clearOnComplete: false,
+            noTTYOutput: true,
+            notTTYSchedule: 10_000,
+          },
           cliProgress.Presets.shades_classic,
         );
         bar.start(o.sasrecEpochs, 0, { loss: '-' });
       }
       try {
-        const r = await trainSasrec(seqs, catalog.length, { epochs: o.sasrecEpochs, seed: o.seed, onEpoch: (epoch, loss) => void bar?.update(epoch, { loss: loss.toFixed(4) }) });
+        const r = await trainSasrec(seqs, catalog.length, {
+          epochs: o.sasrecEpochs,
+          seed: o.seed,
+          onEpoch: (epoch, loss) => void bar?.update(epoch, { loss: loss.toFixed(4) }),
+        });
         sasrec = { weights: r.weights, items: catalog };
         sequenceNote = `SASRec ${o.sasrecEpochs} epochs in ${r.seconds.toFixed(1)} s (${r.threads} threads), final loss ${r.losses.at(-1)?.toFixed(4) ?? '-'}`;
       } finally {
@@ -571,19 +614,30 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     // why at most one thread per 16 items: each thread loads its own model first (about 1 s)
     const threads = o.embedder === 'use-lite' ? Math.min(o.threads, Math.ceil(items.length / 16)) : 1;
     // the embedder's id and size without loading it: a run whose items are all cached never loads the model
-    const ident = o.embedder === 'hashing' ? (({ id, dim }) => ({ id, dim }))(createHashingEmbedder({ dim: o.dim ?? BROWSER_HASHING_DIM })) : { id: USE_LITE_ID, dim: USE_LITE_DIM };
+    const ident =
+      o.embedder === 'hashing'
+        ? (({ id, dim }) => ({ id, dim }))(createHashingEmbedder({ dim: o.dim ?? BROWSER_HASHING_DIM }))
+        : { id: USE_LITE_ID, dim: USE_LITE_DIM };
     let loadSeconds = 0;
     const load = async (): Promise<Embedder> => {
       if (embedder) return embedder;
       const t = performance.now();
       const e = await buildNodeEmbedder(o.embedder, o.dim, threads);
-      if (e.id !== ident.id || e.dim !== ident.dim) throw new Error(`the ${o.embedder} embedder is ${e.id} (${e.dim}-d), expected ${ident.id} (${ident.dim}-d)`);
+      if (e.id !== ident.id || e.dim !== ident.dim)
+        throw new Error(`the ${o.embedder} embedder is ${e.id} (${e.dim}-d), expected ${ident.id} (${ident.dim}-d)`);
       loadSeconds = (performance.now() - t) / 1000;
       return (embedder = e);
     };
     if (o.progress) {
       bar = new cliProgress.SingleBar(
-        { format: BAR_FORMAT, stream: out.stderr as NodeJS.WritableStream, hideCursor: true, clearOnComplete: false, noTTYOutput: true, notTTYSchedule: 10_000 },
+        {
+          format: BAR_FORMAT,
+          stream: out.stderr as NodeJS.WritableStream,
+          hideCursor: true,
+          clearOnComplete: false,
+          noTTYOutput: true,
+          notTTYSchedule: 10_000,
+        },
         cliProgress.Presets.shades_classic,
       );
       bar.start(items.length, 0);
@@ -595,7 +649,8 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
       const opened = await VectorDiskCache.open(path, ident.id, ident.dim);
       cache = opened.cache;
       if (opened.info.replaced) out.stderr.write(`atomem-vectors: the cache ${path} is ${opened.info.replaced}; it is replaced\n`);
-      if (opened.info.truncatedBytes) out.stderr.write(`atomem-vectors: the cache ${path} ended in a partial record (${opened.info.truncatedBytes} bytes, an interrupted run); cut off\n`);
+      if (opened.info.truncatedBytes)
+        out.stderr.write(`atomem-vectors: the cache ${path} ended in a partial record (${opened.info.truncatedBytes} bytes, an interrupted run); cut off\n`);
       cacheNote = `cache ${path}`;
     }
     const embedded = await embedAll(ident, load, items, o.batch, (done) => bar?.update(done), cache);
@@ -613,7 +668,11 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     let format: string;
     if (o.shards !== undefined) {
       const dir = `${o.out}.shards`;
-      const enc = encodeCatalogFileV3({ ...input, shardSize: o.shards === true ? DEFAULT_SHARD_SIZE : (o.shards as number), shardPrefix: `${basename(o.out)}.shards/` });
+      const enc = encodeCatalogFileV3({
+        ...input,
+        shardSize: o.shards === true ? DEFAULT_SHARD_SIZE : (o.shards as number),
+        shardPrefix: `${basename(o.out)}.shards/`,
+      });
       await mkdir(dir, { recursive: true });
       const have = new Set(await readdir(dir));
       let written = 0;

@@ -77,7 +77,10 @@ export class VectorDiskCache {
     }
     const want = headerBytes(embedderId, dim);
     if (buf.length < want.length || !want.every((b, i) => buf[i] === b)) {
-      const other = buf.length >= 16 && MAGIC.every((b, i) => buf[i] === b) ? `made for ${buf.subarray(16, 16 + buf.readUInt32LE(12)).toString('utf8')} (${buf.readUInt32LE(8)}-d)` : 'not a vector cache file';
+      const other =
+        buf.length >= 16 && MAGIC.every((b, i) => buf[i] === b)
+          ? `made for ${buf.subarray(16, 16 + buf.readUInt32LE(12)).toString('utf8')} (${buf.readUInt32LE(8)}-d)`
+          : 'not a vector cache file';
       info.replaced = other;
       return { cache, info };
     }

@@ -124,12 +124,7 @@ export function createOpenAICompatibleModel(options: OpenAICompatibleOptions): L
       status = response.status;
       raw = await response.text();
       if (!response.ok) {
-        throw new OpenAICompatibleError(
-          `POST ${url} answered HTTP ${status} ${response.statusText}: ${excerpt(raw)}`.trim(),
-          'http',
-          status,
-          excerpt(raw),
-        );
+        throw new OpenAICompatibleError(`POST ${url} answered HTTP ${status} ${response.statusText}: ${excerpt(raw)}`.trim(), 'http', status, excerpt(raw));
       }
     } catch (e) {
       if (e instanceof OpenAICompatibleError) throw e;
@@ -147,7 +142,9 @@ export function createOpenAICompatibleModel(options: OpenAICompatibleOptions): L
     try {
       answer = JSON.parse(raw) as ChatCompletionAnswer;
     } catch (e) {
-      throw new OpenAICompatibleError(`POST ${url} answered HTTP ${status} with a body that is not JSON: ${excerpt(raw)}`, 'malformed', status, excerpt(raw), { cause: e });
+      throw new OpenAICompatibleError(`POST ${url} answered HTTP ${status} with a body that is not JSON: ${excerpt(raw)}`, 'malformed', status, excerpt(raw), {
+        cause: e,
+      });
     }
     const message = answer?.choices?.[0]?.message;
     if (typeof message?.content !== 'string') {
@@ -155,11 +152,13 @@ export function createOpenAICompatibleModel(options: OpenAICompatibleOptions): L
       throw new OpenAICompatibleError(`POST ${url} answered HTTP ${status} with ${why}: ${excerpt(raw)}`, 'malformed', status, excerpt(raw));
     }
     const text = message.content;
-    const count = (v: unknown, fallbackChars: number): number =>
-      typeof v === 'number' && Number.isFinite(v) ? v : Math.ceil(fallbackChars / 4);
+    const count = (v: unknown, fallbackChars: number): number => (typeof v === 'number' && Number.isFinite(v) ? v : Math.ceil(fallbackChars / 4));
     return {
       text,
-      promptTokens: count(answer.usage?.prompt_tokens, request.messages.reduce((n, m) => n + m.content.length, 0)),
+      promptTokens: count(
+        answer.usage?.prompt_tokens,
+        request.messages.reduce((n, m) => n + m.content.length, 0),
+      ),
       outputTokens: count(answer.usage?.completion_tokens, text.length),
       ms,
       // why: a server may ignore response_format; we cannot know it constrained anything (answers are validated either way).

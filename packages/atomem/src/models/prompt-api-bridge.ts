@@ -49,9 +49,11 @@ export class PromptApiLenders {
     const locks = (globalThis as { navigator?: { locks?: LocksLike } }).navigator?.locks;
     if (info.lock && locks) {
       // granted only once the page that holds it is gone
-      locks.request(info.lock, () => {
-        if (this.lenders.get(token) === lender) this.gone(token, 'went away');
-      }).catch(() => undefined);
+      locks
+        .request(info.lock, () => {
+          if (this.lenders.get(token) === lender) this.gone(token, 'went away');
+        })
+        .catch(() => undefined);
     }
   }
 
@@ -137,7 +139,9 @@ export class PromptApiLenders {
     const all = [...this.lenders.values()];
     if (all.length === 0) {
       throw new ModelUnavailableError(
-        this.refusal ? `${this.refusal} (no page lends it to the worker)` : 'Chrome Prompt API is absent: no page lends a LanguageModel to the worker (Chrome exposes it on Window only)',
+        this.refusal
+          ? `${this.refusal} (no page lends it to the worker)`
+          : 'Chrome Prompt API is absent: no page lends a LanguageModel to the worker (Chrome exposes it on Window only)',
         'prompt-api',
       );
     }

@@ -24,10 +24,7 @@ export interface PromptApiMessage {
 
 /** The session surface this adapter uses (current names, plus the pre-2026 `input*` aliases). */
 export interface PromptApiSession {
-  prompt(
-    input: string | PromptApiMessage[],
-    options?: { responseConstraint?: unknown; signal?: AbortSignal },
-  ): Promise<string>;
+  prompt(input: string | PromptApiMessage[], options?: { responseConstraint?: unknown; signal?: AbortSignal }): Promise<string>;
   measureContextUsage?(input: string | PromptApiMessage[], options?: { responseConstraint?: unknown; signal?: AbortSignal }): Promise<number>;
   measureInputUsage?(input: string | PromptApiMessage[], options?: { responseConstraint?: unknown; signal?: AbortSignal }): Promise<number>;
   readonly contextUsage?: number;
@@ -151,9 +148,7 @@ export async function createPromptApiModel(options: PromptApiModelOptions = {}):
       const { signal } = request;
       if (signal?.aborted) throw abortError(signal);
       const system = request.messages.filter((m) => m.role === 'system').map((m) => m.content);
-      const turns: PromptApiMessage[] = request.messages
-        .filter((m) => m.role !== 'system')
-        .map((m) => ({ role: m.role, content: m.content }));
+      const turns: PromptApiMessage[] = request.messages.filter((m) => m.role !== 'system').map((m) => ({ role: m.role, content: m.content }));
       if (turns.length === 0) throw new Error('prompt-api: a request needs at least one user message');
 
       const sampling: Pick<PromptApiCreateOptions, 'temperature' | 'topK'> = {};
@@ -180,9 +175,7 @@ export async function createPromptApiModel(options: PromptApiModelOptions = {}):
         const chars = request.messages.reduce((n, m) => n + m.content.length, 0);
         const promptTokens = base !== undefined && input !== undefined ? base + input : Math.ceil(chars / 4);
         const outputTokens =
-          after !== undefined && base !== undefined && input !== undefined && after - base - input > 0
-            ? after - base - input
-            : Math.ceil(text.length / 4);
+          after !== undefined && base !== undefined && input !== undefined && after - base - input > 0 ? after - base - input : Math.ceil(text.length / 4);
         return { text, promptTokens, outputTokens, ms: performance.now() - started, constrained: request.schema !== undefined };
       } catch (e) {
         if (signal?.aborted || isAbort(e)) throw abortError(signal);

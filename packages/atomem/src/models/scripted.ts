@@ -15,7 +15,16 @@ import type { GenerateRequest, GenerateResult, JsonSchema, LanguageModel } from 
 
 /** The minimal value of a (subset of) JSON schema; strings come from `words`, in turn. */
 export function minimalValue(schema: JsonSchema, words: () => string): unknown {
-  const s = schema as { type?: string; enum?: unknown[]; properties?: Record<string, JsonSchema>; required?: string[]; minLength?: number; maxLength?: number; minItems?: number; items?: JsonSchema };
+  const s = schema as {
+    type?: string;
+    enum?: unknown[];
+    properties?: Record<string, JsonSchema>;
+    required?: string[];
+    minLength?: number;
+    maxLength?: number;
+    minItems?: number;
+    items?: JsonSchema;
+  };
   if (Array.isArray(s.enum) && s.enum.length) return s.enum[0];
   switch (s.type) {
     case 'object': {
@@ -33,7 +42,10 @@ export function minimalValue(schema: JsonSchema, words: () => string): unknown {
     default: {
       // why: an optional string (a label, a target) is empty in the smallest answer.
       if ((s.minLength ?? 0) === 0) return '';
-      const text = words().slice(0, s.maxLength ?? 80).trim() || 'interest';
+      const text =
+        words()
+          .slice(0, s.maxLength ?? 80)
+          .trim() || 'interest';
       return text.length >= (s.minLength ?? 0) ? text : text.padEnd(s.minLength ?? 0, '.');
     }
   }

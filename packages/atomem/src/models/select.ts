@@ -38,7 +38,12 @@ export interface ModelSources {
  * Load the first runtime of `llm` that works on this device. Never throws: failures become
  * attempts with reasons. Runtimes are imported lazily (only the ones configured are loaded).
  */
-export async function loadLanguageModel(llm: LlmOptions | undefined, assetsBaseUrl: string | undefined, onProgress: OnLoadProgress, sources: ModelSources = {}): Promise<ModelChoice> {
+export async function loadLanguageModel(
+  llm: LlmOptions | undefined,
+  assetsBaseUrl: string | undefined,
+  onProgress: OnLoadProgress,
+  sources: ModelSources = {},
+): Promise<ModelChoice> {
   const attempts: ModelAttempt[] = [];
   if (!llm) return { model: null, attempts };
   const tries: [ModelAttempt['runtime'], () => Promise<LanguageModel>][] = [];
@@ -57,7 +62,11 @@ export async function loadLanguageModel(llm: LlmOptions | undefined, assetsBaseU
       'wllama',
       async () => {
         // why: wllama runs llama.cpp in a worker of its own; a SharedWorker (Chromium) cannot start one
-        if (typeof Worker !== 'function') throw new ModelUnavailableError('wllama needs to start a worker, and this context cannot (no Worker in a SharedWorker): use a dedicated worker (shared: false)', 'wllama');
+        if (typeof Worker !== 'function')
+          throw new ModelUnavailableError(
+            'wllama needs to start a worker, and this context cannot (no Worker in a SharedWorker): use a dedicated worker (shared: false)',
+            'wllama',
+          );
         const wasmUrl = w.wasmUrl ?? (assetsBaseUrl ? join(assetsBaseUrl, 'wllama/wllama.wasm') : undefined);
         if (!wasmUrl) throw new TypeError('llm.wllama.wasmUrl (or assetsBaseUrl) is required: the URL of wllama.wasm on your own host');
         return (await import('./wllama.js')).createWllamaModel({ model: w.model, wasmUrl, contextSize: w.contextSize, onProgress });

@@ -128,10 +128,7 @@ export async function createWllamaModel(options: WllamaModelOptions): Promise<Wl
   const report = (phase: 'download' | 'load' | 'ready', loaded: number, total: number): void =>
     options.onProgress?.({ stage: 'llm', phase, loaded, total, unit: 'bytes', model: name });
   const logger = options.logger ?? quietLogger;
-  const wllama = new Wllama(
-    { default: String(options.wasmUrl) },
-    { logger, suppressNativeLog: options.logger === undefined, allowOffline: true },
-  );
+  const wllama = new Wllama({ default: String(options.wasmUrl) }, { logger, suppressNativeLog: options.logger === undefined, allowOffline: true });
   // why: the default compat resources live on jsDelivr; only a self-hosted copy may be used.
   wllama.setCompat(options.compat ?? null);
   await checkWasm(wllama.getWorkerResources().wasmPath, options.signal);

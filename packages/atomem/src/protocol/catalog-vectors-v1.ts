@@ -65,13 +65,19 @@ export function itemTextHash(item: Item): string {
 }
 
 /** Encode vectors of `items` (`vectors[i]` is the embedder's output for `items[i]`). */
-export function encodeCatalogVectors(embedder: { id: string; dim: number }, items: readonly Item[], vectors: readonly Float32Array[], createdAt = new Date().toISOString()): Uint8Array {
+export function encodeCatalogVectors(
+  embedder: { id: string; dim: number },
+  items: readonly Item[],
+  vectors: readonly Float32Array[],
+  createdAt = new Date().toISOString(),
+): Uint8Array {
   if (items.length !== vectors.length) throw new RangeError(`encodeCatalogVectors: ${items.length} items but ${vectors.length} vectors`);
   const seen = new Set<string>();
   for (const [i, it] of items.entries()) {
     if (seen.has(it.id)) throw new RangeError(`encodeCatalogVectors: item "${it.id}" appears twice`);
     seen.add(it.id);
-    if (vectors[i].length !== embedder.dim) throw new RangeError(`encodeCatalogVectors: the vector of "${it.id}" has ${vectors[i].length} dimensions, the embedder ${embedder.dim}`);
+    if (vectors[i].length !== embedder.dim)
+      throw new RangeError(`encodeCatalogVectors: the vector of "${it.id}" has ${vectors[i].length} dimensions, the embedder ${embedder.dim}`);
   }
   const header: CatalogVectorsHeader = { version: 1, embedder: embedder.id, dim: embedder.dim, items: items.map((it) => [it.id, itemTextHash(it)]), createdAt };
   const json = new TextEncoder().encode(JSON.stringify(header));

@@ -152,13 +152,16 @@ function shopPartId(sections: readonly CatalogV2Section[]): string {
 export function encodeCatalogFile(input: EncodeCatalogFileInput): Uint8Array {
   const { embedder, items, vectors } = input;
   if (items.length !== vectors.length) throw new RangeError(`encodeCatalogFile: ${items.length} items but ${vectors.length} vectors`);
-  if (!Number.isInteger(embedder.dim) || embedder.dim < 1 || embedder.dim > 65536) throw new RangeError(`encodeCatalogFile: dim ${embedder.dim} is not an integer in 1..65536`);
+  if (!Number.isInteger(embedder.dim) || embedder.dim < 1 || embedder.dim > 65536)
+    throw new RangeError(`encodeCatalogFile: dim ${embedder.dim} is not an integer in 1..65536`);
   const seen = new Set<string>();
   items.forEach((it, i) => {
     if (seen.has(it.id)) throw new RangeError(`encodeCatalogFile: item "${it.id}" appears twice`);
     seen.add(it.id);
-    if (vectors[i].length !== embedder.dim) throw new RangeError(`encodeCatalogFile: the vector of "${it.id}" has ${vectors[i].length} dimensions, the embedder ${embedder.dim}`);
-    for (let d = 0; d < embedder.dim; d++) if (!Number.isFinite(vectors[i][d])) throw new RangeError(`encodeCatalogFile: the vector of "${it.id}" holds ${vectors[i][d]}`);
+    if (vectors[i].length !== embedder.dim)
+      throw new RangeError(`encodeCatalogFile: the vector of "${it.id}" has ${vectors[i].length} dimensions, the embedder ${embedder.dim}`);
+    for (let d = 0; d < embedder.dim; d++)
+      if (!Number.isFinite(vectors[i][d])) throw new RangeError(`encodeCatalogFile: the vector of "${it.id}" holds ${vectors[i][d]}`);
   });
   const rows = new Uint8Array(items.length * embedder.dim * 4);
   const rv = new DataView(rows.buffer);
@@ -170,7 +173,8 @@ export function encodeCatalogFile(input: EncodeCatalogFileInput): Uint8Array {
     parts.push(['shop', encodeShopModel(input.shop.model)]);
     const s = input.shop.sasrec;
     if (s) {
-      if (s.items.length > s.weights.numItems) throw new RangeError(`encodeCatalogFile: ${s.items.length} SASRec item ids for a model of ${s.weights.numItems} items`);
+      if (s.items.length > s.weights.numItems)
+        throw new RangeError(`encodeCatalogFile: ${s.items.length} SASRec item ids for a model of ${s.weights.numItems} items`);
       if (new Set(s.items).size !== s.items.length) throw new RangeError('encodeCatalogFile: the SASRec item ids repeat');
       parts.push(['sasrec', serializeSasrec(s.weights, { itemEmbedding: s.itemEmbedding ?? 'f16' })]);
       parts.push(['sasrec.items', new TextEncoder().encode(JSON.stringify(s.items))]);
@@ -252,10 +256,12 @@ export function decodeCatalogFile(bytes: ArrayBuffer | Uint8Array): CatalogFile 
     if (!s || typeof s !== 'object') fail(`section ${k} is not an object`);
     if (!(CATALOG_V2_SECTIONS as readonly string[]).includes(s.name)) fail(`section ${k} has an unknown name ${JSON.stringify(s.name)}`);
     if (data.has(s.name)) fail(`section "${s.name}" appears twice`);
-    for (const f of ['offset', 'bytes', 'crc32'] as const) if (!Number.isInteger(s[f]) || s[f] < 0) fail(`section "${s.name}": ${f} ${String(s[f])} is not a non-negative integer`);
+    for (const f of ['offset', 'bytes', 'crc32'] as const)
+      if (!Number.isInteger(s[f]) || s[f] < 0) fail(`section "${s.name}": ${f} ${String(s[f])} is not a non-negative integer`);
     if (s.offset % 4 !== 0) fail(`section "${s.name}" starts at ${s.offset}, not a multiple of 4`);
     if (s.offset < end) fail(`section "${s.name}" overlaps the one before it`);
-    if (start + s.offset + s.bytes > u8.length) fail(`it is truncated: section "${s.name}" needs bytes ${start + s.offset}..${start + s.offset + s.bytes}, the file has ${u8.length}`);
+    if (start + s.offset + s.bytes > u8.length)
+      fail(`it is truncated: section "${s.name}" needs bytes ${start + s.offset}..${start + s.offset + s.bytes}, the file has ${u8.length}`);
     const body = u8.subarray(start + s.offset, start + s.offset + s.bytes);
     if (crc32(body) !== s.crc32) fail(`the checksum of section "${s.name}" does not match (the file is corrupt)`);
     data.set(s.name, body);
@@ -264,7 +270,10 @@ export function decodeCatalogFile(bytes: ArrayBuffer | Uint8Array): CatalogFile 
   if (u8.length !== start + end) fail(`it has ${u8.length} bytes, its sections end at ${start + end}`);
   const rows = data.get('vectors');
   if (!rows) fail('it has no "vectors" section');
-  if (rows!.length !== header.items.length * header.dim * 4) fail(`the "vectors" section has ${rows!.length} bytes, ${header.items.length} items × ${header.dim} dimensions need ${header.items.length * header.dim * 4}`);
+  if (rows!.length !== header.items.length * header.dim * 4)
+    fail(
+      `the "vectors" section has ${rows!.length} bytes, ${header.items.length} items × ${header.dim} dimensions need ${header.items.length * header.dim * 4}`,
+    );
   const rv = new DataView(rows!.buffer, rows!.byteOffset, rows!.byteLength);
   const vectors: CatalogVectors['vectors'] = new Map();
   header.items.forEach((row, i) => {
@@ -286,11 +295,7 @@ export function decodeCatalogFile(bytes: ArrayBuffer | Uint8Array): CatalogFile 
   if (!shopBytes && (sasrecBytes || sasrecItems)) fail('it has a SASRec section but no "shop" section');
   if (!sasrecBytes !== !sasrecItems) fail('"sasrec" and "sasrec.items" must come together');
   if (shopBytes) {
-    out.shop = decodeShopPart(
-      shopBytes,
-      sasrecBytes && sasrecItems ? { bytes: sasrecBytes, items: sasrecItems } : undefined,
-      shopPartId(header.sections),
-    );
+    out.shop = decodeShopPart(shopBytes, sasrecBytes && sasrecItems ? { bytes: sasrecBytes, items: sasrecItems } : undefined, shopPartId(header.sections));
   }
   return out;
 }
@@ -300,7 +305,11 @@ export function decodeCatalogFile(bytes: ArrayBuffer | Uint8Array): CatalogFile 
  * the worker cached them). Throws {@link CatalogVectorsError} when a model does not decode.
  * The returned byte arrays are copies (independent of `modelBytes`' buffer).
  */
-export function decodeShopPart(modelBytes: Uint8Array, sasrec: { bytes: Uint8Array; items: Uint8Array | readonly string[] } | undefined, id: string): CatalogShopPart {
+export function decodeShopPart(
+  modelBytes: Uint8Array,
+  sasrec: { bytes: Uint8Array; items: Uint8Array | readonly string[] } | undefined,
+  id: string,
+): CatalogShopPart {
   const fail = (why: string): never => {
     throw new CatalogVectorsError(`not a valid catalog vector file: ${why}`);
   };

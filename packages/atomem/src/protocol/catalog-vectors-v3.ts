@@ -178,7 +178,10 @@ function writeVarint(out: number[], v: number): void {
 }
 
 /** Rows of (target, weight) lists as len / varint targets / scale / companded q. */
-function encodeRows(rows: Array<{ t: number[]; w: number[] }>, where: string): Array<{ suffix: string; type: ElementType; data: Uint8Array | Int8Array | Uint16Array | Float32Array }> {
+function encodeRows(
+  rows: Array<{ t: number[]; w: number[] }>,
+  where: string,
+): Array<{ suffix: string; type: ElementType; data: Uint8Array | Int8Array | Uint16Array | Float32Array }> {
   let maxLen = 0;
   for (const r of rows) maxLen = Math.max(maxLen, r.t.length);
   if (maxLen > 65535) throw new RangeError(`${where}: a row holds ${maxLen} entries (at most 65535)`);
@@ -209,7 +212,15 @@ function encodeRows(rows: Array<{ t: number[]; w: number[] }>, where: string): A
   ];
 }
 
-function decodeRows(len: Uint8Array | Uint16Array, bytes: Uint8Array, scale: Float32Array, q: Int8Array, targetCount: number, fail: (why: string) => never, where: string): NeighbourLists {
+function decodeRows(
+  len: Uint8Array | Uint16Array,
+  bytes: Uint8Array,
+  scale: Float32Array,
+  q: Int8Array,
+  targetCount: number,
+  fail: (why: string) => never,
+  where: string,
+): NeighbourLists {
   const rows = len.length;
   if (scale.length !== rows) fail(`${where}: ${scale.length} row scales for ${rows} rows`);
   const offsets = new Uint32Array(rows + 1);
@@ -290,7 +301,12 @@ function pack(json: Record<string, unknown>, parts: Part[]): Uint8Array {
 function unpack<H extends { sections: V3Section[] }>(
   bytes: Uint8Array,
   what: string,
-): { header: H; get: (name: string, types: ElementType[], count?: number) => Uint8Array | Int8Array | Uint16Array | Float32Array; has: (name: string) => boolean; fail: (why: string) => never } {
+): {
+  header: H;
+  get: (name: string, types: ElementType[], count?: number) => Uint8Array | Int8Array | Uint16Array | Float32Array;
+  has: (name: string) => boolean;
+  fail: (why: string) => never;
+} {
   // why: a plain Uint8Array view, so `.slice(...).buffer` is the slice (Node's Buffer#slice is a view of a pooled buffer)
   const u8 = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const fail = (why: string): never => {
@@ -316,13 +332,16 @@ function unpack<H extends { sections: V3Section[] }>(
   const byName = new Map<string, V3Section>();
   let end = 0;
   for (const s of header.sections) {
-    if (!s || typeof s.name !== 'string' || !(s.type in BYTES) || !Number.isInteger(s.offset) || !Number.isInteger(s.count) || s.offset < 0 || s.count < 0) fail(`section ${JSON.stringify(s?.name)} is malformed`);
+    if (!s || typeof s.name !== 'string' || !(s.type in BYTES) || !Number.isInteger(s.offset) || !Number.isInteger(s.count) || s.offset < 0 || s.count < 0)
+      fail(`section ${JSON.stringify(s?.name)} is malformed`);
     if (s.offset % 4 !== 0) fail(`section ${s.name} is not aligned`);
     if (s.offset < end) fail(`section ${s.name} overlaps the one before it`);
     if (byName.has(s.name)) fail(`section ${s.name} appears twice`);
     const bytes = s.count * BYTES[s.type];
-    if (start + s.offset + bytes > u8.length) fail(`it is truncated: section ${s.name} needs bytes ${start + s.offset}..${start + s.offset + bytes}, it has ${u8.length}`);
-    if (crc32(u8.subarray(start + s.offset, start + s.offset + bytes)) !== s.crc32) fail(`the checksum of section ${s.name} does not match (the file is corrupt)`);
+    if (start + s.offset + bytes > u8.length)
+      fail(`it is truncated: section ${s.name} needs bytes ${start + s.offset}..${start + s.offset + bytes}, it has ${u8.length}`);
+    if (crc32(u8.subarray(start + s.offset, start + s.offset + bytes)) !== s.crc32)
+      fail(`the checksum of section ${s.name} does not match (the file is corrupt)`);
     end = align4(s.offset + bytes);
     byName.set(s.name, s);
   }
@@ -395,13 +414,16 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
   const S = input.shardSize ?? DEFAULT_SHARD_SIZE;
   if (!Number.isInteger(S) || S < 1 || S > 65536) throw new RangeError(`encodeCatalogFileV3: shardSize ${S} is not an integer in 1..65536`);
   if (items.length !== vectors.length) throw new RangeError(`encodeCatalogFileV3: ${items.length} items but ${vectors.length} vectors`);
-  if (!Number.isInteger(embedder.dim) || embedder.dim < 1 || embedder.dim > 65536) throw new RangeError(`encodeCatalogFileV3: dim ${embedder.dim} is not an integer in 1..65536`);
+  if (!Number.isInteger(embedder.dim) || embedder.dim < 1 || embedder.dim > 65536)
+    throw new RangeError(`encodeCatalogFileV3: dim ${embedder.dim} is not an integer in 1..65536`);
   const dim = embedder.dim;
   const content = new Map<string, { item: Item; vector: Float32Array }>();
   items.forEach((it, i) => {
     if (content.has(it.id)) throw new RangeError(`encodeCatalogFileV3: item "${it.id}" appears twice`);
-    if (vectors[i].length !== dim) throw new RangeError(`encodeCatalogFileV3: the vector of "${it.id}" has ${vectors[i].length} dimensions, the embedder ${dim}`);
-    for (let d = 0; d < dim; d++) if (!Number.isFinite(vectors[i][d])) throw new RangeError(`encodeCatalogFileV3: the vector of "${it.id}" holds ${vectors[i][d]}`);
+    if (vectors[i].length !== dim)
+      throw new RangeError(`encodeCatalogFileV3: the vector of "${it.id}" has ${vectors[i].length} dimensions, the embedder ${dim}`);
+    for (let d = 0; d < dim; d++)
+      if (!Number.isFinite(vectors[i][d])) throw new RangeError(`encodeCatalogFileV3: the vector of "${it.id}" holds ${vectors[i][d]}`);
     content.set(it.id, { item: it, vector: vectors[i] });
   });
   const model = input.shop?.model;
@@ -428,7 +450,8 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
   const sasrecRow = new Map<string, number>();
   if (sasrec) {
     if (!model) throw new RangeError('encodeCatalogFileV3: a SASRec model needs a shop model');
-    if (sasrec.items.length > sasrec.weights.numItems) throw new RangeError(`encodeCatalogFileV3: ${sasrec.items.length} SASRec item ids for a model of ${sasrec.weights.numItems} items`);
+    if (sasrec.items.length > sasrec.weights.numItems)
+      throw new RangeError(`encodeCatalogFileV3: ${sasrec.items.length} SASRec item ids for a model of ${sasrec.weights.numItems} items`);
     sasrec.items.forEach((id, i) => {
       if (sasrecRow.has(id)) throw new RangeError('encodeCatalogFileV3: the SASRec item ids repeat');
       if (index.has(id)) sasrecRow.set(id, i + 1);
@@ -460,21 +483,38 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
       for (const e of encodeRows(rows, `list ${L}`)) parts.push({ name: `list.${L}.${e.suffix}`, type: e.type, data: e.data });
     }
     if (cf) {
-      const q = quantiseRows(n, cf.dim, (r, d) => {
-        const i = shopRowOf(first + r);
-        return i === undefined ? 0 : cf.values[i * cf.dim + d];
-      }, false);
+      const q = quantiseRows(
+        n,
+        cf.dim,
+        (r, d) => {
+          const i = shopRowOf(first + r);
+          return i === undefined ? 0 : cf.values[i * cf.dim + d];
+        },
+        false,
+      );
       parts.push({ name: 'cf.scale', type: 'f32', data: q.scale }, { name: 'cf.q', type: 'i8', data: q.q });
-      parts.push({ name: 'cf.cold', type: 'u8', data: bitset(n, (r) => { const i = shopRowOf(first + r); return i !== undefined && cf.cold[i] === 1; }) });
+      parts.push({
+        name: 'cf.cold',
+        type: 'u8',
+        data: bitset(n, (r) => {
+          const i = shopRowOf(first + r);
+          return i !== undefined && cf.cold[i] === 1;
+        }),
+      });
     }
     if (sasrec) {
       const d = sasrec.weights.config.dim;
       const emb = sasrec.weights.itemEmb;
       parts.push({ name: 'sasrec.has', type: 'u8', data: bitset(n, (r) => sasrecRow.has(ids[first + r])) });
-      const q = quantiseRows(n, d, (r, c) => {
-        const s = sasrecRow.get(ids[first + r]);
-        return s === undefined ? 0 : emb[s * d + c];
-      }, true);
+      const q = quantiseRows(
+        n,
+        d,
+        (r, c) => {
+          const s = sasrecRow.get(ids[first + r]);
+          return s === undefined ? 0 : emb[s * d + c];
+        },
+        true,
+      );
       parts.push({ name: 'sasrec.scale', type: 'f32', data: q.scale }, { name: 'sasrec.q', type: 'i8', data: q.q });
     }
     const hashes = Array.from({ length: n }, (_, r) => {
@@ -490,8 +530,16 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
   const parts: Part[] = [{ name: 'ids', type: 'u8', data: new TextEncoder().encode(JSON.stringify(ids)) }];
   let shopHeader: CatalogHeadHeader['shop'];
   if (model) {
-    if (model.popularity.length !== model.items.length) throw new RangeError(`encodeCatalogFileV3: ${model.popularity.length} popularity values for ${model.items.length} items`);
-    parts.push({ name: 'popularity', type: 'f32', data: Float32Array.from({ length: N }, (_, g) => { const i = shopRowOf(g); return i === undefined ? 0 : model.popularity[i]; }) });
+    if (model.popularity.length !== model.items.length)
+      throw new RangeError(`encodeCatalogFileV3: ${model.popularity.length} popularity values for ${model.items.length} items`);
+    parts.push({
+      name: 'popularity',
+      type: 'f32',
+      data: Float32Array.from({ length: N }, (_, g) => {
+        const i = shopRowOf(g);
+        return i === undefined ? 0 : model.popularity[i];
+      }),
+    });
     // why: the device holds only some items' vectors; STEAM's tau comes from pair quantiles over all of them
     const everyItem = new ShopKnowledge('v3-writer', model);
     const pairQuantiles = Object.fromEntries(PAIR_QUANTILES.map((q) => [String(q), everyItem.pairQuantile(q)]));
@@ -512,7 +560,11 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
     if (model.contentMap) {
       const c = model.contentMap;
       if (!cf) throw new RangeError('encodeCatalogFileV3: a content map needs item vectors');
-      parts.push({ name: 'content.mean', type: 'f32', data: c.mean }, { name: 'content.matrix', type: 'f32', data: c.matrix }, { name: 'content.bias', type: 'f32', data: c.bias });
+      parts.push(
+        { name: 'content.mean', type: 'f32', data: c.mean },
+        { name: 'content.matrix', type: 'f32', data: c.matrix },
+        { name: 'content.bias', type: 'f32', data: c.bias },
+      );
       shopHeader.contentMap = { embedder: c.embedder, inDim: c.inDim };
     }
     if (sasrec) {
@@ -550,9 +602,11 @@ export function decodeCatalogHead(bytes: ArrayBuffer | Uint8Array): CatalogHead 
   if (!Number.isInteger(header.dim) || header.dim < 1 || header.dim > 65536) fail(`dim ${String(header.dim)} is not an integer in 1..65536`);
   if (!Number.isInteger(header.items) || header.items < 0) fail('the item count is not a non-negative integer');
   if (!Number.isInteger(header.shardSize) || header.shardSize < 1) fail('the shard size is not a positive integer');
-  if (!Array.isArray(header.shards) || header.shards.length !== Math.ceil(header.items / header.shardSize)) fail(`the shard table does not cover ${header.items} items in shards of ${header.shardSize}`);
+  if (!Array.isArray(header.shards) || header.shards.length !== Math.ceil(header.items / header.shardSize))
+    fail(`the shard table does not cover ${header.items} items in shards of ${header.shardSize}`);
   for (const [k, s] of header.shards.entries()) {
-    if (!s || typeof s.name !== 'string' || !s.name || /^[a-z][a-z0-9+.-]*:|^\/|\.\.(\/|$)/i.test(s.name)) fail(`shard ${k} has a bad file name ${JSON.stringify(s?.name)} (it must be a relative path below the head)`);
+    if (!s || typeof s.name !== 'string' || !s.name || /^[a-z][a-z0-9+.-]*:|^\/|\.\.(\/|$)/i.test(s.name))
+      fail(`shard ${k} has a bad file name ${JSON.stringify(s?.name)} (it must be a relative path below the head)`);
     if (!Number.isInteger(s.bytes) || s.bytes < PREFIX || !Number.isInteger(s.crc32)) fail(`shard ${k} has a bad length or checksum`);
   }
   const idBytes = get('ids', ['u8']) as Uint8Array;
@@ -562,7 +616,8 @@ export function decodeCatalogHead(bytes: ArrayBuffer | Uint8Array): CatalogHead 
   } catch (e) {
     return fail(`the id table is not UTF-8 JSON (${(e as Error).message})`);
   }
-  if (!Array.isArray(ids) || ids.length !== header.items || !ids.every((x) => typeof x === 'string' && x !== '')) fail(`the id table is not an array of ${header.items} non-empty strings`);
+  if (!Array.isArray(ids) || ids.length !== header.items || !ids.every((x) => typeof x === 'string' && x !== ''))
+    fail(`the id table is not an array of ${header.items} non-empty strings`);
   const index = new Map<string, number>();
   (ids as string[]).forEach((id, i) => {
     if (index.has(id)) fail(`item "${id}" appears twice`);
@@ -578,7 +633,8 @@ export function decodeCatalogHead(bytes: ArrayBuffer | Uint8Array): CatalogHead 
     head.popularity = get('popularity', ['f32'], header.items) as Float32Array;
     if (shop.trend) {
       const t = shop.trend;
-      if (!(t.bucketMs > 0) || !Number.isInteger(t.firstBucket) || !Number.isInteger(t.buckets) || t.buckets < 0 || !Number.isInteger(t.window) || t.window < 1) fail('the trend header is malformed');
+      if (!(t.bucketMs > 0) || !Number.isInteger(t.firstBucket) || !Number.isInteger(t.buckets) || t.buckets < 0 || !Number.isInteger(t.window) || t.window < 1)
+        fail('the trend header is malformed');
       head.trend = decodeRows(
         get('trend.len', ['u8', 'u16'], t.buckets) as Uint8Array,
         get('trend.targets', ['u8']) as Uint8Array,
@@ -589,7 +645,8 @@ export function decodeCatalogHead(bytes: ArrayBuffer | Uint8Array): CatalogHead 
         'trend',
       );
     }
-    if (shop.cfDim !== undefined && (!Number.isInteger(shop.cfDim) || shop.cfDim < 1 || shop.cfDim > 4096)) fail(`the collaborative dim ${String(shop.cfDim)} is not an integer in 1..4096`);
+    if (shop.cfDim !== undefined && (!Number.isInteger(shop.cfDim) || shop.cfDim < 1 || shop.cfDim > 4096))
+      fail(`the collaborative dim ${String(shop.cfDim)} is not an integer in 1..4096`);
     if (shop.contentMap) {
       const c = shop.contentMap;
       if (!shop.cfDim) fail('a content map needs item vectors');
@@ -617,12 +674,16 @@ export function decodeCatalogShard(head: CatalogHead, k: number, bytes: ArrayBuf
   const u8 = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
   const ref = head.header.shards[k];
   if (!ref) throw new RangeError(`decodeCatalogShard: the head has no shard ${k}`);
-  if (u8.length !== ref.bytes || crc32(u8) !== ref.crc32) throw new CatalogVectorsError(`not a valid catalog vector shard: ${ref.name} has ${u8.length} bytes and another checksum than the head lists (${ref.bytes} bytes); it belongs to another release or is corrupt`);
+  if (u8.length !== ref.bytes || crc32(u8) !== ref.crc32)
+    throw new CatalogVectorsError(
+      `not a valid catalog vector shard: ${ref.name} has ${u8.length} bytes and another checksum than the head lists (${ref.bytes} bytes); it belongs to another release or is corrupt`,
+    );
   const { header, get, fail } = unpack<CatalogShardHeader>(u8, `shard ${ref.name}`);
   const H = head.header;
   const first = k * H.shardSize;
   const n = Math.min(H.items, first + H.shardSize) - first;
-  if (header.kind !== 'shard' || header.index !== k || header.first !== first || header.count !== n) fail(`it is not shard ${k} (items ${first}..${first + n - 1})`);
+  if (header.kind !== 'shard' || header.index !== k || header.first !== first || header.count !== n)
+    fail(`it is not shard ${k} (items ${first}..${first + n - 1})`);
   if (!Array.isArray(header.hashes) || header.hashes.length !== n || !header.hashes.every((x) => typeof x === 'string')) fail('its text hashes are malformed');
   const dim = H.dim;
   const hasVector = get('vectors.has', ['u8'], (n + 7) >> 3) as Uint8Array;
@@ -686,7 +747,8 @@ export function assembleCatalogFile(head: CatalogHead, shards: Iterable<CatalogS
   const loaded = [...shards].sort((a, b) => a.index - b.index);
   const vectors: CatalogFile['vectors'] = new Map();
   for (const s of loaded) {
-    for (let r = 0; r < s.count; r++) if (bit(s.hasVector, r)) vectors.set(head.ids[s.first + r], { hash: s.hashes[r], vector: s.vectors.slice(r * H.dim, (r + 1) * H.dim) });
+    for (let r = 0; r < s.count; r++)
+      if (bit(s.hasVector, r)) vectors.set(head.ids[s.first + r], { hash: s.hashes[r], vector: s.vectors.slice(r * H.dim, (r + 1) * H.dim) });
   }
   const out: CatalogFile = { version: 3 as CatalogFile['version'], embedder: H.embedder, dim: H.dim, createdAt: H.createdAt, vectors };
   if (H.shopInfo !== undefined) out.shopInfo = H.shopInfo;
@@ -711,7 +773,8 @@ export function assembleCatalogFile(head: CatalogHead, shards: Iterable<CatalogS
   }
   const model: ShopModel = { items: head.ids, lists, popularity: head.popularity!, weights: shop.weights, info: shop.info ?? {} };
   if (shop.privacy) model.privacy = shop.privacy;
-  if (shop.trend && head.trend) model.trend = { bucketMs: shop.trend.bucketMs, firstBucket: shop.trend.firstBucket, window: shop.trend.window, counts: head.trend };
+  if (shop.trend && head.trend)
+    model.trend = { bucketMs: shop.trend.bucketMs, firstBucket: shop.trend.firstBucket, window: shop.trend.window, counts: head.trend };
   if (shop.cfDim) {
     const values = new Float32Array(N * shop.cfDim);
     const cold = new Uint8Array(N);

@@ -141,7 +141,11 @@ type Typed = Uint8Array | Int8Array | Uint16Array | Uint32Array | Float32Array;
 const align4 = (n: number): number => (n + 3) & ~3;
 
 /** Square-root companded i8 weights against per-row scales. */
-function encodeRows(lists: NeighbourLists, rows: number, where: string): { len: Uint8Array | Uint16Array; targets: Uint8Array; scale: Float32Array; q: Int8Array } {
+function encodeRows(
+  lists: NeighbourLists,
+  rows: number,
+  where: string,
+): { len: Uint8Array | Uint16Array; targets: Uint8Array; scale: Float32Array; q: Int8Array } {
   const { offsets, targets, weights } = lists;
   if (offsets.length !== rows + 1) throw new RangeError(`${where}: ${offsets.length} offsets for ${rows} rows`);
   let maxLen = 0;
@@ -180,14 +184,7 @@ function encodeRows(lists: NeighbourLists, rows: number, where: string): { len: 
   return { len, targets: Uint8Array.from(bytes), scale, q };
 }
 
-function decodeRows(
-  len: Uint8Array | Uint16Array,
-  bytes: Uint8Array,
-  scale: Float32Array,
-  q: Int8Array,
-  targetCount: number,
-  where: string,
-): NeighbourLists {
+function decodeRows(len: Uint8Array | Uint16Array, bytes: Uint8Array, scale: Float32Array, q: Int8Array, targetCount: number, where: string): NeighbourLists {
   const rows = len.length;
   if (scale.length !== rows) throw new RangeError(`${where}: ${scale.length} row scales for ${rows} rows`);
   const offsets = new Uint32Array(rows + 1);
@@ -262,7 +259,8 @@ export function encodeShopModel(model: ShopModel): Uint8Array {
   }
   if (model.vectors) {
     const { dim, values, cold } = model.vectors;
-    if (values.length !== n * dim || cold.length !== n) throw new RangeError(`encodeShopModel: vectors hold ${values.length} values and ${cold.length} cold flags for ${n} items × ${dim}`);
+    if (values.length !== n * dim || cold.length !== n)
+      throw new RangeError(`encodeShopModel: vectors hold ${values.length} values and ${cold.length} cold flags for ${n} items × ${dim}`);
     const scale = new Float32Array(n);
     const q = new Int8Array(n * dim);
     for (let i = 0; i < n; i++) {
@@ -286,7 +284,8 @@ export function encodeShopModel(model: ShopModel): Uint8Array {
     const c = model.contentMap;
     const dim = model.vectors?.dim;
     if (!dim) throw new RangeError('encodeShopModel: a content map needs item vectors');
-    if (c.mean.length !== c.inDim || c.matrix.length !== c.inDim * dim || c.bias.length !== dim) throw new RangeError('encodeShopModel: content map sizes do not match inDim × dim');
+    if (c.mean.length !== c.inDim || c.matrix.length !== c.inDim * dim || c.bias.length !== dim)
+      throw new RangeError('encodeShopModel: content map sizes do not match inDim × dim');
     add('content.mean', 'f32', c.mean);
     add('content.matrix', 'f32', c.matrix);
     add('content.bias', 'f32', c.bias);
@@ -349,7 +348,10 @@ export function shopModelSizes(bytes: Uint8Array): Record<string, number> {
   const header = JSON.parse(new TextDecoder().decode(bytes.subarray(12, 12 + h))) as ShopModelHeader;
   const out: Record<string, number> = { header: 12 + h, 'header: item ids': new TextEncoder().encode(JSON.stringify(header.items)).length };
   for (const s of header.sections) {
-    const part = s.name.split('.').slice(0, s.name.startsWith('list.') ? 2 : 1).join('.');
+    const part = s.name
+      .split('.')
+      .slice(0, s.name.startsWith('list.') ? 2 : 1)
+      .join('.');
     out[part] = (out[part] ?? 0) + s.count * BYTES[s.type];
   }
   out.total = bytes.length;

@@ -173,12 +173,23 @@ export function addCosts(into: OperationCosts, c: OperationCosts): void {
 
 /** All-zero counters. */
 export function zeroCosts(): OperationCosts {
-  return { requests: 0, succeeded: 0, calls: 0, failures: 0, repairs: 0, fallbacks: { invalid: 0, timeout: 0, budget: 0, model: 0 }, promptTokens: 0, outputTokens: 0, ms: 0 };
+  return {
+    requests: 0,
+    succeeded: 0,
+    calls: 0,
+    failures: 0,
+    repairs: 0,
+    fallbacks: { invalid: 0, timeout: 0, budget: 0, model: 0 },
+    promptTokens: 0,
+    outputTokens: 0,
+    ms: 0,
+  };
 }
 
 /** An output failed validation: the message goes back to the model in a repair request. */
 class InvalidOutput extends Error {}
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this strips
 const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 
 /** A generated string: trimmed, non-empty, no control characters, at most `max` characters. */
@@ -296,15 +307,22 @@ export class LlmReasoner implements Reasoner {
       const misled: string[] = [];
       for (const label of v.misled) {
         const id = prompt.misleading.get(label.trim());
-        if (!id) throw new InvalidOutput(`misled: "${label}" is not a label of a misleading memory (${[...prompt.misleading.keys()].join(', ') || 'there are none'})`);
+        if (!id)
+          throw new InvalidOutput(`misled: "${label}" is not a label of a misleading memory (${[...prompt.misleading.keys()].join(', ') || 'there are none'})`);
         if (!misled.includes(id)) misled.push(id);
       }
       if (v.decision === 'consolidate') {
         const target = prompt.supporting.get(v.target.trim());
-        if (!target) throw new InvalidOutput(`target: "${v.target}" is not a label of a supporting memory (${[...prompt.supporting.keys()].join(', ') || 'there are none: use "form"'})`);
+        if (!target)
+          throw new InvalidOutput(
+            `target: "${v.target}" is not a label of a supporting memory (${[...prompt.supporting.keys()].join(', ') || 'there are none: use "form"'})`,
+          );
         // why: STEAM consolidates only into a memory at similarity ≥ tau; a model must not glue unrelated interests together.
         const sim = step.supporting.find((s) => s.memory.id === target)?.similarity ?? -1;
-        if (sim < step.tau) throw new InvalidOutput(`target: "${v.target}" has similarity ${sim.toFixed(2)}, below tau ${step.tau.toFixed(2)}: consolidate only into a memory at least that similar, else "form"`);
+        if (sim < step.tau)
+          throw new InvalidOutput(
+            `target: "${v.target}" has similarity ${sim.toFixed(2)}, below tau ${step.tau.toFixed(2)}: consolidate only into a memory at least that similar, else "form"`,
+          );
         return { decision: 'consolidate', target, misled, insight };
       }
       if (v.target.trim() !== '') throw new InvalidOutput('target must be "" when decision is "form"');
@@ -467,7 +485,17 @@ export class LlmReasoner implements Reasoner {
     for (let attempt = 0; attempt <= this.maxRepairs; attempt++) {
       const base = { operation: op, prompt: prompt.id, attempt };
       if (!this.reserve()) {
-        this.report({ ...base, called: false, ok: false, reason: 'budget', error: 'budget exhausted', promptTokens: 0, outputTokens: 0, ms: 0, constrained: false });
+        this.report({
+          ...base,
+          called: false,
+          ok: false,
+          reason: 'budget',
+          error: 'budget exhausted',
+          promptTokens: 0,
+          outputTokens: 0,
+          ms: 0,
+          constrained: false,
+        });
         if (attempt === 0) this.fail(prompt, 'budget', `call budget exhausted (${this.budget.maxCalls} calls per ${this.budget.perEvents} events)`);
         this.fail(prompt, 'invalid', `${lastError} (no budget left to repair)`);
       }

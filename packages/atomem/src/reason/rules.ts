@@ -28,9 +28,41 @@ function joinList(xs: readonly string[]): string {
  * describe items ("audio items", "outdoor gear") instead of taking a plural ("audios").
  */
 const UNCOUNTABLE = new Set([
-  'audio', 'outdoor', 'outdoors', 'kitchen', 'garden', 'music', 'clothing', 'furniture', 'jewelry', 'jewellery', 'luggage',
-  'software', 'hardware', 'equipment', 'gear', 'homeware', 'footwear', 'beauty', 'health', 'home', 'baby', 'pet', 'sports',
-  'electronics', 'stationery', 'food', 'grocery', 'art', 'lighting', 'bedding', 'decor', 'apparel', 'media', 'action', 'war',
+  'audio',
+  'outdoor',
+  'outdoors',
+  'kitchen',
+  'garden',
+  'music',
+  'clothing',
+  'furniture',
+  'jewelry',
+  'jewellery',
+  'luggage',
+  'software',
+  'hardware',
+  'equipment',
+  'gear',
+  'homeware',
+  'footwear',
+  'beauty',
+  'health',
+  'home',
+  'baby',
+  'pet',
+  'sports',
+  'electronics',
+  'stationery',
+  'food',
+  'grocery',
+  'art',
+  'lighting',
+  'bedding',
+  'decor',
+  'apparel',
+  'media',
+  'action',
+  'war',
 ]);
 
 /** English plural of a category noun: "thriller" → "thrillers", "comedy" → "comedies", "watch" → "watches". */
@@ -74,9 +106,7 @@ export class RulesReasoner implements Reasoner {
   async reflect(step: ForwardStep): Promise<Reflection> {
     const misled = step.correct
       ? []
-      : step.misleading
-          .filter((m) => !step.supporting.some((s) => s.memory.id === m.memory.id && s.similarity >= step.tau))
-          .map((m) => m.memory.id);
+      : step.misleading.filter((m) => !step.supporting.some((s) => s.memory.id === m.memory.id && s.similarity >= step.tau)).map((m) => m.memory.id);
     // why: a dislike consolidates into a matching negative memory, a like into a positive one.
     const polarity = Math.sign(step.weight) || 1;
     const best = step.supporting.find((s) => s.similarity >= step.tau && Math.sign(s.memory.strength || polarity) === polarity);
@@ -85,9 +115,7 @@ export class RulesReasoner implements Reasoner {
         decision: 'consolidate',
         target: best.memory.id,
         misled,
-        insight: step.correct
-          ? `${step.actual.title} confirms "${best.memory.content}"`
-          : `${step.actual.title} refines "${best.memory.content}"`,
+        insight: step.correct ? `${step.actual.title} confirms "${best.memory.content}"` : `${step.actual.title} refines "${best.memory.content}"`,
       };
     }
     return {

@@ -42,7 +42,10 @@ function number(name: string, min: number): (v: string) => number {
 }
 
 /** Runs the command; returns the exit code. */
-export async function main(argv: string[], io: { stdout: (s: string) => void; stderr: (s: string) => void } = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) }): Promise<number> {
+export async function main(
+  argv: string[],
+  io: { stdout: (s: string) => void; stderr: (s: string) => void } = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) },
+): Promise<number> {
   const program = new Command()
     .name('atomem-shop')
     .description("Train the shop model from the shop's order log into a standalone shop model file (atomem/shop's decodeShopModel reads it).")
@@ -55,16 +58,42 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     .option('--until <date>', 'only log rows before this ISO date or epoch ms')
     .option('--ease-items <n>', 'EASE on the N most popular items', number('--ease-items', 1))
     .option('--dim <n>', 'collaborative vector dimensions', number('--dim', 0))
-    .addOption(new Option('--ease <method>', 'EASE solver: dense (exact, N³), local (per-item neighbourhood, any catalog size), auto (dense up to 3000 items)').choices(['dense', 'local', 'auto']))
+    .addOption(
+      new Option('--ease <method>', 'EASE solver: dense (exact, N³), local (per-item neighbourhood, any catalog size), auto (dense up to 3000 items)').choices([
+        'dense',
+        'local',
+        'auto',
+      ]),
+    )
     .option('--ease-neighbours <k>', 'neighbourhood size of local EASE (default 128)', number('--ease-neighbours', 1))
     .option('--no-progress', 'no progress lines on stderr')
-    .addOption(new Option('--engine <name>', 'run the counting stages (item-kNN, transitions, local EASE neighbourhoods) as SQL on this engine; duckdb needs `npm i @duckdb/node-api`').choices(['duckdb']))
+    .addOption(
+      new Option(
+        '--engine <name>',
+        'run the counting stages (item-kNN, transitions, local EASE neighbourhoods) as SQL on this engine; duckdb needs `npm i @duckdb/node-api`',
+      ).choices(['duckdb']),
+    )
     .option('--stats <file>', 'write JSON: seconds per stage, peak RSS, file bytes')
     .exitOverride()
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });
   try {
     program.parse(argv, { from: 'user' });
-    const o = program.opts<{ interactions: string; items: string; out: string; content?: string; epsilon?: number; delta: number; until?: string; easeItems?: number; dim?: number; ease?: 'dense' | 'local' | 'auto'; easeNeighbours?: number; progress?: boolean; stats?: string; engine?: 'duckdb' }>();
+    const o = program.opts<{
+      interactions: string;
+      items: string;
+      out: string;
+      content?: string;
+      epsilon?: number;
+      delta: number;
+      until?: string;
+      easeItems?: number;
+      dim?: number;
+      ease?: 'dense' | 'local' | 'auto';
+      easeNeighbours?: number;
+      progress?: boolean;
+      stats?: string;
+      engine?: 'duckdb';
+    }>();
     const tStart = performance.now();
     const report = o.progress === false ? undefined : progressReporter(io.stderr);
     // Seconds per stage: each interval between two progress calls belongs to the stage that
@@ -129,7 +158,24 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     await rename(tmp, o.out);
     const sizes = shopModelSizes(bytes);
     const peakRssBytes = process.resourceUsage().maxRSS * 1024;
-    if (o.stats) await writeFile(o.stats, JSON.stringify({ items: catalog.length, events: log.length, stages, trainSeconds: (performance.now() - tStart) / 1000, cpuSeconds: (process.cpuUsage().user + process.cpuUsage().system) / 1e6, peakRssBytes, fileBytes: bytes.length, sizes }, null, 1));
+    if (o.stats)
+      await writeFile(
+        o.stats,
+        JSON.stringify(
+          {
+            items: catalog.length,
+            events: log.length,
+            stages,
+            trainSeconds: (performance.now() - tStart) / 1000,
+            cpuSeconds: (process.cpuUsage().user + process.cpuUsage().system) / 1e6,
+            peakRssBytes,
+            fileBytes: bytes.length,
+            sizes,
+          },
+          null,
+          1,
+        ),
+      );
     const cold = model.vectors ? model.vectors.cold.reduce((a, b) => a + b, 0) : 0;
     io.stdout(
       `${o.out}: ${bytes.length} bytes, ${catalog.length} items (${cold} with content-only vectors), ${log.length} log rows${skipped ? ` (${skipped} of unknown items skipped)` : ''}, ` +
@@ -139,7 +185,13 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
   } catch (e) {
     if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : 2;
     const err = e as Error & { code?: string };
-    if (e instanceof ShopCliError || e instanceof LogInputError || (e as Error).name === 'EngineMissingError' || e instanceof RangeError || err.code === 'ENOENT') {
+    if (
+      e instanceof ShopCliError ||
+      e instanceof LogInputError ||
+      (e as Error).name === 'EngineMissingError' ||
+      e instanceof RangeError ||
+      err.code === 'ENOENT'
+    ) {
       io.stderr(`atomem-shop: ${err.message}\n`);
       return 2;
     }

@@ -39,7 +39,8 @@ export class ShopKnowledge {
   ) {
     this.scorer = new ShopScorer(model, opts);
     if (sasrec) {
-      if (sasrec.items.length > sasrec.weights.numItems) throw new RangeError(`sasrec: ${sasrec.items.length} item ids for a model of ${sasrec.weights.numItems} items`);
+      if (sasrec.items.length > sasrec.weights.numItems)
+        throw new RangeError(`sasrec: ${sasrec.items.length} item ids for a model of ${sasrec.weights.numItems} items`);
       sasrec.items.forEach((item, i) => this.sasrecIndex.set(item, i + 1));
     }
   }
@@ -150,7 +151,11 @@ export class ShopKnowledge {
       if (key !== undefined) this.cache = { key, history, user };
     }
     const idx = candidates.map((id) => this.sasrecIndex.get(id) ?? 0);
-    const s = scoreItems(weights, user, idx.map((i) => (i > 0 ? i : 1)));
+    const s = scoreItems(
+      weights,
+      user,
+      idx.map((i) => (i > 0 ? i : 1)),
+    );
     // why: an item the sequence model never saw gets the list's mean, not −∞ (it must not sink below everything).
     let sum = 0;
     let n = 0;

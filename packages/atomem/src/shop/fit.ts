@@ -71,18 +71,19 @@ export function fitWeights(cases: readonly FitCase[], names: readonly string[], 
       for (let i = 0; i < m; i++) max = Math.max(max, z[i]);
       let sum = 0;
       const p = new Float64Array(m);
-      for (let i = 0; i < m; i++) sum += (p[i] = Math.exp(z[i] - max));
+      for (let i = 0; i < m; i++) sum += p[i] = Math.exp(z[i] - max);
       for (let i = 0; i < m; i++) p[i] /= sum;
       const mean = new Float64Array(S);
       for (let s = 0; s < S; s++) for (let i = 0; i < m; i++) mean[s] += p[i] * F[s][i];
       const pos = cases[ci].positive;
       for (let s = 0; s < S; s++) g[s] += mean[s] - F[s][pos];
-      for (let a = 0; a < S; a++) for (let b = a; b < S; b++) {
-        let h = 0;
-        for (let i = 0; i < m; i++) h += p[i] * (F[a][i] - mean[a]) * (F[b][i] - mean[b]);
-        H[a * S + b] += h;
-        if (a !== b) H[b * S + a] += h;
-      }
+      for (let a = 0; a < S; a++)
+        for (let b = a; b < S; b++) {
+          let h = 0;
+          for (let i = 0; i < m; i++) h += p[i] * (F[a][i] - mean[a]) * (F[b][i] - mean[b]);
+          H[a * S + b] += h;
+          if (a !== b) H[b * S + a] += h;
+        }
     });
     const step = solve(H, g, S);
     let t = 1;

@@ -21,7 +21,16 @@ export { makeLayout, weightsView } from './sasrec/layout.js';
 // ——— the shop model: learned from the order log (EASE / kNN / Markov lists, popularity,
 // collaborative vectors with a content map), scored on the device ———
 export { trainShopModel, type ShopInteraction, type ContentInput, type TrainOptions } from './train.js';
-export { ShopScorer, combine as combineSignals, DEFAULT_WEIGHTS as SHOP_WEIGHTS, SIGNALS as SHOP_SIGNALS, weightsForEpsilon, type ScorerOptions, type ScoreOptions, type DeviceEvent } from './score.js';
+export {
+  ShopScorer,
+  combine as combineSignals,
+  DEFAULT_WEIGHTS as SHOP_WEIGHTS,
+  SIGNALS as SHOP_SIGNALS,
+  weightsForEpsilon,
+  type ScorerOptions,
+  type ScoreOptions,
+  type DeviceEvent,
+} from './score.js';
 export { fitWeights, type FitCase } from './fit.js';
 export { invertSpd } from './linalg.js';
 export { encodeShopModel, decodeShopModel, shopModelSizes, type ShopModel } from '../protocol/shop-model-v1.js';

@@ -146,11 +146,12 @@ export function jacobiEigen(S: Float64Array, d: number, sweeps = 60): { values: 
   for (let sweep = 0; sweep < sweeps; sweep++) {
     let off = 0;
     let total = 0;
-    for (let p = 0; p < d; p++) for (let q = 0; q < d; q++) {
-      const x = A[p * d + q] * A[p * d + q];
-      total += x;
-      if (p !== q) off += x;
-    }
+    for (let p = 0; p < d; p++)
+      for (let q = 0; q < d; q++) {
+        const x = A[p * d + q] * A[p * d + q];
+        total += x;
+        if (p !== q) off += x;
+      }
     if (off <= 1e-22 * Math.max(total, 1e-300)) break;
     for (let p = 0; p < d - 1; p++) {
       for (let q = p + 1; q < d; q++) {
@@ -232,20 +233,22 @@ export function topEigen(
   }
   const SQ = apply(Q, b);
   const T = new Float64Array(b * b);
-  for (let i = 0; i < b; i++) for (let j = 0; j < b; j++) {
-    let s = 0;
-    for (let r = 0; r < n; r++) s += Q[r * b + i] * SQ[r * b + j];
-    T[i * b + j] = s;
-  }
+  for (let i = 0; i < b; i++)
+    for (let j = 0; j < b; j++) {
+      let s = 0;
+      for (let r = 0; r < n; r++) s += Q[r * b + i] * SQ[r * b + j];
+      T[i * b + j] = s;
+    }
   for (let i = 0; i < b; i++) for (let j = i + 1; j < b; j++) T[i * b + j] = T[j * b + i] = (T[i * b + j] + T[j * b + i]) / 2;
   const eig = jacobiEigen(T, b);
   const k = Math.min(d, b);
   const vectors = new Float64Array(n * k);
-  for (let r = 0; r < n; r++) for (let c = 0; c < k; c++) {
-    let s = 0;
-    for (let t = 0; t < b; t++) s += Q[r * b + t] * eig.vectors[t * b + c];
-    vectors[r * k + c] = s;
-  }
+  for (let r = 0; r < n; r++)
+    for (let c = 0; c < k; c++) {
+      let s = 0;
+      for (let t = 0; t < b; t++) s += Q[r * b + t] * eig.vectors[t * b + c];
+      vectors[r * k + c] = s;
+    }
   return { values: eig.values.slice(0, k), vectors };
 }
 

@@ -38,7 +38,10 @@ export class LogColumns {
    * @param catalog item ids in catalog order (public); with `closed`, rows of other items are
    * skipped (counted in `skipped`), otherwise new items are appended.
    */
-  constructor(catalog: Iterable<string> = [], readonly closed = false) {
+  constructor(
+    catalog: Iterable<string> = [],
+    readonly closed = false,
+  ) {
     for (const id of catalog) {
       if (this.itemIndex.has(id)) continue;
       this.itemIndex.set(id, this.items.length);
@@ -181,13 +184,17 @@ export async function readCatalogFile(path: string): Promise<string[]> {
  * Reads an order log (`{user, item, at, action?}` per line; `.gz` gunzipped) into columns,
  * streaming. With `catalog`, rows of other items are skipped (counted in `skipped`).
  */
-export async function readLogFile(path: string, opts: { catalog?: readonly string[]; onProgress?: (stage: string, done: number, total: number) => void } = {}): Promise<LogColumns> {
+export async function readLogFile(
+  path: string,
+  opts: { catalog?: readonly string[]; onProgress?: (stage: string, done: number, total: number) => void } = {},
+): Promise<LogColumns> {
   const log = new LogColumns(opts.catalog ?? [], opts.catalog !== undefined);
   const onBytes = opts.onProgress ? (read: number, total: number) => opts.onProgress!('read log', read, total) : undefined;
   for await (const [row, no] of jsonObjects(path, onBytes)) {
     const where = `${path}:${no}`;
     const at = atField(row, where);
-    if (row.action !== undefined && (typeof row.action !== 'string' || !(row.action in ACTION_WEIGHTS))) throw new LogInputError(`${where}: unknown action ${JSON.stringify(row.action)}`);
+    if (row.action !== undefined && (typeof row.action !== 'string' || !(row.action in ACTION_WEIGHTS)))
+      throw new LogInputError(`${where}: unknown action ${JSON.stringify(row.action)}`);
     log.add(idField(row, 'user', where), idField(row, 'item', where), at, row.action as Action | undefined);
   }
   return log;

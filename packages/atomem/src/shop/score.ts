@@ -68,7 +68,9 @@ export const DP_WEIGHTS: Readonly<Record<number, Readonly<Record<string, number>
 /** The shipped weights for a file of privacy budget ε (∞: {@link DEFAULT_WEIGHTS}). */
 export function weightsForEpsilon(epsilon: number): Readonly<Record<string, number>> {
   if (epsilon === Infinity) return DEFAULT_WEIGHTS;
-  const keys = Object.keys(DP_WEIGHTS).map(Number).sort((a, b) => a - b);
+  const keys = Object.keys(DP_WEIGHTS)
+    .map(Number)
+    .sort((a, b) => a - b);
   const key = keys.filter((k) => k <= epsilon).pop() ?? keys[0];
   return DP_WEIGHTS[key];
 }
@@ -197,7 +199,10 @@ export class ShopScorer {
   private readonly slot: Int32Array;
   private readonly opts: Required<Omit<ScorerOptions, 'contentVector' | 'trendWindow'>> & Pick<ScorerOptions, 'contentVector' | 'trendWindow'>;
 
-  constructor(readonly model: ShopModel, opts: ScorerOptions = {}) {
+  constructor(
+    readonly model: ShopModel,
+    opts: ScorerOptions = {},
+  ) {
     model.items.forEach((id, i) => this.index.set(id, i));
     this.slot = new Int32Array(model.items.length).fill(-1);
     this.opts = { recent: 5, recentDecay: 0.7, markovItems: 1, markovDecay: 0.5, neutralCold: true, ...opts };
@@ -341,7 +346,10 @@ export class ShopScorer {
       return out;
     };
     const nearest = (hist: Array<{ id: string; w: number }>): Array<string | undefined> => {
-      const vs = hist.filter((h) => h.w > 0).map((h) => ({ id: h.id, v: this.vectorOf(h.id) })).filter((h) => h.v);
+      const vs = hist
+        .filter((h) => h.w > 0)
+        .map((h) => ({ id: h.id, v: this.vectorOf(h.id) }))
+        .filter((h) => h.v);
       return candidates.map((id) => {
         const x = this.vectorOf(id);
         if (!x) return undefined;
@@ -374,7 +382,10 @@ export class ShopScorer {
     const known = all.map((x) => ({ i: this.index.get(x.id) ?? -1, w: x.w })).filter((x) => x.i >= 0);
     const recentItems = all.slice(0, o.recent).map((x, r) => ({ id: x.id, w: x.w * o.recentDecay ** r }));
     const recent = recentItems.map((x) => ({ i: this.index.get(x.id) ?? -1, w: x.w })).filter((x) => x.i >= 0);
-    const markovFrom = all.slice(0, o.markovItems).map((x, r) => ({ i: this.index.get(x.id) ?? -1, w: x.w * o.markovDecay ** r })).filter((x) => x.i >= 0);
+    const markovFrom = all
+      .slice(0, o.markovItems)
+      .map((x, r) => ({ i: this.index.get(x.id) ?? -1, w: x.w * o.markovDecay ** r }))
+      .filter((x) => x.i >= 0);
     const cand = candidates.map((id) => this.index.get(id) ?? -1);
     const { lists, popularity } = this.model;
     let latest = -Infinity;
@@ -393,7 +404,11 @@ export class ShopScorer {
     // why: "no data" = unknown to the file, or a content-only vector and no popularity. A DP file
     // cannot say which items have no data (that is private): there only unknown items count.
     const dp = this.model.privacy !== undefined;
-    if (o.neutralCold) imputeCold(out, cand.map((c) => c < 0 || (!dp && this.model.vectors?.cold[c] === 1 && !(popularity[c] > 0))));
+    if (o.neutralCold)
+      imputeCold(
+        out,
+        cand.map((c) => c < 0 || (!dp && this.model.vectors?.cold[c] === 1 && !(popularity[c] > 0))),
+      );
     return out;
   }
 

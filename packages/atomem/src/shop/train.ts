@@ -275,8 +275,20 @@ export function kForBudget(bytes: number, rows: number, max: number, candidates 
 }
 
 /** Top-k of one sparse row into CSR parts, targets ascending. */
-function pushRow(out: { targets: number[]; weights: number[]; offsets: number[] }, idx: ArrayLike<number>, val: ArrayLike<number>, len: number, k: number, signed = false): void {
-  const keep = topK(len, k, (t) => (signed ? Math.abs(val[t]) : val[t]), (t) => !(signed ? val[t] !== 0 : val[t] > 0));
+function pushRow(
+  out: { targets: number[]; weights: number[]; offsets: number[] },
+  idx: ArrayLike<number>,
+  val: ArrayLike<number>,
+  len: number,
+  k: number,
+  signed = false,
+): void {
+  const keep = topK(
+    len,
+    k,
+    (t) => (signed ? Math.abs(val[t]) : val[t]),
+    (t) => !(signed ? val[t] !== 0 : val[t] > 0),
+  );
   keep.sort((a, b) => idx[a] - idx[b]);
   for (const t of keep) {
     out.targets.push(idx[t]);
@@ -298,7 +310,12 @@ const newRows = () => ({ targets: [] as number[], weights: [] as number[], offse
  */
 class Selector {
   private readonly perRow: Array<{ idx: number[]; val: number[] } | undefined>;
-  constructor(private readonly n: number, private readonly k: number, private readonly orientation: 'in' | 'out', private readonly signed: boolean) {
+  constructor(
+    private readonly n: number,
+    private readonly k: number,
+    private readonly orientation: 'in' | 'out',
+    private readonly signed: boolean,
+  ) {
     this.perRow = new Array(n);
   }
   add(source: number, target: number, value: number): void {
@@ -308,7 +325,12 @@ class Selector {
     r.val.push(value);
   }
   addRow(i: number, idx: ArrayLike<number>, val: ArrayLike<number>): void {
-    const keep = topK(idx.length, this.k, (t) => (this.signed ? Math.abs(val[t]) : val[t]), (t) => !(this.signed ? val[t] !== 0 : val[t] > 0));
+    const keep = topK(
+      idx.length,
+      this.k,
+      (t) => (this.signed ? Math.abs(val[t]) : val[t]),
+      (t) => !(this.signed ? val[t] !== 0 : val[t] > 0),
+    );
     for (const t of keep) {
       if (this.orientation === 'out') this.add(i, idx[t], val[t]);
       else this.add(idx[t], i, val[t]);
@@ -333,7 +355,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
   if (!(epsilon > 0)) throw new RangeError(`epsilon must be > 0 (or Infinity), got ${epsilon}`);
   const delta = opts.delta ?? 1e-6;
   if (dp && !opts.catalog) throw new RangeError('a DP release needs the public catalog (opts.catalog): item ids seen only in the log would reveal purchases');
-  if (dp && opts.trend && !opts.trendRange) throw new RangeError('a DP release with trend needs a public trendRange: the log\'s own time range would leak');
+  if (dp && opts.trend && !opts.trendRange) throw new RangeError("a DP release with trend needs a public trendRange: the log's own time range would leak");
   const m = opts.maxItemsPerUser ?? 16;
   if (dp && !(m >= 1)) throw new RangeError(`maxItemsPerUser must be ≥ 1, got ${m}`);
   const lambda = opts.lambda ?? 500;
@@ -359,7 +381,8 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
     cols = log;
     if (opts.catalog) {
       const known = new Set(cols.items);
-      for (const id of opts.catalog) if (!known.has(id)) throw new RangeError(`trainShopModel: catalog item "${id}" is not in the LogColumns' item table (build it with the catalog)`);
+      for (const id of opts.catalog)
+        if (!known.has(id)) throw new RangeError(`trainShopModel: catalog item "${id}" is not in the LogColumns' item table (build it with the catalog)`);
     }
   } else {
     cols = new LogColumns(opts.catalog ?? [], dp && opts.catalog !== undefined);
@@ -472,7 +495,13 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
 
   // ── the top-N set for EASE (and, under DP, for every pairwise statistic) ─────────────
   // why (dense vs local): see `ease` in TrainOptions; DP keeps the dense path on its small public domain.
-  const easeMode: 'dense' | 'local' = dp ? 'dense' : opts.ease === 'dense' || opts.ease === 'local' ? opts.ease : n <= (opts.denseEaseMax ?? 3000) ? 'dense' : 'local';
+  const easeMode: 'dense' | 'local' = dp
+    ? 'dense'
+    : opts.ease === 'dense' || opts.ease === 'local'
+      ? opts.ease
+      : n <= (opts.denseEaseMax ?? 3000)
+        ? 'dense'
+        : 'local';
   const localMemory = opts.localMemory ?? 2 * 2 ** 30;
   // why adaptive: every batch of local EASE recomputes the co-occurrence rows its neighbourhoods
   // use (a pass over the log), so K is the largest ≤ 128 whose n blocks fit `localMemory` at
@@ -505,11 +534,12 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
   }
   if (dp) {
     const s = sigma('gram');
-    for (let a = 0; a < N; a++) for (let b = a; b < N; b++) {
-      const e = s * normal();
-      G[a * N + b] += e;
-      if (b !== a) G[b * N + a] += e;
-    }
+    for (let a = 0; a < N; a++)
+      for (let b = a; b < N; b++) {
+        const e = s * normal();
+        G[a * N + b] += e;
+        if (b !== a) G[b * N + a] += e;
+      }
   }
   const diag = Float64Array.from({ length: N }, (_, a) => G[a * N + a]);
   progress('gram', 1, 1);
@@ -589,7 +619,11 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
         const i = cols.itemOf(id);
         if (i < 0) continue;
         const keepIdx = l.filter((x) => cols.itemOf(x.item) >= 0);
-        knn.addRow(i, Int32Array.from(keepIdx, (x) => cols.itemOf(x.item)), Float64Array.from(keepIdx, (x) => x.score));
+        knn.addRow(
+          i,
+          Int32Array.from(keepIdx, (x) => cols.itemOf(x.item)),
+          Float64Array.from(keepIdx, (x) => x.score),
+        );
       }
     }
     if (nb && given?.neighbours) {
@@ -607,12 +641,20 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
         val[t] = j === i ? 0 : counts[j] / Math.sqrt(ni * deg(j));
       });
       if (!given?.knn) knn.addRow(i, idx, val);
-      if (nb && !given?.neighbours) topK(idx.length, K, (t) => (byCount ? counts[idx[t]] : val[t]), (t) => !(val[t] > 0)).forEach((t, q) => (nb[i * K + q] = idx[t]));
+      if (nb && !given?.neighbours)
+        topK(
+          idx.length,
+          K,
+          (t) => (byCount ? counts[idx[t]] : val[t]),
+          (t) => !(val[t] > 0),
+        ).forEach((t, q) => (nb[i * K + q] = idx[t]));
       clearRow();
       if (i % 256 === 255) progress('knn', i + 1, n);
     }
     if (nb) {
-      easeRows = localEase(n, K, nb, coRow, clearRow, counts, lambda, new Selector(n, kEase, orient('ease'), opts.easeSigned ?? false), localMemory, (d, t) => progress('ease (local)', d, t));
+      easeRows = localEase(n, K, nb, coRow, clearRow, counts, lambda, new Selector(n, kEase, orient('ease'), opts.easeSigned ?? false), localMemory, (d, t) =>
+        progress('ease (local)', d, t),
+      );
       progress('ease (local)', 1, 1);
     }
   } else {
@@ -692,7 +734,11 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       if (total <= 0) continue;
       if (orient('markov') === 'out') {
         const idx = [...r.keys()];
-        markov.addRow(a, idx, idx.map((b) => r.get(b)! / total));
+        markov.addRow(
+          a,
+          idx,
+          idx.map((b) => r.get(b)! / total),
+        );
       } else {
         for (const [b, v] of r) {
           let col = probs.get(b);
@@ -731,7 +777,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       const deg = new Float64Array(n);
       for (const r of coItems) for (const i of r) deg[i]++;
       const beta = opts.vectorDegree ?? 0.5;
-      const inv = Float64Array.from(deg, (x) => (x > 0 ? Math.pow(x, -beta) : 0));
+      const inv = Float64Array.from(deg, (x) => (x > 0 ? x ** -beta : 0));
       const apply = (Q: Float64Array, d: number): Float64Array => {
         const Y = new Float64Array(n * d);
         const t = new Float64Array(d);
@@ -777,7 +823,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       if (!hasVector[i]) continue;
       let nrm = 0;
       for (let c = 0; c < dimUsed; c++) {
-        const v = eig.vectors[r * dimUsed + c] * Math.pow(Math.max(eig.values[c], 0), power);
+        const v = eig.vectors[r * dimUsed + c] * Math.max(eig.values[c], 0) ** power;
         values[i * dim + c] = v;
         nrm += v * v;
       }
@@ -872,21 +918,23 @@ function localEase(
     const c1 = Math.min(n, c0 + perBatch);
     // users[a] = (candidate, position) pairs with a = S_c[position], as CSR over a.
     const cnt = new Int32Array(n + 1);
-    for (let c = c0; c < c1; c++) for (let q = 0; q < K; q++) {
-      const a = nb[c * K + q];
-      if (a >= 0) cnt[a + 1]++;
-    }
+    for (let c = c0; c < c1; c++)
+      for (let q = 0; q < K; q++) {
+        const a = nb[c * K + q];
+        if (a >= 0) cnt[a + 1]++;
+      }
     for (let a = 0; a < n; a++) cnt[a + 1] += cnt[a];
     const ref = new Int32Array(cnt[n] * 2);
     {
       const fill = cnt.slice(0, n);
-      for (let c = c0; c < c1; c++) for (let q = 0; q < K; q++) {
-        const a = nb[c * K + q];
-        if (a < 0) continue;
-        const p = fill[a]++;
-        ref[2 * p] = c;
-        ref[2 * p + 1] = q;
-      }
+      for (let c = c0; c < c1; c++)
+        for (let q = 0; q < K; q++) {
+          const a = nb[c * K + q];
+          if (a < 0) continue;
+          const p = fill[a]++;
+          ref[2 * p] = c;
+          ref[2 * p + 1] = q;
+        }
     }
     L.fill(0);
     R.fill(0);

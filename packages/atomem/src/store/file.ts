@@ -162,7 +162,8 @@ function parseSignal(v: unknown, f: string): PlannerSignal {
 export function parseExportFile(file: unknown): MemoryState {
   const root = obj(file, '');
   if (root.format !== EXPORT_FORMAT) fail('format', `must be "${EXPORT_FORMAT}", got ${JSON.stringify(root.format) ?? 'undefined'}`);
-  if (root.version !== EXPORT_VERSION) fail('version', `must be ${EXPORT_VERSION} (this version of atomem reads version ${EXPORT_VERSION}), got ${JSON.stringify(root.version) ?? 'undefined'}`);
+  if (root.version !== EXPORT_VERSION)
+    fail('version', `must be ${EXPORT_VERSION} (this version of atomem reads version ${EXPORT_VERSION}), got ${JSON.stringify(root.version) ?? 'undefined'}`);
   const at = str(root.exportedAt, 'exportedAt');
   if (Number.isNaN(Date.parse(at))) fail('exportedAt', `must be an ISO 8601 date, got ${JSON.stringify(at)}`);
   const s = obj(root.state, 'state');

@@ -96,6 +96,7 @@ export function upgrade(
   _newVersion: number | null,
   tx: IDBPTransaction<AtomemDB, StoreNames<AtomemDB>[], 'versionchange'>,
 ): void {
+  // biome-ignore-start lint/suspicious/noFallthroughSwitchClause: each upgrade step runs every later step too
   switch (oldVersion) {
     case 0: {
       const events = db.createObjectStore('events', { keyPath: 'seq' });
@@ -127,4 +128,5 @@ export function upgrade(
     }
     // falls through — future: case 3: migrate v3 → v4 here, using tx for data moves.
   }
+  // biome-ignore-end lint/suspicious/noFallthroughSwitchClause: each upgrade step runs every later step too
 }

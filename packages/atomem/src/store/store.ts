@@ -268,7 +268,10 @@ export class MemoryStore {
         const m = (await meta.get(META_KEY)) ?? metaOf(createState());
         const revision = (m.revision ?? 0) + 1;
         await meta.put({ ...m, nextSeq: Math.max(m.nextSeq, ev.seq + 1), revision }, META_KEY);
-        tx.done.then(() => (this.seenRevision = revision), () => undefined);
+        tx.done.then(
+          () => (this.seenRevision = revision),
+          () => undefined,
+        );
       },
       () => {
         const s = this.mem!.state;
@@ -314,7 +317,10 @@ export class MemoryStore {
         const old = await meta.get(META_KEY);
         const revision = (old?.revision ?? 0) + 1;
         await meta.put(metaOf(copy, Math.max(copy.nextSeq, old?.nextSeq ?? 1), revision, old), META_KEY);
-        tx.done.then(() => (this.seenRevision = revision), () => undefined);
+        tx.done.then(
+          () => (this.seenRevision = revision),
+          () => undefined,
+        );
       },
       () => {
         const s = this.mem!.state;
@@ -352,7 +358,10 @@ export class MemoryStore {
         const old = await tx.objectStore('meta').get(META_KEY);
         const revision = (old?.revision ?? 0) + 1;
         await tx.objectStore('meta').put(metaOf(state, state.nextSeq, revision, old), META_KEY);
-        tx.done.then(() => (this.seenRevision = revision), () => undefined);
+        tx.done.then(
+          () => (this.seenRevision = revision),
+          () => undefined,
+        );
       },
       () => {
         this.mem!.state = structuredClone(state);
@@ -375,7 +384,10 @@ export class MemoryStore {
       // the revision survives the erase (bumped), so other tabs notice it
       const revision = (old?.revision ?? 0) + 1;
       await tx.objectStore('meta').put(metaOf(createState(), 1, revision), META_KEY);
-      tx.done.then(() => (this.seenRevision = revision), () => undefined);
+      tx.done.then(
+        () => (this.seenRevision = revision),
+        () => undefined,
+      );
     });
     // the database now holds exactly the (empty) state: leave memory mode if we were in it.
     this.mem = null;

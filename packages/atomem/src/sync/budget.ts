@@ -57,8 +57,10 @@ export const DEFAULT_BUDGET: Readonly<PrivacyBudget> = Object.freeze({ cap: 10, 
 /** Check and complete budget options (clear errors for bad input). */
 export function privacyBudget(opts: Partial<PrivacyBudget> = {}): PrivacyBudget {
   const b = { ...DEFAULT_BUDGET, ...Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined)) } as PrivacyBudget;
-  if (!(typeof b.cap === 'number' && b.cap >= 0 && Number.isFinite(b.cap))) throw new RangeError(`budget.cap must be a finite number ≥ 0, got ${String(b.cap)}`);
-  if (!(typeof b.windowMs === 'number' && b.windowMs > 0 && Number.isFinite(b.windowMs))) throw new RangeError(`budget.windowMs must be a finite number > 0, got ${String(b.windowMs)}`);
+  if (!(typeof b.cap === 'number' && b.cap >= 0 && Number.isFinite(b.cap)))
+    throw new RangeError(`budget.cap must be a finite number ≥ 0, got ${String(b.cap)}`);
+  if (!(typeof b.windowMs === 'number' && b.windowMs > 0 && Number.isFinite(b.windowMs)))
+    throw new RangeError(`budget.windowMs must be a finite number > 0, got ${String(b.windowMs)}`);
   if (!(typeof b.q === 'number' && b.q > 0 && b.q <= 1)) throw new RangeError(`budget.q must be in (0, 1], got ${String(b.q)}`);
   return b;
 }
@@ -77,7 +79,13 @@ export function spentEpsilon(entries: readonly LedgerEntry[], now: number, windo
 }
 
 /** Why an epoch cannot be charged, or undefined when it can. */
-export function refusal(entries: readonly LedgerEntry[], epoch: number, charge: number, now: number, budget: PrivacyBudget): 'already_charged' | 'budget_exhausted' | undefined {
+export function refusal(
+  entries: readonly LedgerEntry[],
+  epoch: number,
+  charge: number,
+  now: number,
+  budget: PrivacyBudget,
+): 'already_charged' | 'budget_exhausted' | undefined {
   if (entries.some((e) => e.epoch === epoch)) return 'already_charged';
   // why the small tolerance: charges are sums of floats; 5 × 2 must fit a cap of 10
   if (spentEpsilon(entries, now, budget.windowMs) + charge > budget.cap + 1e-9) return 'budget_exhausted';

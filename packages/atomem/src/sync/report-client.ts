@@ -47,7 +47,12 @@ export interface SentReport {
 }
 
 /** The fetch options of every request to the index (checked in Chromium by the tests). */
-export const WIRE_INIT = Object.freeze({ credentials: 'omit', cache: 'no-store', referrerPolicy: 'no-referrer', redirect: 'error' } as const satisfies RequestInit);
+export const WIRE_INIT = Object.freeze({
+  credentials: 'omit',
+  cache: 'no-store',
+  referrerPolicy: 'no-referrer',
+  redirect: 'error',
+} as const satisfies RequestInit);
 
 /** v2 over HTTP. */
 export class ReportClient {
@@ -113,7 +118,12 @@ export class ReportClient {
       });
     } catch (e) {
       const timedOut = ctrl.signal.aborted;
-      throw new ReportHttpError(`${method} ${path}: ${timedOut ? `no answer within ${this.timeoutMs} ms` : `network error: ${e instanceof Error ? e.message : String(e)}`}`, 0, timedOut ? 'timeout' : 'network', true);
+      throw new ReportHttpError(
+        `${method} ${path}: ${timedOut ? `no answer within ${this.timeoutMs} ms` : `network error: ${e instanceof Error ? e.message : String(e)}`}`,
+        0,
+        timedOut ? 'timeout' : 'network',
+        true,
+      );
     } finally {
       clearTimeout(timer);
     }
@@ -126,7 +136,12 @@ export class ReportClient {
     }
     if (!res.ok) {
       const err = json as Partial<ErrorV2Response>;
-      throw new ReportHttpError(`${method} ${path}: HTTP ${res.status} ${err.error ?? ''}: ${err.message ?? text.slice(0, 200)}`, res.status, err.error ?? `http_${res.status}`, res.status === 429 || res.status >= 500);
+      throw new ReportHttpError(
+        `${method} ${path}: HTTP ${res.status} ${err.error ?? ''}: ${err.message ?? text.slice(0, 200)}`,
+        res.status,
+        err.error ?? `http_${res.status}`,
+        res.status === 429 || res.status >= 500,
+      );
     }
     return json;
   }

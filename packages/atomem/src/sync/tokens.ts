@@ -7,7 +7,15 @@
  */
 import { TOKEN_TYPES, TokenChallenge, publicVerif } from '@cloudflare/privacypass-ts';
 import { ReportHttpError } from './report-client.js';
-import { INDEX_V2_PATHS, fromBase64Url, toBase64Url, tokenChallengeContext, type IssueRequest, type IssueResponse, type TokenKeyResponse } from '../protocol/index-v2.js';
+import {
+  INDEX_V2_PATHS,
+  fromBase64Url,
+  toBase64Url,
+  tokenChallengeContext,
+  type IssueRequest,
+  type IssueResponse,
+  type TokenKeyResponse,
+} from '../protocol/index-v2.js';
 
 /** Where a device gets its token for an epoch. */
 export interface TokenProvider {
@@ -61,7 +69,11 @@ export class AttesterTokenProvider implements TokenProvider {
 
   private tokenKey(): Promise<TokenKeyResponse> {
     this.key ??= (async () => {
-      const res = await this.doFetch(`${this.opts.indexUrl.replace(/\/+$/, '')}${INDEX_V2_PATHS.tokenKey}`, { credentials: 'omit', cache: 'no-store', referrerPolicy: 'no-referrer' });
+      const res = await this.doFetch(`${this.opts.indexUrl.replace(/\/+$/, '')}${INDEX_V2_PATHS.tokenKey}`, {
+        credentials: 'omit',
+        cache: 'no-store',
+        referrerPolicy: 'no-referrer',
+      });
       if (!res.ok) throw new Error(`token key: HTTP ${res.status}`);
       return (await res.json()) as TokenKeyResponse;
     })();
@@ -74,9 +86,21 @@ export class AttesterTokenProvider implements TokenProvider {
     const body: IssueRequest = { v: 2, epoch, request: blind.request };
     // why: the attester IS the shop's server (same origin) and authenticates the shopper by the shop's own
     // session cookie; 'same-origin' never sends it anywhere else
-    const res = await this.doFetch(this.opts.attesterUrl, { method: 'POST', credentials: 'same-origin', cache: 'no-store', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await this.doFetch(this.opts.attesterUrl, {
+      method: 'POST',
+      credentials: 'same-origin',
+      cache: 'no-store',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     const text = await res.text();
-    if (!res.ok) throw new ReportHttpError(`attester refused a token for epoch ${epoch}: HTTP ${res.status} ${text.slice(0, 200)}`, res.status, res.status === 429 ? 'token_limit' : `attester_${res.status}`, res.status >= 500);
+    if (!res.ok)
+      throw new ReportHttpError(
+        `attester refused a token for epoch ${epoch}: HTTP ${res.status} ${text.slice(0, 200)}`,
+        res.status,
+        res.status === 429 ? 'token_limit' : `attester_${res.status}`,
+        res.status >= 500,
+      );
     return blind.finalize((JSON.parse(text) as IssueResponse).response);
   }
 }

@@ -40,18 +40,38 @@ import { InvalidCatalogError } from '../errors.js';
  * the first offending item (its position and id).
  */
 export function validateCatalog(catalog: unknown): void {
-  if (!Array.isArray(catalog)) throw new InvalidCatalogError('not-array', -1, '', `catalog must be an array of items { id, title, categories?, description? }, got ${catalog === null ? 'null' : typeof catalog}`);
+  if (!Array.isArray(catalog))
+    throw new InvalidCatalogError(
+      'not-array',
+      -1,
+      '',
+      `catalog must be an array of items { id, title, categories?, description? }, got ${catalog === null ? 'null' : typeof catalog}`,
+    );
   const seen = new Map<string, number>();
   for (let i = 0; i < catalog.length; i++) {
     const it: unknown = catalog[i];
     const at = `catalog[${i}]`;
-    if (typeof it !== 'object' || it === null || Array.isArray(it)) throw new InvalidCatalogError('item', i, '', `${at} must be an object { id, title, categories?, description? }, got ${it === null ? 'null' : Array.isArray(it) ? 'an array' : typeof it}`);
+    if (typeof it !== 'object' || it === null || Array.isArray(it))
+      throw new InvalidCatalogError(
+        'item',
+        i,
+        '',
+        `${at} must be an object { id, title, categories?, description? }, got ${it === null ? 'null' : Array.isArray(it) ? 'an array' : typeof it}`,
+      );
     const { id, title, categories, description } = it as Record<string, unknown>;
-    if (typeof id !== 'string' || id === '') throw new InvalidCatalogError('id', i, '', `${at}${typeof title === 'string' ? ` ("${title}")` : ''} needs a non-empty string id, got ${id === '' ? 'an empty string' : typeof id}`);
+    if (typeof id !== 'string' || id === '')
+      throw new InvalidCatalogError(
+        'id',
+        i,
+        '',
+        `${at}${typeof title === 'string' ? ` ("${title}")` : ''} needs a non-empty string id, got ${id === '' ? 'an empty string' : typeof id}`,
+      );
     const name = `${at} (id "${id}")`;
     if (typeof title !== 'string') throw new InvalidCatalogError('title', i, id, `${name} needs a string title, got ${title === null ? 'null' : typeof title}`);
-    if (categories !== undefined && !(Array.isArray(categories) && categories.every((c) => typeof c === 'string'))) throw new InvalidCatalogError('categories', i, id, `${name}: categories must be an array of strings`);
-    if (description !== undefined && typeof description !== 'string') throw new InvalidCatalogError('description', i, id, `${name}: description must be a string, got ${description === null ? 'null' : typeof description}`);
+    if (categories !== undefined && !(Array.isArray(categories) && categories.every((c) => typeof c === 'string')))
+      throw new InvalidCatalogError('categories', i, id, `${name}: categories must be an array of strings`);
+    if (description !== undefined && typeof description !== 'string')
+      throw new InvalidCatalogError('description', i, id, `${name}: description must be a string, got ${description === null ? 'null' : typeof description}`);
     const first = seen.get(id);
     if (first !== undefined) throw new InvalidCatalogError('duplicate', i, id, `${name} repeats the id of catalog[${first}]: catalog ids must be unique`);
     seen.set(id, i);
@@ -92,7 +112,8 @@ export async function warmCatalog({ store, items, progress, fileUrl, write, onEr
   const fromFile: string[] = [];
   const result: WarmCatalogResult = { file: null };
   if (fileUrl) {
-    const report = (e: unknown): void => onError(e instanceof CatalogVectorsError ? e : new CatalogVectorsError(`${fileUrl}: ${e instanceof Error ? e.message : String(e)}`));
+    const report = (e: unknown): void =>
+      onError(e instanceof CatalogVectorsError ? e : new CatalogVectorsError(`${fileUrl}: ${e instanceof Error ? e.message : String(e)}`));
     const entry = await getCachedFile(fileUrl);
     const validators = entry && (entry.etag || entry.lastModified) ? { etag: entry.etag, lastModified: entry.lastModified } : undefined;
     // why v3 apart: its head holds no content rows, so items missing here do not make it a full download
@@ -138,12 +159,15 @@ export async function warmCatalog({ store, items, progress, fileUrl, write, onEr
       }
     } else if (got === 'not modified' || (got === null && entry)) {
       if (entry?.shop) result.shop = await fromCache(entry, fileUrl, report);
-      if (entry) result.file = { version: entry.version, source: got === 'not modified' && mode === 'conditional' ? 'revalidated' : 'cache', bytes: entry.bytes };
+      if (entry)
+        result.file = { version: entry.version, source: got === 'not modified' && mode === 'conditional' ? 'revalidated' : 'cache', bytes: entry.bytes };
     } else if (downloaded) {
       try {
         const file = decodeCatalogFile(downloaded.bytes);
         if (file.embedder !== items.embedder.id || file.dim !== items.embedder.dim) {
-          throw new CatalogVectorsError(`${fileUrl} holds ${file.embedder} vectors (${file.dim}-d); this engine embeds with ${items.embedder.id} (${items.embedder.dim}-d)`);
+          throw new CatalogVectorsError(
+            `${fileUrl} holds ${file.embedder} vectors (${file.dim}-d); this engine embeds with ${items.embedder.id} (${items.embedder.dim}-d)`,
+          );
         }
         fresh = fresh.filter((id) => {
           const row = file.vectors.get(id);
@@ -154,8 +178,20 @@ export async function warmCatalog({ store, items, progress, fileUrl, write, onEr
         });
         result.shop = file.shop;
         result.file = { version: file.version, source: 'download', bytes: downloaded.bytes.length };
-        const rec: CachedCatalogFile = { url: fileUrl, version: file.version, etag: downloaded.etag, lastModified: downloaded.lastModified, bytes: downloaded.bytes.length, savedAt: Date.now() };
-        if (file.shop) rec.shop = { id: file.shop.id, model: file.shop.modelBytes, ...(file.shop.sasrec ? { sasrec: { bytes: file.shop.sasrec.bytes, items: file.shop.sasrec.items } } : {}) };
+        const rec: CachedCatalogFile = {
+          url: fileUrl,
+          version: file.version,
+          etag: downloaded.etag,
+          lastModified: downloaded.lastModified,
+          bytes: downloaded.bytes.length,
+          savedAt: Date.now(),
+        };
+        if (file.shop)
+          rec.shop = {
+            id: file.shop.id,
+            model: file.shop.modelBytes,
+            ...(file.shop.sasrec ? { sasrec: { bytes: file.shop.sasrec.bytes, items: file.shop.sasrec.items } } : {}),
+          };
         await putCachedFile(rec);
       } catch (e) {
         report(e);
@@ -212,7 +248,9 @@ async function loadSharded(o: {
   try {
     head = decodeCatalogHead(o.headBytes);
     if (head.header.embedder !== items.embedder.id || head.header.dim !== items.embedder.dim) {
-      throw new CatalogVectorsError(`${url} holds ${head.header.embedder} vectors (${head.header.dim}-d); this engine embeds with ${items.embedder.id} (${items.embedder.dim}-d)`);
+      throw new CatalogVectorsError(
+        `${url} holds ${head.header.embedder} vectors (${head.header.dim}-d); this engine embeds with ${items.embedder.id} (${items.embedder.dim}-d)`,
+      );
     }
   } catch (e) {
     if (!o.downloaded) await deleteCachedFile(url);
@@ -225,16 +263,31 @@ async function loadSharded(o: {
     if (base.protocol === 'blob:' || base.protocol === 'data:') throw new TypeError(`a ${base.protocol} URL has no folder`);
   } catch (e) {
     // why: shard names are relative to the head; a blob: or data: head has nothing they resolve against
-    report(new CatalogVectorsError(`${url} is a format v3 head, and its shards cannot be found relative to it (${(e as Error).message}): serve the head and its .shards/ folder over HTTP`));
+    report(
+      new CatalogVectorsError(
+        `${url} is a format v3 head, and its shards cannot be found relative to it (${(e as Error).message}): serve the head and its .shards/ folder over HTTP`,
+      ),
+    );
     return null;
   }
   const shardUrl = (k: number): string => new URL(head.header.shards[k].name, base).href;
   if (o.downloaded) {
-    await putCachedFile({ url, version: 3, etag: o.downloaded.etag, lastModified: o.downloaded.lastModified, head: o.headBytes, bytes: o.headBytes.length, savedAt: Date.now() });
+    await putCachedFile({
+      url,
+      version: 3,
+      etag: o.downloaded.etag,
+      lastModified: o.downloaded.lastModified,
+      head: o.headBytes,
+      bytes: o.headBytes.length,
+      savedAt: Date.now(),
+    });
     if (o.entry?.version === 3) await pruneShards(url, new Set(head.header.shards.map((_, k) => shardUrl(k))));
   }
   // why every catalog item, not only the fresh ones: the shop model's rows of the page's items are in the same shards
-  const wanted = shardsFor(head, [...items.all()].map((it) => it.id));
+  const wanted = shardsFor(
+    head,
+    [...items.all()].map((it) => it.id),
+  );
   // why history shards only from the cache: a request must depend on the page's products alone (docs/PRIVACY.md)
   const fromHistory = shardsFor(head, o.history).filter((k) => !wanted.includes(k));
   const shards: CatalogShard[] = [];
@@ -283,7 +336,11 @@ interface Downloaded {
 }
 
 /** Fetch (with byte progress) the shop's catalog vector file; `'not modified'` for a 304 of a conditional request. */
-async function fetchCatalogFile(url: string, progress: (p: LoadProgress) => void, validators?: { etag: string | null; lastModified: string | null }): Promise<Downloaded | 'not modified'> {
+async function fetchCatalogFile(
+  url: string,
+  progress: (p: LoadProgress) => void,
+  validators?: { etag: string | null; lastModified: string | null },
+): Promise<Downloaded | 'not modified'> {
   const headers: Record<string, string> = {};
   if (validators?.etag) headers['if-none-match'] = validators.etag;
   if (validators?.lastModified) headers['if-modified-since'] = validators.lastModified;

@@ -58,7 +58,9 @@ export class LazyEmbedder implements Embedder {
         const e = await this.load();
         if (e.id !== this.id || e.dim !== this.dim) {
           await e.dispose?.();
-          throw new Error(`the embedder loaded as ${e.id} (${e.dim}-d), expected ${this.id} (${this.dim}-d): serve the package's own dist/assets/use-lite/ files`);
+          throw new Error(
+            `the embedder loaded as ${e.id} (${e.dim}-d), expected ${this.id} (${this.dim}-d): serve the package's own dist/assets/use-lite/ files`,
+          );
         }
         if (this.disposed) {
           await e.dispose?.();

@@ -161,7 +161,8 @@ export class Engine implements EngineApi {
 
   lendPromptApi(token: number, bridge: PagePromptApi | null, info?: PromptApiLoanInfo): void {
     if (!this.listeners.has(token)) throw new TypeError(`lendPromptApi: no subscription ${token} (subscribe first)`);
-    if (bridge !== null && typeof bridge !== 'object' && typeof bridge !== 'function') throw new TypeError('lendPromptApi: bridge must be a Comlink proxy of the page\'s Prompt API, or null');
+    if (bridge !== null && typeof bridge !== 'object' && typeof bridge !== 'function')
+      throw new TypeError("lendPromptApi: bridge must be a Comlink proxy of the page's Prompt API, or null");
     this.promptApi.lend(token, bridge, info);
   }
 
@@ -172,7 +173,8 @@ export class Engine implements EngineApi {
       if (options.config !== undefined) checkConfigNames(options.config);
       if (options.index) checkPrivacyLevel(options.index.privacy ?? 'off', 'index.privacy');
       const idleMs = options.llm?.idleMs;
-      if (idleMs !== undefined && !(Number.isFinite(idleMs) && idleMs >= 0)) throw new TypeError(`init: llm.idleMs must be a number ≥ 0, got ${String(idleMs)}`);
+      if (idleMs !== undefined && !(Number.isFinite(idleMs) && idleMs >= 0))
+        throw new TypeError(`init: llm.idleMs must be a number ≥ 0, got ${String(idleMs)}`);
       const budget = options.llm?.budget;
       if (budget !== undefined && !(Number.isInteger(budget.maxCalls) && budget.maxCalls >= 0 && Number.isInteger(budget.perEvents) && budget.perEvents >= 1)) {
         throw new TypeError('init: llm.budget must be { maxCalls: integer ≥ 0, perEvents: integer ≥ 1 }');
@@ -185,18 +187,36 @@ export class Engine implements EngineApi {
       }
       this.capabilities ??= await probeCapabilities();
       // a worker has no LanguageModel of its own: report what the lending page's says
-      if (this.capabilities.promptApi === 'absent' && this.promptApi.size) this.capabilities = { ...this.capabilities, promptApi: await this.promptApi.availability() };
+      if (this.capabilities.promptApi === 'absent' && this.promptApi.size)
+        this.capabilities = { ...this.capabilities, promptApi: await this.promptApi.availability() };
       const progress = (p: LoadProgress): void => this.emit('progress', p);
       const embedder = await buildEmbedder(options.embedder, options.assetsBaseUrl, progress);
       const items = new ItemVectors(embedder.embedder, options.catalog);
       const store = await MemoryStore.open({ profile: options.profile });
       try {
-        const warm = await warmCatalog({ store, items, progress, fileUrl: options.catalogVectors, write: (fn) => this.write(fn), onError: (e) => this.emit('error', serializeError(e)) });
+        const warm = await warmCatalog({
+          store,
+          items,
+          progress,
+          fileUrl: options.catalogVectors,
+          write: (fn) => this.write(fn),
+          onError: (e) => this.emit('error', serializeError(e)),
+        });
         // the shop's published model (a v2 file with one): the item space moves to it before the agent exists (tau is set from it)
         const catalog = this.useShop(items, warm, options.catalogVectors);
         const state = await store.load();
         await this.closeSession();
-        const session: Session = { options, key, store, items, agent: this.agentFor(items, options, state), embedder, catalog, llm: { model: null, attempts: [], loading: null, reasoner: null, idleTimer: null }, sync: null };
+        const session: Session = {
+          options,
+          key,
+          store,
+          items,
+          agent: this.agentFor(items, options, state),
+          embedder,
+          catalog,
+          llm: { model: null, attempts: [], loading: null, reasoner: null, idleTimer: null },
+          sync: null,
+        };
         if (options.index) session.sync = await this.syncSession(options.index);
         this.session = session;
         if (options.llm) session.llm.loading = this.loadModel(session, progress);
@@ -235,7 +255,14 @@ export class Engine implements EngineApi {
         catalog: s.catalog ? { ...s.catalog, shop: s.catalog.shop ? { ...s.catalog.shop } : null } : null,
         shared: this.shared,
         sync: s.sync
-          ? { url: s.sync.url, privacy: s.sync.privacy, pending: s.sync.report ? 1 : 0, lastError: s.sync.lastError, release: s.sync.release?.epoch ?? null, reportedEpoch: s.agent.reportedEpoch() ?? null }
+          ? {
+              url: s.sync.url,
+              privacy: s.sync.privacy,
+              pending: s.sync.report ? 1 : 0,
+              lastError: s.sync.lastError,
+              release: s.sync.release?.epoch ?? null,
+              reportedEpoch: s.agent.reportedEpoch() ?? null,
+            }
           : null,
       };
     })();
@@ -260,10 +287,12 @@ export class Engine implements EngineApi {
 
   recommend(candidates?: string[] | RecommendOptions, opts: RecommendOptions = {}): Promise<RecommendationResult[]> {
     // `recommend({ limit })`: options in first place, no candidates = the whole catalog
-    if (candidates !== undefined && candidates !== null && typeof candidates === 'object' && !Array.isArray(candidates)) [candidates, opts] = [undefined, candidates];
+    if (candidates !== undefined && candidates !== null && typeof candidates === 'object' && !Array.isArray(candidates))
+      [candidates, opts] = [undefined, candidates];
     return this.reading(async () => {
       if (!opts || typeof opts !== 'object') throw new TypeError('recommend: opts must be an object');
-      if (candidates !== undefined && !Array.isArray(candidates)) throw new TypeError('recommend: candidates must be an array of item ids, or omitted for the whole catalog');
+      if (candidates !== undefined && !Array.isArray(candidates))
+        throw new TypeError('recommend: candidates must be an array of item ids, or omitted for the whole catalog');
       checkNames(opts, OPTION_NAMES.recommend, 'recommend');
       // why: only the fields we know cross into the agent (the intent is used for this call and dropped)
       const ranked = await this.ready().agent.recommend(candidates as string[] | undefined, {
@@ -390,7 +419,8 @@ export class Engine implements EngineApi {
     }
     const s = this.ready();
     if (!s.sync) return Promise.reject(new Error('setPrivacy: no index configured (createAtomem({ index: { url } }))'));
-    if (level === 'contribute' && !s.sync.attesterUrl) return Promise.reject(new TypeError("setPrivacy: 'contribute' needs index.attesterUrl (the shop's Privacy Pass attester)"));
+    if (level === 'contribute' && !s.sync.attesterUrl)
+      return Promise.reject(new TypeError("setPrivacy: 'contribute' needs index.attesterUrl (the shop's Privacy Pass attester)"));
     s.sync.privacy = level;
     return this.sync();
   }
@@ -435,17 +465,36 @@ export class Engine implements EngineApi {
     if (!index || typeof index.url !== 'string') throw new TypeError('index.url must be the URL of an atomem-index service');
     const level = index.privacy ?? 'off';
     checkPrivacyLevel(level, 'index.privacy');
-    if (level === 'contribute' && typeof index.attesterUrl !== 'string') throw new TypeError("index.privacy 'contribute' needs index.attesterUrl (the shop's Privacy Pass attester)");
+    if (level === 'contribute' && typeof index.attesterUrl !== 'string')
+      throw new TypeError("index.privacy 'contribute' needs index.attesterUrl (the shop's Privacy Pass attester)");
     const delay = index.reportDelay ?? 'random';
-    if (delay !== 'random' && !(typeof delay === 'number' && delay >= 0)) throw new TypeError(`index.reportDelay must be 'random' or a number ≥ 0, got ${String(delay)}`);
+    if (delay !== 'random' && !(typeof delay === 'number' && delay >= 0))
+      throw new TypeError(`index.reportDelay must be 'random' or a number ≥ 0, got ${String(delay)}`);
     const b = index.budget ?? {};
     if (typeof b !== 'object' || b === null) throw new TypeError('index.budget must be an object { cap?, windowDays?, q? }');
     const budget = privacyBudget({ cap: b.cap, windowMs: b.windowDays === undefined ? undefined : b.windowDays * DAY_MS, q: b.q } as Partial<PrivacyBudget>);
     const tokens = new AttesterTokenProvider({ indexUrl: index.url, attesterUrl: index.attesterUrl ?? '' });
     const client = new ReportClient({ url: index.url, tokens });
     return {
-      url: index.url, client, privacy: level, attesterUrl: index.attesterUrl, delay, every: index.syncEvery ?? 5, since: 0, lastError: null, pending: null,
-      release: undefined, report: null, tokenFetch: null, rollover: null, health: undefined, fetchedEpoch: undefined, retryAt: 0, communities: 0, budget, stopped: false,
+      url: index.url,
+      client,
+      privacy: level,
+      attesterUrl: index.attesterUrl,
+      delay,
+      every: index.syncEvery ?? 5,
+      since: 0,
+      lastError: null,
+      pending: null,
+      release: undefined,
+      report: null,
+      tokenFetch: null,
+      rollover: null,
+      health: undefined,
+      fetchedEpoch: undefined,
+      retryAt: 0,
+      communities: 0,
+      budget,
+      stopped: false,
     };
   }
 
@@ -462,11 +511,14 @@ export class Engine implements EngineApi {
     if (!h || sync.rollover || sync.stopped) return;
     const next = (Math.floor(Date.now() / h.epochMs) + 1) * h.epochMs + h.graceMs;
     const wait = next - Date.now() + Math.floor(cryptoRandom() * 0.1 * h.epochMs);
-    sync.rollover = setTimeout(() => {
-      sync.rollover = null;
-      if (sync.stopped || this.session?.sync !== sync || sync.privacy === 'off') return;
-      this.syncSoon();
-    }, Math.max(0, wait));
+    sync.rollover = setTimeout(
+      () => {
+        sync.rollover = null;
+        if (sync.stopped || this.session?.sync !== sync || sync.privacy === 'off') return;
+        this.syncSoon();
+      },
+      Math.max(0, wait),
+    );
   }
 
   /**
@@ -483,7 +535,13 @@ export class Engine implements EngineApi {
     const live = ledger.tokens.filter((t) => t.epoch >= epoch);
     if (live.length !== ledger.tokens.length) await store.saveLedger({ ...ledger, tokens: live });
     const charge = subsampledEpsilon(health.ldp.epsilon, sync.budget.q);
-    const plan = planEpoch({ now, epochMs: health.epochMs, held: live.map((t) => t.epoch), random: cryptoRandom, fixedDelay: sync.delay === 'random' ? undefined : sync.delay });
+    const plan = planEpoch({
+      now,
+      epochMs: health.epochMs,
+      held: live.map((t) => t.epoch),
+      random: cryptoRandom,
+      fixedDelay: sync.delay === 'random' ? undefined : sync.delay,
+    });
     if (plan.fetchToken && !sync.tokenFetch && refusal(ledger.entries, plan.fetchToken.epoch, charge, now, sync.budget) === undefined) {
       const { epoch: next, delay } = plan.fetchToken;
       sync.tokenFetch = {
@@ -500,7 +558,11 @@ export class Engine implements EngineApi {
         }, delay),
       };
     }
-    if (plan.report && !(sync.report && sync.report.epoch === plan.report.epoch) && refusal(ledger.entries, plan.report.epoch, charge, now, sync.budget) === undefined) {
+    if (
+      plan.report &&
+      !(sync.report && sync.report.epoch === plan.report.epoch) &&
+      refusal(ledger.entries, plan.report.epoch, charge, now, sync.budget) === undefined
+    ) {
       if (sync.report) clearTimeout(sync.report.timer);
       const { epoch: at, delay } = plan.report;
       sync.report = {
@@ -656,12 +718,18 @@ export class Engine implements EngineApi {
       this.emit('error', serializeError(new CatalogVectorsError(`${url}: its shop model is not used: ${e instanceof Error ? e.message : String(e)}`)));
       return { ...base, shop: null };
     }
-    return { ...base, shop: { id: part.id, items: part.model.items.length, sequence: part.sasrec ? 'sasrec' : null, epsilon: part.model.privacy?.epsilon ?? null } };
+    return {
+      ...base,
+      shop: { id: part.id, items: part.model.items.length, sequence: part.sasrec ? 'sasrec' : null, epsilon: part.model.privacy?.epsilon ?? null },
+    };
   }
 
   /** Memory operations through the LLM reasoner, and the LLM planner (idle-time batches, model-chosen sweeps). */
   private usePlanning(agent: MemoryAgent, reasoner: LlmReasoner): void {
-    agent.useReasoner(reasoner, llmPlanner(reasoner, (m) => agent.memoryView(m)));
+    agent.useReasoner(
+      reasoner,
+      llmPlanner(reasoner, (m) => agent.memoryView(m)),
+    );
   }
 
   /**
@@ -671,7 +739,7 @@ export class Engine implements EngineApi {
    */
   private idleSoon(): void {
     const s = this.session;
-    if (!s || !s.llm.reasoner) return;
+    if (!s?.llm.reasoner) return;
     if (s.llm.idleTimer) clearTimeout(s.llm.idleTimer);
     s.llm.idleTimer = setTimeout(() => {
       s.llm.idleTimer = null;

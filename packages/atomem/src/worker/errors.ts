@@ -26,7 +26,13 @@ export function serializeError(e: unknown): SerializedError {
       if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') details[k] = v;
     }
   }
-  return { name: err.name, message: err.message, stack: err.stack, ...(dom ? { domException: true } : {}), ...(Object.keys(details).length ? { details } : {}) };
+  return {
+    name: err.name,
+    message: err.message,
+    stack: err.stack,
+    ...(dom ? { domException: true } : {}),
+    ...(Object.keys(details).length ? { details } : {}),
+  };
 }
 
 /**

@@ -52,7 +52,7 @@ export type EmbedderSpec =
       /** Weights variant. Default: `fp32` on WebGPU, `q8` on WASM (transformers.js' defaults). */
       dtype?: 'fp32' | 'fp16' | 'q8' | 'q4' | 'q4f16';
     }
-  | { kind: 'hashing'; /** Buckets. Default 256. */ dim?: number };
+  | { kind: 'hashing' /** Buckets. Default 256. */; dim?: number };
 
 /**
  * Optional language models, tried in order until one loads; when none does the engine runs on
@@ -76,7 +76,7 @@ export interface LlmOptions {
   /** Model calls allowed per window of events (default 60 per 20: reflect + describe per event and room for planning); beyond it operations use rules. */
   budget?: { maxCalls: number; perEvents: number };
   /** wllama (llama.cpp in WASM) with a GGUF model URL; `wasmUrl` of `wllama.wasm` (default: shipped asset). */
-  wllama?: { model: string; wasmUrl?: string; /** Tokens of context (prompt + output). Default 4096. */ contextSize?: number };
+  wllama?: { model: string; wasmUrl?: string /** Tokens of context (prompt + output). Default 4096. */; contextSize?: number };
   /**
    * While a model runs the memory, tracked events are stored at once but turned into memory in
    * one batch this long after the last interaction (ms; default 2000), or as soon as
@@ -391,7 +391,12 @@ export interface PagePromptApi {
   /** Create a session; `onDownload` (a Comlink proxy) gets the model's download progress. */
   create(options: BridgeCreateOptions, call: number, onDownload?: (loaded: number, total: number) => void): Promise<{ session: number; usage: number | null }>;
   /** `session.prompt(input, { responseConstraint })`; `usage` is the session's context usage after it. */
-  prompt(session: number, input: string | BridgeMessage[], options: { responseConstraint?: unknown }, call: number): Promise<{ text: string; usage: number | null }>;
+  prompt(
+    session: number,
+    input: string | BridgeMessage[],
+    options: { responseConstraint?: unknown },
+    call: number,
+  ): Promise<{ text: string; usage: number | null }>;
   /** `measureContextUsage` (or the older `measureInputUsage`), null where the browser has neither. */
   measure(session: number, input: string | BridgeMessage[], options: { responseConstraint?: unknown }, call: number): Promise<number | null>;
   abort(call: number): Promise<void>;

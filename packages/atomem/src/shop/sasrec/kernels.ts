@@ -11,10 +11,18 @@ export type F = Float32Array | Float64Array;
 
 /** C[i·ldc + j] (+)= Σ_{k<K} A[ao + i·lda + k] · B[bo + j·ldb + k] for i < M, j < N. */
 export function mmNT(
-  M: number, N: number, K: number,
-  A: F, ao: number, lda: number,
-  B: F, bo: number, ldb: number,
-  C: F, co: number, ldc: number,
+  M: number,
+  N: number,
+  K: number,
+  A: F,
+  ao: number,
+  lda: number,
+  B: F,
+  bo: number,
+  ldb: number,
+  C: F,
+  co: number,
+  ldc: number,
   acc: boolean,
 ): void {
   let i = 0;
@@ -29,25 +37,54 @@ export function mmNT(
       const b1 = b0 + ldb;
       const b2 = b1 + ldb;
       const b3 = b2 + ldb;
-      let s0 = 0, s1 = 0, s2 = 0, s3 = 0, t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+      let s0 = 0,
+        s1 = 0,
+        s2 = 0,
+        s3 = 0,
+        t0 = 0,
+        t1 = 0,
+        t2 = 0,
+        t3 = 0;
       for (let k = 0; k < K; k++) {
         const u = A[a0 + k];
         const v = A[a1 + k];
-        const x0 = B[b0 + k], x1 = B[b1 + k], x2 = B[b2 + k], x3 = B[b3 + k];
-        s0 += u * x0; s1 += u * x1; s2 += u * x2; s3 += u * x3;
-        t0 += v * x0; t1 += v * x1; t2 += v * x2; t3 += v * x3;
+        const x0 = B[b0 + k],
+          x1 = B[b1 + k],
+          x2 = B[b2 + k],
+          x3 = B[b3 + k];
+        s0 += u * x0;
+        s1 += u * x1;
+        s2 += u * x2;
+        s3 += u * x3;
+        t0 += v * x0;
+        t1 += v * x1;
+        t2 += v * x2;
+        t3 += v * x3;
       }
       if (acc) {
-        C[c0 + j] += s0; C[c0 + j + 1] += s1; C[c0 + j + 2] += s2; C[c0 + j + 3] += s3;
-        C[c1 + j] += t0; C[c1 + j + 1] += t1; C[c1 + j + 2] += t2; C[c1 + j + 3] += t3;
+        C[c0 + j] += s0;
+        C[c0 + j + 1] += s1;
+        C[c0 + j + 2] += s2;
+        C[c0 + j + 3] += s3;
+        C[c1 + j] += t0;
+        C[c1 + j + 1] += t1;
+        C[c1 + j + 2] += t2;
+        C[c1 + j + 3] += t3;
       } else {
-        C[c0 + j] = s0; C[c0 + j + 1] = s1; C[c0 + j + 2] = s2; C[c0 + j + 3] = s3;
-        C[c1 + j] = t0; C[c1 + j + 1] = t1; C[c1 + j + 2] = t2; C[c1 + j + 3] = t3;
+        C[c0 + j] = s0;
+        C[c0 + j + 1] = s1;
+        C[c0 + j + 2] = s2;
+        C[c0 + j + 3] = s3;
+        C[c1 + j] = t0;
+        C[c1 + j + 1] = t1;
+        C[c1 + j + 2] = t2;
+        C[c1 + j + 3] = t3;
       }
     }
     for (; j < N; j++) {
       const b0 = bo + j * ldb;
-      let s = 0, t = 0;
+      let s = 0,
+        t = 0;
       for (let k = 0; k < K; k++) {
         s += A[a0 + k] * B[b0 + k];
         t += A[a1 + k] * B[b0 + k];

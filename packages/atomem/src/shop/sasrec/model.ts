@@ -128,7 +128,20 @@ export function namedTensors(w: SasrecWeights): Array<[string, Float32Array]> {
 // Kernels (plain loops over Float32Array; V8 computes in doubles).
 
 /** C = A·Bᵀ over strided operands (see {@link gemmNT}). */
-type Gemm = (M: number, N: number, K: number, A: Float32Array, ao: number, lda: number, B: Float32Array, bo: number, ldb: number, C: Float32Array, co: number, ldc: number) => void;
+type Gemm = (
+  M: number,
+  N: number,
+  K: number,
+  A: Float32Array,
+  ao: number,
+  lda: number,
+  B: Float32Array,
+  bo: number,
+  ldb: number,
+  C: Float32Array,
+  co: number,
+  ldc: number,
+) => void;
 
 /** Y[i, :] = W · X[i, :] + b for rows i < m (X stride k, W n×k, Y stride n). */
 function linear(mm: Gemm, X: Float32Array, m: number, k: number, W: Float32Array, b: Float32Array, n: number, Y: Float32Array): void {
@@ -153,7 +166,20 @@ function linearRow(X: Float32Array, xo: number, k: number, W: Float32Array, b: F
  * C[co + i·ldc + j] = Σ_{t<K} A[ao + i·lda + t] · B[bo + j·ldb + t] (i < M, j < N); the
  * attention products, two rows × four columns per inner loop.
  */
-function gemmNT(M: number, N: number, K: number, A: Float32Array, ao: number, lda: number, B: Float32Array, bo: number, ldb: number, C: Float32Array, co: number, ldc: number): void {
+function gemmNT(
+  M: number,
+  N: number,
+  K: number,
+  A: Float32Array,
+  ao: number,
+  lda: number,
+  B: Float32Array,
+  bo: number,
+  ldb: number,
+  C: Float32Array,
+  co: number,
+  ldc: number,
+): void {
   let i = 0;
   for (; i + 1 < M; i += 2) {
     const a0 = ao + i * lda;
@@ -166,20 +192,43 @@ function gemmNT(M: number, N: number, K: number, A: Float32Array, ao: number, ld
       const b1 = b0 + ldb;
       const b2 = b1 + ldb;
       const b3 = b2 + ldb;
-      let s0 = 0, s1 = 0, s2 = 0, s3 = 0, t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+      let s0 = 0,
+        s1 = 0,
+        s2 = 0,
+        s3 = 0,
+        t0 = 0,
+        t1 = 0,
+        t2 = 0,
+        t3 = 0;
       for (let t = 0; t < K; t++) {
         const u = A[a0 + t];
         const v = A[a1 + t];
-        const x0 = B[b0 + t], x1 = B[b1 + t], x2 = B[b2 + t], x3 = B[b3 + t];
-        s0 += u * x0; s1 += u * x1; s2 += u * x2; s3 += u * x3;
-        t0 += v * x0; t1 += v * x1; t2 += v * x2; t3 += v * x3;
+        const x0 = B[b0 + t],
+          x1 = B[b1 + t],
+          x2 = B[b2 + t],
+          x3 = B[b3 + t];
+        s0 += u * x0;
+        s1 += u * x1;
+        s2 += u * x2;
+        s3 += u * x3;
+        t0 += v * x0;
+        t1 += v * x1;
+        t2 += v * x2;
+        t3 += v * x3;
       }
-      C[c0 + j] = s0; C[c0 + j + 1] = s1; C[c0 + j + 2] = s2; C[c0 + j + 3] = s3;
-      C[c1 + j] = t0; C[c1 + j + 1] = t1; C[c1 + j + 2] = t2; C[c1 + j + 3] = t3;
+      C[c0 + j] = s0;
+      C[c0 + j + 1] = s1;
+      C[c0 + j + 2] = s2;
+      C[c0 + j + 3] = s3;
+      C[c1 + j] = t0;
+      C[c1 + j + 1] = t1;
+      C[c1 + j + 2] = t2;
+      C[c1 + j + 3] = t3;
     }
     for (; j < N; j++) {
       const b0 = bo + j * ldb;
-      let s0 = 0, t0 = 0;
+      let s0 = 0,
+        t0 = 0;
       for (let t = 0; t < K; t++) {
         s0 += A[a0 + t] * B[b0 + t];
         t0 += A[a1 + t] * B[b0 + t];
@@ -498,7 +547,7 @@ export function toHalf(value: number): number {
   const exp = (x >>> 23) & 0xff;
   let mant = x & 0x7fffff;
   if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  let e = exp - 127 + 15;
+  const e = exp - 127 + 15;
   if (e >= 0x1f) return sign | 0x7c00;
   if (e <= 0) {
     if (e < -10) return sign;
@@ -507,12 +556,12 @@ export function toHalf(value: number): number {
     let h = mant >>> shift;
     const rem = mant & ((1 << shift) - 1);
     const half = 1 << (shift - 1);
-    if (rem > half || (rem === half && (h & 1))) h++;
+    if (rem > half || (rem === half && h & 1)) h++;
     return sign | h;
   }
   let h = (e << 10) | (mant >>> 13);
   const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && (h & 1))) h++;
+  if (rem > 0x1000 || (rem === 0x1000 && h & 1)) h++;
   return sign | h;
 }
 
@@ -539,7 +588,14 @@ export function serializeSasrec(weights: SasrecWeights, opts: SerializeOptions =
   const chunks: Uint8Array[] = [];
   let offset = 0;
   for (const [name, t] of namedTensors(weights)) {
-    const rows = name === 'itemEmb' ? weights.numItems + 1 : name === 'posEmb' ? weights.config.maxLen : name.startsWith('blocks.') && name.split('.')[2][0] === 'w' ? d : 1;
+    const rows =
+      name === 'itemEmb'
+        ? weights.numItems + 1
+        : name === 'posEmb'
+          ? weights.config.maxLen
+          : name.startsWith('blocks.') && name.split('.')[2][0] === 'w'
+            ? d
+            : 1;
     const shape = rows === 1 ? [d] : [rows, d];
     if (t.length !== rows * d) throw new RangeError(`serializeSasrec: ${name} has ${t.length} values, expected ${rows * d}`);
     let bytes: Uint8Array;
@@ -619,7 +675,8 @@ export function deserializeSasrec(bytes: Uint8Array): SasrecWeights {
     const t = header.tensors[i];
     if (!t || t.name !== name) bad(`tensor ${i} is ${JSON.stringify(t?.name)}, expected ${name}`);
     const rows = target.length / d;
-    const shapeOk = Array.isArray(t.shape) && (rows === 1 ? t.shape.length === 1 && t.shape[0] === d : t.shape.length === 2 && t.shape[0] === rows && t.shape[1] === d);
+    const shapeOk =
+      Array.isArray(t.shape) && (rows === 1 ? t.shape.length === 1 && t.shape[0] === d : t.shape.length === 2 && t.shape[0] === rows && t.shape[1] === d);
     if (!shapeOk) bad(`tensor ${name} has shape ${JSON.stringify(t.shape)}, expected ${rows === 1 ? `[${d}]` : `[${rows},${d}]`}`);
     const allowed = name === 'itemEmb' ? ['f32', 'f16', 'int8'] : ['f32'];
     if (!allowed.includes(t.dtype)) bad(`tensor ${name} has dtype ${JSON.stringify(t.dtype)}`);

@@ -99,7 +99,12 @@ function transposeBody(): number[] {
   e(op.get(R2), op.get(R3), op.shuffle([0, 4, 1, 5]), op.set(T2));
   e(op.get(R2), op.get(R3), op.shuffle([2, 6, 3, 7]), op.set(T3));
   e(op.get(B), op.get(J), op.get(LDB), op.mul, op.add, op.get(I), op.i32(2), op.shl, op.add, op.set(B0));
-  const outs: Array<[number, number, number[]]> = [[T0, T2, [0, 1, 4, 5]], [T0, T2, [2, 3, 6, 7]], [T1, T3, [0, 1, 4, 5]], [T1, T3, [2, 3, 6, 7]]];
+  const outs: Array<[number, number, number[]]> = [
+    [T0, T2, [0, 1, 4, 5]],
+    [T0, T2, [2, 3, 6, 7]],
+    [T1, T3, [0, 1, 4, 5]],
+    [T1, T3, [2, 3, 6, 7]],
+  ];
   outs.forEach(([x, y, lanes], r) => {
     e(op.get(B0));
     for (let k = 0; k < r; k++) e(op.get(LDB), op.add);
@@ -110,7 +115,13 @@ function transposeBody(): number[] {
   e(op.get(I), op.i32(4), op.add, op.set(I));
   e(op.br(0), op.end, op.end);
   e(op.end);
-  return [...vec([[...uleb(4), I32], [...uleb(8), V128]]), ...code];
+  return [
+    ...vec([
+      [...uleb(4), I32],
+      [...uleb(8), V128],
+    ]),
+    ...code,
+  ];
 }
 
 /**
@@ -156,7 +167,19 @@ export function simdModuleBytes(): Uint8Array {
   e(op.get(KK), op.i32(16), op.add, op.set(KK));
   e(op.br(0), op.end, op.end);
   // store: C[r][j + c] (+)= hsum(acc)
-  const hsum = (v: number) => [...op.get(v), ...op.lane(0), ...op.get(v), ...op.lane(1), ...op.f32add, ...op.get(v), ...op.lane(2), ...op.get(v), ...op.lane(3), ...op.f32add, ...op.f32add];
+  const hsum = (v: number) => [
+    ...op.get(v),
+    ...op.lane(0),
+    ...op.get(v),
+    ...op.lane(1),
+    ...op.f32add,
+    ...op.get(v),
+    ...op.lane(2),
+    ...op.get(v),
+    ...op.lane(3),
+    ...op.f32add,
+    ...op.f32add,
+  ];
   const stores = (accumulate: boolean) => {
     for (let r = 0; r < 2; r++) {
       for (let c = 0; c < 4; c++) {
@@ -179,17 +202,42 @@ export function simdModuleBytes(): Uint8Array {
   e(op.br(0), op.end, op.end);
   e(op.end);
 
-  const body = [...vec([[...uleb(12), I32], [...uleb(12), V128]]), ...code];
+  const body = [
+    ...vec([
+      [...uleb(12), I32],
+      [...uleb(12), V128],
+    ]),
+    ...code,
+  ];
   const tbody = transposeBody();
   const type = [0x60, ...vec(new Array(10).fill([I32])), ...vec([])];
   const ttype = [0x60, ...vec(new Array(6).fill([I32])), ...vec([])];
   const bytes = [
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    0x01,
+    0x00,
+    0x00,
+    0x00,
     ...section(1, vec([type, ttype])),
     ...section(2, vec([[...str('env'), ...str('mem'), 0x02, 0x00, ...uleb(1)]])),
     ...section(3, vec([uleb(0), uleb(1)])),
-    ...section(7, vec([[...str('mm'), 0x00, ...uleb(0)], [...str('tr'), 0x00, ...uleb(1)]])),
-    ...section(10, vec([[...uleb(body.length), ...body], [...uleb(tbody.length), ...tbody]])),
+    ...section(
+      7,
+      vec([
+        [...str('mm'), 0x00, ...uleb(0)],
+        [...str('tr'), 0x00, ...uleb(1)],
+      ]),
+    ),
+    ...section(
+      10,
+      vec([
+        [...uleb(body.length), ...body],
+        [...uleb(tbody.length), ...tbody],
+      ]),
+    ),
   ];
   return Uint8Array.from(bytes);
 }
@@ -238,7 +286,14 @@ function wrapMm(memory: WebAssembly.Memory, inst: WebAssembly.Instance): MmNT {
   const mm = inst.exports.mm as (M: number, N: number, K: number, A: number, lda: number, B: number, ldb: number, C: number, ldc: number, acc: number) => void;
   return (M, N, K, A: F, ao, lda, B: F, bo, ldb, C: F, co, ldc, acc) => {
     const buf = memory.buffer;
-    if (A.buffer !== buf || B.buffer !== buf || C.buffer !== buf || !(A instanceof Float32Array) || !(B instanceof Float32Array) || !(C instanceof Float32Array)) {
+    if (
+      A.buffer !== buf ||
+      B.buffer !== buf ||
+      C.buffer !== buf ||
+      !(A instanceof Float32Array) ||
+      !(B instanceof Float32Array) ||
+      !(C instanceof Float32Array)
+    ) {
       mmNTjs(M, N, K, A, ao, lda, B, bo, ldb, C, co, ldc, acc);
       return;
     }

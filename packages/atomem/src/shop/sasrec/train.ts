@@ -63,6 +63,7 @@ export interface SasrecTrainOptions {
    * Called after each epoch with its mean loss; `weights` is a live view (copy to keep).
    * Returning `false` stops training after this epoch (early stopping).
    */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a callback that returns nothing is the common case
   onEpoch?: (epoch: number, loss: number, weights: SasrecWeights) => void | boolean | Promise<void | boolean>;
 }
 
@@ -231,7 +232,8 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
   if (!Number.isInteger(o.batchSize) || o.batchSize < 1) throw new RangeError(`trainSasrec: batchSize must be a positive integer, got ${o.batchSize}`);
   if (!Number.isInteger(o.epochs) || o.epochs < 0) throw new RangeError(`trainSasrec: epochs must be a non-negative integer, got ${o.epochs}`);
   for (const s of sequences) {
-    for (let k = 0; k < s.length; k++) if (!Number.isInteger(s[k]) || s[k] < 1 || s[k] > numItems) throw new RangeError(`trainSasrec: item index ${s[k]} outside 1..${numItems}`);
+    for (let k = 0; k < s.length; k++)
+      if (!Number.isInteger(s[k]) || s[k] < 1 || s[k] > numItems) throw new RangeError(`trainSasrec: item index ${s[k]} outside 1..${numItems}`);
   }
   const chunks = Math.max(1, Math.min(o.chunks, o.batchSize));
   const threads = Math.max(1, Math.min(o.threads ?? Math.min(2, availableParallelism()), chunks));
@@ -249,9 +251,11 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
   const v = new Float32Array(P);
 
   const lossKind = o.loss ?? 'bce';
-  if (!['bce', 'ce', 'sampled-softmax'].includes(lossKind)) throw new RangeError(`trainSasrec: loss must be bce, ce or sampled-softmax, got ${String(lossKind)}`);
+  if (!['bce', 'ce', 'sampled-softmax'].includes(lossKind))
+    throw new RangeError(`trainSasrec: loss must be bce, ce or sampled-softmax, got ${String(lossKind)}`);
   const negatives = o.negatives ?? 256;
-  if (lossKind === 'sampled-softmax' && !(Number.isInteger(negatives) && negatives >= 1)) throw new RangeError(`trainSasrec: negatives must be a positive integer, got ${negatives}`);
+  if (lossKind === 'sampled-softmax' && !(Number.isInteger(negatives) && negatives >= 1))
+    throw new RangeError(`trainSasrec: negatives must be a positive integer, got ${negatives}`);
   const softmaxItems = lossKind === 'ce' ? numItems : lossKind === 'sampled-softmax' ? Math.min(negatives, numItems) : 0;
   const sampler = new Sampler(sequences, numItems, config.maxLen, o.seed, softmaxItems);
   const stepsPerEpoch = Math.max(1, Math.floor(sequences.length / o.batchSize));

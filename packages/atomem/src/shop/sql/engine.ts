@@ -22,7 +22,9 @@ export class EngineMissingError extends Error {
 
 /** `CASE action …` giving ACTION_WEIGHTS (no action: click), standard SQL. */
 export function weightExpression(column = 'action'): string {
-  const cases = Object.entries(ACTION_WEIGHTS).map(([a, w]) => `WHEN '${a}' THEN ${w}`).join(' ');
+  const cases = Object.entries(ACTION_WEIGHTS)
+    .map(([a, w]) => `WHEN '${a}' THEN ${w}`)
+    .join(' ');
   return `CASE WHEN ${column} IS NULL THEN ${ACTION_WEIGHTS.click} ELSE CASE ${column} ${cases} ELSE NULL END END`;
 }
 

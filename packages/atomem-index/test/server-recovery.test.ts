@@ -1,0 +1,232 @@
+// Recovery by itself: the index service on a real, small file system (a tmpfs mounted for the
+// test; root only, skipped visibly otherwise) that fills up — during the start-time aggregation
+// and at run time. Health names the fault while it lasts; once space is freed the service resumes
+// within seconds, without a restart and without traffic. And the WAL is checkpointed regularly:
+// a copy of the main file alone holds the acknowledged reports.
+import { spawnSync } from 'node:child_process';
+import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createIndexService, type IndexService } from '../src/service.js';
+import { INDEX_V2_PATHS, type TokenKeyResponse } from '../../atomem/src/protocol/index-v2.js';
+import { blindTokenRequest } from '../../atomem/src/sync/tokens.js';
+import type { ItemSpace } from '../../atomem/src/community/release.js';
+
+const ATTESTER = 'attester-secret-for-tests-0001';
+const EPOCH_MS = 1_000_000;
+const GRACE = EPOCH_MS / 10;
+
+const mounts: string[] = [];
+const dirs: string[] = [];
+const services: IndexService[] = [];
+afterEach(async () => {
+  while (services.length) await services.pop()!.close();
+});
+afterAll(() => {
+  for (const m of mounts) spawnSync('umount', [m]);
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** A fresh tmpfs of `size` (e.g. `4m`), or undefined when this process may not mount. */
+function smallDisk(size: string): string | undefined {
+  const d = mkdtempSync(join(tmpdir(), 'atomem-disk-'));
+  dirs.push(d);
+  if (process.getuid?.() !== 0) return undefined;
+  const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', d]);
+  if (r.status !== 0) return undefined;
+  mounts.push(d);
+  return d;
+}
+const canMount = (() => {
+  const d = smallDisk('1m');
+  return d !== undefined;
+})();
+if (!canMount) console.warn('server-recovery: SKIPPED — needs root and tmpfs mounts (a real full disk)');
+
+/** Fill the file system of `dir` until ENOSPC; returns the filler file (delete it to free the space). */
+function fill(dir: string): string {
+  const file = join(dir, 'filler');
+  const fd = openSync(file, 'w');
+  try {
+    for (let chunk = 1 << 20; chunk >= 512; ) {
+      try {
+        writeSync(fd, Buffer.alloc(chunk, 1));
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'ENOSPC') throw e;
+        chunk >>= 1;
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return file;
+}
+
+function space(): ItemSpace {
+  const ids: string[] = [];
+  const vectors: Float32Array[] = [];
+  for (let i = 0; i < 60; i++) {
+    const v = new Float32Array(8);
+    v[i % 8] = 1;
+    v[(i * 3) % 8] += 0.4;
+    const n = Math.hypot(...v);
+    ids.push(`item-${i}`);
+    vectors.push(v.map((x) => x / n));
+  }
+  return { embedderId: 'recovery-space@1', ids, vectors };
+}
+
+async function start(dataDir: string, clock: { now: number }, maintenanceMs?: number) {
+  const svc = createIndexService({
+    dataDir,
+    rateLimit: false,
+    v2: {
+      space: space(),
+      epochMs: EPOCH_MS,
+      graceMs: GRACE,
+      now: () => clock.now,
+      tickMs: 0,
+      minReports: 3,
+      minContributors: 0,
+      attesterKey: ATTESTER,
+      ...(maintenanceMs !== undefined ? { maintenanceMs } : {}),
+    },
+  });
+  services.push(svc);
+  await svc.ready;
+  return { svc, url: await svc.listen({ port: 0 }) };
+}
+
+async function token(url: string, epoch: number): Promise<string> {
+  const key = (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
+  const blind = await blindTokenRequest(key, epoch);
+  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` },
+    body: JSON.stringify({ v: 2, epoch, request: blind.request }),
+  });
+  if (!res.ok) throw new Error(`issue: ${res.status} ${await res.text()}`);
+  return blind.finalize(((await res.json()) as { response: string }).response);
+}
+
+async function report(url: string, epoch: number, t: string, i: number): Promise<{ status: number; error?: string }> {
+  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ v: 2, epoch, token: t, report: { cohort: i % 4, bucket: i % 3 } }),
+  });
+  const body = (await res.json()) as { error?: string };
+  return { status: res.status, error: body.error };
+}
+
+async function health(url: string) {
+  const res = await fetch(`${url}${INDEX_V2_PATHS.health}`);
+  return {
+    status: res.status,
+    body: (await res.json()) as { status: string; latestRelease: number | null; storage: { state: string; file?: string; message?: string } },
+  };
+}
+
+/** Poll `fn` every 100 ms until it is true; resolves to the ms it took (throws after `limitMs`). */
+async function until(fn: () => Promise<boolean>, limitMs: number): Promise<number> {
+  const t0 = Date.now();
+  while (!(await fn())) {
+    if (Date.now() - t0 > limitMs) throw new Error(`not within ${limitMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return Date.now() - t0;
+}
+
+describe.skipIf(!canMount)('recovery by itself (a real full tmpfs)', () => {
+  it('disk full during the start-time aggregation: health names it, and ≤ 10 s after space is freed the epoch is released and reports are taken, without a restart', async () => {
+    const disk = smallDisk('3m')!;
+    const dataDir = join(disk, 'data');
+    mkdirSync(dataDir);
+    const clock = { now: 5 * EPOCH_MS + 1000 };
+    const a = await start(dataDir, clock);
+    for (let i = 0; i < 20; i++) expect((await report(a.url, 5, await token(a.url, 5), i)).status).toBe(202);
+    await services.pop()!.close();
+
+    const filler = fill(disk);
+    // The next start is after epoch 5's deadline: the aggregation at start meets the full disk.
+    clock.now = 6 * EPOCH_MS + GRACE + 1;
+    const { url } = await start(dataDir, clock);
+    const file = join(dataDir, 'reports.sqlite');
+    const during = await health(url);
+    expect(during.status).toBe(503);
+    expect(during.body.storage).toMatchObject({ state: 'full', file });
+    expect(during.body.storage.message).toMatch(/disk is full.*Fix: free space.*resume by themselves/);
+    expect(during.body.latestRelease).toBeNull();
+    const refused = await report(url, 6, await token(url, 6), 0);
+    expect(refused).toEqual({ status: 507, error: 'storage_full' });
+    // still refused a few seconds later (the fault lasts): the retries do not pretend
+    await new Promise((r) => setTimeout(r, 2500));
+    expect((await health(url)).body.storage.state).toBe('full');
+
+    rmSync(filler);
+    const ms = await until(async () => {
+      const h = await health(url);
+      return h.status === 200 && h.body.latestRelease === 5;
+    }, 10_000);
+    console.info(`server-recovery: start-time aggregation on a full disk — released and healthy ${ms} ms after the space was freed`);
+    expect(ms).toBeLessThanOrEqual(10_000);
+    const rel = await fetch(`${url}${INDEX_V2_PATHS.release(5)}`);
+    expect(rel.status).toBe(200);
+    expect(((await rel.json()) as { epoch: number }).epoch).toBe(5);
+    expect((await report(url, 6, await token(url, 6), 1)).status).toBe(202);
+  }, 90_000);
+
+  it('disk full at run time: 507 while it lasts; after space is freed health clears by itself (no traffic needed) and reports are taken again', async () => {
+    const disk = smallDisk('3m')!;
+    const dataDir = join(disk, 'data');
+    mkdirSync(dataDir);
+    const clock = { now: 5 * EPOCH_MS + 1000 };
+    const { url } = await start(dataDir, clock);
+    let acknowledged = 0;
+    for (let i = 0; i < 5; i++) if ((await report(url, 5, await token(url, 5), i)).status === 202) acknowledged++;
+    const filler = fill(disk);
+    let full: { status: number; error?: string } | undefined;
+    for (let i = 0; i < 200 && !full; i++) {
+      const r = await report(url, 5, await token(url, 5), i);
+      if (r.status === 202) acknowledged++;
+      else full = r;
+    }
+    expect(full).toEqual({ status: 507, error: 'storage_full' });
+    expect((await health(url)).body.storage.state).toBe('full');
+    rmSync(filler);
+    const ms = await until(async () => (await health(url)).status === 200, 10_000);
+    console.info(`server-recovery: run-time full disk — healthy ${ms} ms after the space was freed, without traffic`);
+    expect(ms).toBeLessThanOrEqual(10_000);
+    expect((await report(url, 5, await token(url, 5), 7)).status).toBe(202);
+    acknowledged++;
+    await services.pop()!.close();
+    const db = new Database(join(dataDir, 'reports.sqlite'), { readonly: true });
+    expect((db.prepare('SELECT COALESCE(SUM(n), 0) AS n FROM cells').get() as { n: number }).n).toBe(acknowledged);
+    db.close();
+  }, 90_000);
+});
+
+describe('the WAL is checkpointed regularly', () => {
+  it('a copy of the main file without its -wal holds every acknowledged report within seconds', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'atomem-wal-'));
+    dirs.push(dataDir);
+    const clock = { now: 5 * EPOCH_MS + 1000 };
+    const { url } = await start(dataDir, clock, 300);
+    for (let i = 0; i < 40; i++) expect((await report(url, 5, await token(url, 5), i)).status).toBe(202);
+    const copy = mkdtempSync(join(tmpdir(), 'atomem-wal-copy-'));
+    dirs.push(copy);
+    const counted = async () => {
+      copyFileSync(join(dataDir, 'reports.sqlite'), join(copy, 'reports.sqlite'));
+      const db = new Database(join(copy, 'reports.sqlite'), { readonly: true });
+      try {
+        return (db.prepare('SELECT COALESCE(SUM(n), 0) AS n FROM cells').get() as { n: number }).n;
+      } finally {
+        db.close();
+      }
+    };
+    await until(async () => (await counted()) === 40, 5000);
+    expect(await counted()).toBe(40);
+  }, 60_000);
+});

@@ -1,0 +1,204 @@
+import { describe, expect, it } from 'vitest';
+import { createHashingEmbedder } from '../src/embed/hashing.js';
+import { itemText } from '../src/embed/cache.js';
+import type { Item } from '../src/core/types.js';
+import { CatalogVectorsError, itemTextHash } from '../src/protocol/catalog-vectors-v1.js';
+import { decodeCatalogFile, encodeCatalogFile } from '../src/protocol/catalog-vectors-v2.js';
+import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard, encodeCatalogFileV3, shardsFor } from '../src/protocol/catalog-vectors-v3.js';
+import { trainShopModel, type ShopInteraction } from '../src/shop/train.js';
+import { makeLayout, weightsView } from '../src/shop/sasrec/layout.js';
+import { initWeights } from '../src/shop/sasrec/train.js';
+import { encodeHistory, scoreItems } from '../src/shop/sasrec/model.js';
+import { ShopKnowledge } from '../src/shop/device.js';
+import { Rng } from '../../bench/src/rng.js';
+
+const items: Item[] = Array.from({ length: 40 }, (_, i) => ({
+  id: `sku-${i}`,
+  title: `${i < 20 ? 'trail shoe' : 'cast iron pan'} ${i}`,
+  categories: [i < 20 ? 'Shoes' : 'Kitchen'],
+}));
+const embedder = createHashingEmbedder({ dim: 32 });
+
+async function fixture() {
+  const vectors = (await embedder.embed(items.map((it) => itemText(it)))).map((e) => e.vector);
+  const rng = new Rng(3);
+  const log: ShopInteraction[] = [];
+  for (let u = 0; u < 60; u++) {
+    const g = u % 2;
+    for (let k = 0; k < 6; k++)
+      log.push({ user: `u${u}`, item: `sku-${g * 20 + Math.min(rng.int(20), rng.int(20))}`, at: 1_000 * (u * 10 + k), action: 'purchase' });
+  }
+  const r = new Rng(4);
+  const model = trainShopModel(log, {
+    catalog: items.map((i) => i.id),
+    dim: 4,
+    content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) },
+    random: () => r.next(),
+  });
+  const config = { maxLen: 8, dim: 8, blocks: 1, heads: 1, dropout: 0 };
+  const layout = makeLayout(config, items.length);
+  const weights = weightsView(layout, initWeights(layout, 7));
+  return { vectors, model, weights, sasrecItems: items.map((i) => i.id) };
+}
+
+const cos = (a: Float32Array, b: Float32Array): number => {
+  let s = 0,
+    na = 0,
+    nb = 0;
+  for (let i = 0; i < a.length; i++) (s += a[i] * b[i]), (na += a[i] * a[i]), (nb += b[i] * b[i]);
+  return s / Math.sqrt(na * nb);
+};
+
+describe('catalog vector file v3 (head + shards)', () => {
+  it('all shards assembled give the v2 file within int8 rounding: content vectors, lists, collaborative vectors, SASRec scores', async () => {
+    const { vectors, model, weights, sasrecItems } = await fixture();
+    const input = {
+      embedder,
+      items,
+      vectors,
+      shop: { model, sasrec: { weights, items: sasrecItems, itemEmbedding: 'f32' as const }, info: { logRows: 360 } },
+      createdAt: '2026-01-01T00:00:00.000Z',
+    };
+    const v2 = decodeCatalogFile(encodeCatalogFile(input));
+    const enc = encodeCatalogFileV3({ ...input, shardSize: 8, shardPrefix: 'cat.shards/' });
+    expect(enc.shards).toHaveLength(5);
+    expect(enc.shards[0].name).toMatch(/^cat\.shards\/00000-[0-9a-f]{8}\.bin$/);
+    // popularity order: the head's first item is the most popular
+    const pop = (id: string) => model.popularity[model.items.indexOf(id)];
+    for (let i = 1; i < enc.order.length; i++) expect(pop(enc.order[i - 1])).toBeGreaterThanOrEqual(pop(enc.order[i]));
+    const head = decodeCatalogHead(enc.head);
+    expect(() => decodeCatalogFile(enc.head)).toThrow(/format v3 head/);
+    const shards = enc.shards.map((s, k) => decodeCatalogShard(head, k, s.bytes));
+    const file = assembleCatalogFile(head, shards);
+    expect(file.version).toBe(3);
+    expect(file.shopInfo).toEqual({ logRows: 360 });
+    items.forEach((it, i) => {
+      const row = file.vectors.get(it.id)!;
+      expect(row.hash).toBe(itemTextHash(it));
+      expect(cos(row.vector, vectors[i])).toBeGreaterThan(0.999);
+    });
+    const m3 = file.shop!.model;
+    const m2 = v2.shop!.model;
+    const idx3 = new Map(m3.items.map((id, i) => [id, i]));
+    for (const L of Object.keys(m2.lists)) {
+      for (let i = 0; i < m2.items.length; i++) {
+        const a = new Map<string, number>();
+        for (let e = m2.lists[L].offsets[i]; e < m2.lists[L].offsets[i + 1]; e++) a.set(m2.items[m2.lists[L].targets[e]], m2.lists[L].weights[e]);
+        const j = idx3.get(m2.items[i])!;
+        const b = new Map<string, number>();
+        for (let e = m3.lists[L].offsets[j]; e < m3.lists[L].offsets[j + 1]; e++) b.set(m3.items[m3.lists[L].targets[e]], m3.lists[L].weights[e]);
+        expect([...b.keys()].sort()).toEqual([...a.keys()].sort());
+        for (const [t, w] of a) expect(b.get(t)!).toBeCloseTo(w, 5);
+      }
+    }
+    const d = m2.vectors!.dim;
+    for (const id of m2.items) {
+      const i = m2.items.indexOf(id);
+      const j = idx3.get(id)!;
+      for (let c = 0; c < d; c++) expect(m3.vectors!.values[j * d + c]).toBeCloseTo(m2.vectors!.values[i * d + c], 2);
+      expect(m3.vectors!.cold[j]).toBe(m2.vectors!.cold[i]);
+    }
+    // SASRec: int8 item rows score like f32 ones
+    const s3 = file.shop!.sasrec!;
+    const w3 = s3.weights;
+    const hist = ['sku-1', 'sku-3', 'sku-5'];
+    const user2 = encodeHistory(
+      weights,
+      hist.map((id) => sasrecItems.indexOf(id) + 1),
+    );
+    const user3 = encodeHistory(
+      w3,
+      hist.map((id) => s3.items.indexOf(id) + 1),
+    );
+    const cands = ['sku-2', 'sku-4', 'sku-30'];
+    const a = scoreItems(
+      weights,
+      user2,
+      cands.map((id) => sasrecItems.indexOf(id) + 1),
+    );
+    const b = scoreItems(
+      w3,
+      user3,
+      cands.map((id) => s3.items.indexOf(id) + 1),
+    );
+    cands.forEach((_, k) => expect(b[k]).toBeCloseTo(a[k], 1));
+    // the engine's scorer builds from it and scores like the v2 model
+    const k3 = new ShopKnowledge(file.shop!.id, m3, { weights: w3, items: s3.items });
+    const k2 = new ShopKnowledge(v2.shop!.id, m2, { weights: v2.shop!.sasrec!.weights, items: v2.shop!.sasrec!.items });
+    const h = [
+      { item: 'sku-1', action: 'purchase' as const, at: 1 },
+      { item: 'sku-7', action: 'view' as const, at: 2 },
+    ];
+    const sig3 = k3.signals(h, cands);
+    const sig2 = k2.signals(h, cands);
+    for (const name of Object.keys(sig2)) if (name !== 'sasrec') cands.forEach((_, c) => expect(sig3[name][c]).toBeCloseTo(sig2[name][c], 2));
+  });
+
+  it('a subset of shards gives the rows of those items only; shardsFor names the shards of given ids', async () => {
+    const { vectors, model, weights, sasrecItems } = await fixture();
+    const enc = encodeCatalogFileV3({ embedder, items, vectors, shop: { model, sasrec: { weights, items: sasrecItems } }, shardSize: 8, shardPrefix: 's/' });
+    const head = decodeCatalogHead(enc.head);
+    const want = [enc.order[0], enc.order[17]];
+    const ks = shardsFor(head, [...want, 'not-an-item']);
+    expect(ks).toEqual([0, 2]);
+    const file = assembleCatalogFile(
+      head,
+      ks.map((k) => decodeCatalogShard(head, k, enc.shards[k].bytes)),
+    );
+    expect(file.vectors.size).toBe(16);
+    expect(file.vectors.has(enc.order[8])).toBe(false);
+    const m = file.shop!.model;
+    expect(m.items).toEqual(enc.order);
+    const i = head.index.get(enc.order[8])!;
+    expect(m.lists.knn.offsets[i + 1] - m.lists.knn.offsets[i]).toBe(0);
+    expect(file.shop!.sasrec!.items).toHaveLength(16);
+    // tau's pair quantile is the whole catalog's, shipped in the head, not the loaded subset's
+    const full = new ShopKnowledge('full', model);
+    expect(new ShopKnowledge('part', m).pairQuantile(0.9)).toBe(full.pairQuantile(0.9));
+    // the shop part id names the release, not the loaded subset
+    expect(file.shop!.id).toBe(assembleCatalogFile(head, []).shop!.id);
+  });
+
+  it('without a shop model: catalog order, content only', async () => {
+    const { vectors } = await fixture();
+    const enc = encodeCatalogFileV3({ embedder, items, vectors, shardSize: 16, shardPrefix: 'x/' });
+    expect(enc.order).toEqual(items.map((i) => i.id));
+    const head = decodeCatalogHead(enc.head);
+    const file = assembleCatalogFile(
+      head,
+      enc.shards.map((s, k) => decodeCatalogShard(head, k, s.bytes)),
+    );
+    expect(file.shop).toBeUndefined();
+    expect(file.vectors.size).toBe(items.length);
+  });
+
+  it('int8 content rows are 4× smaller than float32', async () => {
+    const { vectors } = await fixture();
+    const big = items.map((it, i) => ({ it, v: vectors[i] }));
+    const e512 = createHashingEmbedder({ dim: 512 });
+    const v512 = (await e512.embed(big.map(({ it }) => itemText(it)))).map((e) => e.vector);
+    const v2 = encodeCatalogFile({ embedder: e512, items, vectors: v512 }).length;
+    const enc = encodeCatalogFileV3({ embedder: e512, items, vectors: v512, shardSize: 64, shardPrefix: 'x/' });
+    const v3 = enc.head.length + enc.shards.reduce((s, x) => s + x.bytes.length, 0);
+    expect(v3).toBeLessThan(v2 / 3);
+  });
+
+  it('refuses a shard of another release, a flipped byte, truncations and a shard where the head is expected', async () => {
+    const { vectors, model } = await fixture();
+    const enc = encodeCatalogFileV3({ embedder, items, vectors, shop: { model }, shardSize: 8, shardPrefix: 's/' });
+    const head = decodeCatalogHead(enc.head);
+    expect(() => decodeCatalogShard(head, 1, enc.shards[0].bytes)).toThrow(CatalogVectorsError);
+    expect(() => decodeCatalogShard(head, 1, enc.shards[0].bytes)).toThrow(/another release or is corrupt/);
+    expect(() => decodeCatalogHead(enc.shards[0].bytes)).toThrow(/not a v3 head/);
+    for (let n = 0; n < enc.head.length; n += 37) expect(() => decodeCatalogHead(enc.head.subarray(0, n))).toThrow(CatalogVectorsError);
+    for (let p = 0; p < enc.head.length; p += 13) {
+      const bad = enc.head.slice();
+      bad[p] ^= 0x40;
+      expect(() => decodeCatalogHead(bad)).toThrow(CatalogVectorsError);
+    }
+    // a shard with a right length/crc in a forged head is still checked inside (section checksums)
+    const bytes = enc.shards[2].bytes.slice();
+    bytes[bytes.length - 1] ^= 1;
+    expect(() => decodeCatalogShard(head, 2, bytes)).toThrow(CatalogVectorsError);
+  });
+});

@@ -1,0 +1,296 @@
+/**
+ * The counting stages as SQL (`src/shop/sql/queries.ts`): on embedded DuckDB reading the log
+ * file directly, checked against a direct computation; then the same query text on a real
+ * PostgreSQL 15 (Debian's package, installed here when missing and we are root; a throwaway
+ * cluster on a loopback port in a temp dir, stopped by its PID), whose rows must equal DuckDB's.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { countingStages, loadOrdersDuckDb, openDuckDb, runQuery, weightExpression, type SqlEngine } from '../src/shop/sql/engine.js';
+import { QUERIES, renderQuery, type QueryName } from '../src/shop/sql/queries.js';
+import { main } from '../src/shop/cli.js';
+import { decodeShopModel } from '../src/protocol/shop-model-v1.js';
+
+/** A small seeded log: 40 users, 30 items, repeats, ties in time, negative actions. */
+function syntheticLog(): Array<{ user: string; item: string; at: number; action?: string }> {
+  let s = 7;
+  const rnd = () => (s = (s * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const rows: Array<{ user: string; item: string; at: number; action?: string }> = [];
+  const actions = [undefined, undefined, 'view', 'purchase', 'cart', 'skip', 'dislike'];
+  for (let u = 0; u < 40; u++) {
+    const n = 1 + Math.floor(rnd() * 12);
+    let at = 1_700_000_000_000 + Math.floor(rnd() * 10) * 86_400_000;
+    for (let t = 0; t < n; t++) {
+      const item = `i${Math.floor(rnd() ** 2 * 30)}`;
+      const action = actions[Math.floor(rnd() * actions.length)];
+      rows.push({ user: `u${u}`, item, at, ...(action ? { action } : {}) });
+      if (rnd() < 0.8) at += 1000 * (1 + Math.floor(rnd() * 5000));
+    }
+  }
+  return rows;
+}
+
+const WEIGHT: Record<string, number> = { view: 0.3, click: 0.5, cart: 0.8, purchase: 1, rate: 1, like: 1, dislike: -1, skip: -0.3 };
+
+/** The same statistics computed directly. */
+function direct(rows: ReturnType<typeof syntheticLog>) {
+  const kept = rows.map((r, seq) => ({ ...r, seq })).filter((r) => WEIGHT[r.action ?? 'click'] > 0);
+  const usersOf = new Map<string, Set<string>>();
+  const itemsOf = new Map<string, Set<string>>();
+  for (const r of kept) {
+    if (!usersOf.has(r.item)) usersOf.set(r.item, new Set());
+    usersOf.get(r.item)!.add(r.user);
+    if (!itemsOf.has(r.user)) itemsOf.set(r.user, new Set());
+    itemsOf.get(r.user)!.add(r.item);
+  }
+  const popularity = new Map([...usersOf].map(([i, s]) => [i, s.size]));
+  const co = new Map<string, number>();
+  for (const set of itemsOf.values()) for (const a of set) for (const b of set) if (a !== b) co.set(`${a}|${b}`, (co.get(`${a}|${b}`) ?? 0) + 1);
+  const trans = new Map<string, number>();
+  const byUser = new Map<string, typeof kept>();
+  for (const r of kept) {
+    if (!byUser.has(r.user)) byUser.set(r.user, []);
+    byUser.get(r.user)!.push(r);
+  }
+  for (const seq of byUser.values()) {
+    seq.sort((x, y) => x.at - y.at || x.seq - y.seq);
+    for (let t = 1; t < seq.length; t++)
+      if (seq[t].item !== seq[t - 1].item) trans.set(`${seq[t - 1].item}|${seq[t].item}`, (trans.get(`${seq[t - 1].item}|${seq[t].item}`) ?? 0) + 1);
+  }
+  return { popularity, co, trans };
+}
+
+const rows = syntheticLog();
+const dir = mkdtempSync(join(tmpdir(), 'atomem-sql-'));
+const logPath = join(dir, 'orders.jsonl');
+writeFileSync(logPath, `${rows.map((r) => JSON.stringify(r)).join('\n')}\n`);
+writeFileSync(`${logPath}.gz`, gzipSync(readFileSync(logPath)));
+
+/** Every named query's rows, normalised for comparison across engines. */
+async function allRows(engine: SqlEngine): Promise<Record<string, string[]>> {
+  const params: Record<QueryName, Record<string, number>> = {
+    popularity: {},
+    recentPopularity: { since: 1_700_000_000_000 + 3 * 86_400_000, until: 1_700_000_000_000 + 8 * 86_400_000 },
+    trend: { bucketMs: 86_400_000 },
+    cooccurrenceTopK: { k: 5 },
+    neighboursByCount: { k: 4 },
+    transitionsTopK: { k: 3 },
+  };
+  const out: Record<string, string[]> = {};
+  for (const name of Object.keys(QUERIES) as QueryName[]) {
+    const rs = await runQuery(engine, name, params[name]);
+    out[name] = rs
+      .map((r) =>
+        Object.keys(r)
+          .sort()
+          .map(
+            (k) =>
+              `${k}=${typeof r[k] === 'number' || typeof r[k] === 'bigint' || /^[0-9.e+-]+$/.test(String(r[k])) ? Number(r[k]).toPrecision(10) : String(r[k])}`,
+          )
+          .join(','),
+      )
+      .sort();
+  }
+  return out;
+}
+
+let duck: SqlEngine;
+let duckRows: Record<string, string[]>;
+
+describe('counting stages on DuckDB', () => {
+  beforeAll(async () => {
+    duck = await openDuckDb({ threads: 1 });
+    await loadOrdersDuckDb(duck, logPath);
+    duckRows = await allRows(duck);
+  });
+  afterAll(async () => {
+    await duck?.close();
+  });
+
+  it('loads the log (plain and gzip) with its action weights', async () => {
+    const other = await openDuckDb({ threads: 1 });
+    try {
+      expect(await loadOrdersDuckDb(other, `${logPath}.gz`)).toBe(rows.length);
+      expect(await allRows(other)).toEqual(duckRows);
+    } finally {
+      await other.close();
+    }
+    expect(Number((await duck.query('SELECT COUNT(*) AS n FROM shop_orders WHERE weight > 0'))[0].n)).toBe(
+      rows.filter((r) => WEIGHT[r.action ?? 'click'] > 0).length,
+    );
+  });
+
+  it('popularity, co-occurrence top-k and transitions equal a direct computation', async () => {
+    const d = direct(rows);
+    const r = await countingStages(duck, { knnK: 1000, markovK: 1000 });
+    expect(Object.fromEntries(r.popularity)).toEqual(Object.fromEntries(d.popularity));
+    const co = new Map<string, number>();
+    for (const [a, l] of r.knn)
+      for (const x of l) {
+        co.set(`${a}|${x.item}`, x.co);
+        expect(x.score).toBeCloseTo(x.co / Math.sqrt(d.popularity.get(a)! * d.popularity.get(x.item)!), 12);
+      }
+    expect(Object.fromEntries(co)).toEqual(Object.fromEntries(d.co));
+    const tr = new Map<string, number>();
+    for (const [a, l] of r.transitions) for (const x of l) tr.set(`${a}|${x.item}`, x.count);
+    expect(Object.fromEntries(tr)).toEqual(Object.fromEntries(d.trans));
+    // top-k: best first, k per item
+    const small = await countingStages(duck, { knnK: 2, markovK: 1 });
+    for (const l of small.knn.values()) {
+      expect(l.length).toBeLessThanOrEqual(2);
+      if (l.length === 2) expect(l[0].score).toBeGreaterThanOrEqual(l[1].score);
+    }
+    for (const l of small.transitions.values()) expect(l.length).toBe(1);
+  });
+
+  it('atomem-shop --engine duckdb gives the lists the in-memory stages give', async () => {
+    const itemsPath = join(dir, 'items.jsonl');
+    writeFileSync(itemsPath, Array.from({ length: 30 }, (_, i) => JSON.stringify({ id: `i${i}` })).join('\n'));
+    const train = async (extra: string[]) => {
+      let err = '';
+      const out = join(dir, `m${extra.length}.bin`);
+      const code = await main(['--interactions', logPath, '--items', itemsPath, '--out', out, '--dim', '0', '--ease', 'local', '--no-progress', ...extra], {
+        stdout: () => {},
+        stderr: (s) => (err += s),
+      });
+      expect(err).toBe('');
+      expect(code).toBe(0);
+      return decodeShopModel(readFileSync(out));
+    };
+    const mem = await train([]);
+    const sql = await train(['--engine', 'duckdb']);
+    /** Per candidate (in) or source (out) the sorted kept weights: equal whatever the tie-breaks. */
+    const kept = (l: { offsets: Uint32Array; targets: Uint32Array; weights: Float32Array }, by: 'source' | 'target') => {
+      const m = new Map<number, number[]>();
+      for (let r = 0; r + 1 < l.offsets.length; r++)
+        for (let p = l.offsets[r]; p < l.offsets[r + 1]; p++) {
+          const key = by === 'source' ? r : l.targets[p];
+          if (!m.has(key)) m.set(key, []);
+          m.get(key)!.push(Number(l.weights[p].toFixed(3)));
+        }
+      return Object.fromEntries([...m].map(([k, v]) => [k, v.sort()]));
+    };
+    expect(mem.lists.knn.targets.length).toBeGreaterThan(30);
+    expect(kept(sql.lists.knn, 'target')).toEqual(kept(mem.lists.knn, 'target'));
+    expect(kept(sql.lists.markov, 'source')).toEqual(kept(mem.lists.markov, 'source'));
+    expect(kept(sql.lists.ease, 'target')).toEqual(kept(mem.lists.ease, 'target'));
+    expect(Array.from(sql.popularity)).toEqual(Array.from(mem.popularity));
+  });
+
+  it('refuses non-numeric parameters and unknown actions', async () => {
+    expect(() => renderQuery('cooccurrenceTopK', { k: Number.NaN })).toThrow(/k must be a finite number/);
+    expect(() => renderQuery('cooccurrenceTopK', {})).toThrow(/k must be a finite number/);
+    const bad = join(dir, 'bad.jsonl');
+    writeFileSync(bad, '{"user":"a","item":"b","at":1,"action":"teleport"}\n');
+    const e = await openDuckDb({ threads: 1 });
+    try {
+      await expect(loadOrdersDuckDb(e, bad)).rejects.toThrow(/unknown action "teleport"/);
+    } finally {
+      await e.close();
+    }
+  });
+});
+
+// ── PostgreSQL 15 ────────────────────────────────────────────────────────────────────────
+
+const PG_BIN = '/usr/lib/postgresql/15/bin';
+const isRoot = process.getuid?.() === 0;
+
+/** Installs Debian's postgresql when missing (root with apt only); returns why not, or ''. */
+function ensurePostgres(): string {
+  if (existsSync(join(PG_BIN, 'initdb'))) return '';
+  if (!isRoot) return 'PostgreSQL 15 is not installed and we are not root (apt-get install -y postgresql)';
+  if (spawnSync('which', ['apt-get']).status !== 0) return 'PostgreSQL 15 is not installed and there is no apt-get';
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  let r = spawnSync('apt-get', ['install', '-y', '-q', 'postgresql'], { env, stdio: 'inherit', timeout: 600_000 });
+  if (r.status !== 0) {
+    spawnSync('apt-get', ['update', '-q'], { env, stdio: 'inherit', timeout: 600_000 });
+    r = spawnSync('apt-get', ['install', '-y', '-q', 'postgresql'], { env, stdio: 'inherit', timeout: 600_000 });
+  }
+  return existsSync(join(PG_BIN, 'initdb')) ? '' : 'apt-get install -y postgresql did not provide PostgreSQL 15';
+}
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+
+const skipReason = ensurePostgres();
+if (skipReason) console.warn(`shop-sql.test: SKIPPING the PostgreSQL check: ${skipReason}`);
+
+describe.skipIf(skipReason !== '')('the same SQL on PostgreSQL 15', () => {
+  const pgDir = mkdtempSync(join(tmpdir(), 'atomem-pg-'));
+  const data = join(pgDir, 'data');
+  // why: PostgreSQL refuses to run as root; the Debian package's `postgres` user runs it.
+  const asPg = (cmd: string, args: string[]) =>
+    isRoot ? execFileSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { stdio: 'pipe' }) : execFileSync(cmd, args, { stdio: 'pipe' });
+  let pid = 0;
+  let client: import('pg').Client | undefined;
+  let port = 0;
+
+  beforeAll(async () => {
+    chmodSync(pgDir, 0o777);
+    if (isRoot) execFileSync('chown', ['postgres', pgDir]);
+    asPg(join(PG_BIN, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync']);
+    port = await freePort();
+    asPg(join(PG_BIN, 'pg_ctl'), [
+      '-D',
+      data,
+      '-l',
+      join(pgDir, 'log'),
+      '-w',
+      '-o',
+      `-p ${port} -k ${pgDir} -c listen_addresses=127.0.0.1 -c fsync=off`,
+      'start',
+    ]);
+    pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const { Client } = (await import('pg')).default;
+    client = new Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });
+    await client.connect();
+  });
+
+  afterAll(async () => {
+    await client?.end().catch(() => {});
+    if (pid) {
+      process.kill(pid, 'SIGINT'); // fast shutdown of the server we started
+      for (let t = 0; t < 100; t++) {
+        try {
+          process.kill(pid, 0);
+        } catch {
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    rmSync(pgDir, { recursive: true, force: true });
+  });
+
+  it('gives the same rows as DuckDB for every named query', async () => {
+    const pg: SqlEngine = {
+      name: 'postgresql',
+      query: async (sql) => (await client!.query(sql)).rows,
+      close: async () => {},
+    };
+    await pg.query('CREATE TABLE raw_orders (user_id VARCHAR, item_id VARCHAR, at_ms BIGINT, seq BIGINT, action VARCHAR)');
+    const values = rows.map((r, i) => `('${r.user}', '${r.item}', ${r.at}, ${i + 1}, ${r.action ? `'${r.action}'` : 'NULL'})`).join(',\n');
+    await pg.query(`INSERT INTO raw_orders VALUES ${values}`);
+    await pg.query(
+      `CREATE TABLE shop_orders AS SELECT user_id, item_id, at_ms, seq, CAST(${weightExpression('action')} AS DOUBLE PRECISION) AS weight FROM raw_orders`,
+    );
+    const pgRows = await allRows(pg);
+    for (const name of Object.keys(QUERIES)) expect(pgRows[name], name).toEqual(duckRows[name]);
+    expect(pgRows.cooccurrenceTopK.length).toBeGreaterThan(20);
+  });
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
