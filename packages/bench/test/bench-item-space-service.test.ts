@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../../test', '../../../test');
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const dir = mkdtempSync(join(tmpdir(), 'atomem-bench-item-space-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
