@@ -24,6 +24,7 @@
  */
 
 import { timingSafeEqual } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import cors from '@fastify/cors';
@@ -117,8 +118,18 @@ export interface IndexService {
   readonly ready: Promise<void>;
   /** The protocol v2 part: epochs, releases, the issuer, the communities. */
   readonly v2: V2Controller;
-  /** Listen on `host:port` (port 0 = any free port); resolves to the base URL. Logs no address. */
-  listen(options: { port: number; host?: string }): Promise<string>;
+  /**
+   * Listen on `host:port` (port 0 = any free port); resolves to the base URL. Logs no address.
+   * With `healthPort` a second listener on the same host answers `GET /v2/health` only (see
+   * {@link IndexService.healthUrl}).
+   */
+  listen(options: { port: number; host?: string; healthPort?: number }): Promise<string>;
+  /**
+   * Base URL of the separate health listener once {@link IndexService.listen} opened it with
+   * `healthPort`, else undefined. It has its own small connection cap and timeouts, so
+   * orchestrators' probes are answered while the main listener is full of clients.
+   */
+  readonly healthUrl: string | undefined;
   /** Storage health (what `/v2/health` reports as `storage`). */
   readonly storage: StorageHealth;
   /** Edge counters: open and refused connections, rate-limited requests. */
@@ -317,6 +328,8 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
   ready$.catch(() => {});
 
   let closing: Promise<void> | undefined;
+  let healthServer: Server | undefined;
+  let healthUrl: string | undefined;
   return {
     app,
     serving: serving$,
@@ -324,18 +337,37 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
     v2,
     storage,
     edge,
-    async listen({ port, host = '127.0.0.1' }) {
+    get healthUrl() {
+      return healthUrl;
+    },
+    async listen({ port, host = '127.0.0.1', healthPort }) {
+      if (healthPort !== undefined && !(Number.isInteger(healthPort) && healthPort >= 0 && healthPort < 65536))
+        throw new RangeError(`healthPort must be a port number (0 = any free port), got ${String(healthPort)}`);
       await app.listen({ port, host, listenTextResolver: () => 'index service listening' });
-      const addr = app.server.address();
-      if (addr === null || typeof addr === 'string') throw new Error('unexpected server address');
-      const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
-      return `http://${h}:${addr.port}`;
+      if (healthPort !== undefined) {
+        healthServer = healthListener(app);
+        const s = healthServer;
+        await new Promise<void>((resolve, reject) => {
+          s.once('error', reject);
+          s.listen(healthPort, host, () => {
+            s.off('error', reject);
+            resolve();
+          });
+        });
+        healthUrl = baseUrl(s);
+      }
+      return baseUrl(app.server);
     },
     close() {
       closing ??= (async () => {
         // why: a close during the item-space clustering ends its worker instead of waiting for it
         v2.stopLoading();
         await ready$.catch(() => {});
+        if (healthServer) {
+          const s = healthServer;
+          s.closeAllConnections();
+          await new Promise<void>((resolve) => s.close(() => resolve()));
+        }
         await app.close();
         loop.dispose();
         await v2.close();
@@ -343,6 +375,44 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
       return closing;
     },
   };
+}
+
+function baseUrl(server: Server): string {
+  const addr = server.address();
+  if (addr === null || typeof addr === 'string') throw new Error('unexpected server address');
+  const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  return `http://${h}:${addr.port}`;
+}
+
+/**
+ * The separate health listener: `GET` / `HEAD /v2/health` answered by the same route as on the
+ * main listener (through `app.inject`, no socket), anything else 404. Its own cap of 64 open
+ * connections and short timeouts: it is meant for the orchestrator's probes, not the public.
+ */
+function healthListener(app: FastifyInstance): Server {
+  const server = createServer({ headersTimeout: 5000, requestTimeout: 5000, keepAliveTimeout: 5000, connectionsCheckingInterval: 1000 }, (req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    if ((req.method !== 'GET' && req.method !== 'HEAD') || path !== INDEX_V2_PATHS.health) {
+      res.writeHead(404, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+      res.end(JSON.stringify({ error: 'not_found', message: `this listener answers GET ${INDEX_V2_PATHS.health} only` } satisfies ErrorV2Response));
+      return;
+    }
+    app.inject({ method: 'GET', url: INDEX_V2_PATHS.health }).then(
+      (r) => {
+        const headers: Record<string, string> = { 'content-type': String(r.headers['content-type'] ?? 'application/json'), 'cache-control': 'no-store' };
+        if (r.headers['retry-after'] !== undefined) headers['retry-after'] = String(r.headers['retry-after']);
+        res.writeHead(r.statusCode, headers);
+        res.end(req.method === 'HEAD' ? undefined : r.body);
+      },
+      () => {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: 'internal', message: 'internal error' } satisfies ErrorV2Response));
+      },
+    );
+  });
+  server.maxConnections = 64;
+  server.setTimeout(15_000);
+  return server;
 }
 
 /** `authorization: Bearer <secret>`, compared in constant time. */

@@ -1,0 +1,102 @@
+// The separate health listener (`healthPort`, CLI `--health-port`): it answers GET /v2/health
+// with the main route's answer, nothing else, and keeps answering while the main listener
+// refuses the prober (its address is at the per-address connection cap).
+import { request } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createIndexService, type IndexService } from '../src/service.js';
+import { INDEX_V2_PATHS } from '../../atomem/src/protocol/index-v2.js';
+import type { ItemSpace } from '../../atomem/src/community/release.js';
+
+const dirs: string[] = [];
+const services: IndexService[] = [];
+afterAll(async () => {
+  while (services.length) await services.pop()!.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+function space(): ItemSpace {
+  const ids: string[] = [];
+  const vectors: Float32Array[] = [];
+  for (let i = 0; i < 40; i++) {
+    const v = new Float32Array(8);
+    v[i % 8] = 1;
+    v[(i * 3) % 8] += 0.4;
+    const n = Math.hypot(...v);
+    ids.push(`item-${i}`);
+    vectors.push(v.map((x) => x / n));
+  }
+  return { embedderId: 'health-port@1', ids, vectors };
+}
+
+/** One request on a fresh connection: status and body, or status 0 when the connection was cut. */
+function get(url: string, method = 'GET'): Promise<{ status: number; body: string }> {
+  return new Promise((resolve) => {
+    const req = request(url, { method, agent: false, headers: { connection: 'close' } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.setTimeout(5000, () => req.destroy());
+    req.on('error', () => resolve({ status: 0, body: '' }));
+    req.end();
+  });
+}
+
+describe('separate health listener', () => {
+  it('answers GET /v2/health like the main listener, 404 for anything else, and while the main listener refuses the prober', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'atomem-health-port-'));
+    dirs.push(dataDir);
+    const svc = createIndexService({
+      dataDir,
+      rateLimit: false,
+      network: { maxConnectionsPerAddress: 4 },
+      v2: { space: space(), tickMs: 0, minReports: 1 },
+    });
+    services.push(svc);
+    await svc.ready;
+    expect(svc.healthUrl).toBeUndefined();
+    await expect(svc.listen({ port: 0, healthPort: 70_000 })).rejects.toThrow(/healthPort/);
+    const url = await svc.listen({ port: 0, healthPort: 0 });
+    const healthUrl = svc.healthUrl!;
+    expect(healthUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(healthUrl).not.toBe(url);
+
+    const main = await get(`${url}${INDEX_V2_PATHS.health}`);
+    const side = await get(`${healthUrl}${INDEX_V2_PATHS.health}`);
+    expect(main.status).toBe(200);
+    expect(side.status).toBe(200);
+    const strip = (b: string) => ({ ...JSON.parse(b), epoch: 0 });
+    expect(strip(side.body)).toEqual(strip(main.body));
+    expect((await get(`${healthUrl}${INDEX_V2_PATHS.health}`, 'HEAD')).status).toBe(200);
+    const other = await get(`${healthUrl}${INDEX_V2_PATHS.latest}`);
+    expect(other.status).toBe(404);
+    expect(JSON.parse(other.body).error).toBe('not_found');
+    expect((await get(`${healthUrl}${INDEX_V2_PATHS.report}`, 'POST')).status).toBe(404);
+
+    // The prober's address holds its 4 connections on the main port (headers never finished).
+    const port = Number(new URL(url).port);
+    const held: Socket[] = [];
+    for (let i = 0; i < 4; i++) {
+      const s = connect({ port, host: '127.0.0.1' });
+      s.on('error', () => {});
+      await new Promise((r) => s.once('connect', r));
+      s.write('GET /v2/health HTTP/1.1\r\nhost: x\r\n');
+      held.push(s);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    try {
+      expect((await get(`${url}${INDEX_V2_PATHS.health}`)).status).toBe(0);
+      for (let i = 0; i < 10; i++) expect((await get(`${healthUrl}${INDEX_V2_PATHS.health}`)).status).toBe(200);
+      expect(svc.edge.refusedConnections).toBeGreaterThan(0);
+    } finally {
+      for (const s of held) s.destroy();
+    }
+    await svc.close();
+    expect((await get(`${healthUrl}${INDEX_V2_PATHS.health}`)).status).toBe(0);
+  }, 60_000);
+});
