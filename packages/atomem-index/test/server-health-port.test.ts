@@ -1,6 +1,8 @@
-// The separate health listener (`healthPort`, CLI `--health-port`): it answers GET /v2/health
-// with the main route's answer, nothing else, and keeps answering while the main listener
-// refuses the prober (its address is at the per-address connection cap).
+// The separate health listener (`healthPort`, CLI `--health-port`, its own thread): it answers
+// GET /v2/health with the main route's answer, nothing else, keeps answering while the main
+// listener refuses the prober (its address is at the per-address connection cap), and says 503
+// once the main event loop has been blocked for over 5 s.
+import { spawnSync } from 'node:child_process';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -48,7 +50,7 @@ function get(url: string, method = 'GET'): Promise<{ status: number; body: strin
 }
 
 describe('separate health listener', () => {
-  it('answers GET /v2/health like the main listener, 404 for anything else, and while the main listener refuses the prober', async () => {
+  it('answers GET /v2/health like the main listener, 404 for anything else, while the main listener refuses the prober and while the main event loop is blocked (503 after 5 s)', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'atomem-health-port-'));
     dirs.push(dataDir);
     const svc = createIndexService({
@@ -96,6 +98,19 @@ describe('separate health listener', () => {
     } finally {
       for (const s of held) s.destroy();
     }
+
+    // The main event loop blocked (spawnSync) while another process probes the health port:
+    // answered at once by the listener's thread, 503 once its copy is over 5 s old.
+    const probeScript = `const get = () => fetch(${JSON.stringify(`${healthUrl}${INDEX_V2_PATHS.health}`)}).then(async (r) => [r.status, (await r.json()).error ?? null]);
+      (async () => { const first = await get(); await new Promise((r) => setTimeout(r, 6000)); console.log(JSON.stringify([first, await get()])); })();`;
+    const blocked = spawnSync(process.execPath, ['-e', probeScript], { encoding: 'utf8', timeout: 30_000 });
+    expect(JSON.parse(blocked.stdout)).toEqual([
+      [200, null],
+      [503, 'not_ready'],
+    ]);
+    await new Promise((r) => setTimeout(r, 600));
+    expect((await get(`${healthUrl}${INDEX_V2_PATHS.health}`)).status).toBe(200);
+
     await svc.close();
     expect((await get(`${healthUrl}${INDEX_V2_PATHS.health}`)).status).toBe(0);
   }, 60_000);
