@@ -53,6 +53,7 @@ interface Opts {
   crowdSeconds: number;
   ipv6Aliases?: boolean;
   postgres: boolean;
+  throughput: boolean;
   crowdPhase: boolean;
   stall: boolean;
   stallItems: number;
@@ -518,6 +519,7 @@ async function main(): Promise<void> {
     .option('--crowd-seconds <n>', 'probing time under the crowd', int('--crowd-seconds', 1), 30)
     .option('--ipv6-aliases', 'also a crowd from one IPv6 /64: adds fd00:a7e::1–80/128 to lo (root) and removes them after')
     .option('--no-postgres', 'skip the PostgreSQL runs')
+    .option('--no-throughput', 'skip the baseline and the SQLite throughput runs')
     .option('--no-crowd-phase', 'skip the crowd runs')
     .option('--no-stall', 'skip the aggregation stall run')
     .option('--stall-items <n>', 'items of the stall run', int('--stall-items', 100), 20_000)
@@ -551,32 +553,6 @@ async function main(): Promise<void> {
         .map((x) => x.toFixed(2))
         .join(' / ')} at start\n`,
     );
-    // 1. baseline
-    log('baseline: bare fastify hello…');
-    const hello = await startProcess('hello', 'packages/bench/src/hello-server.ts', []);
-    const helloGet = await getLoad(`${hello.url}/hello`, c, o.seconds, 4);
-    const helloPost = await postLoad(
-      `${hello.url}/hello`,
-      Array.from({ length: o.reports }, () => '{"v":2}'),
-      c,
-      3,
-      [hello.child.pid!],
-    );
-    await stopChild(hello.child);
-    result.baseline = { get: helloGet, post: helloPost };
-
-    // 2. SQLite: throughput instance (one-day epochs)
-    log('SQLite: throughput instance…');
-    const sq = await startService(join(dir, 'sqlite-tp'), catalog, ['--health-port', '0']);
-    const sqHealth = await getLoad(`${sq.url}${INDEX_V2_PATHS.health}`, c, o.seconds, 4);
-    const sqHealthPort = await getLoad(`${sq.healthUrl}${INDEX_V2_PATHS.health}`, c, o.seconds, 5);
-    const h = await health(sq.url);
-    log(`  minting ${o.reports} tokens for epoch ${h.epoch} (before the timed phase)…`);
-    const sqMint = await mint(sq.url, h.epoch, o.reports);
-    const sqReports = await postLoad(`${sq.url}${INDEX_V2_PATHS.report}`, reportBodies(sqMint.tokens, h.epoch, h.ldp, rnd), c, 3, [sq.child.pid!]);
-    await stopChild(sq.child);
-    result.sqlite = { health: sqHealth, healthPort: sqHealthPort, mint: { tokens: sqMint.tokens.length, seconds: sqMint.seconds }, reports: sqReports };
-
     // SQLite: release instance (short epochs, dual-stack for the IPv6 crowd)
     log('SQLite: release instance (short epochs)…');
     const rel = await startService(join(dir, 'sqlite-rel'), catalog, [
@@ -595,29 +571,59 @@ async function main(): Promise<void> {
     ]);
     const relEpoch = await seedRelease([rel.url], rnd);
     const sqRelease = await getLoad(`${rel.url}${INDEX_V2_PATHS.release(relEpoch)}`, c, o.seconds, 4);
-    (result.sqlite as Record<string, unknown>).release = sqRelease;
+    result.sqliteRelease = sqRelease;
 
-    const s = result.sqlite as { health: typeof sqHealth; healthPort: typeof sqHealth; reports: typeof sqReports; release: typeof sqRelease };
-    console.log('### Throughput and latency, one instance, SQLite (service and driver in separate processes)\n');
-    console.log('| what | requests | per second | p50 ms | p99 ms | failures | bare fastify, same run | ratio (per second) |');
-    console.log('|---|---:|---:|---:|---:|---:|---|---:|');
-    const base = `GET /hello: ${f1(helloGet.perSecond)}/s, p50 ${f1(helloGet.p50)}, p99 ${f1(helloGet.p99)}`;
-    console.log(
-      `| GET /v2/health (main port, kept alive) | ${s.health.requests} | ${f1(s.health.perSecond)} | ${f1(s.health.p50)} | ${f1(s.health.p99)} | ${s.health.failures} | ${base} | ${(s.health.perSecond / helloGet.perSecond).toFixed(2)} |`,
-    );
-    console.log(
-      `| GET /v2/health (--health-port) | ${s.healthPort.requests} | ${f1(s.healthPort.perSecond)} | ${f1(s.healthPort.p50)} | ${f1(s.healthPort.p99)} | ${s.healthPort.failures} | ${base} | ${(s.healthPort.perSecond / helloGet.perSecond).toFixed(2)} |`,
-    );
-    console.log(
-      `| GET /v2/releases/:epoch (${sqRelease.bytes} bytes) | ${s.release.requests} | ${f1(s.release.perSecond)} | ${f1(s.release.p50)} | ${f1(s.release.p99)} | ${s.release.failures} | ${base} | ${(s.release.perSecond / helloGet.perSecond).toFixed(2)} |`,
-    );
-    console.log(
-      `| POST /v2/reports (accepted 202; one connection each) | ${s.reports.sent} | ${f1(s.reports.perSecond)} | ${f1(s.reports.p50)} | ${f1(s.reports.p99)} | ${s.reports.sent - s.reports.accepted} | POST /hello (connection: close): ${f1(helloPost.perSecond)}/s, p50 ${f1(helloPost.p50)}, p99 ${f1(helloPost.p99)} | ${(s.reports.perSecond / helloPost.perSecond).toFixed(2)} |`,
-    );
-    console.log(
-      `\nTokens were minted before the timed phase (${sqMint.tokens.length} in ${f1(sqMint.seconds)} s on 2 threads: the device's blind-RSA blinding is pure JS). CPU seconds during the report run: service ${f1(sqReports.cpuSeconds.servers[0])}, driver ${f1(sqReports.cpuSeconds.driver)} (of ${f1(sqReports.seconds * 2)} available on 2 cores).`,
-    );
+    if (o.throughput) {
+      // 1. baseline
+      log('baseline: bare fastify hello…');
+      const hello = await startProcess('hello', 'packages/bench/src/hello-server.ts', []);
+      const helloGet = await getLoad(`${hello.url}/hello`, c, o.seconds, 4);
+      const helloPost = await postLoad(
+        `${hello.url}/hello`,
+        Array.from({ length: o.reports }, () => '{"v":2}'),
+        c,
+        3,
+        [hello.child.pid!],
+      );
+      await stopChild(hello.child);
+      result.baseline = { get: helloGet, post: helloPost };
 
+      // 2. SQLite: throughput instance (one-day epochs)
+      log('SQLite: throughput instance…');
+      const sq = await startService(join(dir, 'sqlite-tp'), catalog, ['--health-port', '0']);
+      const sqHealth = await getLoad(`${sq.url}${INDEX_V2_PATHS.health}`, c, o.seconds, 4);
+      const sqHealthPort = await getLoad(`${sq.healthUrl}${INDEX_V2_PATHS.health}`, c, o.seconds, 5);
+      const h = await health(sq.url);
+      log(`  minting ${o.reports} tokens for epoch ${h.epoch} (before the timed phase)…`);
+      const sqMint = await mint(sq.url, h.epoch, o.reports);
+      const sqReports = await postLoad(`${sq.url}${INDEX_V2_PATHS.report}`, reportBodies(sqMint.tokens, h.epoch, h.ldp, rnd), c, 3, [sq.child.pid!]);
+      await stopChild(sq.child);
+      result.sqlite = { health: sqHealth, healthPort: sqHealthPort, mint: { tokens: sqMint.tokens.length, seconds: sqMint.seconds }, reports: sqReports };
+
+      const s = { ...(result.sqlite as { health: typeof sqHealth; healthPort: typeof sqHealth; reports: typeof sqReports }), release: sqRelease };
+      console.log('### Throughput and latency, one instance, SQLite (service and driver in separate processes)\n');
+      console.log('| what | requests | per second | p50 ms | p99 ms | failures | bare fastify, same run | ratio (per second) |');
+      console.log('|---|---:|---:|---:|---:|---:|---|---:|');
+      const base = `GET /hello: ${f1(helloGet.perSecond)}/s, p50 ${f1(helloGet.p50)}, p99 ${f1(helloGet.p99)}`;
+      console.log(
+        `| GET /v2/health (main port, kept alive) | ${s.health.requests} | ${f1(s.health.perSecond)} | ${f1(s.health.p50)} | ${f1(s.health.p99)} | ${s.health.failures} | ${base} | ${(s.health.perSecond / helloGet.perSecond).toFixed(2)} |`,
+      );
+      console.log(
+        `| GET /v2/health (--health-port) | ${s.healthPort.requests} | ${f1(s.healthPort.perSecond)} | ${f1(s.healthPort.p50)} | ${f1(s.healthPort.p99)} | ${s.healthPort.failures} | ${base} | ${(s.healthPort.perSecond / helloGet.perSecond).toFixed(2)} |`,
+      );
+      console.log(
+        `| GET /v2/releases/:epoch (${sqRelease.bytes} bytes) | ${s.release.requests} | ${f1(s.release.perSecond)} | ${f1(s.release.p50)} | ${f1(s.release.p99)} | ${s.release.failures} | ${base} | ${(s.release.perSecond / helloGet.perSecond).toFixed(2)} |`,
+      );
+      console.log(
+        `| POST /v2/reports (accepted 202; one connection each) | ${s.reports.sent} | ${f1(s.reports.perSecond)} | ${f1(s.reports.p50)} | ${f1(s.reports.p99)} | ${s.reports.sent - s.reports.accepted} | POST /hello (connection: close): ${f1(helloPost.perSecond)}/s, p50 ${f1(helloPost.p50)}, p99 ${f1(helloPost.p99)} | ${(s.reports.perSecond / helloPost.perSecond).toFixed(2)} |`,
+      );
+      console.log(
+        `\nTokens were minted before the timed phase (${sqMint.tokens.length} in ${f1(sqMint.seconds)} s on 2 threads: the device's blind-RSA blinding is pure JS). CPU seconds during the report run: service ${f1(sqReports.cpuSeconds.servers[0])} (${((1000 * sqReports.cpuSeconds.servers[0]) / Math.max(1, sqReports.accepted)).toFixed(2)} ms of CPU per accepted report), driver ${f1(sqReports.cpuSeconds.driver)}, of ${f1(sqReports.seconds * cpus().length)} s of CPU on ${cpus().length} cores.`,
+      );
+    } else
+      console.log(
+        `release GET (${sqRelease.bytes} bytes, SQLite, kept alive, concurrency ${c}): ${f1(sqRelease.perSecond)}/s, p50 ${f1(sqRelease.p50)} ms, p99 ${f1(sqRelease.p99)} ms, ${sqRelease.failures} failures`,
+      );
     // 3. crowds
     if (o.crowdPhase && o.crowd > 0) {
       log('crowd (IPv4)…');
@@ -733,8 +739,10 @@ async function main(): Promise<void> {
         console.log(
           `| two instances via the proxy | ${twoRun.sent} | ${f1(twoRun.perSecond)} | ${f1(twoRun.p50)} | ${f1(twoRun.p99)} | ${twoRun.sent - twoRun.accepted} | ${cpu(twoRun)} |`,
         );
+        const perReport = (r: typeof oneRun) => ((1000 * r.cpuSeconds.servers.slice(0, 2).reduce((x, y) => x + y, 0)) / Math.max(1, r.accepted)).toFixed(2);
+        console.log(`\nCPU of the two instances per accepted report: ${perReport(oneRun)} ms (one instance) / ${perReport(twoRun)} ms (two).`);
         console.log(
-          `\ntwo / one instance: ${(twoRun.perSecond / oneRun.perSecond).toFixed(2)}× (target ≥ 1.6×; ${cpus().length} cores shared by both instances, PostgreSQL, the proxy and the driver).`,
+          `two / one instance: ${(twoRun.perSecond / oneRun.perSecond).toFixed(2)}× (target ≥ 1.6×; ${cpus().length} cores shared by both instances, PostgreSQL, the proxy and the driver).`,
         );
         console.log(
           `each of ${check.length} tokens sent to both instances at once: accepted by exactly one ${acceptedOnce}, by both (double spend) ${acceptedTwice}, by neither ${check.length - acceptedOnce - acceptedTwice}. Reports acknowledged (202) in all: ${acknowledged}; counted in PostgreSQL: ${stored}.`,
