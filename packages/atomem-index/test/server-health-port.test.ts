@@ -2,16 +2,21 @@
 // GET /v2/health with the main route's answer, nothing else, keeps answering while the main
 // listener refuses the prober (its address is at the per-address connection cap), and says 503
 // once the main event loop has been blocked for over 5 s.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createIndexService, type IndexService } from '../src/service.js';
 import { INDEX_V2_PATHS } from '../../atomem/src/protocol/index-v2.js';
 import type { ItemSpace } from '../../atomem/src/community/release.js';
+import { encodeCatalogVectors } from '../../atomem/src/protocol/catalog-vectors-v1.js';
+import { rng, unit } from '../../../test/fixtures/index-wire.js';
+
+const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 
 const dirs: string[] = [];
 const services: IndexService[] = [];
@@ -114,4 +119,61 @@ describe('separate health listener', () => {
     await svc.close();
     expect((await get(`${healthUrl}${INDEX_V2_PATHS.health}`)).status).toBe(0);
   }, 60_000);
+
+  it('the CLI: --health-port opens the listener and the ready line names it; a bad port is refused with the flag named', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'atomem-health-cli-'));
+    dirs.push(dir);
+    const catalog = join(dir, 'catalog.bin');
+    const r = rng(3);
+    const items = Array.from({ length: 30 }, (_, i) => ({ id: `sku-${i}`, title: `product ${i}` }));
+    writeFileSync(
+      catalog,
+      encodeCatalogVectors(
+        { id: 'health-cli@1', dim: 8 },
+        items,
+        items.map(() => unit(Array.from({ length: 8 }, () => r() - 0.5))),
+      ),
+    );
+    const cli = [
+      '-C',
+      'atomem-source',
+      '--import',
+      'tsx',
+      'packages/atomem-index/src/cli.ts',
+      '--data',
+      join(dir, 'data'),
+      '--catalog-vectors',
+      catalog,
+      '--port',
+      '0',
+    ];
+    const bad = spawnSync(process.execPath, [...cli, '--health-port', '-1'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toMatch(/--health-port must be an integer/);
+
+    const child = spawn(process.execPath, [...cli, '--health-port', '0', '--log-level', 'error'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        const timer = setTimeout(() => reject(new Error(`not ready after 90 s: ${out}`)), 90_000);
+        child.stdout!.on('data', (d: Buffer) => {
+          out += d.toString();
+          if (out.includes('\n')) {
+            clearTimeout(timer);
+            resolve(out);
+          }
+        });
+        child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)));
+      });
+      const m = /ready at (http:\S+) .*health also at (http:\S+)\/v2\/health/.exec(line);
+      expect(m, line).not.toBeNull();
+      expect(m![2]).not.toBe(m![1]);
+      const h = await get(`${m![2]}${INDEX_V2_PATHS.health}`);
+      expect(h.status).toBe(200);
+      expect(JSON.parse(h.body).status).toBe('ok');
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => (child.exitCode !== null ? resolve(null) : child.once('exit', resolve)));
+    }
+  }, 180_000);
 });
