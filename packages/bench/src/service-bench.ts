@@ -25,7 +25,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
@@ -58,6 +58,7 @@ interface Opts {
   stall: boolean;
   stallItems: number;
   stallReports: number;
+  rounds: number;
   json?: string;
 }
 
@@ -122,6 +123,28 @@ function cpuSeconds(pid: number): number {
     return Number.NaN;
   }
 }
+/** CPU seconds of a process and all its direct children (PostgreSQL: the postmaster and its backends), from /proc. */
+function treeCpuSeconds(pid: number): number {
+  let sum = cpuSeconds(pid);
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const f = readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1].split(' ');
+      if (Number(f[1]) === pid) sum += (Number(f[11]) + Number(f[12])) / 100;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return sum;
+}
+
+/** Busy and total CPU jiffies of the whole machine (/proc/stat). */
+function machineJiffies(): { busy: number; total: number } {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const total = f.reduce((a, b) => a + b, 0);
+  return { busy: total - f[3] - (f[4] ?? 0), total };
+}
+
 function rssMb(pid: number): number {
   try {
     const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -265,11 +288,13 @@ async function getLoad(url: string, c: number, seconds: number, addrBase: number
 }
 
 /** POST `bodies` at concurrency `c`, one connection per request (as devices send reports). */
-async function postLoad(url: string, bodies: string[], c: number, addrBase: number, pids: number[] = []) {
+async function postLoad(url: string, bodies: string[], c: number, addrBase: number, pids: number[] = [], postmaster?: number) {
   const statuses = new Map<number, number>();
   const ms: number[] = [];
   let next = 0;
   const cpu0 = pids.map(cpuSeconds);
+  const pg0 = postmaster !== undefined ? treeCpuSeconds(postmaster) : Number.NaN;
+  const m0 = machineJiffies();
   const self0 = process.cpuUsage();
   const t0 = performance.now();
   await Promise.all(
@@ -293,7 +318,42 @@ async function postLoad(url: string, bodies: string[], c: number, addrBase: numb
     perSecond: accepted / elapsed,
     p50: pct(ms, 0.5),
     p99: pct(ms, 0.99),
-    cpuSeconds: { driver: (self.user + self.system) / 1e6, servers: pids.map((p, i) => cpuSeconds(p) - cpu0[i]) },
+    ms,
+    cpuSeconds: {
+      driver: (self.user + self.system) / 1e6,
+      servers: pids.map((p, i) => cpuSeconds(p) - cpu0[i]),
+      postgres: postmaster !== undefined ? treeCpuSeconds(postmaster) - pg0 : Number.NaN,
+    },
+    /** Share of the machine's CPU time that was busy (every process, not only this bench's). */
+    machineBusy: ((m1) => (m1.busy - m0.busy) / Math.max(1, m1.total - m0.total))(machineJiffies()),
+  };
+}
+
+type PostRun = Awaited<ReturnType<typeof postLoad>>;
+
+/** Rounds of one configuration as one run: sums, and percentiles over every request. */
+function combine(runs: PostRun[]): PostRun {
+  const ms = runs.flatMap((r) => r.ms);
+  const sum = (f: (r: PostRun) => number) => runs.reduce((x, r) => x + f(r), 0);
+  const seconds = sum((r) => r.seconds);
+  const accepted = sum((r) => r.accepted);
+  const statuses: Record<string, number> = {};
+  for (const r of runs) for (const [k, v] of Object.entries(r.statuses)) statuses[k] = (statuses[k] ?? 0) + v;
+  return {
+    sent: sum((r) => r.sent),
+    accepted,
+    statuses,
+    seconds,
+    perSecond: accepted / seconds,
+    p50: pct(ms, 0.5),
+    p99: pct(ms, 0.99),
+    ms,
+    cpuSeconds: {
+      driver: sum((r) => r.cpuSeconds.driver),
+      servers: runs[0].cpuSeconds.servers.map((_, i) => sum((r) => r.cpuSeconds.servers[i])),
+      postgres: sum((r) => r.cpuSeconds.postgres),
+    },
+    machineBusy: sum((r) => r.machineBusy * r.seconds) / seconds,
   };
 }
 
@@ -512,6 +572,7 @@ async function main(): Promise<void> {
       'index service on loopback: throughput and latency against a bare fastify in the same run, crowds, two instances on PostgreSQL, the aggregation stall',
     )
     .option('--reports <n>', 'reports (pre-minted tokens) per throughput run', int('--reports', 10), 1000)
+    .option('--rounds <n>', 'alternating rounds of one and two instances (the reports split between them)', int('--rounds', 1), 2)
     .option('--concurrency <n>', 'concurrent clients', int('--concurrency', 1), 50)
     .option('--seconds <n>', 'length of each GET latency run', int('--seconds', 1), 5)
     .option('--crowd <n>', 'slow clients in the crowd', int('--crowd', 0), 5000)
@@ -586,7 +647,7 @@ async function main(): Promise<void> {
         [hello.child.pid!],
       );
       await stopChild(hello.child);
-      result.baseline = { get: helloGet, post: helloPost };
+      result.baseline = { get: helloGet, post: { ...helloPost, ms: undefined } };
 
       // 2. SQLite: throughput instance (one-day epochs)
       log('SQLite: throughput instance…');
@@ -598,7 +659,12 @@ async function main(): Promise<void> {
       const sqMint = await mint(sq.url, h.epoch, o.reports);
       const sqReports = await postLoad(`${sq.url}${INDEX_V2_PATHS.report}`, reportBodies(sqMint.tokens, h.epoch, h.ldp, rnd), c, 3, [sq.child.pid!]);
       await stopChild(sq.child);
-      result.sqlite = { health: sqHealth, healthPort: sqHealthPort, mint: { tokens: sqMint.tokens.length, seconds: sqMint.seconds }, reports: sqReports };
+      result.sqlite = {
+        health: sqHealth,
+        healthPort: sqHealthPort,
+        mint: { tokens: sqMint.tokens.length, seconds: sqMint.seconds },
+        reports: { ...sqReports, ms: undefined },
+      };
 
       const s = { ...(result.sqlite as { health: typeof sqHealth; healthPort: typeof sqHealth; reports: typeof sqReports }), release: sqRelease };
       console.log('### Throughput and latency, one instance, SQLite (service and driver in separate processes)\n');
@@ -618,7 +684,7 @@ async function main(): Promise<void> {
         `| POST /v2/reports (accepted 202; one connection each) | ${s.reports.sent} | ${f1(s.reports.perSecond)} | ${f1(s.reports.p50)} | ${f1(s.reports.p99)} | ${s.reports.sent - s.reports.accepted} | POST /hello (connection: close): ${f1(helloPost.perSecond)}/s, p50 ${f1(helloPost.p50)}, p99 ${f1(helloPost.p99)} | ${(s.reports.perSecond / helloPost.perSecond).toFixed(2)} |`,
       );
       console.log(
-        `\nTokens were minted before the timed phase (${sqMint.tokens.length} in ${f1(sqMint.seconds)} s on 2 threads: the device's blind-RSA blinding is pure JS). CPU seconds during the report run: service ${f1(sqReports.cpuSeconds.servers[0])} (${((1000 * sqReports.cpuSeconds.servers[0]) / Math.max(1, sqReports.accepted)).toFixed(2)} ms of CPU per accepted report), driver ${f1(sqReports.cpuSeconds.driver)}, of ${f1(sqReports.seconds * cpus().length)} s of CPU on ${cpus().length} cores.`,
+        `\nTokens were minted before the timed phase (${sqMint.tokens.length} in ${f1(sqMint.seconds)} s on 2 threads: the device's blind-RSA blinding is pure JS). CPU seconds during the report run: service ${f1(sqReports.cpuSeconds.servers[0])} (${((1000 * sqReports.cpuSeconds.servers[0]) / Math.max(1, sqReports.accepted)).toFixed(2)} ms of CPU per accepted report), driver ${f1(sqReports.cpuSeconds.driver)}, of ${f1(sqReports.seconds * cpus().length)} s of CPU on ${cpus().length} cores (the machine was ${Math.round(100 * sqReports.machineBusy)} % busy, every process counted).`,
       );
     } else
       console.log(
@@ -686,18 +752,36 @@ async function main(): Promise<void> {
         log(`  minting ${2 * o.reports + spendCheck} tokens for epoch ${ph.epoch} (before the timed phases)…`);
         const pm = await mint(a.url, ph.epoch, 2 * o.reports + spendCheck);
         const pgHealth = await getLoad(`${a.url}${INDEX_V2_PATHS.health}`, c, o.seconds, 4);
-        const oneRun = await postLoad(`${one.url}${INDEX_V2_PATHS.report}`, reportBodies(pm.tokens.slice(0, o.reports), ph.epoch, ph.ldp, rnd), c, 3, [
-          a.child.pid!,
-          b.child.pid!,
-          one.child.pid!,
-        ]);
-        const twoRun = await postLoad(
-          `${two.url}${INDEX_V2_PATHS.report}`,
-          reportBodies(pm.tokens.slice(o.reports, 2 * o.reports), ph.epoch, ph.ldp, rnd),
-          c,
-          3,
-          [a.child.pid!, b.child.pid!, two.child.pid!],
-        );
+        // why: alternate one / two instances in rounds, so a change of the machine's load during the run hits both alike
+        const oneRounds: PostRun[] = [];
+        const twoRounds: PostRun[] = [];
+        const per = Math.ceil(o.reports / o.rounds);
+        for (let k = 0; k < o.rounds; k++) {
+          const slice = (from: number) => pm.tokens.slice(from + k * per, Math.min(from + o.reports, from + (k + 1) * per));
+          log(`  round ${k + 1} of ${o.rounds}: one instance, then two…`);
+          oneRounds.push(
+            await postLoad(
+              `${one.url}${INDEX_V2_PATHS.report}`,
+              reportBodies(slice(0), ph.epoch, ph.ldp, rnd),
+              c,
+              3,
+              [a.child.pid!, b.child.pid!, one.child.pid!],
+              pgc.pid,
+            ),
+          );
+          twoRounds.push(
+            await postLoad(
+              `${two.url}${INDEX_V2_PATHS.report}`,
+              reportBodies(slice(o.reports), ph.epoch, ph.ldp, rnd),
+              c,
+              3,
+              [a.child.pid!, b.child.pid!, two.child.pid!],
+              pgc.pid,
+            ),
+          );
+        }
+        const oneRun = combine(oneRounds);
+        const twoRun = combine(twoRounds);
         // each token to both instances at once
         const check = pm.tokens.slice(2 * o.reports);
         const pairBodies = reportBodies(check, ph.epoch, ph.ldp, rnd);
@@ -721,8 +805,8 @@ async function main(): Promise<void> {
         result.postgres = {
           release: { epoch: pgRelEpoch, bytes: ba.length, sameBytes: ba.equals(bb), digestA: digest(ba), digestB: digest(bb), get: pgRelease },
           health: pgHealth,
-          oneInstance: oneRun,
-          twoInstances: twoRun,
+          oneInstance: { ...oneRun, ms: undefined },
+          twoInstances: { ...twoRun, ms: undefined },
           ratio: twoRun.perSecond / oneRun.perSecond,
           spendOnce: { tokens: check.length, acceptedOnce, acceptedTwice, refusedBoth: check.length - acceptedOnce - acceptedTwice },
           acknowledged,
@@ -730,14 +814,17 @@ async function main(): Promise<void> {
           mint: { tokens: pm.tokens.length, seconds: pm.seconds },
         };
         console.log('\n### Two instances on one PostgreSQL (Debian, throwaway cluster on loopback) behind a round-robin proxy (its own process)\n');
-        console.log('| what | reports | accepted per second | p50 ms | p99 ms | failures | CPU s: instance A / B / proxy / driver |');
-        console.log('|---|---:|---:|---:|---:|---:|---|');
-        const cpu = (r: typeof oneRun) => `${r.cpuSeconds.servers.map(f1).join(' / ')} / ${f1(r.cpuSeconds.driver)}`;
         console.log(
-          `| one instance via the proxy | ${oneRun.sent} | ${f1(oneRun.perSecond)} | ${f1(oneRun.p50)} | ${f1(oneRun.p99)} | ${oneRun.sent - oneRun.accepted} | ${cpu(oneRun)} |`,
+          `| what (${o.rounds} alternating rounds) | reports | accepted per second | p50 ms | p99 ms | failures | CPU s: instance A / B / proxy / PostgreSQL / driver | seconds | machine CPU busy |`,
+        );
+        console.log('|---|---:|---:|---:|---:|---:|---|---:|---:|');
+        const cpu = (r: typeof oneRun) =>
+          `${r.cpuSeconds.servers.map(f1).join(' / ')} / ${f1(r.cpuSeconds.postgres)} / ${f1(r.cpuSeconds.driver)} | ${f1(r.seconds)} | ${Math.round(100 * r.machineBusy)} % |`;
+        console.log(
+          `| one instance via the proxy | ${oneRun.sent} | ${f1(oneRun.perSecond)} | ${f1(oneRun.p50)} | ${f1(oneRun.p99)} | ${oneRun.sent - oneRun.accepted} | ${cpu(oneRun)}`,
         );
         console.log(
-          `| two instances via the proxy | ${twoRun.sent} | ${f1(twoRun.perSecond)} | ${f1(twoRun.p50)} | ${f1(twoRun.p99)} | ${twoRun.sent - twoRun.accepted} | ${cpu(twoRun)} |`,
+          `| two instances via the proxy | ${twoRun.sent} | ${f1(twoRun.perSecond)} | ${f1(twoRun.p50)} | ${f1(twoRun.p99)} | ${twoRun.sent - twoRun.accepted} | ${cpu(twoRun)}`,
         );
         const perReport = (r: typeof oneRun) => ((1000 * r.cpuSeconds.servers.slice(0, 2).reduce((x, y) => x + y, 0)) / Math.max(1, r.accepted)).toFixed(2);
         console.log(`\nCPU of the two instances per accepted report: ${perReport(oneRun)} ms (one instance) / ${perReport(twoRun)} ms (two).`);
