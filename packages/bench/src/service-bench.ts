@@ -16,8 +16,9 @@
  *    adds fd00:a7e::/64 addresses to `lo` and removes them after) the same from one IPv6 /64.
  * 4. PostgreSQL (Debian's, a throwaway cluster as the tests start it; skipped with the reason
  *    when unavailable): two instances behind a round-robin proxy (./round-robin-proxy.ts):
- *    reports/s through the proxy with one and with two instances, each token sent to both
- *    instances at once (spends counted), the release bytes of both instances compared.
+ *    reports/s through the proxy with one and with two instances (warmed up, then `--rounds`
+ *    alternating rounds), each token sent to both instances at once (spends counted, acknowledged
+ *    vs stored in PostgreSQL), the release bytes of both instances compared.
  * 5. Stall: in this process, a 20k-item space and 3,000 reports' cells, the epoch closed with
  *    the release built in its worker thread: event-loop delay (monitorEventLoopDelay) max/p99.
  *
