@@ -2,7 +2,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runVectorsCli, sasrecSequences } from '../src/embed/vectors-cli.js';
+import { sasrecSequences } from '../src/shop/publish.js';
+import { runVectorsCli } from '../src/vectors-cli.js';
 import { decodeCatalogFile } from '../src/protocol/catalog-vectors-v2.js';
 import { ShopKnowledge } from '../src/shop/device.js';
 import { Rng } from '../../bench/src/rng.js';

@@ -183,7 +183,7 @@ function syntheticShop(n: number, k: number, seed: number): { catalog: string; s
 function runCli(args: string[]): Promise<{ stdout: string; seconds: number }> {
   return new Promise((res, rej) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', join(ROOT, 'packages/atomem/src/embed/vectors-cli.ts'), ...args], {
+    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', join(ROOT, 'packages/atomem/src/vectors-cli.ts'), ...args], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
