@@ -7,7 +7,7 @@ import { VectorDiskCache } from '../src/embed/vectors-disk-cache.js';
 import { decodeCatalogFile } from '../src/protocol/catalog-vectors-v2.js';
 import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard } from '../src/protocol/catalog-vectors-v3.js';
 import { ShopKnowledge } from '../src/shop/device.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 
 const items = Array.from({ length: 30 }, (_, i) => ({
   id: `sku-${i}`,
