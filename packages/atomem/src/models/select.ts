@@ -39,7 +39,7 @@ export interface LlmOptions {
 }
 
 /** One runtime tried. */
-export interface ModelAttempt {
+interface ModelAttempt {
   runtime: 'prompt-api' | 'webllm' | 'openai' | 'wllama';
   ok: boolean;
   /** Why it was not used (error name and message). */

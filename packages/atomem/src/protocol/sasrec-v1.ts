@@ -116,7 +116,7 @@ export function namedTensors(w: SasrecWeights): Array<[string, Float32Array]> {
 // Row 0 of the item embedding (padding) is stored like the others (zeros).
 
 const MAGIC = [0x53, 0x41, 0x53, 0x52]; // "SASR"
-export const SASREC_FORMAT_VERSION = 1;
+const SASREC_FORMAT_VERSION = 1;
 
 export type ItemEmbeddingEncoding = 'f32' | 'f16' | 'int8';
 

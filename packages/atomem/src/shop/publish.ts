@@ -44,6 +44,7 @@ export interface ShopTrainOptions {
   progress: boolean;
 }
 
+/** What `v` is, for error messages (`a string`, `an array`, …). */
 function describe(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
@@ -80,7 +81,7 @@ export async function readShopPart(path: string): Promise<PublishedShopPart> {
 }
 
 /** The order log as read by {@link readInteractionLog}. */
-export interface InteractionLog {
+interface InteractionLog {
   /** Rows of catalog items before `until`, in file order. */
   log: ShopInteraction[];
   /** Rows skipped because their item is not in the catalog. */
@@ -96,7 +97,7 @@ export interface InteractionLog {
  * Rows of items not in `catalog` and rows at or after `until` are skipped and counted; a
  * malformed line is a {@link LogInputError} naming the line.
  */
-export async function readInteractionLog(path: string, catalog: ReadonlySet<string>, until?: number): Promise<InteractionLog> {
+async function readInteractionLog(path: string, catalog: ReadonlySet<string>, until?: number): Promise<InteractionLog> {
   let text: string;
   try {
     text = await readFile(path, 'utf8');
