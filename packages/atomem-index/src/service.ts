@@ -1,5 +1,5 @@
 /**
- * The shared community index as an HTTP service: protocol v2 (src/protocol/index-v2.ts; routes
+ * The shared community index as an HTTP service: protocol v2 (packages/atomem/src/protocol/index-v2.ts; routes
  * in ./v2.ts): token-gated local-DP reports in, one aggregate release per epoch out. Its
  * communities are clusters of the shop's item space (the catalog vector file), computed at start.
  *

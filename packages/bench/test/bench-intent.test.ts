@@ -8,7 +8,7 @@ import { buildProtocol } from '../src/protocol.js';
 import { runBenchmark } from '../src/run.js';
 import type { Dataset } from '../src/types.js';
 import { Rng } from '../src/rng.js';
-import type { Interaction, Item } from '../../atomem/src/core/types.js';
+import type { Interaction, Item } from 'atomem/engine';
 
 // Shoppers with mixed tastes (three genres each in turn): memory alone cannot say which genre the
 // next pick is, the stated intent can. Hashing embedder (fast).
