@@ -31,9 +31,9 @@ export default defineConfig({
   base: './',
   build: {
     lib: {
-      // index: the small main-thread client; engine: the agent and its parts (Node, benchmarks, custom workers);
+      // index: the small main-thread client; engine: the Node entry src/node.ts (`atomem/engine`: the agent and its parts);
       // vite: the atomem/vite plugin (Node). The atomem-vectors bin: vite.node.config.ts.
-      entry: { index: 'src/client/index.ts', engine: 'src/engine.ts', protocol: 'src/protocol/index.ts', vite: 'src/vite.ts' },
+      entry: { index: 'src/client/index.ts', engine: 'src/node.ts', protocol: 'src/protocol/index.ts', vite: 'src/vite.ts' },
       formats: ['es'],
     },
     target: 'es2022',

@@ -39,7 +39,7 @@ export default defineConfig({
       // dist/node/ shared with the bin (`atomem-vectors --log` trains it), and it starts the
       // thread next to itself; the copy beside each keeps both paths working.
       input: {
-        'node/vectors-cli': 'src/embed/vectors-cli.ts',
+        'node/vectors-cli': 'src/vectors-cli.ts',
         'node/use-lite-worker': 'src/embed/use-lite-worker.ts',
         'node/shop-cli': 'src/shop/cli.ts',
         shop: 'src/shop/index.ts',

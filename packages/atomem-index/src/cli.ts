@@ -2,7 +2,7 @@
 /**
  * `atomem-index`: run the shared community index service.
  *
- *   atomem-index --data ./index-data --catalog-vectors ./catalog-vectors.bin [--port 8787]
+ *   atomem-index --data ./index-data --catalog-vectors ./catalog-vectors.bin [--port 8787] [--health-port 8788]
  *                [--epoch-ms 86400000] [--min-contributors 20] [--min-reports 50] …
  *   (attester key from the environment: ATOMEM_ATTESTER_KEY; metrics token: ATOMEM_METRICS_TOKEN)
  *
@@ -41,6 +41,7 @@ function collect(v: string, prev: string[]): string[] {
 /** Parsed command line of {@link main}. */
 export interface CliOptions {
   port: number;
+  healthPort?: number;
   host: string;
   data: string;
   store: string;
@@ -93,6 +94,11 @@ export function program(): Command {
     .option('--min-reports <n>', 'reports an epoch needs to be released (default 50)', int('--min-reports', 1))
     .option('--replace-item-space', "accept a catalog of another embedder or dimension than the data dir's (default: refuse to start)")
     .option('--port <port>', 'TCP port (0 = any free port)', int('--port', 0), 8787)
+    .option(
+      '--health-port <port>',
+      'also answer GET /v2/health on this port (own connection cap: probes are answered while the main port is full)',
+      int('--health-port', 0),
+    )
     .option('--host <host>', 'interface to bind', '127.0.0.1')
     .option('--rate-max <n>', 'requests per client address per window, every route but health (0 = no limit)', int('--rate-max', 0), 600)
     .option('--rate-window <ms>', 'rate-limit window in ms', int('--rate-window', 1), 60_000)
@@ -174,11 +180,11 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  const url = await service.listen({ port: o.port, host: o.host });
+  const url = await service.listen({ port: o.port, host: o.host, healthPort: o.healthPort });
   await service.serving;
   const clustering = service.v2.clustering() !== undefined;
   process.stdout.write(
-    `atomem-index ready at ${url} (v2: epoch ${service.v2.epoch()}${clustering ? '; the item space is being clustered, reports are accepted meanwhile' : ''})\n`,
+    `atomem-index ready at ${url} (v2: epoch ${service.v2.epoch()}${service.healthUrl ? `; health also at ${service.healthUrl}/v2/health` : ''}${clustering ? '; the item space is being clustered, reports are accepted meanwhile' : ''})\n`,
   );
   if (clustering) {
     // why: a failure is logged by the service and answered 503 by every v2 route

@@ -1,5 +1,5 @@
 /**
- * The shared community index as an HTTP service: protocol v2 (src/protocol/index-v2.ts; routes
+ * The shared community index as an HTTP service: protocol v2 (packages/atomem/src/protocol/index-v2.ts; routes
  * in ./v2.ts): token-gated local-DP reports in, one aggregate release per epoch out. Its
  * communities are clusters of the shop's item space (the catalog vector file), computed at start.
  *
@@ -24,6 +24,8 @@
  */
 
 import { timingSafeEqual } from 'node:crypto';
+import type { Server } from 'node:http';
+import { Worker } from 'node:worker_threads';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import cors from '@fastify/cors';
@@ -117,8 +119,20 @@ export interface IndexService {
   readonly ready: Promise<void>;
   /** The protocol v2 part: epochs, releases, the issuer, the communities. */
   readonly v2: V2Controller;
-  /** Listen on `host:port` (port 0 = any free port); resolves to the base URL. Logs no address. */
-  listen(options: { port: number; host?: string }): Promise<string>;
+  /**
+   * Listen on `host:port` (port 0 = any free port); resolves to the base URL. Logs no address.
+   * With `healthPort` a second listener on the same host answers `GET /v2/health` only (see
+   * {@link IndexService.healthUrl}).
+   */
+  listen(options: { port: number; host?: string; healthPort?: number }): Promise<string>;
+  /**
+   * Base URL of the separate health listener once {@link IndexService.listen} opened it with
+   * `healthPort`, else undefined. It runs on its own thread with its own small connection cap
+   * and timeouts, so orchestrators' probes are answered while the main listener is full of
+   * clients; it serves the main route's answer refreshed every 250 ms, and 503 once that is 5 s
+   * old (the main event loop blocked).
+   */
+  readonly healthUrl: string | undefined;
   /** Storage health (what `/v2/health` reports as `storage`). */
   readonly storage: StorageHealth;
   /** Edge counters: open and refused connections, rate-limited requests. */
@@ -317,6 +331,8 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
   ready$.catch(() => {});
 
   let closing: Promise<void> | undefined;
+  let healthServer: { url: string; close(): Promise<void> } | undefined;
+  let healthUrl: string | undefined;
   return {
     app,
     serving: serving$,
@@ -324,23 +340,115 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
     v2,
     storage,
     edge,
-    async listen({ port, host = '127.0.0.1' }) {
+    get healthUrl() {
+      return healthUrl;
+    },
+    async listen({ port, host = '127.0.0.1', healthPort }) {
+      if (healthPort !== undefined && !(Number.isInteger(healthPort) && healthPort >= 0 && healthPort < 65536))
+        throw new RangeError(`healthPort must be a port number (0 = any free port), got ${String(healthPort)}`);
       await app.listen({ port, host, listenTextResolver: () => 'index service listening' });
-      const addr = app.server.address();
-      if (addr === null || typeof addr === 'string') throw new Error('unexpected server address');
-      const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
-      return `http://${h}:${addr.port}`;
+      if (healthPort !== undefined) {
+        healthServer = await startHealthListener(app, host, healthPort);
+        healthUrl = healthServer.url;
+      }
+      return baseUrl(app.server);
     },
     close() {
       closing ??= (async () => {
         // why: a close during the item-space clustering ends its worker instead of waiting for it
         v2.stopLoading();
         await ready$.catch(() => {});
+        await healthServer?.close();
         await app.close();
         loop.dispose();
         await v2.close();
       })();
       return closing;
+    },
+  };
+}
+
+function baseUrl(server: Server): string {
+  const addr = server.address();
+  if (addr === null || typeof addr === 'string') throw new Error('unexpected server address');
+  const h = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  return `http://${h}:${addr.port}`;
+}
+
+/** The health listener's thread (plain JS: no loader needed from source or built). */
+const HEALTH_THREAD = `
+const { parentPort, workerData } = require('node:worker_threads');
+const http = require('node:http');
+const { path, staleMs } = workerData;
+let last;
+parentPort.on('message', (m) => { if (m.type === 'snapshot') last = { at: Date.now(), status: m.status, headers: m.headers, body: m.body }; });
+const json = (res, status, body, method) => {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+  res.end(method === 'HEAD' ? undefined : JSON.stringify(body));
+};
+const server = http.createServer({ headersTimeout: 5000, requestTimeout: 5000, keepAliveTimeout: 5000, connectionsCheckingInterval: 1000 }, (req, res) => {
+  if ((req.method !== 'GET' && req.method !== 'HEAD') || (req.url || '').split('?')[0] !== path)
+    return json(res, 404, { error: 'not_found', message: 'this listener answers GET ' + path + ' only' }, req.method);
+  const age = last ? Date.now() - last.at : Infinity;
+  if (age > staleMs)
+    return json(res, 503, { error: 'not_ready', message: last ? 'the service has not refreshed its health for ' + Math.round(age / 1000) + ' s (event loop blocked?)' : 'the service is starting' }, req.method);
+  res.writeHead(last.status, { ...last.headers, 'cache-control': 'no-store' });
+  res.end(req.method === 'HEAD' ? undefined : last.body);
+});
+server.maxConnections = 64;
+server.setTimeout(15000);
+parentPort.on('message', (m) => {
+  if (m.type === 'listen') server.listen(m.port, m.host, () => parentPort.postMessage({ type: 'listening', port: server.address().port }));
+  if (m.type === 'close') { server.closeAllConnections(); server.close(() => process.exit(0)); }
+});
+server.on('error', (err) => parentPort.postMessage({ type: 'error', message: err.message }));
+`;
+
+/**
+ * The separate health listener: its own thread (own event loop, so a main thread busy with a
+ * crowd of connections does not delay it), its own cap of 64 open connections and short
+ * timeouts (it is for the orchestrator's probes, not the public). It answers `GET` / `HEAD
+ * /v2/health` with the main route's answer, refreshed every 250 ms by the main thread (through
+ * `app.inject`), anything else 404; when the main thread has not refreshed it for 5 s (its
+ * event loop blocked) it answers 503 `not_ready`.
+ */
+async function startHealthListener(app: FastifyInstance, host: string, port: number): Promise<{ url: string; close(): Promise<void> }> {
+  const worker = new Worker(HEALTH_THREAD, { eval: true, workerData: { path: INDEX_V2_PATHS.health, staleMs: 5000 } });
+  const refresh = async () => {
+    try {
+      const r = await app.inject({ method: 'GET', url: INDEX_V2_PATHS.health });
+      const headers: Record<string, string> = { 'content-type': String(r.headers['content-type'] ?? 'application/json') };
+      if (r.headers['retry-after'] !== undefined) headers['retry-after'] = String(r.headers['retry-after']);
+      worker.postMessage({ type: 'snapshot', status: r.statusCode, headers, body: r.body });
+    } catch {
+      // the next refresh tries again; after 5 s without one the listener answers 503
+    }
+  };
+  await refresh();
+  const timer = setInterval(refresh, 250);
+  timer.unref();
+  const listening = await new Promise<number>((resolve, reject) => {
+    worker.on('message', (m: { type: string; port?: number; message?: string }) => {
+      if (m.type === 'listening') resolve(m.port!);
+      if (m.type === 'error') reject(new Error(`health listener: ${m.message}`));
+    });
+    worker.once('error', reject);
+    worker.postMessage({ type: 'listen', port, host });
+  }).catch(async (err: unknown) => {
+    clearInterval(timer);
+    await worker.terminate();
+    throw err;
+  });
+  const h = host.includes(':') ? `[${host}]` : host;
+  return {
+    url: `http://${h}:${listening}`,
+    async close() {
+      clearInterval(timer);
+      const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+      worker.postMessage({ type: 'close' });
+      const kill = setTimeout(() => void worker.terminate(), 2000);
+      await exited;
+      clearTimeout(kill);
     },
   };
 }

@@ -1,5 +1,5 @@
 /**
- * Protocol v2 of the index service (src/protocol/index-v2.ts): Privacy Pass issuance for the
+ * Protocol v2 of the index service (packages/atomem/src/protocol/index-v2.ts): Privacy Pass issuance for the
  * attester, token-gated local-DP reports in, one immutable release per epoch out.
  *
  * Epoch life cycle: reports of epoch e are accepted during e and, for `graceMs`, after it (a

@@ -10,8 +10,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Attester, AttesterError, issueInProcess, issueViaIndex, registerAttester } from '../src/attester.js';
 import { PrivacyPassIssuer, generateIssuerKey } from '../src/tokens.js';
 import { createIndexService } from '../src/service.js';
-import { blindTokenRequest } from '../../atomem/src/sync/tokens.js';
-import type { TokenKeyResponse } from '../../atomem/src/protocol/index-v2.js';
+import { blindTokenRequest } from 'atomem/engine';
+import type { TokenKeyResponse } from 'atomem/protocol';
 
 const issuerP = (async () => PrivacyPassIssuer.load(await generateIssuerKey(), 'attester-test'))();
 const dirs: string[] = [];

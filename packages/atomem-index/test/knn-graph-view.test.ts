@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { KnnGraph } from '../src/clusters.js';
 import { louvainOfKnn } from '../src/clusters.js';
 import { KnnGraphView } from '../src/knn-graph-view.js';
-import { mulberry32 } from '../../bench/src/rng.js';
+import { mulberry32 } from '@atomem/bench/rng';
 
 /** A kNN-like graph: clustered rows, plus the oddities rows can hold (−1, self, repeats, out of range). */
 function randomKnn(seed: number, n: number, k: number, clusters: number): KnnGraph {

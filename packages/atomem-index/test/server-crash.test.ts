@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { INDEX_V2_PATHS, epochOf, type HealthV2Response } from '../../atomem/src/protocol/index-v2.js';
-import { encodeCatalogVectors } from '../../atomem/src/protocol/catalog-vectors-v1.js';
+import { INDEX_V2_PATHS, epochOf, type HealthV2Response } from 'atomem/protocol';
+import { encodeCatalogVectors } from 'atomem/protocol';
 import { createIndexService } from '../src/service.js';
 import { attesterTokens, post, rng, unit } from '../../../test/fixtures/index-wire.js';
 

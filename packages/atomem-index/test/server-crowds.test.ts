@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createIndexService } from '../src/service.js';
 import { connectionGroup } from '../src/edge.js';
-import { INDEX_V2_PATHS } from '../../atomem/src/protocol/index-v2.js';
-import type { ItemSpace } from '../../atomem/src/community/release.js';
+import { INDEX_V2_PATHS } from 'atomem/protocol';
+import type { ItemSpace } from 'atomem/engine';
 
 const dirs: string[] = [];
 afterAll(() => {

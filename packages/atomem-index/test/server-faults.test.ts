@@ -14,9 +14,9 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createIndexService, type IndexService, type IndexServiceOptions } from '../src/service.js';
 import { StorageError, StorageHealth, MARKER_FILE, classifyStorageError } from '../src/storage.js';
 import { addressKeyer, ipv6Prefix64, resolveNetworkLimits } from '../src/edge.js';
-import { INDEX_V2_PATHS, isValidItemId, type TokenKeyResponse } from '../../atomem/src/protocol/index-v2.js';
-import { blindTokenRequest } from '../../atomem/src/sync/tokens.js';
-import type { ItemSpace } from '../../atomem/src/community/release.js';
+import { INDEX_V2_PATHS, isValidItemId, type TokenKeyResponse } from 'atomem/protocol';
+import { blindTokenRequest } from 'atomem/engine';
+import type { ItemSpace } from 'atomem/engine';
 
 const ATTESTER = 'attester-secret-for-tests-0001';
 const METRICS = 'metrics-secret-for-tests-0001';

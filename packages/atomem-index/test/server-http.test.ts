@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createIndexService, type IndexService, type IndexServiceOptions } from '../src/service.js';
 import { DataDirInUseError } from '../src/storage.js';
-import { INDEX_V2_PATHS } from '../../atomem/src/protocol/index-v2.js';
-import type { ItemSpace } from '../../atomem/src/community/release.js';
+import { INDEX_V2_PATHS } from 'atomem/protocol';
+import type { ItemSpace } from 'atomem/engine';
 
 const EPOCH_MS = 1_000_000;
 

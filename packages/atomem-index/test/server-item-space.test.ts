@@ -21,11 +21,11 @@ import {
   type KnnGraph,
 } from '../src/clusters.js';
 import { createIndexService, type IndexService } from '../src/service.js';
-import { INDEX_V2_PATHS, type HealthV2Response } from '../../atomem/src/protocol/index-v2.js';
-import { ReportClient } from '../../atomem/src/sync/report-client.js';
+import { INDEX_V2_PATHS, type HealthV2Response } from 'atomem/protocol';
+import { ReportClient } from 'atomem/engine';
 import { attesterTokens } from '../../../test/fixtures/index-wire.js';
-import type { ItemSpace } from '../../atomem/src/community/release.js';
-import { mulberry32 as rng } from '../../bench/src/rng.js';
+import type { ItemSpace } from 'atomem/engine';
+import { mulberry32 as rng } from '@atomem/bench/rng';
 
 const dirs: string[] = [];
 const services: IndexService[] = [];

@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createIndexService, type IndexService } from '../src/service.js';
-import { INDEX_V2_PATHS, type TokenKeyResponse } from '../../atomem/src/protocol/index-v2.js';
-import { blindTokenRequest } from '../../atomem/src/sync/tokens.js';
-import type { ItemSpace } from '../../atomem/src/community/release.js';
+import { INDEX_V2_PATHS, type TokenKeyResponse } from 'atomem/protocol';
+import { blindTokenRequest } from 'atomem/engine';
+import type { ItemSpace } from 'atomem/engine';
 
 const ATTESTER = 'attester-secret-for-tests-0001';
 const EPOCH_MS = 1_000_000;

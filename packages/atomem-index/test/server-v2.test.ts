@@ -10,12 +10,12 @@ import fc from 'fast-check';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { createIndexService, type IndexService } from '../src/service.js';
-import { INDEX_V2_PATHS, type Release, type ReportRequest, type TokenKeyResponse } from '../../atomem/src/protocol/index-v2.js';
-import { blindTokenRequest, type TokenProvider } from '../../atomem/src/sync/tokens.js';
-import { ReportClient } from '../../atomem/src/sync/report-client.js';
-import { makeReport, DEFAULT_LDP } from '../../atomem/src/community/ldp.js';
-import type { ItemSpace } from '../../atomem/src/community/release.js';
-import { mulberry32 as rng } from '../../bench/src/rng.js';
+import { INDEX_V2_PATHS, type Release, type ReportRequest, type TokenKeyResponse } from 'atomem/protocol';
+import { blindTokenRequest, type TokenProvider } from 'atomem/engine';
+import { ReportClient } from 'atomem/engine';
+import { makeReport, DEFAULT_LDP } from 'atomem/engine';
+import type { ItemSpace } from 'atomem/engine';
+import { mulberry32 as rng } from '@atomem/bench/rng';
 import { attesterTokens } from '../../../test/fixtures/index-wire.js';
 
 const ATTESTER = 'attester-secret-for-tests-0001';
@@ -273,7 +273,7 @@ describe('index service v2', () => {
           }
           // the same reports in reverse order give byte-identical aggregates
           const again = JSON.parse(release) as Release;
-          const { buildRelease, ReportHistogram } = await import('../../atomem/src/engine.js');
+          const { buildRelease, ReportHistogram } = await import('atomem/engine');
           const hist = new ReportHistogram(svc.v2!.ldp);
           for (const rep of [...reports].reverse()) hist.add(rep);
           const rebuilt = buildRelease({

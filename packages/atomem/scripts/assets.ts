@@ -111,8 +111,8 @@ export function copyAssets(outDir: string): Record<string, string[]> {
 }
 
 /** What atomem/vite may be asked to include (`atomem({ assets: [...] })`); `core` is always included. */
-export const FEATURES = ['use-lite', 'minilm', 'wllama', 'webllm'] as const;
-export type Feature = (typeof FEATURES)[number];
+const FEATURES = ['use-lite', 'minilm', 'wllama', 'webllm'] as const;
+type Feature = (typeof FEATURES)[number];
 
 /** `dist/manifest.json`: the files of each option, relative to `dist/`. */
 export interface AssetManifest {

@@ -21,7 +21,7 @@ import license, { type Dependency } from 'rollup-plugin-license';
 import type { Plugin } from 'vite';
 
 /** packages/atomem (no trailing separator: rollup-plugin-license compares it with folder paths to skip the package itself) */
-export const PACKAGE_DIR = dirname(dirname(fileURLToPath(import.meta.url)));
+const PACKAGE_DIR = dirname(dirname(fileURLToPath(import.meta.url)));
 /** Where the builds record what they bundled (not packed). */
 export const RECORD_DIR = join(PACKAGE_DIR, 'dist', '.licenses');
 /** The generated notices (packed: package.json `files`). */
@@ -109,7 +109,7 @@ export function recordPackages(source: NoticeSource, packages: NoticePackage[]):
 }
 
 /** The node_modules path (with `/`) of a bundled module id, or null for the package's own sources and virtual modules. */
-export function nodeModulesPath(id: string): string | null {
+function nodeModulesPath(id: string): string | null {
   const clean = id.replace(/^\0/, '').split('?')[0];
   const at = clean.lastIndexOf(`node_modules${sep}`);
   const atPosix = clean.lastIndexOf('node_modules/');
@@ -163,7 +163,7 @@ const LEGAL_COMMENT = /^[ \t]*\/\*(?:!|\*?(?=(?:(?!\*\/)[\s\S])*?@(?:license|pre
  * Apache-2.0 header on each of its modules (536 copies, 368 kB, in the USE-lite chunk); every
  * distinct notice stays, once per chunk.
  */
-export function dedupeLegalComments(): Plugin {
+function dedupeLegalComments(): Plugin {
   return {
     name: 'atomem-dedupe-legal-comments',
     apply: 'build',
@@ -259,6 +259,6 @@ export function renderNotices(packages: ReturnType<typeof readRecords>): string 
 }
 
 /** Rewrite {@link NOTICES_FILE} from the records. */
-export function writeNotices(): void {
+function writeNotices(): void {
   writeFileSync(NOTICES_FILE, renderNotices(readRecords()));
 }

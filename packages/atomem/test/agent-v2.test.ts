@@ -9,7 +9,7 @@ import { DEFAULT_LDP, ReportHistogram, makeReport } from '../src/community/ldp.j
 import { buildRelease } from '../src/community/release.js';
 import { MemoryStore } from '../src/store/store.js';
 import { CATALOG, MIN, T0, TAU, embedder, interactions } from '../../../test/fixtures/film-catalog.js';
-import { mulberry32 as rng } from '../../bench/src/rng.js';
+import { mulberry32 as rng } from '@atomem/bench/rng';
 
 const catalog = new ItemVectors(embedder, CATALOG);
 

@@ -10,7 +10,7 @@ import { makeLayout, weightsView } from '../src/shop/sasrec/layout.js';
 import { initWeights } from '../src/shop/sasrec/train.js';
 import { encodeHistory, scoreItems } from '../src/shop/sasrec/model.js';
 import { ShopKnowledge } from '../src/shop/device.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 
 const items: Item[] = Array.from({ length: 40 }, (_, i) => ({
   id: `sku-${i}`,

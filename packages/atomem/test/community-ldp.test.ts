@@ -15,7 +15,7 @@ import {
 } from '../src/community/ldp.js';
 import { buildRelease, decodePrototypes, matchMemory } from '../src/community/release.js';
 import { olhBucket } from '../src/protocol/index-v2.js';
-import { mulberry32 as rng } from '../../bench/src/rng.js';
+import { mulberry32 as rng } from '@atomem/bench/rng';
 
 describe('v2 local DP', () => {
   it('the shipped defaults give ε ≤ 4 per report, δ = 0, and the composed channel is a distribution', () => {

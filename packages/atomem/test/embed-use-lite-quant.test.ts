@@ -6,8 +6,8 @@ import { createUseLiteEmbedder, USE_LITE_FLOAT32_ID, USE_LITE_ID, type UseLiteEm
 import { defaultAssetsDir, nodeAssetSource } from '../src/embed/use-lite-node.js';
 import { isUint8Manifest, quantizeTensor, quantizeUseLite, QUANT_MIN_ELEMENTS, type ModelJsonLike } from '../src/embed/use-lite-quant.js';
 import { itemText } from '../src/embed/cache.js';
-import { loadMovieLens } from '../../bench/src/datasets.js';
-import { generateCatalog, toItems } from '../../../apps/demo/catalog.js';
+import { loadMovieLens } from '@atomem/bench/datasets.js';
+import { generateCatalog, toItems } from '@atomem/demo/catalog.js';
 import reference from './browser/use-lite-reference.json';
 
 // USE-lite ships uint8 weights (src/embed/use-lite-quant.ts). These tests pin: the scheme is the

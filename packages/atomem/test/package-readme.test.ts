@@ -3,8 +3,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
-import { PACKAGE_README, readmeBlocks, REPO } from '../../bench/src/consumer-app.js';
-import { emittedSizes, KB, MB, mainThreadSize, packSizes } from '../../bench/src/package-sizes.js';
+import { PACKAGE_README, readmeBlocks, REPO } from '@atomem/bench/consumer-app.js';
+import { emittedSizes, KB, MB, mainThreadSize, packSizes } from '@atomem/bench/package-sizes.js';
 import { ERROR_CLASSES } from '../src/errors.js';
 import { checkOptionNames, checkPrivacyLevel, nearestName, OPTION_NAMES, PRIVACY_LEVELS } from '../src/options.js';
 

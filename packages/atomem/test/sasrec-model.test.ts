@@ -3,7 +3,7 @@
  * float16 and int8, errors on malformed buffers, argument checks.
  */
 import { describe, expect, it } from 'vitest';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 import { makeLayout, weightsView } from '../src/shop/sasrec/layout.js';
 import {
   deserializeSasrec,

@@ -4,7 +4,7 @@
  * training forward pass against `encodeHistory`, a synthetic sequential task, determinism.
  */
 import { describe, expect, it } from 'vitest';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 import { makeLayout, weightsView, type Layout } from '../src/shop/sasrec/layout.js';
 import { encodeHistory, scoreItems, type SasrecConfig } from '../src/shop/sasrec/model.js';
 import { mmNT, transpose } from '../src/shop/sasrec/kernels.js';

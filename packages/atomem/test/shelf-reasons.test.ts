@@ -12,7 +12,7 @@ import { normalize } from '../src/core/vector.js';
 import { phrase, pluralOf } from '../src/reason/rules.js';
 import { ShopScorer } from '../src/shop/score.js';
 import { trainShopModel, type ShopInteraction } from '../src/shop/train.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 import { ShopKnowledge } from '../src/shop/device.js';
 import { createHashingEmbedder } from '../src/embed/hashing.js';
 import fc from 'fast-check';

@@ -10,7 +10,7 @@ import {
   type TrainOptions,
 } from '../src/shop/train.js';
 import { decodeShopModel, encodeShopModel } from '../src/protocol/shop-model-v1.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 
 const seeded = (seed: number) => {
   const r = new Rng(seed);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { decodeShopModel, encodeShopModel, shopModelSizes, SHOP_MODEL_VERSION, type ShopModel } from '../src/protocol/shop-model-v1.js';
 import { trainShopModel, type ShopInteraction } from '../src/shop/train.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 
 /** A model with every part: three lists, trend, vectors (items 30–39 cold), content map, a privacy block. */
 function fullModel(): ShopModel {

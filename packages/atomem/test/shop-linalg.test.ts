@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { choleskyInPlace, invertSpd, jacobiEigen, ridge, topEigen, topK } from '../src/shop/linalg.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 
 /** A random SPD matrix BᵀB + nI (row-major). */
 function spd(n: number, seed: number): Float64Array {

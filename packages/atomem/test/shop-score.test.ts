@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ShopScorer, mapContent, type DeviceEvent } from '../src/shop/score.js';
 import { decodeShopModel, encodeShopModel } from '../src/protocol/shop-model-v1.js';
 import { trainShopModel, type ShopInteraction } from '../src/shop/train.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 
 /** Two groups; each item's content vector points to its group's axis (plus noise). */
 function world(seed = 1) {

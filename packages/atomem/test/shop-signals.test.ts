@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { trainShopModel, type ShopInteraction, type TrainOptions } from '../src/shop/train.js';
 import { combine, DEFAULT_WEIGHTS, ShopScorer, type DeviceEvent } from '../src/shop/score.js';
 import type { ShopModel } from '../src/protocol/shop-model-v1.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 
 const DAY = 86_400_000;
 

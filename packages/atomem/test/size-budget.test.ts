@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { mainThreadSize } from '../../bench/src/package-sizes.js';
+import { mainThreadSize } from '@atomem/bench/package-sizes.js';
 
 const DIST = fileURLToPath(new URL('../dist', import.meta.url));
 

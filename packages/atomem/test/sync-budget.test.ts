@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { planEpoch, randomMomentIn } from '../src/sync/schedule.js';
 import { DAY_MS, DEFAULT_BUDGET, nextAllowed, privacyBudget, refusal, spentEpsilon, subsampledEpsilon, type LedgerEntry } from '../src/sync/budget.js';
 import { DEFAULT_LDP } from '../src/community/ldp.js';
-import { mulberry32 } from '../../bench/src/rng.js';
+import { mulberry32 } from '@atomem/bench/rng';
 
 const EPOCH = DAY_MS;
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Embedder } from '../src/embed/types.js';
 import { createUseLiteEmbedder, USE_LITE_ID } from '../src/embed/use-lite.js';
 import { createUseLitePool } from '../src/embed/use-lite-pool.js';
-import { runVectorsCli } from '../src/embed/vectors-cli.js';
+import { runVectorsCli } from '../src/vectors-cli.js';
 
 // `atomem-vectors --threads N`: USE-lite on N worker threads, each with its own model, gives
 // the in-process embedder's vectors (up to float rounding) in the caller's order.

@@ -2,10 +2,11 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runVectorsCli, sasrecSequences } from '../src/embed/vectors-cli.js';
+import { sasrecSequences } from '../src/shop/publish.js';
+import { runVectorsCli } from '../src/vectors-cli.js';
 import { decodeCatalogFile } from '../src/protocol/catalog-vectors-v2.js';
 import { ShopKnowledge } from '../src/shop/device.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 
 // A small synthetic shop: 12 shoes, 12 pans, 60 shoppers who each stay in one department.
 const items = Array.from({ length: 24 }, (_, i) => ({

@@ -2,12 +2,12 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runVectorsCli } from '../src/embed/vectors-cli.js';
+import { runVectorsCli } from '../src/vectors-cli.js';
 import { VectorDiskCache } from '../src/embed/vectors-disk-cache.js';
 import { decodeCatalogFile } from '../src/protocol/catalog-vectors-v2.js';
 import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard } from '../src/protocol/catalog-vectors-v3.js';
 import { ShopKnowledge } from '../src/shop/device.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 
 const items = Array.from({ length: 30 }, (_, i) => ({
   id: `sku-${i}`,

@@ -10,7 +10,7 @@ import { mergeRoundRobin, topByDot, topByLists, vectorTable } from '../src/agent
 import { createHashingEmbedder } from '../src/embed/hashing.js';
 import { ShopKnowledge } from '../src/shop/device.js';
 import { trainShopModel, type ShopInteraction } from '../src/shop/train.js';
-import { Rng } from '../../bench/src/rng.js';
+import { Rng } from '@atomem/bench/rng';
 
 const GROUPS = ['Tents', 'Speakers', 'Pans', 'Books', 'Shoes', 'Lamps'];
 const PER = 50;

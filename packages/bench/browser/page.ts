@@ -1,6 +1,6 @@
 /// <reference types="vite/client" />
 /**
- * The page of the browser benchmark (`npm run bench:browser`; `src/bench/browser.ts` serves it
+ * The page of the browser benchmark (`npm run bench:browser`; `packages/bench/src/browser.ts` serves it
  * with a Vite dev server rooted at the repo and drives it through playwright). It imports atomem
  * from `src/`, so the engine worker starts from source, and exposes one function per figure on
  * `window.__bench`; the driver calls them with `page.evaluate`.
@@ -17,7 +17,7 @@ import type { AtomicMemory, MemoryState } from '../../atomem/src/core/types.js';
 import { productCatalog } from './products.js';
 import { decodeCatalogFile } from 'atomem/protocol';
 
-/** Workers the driver serves as virtual modules (no file on disk; same URLs in src/bench/browser.ts). */
+/** Workers the driver serves as virtual modules (no file on disk; same URLs in packages/bench/src/browser.ts). */
 const EMPTY_WORKER_URL = '/bench/browser/empty-worker.virtual.js';
 const ECHO_WORKER_URL = '/bench/browser/echo-worker.virtual.js';
 
@@ -253,7 +253,7 @@ let kept: Atomem | undefined;
 
 function deleteDatabase(profile: string): Promise<void> {
   return new Promise((resolve) => {
-    // `atomem:<profile>`, as src/store/schema.ts names it (not imported: keeps the store module cold).
+    // `atomem:<profile>`, as packages/atomem/src/store/schema.ts names it (not imported: keeps the store module cold).
     const req = indexedDB.deleteDatabase(`atomem:${profile}`);
     const timer = setTimeout(resolve, 10_000);
     req.onsuccess = req.onerror = () => {
@@ -774,7 +774,7 @@ const api: BenchApi = {
     feed.length = 0;
     // a terminated worker's connections close shortly after; the deletion waits for them.
     await Promise.all(profiles.splice(0).map(deleteDatabase));
-    // the origin's catalog file cache (src/worker/shop-file-cache.ts), so the next context starts cold too
+    // the origin's catalog file cache (packages/atomem/src/worker/shop-file-cache.ts), so the next context starts cold too
     await new Promise<void>((resolve) => {
       const req = indexedDB.deleteDatabase('atomem-files');
       const timer = setTimeout(resolve, 10_000);
@@ -832,7 +832,7 @@ const api: BenchApi = {
       wasmPaths: `${assetsBaseUrl}tfjs-wasm/`,
       batchSize: batch,
     });
-    // the engine's hashing embedder (256 buckets, see src/worker/embedders.ts)
+    // the engine's hashing embedder (256 buckets, see packages/atomem/src/worker/embedders.ts)
     const hashing = createHashingEmbedder({ dim: 256 });
     const pass = async (embed: (t: string[]) => Promise<unknown>, repeat: number): Promise<number> => {
       const t0 = performance.now();

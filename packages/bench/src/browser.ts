@@ -54,7 +54,7 @@
  *    the `--shop-catalog` file after 30 shopper events, p50/p95 — baseline: a bare dot-product
  *    scan of the same file's collaborative vectors (top 20), in the page, same run.
  *
- *   npx tsx src/bench/browser.ts [--runs N] [--llm-runs N] [--catalog N] [--json FILE]
+ *   node -C atomem-source --import tsx packages/bench/src/browser.ts [--runs N] [--llm-runs N] [--catalog N] [--json FILE]
  *                                [--shop-runs N] [--shop-catalog N] [--shop-only] [--whole-catalog]
  */
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * Benchmark CLI: `npx tsx src/bench/cli.ts [options]` (the package's `npm run bench`).
+ * Benchmark CLI: `node -C atomem-source --import tsx packages/bench/src/cli.ts [options]` (the package's `npm run bench`).
  * Markdown table on stdout, progress bars and warnings on stderr, `--json FILE` for the rows.
  * Exit codes: 0 ok, 2 bad usage or bad/missing data, 1 anything else.
  */

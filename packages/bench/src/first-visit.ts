@@ -93,11 +93,7 @@ export async function measureFirstVisit(
   }
   const items = productCatalog(catalog);
   // the shop's vector file, made in Node with the default USE-lite (the same uint8 weights as the browser)
-  const [{ createUseLiteEmbedder }, { itemText }, { encodeCatalogVectors }] = await Promise.all([
-    import('../../atomem/src/embed/use-lite.js'),
-    import('../../atomem/src/embed/cache.js'),
-    import('../../atomem/src/protocol/catalog-vectors-v1.js'),
-  ]);
+  const [{ createUseLiteEmbedder, itemText }, { encodeCatalogVectors }] = await Promise.all([import('atomem/engine'), import('atomem/protocol')]);
   const use = await createUseLiteEmbedder();
   const vectorFile = encodeCatalogVectors(
     use,

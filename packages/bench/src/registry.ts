@@ -2,7 +2,7 @@
  * The registry of benchmark methods. Other folders add methods without editing the bench:
  *
  * ```ts
- * // src/bench/atomem-method.ts
+ * // packages/bench/src/atomem-method.ts
  * import { registerMethod } from './registry.js';
  * registerMethod('atomem', (opts) => new AtomemMethod(opts), { privacyLevels: ['off', 'contribute'] });
  * ```

@@ -1,7 +1,7 @@
 /**
  * Benchmark method `sasrec`: SASRec (Kang & McAuley 2018) trained centrally on
  * `ctx.histories` (every user's interactions before their own target) with
- * src/shop/sasrec/train.ts, each case ranked by score(candidate) = encodeHistory(history) ·
+ * packages/atomem/src/shop/sasrec/train.ts, each case ranked by score(candidate) = encodeHistory(history) ·
  * itemEmbedding(candidate). The case's history is the model input; the target is only
  * ever one of the candidates.
  *

@@ -1,7 +1,7 @@
 /**
- * Microbenchmark of SASRec inference (src/shop/sasrec/model.ts):
+ * Microbenchmark of SASRec inference (packages/atomem/src/shop/sasrec/model.ts):
  *
- *   npx tsx src/bench/sasrec-micro.ts [--runs 2000] [--len 100] [--items 1349]
+ *   node -C atomem-source --import tsx packages/bench/src/sasrec-micro.ts [--runs 2000] [--len 100] [--items 1349]
  *
  * L 100, d 64, 2 blocks, 1 head (the benchmark's model), weights from the trainer's
  * initialisation (speed does not depend on the values). Prints p50/p95/mean µs of one

@@ -4,7 +4,7 @@
  *
  * The bytes a shopper's phone downloads from a shop of N items: the catalog vector file as
  * format v2 (one file, float32 content vectors: what every first visit downloaded) against
- * format v3 (a head and item shards, `src/protocol/catalog-vectors-v3.ts`), both written by the
+ * format v3 (a head and item shards, `packages/atomem/src/protocol/catalog-vectors-v3.ts`), both written by the
  * shipped CLI (`atomem-vectors`, spawned as `npm run vectors` runs it) from the same seeded
  * synthetic shop:
  * - catalog: N products with titles and categories, embedded with the `hashing` embedder at 512
@@ -183,7 +183,7 @@ function syntheticShop(n: number, k: number, seed: number): { catalog: string; s
 function runCli(args: string[]): Promise<{ stdout: string; seconds: number }> {
   return new Promise((res, rej) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', join(ROOT, 'packages/atomem/src/embed/vectors-cli.ts'), ...args], {
+    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', join(ROOT, 'packages/atomem/src/vectors-cli.ts'), ...args], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

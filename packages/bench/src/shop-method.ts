@@ -2,7 +2,7 @@
  * `shop`: the shop model as a benchmark method. `prepare` trains a {@link ShopModel} on
  * `ctx.histories` (the same log the centralized baselines learn from), writes it to the binary
  * file format and reads it back (so every figure is of the file a browser would download), and
- * `rank` scores each case with `src/shop/score.ts` from that user's own history only.
+ * `rank` scores each case with `packages/atomem/src/shop/score.ts` from that user's own history only.
  *
  * Parameters (`--param key=value`):
  * - `shop.epsilon` (∞), `shop.delta` (1e-6), `shop.m` (16), `shop.dpItems` (100), `shop.budget.<stat>`:
@@ -228,5 +228,5 @@ export function lastAt(c: RankCase): number {
 }
 
 registerMethod('shop', (opts) => new ShopMethod(opts), {
-  description: 'shop model: trained on the log, published as a file, ranked on the device from its own history (src/shop/)',
+  description: 'shop model: trained on the log, published as a file, ranked on the device from its own history (packages/atomem/src/shop/)',
 });

@@ -1,9 +1,9 @@
 /**
  * Measurements behind the shop model's design choices (validation cases only; no test reads):
  *
- *   npx tsx src/bench/shop-study.ts sparsity --data DIR   top-k per list, EASE on the top-N items, quantisation
- *   npx tsx src/bench/shop-study.ts cold --data DIR       new items: hybrid (content → collaborative) vectors
- *   npx tsx src/bench/shop-study.ts scale [--items 64000 --users 100000 --per-user 30 --ease-items 10000]
+ *   node -C atomem-source --import tsx packages/bench/src/shop-study.ts sparsity --data DIR   top-k per list, EASE on the top-N items, quantisation
+ *   node -C atomem-source --import tsx packages/bench/src/shop-study.ts cold --data DIR       new items: hybrid (content → collaborative) vectors
+ *   node -C atomem-source --import tsx packages/bench/src/shop-study.ts scale [--items 64000 --users 100000 --per-user 30 --ease-items 10000]
  *                                                          build time and file size on a synthetic catalog
  *
  * Markdown tables on stdout, progress on stderr. `sparsity` and `cold` need ML-100K.

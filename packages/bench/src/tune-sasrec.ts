@@ -1,7 +1,7 @@
 /**
  * Chooses SASRec's epochs (and learning rate / batch size) on VALIDATION cases only:
  *
- *   npx tsx src/bench/tune-sasrec.ts --data DIR [--epochs 150] [--every 10]
+ *   node -C atomem-source --import tsx packages/bench/src/tune-sasrec.ts --data DIR [--epochs 150] [--every 10]
  *       [--grid lr=0.001,batchSize=128 --grid lr=0.002,batchSize=128 ...] [--seed 2026]
  *       [--param sasrec.KEY=VALUE ...] [--quantize] [--json FILE]
  *
@@ -10,7 +10,7 @@
  * epochs on the validation cases of protocol `loo` (setting `full`, all users); prints a
  * markdown table and the best (epochs, grid point) by NDCG@10. The test item is never read.
  * `--quantize`: also evaluates each grid point's final weights after a round trip through
- * the binary format with float16 and int8 item embeddings (src/shop/sasrec/model.ts).
+ * the binary format with float16 and int8 item embeddings (packages/atomem/src/shop/sasrec/model.ts).
  */
 import { writeFileSync } from 'node:fs';
 import { Command } from 'commander';

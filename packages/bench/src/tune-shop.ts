@@ -1,18 +1,18 @@
 /**
  * Fits the shop scorer's combiner weights on validation cases and prints the table:
  *
- *   npx tsx src/bench/tune-shop.ts --data DIR [--seed 2026] [--param shop.k=v]...
+ *   node -C atomem-source --import tsx packages/bench/src/tune-shop.ts --data DIR [--seed 2026] [--param shop.k=v]...
  *       [--epsilon 1,4,8,inf] [--extra sasrec] [--test] [--json FILE]
  *
  * Per configuration (ε): trains the model on the validation histories (every user's last two
  * interactions held out), computes every signal for every validation case from that user's own
  * history, reports each signal alone (NDCG@10), fits the weights (listwise softmax regression on
- * the z-scored signals, `src/shop/fit.ts`), and reports the combination in-sample, by 5-fold
+ * the z-scored signals, `packages/atomem/src/shop/fit.ts`), and reports the combination in-sample, by 5-fold
  * cross-validation over users, and with each signal left out (refitted). `--test` then trains on
  * the test histories and reads the test split once with the fitted weights. A DP configuration is
  * one noise draw, so each ε runs `--draws` (3) draws: weights fitted on the pooled cases, figures
  * the mean over draws (test: each draw listed). The weights printed
- * for ε = ∞ are the shipped `DEFAULT_WEIGHTS` of `src/shop/score.ts`.
+ * for ε = ∞ are the shipped `DEFAULT_WEIGHTS` of `packages/atomem/src/shop/score.ts`.
  */
 import { writeFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';

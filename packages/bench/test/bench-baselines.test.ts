@@ -3,7 +3,7 @@ import { Bm25Method, BprMethod, EaseMethod, invertSpdInPlace, ItemKnnMethod, Pop
 import { testCases } from '../src/protocol.js';
 import { Rng } from '../src/rng.js';
 import type { Dataset, EvalCase, Method, MethodContext } from '../src/types.js';
-import type { Interaction, Item } from '../../atomem/src/core/types.js';
+import type { Interaction, Item } from 'atomem/engine';
 import { twoGroupDataset } from '../../../test/fixtures/synthetic.js';
 
 function context(dataset: Dataset, cases: EvalCase[], histories: Map<string, Interaction[]>): MethodContext {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { compareIds, DatasetError, kcore, loadAgentCF, loadDataset, loadJsonl, loadMovieLens } from '../src/datasets.js';
-import type { Interaction } from '../../atomem/src/core/types.js';
+import type { Interaction } from 'atomem/engine';
 import type { Dataset } from '../src/types.js';
 import { writeMovieLensTiny } from '../../../test/fixtures/movielens-tiny.js';
 

@@ -4,7 +4,7 @@ import { buildProtocol, intentFor } from '../src/protocol.js';
 import type { MethodFactory } from '../src/registry.js';
 import { runBenchmark } from '../src/run.js';
 import type { RankCase } from '../src/types.js';
-import type { Interaction } from '../../atomem/src/core/types.js';
+import type { Interaction } from 'atomem/engine';
 import { twoGroupDataset } from '../../../test/fixtures/synthetic.js';
 
 describe('setting instruct', () => {

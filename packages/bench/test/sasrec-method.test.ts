@@ -1,5 +1,5 @@
 /**
- * Benchmark method `sasrec` (src/bench/sasrec-method.ts): registered, parameters parsed,
+ * Benchmark method `sasrec` (packages/bench/src/sasrec-method.ts): registered, parameters parsed,
  * learns the synthetic two-group task, and ranks from the history and candidates only.
  */
 import { describe, expect, it } from 'vitest';

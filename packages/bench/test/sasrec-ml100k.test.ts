@@ -2,7 +2,7 @@
  * SASRec on the real MovieLens-100K (never in the repository: set ATOMEM_ML100K to the
  * ml-100k folder, or keep it at ../shared/data/ml-100k next to the repository). Skipped,
  * visibly, when absent. A short run on VALIDATION cases: the full configuration's test figure
- * is measured by the benchmark CLI (see src/shop/sasrec/README.md).
+ * is measured by the benchmark CLI (see packages/atomem/src/shop/sasrec/README.md).
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';

@@ -14,7 +14,7 @@ export interface Retrieved {
 }
 
 /** One community of a release (protocol v2) as ranking reads it. */
-export interface CommunityView {
+interface CommunityView {
   /** Community id of the release. */
   id: string;
   /** Estimated contributors (rounded). */

@@ -3,7 +3,7 @@ import type { Embedder } from './types.js';
 import { assertValidTexts } from './validate.js';
 
 /** Default length cap of {@link itemText}, in UTF-16 code units. */
-export const ITEM_TEXT_MAX_CHARS = 512;
+const ITEM_TEXT_MAX_CHARS = 512;
 
 /**
  * The canonical text an item is embedded from: title, then categories, then description,
@@ -183,7 +183,7 @@ function vectorProblem(v: unknown, dim: number): string | null {
 }
 
 /** Counters of a {@link CachedEmbedder}. `hits + misses` = texts requested. */
-export interface CacheStats {
+interface CacheStats {
   /** Texts answered without the inner embedder (cached, repeated in a call, or already in flight). */
   hits: number;
   /** Texts sent to the inner embedder. */

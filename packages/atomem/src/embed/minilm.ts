@@ -31,9 +31,7 @@ import type { Embedder } from './types.js';
 import { SerialEmbedQueue } from './validate.js';
 
 /** The model loaded when `model` is not given: the ONNX export of sentence-transformers/all-MiniLM-L6-v2. */
-export const MINILM_DEFAULT_MODEL = 'Xenova/all-MiniLM-L6-v2';
-/** Output dimension of all-MiniLM-L6-v2 (the embedder reads the real one from the model's output). */
-export const MINILM_DIM = 384;
+const MINILM_DEFAULT_MODEL = 'Xenova/all-MiniLM-L6-v2';
 
 /** Where the model runs: WebGPU or WASM (browser / worker), or onnxruntime-node's native CPU (Node). */
 export type MiniLMDevice = 'webgpu' | 'wasm' | 'cpu';

@@ -5,7 +5,7 @@
  */
 
 /** What a WebGPU adapter offers (the parts model runtimes care about). */
-export interface WebGpuInfo {
+interface WebGpuInfo {
   /** An adapter was granted. */
   available: boolean;
   /** Software / fallback adapter (e.g. SwiftShader): works, but slow for LLMs. */

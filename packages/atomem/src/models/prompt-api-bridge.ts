@@ -12,10 +12,57 @@
  * back to rules for the operation either way.
  */
 import { proxy } from 'comlink';
-import type { BridgeCreateOptions, PagePromptApi, PromptApiLoanInfo } from '../worker/protocol.js';
 import { abortError } from './abort.js';
 import type { PromptApiAvailability, PromptApiCreateOptions, PromptApiGlobal, PromptApiMessage, PromptApiSession } from './prompt-api.js';
 import { ModelUnavailableError } from './types.js';
+
+/** A chat message as the page's `LanguageModel` takes it. */
+export interface BridgeMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+/** `LanguageModel.availability()` / `create()` options that cross to the page (no signal, no monitor: those stay in the worker). */
+export interface BridgeCreateOptions {
+  expectedInputs?: { type: 'text'; languages?: string[] }[];
+  expectedOutputs?: { type: 'text'; languages?: string[] }[];
+  initialPrompts?: BridgeMessage[];
+  temperature?: number;
+  topK?: number;
+}
+
+/**
+ * Chrome's built-in Prompt API as the page lends it to the worker (Chrome exposes `LanguageModel`
+ * on Window only). The client implements it over the page's `LanguageModel`
+ * (`src/client/prompt-bridge.ts`); the worker wraps it back into a `LanguageModel`-like object
+ * (`src/models/prompt-api-bridge.ts`). Sessions and calls are named by numbers; `abort(call)`
+ * aborts the page-side call (the worker's AbortSignals cannot cross).
+ */
+export interface PagePromptApi {
+  availability(options: BridgeCreateOptions): Promise<'unavailable' | 'downloadable' | 'downloading' | 'available'>;
+  params(): Promise<{ defaultTopK: number; maxTopK: number; defaultTemperature: number; maxTemperature: number } | null>;
+  /** Create a session; `onDownload` (a Comlink proxy) gets the model's download progress. */
+  create(options: BridgeCreateOptions, call: number, onDownload?: (loaded: number, total: number) => void): Promise<{ session: number; usage: number | null }>;
+  /** `session.prompt(input, { responseConstraint })`; `usage` is the session's context usage after it. */
+  prompt(
+    session: number,
+    input: string | BridgeMessage[],
+    options: { responseConstraint?: unknown },
+    call: number,
+  ): Promise<{ text: string; usage: number | null }>;
+  /** `measureContextUsage` (or the older `measureInputUsage`), null where the browser has neither. */
+  measure(session: number, input: string | BridgeMessage[], options: { responseConstraint?: unknown }, call: number): Promise<number | null>;
+  abort(call: number): Promise<void>;
+  destroy(session: number): Promise<void>;
+}
+
+/** What comes with a page's {@link PagePromptApi} loan (or with its refusal). */
+export interface PromptApiLoanInfo {
+  /** A Web Lock the page holds while it lives: the worker learns that the page went away when it is granted. */
+  lock?: string;
+  /** Why the page lends nothing (no `LanguageModel`, or the permissions policy blocks `language-model`). */
+  reason?: string;
+}
 
 /** A call waited on a page that went away (closed, navigated, or left a shared engine). */
 export class PageGoneError extends Error {

@@ -4,12 +4,42 @@
  * and keep the first that loads; when none does, the engine runs on the rules reasoner. Every
  * attempt and its reason is returned for `status()`.
  */
-import type { LlmOptions } from '../worker/protocol.js';
 import type { PromptApiGlobal } from './prompt-api.js';
 import { ModelUnavailableError, type LanguageModel, type OnLoadProgress } from './types.js';
 
+/**
+ * Optional language models, tried in order until one loads; when none does the engine runs on
+ * the rules reasoner. Loading happens in the background after `init` (the engine answers on
+ * rules meanwhile); every attempt and its failure reason is visible in `status().llm.attempts`.
+ * Order: built-in Prompt API → WebLLM (WebGPU) → OpenAI-compatible endpoint → wllama (WASM) →
+ * rules. Once a model loads, memory operations go through it (`LlmReasoner`: versioned prompts,
+ * JSON schemas, validation, bounded repairs and budget, rules for any operation that fails).
+ */
+export interface LlmOptions {
+  /**
+   * Chrome's built-in Prompt API, when the browser offers it. `LanguageModel` exists on Window
+   * only: `createAtomem` lends the page's to the worker (not where `document.permissionsPolicy`
+   * blocks `language-model`); with `shared: true` the newest page that lends it answers.
+   */
+  promptApi?: boolean;
+  /** WebLLM on WebGPU: an MLC model id, and optionally an app config pointing at self-hosted weights. */
+  webllm?: { model: string; appConfig?: Record<string, unknown> };
+  /** An OpenAI-compatible chat-completions server (e.g. a local llama.cpp server). */
+  openai?: { baseUrl: string; model: string; apiKey?: string };
+  /** Model calls allowed per window of events (default 60 per 20: reflect + describe per event and room for planning); beyond it operations use rules. */
+  budget?: { maxCalls: number; perEvents: number };
+  /** wllama (llama.cpp in WASM) with a GGUF model URL; `wasmUrl` of `wllama.wasm` (default: shipped asset). */
+  wllama?: { model: string; wasmUrl?: string /** Tokens of context (prompt + output). Default 4096. */; contextSize?: number };
+  /**
+   * While a model runs the memory, tracked events are stored at once but turned into memory in
+   * one batch this long after the last interaction (ms; default 2000), or as soon as
+   * `config.batchEvents` are waiting; sweeps and resynthesis are planned at the same time.
+   */
+  idleMs?: number;
+}
+
 /** One runtime tried. */
-export interface ModelAttempt {
+interface ModelAttempt {
   runtime: 'prompt-api' | 'webllm' | 'openai' | 'wllama';
   ok: boolean;
   /** Why it was not used (error name and message). */

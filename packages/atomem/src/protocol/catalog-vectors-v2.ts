@@ -28,7 +28,7 @@
  * or corrupt file throws a {@link CatalogVectorsError} that says what is wrong; nothing is used.
  */
 import type { Item } from '../core/types.js';
-import { deserializeSasrec, serializeSasrec, type ItemEmbeddingEncoding, type SasrecWeights } from '../shop/sasrec/model.js';
+import { deserializeSasrec, serializeSasrec, type ItemEmbeddingEncoding, type SasrecWeights } from './sasrec-v1.js';
 import { CatalogVectorsError, decodeCatalogVectors, itemTextHash, type CatalogVectors } from './catalog-vectors-v1.js';
 import { decodeShopModel, encodeShopModel, type ShopModel } from './shop-model-v1.js';
 

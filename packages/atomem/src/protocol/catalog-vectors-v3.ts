@@ -12,7 +12,7 @@
  * the first shards are the ones most visits need (and cache).
  *
  * The head's shop info also carries `pairQuantiles`: cosine quantiles over random pairs of all
- * items' collaborative vectors (`ShopKnowledge.pairQuantile`, where STEAM's tau is set), since a
+ * items' collaborative vectors (`pairQuantileOf` in shop-model-v1.ts, where STEAM's tau is set), since a
  * device that loaded some shards could only estimate them from those.
  *
  * Head (little-endian): magic `ATMV`, u32 version (3), u32 JSON length H, u32 CRC-32 of the JSON,
@@ -45,11 +45,10 @@
  * and a SASRec model over the loaded items that have a row.
  */
 import type { Item } from '../core/types.js';
-import { emptyWeights, namedTensors, serializeSasrec, deserializeSasrec, type SasrecWeights } from '../shop/sasrec/model.js';
-import { PAIR_QUANTILES, ShopKnowledge } from '../shop/device.js';
+import { emptyWeights, namedTensors, serializeSasrec, deserializeSasrec, type SasrecWeights } from './sasrec-v1.js';
 import { CatalogVectorsError, itemTextHash } from './catalog-vectors-v1.js';
 import { crc32, type CatalogFile, type CatalogShopPart, type EncodeCatalogFileInput } from './catalog-vectors-v2.js';
-import type { NeighbourLists, ShopModel, ShopPrivacy } from './shop-model-v1.js';
+import { PAIR_QUANTILES, pairQuantileOf, type NeighbourLists, type ShopModel, type ShopPrivacy } from './shop-model-v1.js';
 
 /** Format version of heads and shards. */
 export const CATALOG_VECTORS_V3 = 3;
@@ -541,8 +540,7 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
       }),
     });
     // why: the device holds only some items' vectors; STEAM's tau comes from pair quantiles over all of them
-    const everyItem = new ShopKnowledge('v3-writer', model);
-    const pairQuantiles = Object.fromEntries(PAIR_QUANTILES.map((q) => [String(q), everyItem.pairQuantile(q)]));
+    const pairQuantiles = Object.fromEntries(PAIR_QUANTILES.map((q) => [String(q), pairQuantileOf(model, q)]));
     shopHeader = { lists: listNames, weights: model.weights, info: { ...model.info, pairQuantiles }, ...(model.privacy ? { privacy: model.privacy } : {}) };
     if (model.trend) {
       const t = model.trend;

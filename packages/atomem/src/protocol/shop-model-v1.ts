@@ -485,3 +485,55 @@ export function decodeShopModel(bytes: ArrayBuffer | Uint8Array): ShopModel {
   if (header.privacy) model.privacy = header.privacy;
   return model;
 }
+
+/** Quantiles a format v3 writer computes over all items and ships in the model's info (`pairQuantiles`). */
+export const PAIR_QUANTILES = [0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99, 0.995, 0.999] as const;
+
+/**
+ * The `q`-quantile of cosine similarity between random pairs of the model's items with a
+ * collaborative vector (deterministic: up to 20,000 pairs drawn by a fixed xorshift); 0.5 when
+ * fewer than two items have one. The device reads it through `ShopKnowledge.pairQuantile`
+ * (which prefers the figure a format v3 file ships); the v3 writer computes it over every item.
+ */
+export function pairQuantileOf(model: ShopModel, q: number): number {
+  const v = model.vectors;
+  if (!v) return 0.5;
+  // an item's row is the last row of its id (as the scorer's id → row map)
+  const rowOf = new Map<string, number>();
+  model.items.forEach((id, i) => rowOf.set(id, i));
+  const hasData = (id: string): boolean => {
+    const i = rowOf.get(id)!;
+    for (let d = 0; d < v.dim; d++) if (v.values[i * v.dim + d] !== 0) return true;
+    return false;
+  };
+  const rows: number[] = [];
+  for (let i = 0; i < model.items.length; i++) if (!v.cold[i] && v.values[i * v.dim] !== undefined && hasData(model.items[i])) rows.push(i);
+  if (rows.length < 2) return 0.5;
+  let x = 0x9e3779b9;
+  const next = () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) % rows.length;
+  };
+  const sims: number[] = [];
+  const pairs = Math.min(20000, (rows.length * (rows.length - 1)) / 2);
+  while (sims.length < pairs) {
+    const a = rows[next()];
+    const b = rows[next()];
+    if (a === b) continue;
+    let s = 0;
+    let na = 0;
+    let nb = 0;
+    for (let d = 0; d < v.dim; d++) {
+      const p = v.values[a * v.dim + d];
+      const r = v.values[b * v.dim + d];
+      s += p * r;
+      na += p * p;
+      nb += r * r;
+    }
+    sims.push(na > 0 && nb > 0 ? s / Math.sqrt(na * nb) : 0);
+  }
+  sims.sort((p, r) => p - r);
+  return sims[Math.min(sims.length - 1, Math.floor(q * sims.length))];
+}

@@ -4,7 +4,7 @@
  * shop model (lists, popularity, collaborative vectors, content map; `protocol/shop-model-v1.ts`)
  * and, optionally, a SASRec sequence model with its item ids.
  */
-import type { ShopModel } from '../protocol/shop-model-v1.js';
+import { pairQuantileOf, type ShopModel } from '../protocol/shop-model-v1.js';
 import { encodeHistory, scoreItems, type SasrecWeights } from './sasrec/model.js';
 import { ShopScorer, type DeviceEvent, type ScorerOptions } from './score.js';
 
@@ -13,9 +13,6 @@ export interface PublishedSasrec {
   weights: SasrecWeights;
   items: readonly string[];
 }
-
-/** Quantiles a format v3 writer computes over all items and ships in the model's info (`pairQuantiles`). */
-export const PAIR_QUANTILES = [0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99, 0.995, 0.999] as const;
 
 /** Names of the signals {@link ShopKnowledge.signals} may return beyond the shop scorer's. */
 export const SEQUENCE_SIGNAL = 'sasrec';
@@ -50,7 +47,7 @@ export class ShopKnowledge {
    * up to 20,000 pairs drawn by a fixed xorshift). atomem sets STEAM's `tau` in this space at the
    * 0.9 quantile — where the paper's 0.5 sits for all-MiniLM-L6-v2 on catalog text. Memoised.
    * A model whose `info.pairQuantiles` holds the figure for `q` (format v3: computed by the
-   * writer over every item, {@link PAIR_QUANTILES}) returns it.
+   * writer over every item, `PAIR_QUANTILES`) returns it.
    */
   pairQuantile(q: number): number {
     const hit = this.quantiles.get(q);
@@ -61,38 +58,7 @@ export class ShopKnowledge {
       this.quantiles.set(q, shipped);
       return shipped;
     }
-    const v = this.model.vectors;
-    if (!v) return 0.5;
-    const rows: number[] = [];
-    for (let i = 0; i < this.model.items.length; i++) if (!v.cold[i] && v.values[i * v.dim] !== undefined && this.vectorOf(this.model.items[i])) rows.push(i);
-    if (rows.length < 2) return 0.5;
-    let x = 0x9e3779b9;
-    const next = () => {
-      x ^= x << 13;
-      x ^= x >>> 17;
-      x ^= x << 5;
-      return (x >>> 0) % rows.length;
-    };
-    const sims: number[] = [];
-    const pairs = Math.min(20000, (rows.length * (rows.length - 1)) / 2);
-    while (sims.length < pairs) {
-      const a = rows[next()];
-      const b = rows[next()];
-      if (a === b) continue;
-      let s = 0;
-      let na = 0;
-      let nb = 0;
-      for (let d = 0; d < v.dim; d++) {
-        const p = v.values[a * v.dim + d];
-        const r = v.values[b * v.dim + d];
-        s += p * r;
-        na += p * p;
-        nb += r * r;
-      }
-      sims.push(na > 0 && nb > 0 ? s / Math.sqrt(na * nb) : 0);
-    }
-    sims.sort((p, r) => p - r);
-    const out = sims[Math.min(sims.length - 1, Math.floor(q * sims.length))];
+    const out = pairQuantileOf(this.model, q);
     this.quantiles.set(q, out);
     return out;
   }

@@ -50,7 +50,7 @@ export function erfc(x: number): number {
 }
 
 /** Standard normal CDF. */
-export function normalCdf(x: number): number {
+function normalCdf(x: number): number {
   return 0.5 * erfc(-x / Math.SQRT2);
 }
 

@@ -120,7 +120,7 @@ export function ridge(X: Float64Array, Y: Float64Array, rows: number, p: number,
 }
 
 /** C = A (r × k) · B (k × c), row-major. */
-export function matmul(A: Float64Array, B: Float64Array, r: number, k: number, c: number): Float64Array {
+function matmul(A: Float64Array, B: Float64Array, r: number, k: number, c: number): Float64Array {
   const C = new Float64Array(r * c);
   for (let i = 0; i < r; i++) {
     const ci = i * c;
@@ -190,7 +190,7 @@ export function jacobiEigen(S: Float64Array, d: number, sweeps = 60): { values: 
 }
 
 /** Orthonormalises the d columns of Q (n × d, row-major) in place (modified Gram–Schmidt, twice). */
-export function orthonormalizeColumns(Q: Float64Array, n: number, d: number): void {
+function orthonormalizeColumns(Q: Float64Array, n: number, d: number): void {
   for (let pass = 0; pass < 2; pass++) {
     for (let j = 0; j < d; j++) {
       for (let i = 0; i < j; i++) {

@@ -123,7 +123,7 @@ export function progressReporter(write: (s: string) => void, everyMs = 2000): (s
 }
 
 /** Lines of a text file, streamed (gunzipped when `path` ends in `.gz`), with the bytes read so far. */
-export async function* fileLines(path: string, onBytes?: (read: number, total: number) => void): AsyncGenerator<string> {
+async function* fileLines(path: string, onBytes?: (read: number, total: number) => void): AsyncGenerator<string> {
   const total = (await stat(path)).size;
   const file = createReadStream(path, { highWaterMark: 1 << 20 });
   let read = 0;
@@ -143,7 +143,7 @@ export async function* fileLines(path: string, onBytes?: (read: number, total: n
 }
 
 /** JSON objects of a JSON Lines file, with their line numbers; blank lines are skipped. */
-export async function* jsonObjects(path: string, onBytes?: (read: number, total: number) => void): AsyncGenerator<[Record<string, unknown>, number]> {
+async function* jsonObjects(path: string, onBytes?: (read: number, total: number) => void): AsyncGenerator<[Record<string, unknown>, number]> {
   let no = 0;
   for await (const line of fileLines(path, onBytes)) {
     no++;
@@ -160,14 +160,14 @@ export async function* jsonObjects(path: string, onBytes?: (read: number, total:
 }
 
 /** A non-empty string or finite number field as a string id. */
-export function idField(o: Record<string, unknown>, key: string, where: string): string {
+function idField(o: Record<string, unknown>, key: string, where: string): string {
   const v = o[key];
   if ((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v))) return String(v);
   throw new LogInputError(`${where}: "${key}" must be a non-empty string or a number`);
 }
 
 /** Epoch ms of an `at` field (epoch ms or an ISO date). */
-export function atField(o: Record<string, unknown>, where: string): number {
+function atField(o: Record<string, unknown>, where: string): number {
   const at = typeof o.at === 'number' ? o.at : typeof o.at === 'string' ? Date.parse(o.at) : NaN;
   if (!Number.isFinite(at)) throw new LogInputError(`${where}: "at" must be epoch milliseconds or an ISO date`);
   return at;

@@ -37,7 +37,7 @@ export type SignalName = (typeof SIGNALS)[number];
 const DATA_SIGNALS = ['ease', 'easeRecent', 'knn', 'knnRecent', 'markov', 'pop', 'trend'] as const;
 
 /**
- * Default combiner weights: the ε = ∞ fit of `npx tsx src/bench/tune-shop.ts --data <ml-100k>`
+ * Default combiner weights: the ε = ∞ fit of `npx tsx packages/bench/src/tune-shop.ts --data <ml-100k>`
  * (ML-100K validation cases, seed 2026, default training options, listwise softmax regression on
  * the z-scored signals, largest weight 1; combined NDCG@10 0.834 in-sample, 0.831 by 5-fold CV).
  * Negative weights are corrections among correlated signals (`pop` and `vec` against `vecRecent`,

@@ -235,7 +235,7 @@ export function secureRandom(): () => number {
 }
 
 /** Box–Muller standard normals from a uniform source. */
-export function normalFrom(random: () => number): Normal {
+function normalFrom(random: () => number): Normal {
   let spare: number | undefined;
   return () => {
     if (spare !== undefined) {
@@ -268,7 +268,7 @@ interface UserLog {
  * scale; per entry a 1-byte weight and a varint of the gap between a row's sorted targets (a row
  * holds candidates·k/rows entries spread over `rows` indices).
  */
-export function kForBudget(bytes: number, rows: number, max: number, candidates = rows): number {
+function kForBudget(bytes: number, rows: number, max: number, candidates = rows): number {
   const varint = (x: number) => (x < 128 ? 1 : x < 16384 ? 2 : x < 2097152 ? 3 : 4);
   for (let k = max; k > 2; k--) if (rows * 5 + candidates * k * (1 + varint((rows * rows) / (candidates * k))) <= bytes) return k;
   return 2;
@@ -992,7 +992,7 @@ function localEase(
  * (not normalised, see `mapContent`; undefined
  * without content).
  */
-export function fitContentMap(
+function fitContentMap(
   content: ContentInput,
   items: readonly string[],
   values: Float32Array,

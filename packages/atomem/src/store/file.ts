@@ -20,8 +20,8 @@ export interface ExportFile {
   state: ExportedState;
 }
 
-export const EXPORT_FORMAT = 'atomem-export';
-export const EXPORT_VERSION = 1;
+const EXPORT_FORMAT = 'atomem-export';
+const EXPORT_VERSION = 1;
 
 /** Serialize a state (deep copy; Float32Array → number[], exact). */
 export function toExportFile(state: MemoryState, now: Date = new Date()): ExportFile {

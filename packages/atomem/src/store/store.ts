@@ -464,5 +464,3 @@ export class MemoryStore {
     p?.then((db) => db.close()).catch(() => undefined);
   }
 }
-
-export { InvalidImportError, StorageQuotaError };

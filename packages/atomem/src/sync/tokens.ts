@@ -24,7 +24,7 @@ export interface TokenProvider {
 }
 
 /** The epoch's token challenge of an issuer. */
-export async function epochChallenge(issuerName: string, epoch: number): Promise<TokenChallenge> {
+async function epochChallenge(issuerName: string, epoch: number): Promise<TokenChallenge> {
   return new TokenChallenge(TOKEN_TYPES.BLIND_RSA.value, issuerName, await tokenChallengeContext(epoch));
 }
 

@@ -109,7 +109,7 @@ function normalise(spec: EmbedderSpec | undefined): Spec {
 }
 
 /** Join a folder URL and a child path (the folder may lack its trailing slash). */
-export function under(base: string, child: string): string {
+function under(base: string, child: string): string {
   return `${base.replace(/\/+$/, '')}/${child}`;
 }
 

@@ -8,6 +8,8 @@ import type { Action, AtomicMemory, Item, LifecycleEvent, Profile } from '../cor
 import type { ExportFile } from '../store/file.js';
 import type { Capabilities } from '../models/probe.js';
 import type { LoadProgress, ModelBackend } from '../models/types.js';
+import type { LlmOptions } from '../models/select.js';
+import type { PagePromptApi, PromptApiLoanInfo } from '../models/prompt-api-bridge.js';
 import type { LlmCallInfo, LlmCosts, LlmFallbackInfo } from '../reason/llm.js';
 
 export type { Capabilities } from '../models/probe.js';
@@ -54,36 +56,7 @@ export type EmbedderSpec =
     }
   | { kind: 'hashing' /** Buckets. Default 256. */; dim?: number };
 
-/**
- * Optional language models, tried in order until one loads; when none does the engine runs on
- * the rules reasoner. Loading happens in the background after `init` (the engine answers on
- * rules meanwhile); every attempt and its failure reason is visible in `status().llm.attempts`.
- * Order: built-in Prompt API → WebLLM (WebGPU) → OpenAI-compatible endpoint → wllama (WASM) →
- * rules. Once a model loads, memory operations go through it (`LlmReasoner`: versioned prompts,
- * JSON schemas, validation, bounded repairs and budget, rules for any operation that fails).
- */
-export interface LlmOptions {
-  /**
-   * Chrome's built-in Prompt API, when the browser offers it. `LanguageModel` exists on Window
-   * only: `createAtomem` lends the page's to the worker (not where `document.permissionsPolicy`
-   * blocks `language-model`); with `shared: true` the newest page that lends it answers.
-   */
-  promptApi?: boolean;
-  /** WebLLM on WebGPU: an MLC model id, and optionally an app config pointing at self-hosted weights. */
-  webllm?: { model: string; appConfig?: Record<string, unknown> };
-  /** An OpenAI-compatible chat-completions server (e.g. a local llama.cpp server). */
-  openai?: { baseUrl: string; model: string; apiKey?: string };
-  /** Model calls allowed per window of events (default 60 per 20: reflect + describe per event and room for planning); beyond it operations use rules. */
-  budget?: { maxCalls: number; perEvents: number };
-  /** wllama (llama.cpp in WASM) with a GGUF model URL; `wasmUrl` of `wllama.wasm` (default: shipped asset). */
-  wllama?: { model: string; wasmUrl?: string /** Tokens of context (prompt + output). Default 4096. */; contextSize?: number };
-  /**
-   * While a model runs the memory, tracked events are stored at once but turned into memory in
-   * one batch this long after the last interaction (ms; default 2000), or as soon as
-   * `config.batchEvents` are waiting; sweeps and resynthesis are planned at the same time.
-   */
-  idleMs?: number;
-}
+export type { LlmOptions } from '../models/select.js';
 
 /**
  * Sharing with the community index (protocol v2): `off` nothing is sent or fetched;
@@ -363,53 +336,7 @@ export type EngineEvent = { [K in EngineEventName]: { type: K; payload: EngineEv
 /** The engine's listener (a `Comlink.proxy` callback on the main thread). */
 export type EngineListener = (event: EngineEvent) => void;
 
-/** A chat message as the page's `LanguageModel` takes it. */
-export interface BridgeMessage {
-  role: 'system' | 'user' | 'assistant';
-  content: string;
-}
-
-/** `LanguageModel.availability()` / `create()` options that cross to the page (no signal, no monitor: those stay in the worker). */
-export interface BridgeCreateOptions {
-  expectedInputs?: { type: 'text'; languages?: string[] }[];
-  expectedOutputs?: { type: 'text'; languages?: string[] }[];
-  initialPrompts?: BridgeMessage[];
-  temperature?: number;
-  topK?: number;
-}
-
-/**
- * Chrome's built-in Prompt API as the page lends it to the worker (Chrome exposes `LanguageModel`
- * on Window only). The client implements it over the page's `LanguageModel`
- * (`src/client/prompt-bridge.ts`); the worker wraps it back into a `LanguageModel`-like object
- * (`src/models/prompt-api-bridge.ts`). Sessions and calls are named by numbers; `abort(call)`
- * aborts the page-side call (the worker's AbortSignals cannot cross).
- */
-export interface PagePromptApi {
-  availability(options: BridgeCreateOptions): Promise<'unavailable' | 'downloadable' | 'downloading' | 'available'>;
-  params(): Promise<{ defaultTopK: number; maxTopK: number; defaultTemperature: number; maxTemperature: number } | null>;
-  /** Create a session; `onDownload` (a Comlink proxy) gets the model's download progress. */
-  create(options: BridgeCreateOptions, call: number, onDownload?: (loaded: number, total: number) => void): Promise<{ session: number; usage: number | null }>;
-  /** `session.prompt(input, { responseConstraint })`; `usage` is the session's context usage after it. */
-  prompt(
-    session: number,
-    input: string | BridgeMessage[],
-    options: { responseConstraint?: unknown },
-    call: number,
-  ): Promise<{ text: string; usage: number | null }>;
-  /** `measureContextUsage` (or the older `measureInputUsage`), null where the browser has neither. */
-  measure(session: number, input: string | BridgeMessage[], options: { responseConstraint?: unknown }, call: number): Promise<number | null>;
-  abort(call: number): Promise<void>;
-  destroy(session: number): Promise<void>;
-}
-
-/** What comes with a page's {@link PagePromptApi} loan (or with its refusal). */
-export interface PromptApiLoanInfo {
-  /** A Web Lock the page holds while it lives: the worker learns that the page went away when it is granted. */
-  lock?: string;
-  /** Why the page lends nothing (no `LanguageModel`, or the permissions policy blocks `language-model`). */
-  reason?: string;
-}
+export type { BridgeCreateOptions, BridgeMessage, PagePromptApi, PromptApiLoanInfo } from '../models/prompt-api-bridge.js';
 
 /** What the worker exposes. Every method except `subscribe` needs `init` first. */
 export interface EngineApi {

@@ -10,8 +10,7 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { createHashingEmbedder } from '../../src/embed/hashing.js';
 import { ItemVectors } from '../../src/agent/items.js';
-import { createIndexService } from '../../../atomem-index/src/service.js';
-import { Attester, issueInProcess, registerAttester } from '../../../atomem-index/src/attester.js';
+import { Attester, createIndexService, issueInProcess, registerAttester } from 'atomem-index';
 import { SYNC_CATALOG, SYNC_EPOCH_MS } from '../../../../test/fixtures/sync-catalog.js';
 
 declare module 'vitest' {

@@ -16,7 +16,7 @@ export interface SqlEngine {
 }
 
 /** Missing optional dependency (the CLI exits with code 2 and this message). */
-export class EngineMissingError extends Error {
+class EngineMissingError extends Error {
   override name = 'EngineMissingError';
 }
 

@@ -6,7 +6,7 @@
  * (`at_ms` epoch ms, `seq` the row's position in the log, `weight` its action's ACTION_WEIGHTS value)
  *
  * They run unchanged on DuckDB (embedded, `engine.ts`) and PostgreSQL (tested against a real
- * server: `test/node/shop-sql-postgres.test.ts`); Spark SQL and BigQuery notes are in
+ * server: `packages/atomem/test/shop-sql.test.ts`); Spark SQL and BigQuery notes are in
  * docs/SCALING.md. Only `{{name}}` placeholders are substituted, always with numbers
  * ({@link renderQuery} refuses anything else). What each computes is what `train.ts` computes in
  * memory: events with weight > 0 count; co-occurrence over distinct (user, item) pairs; cosine

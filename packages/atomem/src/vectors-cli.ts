@@ -4,7 +4,7 @@
  * that the browser engine loads through its `catalogVectors` option instead of embedding every
  * product on the shopper's device. With `--log` (the shop's order log) it also trains what the
  * shop publishes for on-device ranking — the shop model (`src/shop/train.ts`) and a SASRec
- * sequence model (`src/shop/sasrec/`) — and writes them into the same file (format v2,
+ * sequence model (`src/shop/sasrec/`), through `src/shop/publish.ts` — and writes them into the same file (format v2,
  * `src/protocol/catalog-vectors-v2.ts`); without `--log` it writes format v1 as before.
  *
  *   atomem-vectors --catalog products.json --out public/catalog-vectors.bin
@@ -19,7 +19,7 @@
  * shows (int8 vectors; what a phone can download at 100k items). `--shop-model`: the shop model
  * `atomem-shop` wrote (or a v2 file's shop part and SASRec) instead of training with `--log`.
  *
- * The disk cache (`vectors-disk-cache.ts`) keeps every vector under a hash of the embedder id and
+ * The disk cache (`src/embed/vectors-disk-cache.ts`) keeps every vector under a hash of the embedder id and
  * the item's text, so a nightly run embeds only new or edited products; the summary line says
  * how many came from the cache and the embedding rate of the rest.
  *
@@ -45,18 +45,17 @@ import { basename, dirname, extname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import cliProgress from 'cli-progress';
-import { ACTION_WEIGHTS, type Action, type Item } from '../core/types.js';
-import { encodeCatalogVectors } from '../protocol/catalog-vectors-v1.js';
-import { catalogFileVersion, decodeCatalogFile, encodeCatalogFile, type EncodeCatalogFileInput } from '../protocol/catalog-vectors-v2.js';
-import { DEFAULT_SHARD_SIZE, encodeCatalogFileV3 } from '../protocol/catalog-vectors-v3.js';
-import { decodeShopModel } from '../protocol/shop-model-v1.js';
-import { VectorDiskCache, vectorCacheKey } from './vectors-disk-cache.js';
-import type { SasrecWeights } from '../shop/sasrec/model.js';
-import type { ShopInteraction } from '../shop/train.js';
-import { itemText } from './cache.js';
-import { createHashingEmbedder } from './hashing.js';
-import { USE_LITE_DIM, USE_LITE_ID } from './use-lite-id.js';
-import type { Embedder } from './types.js';
+import type { Item } from './core/types.js';
+import { itemText } from './embed/cache.js';
+import { createHashingEmbedder } from './embed/hashing.js';
+import type { Embedder } from './embed/types.js';
+import { USE_LITE_DIM, USE_LITE_ID } from './embed/use-lite-id.js';
+import { VectorDiskCache, vectorCacheKey } from './embed/vectors-disk-cache.js';
+import { encodeCatalogVectors } from './protocol/catalog-vectors-v1.js';
+import { encodeCatalogFile } from './protocol/catalog-vectors-v2.js';
+import { DEFAULT_SHARD_SIZE, encodeCatalogFileV3 } from './protocol/catalog-vectors-v3.js';
+import { LogInputError } from './shop/log-reader.js';
+import { DEFAULT_SASREC_EPOCHS, DEFAULT_SASREC_SEED, readShopPart, trainShopPart } from './shop/publish.js';
 
 /** Embedders the browser engine can run without extra options, and so this command supports. */
 export const VECTOR_EMBEDDERS = ['use-lite', 'hashing'] as const;
@@ -112,11 +111,6 @@ export function defaultCachePath(embedderId: string): string {
   const base = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
   return join(base, 'atomem', `vectors-${embedderId.replace(/[^\w.@-]/g, '_')}.bin`);
 }
-
-/** SASRec epochs by default (the trainer's validated default, `SASREC_DEFAULTS.epochs`). */
-export const DEFAULT_SASREC_EPOCHS = 80;
-/** Seed of SASRec's initialisation, sampling and dropout by default (the trainer's). */
-export const DEFAULT_SASREC_SEED = 2026;
 
 function positiveNumber(name: string): (v: string) => number {
   return (v) => {
@@ -294,16 +288,16 @@ export async function buildNodeEmbedder(kind: VectorEmbedderKind, dim?: number, 
   if (kind === 'hashing') return createHashingEmbedder({ dim: dim ?? BROWSER_HASHING_DIM });
   if (dim !== undefined) throw new VectorsUsageError(`--dim applies to --embedder hashing only (use-lite is always 512-d)`);
   // why: lazy, so `--embedder hashing` (and usage errors) never load tfjs.
-  let useLite: typeof import('./use-lite.js');
+  let useLite: typeof import('./embed/use-lite.js');
   try {
-    useLite = await import('./use-lite.js');
+    useLite = await import('./embed/use-lite.js');
   } catch (e) {
     const missing = /Cannot find (?:package|module) '(@tensorflow\/[\w-]+)/.exec((e as Error).message ?? '')?.[1];
     if (!missing) throw e;
     throw new VectorsUsageError(`--embedder use-lite needs the optional peers of atomem, and ${missing} is not installed: ${USE_LITE_PEERS_INSTALL}`);
   }
   if (threads === 1) return useLite.createUseLiteEmbedder();
-  const { createUseLitePool } = await import('./use-lite-pool.js');
+  const { createUseLitePool } = await import('./embed/use-lite-pool.js');
   return createUseLitePool(threads);
 }
 
@@ -363,34 +357,6 @@ async function embedAll(
   return { vectors, fromCache, embedded: todo.length, embedSeconds: (performance.now() - t0) / 1000 };
 }
 
-/** The shop part of `--shop-model`: an `atomem-shop` file (shop model v1) or a v2 catalog file's shop model and SASRec. */
-async function readShopModel(path: string): Promise<NonNullable<EncodeCatalogFileInput['shop']>> {
-  let bytes: Uint8Array;
-  try {
-    bytes = new Uint8Array(await readFile(path));
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new VectorsUsageError(`cannot read --shop-model ${path}: ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
-  }
-  try {
-    if (bytes.length >= 4 && String.fromCharCode(...bytes.subarray(0, 4)) === 'ATSM') {
-      const model = decodeShopModel(bytes);
-      return { model, info: { shopModel: basename(path), ...model.info } };
-    }
-    if (catalogFileVersion(bytes) !== 2) throw new Error('expected a shop model (atomem-shop) or a format v2 catalog vector file');
-    const file = decodeCatalogFile(bytes);
-    if (!file.shop) throw new Error('this catalog vector file has no shop model');
-    const s = file.shop;
-    return {
-      model: s.model,
-      ...(s.sasrec ? { sasrec: { weights: s.sasrec.weights, items: s.sasrec.items } } : {}),
-      info: { ...(file.shopInfo ?? {}), shopModel: basename(path) },
-    };
-  } catch (e) {
-    throw new VectorsUsageError(`--shop-model ${path}: ${(e as Error).message}`);
-  }
-}
-
 /** Write `bytes` to a temporary file next to `path`, then rename it over `path`. */
 async function writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
@@ -401,184 +367,6 @@ async function writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
     await rm(tmp, { force: true }).catch(() => undefined);
     throw new Error(`cannot write --out ${path}: ${(e as Error).message}`, { cause: e });
   }
-}
-
-/** The order log as read by {@link readInteractionLog}. */
-export interface InteractionLog {
-  /** Rows of catalog items before `until`, in file order. */
-  log: ShopInteraction[];
-  /** Rows skipped because their item is not in the catalog. */
-  unknownItems: number;
-  /** Rows skipped because they are not before `until`. */
-  afterUntil: number;
-  users: number;
-}
-
-/**
- * Read an order log: JSON Lines `{ user, item, at, action? }` (`at` epoch ms or an ISO date,
- * `user` and `item` non-empty strings or numbers, `action` one of {@link ACTION_WEIGHTS}' keys).
- * Rows of items not in `catalog` and rows at or after `until` are skipped and counted; a
- * malformed line is a {@link VectorsUsageError} naming the line.
- */
-export async function readInteractionLog(path: string, catalog: ReadonlySet<string>, until?: number): Promise<InteractionLog> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new VectorsUsageError(
-      `cannot read --log ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : (e as Error).message}`,
-    );
-  }
-  const log: ShopInteraction[] = [];
-  const users = new Set<string>();
-  let unknownItems = 0;
-  let afterUntil = 0;
-  const idOf = (o: Record<string, unknown>, key: string, at: string): string => {
-    const v = o[key];
-    if ((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v))) return String(v);
-    throw new VectorsUsageError(`${at}: "${key}" is ${v === undefined ? 'missing' : describe(v)}, expected a non-empty string or a number`);
-  };
-  const body = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
-  body.split(/\r?\n/).forEach((raw, i) => {
-    if (raw.trim() === '') return;
-    const at = `${path}: line ${i + 1}`;
-    let o: unknown;
-    try {
-      o = JSON.parse(raw);
-    } catch (e) {
-      throw new VectorsUsageError(`${at} is not valid JSON (${(e as Error).message})`);
-    }
-    if (!o || typeof o !== 'object' || Array.isArray(o)) throw new VectorsUsageError(`${at} is ${describe(o)}, expected an object { user, item, at, action? }`);
-    const row = o as Record<string, unknown>;
-    const user = idOf(row, 'user', at);
-    const item = idOf(row, 'item', at);
-    const when = typeof row.at === 'number' ? row.at : typeof row.at === 'string' ? Date.parse(row.at) : NaN;
-    if (!Number.isFinite(when)) throw new VectorsUsageError(`${at}: "at" must be epoch milliseconds or an ISO date, got ${JSON.stringify(row.at)}`);
-    if (row.action !== undefined && (typeof row.action !== 'string' || !Object.hasOwn(ACTION_WEIGHTS, row.action))) {
-      throw new VectorsUsageError(`${at}: unknown action ${JSON.stringify(row.action)} (one of ${Object.keys(ACTION_WEIGHTS).join(', ')})`);
-    }
-    if (!catalog.has(item)) return void unknownItems++;
-    if (until !== undefined && when >= until) return void afterUntil++;
-    users.add(user);
-    log.push({ user, item, at: when, ...(row.action !== undefined ? { action: row.action as Action } : {}) });
-  });
-  if (log.length === 0)
-    throw new VectorsUsageError(
-      `--log ${path}: no usable rows (${unknownItems} of items not in the catalog${until !== undefined ? `, ${afterUntil} not before --until` : ''})`,
-    );
-  return { log, unknownItems, afterUntil, users: users.size };
-}
-
-/**
- * SASRec's training sequences from a log: per user, the positive interactions (action weight
- * > 0: what the device's encoder reads too) by time, as indices 1..n of `catalog` order.
- */
-export function sasrecSequences(log: readonly ShopInteraction[], catalog: readonly string[]): Int32Array[] {
-  const index = new Map(catalog.map((id, i) => [id, i + 1]));
-  const byUser = new Map<string, ShopInteraction[]>();
-  for (const r of log) {
-    if (ACTION_WEIGHTS[r.action ?? 'click'] <= 0) continue;
-    let seq = byUser.get(r.user);
-    if (!seq) byUser.set(r.user, (seq = []));
-    seq.push(r);
-  }
-  return [...byUser.values()].map((seq) =>
-    Int32Array.from(
-      seq.sort((a, b) => a.at - b.at),
-      (r) => index.get(r.item)!,
-    ),
-  );
-}
-
-/** Write a progress line to stderr at most every second per stage (and at a stage's start and end). */
-function stageReporter(stderr: { write(s: string): unknown }, prefix: string): (stage: string, done: number, total: number) => void {
-  let last = '';
-  let lastAt = 0;
-  return (stage, done, total) => {
-    const now = performance.now();
-    if (stage === last && done < total && now - lastAt < 1000) return;
-    last = stage;
-    lastAt = now;
-    stderr.write(`${prefix}: ${stage} ${total > 1 ? `${done}/${total}` : done >= total ? 'done' : ''}\n`);
-  };
-}
-
-/** Train the shop model (and SASRec) on `--log`; returns the file's shop part and a summary. */
-async function trainFromLog(
-  o: CliOptions,
-  items: readonly Item[],
-  vectors: readonly Float32Array[],
-  embedder: { id: string; dim: number },
-  io: { stderr: { write(s: string): unknown } },
-): Promise<{ shop: NonNullable<EncodeCatalogFileInput['shop']>; summary: string }> {
-  let until: number | undefined;
-  if (o.until !== undefined) {
-    until = /^[0-9]+$/.test(o.until.trim()) ? Number(o.until) : Date.parse(o.until);
-    if (!Number.isFinite(until)) throw new VectorsUsageError(`--until ${o.until} is neither an ISO date nor epoch milliseconds`);
-  }
-  const catalog = items.map((it) => it.id);
-  const read = await readInteractionLog(o.log!, new Set(catalog), until);
-  const { trainShopModel } = await import('../shop/train.js');
-  const t0 = performance.now();
-  const model = trainShopModel(read.log, {
-    catalog,
-    content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) },
-    ...(o.epsilon !== undefined ? { epsilon: o.epsilon, delta: o.delta } : {}),
-    ...(until !== undefined ? { until } : {}),
-    onProgress: o.progress ? stageReporter(io.stderr, 'shop model') : undefined,
-  });
-  const shopSeconds = (performance.now() - t0) / 1000;
-  let sasrec: { weights: SasrecWeights; items: string[] } | undefined;
-  let sequenceNote: string;
-  if (!o.sequence) sequenceNote = 'no SASRec (--no-sequence)';
-  else if (o.epsilon !== undefined) sequenceNote = 'SASRec left out: its training is not differentially private (--epsilon)';
-  else {
-    const seqs = sasrecSequences(read.log, catalog);
-    if (!seqs.some((s) => s.length >= 2)) sequenceNote = 'SASRec left out: no user has two positive interactions';
-    else {
-      const { trainSasrec } = await import('../shop/sasrec/train.js');
-      let bar: cliProgress.SingleBar | undefined;
-      if (o.progress) {
-        bar = new cliProgress.SingleBar(
-          {
-            format: 'SASRec    |{bar}| {value}/{total} epochs, loss {loss} {duration_formatted} (eta {eta_formatted})',
-            stream: io.stderr as NodeJS.WritableStream,
-            hideCursor: true,
-            clearOnComplete: false,
-            noTTYOutput: true,
-            notTTYSchedule: 10_000,
-          },
-          cliProgress.Presets.shades_classic,
-        );
-        bar.start(o.sasrecEpochs, 0, { loss: '-' });
-      }
-      try {
-        const r = await trainSasrec(seqs, catalog.length, {
-          epochs: o.sasrecEpochs,
-          seed: o.seed,
-          onEpoch: (epoch, loss) => void bar?.update(epoch, { loss: loss.toFixed(4) }),
-        });
-        sasrec = { weights: r.weights, items: catalog };
-        sequenceNote = `SASRec ${o.sasrecEpochs} epochs in ${r.seconds.toFixed(1)} s (${r.threads} threads), final loss ${r.losses.at(-1)?.toFixed(4) ?? '-'}`;
-      } finally {
-        bar?.stop();
-      }
-    }
-  }
-  const info: Record<string, unknown> = {
-    logRows: read.log.length,
-    users: read.users,
-    skippedUnknownItems: read.unknownItems,
-    ...(until !== undefined ? { until: new Date(until).toISOString(), skippedAfterUntil: read.afterUntil } : {}),
-    privacy: model.privacy ? { epsilon: model.privacy.epsilon, delta: model.privacy.delta } : null,
-    sequence: sasrec ? 'sasrec' : null,
-    sequenceNote,
-  };
-  const summary =
-    `shop model from ${read.log.length} log rows of ${read.users} users${read.unknownItems ? ` (${read.unknownItems} rows of unknown items skipped)` : ''}${until !== undefined ? ` before ${new Date(until).toISOString()} (${read.afterUntil} later rows skipped)` : ''}, ` +
-    `${model.privacy ? `(ε ${model.privacy.epsilon}, δ ${model.privacy.delta})-DP` : 'no DP'}, ${shopSeconds.toFixed(1)} s; ${sequenceNote}`;
-  return { shop: { model, ...(sasrec ? { sasrec } : {}), info }, summary };
 }
 
 const BAR_FORMAT = 'embedding |{bar}| {value}/{total} items {percentage}% {duration_formatted} (eta {eta_formatted})';
@@ -609,7 +397,7 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     if (o.log && resolve(o.log) === resolve(o.out)) throw new VectorsUsageError(`--out ${o.out} is the log itself`);
     if (o.log && o.shopModel) throw new VectorsUsageError('--log and --shop-model exclude each other (train here, or publish the model atomem-shop trained)');
     const items = await readCatalog(o.catalog);
-    const published = o.shopModel ? await readShopModel(o.shopModel) : undefined;
+    const published = o.shopModel ? await readShopPart(o.shopModel) : undefined;
     const t0 = performance.now();
     // why at most one thread per 16 items: each thread loads its own model first (about 1 s)
     const threads = o.embedder === 'use-lite' ? Math.min(o.threads, Math.ceil(items.length / 16)) : 1;
@@ -661,7 +449,7 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
       const dropped = await cache.compact(new Set(items.map((it) => vectorCacheKey(ident.id, itemText(it)))));
       if (dropped) cacheNote += ` (compacted: ${dropped} stale vectors dropped)`;
     }
-    const trained = o.log ? await trainFromLog(o, items, vectors, ident, out) : undefined;
+    const trained = o.log ? await trainShopPart({ ...o, log: o.log! }, items, vectors, ident, out) : undefined;
     const shop = trained?.shop ?? published;
     const input = { embedder: ident, items, vectors, ...(shop ? { shop } : {}) };
     let bytes: number;
@@ -706,7 +494,7 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     return 0;
   } catch (e) {
     bar?.stop();
-    if (e instanceof VectorsUsageError) {
+    if (e instanceof VectorsUsageError || e instanceof LogInputError) {
       out.stderr.write(`atomem-vectors: error: ${e.message}\n`);
       return 2;
     }

@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Item } from '../src/core/types.js';
 import { itemText } from '../src/embed/cache.js';
 import { createHashingEmbedder } from '../src/embed/hashing.js';
-import { BROWSER_HASHING_DIM, runVectorsCli } from '../src/embed/vectors-cli.js';
+import { BROWSER_HASHING_DIM, runVectorsCli } from '../src/vectors-cli.js';
 import { CATALOG_VECTORS_VERSION, CatalogVectorsError, decodeCatalogVectors, encodeCatalogVectors, itemTextHash } from '../src/protocol/catalog-vectors-v1.js';
 import { buildEmbedder } from '../src/worker/embedders.js';
 
