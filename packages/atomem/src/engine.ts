@@ -94,6 +94,23 @@ export {
 export { ReportClient, ReportHttpError, reportDelay, WIRE_INIT, type ReportClientOptions, type SentReport } from './sync/report-client.js';
 export { planEpoch, randomMomentIn, type EpochPlan } from './sync/schedule.js';
 export {
+  PRIO3_HPKE_INFO,
+  PRIO3_HPKE_SUITE,
+  PRIO3_PATHS,
+  b64,
+  encodePrio3Upload,
+  prio3ChunkLength,
+  prio3Hpke,
+  prio3Measurement,
+  prio3ShareAad,
+  prio3Vdaf,
+  sendPrio3Report,
+  type Prio3Config,
+  type Prio3Upload,
+  type SealedShare,
+  type SendPrio3ReportOptions,
+} from './sync/prio3-report.js';
+export {
   DEFAULT_BUDGET,
   DAY_MS,
   nextAllowed,
