@@ -105,7 +105,6 @@ export async function runPoisoning(o: PoisoningOptions): Promise<PoisoningResult
   const epsilon = o.epsilon ?? 1;
   const dataset = loadDataset(o.format ?? 'movielens', o.data);
   const items = [...dataset.items.keys()].sort(compareIds);
-  const index = new Map(items.map((id, i) => [id, i]));
   const ldp = DEFAULT_LDP;
   const ell = ldp.ell;
   const users = [...dataset.sequences.keys()].sort(compareIds);
