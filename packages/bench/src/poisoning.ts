@@ -37,6 +37,8 @@ import type { DatasetFormat } from './types.js';
 export interface PoisoningOptions {
   data: string;
   format?: DatasetFormat;
+  /** k of the k-core filter (default: the format's, as every benchmark loads the dataset). */
+  kcore?: number;
   seed?: number;
   fakes?: number;
   forged?: number;
@@ -106,7 +108,7 @@ export async function runPoisoning(o: PoisoningOptions): Promise<PoisoningResult
   const nFakes = o.fakes ?? 20;
   const nForged = o.forged ?? 20;
   const epsilon = o.epsilon ?? 1;
-  const dataset = loadDataset(o.format ?? 'movielens', o.data);
+  const dataset = loadDataset(o.format ?? 'movielens', o.data, o.kcore === undefined ? {} : { kcore: o.kcore });
   const items = [...dataset.items.keys()].sort(compareIds);
   const ldp = DEFAULT_LDP;
   const ell = ldp.ell;
