@@ -178,7 +178,7 @@ export function registerPrio3(
   });
 
   if (o.role === 'leader') {
-    app.post<{ Body: Prio3Upload }>(PRIO3_PATHS.upload, { bodyLimit: 64 << 20, schema: { body: uploadSchema } }, async (req, reply) => {
+    app.post<{ Body: Prio3Upload }>(PRIO3_PATHS.upload, { bodyLimit: 8 << 20, schema: { body: uploadSchema } }, async (req, reply) => {
       // why: one report per connection (as the local-DP report), nothing cached
       reply.header('connection', 'close');
       reply.header('cache-control', 'no-store');

@@ -30,7 +30,7 @@ import type { Prio3Release } from '../src/prio3-aggregator.js';
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const ATTESTER = 'attester-key-for-the-prio3-test';
 const PEER_KEY = 'peer-key-of-the-two-aggregators';
-const EPOCH_MS = 8000;
+const EPOCH_MS = 20_000;
 const N_ITEMS = 40;
 
 const dirs: string[] = [];
@@ -143,6 +143,40 @@ const postJson = (url: string, body: unknown, headers: Record<string, string> = 
   fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
 
 describe('prio3: leader and helper processes', () => {
+  it('refuses to start without the peer key or with a bad peer URL, and says why', { timeout: 60_000 }, async () => {
+    const catalog = catalogFile(tempDir('atomem-prio3-cat-'));
+    const run = (args: string[], env: Record<string, string>) =>
+      new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = spawn(
+          process.execPath,
+          [
+            '-C',
+            'atomem-source',
+            '--import',
+            'tsx',
+            'packages/atomem-index/src/cli.ts',
+            '--port',
+            '0',
+            '--data',
+            tempDir('atomem-prio3-'),
+            '--catalog-vectors',
+            catalog,
+            ...args,
+          ],
+          { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ATOMEM_PRIO3_PEER_KEY: '', ...env } },
+        );
+        let stderr = '';
+        child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+        child.on('exit', (code) => resolve({ code, stderr }));
+      });
+    const noKey = await run(['--prio3-role', 'leader', '--prio3-peer', 'http://127.0.0.1:9'], {});
+    expect(noKey.code).toBe(1);
+    expect(noKey.stderr).toMatch(/peer key must be at least 16 characters \(ATOMEM_PRIO3_PEER_KEY\)/);
+    const badPeer = await run(['--prio3-role', 'leader', '--prio3-peer', 'not a url'], { ATOMEM_PRIO3_PEER_KEY: PEER_KEY });
+    expect(badPeer.code).toBe(1);
+    expect(badPeer.stderr).toMatch(/--prio3-peer must be a URL/);
+  });
+
   it('aggregates real device reports, refuses forged ones, releases the true counts plus bounded noise', { timeout: 180_000 }, async () => {
     const catalog = catalogFile(tempDir('atomem-prio3-cat-'));
     const common = [
@@ -175,7 +209,7 @@ describe('prio3: leader and helper processes', () => {
 
     // start at the beginning of an epoch: every upload lands in one epoch
     const wait = EPOCH_MS - (Date.now() % EPOCH_MS);
-    if (wait < EPOCH_MS * 0.6) await sleep(wait + 50);
+    if (wait < EPOCH_MS * 0.9) await sleep(wait + 50);
     const epoch = Math.floor(Date.now() / EPOCH_MS);
     const tokens = attesterTokens(leaderUrl, ATTESTER);
     const r = rng(5);
