@@ -20,3 +20,5 @@ export {
   type AttesterOptions,
   type AttesterBudgetStore,
 } from './attester.js';
+export { Prio3Aggregator, buildPrio3Release, discreteLaplace, releaseNoiseStd, type Prio3Release } from './prio3-aggregator.js';
+export { registerPrio3, type Prio3Controller, type Prio3ServiceOptions } from './prio3-service.js';
