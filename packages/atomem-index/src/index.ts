@@ -20,3 +20,5 @@ export {
   type AttesterOptions,
   type AttesterBudgetStore,
 } from './attester.js';
+export { createRelay, shuffle, type Relay, type RelayOptions, type FlushResult } from './relay.js';
+export { registerOhttpGateway, type OhttpGateway, type OhttpGatewayOptions } from './ohttp-gateway.js';

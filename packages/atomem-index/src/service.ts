@@ -27,8 +27,9 @@ import { timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import cors from '@fastify/cors';
-import { INDEX_V2_LIMITS, INDEX_V2_PATHS, type ErrorV2Response } from 'atomem/protocol';
+import { INDEX_V2_LIMITS, INDEX_V2_PATHS, OHTTP_GATEWAY_PATHS, type ErrorV2Response } from 'atomem/protocol';
 import { registerV2, type V2Controller, type V2Options } from './v2.js';
+import { registerOhttpGateway, type OhttpGateway, type OhttpGatewayOptions } from './ohttp-gateway.js';
 import { DataDir, StorageHealth, type StorageFailure } from './storage.js';
 import { isPostgresUrl, redactUrl } from './pg-store.js';
 import {
@@ -101,6 +102,12 @@ export interface IndexServiceOptions {
   logger?: boolean | { level?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'; stream?: LogStream };
   /** SQLite `synchronous` (see ./report-store.ts). Default `normal`: acknowledged writes survive SIGKILL. */
   synchronous?: 'normal' | 'full';
+  /**
+   * The Oblivious HTTP gateway (./ohttp-gateway.ts: `GET /v2/ohttp-keys`, `POST /v2/ohttp`) for
+   * reports that devices send through a relay (`atomem-relay`). On by default; `false` removes
+   * the two routes.
+   */
+  ohttp?: OhttpGatewayOptions | false;
 }
 
 /** A running service. */
@@ -123,6 +130,8 @@ export interface IndexService {
   readonly storage: StorageHealth;
   /** Edge counters: open and refused connections, rate-limited requests. */
   readonly edge: EdgeCounters;
+  /** The Oblivious HTTP gateway (undefined with `ohttp: false`). */
+  readonly ohttp: OhttpGateway | undefined;
   /** Stop accepting requests, finish in-flight ones, close the store. Idempotent. */
   close(): Promise<void>;
 }
@@ -152,6 +161,8 @@ const ROUTE_NAMES: Record<string, string> = {
   ),
   '/v2/releases/:epoch': 'v2.release',
   '/v2/metrics': 'v2.metrics',
+  [OHTTP_GATEWAY_PATHS.gateway]: 'ohttp.gateway',
+  [OHTTP_GATEWAY_PATHS.keys]: 'ohttp.keys',
 };
 
 function loggerConfig(option: IndexServiceOptions['logger']) {
@@ -264,6 +275,7 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
   });
 
   const attesterKey = options.v2.attesterKey;
+  let gateway: OhttpGateway | undefined;
   if (limit !== false) {
     const keyOf = addressKeyer();
     app.register(rateLimit, {
@@ -275,7 +287,9 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
       // why: the address costs the client something (it cannot choose it); a header it chooses would not
       keyGenerator: (req: FastifyRequest) => keyOf(req.ip),
       // why: the attester (the shop's server, authenticated by its key) asks for tokens on behalf of all its shoppers
-      allowList: (req: FastifyRequest) => attesterKey !== undefined && req.url === INDEX_V2_PATHS.issue && bearerIs(req.headers.authorization, attesterKey),
+      // and the gateway's inner requests were counted as the outer POST /v2/ohttp (its own limit)
+      allowList: (req: FastifyRequest) =>
+        (attesterKey !== undefined && req.url === INDEX_V2_PATHS.issue && bearerIs(req.headers.authorization, attesterKey)) || gateway?.isInner(req) === true,
       onExceeded: () => {
         edge.rateLimited++;
       },
@@ -304,6 +318,7 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
       rssBytes: process.memoryUsage.rss(),
     }),
   });
+  if (options.ohttp !== false) gateway = registerOhttpGateway(app, { options: options.ohttp ?? {}, serving: v2.serving, store: () => v2.backend, fail });
   const serving$ = v2.serving.catch((err: Error) => {
     app.log.error({ err }, 'loading the index failed');
     throw err;
@@ -324,6 +339,7 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
     v2,
     storage,
     edge,
+    ohttp: gateway,
     async listen({ port, host = '127.0.0.1' }) {
       await app.listen({ port, host, listenTextResolver: () => 'index service listening' });
       const addr = app.server.address();
