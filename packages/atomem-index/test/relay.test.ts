@@ -188,6 +188,7 @@ describe('reports through atomem-relay to the index gateway', () => {
     // what the relay received and logged: encapsulated bytes, no report field, no token
     const toRelay = sent.filter((s) => s.url.startsWith(relay.url) && s.url.endsWith(OHTTP_RELAY_PATHS.relay));
     expect(toRelay).toHaveLength(N);
+    expect(new Set(toRelay.map((s) => s.body.length)).size).toBe(1); // padded: one size for every report
     const relayView = [relay.log(), ...toRelay.map((s) => s.body.toString('latin1'))].join('\n');
     for (const needle of ['cohort', 'bucket', '"token"', '"epoch"', ...tokenList.map((t) => t.slice(0, 24))]) expect(relayView).not.toContain(needle);
     expect(relay.log()).toContain('"forwarded":20');
