@@ -198,10 +198,20 @@ describe('reports through atomem-relay to the index gateway', () => {
     const { svc, url } = await startIndex();
     const relay = await startRelay(url, 0);
     const tokens = attesterTokens(url, ATTESTER);
-    const client = new ReportClient({ url, tokens, relay: relay.url, fetch: deviceFetch(DEVICE_ADDRESS, []) });
+    const sent: { url: string; body: Buffer }[] = [];
+    const client = new ReportClient({ url, tokens, relay: relay.url, fetch: deviceFetch(DEVICE_ADDRESS, sent) });
     const token = await tokens.token(EPOCH);
     await client.send(EPOCH, { cohort: 1, bucket: 3 }, token);
     expect(client.lastReport()?.relayed).toBe('forwarded');
+    expect(svc.v2.store.reportCount(EPOCH)).toBe(1);
+    // the same encapsulated bytes again (a relay replaying them): decapsulated, refused by the spent token
+    const captured = sent.find((s) => s.url.endsWith(OHTTP_RELAY_PATHS.relay))!;
+    const replay = await fetch(`${url}${OHTTP_GATEWAY_PATHS.gateway}`, {
+      method: 'POST',
+      headers: { 'content-type': OHTTP_MEDIA.request },
+      body: new Uint8Array(captured.body),
+    });
+    expect(replay.status).toBe(200);
     expect(svc.v2.store.reportCount(EPOCH)).toBe(1);
     const again = await client.send(EPOCH, { cohort: 1, bucket: 3 }, token).catch((e: unknown) => e);
     expect(again).toBeInstanceOf(ReportHttpError);
