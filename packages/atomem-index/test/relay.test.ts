@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createIndexService, type IndexService } from '../src/service.js';
+import { createRelay } from '../src/relay.js';
 import { INDEX_V2_PATHS, type ReportRequest } from '../../atomem/src/protocol/index-v2.js';
 import { OHTTP_GATEWAY_PATHS, OHTTP_MEDIA, OHTTP_RELAY_PATHS, decodeKeys } from '../../atomem/src/protocol/ohttp.js';
 import { ReportClient, ReportHttpError } from '../../atomem/src/sync/report-client.js';
@@ -41,7 +42,7 @@ function space(): ItemSpace {
 
 /** What the index saw: the peer address of every request, and the reports (in order) the gateway dispatched. */
 interface IndexView {
-  peers: { url: string; address: string }[];
+  peers: { url: string; address: string; headers: Record<string, unknown> }[];
   dispatched: ReportRequest[];
 }
 
@@ -56,7 +57,8 @@ async function startIndex(): Promise<{ svc: IndexService; url: string; view: Ind
   const view: IndexView = { peers: [], dispatched: [] };
   // test instrumentation only: the service itself neither logs nor keeps addresses
   svc.app.addHook('onRequest', async (req) => {
-    if (req.raw.socket?.remoteAddress && !svc.ohttp?.isInner(req)) view.peers.push({ url: req.url, address: req.raw.socket.remoteAddress });
+    if (req.raw.socket?.remoteAddress && !svc.ohttp?.isInner(req))
+      view.peers.push({ url: req.url, address: req.raw.socket.remoteAddress, headers: { ...req.headers } });
   });
   svc.app.addHook('preHandler', async (req) => {
     if (svc.ohttp?.isInner(req)) view.dispatched.push(req.body as ReportRequest);
@@ -193,6 +195,41 @@ describe('reports through atomem-relay to the index gateway', () => {
     for (const needle of ['cohort', 'bucket', '"token"', '"epoch"', ...tokenList.map((t) => t.slice(0, 24))]) expect(relayView).not.toContain(needle);
     expect(relay.log()).toContain('"forwarded":20');
   }, 60_000);
+
+  it("in-process: bad options refused; wrong media type 415; a full relay answers 503; the device's headers never reach the index", async () => {
+    expect(() => createRelay({ gateway: 'ftp://x' })).toThrow(/gateway/);
+    expect(() => createRelay({ gateway: 'http://x', flushEveryMs: -1 })).toThrow(/flushEveryMs/);
+    const { url, view } = await startIndex();
+    const relay = createRelay({ gateway: url, flushEveryMs: 3_600_000, maxHeld: 2, rateLimit: false });
+    const base = await relay.listen({ port: 0 });
+    try {
+      const keys = await (await fetch(`${base}${OHTTP_RELAY_PATHS.keys}`)).arrayBuffer();
+      expect(Buffer.from(keys)).toEqual(Buffer.from(await (await fetch(`${url}${OHTTP_GATEWAY_PATHS.keys}`)).arrayBuffer()));
+      const post = (body: BodyInit, type: string = OHTTP_MEDIA.request) =>
+        fetch(`${base}${OHTTP_RELAY_PATHS.relay}`, {
+          method: 'POST',
+          headers: { 'content-type': type, 'x-device-id': 'shopper-42', cookie: 'sid=abc', 'user-agent': 'DeviceBrowser/1.0' },
+          body,
+        });
+      expect((await post('{}', 'application/json')).status).toBe(415);
+      expect((await post(new Uint8Array(60))).status).toBe(202);
+      expect((await post(new Uint8Array(61))).status).toBe(202);
+      expect((await post(new Uint8Array(62))).status).toBe(503);
+      expect(relay.held()).toBe(2);
+      const r = await relay.flush();
+      expect(r).toMatchObject({ forwarded: 2, failed: 0, statuses: { 400: 2 } }); // junk bytes: the gateway cannot decapsulate them
+      const forwarded = view.peers.filter((p) => p.url === OHTTP_GATEWAY_PATHS.gateway);
+      expect(forwarded).toHaveLength(2);
+      for (const p of forwarded) {
+        expect(p.headers['x-device-id']).toBeUndefined();
+        expect(p.headers.cookie).toBeUndefined();
+        expect(p.headers['user-agent']).not.toBe('DeviceBrowser/1.0');
+        expect(p.headers['x-forwarded-for']).toBeUndefined();
+      }
+    } finally {
+      await relay.close();
+    }
+  });
 
   it('a relay that forwards at once returns the index answer, encapsulated: accepted, then refused for a spent token', async () => {
     const { svc, url } = await startIndex();
