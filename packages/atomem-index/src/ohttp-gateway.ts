@@ -60,8 +60,15 @@ export function registerOhttpGateway(
 ): OhttpGateway {
   // why: marks the gateway's own inject() requests; a client cannot guess it (and the inner headers are never copied)
   const secret = randomBytes(24).toString('base64url');
+  let serving = false;
+  o.serving.then(
+    () => (serving = true),
+    () => {},
+  );
   let key$: Promise<GatewayKey> | undefined;
   const key = (): Promise<GatewayKey> => {
+    // why: before the service serves, answer 503 at once (as every v2 route does) instead of waiting
+    if (!serving) return Promise.reject(new Error('not serving yet'));
     key$ ??= (async () => {
       await o.serving;
       const store = o.store();
