@@ -44,7 +44,7 @@ export type { LanguageModel } from './models/types.js';
 export { Rng, hash32 } from './core/rng.js';
 export { DEFAULT_LDP, ReportHistogram, estimateCounts, ldpParams, makeReport, type PermanentMemo } from './community/ldp.js';
 export { buildRelease, type ItemCommunities, type ItemSpace } from './community/release.js';
-export { ReportClient, reportDelay, WIRE_INIT } from './sync/report-client.js';
+export { ReportClient, ReportHttpError, reportDelay, WIRE_INIT } from './sync/report-client.js';
 export { planEpoch, randomMomentIn } from './sync/schedule.js';
 export {
   PRIO3_HPKE_INFO,

@@ -474,7 +474,9 @@ export class Engine implements EngineApi {
     if (typeof b !== 'object' || b === null) throw new TypeError('index.budget must be an object { cap?, windowDays?, q? }');
     const budget = privacyBudget({ cap: b.cap, windowMs: b.windowDays === undefined ? undefined : b.windowDays * DAY_MS, q: b.q } as Partial<PrivacyBudget>);
     const tokens = new AttesterTokenProvider({ indexUrl: index.url, attesterUrl: index.attesterUrl ?? '' });
-    const client = new ReportClient({ url: index.url, tokens });
+    if (index.relay !== undefined && (typeof index.relay !== 'string' || !/^https?:\/\//.test(index.relay)))
+      throw new TypeError(`index.relay must be the http(s) URL of an Oblivious HTTP relay (atomem-relay), got ${String(index.relay)}`);
+    const client = new ReportClient({ url: index.url, tokens, relay: index.relay });
     return {
       url: index.url,
       client,

@@ -83,6 +83,13 @@ export interface IndexOptions {
    */
   attesterUrl?: string;
   /**
+   * An Oblivious HTTP relay (`atomem-relay`, RFC 9458) run by a party other than the shop, e.g.
+   * `https://relay.example`: reports go through it, encapsulated to the index's gateway key, so
+   * the index sees neither the device's address nor (with the relay's batching) when it
+   * reported. Releases and health stay direct. Default none: reports go to `url`.
+   */
+  relay?: string;
+  /**
    * Check for a new release after this many tracked events (and on privacy changes). Default 5.
    * The release and health are fetched at most once per epoch whatever this says.
    */
