@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ReportStore } from '../src/report-store.js';
 import { INDEX_V2_PATHS } from '../../atomem/src/protocol/index-v2.js';
-import { axisSpace, indexServices, issueToken, sendReport, TEST_ATTESTER } from '../../../test/fixtures/index-service.js';
+import { axisSpace, clockedV2, indexServices, issueToken, sendReport } from '../../../test/fixtures/index-service.js';
 
 const EPOCH_MS = 1_000_000;
 const GRACE = EPOCH_MS / 10;
@@ -18,7 +18,7 @@ function start(dataDir: string, clock: { now: number }) {
   return services.start({
     dataDir,
     rateLimit: false,
-    v2: { space: space(), epochMs: EPOCH_MS, graceMs: GRACE, now: () => clock.now, tickMs: 0, minReports: 3, minContributors: 0, attesterKey: TEST_ATTESTER },
+    v2: clockedV2(space(), clock, { epochMs: EPOCH_MS }),
   });
 }
 const issue = (url: string, epoch: number) => issueToken(url, epoch);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INDEX_V2_PATHS, epochOf } from '../../atomem/src/protocol/index-v2.js';
 import { encodeCatalogVectors } from '../../atomem/src/protocol/catalog-vectors-v1.js';
 import { rng, unit } from '../../../test/fixtures/index-wire.js';
-import { axisSpace, indexServices, mintToken, sendReport, TEST_ATTESTER } from '../../../test/fixtures/index-service.js';
+import { axisSpace, clockedV2, indexServices, mintToken, sendReport } from '../../../test/fixtures/index-service.js';
 import { startPostgres, type PostgresCluster } from '../../../test/fixtures/postgres.js';
 
 const EPOCH_MS = 1_000_000;
@@ -36,16 +36,7 @@ function start(store: string, clock: { now: number }) {
   return services.start({
     store,
     rateLimit: false,
-    v2: {
-      space: axisSpace('pg-space@1'),
-      epochMs: EPOCH_MS,
-      graceMs: GRACE,
-      now: () => clock.now,
-      tickMs: 0,
-      minReports: 3,
-      minContributors: 0,
-      attesterKey: TEST_ATTESTER,
-    },
+    v2: clockedV2(axisSpace('pg-space@1'), clock, { epochMs: EPOCH_MS }),
   });
 }
 const issue = (url: string, epoch: number) => mintToken(url, epoch);

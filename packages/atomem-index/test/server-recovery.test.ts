@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { INDEX_V2_PATHS } from '../../atomem/src/protocol/index-v2.js';
-import { axisSpace, indexServices, mintToken, postReport, TEST_ATTESTER } from '../../../test/fixtures/index-service.js';
+import { axisSpace, clockedV2, indexServices, mintToken, postReport } from '../../../test/fixtures/index-service.js';
 
 const EPOCH_MS = 1_000_000;
 const GRACE = EPOCH_MS / 10;
@@ -63,17 +63,7 @@ function start(dataDir: string, clock: { now: number }, maintenanceMs?: number) 
   return services.start({
     dataDir,
     rateLimit: false,
-    v2: {
-      space: axisSpace('recovery-space@1'),
-      epochMs: EPOCH_MS,
-      graceMs: GRACE,
-      now: () => clock.now,
-      tickMs: 0,
-      minReports: 3,
-      minContributors: 0,
-      attesterKey: TEST_ATTESTER,
-      ...(maintenanceMs !== undefined ? { maintenanceMs } : {}),
-    },
+    v2: clockedV2(axisSpace('recovery-space@1'), clock, { epochMs: EPOCH_MS, ...(maintenanceMs !== undefined ? { maintenanceMs } : {}) }),
   });
 }
 const token = (url: string, epoch: number) => mintToken(url, epoch);
