@@ -13,7 +13,6 @@ import { expectReferenceTokens, expectReferenceVectors } from '../../../test/fix
 // package; only its install script, which fetches optional CUDA files, is denied). Files come from a
 // temporary folder: `modelBaseUrl` as a folder on disk, `allowRemote: false`, so nothing is downloaded.
 
-
 function writeModel(root: string, model: string, files: Record<string, Uint8Array | string>): void {
   for (const [rel, content] of Object.entries(files)) {
     const path = join(root, model, rel);
