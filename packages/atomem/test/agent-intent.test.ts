@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MemoryAgent } from '../src/agent/agent.js';
 import { ItemVectors } from '../src/agent/items.js';
 import { INTENT_MAX_CHARS, InvalidIntentError, cleanIntent, intentTerms, selectIntentMemories, termMatch } from '../src/core/intent.js';
-import { appendEvent, createState, markProcessed } from '../src/core/memory.js';
+import { appendEvent, createState, markProcessed, validateInteraction } from '../src/core/memory.js';
 import type { Action, AtomicMemory, Item, MemoryState } from '../src/core/types.js';
 import { meanNormalized } from '../src/core/vector.js';
 import { createHashingEmbedder } from '../src/embed/hashing.js';
@@ -48,7 +48,7 @@ async function shopper(opts: { kitchen?: number; outdoor?: number } = {}) {
   state.memories.push(await memory('m-outdoor', ['trail-shoes'], 'Likes outdoor gear such as Trail running shoes', 'Outdoor', opts.outdoor ?? 0.4));
   state.memories.push(await memory('m-books', ['mystery'], 'Reads mystery novels', 'Books', 0.5));
   const act = (item: string, action: Action, at: number) => {
-    const e = appendEvent(state, { maxEvents: 500 } as never, { item, action, at });
+    const e = appendEvent(state, { maxEvents: 500 } as never, validateInteraction({ item, action, at }));
     markProcessed(state, e.seq);
   };
   act('skillet', 'purchase', T0);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MemoryAgent, type AgentOptions } from '../src/agent/agent.js';
 import { ItemVectors, UnknownItemError } from '../src/agent/items.js';
 import { resolveConfig } from '../src/core/config.js';
-import { appendEvent, createState } from '../src/core/memory.js';
+import { appendEvent, createState, validateInteraction } from '../src/core/memory.js';
 import type { LifecycleEvent } from '../src/core/types.js';
 import { dot } from '../src/core/vector.js';
 import { createHashingEmbedder } from '../src/embed/hashing.js';
@@ -269,7 +269,7 @@ describe('MemoryAgent lifecycle events', () => {
   // (`const start = out.length` at the top, `out.slice(start).forEach(emit)` at the end).
   it('emits each lifecycle event once when several pending events are processed together', async () => {
     const state = createState();
-    appendEvent(state, resolveConfig(), { item: 'heat', at: T0, action: 'like' }); // left pending (e.g. a crash before processing)
+    appendEvent(state, resolveConfig(), validateInteraction({ item: 'heat', at: T0, action: 'like' })); // left pending (e.g. a crash before processing)
     const events: LifecycleEvent[] = [];
     const { agent } = makeAgent({ state }, events);
     const returned = await agent.observe({ item: 'alien', at: T0 + MIN, action: 'like' });
@@ -279,7 +279,7 @@ describe('MemoryAgent lifecycle events', () => {
 
   it('processes pending events of a restored state on the next observe', async () => {
     const state = createState();
-    appendEvent(state, resolveConfig(), { item: 'heat', at: T0, action: 'like' });
+    appendEvent(state, resolveConfig(), validateInteraction({ item: 'heat', at: T0, action: 'like' }));
     const { agent } = makeAgent({ state });
     const returned = await agent.observe({ item: 'fargo', at: T0 + MIN, action: 'like' });
     expect(returned.map((e) => e.op)).toEqual(['extract', 'reinforce', 'resynthesize']);

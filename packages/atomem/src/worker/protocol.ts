@@ -9,6 +9,9 @@ import type { ExportFile } from '../store/file.js';
 import type { Capabilities } from '../models/probe.js';
 import type { LoadProgress, ModelBackend } from '../models/types.js';
 import type { LlmCallInfo, LlmCosts, LlmFallbackInfo } from '../reason/llm.js';
+import type { RecommendOptions as AgentRecommendOptions } from '../agent/shelf.js';
+
+export type { ExcludeRule } from '../agent/shelf.js';
 
 export type { Capabilities } from '../models/probe.js';
 
@@ -265,43 +268,11 @@ export interface TrackInput {
   at?: number;
 }
 
-/** Options of `recommend`. */
-export interface RecommendOptions {
-  /**
-   * Rerank the top this-many candidates listwise with the language model, each with a one-line
-   * reason (first among its explanations). Default 0: off. Ignored (engine order) on rules, and
-   * whenever the model fails or the call budget is spent. One model call per `recommend`.
-   */
-  rerank?: number;
-  /**
-   * Diversify the first row by interest coverage (default true): a shopper with several strong
-   * interests (each ≥ `config.diversity` = 10 % of the memory weight) sees each of them among the
-   * first `config.diversityDepth` cards (8). `false` = the ranker's order; `config.diversity` 0
-   * turns it off for every call.
-   */
-  diversify?: boolean;
-  /**
-   * Leave out items the shopper already has or has just seen: `'bought'` (any purchase),
-   * `'seen'` (the items of the last `config.recentEvents` events, any action), `'interacted'`
-   * (every item in the history), or several of them. Default: items the shopper bought are
-   * excluded; `[]` keeps every candidate.
-   */
-  exclude?: ExcludeRule | ExcludeRule[];
-  /**
-   * The shopper's stated intent for this ranking, e.g. "a gift for my dad, he hikes" (at most 200
-   * characters; control characters are removed). Embedded in the worker with the content
-   * embedder, it selects the memories that bear on it and conditions the ranking; explanations
-   * say how intent and memory met. Never stored, never sent (docs/PRIVACY.md). A non-string,
-   * empty or over-long intent rejects with `InvalidIntentError` (its `reason`: `type`, `empty`
-   * or `too-long`).
-   */
-  intent?: string;
-  /**
-   * At most this many results (an integer ≥ 1). With candidates the default is all of them;
-   * without candidates (the whole catalog) it is 20.
-   */
-  limit?: number;
-}
+/**
+ * Options of `recommend`: the agent's (`agent/shelf.ts`), except the ranking time `now`, which
+ * the worker's clock sets.
+ */
+export type RecommendOptions = Omit<AgentRecommendOptions, 'now'>;
 
 /** The memories a stated intent selects (for inspection; see `EngineApi.intentMemories`). */
 export interface IntentMemoriesResult {
@@ -310,9 +281,6 @@ export interface IntentMemoriesResult {
   /** Best first: each memory's id, statement, category and cosine to the intent. */
   memories: { memoryId: string; content: string; category: string; similarity: number }[];
 }
-
-/** The rules of {@link RecommendOptions.exclude}. */
-export type ExcludeRule = 'bought' | 'seen' | 'interacted';
 
 /** A ranked candidate with readable explanations, best first. */
 export interface RecommendationResult {
