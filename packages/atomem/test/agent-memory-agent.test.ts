@@ -9,6 +9,7 @@ import { createHashingEmbedder } from '../src/embed/hashing.js';
 import { RulesReasoner } from '../src/reason/rules.js';
 import type { Reasoner } from '../src/reason/types.js';
 import { CATALOG, MIN, T0, TAU, embedder, interactions } from '../../../test/fixtures/film-catalog.js';
+import { renderWhy } from '../src/reason/wording.js';
 
 const GENRE: Record<string, string> = Object.fromEntries(CATALOG.map((i) => [i.id, i.categories![0]]));
 
@@ -380,11 +381,11 @@ describe('MemoryAgent.recommend', () => {
     ).toEqual(['casino', 'godfather']);
     const content = agent.memories()[0].content;
     for (const r of out.slice(0, 2)) {
-      expect(r.explanations.some((x) => x.includes(`“${content}”`))).toBe(true);
+      expect(r.why.map(renderWhy).some((x) => x.includes(`“${content}”`))).toBe(true);
       expect(r.reasons.find((x) => x.kind === 'memory')).toMatchObject({ kind: 'memory', memoryId: 'm1', content });
     }
     // unrelated items are not explained by the crime memory
-    for (const r of out.slice(2)) expect(r.explanations.join(' ')).not.toContain(content);
+    for (const r of out.slice(2)) expect(r.why.map(renderWhy).join(' ')).not.toContain(content);
     // scores descend
     for (let i = 1; i < out.length; i++) expect(out[i].score).toBeLessThanOrEqual(out[i - 1].score);
   });
@@ -408,7 +409,7 @@ describe('MemoryAgent.recommend', () => {
     expect(out.map((r) => r.id).sort()).toEqual(['alien', 'heat']);
     for (const r of out) {
       expect(r.reasons).toEqual([{ kind: 'prior', prior: 'variety', contribution: 0 }]);
-      expect(r.explanations).toEqual(['A first pick across the catalog: what you look at next personalises this shelf.']);
+      expect(r.why.map(renderWhy)).toEqual(['A first pick across the catalog: what you look at next personalises this shelf.']);
     }
   });
 

@@ -23,6 +23,7 @@ import {
 } from '../../../test/fixtures/llm-agent.js';
 import { DAY, NOW, mem, state } from '../../../test/fixtures/planner-state.js';
 import { ScriptedModel } from '../../../test/fixtures/scripted-model.js';
+import { renderWhy } from '../src/reason/wording.js';
 
 const view = (m: AtomicMemory) => ({ id: m.id, content: m.content, category: m.category, strength: m.strength, evidence: m.evidence, items: [] });
 
@@ -356,8 +357,8 @@ describe('listwise rerank (rerank@2)', () => {
         .reverse(),
       ...base.slice(4).map((r) => r.id),
     ]);
-    expect(out[0].explanations[0]).toBe('Picked C4 for you');
-    expect(out[0].explanations.slice(1)).toEqual(base[3].explanations);
+    expect(out[0].why.map(renderWhy)[0]).toBe('Picked C4 for you');
+    expect(out[0].why.map(renderWhy).slice(1)).toEqual(base[3].why.map(renderWhy));
     expect(out.map((r) => r.score)).toEqual(base.map((r) => r.score));
     // the prompt: titles and categories under labels, memories' statements; no ids
     expect(requests).toHaveLength(1);

@@ -12,7 +12,7 @@ import { cleanIntent, intentTerms, selectIntentMemories, termMatch, type IntentM
 import type { CommunityContext, KnownCommunity } from '../core/retrieve.js';
 import { dot, meanNormalized } from '../core/vector.js';
 import { demoteDuplicates, diversify } from '../core/diversify.js';
-import { explain, LOW_SCORE_SENTENCE, NO_SUPPORT_SENTENCE } from '../core/explain.js';
+import { explain, whyKey, type Why } from '../core/explain.js';
 import type { Action, AtomicMemory } from '../core/types.js';
 import { decodePrototypes, matchMemory } from '../community/release.js';
 import type { Release } from '../protocol/index-v2.js';
@@ -78,7 +78,7 @@ export const DEFAULT_LIMIT = 20;
 export type RecommendOpts = RecommendOptions;
 
 /**
- * Within the first `depth` cards, a card whose first sentence repeats an earlier card's names
+ * Within the first `depth` cards, a card whose first reason repeats an earlier card's names
  * the next closest item of the same memory instead (still a linked item close to the card), or
  * else leads with its next own reason, so a row of cards from one interest does not read the
  * same reason eight times. Mutates `out`.
@@ -90,26 +90,27 @@ function varyFirstReasons(
   actionOf: (id: string) => Action | undefined,
 ): void {
   const used = new Set<string>();
+  const key = (w: Why) => whyKey(w);
   for (const r of out.slice(0, depth)) {
-    const first = r.explanations[0];
+    const first = key(r.why[0]);
     const i = r.reasons.findIndex((x) => x.contribution > 0);
     const top = r.reasons[i];
     if (used.has(first) && top?.kind === 'memory' && top.alternatives) {
       for (const alt of top.alternatives) {
         const reasons = [...r.reasons];
         reasons[i] = { ...top, item: alt, alternatives: top.alternatives.filter((x) => x !== alt).concat(top.item ? [top.item] : []) };
-        const explanations = explain({ ...r, reasons }, titleOf, 3, actionOf);
-        if (!used.has(explanations[0])) {
+        const why = explain({ ...r, reasons }, titleOf, 3, actionOf);
+        if (!used.has(key(why[0]))) {
           r.reasons = reasons;
-          r.explanations = explanations;
+          r.why = why;
           break;
         }
       }
     }
     // still a repeat (e.g. every card's sequence signal names the last item): lead with the card's next own reason
-    const next = used.has(r.explanations[0]) ? r.explanations.findIndex((e, j) => j > 0 && !used.has(e)) : -1;
-    if (next > 0) r.explanations = [r.explanations[next], ...r.explanations.filter((_, j) => j !== next)];
-    used.add(r.explanations[0]);
+    const next = used.has(key(r.why[0])) ? r.why.findIndex((w, j) => j > 0 && !used.has(key(w))) : -1;
+    if (next > 0) r.why = [r.why[next], ...r.why.filter((_, j) => j !== next)];
+    used.add(key(r.why[0]));
   }
 }
 
@@ -148,9 +149,10 @@ export function varietyOrder(vectors: readonly Float32Array[], slots: number): n
   return order;
 }
 
-/** A ranked recommendation with readable explanations. */
+/** A ranked recommendation with its reasons as data (the page words them: `reason/wording.ts`). */
 export interface Recommendation extends RankedItem {
-  explanations: string[];
+  /** What the card shows, strongest first (see `core/explain.ts`). */
+  why: Why[];
 }
 
 /** The memories a stated intent selected (see {@link Shelf.intentMemories}). */
@@ -174,8 +176,8 @@ export class Shelf {
   }
 
   /**
-   * Rank candidate item ids with explanations (unknown ids → UnknownItemError), best first.
-   * Each card's explanations name what moved that card (see `core/rank.ts`). With
+   * Rank candidate item ids with their reasons (unknown ids → UnknownItemError), best first.
+   * Each card's reasons (`why`) name what moved that card (see `core/rank.ts`). With
    * `opts.intent`, the stated intent conditions the ranking (see {@link RecommendOptions.intent}).
    * The first `config.diversityDepth` positions are diversified by interest coverage unless
    * `diversify: false` (or `config.diversity` 0); scores are then reassigned in the new order
@@ -273,7 +275,7 @@ export class Shelf {
     ranked = ranked.map((r) => this.withinDepartment(r, known));
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
     const actionOf = this.actionLookup();
-    let out: Recommendation[] = ranked.map((r) => ({ ...r, explanations: explain(r, titleOf, 3, actionOf) }));
+    let out: Recommendation[] = ranked.map((r) => ({ ...r, why: explain(r, titleOf, 3, actionOf) }));
     if (!firstVisit && opts.diversify !== false && this.config.diversity > 0) out = this.diversified(out, vectorOf, now);
     if (opts.diversify !== false && this.config.duplicateSimilarity > 0) out = await this.withoutDuplicates(out);
     varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf);
@@ -284,7 +286,7 @@ export class Shelf {
       out[0] = {
         ...out[0],
         reasons: [unmatched, ...out[0].reasons],
-        explanations: [explain({ ...out[0], score: 0, reasons: [unmatched] }, titleOf)[0], ...out[0].explanations.slice(0, 2)],
+        why: [explain({ ...out[0], score: 0, reasons: [unmatched] }, titleOf)[0], ...out[0].why.slice(0, 2)],
       };
     return out.length > limit ? out.slice(0, limit) : out;
   }
@@ -603,7 +605,7 @@ export class Shelf {
    * that shares no category with the card (a frying pan for a headlamp) names the memory's next
    * linked item that does, or — when the shop's collaborative vectors put the two together
    * (cosine ≥ halfway from tau to mergeThreshold in that space) — is worded as what it is, shoppers' co-interest; otherwise it
-   * is left out of the explanations (its share of the score stays). A shop-model reason (already
+   * is left out of the card's reasons (its share of the score stays). A shop-model reason (already
    * worded as shoppers' behaviour) across departments needs the same collaborative cosine. Items
    * without categories are never judged. `vectorOf`: item-space vectors of the card and the items its reasons name.
    */
@@ -696,13 +698,13 @@ export class Shelf {
     return order.map((k, i) => {
       const r = { ...out[k], score: out[i].score };
       // a card brought into the first row for an interest says which, if its own reasons had nothing positive
-      if (i < depth && k >= depth && (r.explanations[0] === LOW_SCORE_SENTENCE || r.explanations[0] === NO_SUPPORT_SENTENCE)) {
+      if (i < depth && k >= depth && (r.why[0].kind === 'low-score' || r.why[0].kind === 'no-support')) {
         const v = vectorOf.get(r.id)!;
         const best = positive
           .map((m, a) => ({ m, w: aspects[a].weight, s: dot(m.embedding.vector, v) }))
           .filter((x) => x.s >= this.config.tau)
           .sort((x, y) => y.w - x.w)[0];
-        if (best) r.explanations = [`For another of your interests: “${best.m.content}”.`];
+        if (best) r.why = [{ kind: 'other-interest', memoryId: best.m.id, interest: best.m.content }];
       }
       return r;
     });
@@ -720,7 +722,7 @@ export class Shelf {
 
   /**
    * Listwise reranking of the top of a ranking by the reasoner, with its one-line reason first
-   * among the explanations. Scores are reassigned in the new order (the same set of scores, so
+   * among the card's reasons (`model`). Scores are reassigned in the new order (the same set of scores, so
    * the list stays sorted by score). The rules reasoner (also the fallback) keeps the order.
    */
   private async rerankTop(top: Recommendation[], intent?: string): Promise<Recommendation[]> {
@@ -745,7 +747,7 @@ export class Shelf {
     const byId = new Map(top.map((t) => [t.id, t]));
     return result.order.map((o, i) => {
       const t = byId.get(o.id)!;
-      return { ...t, score: top[i].score, explanations: o.why ? [o.why, ...t.explanations] : t.explanations };
+      return { ...t, score: top[i].score, why: o.why ? [{ kind: 'model' as const, text: o.why }, ...t.why] : t.why };
     });
   }
 

@@ -45,7 +45,7 @@ import type {
   PagePromptApi,
   PrivacyLevel,
   PromptApiLoanInfo,
-  RecommendationResult,
+  RankedResult,
   IntentMemoriesResult,
   RecommendOptions,
   SyncReport,
@@ -290,7 +290,7 @@ export class Engine implements EngineApi {
     });
   }
 
-  recommend(candidates?: string[] | RecommendOptions, opts: RecommendOptions = {}): Promise<RecommendationResult[]> {
+  recommend(candidates?: string[] | RecommendOptions, opts: RecommendOptions = {}): Promise<RankedResult[]> {
     // `recommend({ limit })`: options in first place, no candidates = the whole catalog
     if (candidates !== undefined && candidates !== null && typeof candidates === 'object' && !Array.isArray(candidates))
       [candidates, opts] = [undefined, candidates];
@@ -307,7 +307,8 @@ export class Engine implements EngineApi {
         ...(opts.exclude !== undefined ? { exclude: opts.exclude } : {}),
         ...(opts.intent !== undefined ? { intent: opts.intent } : {}),
       });
-      return ranked.map((r) => ({ id: r.id, score: r.score, explanations: r.explanations }));
+      // reasons leave the worker as data; the page words them (client/index.ts)
+      return ranked.map((r) => ({ id: r.id, score: r.score, why: r.why }));
     });
   }
 

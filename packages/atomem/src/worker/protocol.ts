@@ -10,8 +10,10 @@ import type { Capabilities } from '../models/probe.js';
 import type { LoadProgress, ModelBackend } from '../models/types.js';
 import type { LlmCallInfo, LlmCosts, LlmFallbackInfo } from '../reason/llm.js';
 import type { RecommendOptions as AgentRecommendOptions } from '../agent/shelf.js';
+import type { Why } from '../core/explain.js';
 
 export type { ExcludeRule } from '../agent/shelf.js';
+export type { ShopBasis, Why, WhyItem, WhyKind } from '../core/explain.js';
 
 export type { Capabilities } from '../models/probe.js';
 
@@ -282,10 +284,20 @@ export interface IntentMemoriesResult {
   memories: { memoryId: string; content: string; category: string; similarity: number }[];
 }
 
-/** A ranked candidate with readable explanations, best first. */
-export interface RecommendationResult {
+/** A ranked candidate as the worker returns it: its reasons as data (`why`), no wording. */
+export interface RankedResult {
   id: string;
   score: number;
+  /** Why the card is there, strongest first: kind, the items named, the shopper's action, the memory (see {@link Why}). */
+  why: Why[];
+}
+
+/**
+ * A ranked candidate as `recommend` gives it to the page: the worker's {@link RankedResult}
+ * plus `explanations`, its reasons worded on the page (one sentence per `why` entry, in order)
+ * by the default English renderer or the shop's `renderWhy`.
+ */
+export interface RecommendationResult extends RankedResult {
   explanations: string[];
 }
 
@@ -408,9 +420,9 @@ export interface EngineApi {
    * vector and the stated intent, the most popular), then the full scorer ranks them as it ranks candidates (below).
    * Returns the best `limit` (default 20). `recommend(undefined, opts)` is the same call.
    */
-  recommend(opts?: RecommendOptions): Promise<RecommendationResult[]>;
+  recommend(opts?: RecommendOptions): Promise<RankedResult[]>;
   /** Rank candidate ids (unknown id → `UnknownItemError`); `undefined` = the whole catalog, as `recommend(opts)`. */
-  recommend(candidates: string[] | undefined, opts?: RecommendOptions): Promise<RecommendationResult[]>;
+  recommend(candidates: string[] | undefined, opts?: RecommendOptions): Promise<RankedResult[]>;
   /** The memories a stated intent selects (same validation as `recommend`'s `intent`; nothing stored). */
   intentMemories(intent: string): Promise<IntentMemoriesResult>;
   /** Atomic memories, most salient first. */
