@@ -149,7 +149,7 @@ describe('MemoryAgent.observe', () => {
 
   // Gap between weaken()'s contract and the agent: core/memory.ts documents weaken as the
   // operation for "contrary evidence (a dislike, or a memory that misled a prediction)", but
-  // MemoryAgent.process (src/agent/agent.ts ~L319-339) only weakens `reflection.misled`, which is
+  // Lifecycle.process (src/agent/lifecycle.ts) only weakens `reflection.misled`, which is
   // empty outside training. A dislike of an item that a positive memory explains leaves that
   // memory's strength untouched.
   it('a dislike weakens the positive memory that explains the disliked item', async () => {
@@ -262,7 +262,7 @@ describe('MemoryAgent lifecycle events', () => {
     expect(ms[0].items).toEqual(['heat']);
   });
 
-  // BUG (src/agent/agent.ts, MemoryAgent.process, last lines): runPlanner passes one shared `out`
+  // BUG (src/agent/lifecycle.ts, Lifecycle.process, last lines): step passes one shared `out`
   // array to process() for every pending event, and process() ends with
   // `out.forEach((e) => this.emit(e))`, re-emitting the events of every earlier pending event.
   // With two pending events (e.g. a restored state after a crash), the first event's
@@ -325,7 +325,7 @@ describe('MemoryAgent.train', () => {
     expect(agent.snapshot).toEqual(before);
   });
 
-  // BUG (src/agent/agent.ts process() + src/reason/rules.ts reflect()): the agent passes
+  // BUG (src/agent/lifecycle.ts process() + src/reason/rules.ts reflect()): the agent passes
   // `supporting` = top-max(3, k2) memories for the actual item retrieved with tau = −1 (any
   // similarity), and RulesReasoner.reflect drops from `misled` every misleading memory that also
   // appears in `supporting`. With ≤ 3 memories every memory is "supporting", so `misled` is
@@ -430,7 +430,7 @@ describe('MemoryAgent.recommend', () => {
     for (const r of recent) expect(r.kind === 'recent' && r.item).toBe('alien');
   });
 
-  // BUG (src/agent/agent.ts recommend(), `this.state.events.slice(-this.config.recentEvents)`):
+  // BUG (src/agent/shelf.ts recommend(), `this.state.events.slice(-this.config.recentEvents)`):
   // resolveConfig accepts recentEvents = 0 ("the ranker looks at no recent events"), but
   // `slice(-0)` is `slice(0)`: the whole event FIFO is used as recent signal instead of none.
   // Fix: `const recentEvents = n > 0 ? this.state.events.slice(-n) : [];`.

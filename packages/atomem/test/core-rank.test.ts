@@ -10,7 +10,6 @@ import { renderReasons } from '../src/reason/wording.js';
 
 /** The card's reasons in the default English wording. */
 const explain = (...args: Parameters<typeof explainWhy>): string[] => renderReasons(explainWhy(...args));
-const _LOW_SCORE_SENTENCE = 'Little in your memory points to this item.';
 
 const DAY = 86_400_000;
 const NOW = Date.UTC(2024, 5, 1);
