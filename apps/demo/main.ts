@@ -188,9 +188,9 @@ async function renderShelf(): Promise<void> {
   const candidates = catalog.map((p) => p.id);
   const rerank = llmActive && $<HTMLInputElement>('rerank-toggle').checked;
   // With the rerank on, the engine's own order is asked for too (no model call; both requests
-  // queue back to back in the worker). A reranked item whose explanations are the engine's with
-  // one more in front got that one from the model; on any failure the engine's order and
-  // explanations stand, and nothing is marked.
+  // queue back to back in the worker). A reranked item whose first reason is of kind `model` got
+  // that sentence from the model; on any failure the engine's order and reasons stand, and
+  // nothing is marked.
   const asked = intent;
   // what the shopper bought or has just seen is not recommended again (the engine leaves it out)
   const exclude: ExcludeRule[] = ['bought', 'seen'];
@@ -215,11 +215,9 @@ async function renderShelf(): Promise<void> {
     plain,
     rerank ? plain.then(() => atomem!.recommend(candidates, { rerank: SHELF_SIZE, exclude, ...(intent !== undefined ? { intent } : {}) })) : plain,
   ]);
-  const engine = new Map(base.map((r, i) => [r.id, { rank: i + 1, explanations: r.explanations }]));
-  const byModel = (r: RecommendationResult): boolean => {
-    const own = engine.get(r.id)?.explanations;
-    return rerank && !!own && r.explanations.length === own.length + 1 && own.every((e, i) => e === r.explanations[i + 1]);
-  };
+  const engine = new Map(base.map((r, i) => [r.id, { rank: i + 1 }]));
+  // the reasons arrive as data (`why`); `explanations` are the same reasons worded on this page
+  const byModel = (r: RecommendationResult): boolean => rerank && r.why[0]?.kind === 'model';
   let modelWritten = 0;
   const shelf = $('shelf');
   shelf.replaceChildren(
@@ -243,10 +241,11 @@ async function renderShelf(): Promise<void> {
   );
   shelf.dataset.rerank = !rerank ? 'off' : modelWritten > 0 ? 'model' : 'engine';
   // the engine says so on the first card when the intent matched no product
-  const unmatched = intent !== undefined && /^Nothing here matches/.test(ranked[0]?.explanations[0] ?? '');
+  const first = ranked[0]?.why[0];
+  const unmatched = intent !== undefined && first?.kind === 'intent' && !first.matched;
   shelf.dataset.intent = intent === undefined ? 'off' : unmatched ? 'unmatched' : 'on';
-  // a first visit's order is a prior (the engine's reasons say "you have not browsed yet" or "a first pick")
-  const firstVisit = ranked.some((r) => /you have not browsed yet|^A first pick across the catalog/.test(r.explanations[0] ?? ''));
+  // a first visit's order is a prior (popularity, or a first pick across the catalog)
+  const firstVisit = ranked.some((r) => r.why[0]?.kind === 'prior');
   const hint =
     intent !== undefined
       ? unmatched

@@ -65,3 +65,5 @@ export {
 } from './sync/prio3-report.js';
 export { DAY_MS, privacyBudget, refusal, spentEpsilon, subsampledEpsilon, type LedgerEntry, type PrivacyBudget } from './sync/budget.js';
 export { blindTokenRequest, type TokenProvider } from './sync/tokens.js';
+export { ACTION_VERBS, renderReasons, renderWhy, type WhyRenderer } from './reason/wording.js';
+export type { ShopBasis, Why, WhyItem, WhyKind } from './core/explain.js';
