@@ -11,6 +11,9 @@
  *
  * Model output is untrusted: it only ever reaches the DOM as text (`h()` / `textContent`).
  *
+ * `window.atomemDemo.idle()` resolves once the page has nothing pending (see `idle` below): the
+ * e2e tests wait on it instead of sleeping.
+ *
  * The page imports the public `atomem` package as a shop does (its built dist/, with the
  * `atomem/vite` plugin in vite.config.ts serving and emitting the worker and model files).
  */
@@ -91,6 +94,23 @@ let intent: string | undefined;
 /** Ids of the memories the current intent selected (highlighted in the inspector). */
 let intentSelected = new Set<string>();
 
+/** Page work in flight (actions, shelf and inspector redraws, status redraws, catching up with a sync): `idle()` waits for it. */
+const inFlight = new Set<Promise<unknown>>();
+/** An event listener whose work counts as page work (`pending`). */
+function busy(fn: () => Promise<void>): () => void {
+  return () => void pending(fn());
+}
+
+/** Count `p` as page work until it settles; returns it. */
+function pending<T>(p: Promise<T>): Promise<T> {
+  inFlight.add(p);
+  p.then(
+    () => inFlight.delete(p),
+    () => inFlight.delete(p),
+  );
+  return p;
+}
+
 // ——— shop grid ———
 
 let currentDept = 'All';
@@ -157,7 +177,7 @@ function act(item: string, action: 'click' | 'cart' | 'purchase'): Promise<void>
     notice(`${verb} ${titleOf(item)}`);
     await refresh();
   });
-  queue = run.catch((e: unknown) => notice(`Error: ${e instanceof Error ? e.message : String(e)}`));
+  queue = pending(run.catch((e: unknown) => notice(`Error: ${e instanceof Error ? e.message : String(e)}`)));
   return queue as Promise<void>;
 }
 
@@ -168,9 +188,9 @@ async function renderShelf(): Promise<void> {
   const candidates = catalog.map((p) => p.id);
   const rerank = llmActive && $<HTMLInputElement>('rerank-toggle').checked;
   // With the rerank on, the engine's own order is asked for too (no model call; both requests
-  // queue back to back in the worker). A reranked item whose explanations are the engine's with
-  // one more in front got that one from the model; on any failure the engine's order and
-  // explanations stand, and nothing is marked.
+  // queue back to back in the worker). A reranked item whose first reason is of kind `model` got
+  // that sentence from the model; on any failure the engine's order and reasons stand, and
+  // nothing is marked.
   const asked = intent;
   // what the shopper bought or has just seen is not recommended again (the engine leaves it out)
   const exclude: ExcludeRule[] = ['bought', 'seen'];
@@ -195,11 +215,9 @@ async function renderShelf(): Promise<void> {
     plain,
     rerank ? plain.then(() => atomem!.recommend(candidates, { rerank: SHELF_SIZE, exclude, ...(intent !== undefined ? { intent } : {}) })) : plain,
   ]);
-  const engine = new Map(base.map((r, i) => [r.id, { rank: i + 1, explanations: r.explanations }]));
-  const byModel = (r: RecommendationResult): boolean => {
-    const own = engine.get(r.id)?.explanations;
-    return rerank && !!own && r.explanations.length === own.length + 1 && own.every((e, i) => e === r.explanations[i + 1]);
-  };
+  const engine = new Map(base.map((r, i) => [r.id, { rank: i + 1 }]));
+  // the reasons arrive as data (`why`); `explanations` are the same reasons worded on this page
+  const byModel = (r: RecommendationResult): boolean => rerank && r.why[0]?.kind === 'model';
   let modelWritten = 0;
   const shelf = $('shelf');
   shelf.replaceChildren(
@@ -223,10 +241,11 @@ async function renderShelf(): Promise<void> {
   );
   shelf.dataset.rerank = !rerank ? 'off' : modelWritten > 0 ? 'model' : 'engine';
   // the engine says so on the first card when the intent matched no product
-  const unmatched = intent !== undefined && /^Nothing here matches/.test(ranked[0]?.explanations[0] ?? '');
+  const first = ranked[0]?.why[0];
+  const unmatched = intent !== undefined && first?.kind === 'intent' && !first.matched;
   shelf.dataset.intent = intent === undefined ? 'off' : unmatched ? 'unmatched' : 'on';
-  // a first visit's order is a prior (the engine's reasons say "you have not browsed yet" or "a first pick")
-  const firstVisit = ranked.some((r) => /you have not browsed yet|^A first pick across the catalog/.test(r.explanations[0] ?? ''));
+  // a first visit's order is a prior (popularity, or a first pick across the catalog)
+  const firstVisit = ranked.some((r) => r.why[0]?.kind === 'prior');
   const hint =
     intent !== undefined
       ? unmatched
@@ -244,12 +263,15 @@ async function renderShelf(): Promise<void> {
       : `${hint} The language model's rerank did not succeed this time (see the inspector's feed): the engine's order stands.`;
 }
 
+/** The intent box's debounce: set while typed words wait to re-rank the shelf. */
+let intentTimer: ReturnType<typeof setTimeout> | undefined;
+
 /** "What are you shopping for?": re-ranks the shelf live (debounced) as the shopper types; Clear drops the intent. */
 function setupIntent(): void {
   const input = $<HTMLInputElement>('intent-input');
-  let timer: ReturnType<typeof setTimeout> | undefined;
   const apply = () => {
-    clearTimeout(timer);
+    clearTimeout(intentTimer);
+    intentTimer = undefined;
     const text = input.value.trim();
     const next = text === '' ? undefined : input.value;
     if (next === intent) return;
@@ -258,8 +280,8 @@ function setupIntent(): void {
     void refresh();
   };
   input.addEventListener('input', () => {
-    clearTimeout(timer);
-    timer = setTimeout(apply, 250);
+    clearTimeout(intentTimer);
+    intentTimer = setTimeout(apply, 250);
   });
   $('intent-form').addEventListener('submit', (e) => {
     e.preventDefault();
@@ -401,11 +423,14 @@ function renderMemories(memories: AtomicMemory[]): void {
         'aria-label': `strength ${m.strength.toFixed(2)}`,
       });
       const forget = h('button', { type: 'button', class: 'small-btn', 'aria-label': `Forget memory: ${m.content}` }, 'Forget');
-      forget.addEventListener('click', async () => {
-        await atomem?.forget(m.id);
-        notice('Memory forgotten.');
-        await refresh();
-      });
+      forget.addEventListener(
+        'click',
+        busy(async () => {
+          await atomem?.forget(m.id);
+          notice('Memory forgotten.');
+          await refresh();
+        }),
+      );
       return h(
         'li',
         { class: 'memory', 'data-memory-id': m.id, ...(intentSelected.has(m.id) ? { 'data-intent-selected': 'true' } : {}) },
@@ -734,7 +759,7 @@ function onLlmEvent(e: LlmEvent): void {
   llmEvents.unshift({ at: Date.now(), e });
   llmEvents.length = Math.min(llmEvents.length, LLM_FEED_SIZE);
   if (!$('llm-details').hidden) renderLlmFeed();
-  if (llmTimer === undefined) llmTimer = setTimeout(() => void refreshStatus(), 400);
+  if (llmTimer === undefined) llmTimer = setTimeout(() => void pending(refreshStatus()), 400);
 }
 
 /** Redraw the status and the language model section only (cheap: one `status()` call). */
@@ -781,7 +806,7 @@ function refresh(): Promise<void> {
       await renderInspector();
     } while (again);
   })().finally(() => (refreshing = undefined));
-  return refreshing;
+  return pending(refreshing);
 }
 
 // ——— persona browsing ———
@@ -841,51 +866,60 @@ function setupPersona(): void {
 
 function setupControls(): void {
   const privacy = $<HTMLSelectElement>('privacy');
-  privacy.addEventListener('change', async () => {
-    if (!atomem) return;
-    const level = privacy.value as PrivacyLevel;
-    privacy.disabled = true;
-    try {
-      const r = await atomem.setPrivacy(level);
-      notice(
-        level === 'off'
-          ? 'Sharing is off: nothing is sent or fetched.'
-          : level === 'receive'
-            ? `Receiving the community release only (epoch ${r.release ?? '—'}, ${r.communities} memories linked); nothing is sent.`
-            : `Contributing: one private report this epoch${r.pending ? ' (scheduled)' : ''}; release epoch ${r.release ?? '—'}, ${r.communities} memories linked.`,
-      );
-    } catch (e) {
-      notice(`Could not change sharing: ${e instanceof Error ? e.message : String(e)}`);
-    } finally {
-      privacy.disabled = false;
-      localStorage.setItem('atomem-demo-privacy', level);
-      await refresh();
-    }
-  });
-  $('export').addEventListener('click', async () => {
-    if (!atomem) return;
-    const file = await atomem.export();
-    const url = URL.createObjectURL(new Blob([JSON.stringify(file, null, 2)], { type: 'application/json' }));
-    const a = h('a', { href: url, download: `atomem-memory-${new Date().toISOString().slice(0, 10)}.json` });
-    document.body.append(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 10_000);
-    notice('Exported your memory as a JSON file.');
-  });
+  privacy.addEventListener(
+    'change',
+    busy(async () => {
+      if (!atomem) return;
+      const level = privacy.value as PrivacyLevel;
+      privacy.disabled = true;
+      try {
+        const r = await atomem.setPrivacy(level);
+        notice(
+          level === 'off'
+            ? 'Sharing is off: nothing is sent or fetched.'
+            : level === 'receive'
+              ? `Receiving the community release only (epoch ${r.release ?? '—'}, ${r.communities} memories linked); nothing is sent.`
+              : `Contributing: one private report this epoch${r.pending ? ' (scheduled)' : ''}; release epoch ${r.release ?? '—'}, ${r.communities} memories linked.`,
+        );
+      } catch (e) {
+        notice(`Could not change sharing: ${e instanceof Error ? e.message : String(e)}`);
+      } finally {
+        privacy.disabled = false;
+        localStorage.setItem('atomem-demo-privacy', level);
+        await refresh();
+      }
+    }),
+  );
+  $('export').addEventListener(
+    'click',
+    busy(async () => {
+      if (!atomem) return;
+      const file = await atomem.export();
+      const url = URL.createObjectURL(new Blob([JSON.stringify(file, null, 2)], { type: 'application/json' }));
+      const a = h('a', { href: url, download: `atomem-memory-${new Date().toISOString().slice(0, 10)}.json` });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+      notice('Exported your memory as a JSON file.');
+    }),
+  );
   const input = $<HTMLInputElement>('import');
-  input.addEventListener('change', async () => {
-    const f = input.files?.[0];
-    if (!f || !atomem) return;
-    try {
-      await atomem.import(JSON.parse(await f.text()));
-      notice(`Imported ${f.name}.`);
-    } catch (e) {
-      notice(`Import failed: ${e instanceof Error ? e.message : String(e)}`);
-    }
-    input.value = '';
-    await refresh();
-  });
+  input.addEventListener(
+    'change',
+    busy(async () => {
+      const f = input.files?.[0];
+      if (!f || !atomem) return;
+      try {
+        await atomem.import(JSON.parse(await f.text()));
+        notice(`Imported ${f.name}.`);
+      } catch (e) {
+        notice(`Import failed: ${e instanceof Error ? e.message : String(e)}`);
+      }
+      input.value = '';
+      await refresh();
+    }),
+  );
   // "Forget me" asks first: erasing cannot be undone
   const ask = $('forget-me-confirm');
   $('forget-me').addEventListener('click', () => {
@@ -896,17 +930,83 @@ function setupControls(): void {
     ask.hidden = true;
     $('forget-me').focus();
   });
-  $('forget-me-yes').addEventListener('click', async () => {
-    ask.hidden = true;
-    if (!atomem) return;
-    await atomem.erase();
-    memoryNames.clear();
-    events.length = 0;
-    llmEvents.length = 0; // error messages may quote the erased memories
-    actions = 0;
-    notice('Forgotten: your memory is erased on this device. Reports carry no handle, so nothing on the index is tied to you.');
+  $('forget-me-yes').addEventListener(
+    'click',
+    busy(async () => {
+      ask.hidden = true;
+      if (!atomem) return;
+      await atomem.erase();
+      memoryNames.clear();
+      events.length = 0;
+      llmEvents.length = 0; // error messages may quote the erased memories
+      actions = 0;
+      notice('Forgotten: your memory is erased on this device. Reports carry no handle, so nothing on the index is tied to you.');
+      await refresh();
+    }),
+  );
+}
+
+// ——— background work and the idle signal ———
+
+/** When the last payload the inspector showed was sent (ms; 0: none yet). */
+let lastPayloadAt = 0;
+
+/**
+ * Background syncs (every 3 actions, after privacy changes, at each epoch) end without an event:
+ * when the last payload changed, communities may have been pulled, so redraw. The configured
+ * model loads in the background (no event when it is ready): poll its status meanwhile.
+ */
+async function catchUp(): Promise<void> {
+  if (!atomem) return;
+  if (demoConfig.llm && !llmSettled) await refreshStatus();
+  const at = (await atomem.lastPayload().catch(() => null))?.at ?? 0;
+  if (at !== lastPayloadAt) {
+    lastPayloadAt = at;
     await refresh();
-  });
+  }
+}
+
+/** The engine has nothing pending: no model loading, no event deferred to idle time, no embedder loading, no report scheduled. */
+function engineQuiet(s: EngineStatus): boolean {
+  return !s.llm.loading && s.llm.deferred === 0 && s.embedder.state !== 'loading' && (s.sync?.pending ?? 0) === 0;
+}
+
+/** The page has no work in flight and no timer about to start some (intent debounce, status redraw, persona browsing). */
+function pageQuiet(): boolean {
+  return inFlight.size === 0 && intentTimer === undefined && llmTimer === undefined && personaTimer === undefined;
+}
+
+/** How often `idle()` looks again while something is scheduled (a timer or the engine's background work). */
+const IDLE_POLL_MS = 50;
+
+/**
+ * Resolves once nothing is pending: no action, shelf or inspector redraw in flight or scheduled
+ * on the page, and the engine (`status()`) loads no model, holds no event for idle-time work and
+ * has no report scheduled; the inspector then shows the engine's last payload. What the page
+ * awaits it awaits; what runs on timers (the page's or the worker's) it looks at again every
+ * IDLE_POLL_MS until it is done. For tests and tools (`window.atomemDemo.idle()`): the e2e tests
+ * wait on it instead of sleeping.
+ */
+async function idle(): Promise<void> {
+  for (;;) {
+    if (inFlight.size > 0) {
+      await Promise.allSettled([...inFlight]);
+      continue;
+    }
+    if (atomem && pageQuiet()) {
+      const status = await atomem.status();
+      await pending(catchUp());
+      if (pageQuiet() && engineQuiet(status)) return;
+    }
+    await new Promise((r) => setTimeout(r, IDLE_POLL_MS));
+  }
+}
+
+declare global {
+  interface Window {
+    /** For tests and tools: `idle()` resolves once the page and its engine have nothing pending. */
+    atomemDemo?: { idle(): Promise<void> };
+  }
 }
 
 // ——— start ———
@@ -966,24 +1066,18 @@ async function start(): Promise<void> {
   atomem.on('error', (e) => notice(`atomem: ${e.message}`));
   atomem.on('llm', onLlmEvent);
   // a page that starts with history shows it; it also pulls the communities of a stored memory
-  void atomem
-    .sync()
-    .catch(() => undefined)
-    .then(() => refresh());
+  void pending(
+    atomem
+      .sync()
+      .catch(() => undefined)
+      .then(() => refresh()),
+  );
   await refresh();
-  // background syncs (every 3 actions, after privacy changes) end without an event: when the
-  // last payload changed, communities may have been pulled, so redraw
-  let lastAt = (await atomem.lastPayload())?.at ?? 0;
-  setInterval(async () => {
-    if (document.hidden || !atomem) return;
-    // the model loads in the background (no event when it is ready): poll the status meanwhile
-    if (demoConfig.llm && !llmSettled) await refreshStatus();
-    const at = (await atomem.lastPayload().catch(() => null))?.at ?? 0;
-    if (at !== lastAt) {
-      lastAt = at;
-      await refresh();
-    }
+  lastPayloadAt = (await atomem.lastPayload())?.at ?? 0;
+  setInterval(() => {
+    if (!document.hidden) void pending(catchUp());
   }, 2000);
+  window.atomemDemo = { idle };
   document.body.dataset.ready = 'true';
 }
 

@@ -44,7 +44,9 @@ export default defineConfig({
     rolldownOptions: {
       // why: known-harmless warnings only (each explained in scripts/quiet-logs.ts)
       onLog: quietHarmless,
-      external: [/^@tensorflow\//, /^@tensorflow-models\//, /^@energetic-ai\//, /^@huggingface\//, /^node:/, /^vite$/],
+      // why: Prio3 (`sync/prio3-report.ts`) loads @divviup/prio3 and @hpke/core on demand, as optional peers: a shop
+      // that reports through two aggregators installs them; the others download nothing of it
+      external: [/^@tensorflow\//, /^@tensorflow-models\//, /^@energetic-ai\//, /^@huggingface\//, /^@divviup\//, /^@hpke\//, /^node:/, /^vite$/],
       // why: the third-party licence comments (`@license`, `/*!`) stay in the bundles.
       output: { comments: { legal: true } },
     },

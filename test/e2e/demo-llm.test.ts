@@ -17,19 +17,17 @@
  *
  * Needs `npm run build` (dist/) first; builds demo/dist/ itself when it is missing.
  */
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
+import type { Browser, BrowserContext, Page } from 'playwright';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { minimalValue } from '../../packages/atomem/src/models/scripted.js';
-import { SCREENSHOTS as SHOTS, startDemo, type Demo } from './demo-server.js';
+import { buildDemoPage, idle, launchChromium, SCREENSHOTS as SHOTS, startDemo, type Demo } from './demo-server.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const GGUF = resolve(ROOT, '..', 'shared', 'models', 'stories260K', 'stories260K.gguf');
 const MODEL_NAME = 'scripted-test';
 const API_KEY = 'test-key-not-secret';
@@ -73,17 +71,8 @@ const COL = { requests: 0, byLlm: 1, calls: 2, repairs: 3, toRules: 4, tokens: 5
 const num = (s: string): number => Number(/\d[\d,]*/.exec(s)?.[0].replace(/,/g, '') ?? 'NaN');
 
 beforeAll(async () => {
-  expect(existsSync(join(ROOT, 'packages/atomem/dist/index.js')), 'run `npm run build` first').toBe(true);
-  if (!existsSync(join(ROOT, 'apps/demo/dist/index.html'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], {
-      cwd: ROOT,
-      stdio: 'inherit',
-    });
-  }
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  buildDemoPage();
+  browser = await launchChromium();
   mkdirSync(SHOTS, { recursive: true });
 }, 60_000);
 
@@ -268,7 +257,7 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
     expect(seen.some((u) => u.startsWith(`${modelUrl}/chat/completions`))).toBe(true);
     expect(seen.filter((u) => !isLocal(u))).toEqual([]);
 
-    await page.waitForTimeout(800);
+    await idle(page);
     await page.evaluate(() => {
       const el = document.getElementById('inspector')!;
       el.style.position = 'static';
@@ -281,9 +270,7 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
 
   it('fits a narrow phone screen (the cost table scrolls inside its own box)', async () => {
     await page.setViewportSize({ width: 375, height: 800 });
-    await page.waitForTimeout(300);
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-    expect(overflow).toBeLessThanOrEqual(0);
+    await expect.poll(() => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)).toBeLessThanOrEqual(0);
     expect(await page.locator('#llm-costs').isVisible()).toBe(true);
     await page.setViewportSize({ width: 1280, height: 900 });
   });
@@ -356,7 +343,7 @@ describe('the demo with an OpenAI-compatible model server (scripted)', () => {
     await p.locator('#departments button[data-dept="Kitchen"]').click();
     await clickAll(p, KITCHEN.slice(3, 4)); // refreshes the shelf
     await expect.poll(() => p.locator('#notice').innerText(), { timeout: 10_000 }).toContain('Viewed');
-    await p.waitForTimeout(1000);
+    await idle(p);
     expect(await p.locator('#shelf').innerText()).not.toContain('Model pick');
     expect(rerankCalls()).toBe(callsOff);
     expect(urls.filter((u) => !isLocal(u))).toEqual([]);

@@ -10,17 +10,13 @@
  * "matches" reason and the page says nothing matches. Needs `npm run build` (dist/) first;
  * builds demo/dist/ itself when missing.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright';
+import type { Browser, Page } from 'playwright';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateCatalog } from '../../apps/demo/catalog.js';
-import { SCREENSHOTS as SHOTS, startDemo, type Demo } from './demo-server.js';
+import { buildDemoPage, idle, launchChromium, SCREENSHOTS as SHOTS, startDemo, type Demo } from './demo-server.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const catalog = generateCatalog();
 const deptOfTitle = new Map(catalog.map((p) => [p.title, p.department]));
 
@@ -54,18 +50,9 @@ async function memories(): Promise<{ statement: string; items: string[] }[]> {
 }
 
 beforeAll(async () => {
-  expect(existsSync(join(ROOT, 'packages/atomem/dist/index.js')), 'run `npm run build` first').toBe(true);
-  if (!existsSync(join(ROOT, 'apps/demo/dist/index.html'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], {
-      cwd: ROOT,
-      stdio: 'inherit',
-    });
-  }
+  buildDemoPage();
   demo = await startDemo({ DEMO_SHOPPERS: '60', DEMO_LOG_REQUESTS: '1' });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launchChromium();
   page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
   page.on('request', (r) => requests.push(r.url()));
   mkdirSync(SHOTS, { recursive: true });
@@ -104,7 +91,7 @@ describe('the "For you" shelf in the demo shop', () => {
     await page.locator('#persona-toggle').click();
     await page.waitForSelector('body[data-persona="done"]', { timeout: 240_000 });
     // the last refresh and the worker's idle work settle
-    await page.waitForTimeout(4000);
+    await idle(page);
     const ms = await memories();
     // memories: at most one per sub-interest — no pile of single-item ones, none mixing Outdoor and Audio
     expect(ms.length).toBeGreaterThanOrEqual(2);
@@ -165,7 +152,7 @@ describe('the "For you" shelf in the demo shop', () => {
       await page.locator('#departments button[data-dept="Outdoor"]').click();
       await page.locator(`#grid [data-id="${tents[0].id}"] button[data-action="purchase"]`).click();
       await expect.poll(async () => await page.locator('#for-you-hint').innerText(), { timeout: 30_000 }).toMatch(/after your last action/);
-      await page.waitForTimeout(2000);
+      await idle(page);
       const row = await shelf();
       expect(row).toHaveLength(8);
       expect(row.map((c) => c.id)).not.toContain(tents[0].id); // just bought: not offered again

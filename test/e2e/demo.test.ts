@@ -4,16 +4,12 @@
  * builds the demo page (demo/dist/) itself when it is missing. Writes shop.png and
  * inspector.png into test-results/screenshots/ (`ATOMEM_SCREENSHOTS=docs/screenshots`: the README's).
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright';
+import type { Browser, BrowserContext, Page } from 'playwright';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SCREENSHOTS as SHOTS, startDemo, type Demo } from './demo-server.js';
+import { buildDemoPage, idle, launchChromium, SCREENSHOTS as SHOTS, startDemo, type Demo } from './demo-server.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const DEPT = 'Kitchen';
 
 let demo: Demo | undefined;
@@ -37,9 +33,19 @@ async function shelfDepartments(): Promise<string[]> {
   return page.locator('#shelf .card').evaluateAll((els) => els.map((e) => (e as HTMLElement).dataset.dept ?? ''));
 }
 
-/** Wait until the page has no action or refresh in flight (the notice settles and a frame passes). */
-async function settle(ms = 1500): Promise<void> {
-  await page.waitForTimeout(ms);
+/** Fences sent so far (each a unique path). */
+let fences = 0;
+
+/**
+ * Wait until the page has nothing pending, then until the server has logged every request it
+ * got before now: a request of this test's own to a unique path must show in `wire` (the server
+ * logs on its stderr, which can arrive after the response).
+ */
+async function quiet(): Promise<void> {
+  await idle(page);
+  const path = `/e2e-fence-${++fences}`;
+  await fetch(`${base}${path}`);
+  await expect.poll(() => wire.includes(`GET ${path}`)).toBe(true);
 }
 
 async function clickProduct(id: string, action: 'click' | 'cart' | 'purchase' = 'click'): Promise<void> {
@@ -47,13 +53,7 @@ async function clickProduct(id: string, action: 'click' | 'cart' | 'purchase' = 
 }
 
 beforeAll(async () => {
-  expect(existsSync(join(ROOT, 'packages/atomem/dist/index.js')), 'run `npm run build` first').toBe(true);
-  if (!existsSync(join(ROOT, 'apps/demo/dist/index.html'))) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/vite/bin/vite.js'), 'build', '--config', 'apps/demo/vite.config.ts'], {
-      cwd: ROOT,
-      stdio: 'inherit',
-    });
-  }
+  buildDemoPage();
   // 10-second epochs: the device fetches its token an epoch ahead and reports in the next epoch
   demo = await startDemo({ DEMO_SHOPPERS: '60', DEMO_LOG_REQUESTS: '1', DEMO_EPOCH_MS: '10000' }, (chunk) => {
     for (const m of chunk.matchAll(/^request (\S+ \S+(?: cookie)?)$/gm)) wire.push(m[1]);
@@ -61,10 +61,7 @@ beforeAll(async () => {
   base = demo.base;
   expect(demo.stderr()).toContain(`data folder ${demo.dataDir}`);
   seeded = (await health()).latestRelease;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launchChromium();
   context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
   context.on('request', (r) => {
     const url = r.url();
@@ -116,7 +113,7 @@ describe('the demo shop in headless Chromium', () => {
     expect(offsite).toEqual([]);
     // sharing is off until the shopper turns it on: nothing goes to the index, no report, no token
     expect(await page.locator('#privacy').inputValue()).toBe('off');
-    await settle(4000);
+    await quiet();
     expect(wire.slice(loaded).filter((w) => w.includes('/v2/') || w.includes('/shop/atomem-token'))).toEqual([]);
   }, 180_000);
 
@@ -131,7 +128,7 @@ describe('the demo shop in headless Chromium', () => {
     for (const id of ids) await clickProduct(id);
     await clickProduct('kitchen-006', 'cart');
     await expect.poll(async () => share(await shelfDepartments()), { timeout: 30_000 }).toBeGreaterThan(Math.max(share(before), 3));
-    await settle();
+    await idle(page);
     const after = await shelfDepartments();
     expect(after[0]).toBe(DEPT);
     expect(share(after)).toBeGreaterThan(share(before));
@@ -181,11 +178,11 @@ describe('the demo shop in headless Chromium', () => {
     await clickProduct('kitchen-001', 'purchase');
     await clickProduct('kitchen-002', 'purchase');
     await clickProduct('kitchen-003', 'cart');
-    await settle(4000);
+    await quiet();
     const epochsPassed = (await health()).epoch - epochBefore;
     expect(wire.filter((w) => w.startsWith('POST /v2/reports')).length - reportsBefore).toBeLessThanOrEqual(epochsPassed + 1);
     expect(wire.filter((w) => w.startsWith('GET /v2/releases/latest')).length - releasesBefore).toBeLessThanOrEqual(epochsPassed + 1);
-    await settle();
+    await idle(page);
     // the whole inspector, not just its scrolled viewport
     await page.evaluate(() => {
       const el = document.getElementById('inspector')!;
@@ -204,7 +201,7 @@ describe('the demo shop in headless Chromium', () => {
     for (const id of ['kitchen-007', 'kitchen-008', 'kitchen-009', 'kitchen-010']) await clickProduct(id, 'cart');
     await clickProduct('kitchen-011', 'purchase');
     await clickProduct('kitchen-012');
-    await settle(4000);
+    await quiet();
     expect(wire.slice(mark).filter((w) => w.includes('/v2/'))).toEqual([]);
     expect(offsite).toEqual([]);
   }, 120_000);
@@ -212,7 +209,7 @@ describe('the demo shop in headless Chromium', () => {
   it('a reload keeps the memory (IndexedDB) and the privacy choice', async () => {
     await page.selectOption('#privacy', 'receive');
     await expect.poll(() => page.locator('#memories .community').count(), { timeout: 30_000 }).toBeGreaterThan(0);
-    await settle();
+    await idle(page);
     const statements = async () => page.locator('#memories .statement').allInnerTexts();
     const before = await statements();
     expect(before.length).toBeGreaterThan(0);
@@ -242,7 +239,7 @@ describe('the demo shop in headless Chromium', () => {
     expect(await page.locator('#memories .memory[data-intent-selected="true"]').count()).toBeGreaterThan(0);
     await expect
       .poll(async () => (await explanations()).join('\n'), { timeout: 30_000 })
-      .toMatch(/You asked for “a new frying pan for cooking”; you (looked at|put in your cart|bought) /);
+      .toMatch(/You asked for “a new frying pan for cooking”; you (looked at|added|bought) /);
     await page.locator('#inspector').screenshot({ path: join(SHOTS, 'intent-inspector.png') });
     // cleared: memory alone again
     await page.getByRole('button', { name: 'Clear' }).click();
@@ -282,7 +279,7 @@ describe('the demo shop in headless Chromium', () => {
     await page.locator('#forget-me').click();
     await expect.poll(() => page.locator('#forget-me-confirm').isVisible()).toBe(true);
     await page.locator('#forget-me-no').click();
-    await settle();
+    await idle(page);
     expect(await page.locator('#memories .memory').count()).toBe(before); // cancelled: nothing erased
     await page.locator('#forget-me').click();
     await page.locator('#forget-me-yes').click();

@@ -29,8 +29,10 @@ const LAYERS: ReadonlyArray<{ layer: string; units: readonly string[] }> = [
   { layer: 'embed', units: ['embed'] },
   // wire formats: catalog vector files, the shop model, SASRec weights, the index protocol
   { layer: 'protocol', units: ['protocol'] },
-  // the engine's parts: storage, community matching, sync with the index, the shop's models, reasoners
-  { layer: 'parts', units: ['store', 'community', 'sync', 'shop', 'reason'] },
+  // the privacy mechanisms on shared signals (local-DP reports, releases and community matching): what sync sends and reads
+  { layer: 'community', units: ['community'] },
+  // the engine's parts: storage, sync with the index, the shop's models, reasoners
+  { layer: 'parts', units: ['store', 'sync', 'shop', 'reason'] },
   // one shopper's memory agent: lifecycle and shelf
   { layer: 'agent', units: ['agent'] },
   // the Web Worker's engine and its RPC contract

@@ -63,6 +63,12 @@ export interface CliOptions {
   requestTimeout?: number;
   idleTimeout?: number;
   maxDbBytes?: number;
+  prio3Role?: 'leader' | 'helper';
+  prio3Peer?: string;
+  prio3Epsilon?: number;
+  prio3Threshold?: number;
+  prio3MinReports?: number;
+  prio3TickMs?: number;
 }
 
 /** `--trust-proxy`: `true`, a hop count, or a comma-separated list of proxy addresses / CIDRs. */
@@ -125,6 +131,17 @@ export function program(): Command {
     .option('--request-timeout <ms>', 'time a client has to send its whole request (default 15000)', int('--request-timeout', 1))
     .option('--idle-timeout <ms>', 'a connection without traffic is closed after this long (default 15000)', int('--idle-timeout', 1))
     .option('--max-db-bytes <n>', 'size limit per SQLite file; writes beyond it answer 507 as on a full disk (default none)', int('--max-db-bytes', 4096))
+    .addOption(
+      new Option(
+        '--prio3-role <role>',
+        'verifiable aggregation: run as the Prio3 leader (the shop) or helper (the other party); needs --prio3-peer and ATOMEM_PRIO3_PEER_KEY',
+      ).choices(['leader', 'helper']),
+    )
+    .option('--prio3-peer <url>', "the other aggregator's root URL")
+    .option('--prio3-epsilon <eps>', "ε per device per epoch of each aggregator's noise (default 1)", num('--prio3-epsilon', 0))
+    .option('--prio3-threshold <n>', 'Prio3 counts below this are not released (default 3 × the noise std)', num('--prio3-threshold', 0))
+    .option('--prio3-min-reports <n>', 'accepted Prio3 reports an epoch needs to be released (default 50)', int('--prio3-min-reports', 1))
+    .option('--prio3-tick-ms <ms>', 'how often the leader aggregates due epochs with the helper (default 10000)', int('--prio3-tick-ms', 1))
     .addOption(new Option('--log-level <level>', 'log level (stderr)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'));
 }
 
@@ -163,6 +180,17 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
     storage: { maxBytes: o.maxDbBytes },
     rateLimit: o.rateMax === 0 ? false : { max: o.rateMax, timeWindow: o.rateWindow },
     synchronous: o.sync,
+    prio3: o.prio3Role
+      ? {
+          role: o.prio3Role,
+          peerUrl: o.prio3Peer ?? '',
+          peerKey: process.env.ATOMEM_PRIO3_PEER_KEY ?? '',
+          epsilon: o.prio3Epsilon,
+          threshold: o.prio3Threshold,
+          minReports: o.prio3MinReports,
+          tickMs: o.prio3TickMs,
+        }
+      : undefined,
     logger: { level: o.logLevel, stream: process.stderr },
   });
   let stopping = false;

@@ -29,8 +29,10 @@ import { Worker } from 'node:worker_threads';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import cors from '@fastify/cors';
-import { INDEX_V2_LIMITS, INDEX_V2_PATHS, type ErrorV2Response } from 'atomem/protocol';
+import { INDEX_V2_LIMITS, INDEX_V2_PATHS, OHTTP_GATEWAY_PATHS, type ErrorV2Response } from 'atomem/protocol';
 import { registerV2, type V2Controller, type V2Options } from './v2.js';
+import { registerPrio3, type Prio3Controller, type Prio3ServiceOptions } from './prio3-service.js';
+import { registerOhttpGateway, type OhttpGateway, type OhttpGatewayOptions } from './ohttp-gateway.js';
 import { DataDir, StorageHealth, type StorageFailure } from './storage.js';
 import { isPostgresUrl, redactUrl } from './pg-store.js';
 import {
@@ -103,6 +105,14 @@ export interface IndexServiceOptions {
   logger?: boolean | { level?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'; stream?: LogStream };
   /** SQLite `synchronous` (see ./report-store.ts). Default `normal`: acknowledged writes survive SIGKILL. */
   synchronous?: 'normal' | 'full';
+  /** Verifiable aggregation: this service as the Prio3 leader or helper (./prio3-service.ts). Default off. */
+  prio3?: Prio3ServiceOptions;
+  /**
+   * The Oblivious HTTP gateway (./ohttp-gateway.ts: `GET /v2/ohttp-keys`, `POST /v2/ohttp`) for
+   * reports that devices send through a relay (`atomem-relay`). On by default; `false` removes
+   * the two routes.
+   */
+  ohttp?: OhttpGatewayOptions | false;
 }
 
 /** A running service. */
@@ -133,10 +143,14 @@ export interface IndexService {
    * old (the main event loop blocked).
    */
   readonly healthUrl: string | undefined;
+  /** The Prio3 aggregator role, when configured. */
+  readonly prio3?: Prio3Controller;
   /** Storage health (what `/v2/health` reports as `storage`). */
   readonly storage: StorageHealth;
   /** Edge counters: open and refused connections, rate-limited requests. */
   readonly edge: EdgeCounters;
+  /** The Oblivious HTTP gateway (undefined with `ohttp: false`). */
+  readonly ohttp: OhttpGateway | undefined;
   /** Stop accepting requests, finish in-flight ones, close the store. Idempotent. */
   close(): Promise<void>;
 }
@@ -166,6 +180,8 @@ const ROUTE_NAMES: Record<string, string> = {
   ),
   '/v2/releases/:epoch': 'v2.release',
   '/v2/metrics': 'v2.metrics',
+  [OHTTP_GATEWAY_PATHS.gateway]: 'ohttp.gateway',
+  [OHTTP_GATEWAY_PATHS.keys]: 'ohttp.keys',
 };
 
 function loggerConfig(option: IndexServiceOptions['logger']) {
@@ -278,6 +294,7 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
   });
 
   const attesterKey = options.v2.attesterKey;
+  let gateway: OhttpGateway | undefined;
   if (limit !== false) {
     const keyOf = addressKeyer();
     app.register(rateLimit, {
@@ -289,7 +306,9 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
       // why: the address costs the client something (it cannot choose it); a header it chooses would not
       keyGenerator: (req: FastifyRequest) => keyOf(req.ip),
       // why: the attester (the shop's server, authenticated by its key) asks for tokens on behalf of all its shoppers
-      allowList: (req: FastifyRequest) => attesterKey !== undefined && req.url === INDEX_V2_PATHS.issue && bearerIs(req.headers.authorization, attesterKey),
+      // and the gateway's inner requests were counted as the outer POST /v2/ohttp (its own limit)
+      allowList: (req: FastifyRequest) =>
+        (attesterKey !== undefined && req.url === INDEX_V2_PATHS.issue && bearerIs(req.headers.authorization, attesterKey)) || gateway?.isInner(req) === true,
       onExceeded: () => {
         edge.rateLimited++;
       },
@@ -301,27 +320,40 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
   /** Metrics need `authorization: Bearer <metricsToken>`; without a configured token the routes are absent. */
   const metricsAllowed = (req: FastifyRequest): boolean => options.metricsToken !== undefined && bearerIs(req.headers.authorization, options.metricsToken);
 
-  const v2 = registerV2(app, dir, options.v2, {
-    synchronous: options.synchronous,
-    postgresUrl: options.store !== undefined && options.store !== 'sqlite' ? options.store : undefined,
-    fail,
-    storage,
-    maxBytes: options.storage?.maxBytes,
-    integrityCheck: options.storage?.integrityCheck !== false,
-    metricsAllowed,
-    metrics: () => ({
-      requests: { ...requests },
-      rejected: { ...rejected },
-      edge: { ...edge },
-      loopDelayMs: loop.read(),
-      uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
-      rssBytes: process.memoryUsage.rss(),
-    }),
-  });
-  const serving$ = v2.serving.catch((err: Error) => {
-    app.log.error({ err }, 'loading the index failed');
-    throw err;
-  });
+  // why: the item space is read once, for v2 and the Prio3 aggregator
+  let space$: ReturnType<Extract<V2Options['space'], () => unknown>> | undefined;
+  const spaceOnce = () =>
+    (space$ ??= typeof options.v2.space === 'function' ? options.v2.space() : Promise.resolve(options.v2.space as Exclude<V2Options['space'], () => unknown>));
+  const v2 = registerV2(
+    app,
+    dir,
+    { ...options.v2, space: spaceOnce },
+    {
+      synchronous: options.synchronous,
+      postgresUrl: options.store !== undefined && options.store !== 'sqlite' ? options.store : undefined,
+      fail,
+      storage,
+      maxBytes: options.storage?.maxBytes,
+      integrityCheck: options.storage?.integrityCheck !== false,
+      metricsAllowed,
+      metrics: () => ({
+        requests: { ...requests },
+        rejected: { ...rejected },
+        edge: { ...edge },
+        loopDelayMs: loop.read(),
+        uptimeSeconds: Math.round((Date.now() - startedAt) / 1000),
+        rssBytes: process.memoryUsage.rss(),
+      }),
+    },
+  );
+  if (options.ohttp !== false) gateway = registerOhttpGateway(app, { options: options.ohttp ?? {}, serving: v2.serving, store: () => v2.backend, fail });
+  const prio3 = options.prio3 ? registerPrio3(app, options.dataDir, options.prio3, v2, async () => (await spaceOnce()).ids, fail) : undefined;
+  const serving$ = v2.serving
+    .then(() => prio3?.ready)
+    .catch((err: Error) => {
+      app.log.error({ err }, 'loading the index failed');
+      throw err;
+    });
   const ready$ = (async () => {
     await serving$;
     await v2.ready;
@@ -338,8 +370,10 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
     serving: serving$,
     ready: ready$,
     v2,
+    prio3,
     storage,
     edge,
+    ohttp: gateway,
     get healthUrl() {
       return healthUrl;
     },
@@ -360,6 +394,7 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
         await ready$.catch(() => {});
         await healthServer?.close();
         await app.close();
+        await prio3?.stop();
         loop.dispose();
         await v2.close();
       })();

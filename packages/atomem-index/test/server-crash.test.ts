@@ -1,36 +1,25 @@
 // The atomem-index CLI as a child process: start-up errors, and crash safety — a burst of
 // concurrent reports is cut by SIGKILL, and the restart on the same data dir must hold every
 // acknowledged report (a 202 means the report is in the epoch's histogram on disk).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import type { ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { INDEX_V2_PATHS, epochOf, type HealthV2Response } from 'atomem/protocol';
 import { encodeCatalogVectors } from 'atomem/protocol';
 import { createIndexService } from '../src/service.js';
 import { attesterTokens, post, rng, unit } from '../../../test/fixtures/index-wire.js';
+import { indexServices, type IndexProcess } from '../../../test/fixtures/index-service.js';
 
-const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const EMB = 'crash-test@1';
 const DIM = 16;
 const ATTESTER = 'attester-key-for-the-crash-test';
 const EPOCH_MS = 86_400_000;
 
-const dirs: string[] = [];
-const children: ChildProcess[] = [];
-afterAll(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-
-function tempDir(prefix: string): string {
-  const d = mkdtempSync(join(tmpdir(), prefix));
-  dirs.push(d);
-  return d;
-}
+const services = indexServices('atomem-crash-');
+const tempDir = (prefix: string) => services.tempDir(prefix);
+const runCli = (args: string[]) => services.run(args);
 
 /** A small catalog vector file (40 items in 4 clusters) in `dir`. */
 function catalogFile(dir: string): string {
@@ -49,64 +38,13 @@ function catalogFile(dir: string): string {
   return file;
 }
 
-/** Start `atomem-index` (through tsx) and resolve with its URL once it prints that it is ready. */
-function startChild(
-  dataDir: string,
-  catalog: string,
-): Promise<{ child: ChildProcess; url: string; exited: Promise<{ code: number | null; signal: string | null }> }> {
-  const child = spawn(
-    process.execPath,
-    [
-      '-C',
-      'atomem-source',
-      '--import',
-      'tsx',
-      'packages/atomem-index/src/cli.ts',
-      '--port',
-      '0',
-      '--data',
-      dataDir,
-      '--catalog-vectors',
-      catalog,
-      '--rate-max',
-      '0',
-      '--log-level',
-      'warn',
-    ],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ATOMEM_ATTESTER_KEY: ATTESTER } },
-  );
-  children.push(child);
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`service not ready after 60 s\n${out}\n${err}`)), 60_000);
-    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /ready at (http:\/\/\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ child, url: m[1], exited });
-      }
-    });
-    void exited.then(({ code, signal }) => {
-      clearTimeout(timer);
-      reject(new Error(`service exited (${code ?? signal}) before it was ready\n${out}\n${err}`));
-    });
+/** Start `atomem-index` as a process on `dataDir` and resolve with its URL once it prints that it is ready. */
+async function startChild(dataDir: string, catalog: string): Promise<{ child: ChildProcess; url: string; exited: IndexProcess['exited'] }> {
+  const p = services.spawn(['--port', '0', '--data', dataDir, '--catalog-vectors', catalog, '--rate-max', '0', '--log-level', 'warn'], {
+    attesterKey: ATTESTER,
+    readyMs: 60_000,
   });
-}
-
-/** Run the CLI to completion (for start-up errors). */
-function runCli(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', 'packages/atomem-index/src/cli.ts', ...args], {
-    cwd: ROOT,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  children.push(child);
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stderr })));
+  return { child: p.child, url: await p.ready, exited: p.exited };
 }
 
 /** Reports stored for `epoch` in the data dir's report file (read after the service is gone). */

@@ -3,75 +3,26 @@
 // test seam: `v2.now`). A closed epoch is never reopened: no token is issued or spent for it, its
 // release keeps its bytes and digest, health says the clock is behind; the floor survives a restart.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createIndexService, type IndexService } from '../src/service.js';
+import { describe, expect, it } from 'vitest';
 import { ReportStore } from '../src/report-store.js';
-import { INDEX_V2_PATHS, type TokenKeyResponse } from 'atomem/protocol';
-import { blindTokenRequest } from 'atomem/engine';
-import type { ItemSpace } from 'atomem/engine';
+import { INDEX_V2_PATHS } from 'atomem/protocol';
+import { axisSpace, clockedV2, indexServices, issueToken, sendReport } from '../../../test/fixtures/index-service.js';
 
-const ATTESTER = 'attester-secret-for-tests-0001';
 const EPOCH_MS = 1_000_000;
 const GRACE = EPOCH_MS / 10;
 
-const dirs: string[] = [];
-const services: IndexService[] = [];
-afterEach(async () => {
-  while (services.length) await services.pop()!.close();
-});
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const services = indexServices('atomem-epochs-');
+const space = () => axisSpace('epoch-space@1');
 
-function space(): ItemSpace {
-  const ids: string[] = [];
-  const vectors: Float32Array[] = [];
-  for (let i = 0; i < 60; i++) {
-    const v = new Float32Array(8);
-    v[i % 8] = 1;
-    v[(i * 3) % 8] += 0.4;
-    const n = Math.hypot(...v);
-    ids.push(`item-${i}`);
-    vectors.push(v.map((x) => x / n));
-  }
-  return { embedderId: 'epoch-space@1', ids, vectors };
-}
-
-async function start(dataDir: string, clock: { now: number }) {
-  const svc = createIndexService({
+function start(dataDir: string, clock: { now: number }) {
+  return services.start({
     dataDir,
     rateLimit: false,
-    v2: { space: space(), epochMs: EPOCH_MS, graceMs: GRACE, now: () => clock.now, tickMs: 0, minReports: 3, minContributors: 0, attesterKey: ATTESTER },
+    v2: clockedV2(space(), clock, { epochMs: EPOCH_MS }),
   });
-  services.push(svc);
-  await svc.ready;
-  return { svc, url: await svc.listen({ port: 0 }) };
 }
-
-async function issue(url: string, epoch: number): Promise<{ status: number; token?: string; body: { error?: string; message?: string } }> {
-  const key = (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
-  const blind = await blindTokenRequest(key, epoch);
-  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` },
-    body: JSON.stringify({ v: 2, epoch, request: blind.request }),
-  });
-  const body = (await res.json()) as { response?: string; error?: string; message?: string };
-  return { status: res.status, body, ...(res.ok ? { token: await blind.finalize(body.response!) } : {}) };
-}
-
-async function report(url: string, epoch: number, token: string, i: number): Promise<number> {
-  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ v: 2, epoch, token, report: { cohort: i % 4, bucket: i % 3 } }),
-  });
-  await res.arrayBuffer();
-  return res.status;
-}
+const issue = (url: string, epoch: number) => issueToken(url, epoch);
+const report = sendReport;
 
 async function health(url: string) {
   const res = await fetch(`${url}${INDEX_V2_PATHS.health}`);
@@ -94,8 +45,7 @@ async function releaseBytes(url: string, epoch: number): Promise<{ status: numbe
 
 describe('epochs only move forward', () => {
   it('a clock stepped back into a released epoch: no token issued or spent for it, the release keeps its bytes, health says so; forward again: the next epoch works', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'atomem-epochs-'));
-    dirs.push(dataDir);
+    const dataDir = services.tempDir();
     const clock = { now: 5 * EPOCH_MS + 1000 };
     let { svc, url } = await start(dataDir, clock);
 
@@ -138,7 +88,7 @@ describe('epochs only move forward', () => {
     expect(svc.v2.store.reportCount(5)).toBe(0);
 
     // A restart with the clock still behind: the floor is persisted, not recomputed from the clock.
-    await services.pop()!.close();
+    await svc.close();
     ({ svc, url } = await start(dataDir, clock));
     const afterRestart = await health(url);
     expect(afterRestart.body.epochs).toMatchObject({ closedThrough: 5, clock: 'behind' });
@@ -173,8 +123,7 @@ describe('epochs only move forward', () => {
   }, 60_000);
 
   it('a release stored for an epoch is never replaced (a second publish keeps the first bytes)', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'atomem-epochs-'));
-    dirs.push(dataDir);
+    const dataDir = services.tempDir();
     const clock = { now: 5 * EPOCH_MS + 1000 };
     const { svc, url } = await start(dataDir, clock);
     const first = svc.v2.store.publish(3, JSON.stringify({ v: 2, epoch: 3, n: 'first' }));
@@ -185,8 +134,7 @@ describe('epochs only move forward', () => {
   });
 
   it('a stop between the two steps of a close (floor raised, release not built yet): the epoch stays closed with its cells, and the next close builds its release', () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'atomem-epochs-'));
-    dirs.push(dataDir);
+    const dataDir = services.tempDir();
     const nonce = (i: number) => createHash('sha256').update(`n${i}`).digest('hex');
     let store = ReportStore.open(dataDir);
     for (let i = 0; i < 3; i++) expect(store.spend(nonce(i), 5, i, 0)).toBe('counted');

@@ -14,9 +14,9 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createIndexService, type IndexService, type IndexServiceOptions } from '../src/service.js';
 import { StorageError, StorageHealth, MARKER_FILE, classifyStorageError } from '../src/storage.js';
 import { addressKeyer, ipv6Prefix64, resolveNetworkLimits } from '../src/edge.js';
-import { INDEX_V2_PATHS, isValidItemId, type TokenKeyResponse } from 'atomem/protocol';
-import { blindTokenRequest } from 'atomem/engine';
+import { INDEX_V2_PATHS, isValidItemId } from 'atomem/protocol';
 import type { ItemSpace } from 'atomem/engine';
+import { axisSpace, mintToken } from '../../../test/fixtures/index-service.js';
 
 const ATTESTER = 'attester-secret-for-tests-0001';
 const METRICS = 'metrics-secret-for-tests-0001';
@@ -49,17 +49,7 @@ function tempDir(): string {
 }
 
 function space(embedderId = 'fault-space@1', dim = 8): ItemSpace {
-  const ids: string[] = [];
-  const vectors: Float32Array[] = [];
-  for (let i = 0; i < 60; i++) {
-    const v = new Float32Array(dim);
-    v[i % dim] = 1;
-    v[(i * 7) % dim] += 0.3;
-    const n = Math.hypot(...v);
-    ids.push(`item-${i}`);
-    vectors.push(v.map((x) => x / n));
-  }
-  return { embedderId, ids, vectors };
+  return axisSpace(embedderId, { dim, step: 7, bump: 0.3 });
 }
 
 function v2Options(dataDir: string, extra: Partial<IndexServiceOptions> = {}, sp: ItemSpace = space()): IndexServiceOptions {
@@ -80,17 +70,7 @@ async function startV2(dataDir = tempDir(), extra: Partial<IndexServiceOptions> 
   return { svc, url, dataDir };
 }
 
-async function token(url: string, epoch: number): Promise<string> {
-  const key = (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
-  const blind = await blindTokenRequest(key, epoch);
-  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` },
-    body: JSON.stringify({ v: 2, epoch, request: blind.request }),
-  });
-  if (!res.ok) throw new Error(`issue: ${res.status} ${await res.text()}`);
-  return blind.finalize(((await res.json()) as { response: string }).response);
-}
+const token = (url: string, epoch: number) => mintToken(url, epoch, ATTESTER);
 
 async function report(url: string, epoch: number, t: string, i: number) {
   const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, {

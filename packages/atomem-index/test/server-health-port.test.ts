@@ -11,9 +11,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createIndexService, type IndexService } from '../src/service.js';
-import { INDEX_V2_PATHS } from '../../atomem/src/protocol/index-v2.js';
-import type { ItemSpace } from '../../atomem/src/community/release.js';
-import { encodeCatalogVectors } from '../../atomem/src/protocol/catalog-vectors-v1.js';
+import { encodeCatalogVectors, INDEX_V2_PATHS } from 'atomem/protocol';
+import type { ItemSpace } from 'atomem/engine';
 import { rng, unit } from '../../../test/fixtures/index-wire.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
@@ -168,7 +167,12 @@ describe('separate health listener', () => {
       const m = /ready at (http:\S+) .*health also at (http:\S+)\/v2\/health/.exec(line);
       expect(m, line).not.toBeNull();
       expect(m![2]).not.toBe(m![1]);
-      const h = await get(`${m![2]}${INDEX_V2_PATHS.health}`);
+      // the listener serves a copy of the main route's answer refreshed every 250 ms: poll as a probe would
+      let h = await get(`${m![2]}${INDEX_V2_PATHS.health}`);
+      for (let i = 0; i < 100 && h.status !== 200; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        h = await get(`${m![2]}${INDEX_V2_PATHS.health}`);
+      }
       expect(h.status).toBe(200);
       expect(JSON.parse(h.body).status).toBe('ok');
     } finally {

@@ -1,60 +1,28 @@
 // The index service over real HTTP (fastify on port 0, global fetch): health, the data dir lock,
 // error bodies, rate limits per client address, trustProxy, and logs without addresses.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createIndexService, type IndexService, type IndexServiceOptions } from '../src/service.js';
+import { hostname } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { createIndexService, type IndexServiceOptions } from '../src/service.js';
 import { DataDirInUseError } from '../src/storage.js';
 import { INDEX_V2_PATHS } from 'atomem/protocol';
-import type { ItemSpace } from 'atomem/engine';
+import { axisSpace, indexServices } from '../../../test/fixtures/index-service.js';
 
 const EPOCH_MS = 1_000_000;
 
-const dirs: string[] = [];
-const services: IndexService[] = [];
-afterEach(async () => {
-  while (services.length) await services.pop()!.close();
-});
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'atomem-server-'));
-  dirs.push(d);
-  return d;
-}
-
-function space(): ItemSpace {
-  const ids: string[] = [];
-  const vectors: Float32Array[] = [];
-  for (let i = 0; i < 40; i++) {
-    const v = new Float32Array(8);
-    v[i % 8] = 1;
-    v[(i * 3) % 8] += 0.4;
-    const n = Math.hypot(...v);
-    ids.push(`item-${i}`);
-    vectors.push(v.map((x) => x / n));
-  }
-  return { embedderId: 'http-space@1', ids, vectors };
-}
+const services = indexServices('atomem-server-');
+const tempDir = () => services.tempDir();
 
 function options(dataDir: string, extra: Partial<IndexServiceOptions> = {}): IndexServiceOptions {
   return {
     dataDir,
     rateLimit: false,
-    v2: { space: space(), epochMs: EPOCH_MS, now: () => 5 * EPOCH_MS + 1000, tickMs: 0, minReports: 1, minContributors: 0 },
+    v2: { space: axisSpace('http-space@1', { items: 40 }), epochMs: EPOCH_MS, now: () => 5 * EPOCH_MS + 1000, tickMs: 0, minReports: 1, minContributors: 0 },
     ...extra,
   };
 }
 
-async function start(extra: Partial<IndexServiceOptions> = {}, dataDir = tempDir()) {
-  const svc = createIndexService(options(dataDir, extra));
-  services.push(svc);
-  await svc.ready;
-  const url = await svc.listen({ port: 0 });
-  return { svc, url, dataDir };
+function start(extra: Partial<IndexServiceOptions> = {}, dataDir = tempDir()) {
+  return services.start(options(dataDir, extra));
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the tests read arbitrary fields of the JSON answers

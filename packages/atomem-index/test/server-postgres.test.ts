@@ -3,31 +3,22 @@
 // once across instances, an epoch closes and releases once, every instance serves the same bytes,
 // a report for an epoch another instance closed is refused by the store itself — and two real
 // service processes under a burst, one SIGKILLed mid-burst: 0 acknowledged reports lost, 0 double-spends.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { INDEX_V2_PATHS, epochOf, type TokenKeyResponse } from 'atomem/protocol';
+import { INDEX_V2_PATHS, epochOf } from 'atomem/protocol';
 import { encodeCatalogVectors } from 'atomem/protocol';
-import { blindTokenRequest } from 'atomem/engine';
-import type { ItemSpace } from 'atomem/engine';
-import { createIndexService, type IndexService } from '../src/service.js';
 import { rng, unit } from '../../../test/fixtures/index-wire.js';
+import { axisSpace, clockedV2, indexServices, mintToken, sendReport } from '../../../test/fixtures/index-service.js';
 import { startPostgres, type PostgresCluster } from '../../../test/fixtures/postgres.js';
 
-const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
-const ATTESTER = 'attester-key-for-the-postgres-test';
 const EPOCH_MS = 1_000_000;
 const GRACE = EPOCH_MS / 10;
 
 let cluster: PostgresCluster | undefined;
 let skip: string | undefined;
-const dirs: string[] = [];
-const services: IndexService[] = [];
-const children: ChildProcess[] = [];
+const services = indexServices('atomem-pg-data-');
 
 beforeAll(async () => {
   const c = await startPostgres();
@@ -37,53 +28,19 @@ beforeAll(async () => {
   } else cluster = c;
 }, 900_000);
 afterAll(async () => {
-  while (services.length) await services.pop()!.close();
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   await cluster?.stop();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 }, 60_000);
 
-function tempDir(prefix: string): string {
-  const d = mkdtempSync(join(tmpdir(), prefix));
-  dirs.push(d);
-  return d;
-}
-
-function space(): ItemSpace {
-  const ids: string[] = [];
-  const vectors: Float32Array[] = [];
-  for (let i = 0; i < 60; i++) {
-    const v = new Float32Array(8);
-    v[i % 8] = 1;
-    v[(i * 3) % 8] += 0.4;
-    const n = Math.hypot(...v);
-    ids.push(`item-${i}`);
-    vectors.push(v.map((x) => x / n));
-  }
-  return { embedderId: 'pg-space@1', ids, vectors };
-}
-
-async function issue(url: string, epoch: number): Promise<string> {
-  const key = (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
-  const blind = await blindTokenRequest(key, epoch);
-  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` },
-    body: JSON.stringify({ v: 2, epoch, request: blind.request }),
+/** The service in process on `store` with the clock `clock`. */
+function start(store: string, clock: { now: number }) {
+  return services.start({
+    store,
+    rateLimit: false,
+    v2: clockedV2(axisSpace('pg-space@1'), clock, { epochMs: EPOCH_MS }),
   });
-  if (!res.ok) throw new Error(`issue: ${res.status} ${await res.text()}`);
-  return blind.finalize(((await res.json()) as { response: string }).response);
 }
-
-async function report(url: string, epoch: number, token: string, i: number): Promise<number> {
-  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ v: 2, epoch, token, report: { cohort: i % 4, bucket: i % 3 } }),
-  });
-  await res.arrayBuffer();
-  return res.status;
-}
+const issue = (url: string, epoch: number) => mintToken(url, epoch);
+const report = sendReport;
 
 async function query<T extends pg.QueryResultRow>(url: string, sql: string, params: unknown[] = []): Promise<T[]> {
   const c = new pg.Client({ connectionString: url });
@@ -101,18 +58,7 @@ describe('index service instances on one PostgreSQL', () => {
     const url = await cluster!.createDatabase('two_instances');
     const clockA = { now: 5 * EPOCH_MS + 1000 };
     const clockB = { now: 5 * EPOCH_MS + 1000 };
-    const start = async (clock: { now: number }) => {
-      const svc = createIndexService({
-        dataDir: tempDir('atomem-pg-data-'),
-        store: url,
-        rateLimit: false,
-        v2: { space: space(), epochMs: EPOCH_MS, graceMs: GRACE, now: () => clock.now, tickMs: 0, minReports: 3, minContributors: 0, attesterKey: ATTESTER },
-      });
-      services.push(svc);
-      await svc.ready;
-      return { svc, url: await svc.listen({ port: 0 }) };
-    };
-    const [a, b] = await Promise.all([start(clockA), start(clockB)]);
+    const [a, b] = await Promise.all([start(url, clockA), start(url, clockB)]);
     expect(await (await fetch(`${a.url}${INDEX_V2_PATHS.tokenKey}`)).text()).toBe(await (await fetch(`${b.url}${INDEX_V2_PATHS.tokenKey}`)).text());
     expect(((await (await fetch(`${a.url}${INDEX_V2_PATHS.health}`)).json()) as { store: string }).store).toBe('postgres');
 
@@ -146,7 +92,7 @@ describe('index service instances on one PostgreSQL', () => {
   it('two service processes under a burst, one SIGKILLed mid-burst: 0 acknowledged reports lost, 0 double-spends; the restart serves the same key', async (ctx) => {
     if (!cluster) ctx.skip();
     const url = await cluster!.createDatabase('burst');
-    const dir = tempDir('atomem-pg-burst-');
+    const dir = services.tempDir('atomem-pg-burst-');
     const catalog = join(dir, 'catalog.bin');
     const r = rng(11);
     const items = Array.from({ length: 40 }, (_, i) => ({ id: `sku-${i}`, title: `product ${i}` }));
@@ -158,52 +104,8 @@ describe('index service instances on one PostgreSQL', () => {
         items.map(() => unit(Array.from({ length: 8 }, () => r() - 0.5))),
       ),
     );
-    const startChild = (name: string) => {
-      const child = spawn(
-        process.execPath,
-        [
-          '-C',
-          'atomem-source',
-          '--import',
-          'tsx',
-          'packages/atomem-index/src/cli.ts',
-          '--port',
-          '0',
-          '--data',
-          join(dir, name),
-          '--store',
-          url,
-          '--catalog-vectors',
-          catalog,
-          '--rate-max',
-          '0',
-          '--log-level',
-          'warn',
-        ],
-        { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ATOMEM_ATTESTER_KEY: ATTESTER } },
-      );
-      children.push(child);
-      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-      const ready = new Promise<string>((resolve, reject) => {
-        let out = '';
-        let err = '';
-        const timer = setTimeout(() => reject(new Error(`not ready after 90 s\n${out}\n${err}`)), 90_000);
-        child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-        child.stdout!.on('data', (d: Buffer) => {
-          out += d.toString();
-          const m = /ready at (http:\/\/\S+)/.exec(out);
-          if (m) {
-            clearTimeout(timer);
-            resolve(m[1]);
-          }
-        });
-        void exited.then(({ code, signal }) => {
-          clearTimeout(timer);
-          reject(new Error(`exited (${code ?? signal}) before it was ready\n${out}\n${err}`));
-        });
-      });
-      return { child, exited, ready };
-    };
+    const startChild = (name: string) =>
+      services.spawn(['--port', '0', '--data', join(dir, name), '--store', url, '--catalog-vectors', catalog, '--rate-max', '0', '--log-level', 'warn']);
     const A = startChild('a');
     const B = startChild('b');
     const [urlA, urlB] = await Promise.all([A.ready, B.ready]);
@@ -274,15 +176,7 @@ describe('index service instances on one PostgreSQL', () => {
     if (!cluster) ctx.skip();
     const url = await cluster!.createDatabase('outage');
     const clock = { now: 5 * EPOCH_MS + 1000 };
-    const svc = createIndexService({
-      dataDir: tempDir('atomem-pg-data-'),
-      store: url,
-      rateLimit: false,
-      v2: { space: space(), epochMs: EPOCH_MS, graceMs: GRACE, now: () => clock.now, tickMs: 0, minReports: 3, minContributors: 0, attesterKey: ATTESTER },
-    });
-    services.push(svc);
-    await svc.ready;
-    const base = await svc.listen({ port: 0 });
+    const { url: base } = await start(url, clock);
     const t1 = await issue(base, 5);
     const t2 = await issue(base, 5);
     expect(await report(base, 5, t1, 0)).toBe(202);

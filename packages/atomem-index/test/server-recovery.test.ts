@@ -8,31 +8,26 @@ import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, rmSync, writ
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createIndexService, type IndexService } from '../src/service.js';
-import { INDEX_V2_PATHS, type TokenKeyResponse } from 'atomem/protocol';
-import { blindTokenRequest } from 'atomem/engine';
-import type { ItemSpace } from 'atomem/engine';
+import { afterAll, describe, expect, it } from 'vitest';
+import { INDEX_V2_PATHS } from 'atomem/protocol';
+import { axisSpace, clockedV2, indexServices, mintToken, postReport } from '../../../test/fixtures/index-service.js';
 
-const ATTESTER = 'attester-secret-for-tests-0001';
 const EPOCH_MS = 1_000_000;
 const GRACE = EPOCH_MS / 10;
 
+const services = indexServices('atomem-wal-');
 const mounts: string[] = [];
-const dirs: string[] = [];
-const services: IndexService[] = [];
-afterEach(async () => {
-  while (services.length) await services.pop()!.close();
-});
+/** The small disks' mount points: unmounted, then removed, after all tests. */
+const disks: string[] = [];
 afterAll(() => {
   for (const m of mounts) spawnSync('umount', [m]);
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  for (const d of disks) rmSync(d, { recursive: true, force: true });
 });
 
 /** A fresh tmpfs of `size` (e.g. `4m`), or undefined when this process may not mount. */
 function smallDisk(size: string): string | undefined {
   const d = mkdtempSync(join(tmpdir(), 'atomem-disk-'));
-  dirs.push(d);
+  disks.push(d);
   if (process.getuid?.() !== 0) return undefined;
   const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', d]);
   if (r.status !== 0) return undefined;
@@ -64,62 +59,15 @@ function fill(dir: string): string {
   return file;
 }
 
-function space(): ItemSpace {
-  const ids: string[] = [];
-  const vectors: Float32Array[] = [];
-  for (let i = 0; i < 60; i++) {
-    const v = new Float32Array(8);
-    v[i % 8] = 1;
-    v[(i * 3) % 8] += 0.4;
-    const n = Math.hypot(...v);
-    ids.push(`item-${i}`);
-    vectors.push(v.map((x) => x / n));
-  }
-  return { embedderId: 'recovery-space@1', ids, vectors };
-}
-
-async function start(dataDir: string, clock: { now: number }, maintenanceMs?: number) {
-  const svc = createIndexService({
+function start(dataDir: string, clock: { now: number }, maintenanceMs?: number) {
+  return services.start({
     dataDir,
     rateLimit: false,
-    v2: {
-      space: space(),
-      epochMs: EPOCH_MS,
-      graceMs: GRACE,
-      now: () => clock.now,
-      tickMs: 0,
-      minReports: 3,
-      minContributors: 0,
-      attesterKey: ATTESTER,
-      ...(maintenanceMs !== undefined ? { maintenanceMs } : {}),
-    },
+    v2: clockedV2(axisSpace('recovery-space@1'), clock, { epochMs: EPOCH_MS, ...(maintenanceMs !== undefined ? { maintenanceMs } : {}) }),
   });
-  services.push(svc);
-  await svc.ready;
-  return { svc, url: await svc.listen({ port: 0 }) };
 }
-
-async function token(url: string, epoch: number): Promise<string> {
-  const key = (await (await fetch(`${url}${INDEX_V2_PATHS.tokenKey}`)).json()) as TokenKeyResponse;
-  const blind = await blindTokenRequest(key, epoch);
-  const res = await fetch(`${url}${INDEX_V2_PATHS.issue}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${ATTESTER}` },
-    body: JSON.stringify({ v: 2, epoch, request: blind.request }),
-  });
-  if (!res.ok) throw new Error(`issue: ${res.status} ${await res.text()}`);
-  return blind.finalize(((await res.json()) as { response: string }).response);
-}
-
-async function report(url: string, epoch: number, t: string, i: number): Promise<{ status: number; error?: string }> {
-  const res = await fetch(`${url}${INDEX_V2_PATHS.report}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ v: 2, epoch, token: t, report: { cohort: i % 4, bucket: i % 3 } }),
-  });
-  const body = (await res.json()) as { error?: string };
-  return { status: res.status, error: body.error };
-}
+const token = (url: string, epoch: number) => mintToken(url, epoch);
+const report = postReport;
 
 async function health(url: string) {
   const res = await fetch(`${url}${INDEX_V2_PATHS.health}`);
@@ -147,7 +95,7 @@ describe.skipIf(!canMount)('recovery by itself (a real full tmpfs)', () => {
     const clock = { now: 5 * EPOCH_MS + 1000 };
     const a = await start(dataDir, clock);
     for (let i = 0; i < 20; i++) expect((await report(a.url, 5, await token(a.url, 5), i)).status).toBe(202);
-    await services.pop()!.close();
+    await a.svc.close();
 
     const filler = fill(disk);
     // The next start is after epoch 5's deadline: the aggregation at start meets the full disk.
@@ -183,7 +131,7 @@ describe.skipIf(!canMount)('recovery by itself (a real full tmpfs)', () => {
     const dataDir = join(disk, 'data');
     mkdirSync(dataDir);
     const clock = { now: 5 * EPOCH_MS + 1000 };
-    const { url } = await start(dataDir, clock);
+    const { svc, url } = await start(dataDir, clock);
     let acknowledged = 0;
     for (let i = 0; i < 5; i++) if ((await report(url, 5, await token(url, 5), i)).status === 202) acknowledged++;
     const filler = fill(disk);
@@ -201,7 +149,7 @@ describe.skipIf(!canMount)('recovery by itself (a real full tmpfs)', () => {
     expect(ms).toBeLessThanOrEqual(10_000);
     expect((await report(url, 5, await token(url, 5), 7)).status).toBe(202);
     acknowledged++;
-    await services.pop()!.close();
+    await svc.close();
     const db = new Database(join(dataDir, 'reports.sqlite'), { readonly: true });
     expect((db.prepare('SELECT COALESCE(SUM(n), 0) AS n FROM cells').get() as { n: number }).n).toBe(acknowledged);
     db.close();
@@ -210,13 +158,11 @@ describe.skipIf(!canMount)('recovery by itself (a real full tmpfs)', () => {
 
 describe('the WAL is checkpointed regularly', () => {
   it('a copy of the main file without its -wal holds every acknowledged report within seconds', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'atomem-wal-'));
-    dirs.push(dataDir);
+    const dataDir = services.tempDir();
     const clock = { now: 5 * EPOCH_MS + 1000 };
     const { url } = await start(dataDir, clock, 300);
     for (let i = 0; i < 40; i++) expect((await report(url, 5, await token(url, 5), i)).status).toBe(202);
-    const copy = mkdtempSync(join(tmpdir(), 'atomem-wal-copy-'));
-    dirs.push(copy);
+    const copy = services.tempDir('atomem-wal-copy-');
     const counted = async () => {
       copyFileSync(join(dataDir, 'reports.sqlite'), join(copy, 'reports.sqlite'));
       const db = new Database(join(copy, 'reports.sqlite'), { readonly: true });

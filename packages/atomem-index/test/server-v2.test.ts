@@ -3,13 +3,11 @@
 // aggregation into an immutable release, storage without per-report rows, secure deletion,
 // the device client on the wire (no cookies, no custom header), and the property that no
 // response ever carries another shopper's report.
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
-import { createIndexService, type IndexService } from '../src/service.js';
 import { INDEX_V2_PATHS, type Release, type ReportRequest, type TokenKeyResponse } from 'atomem/protocol';
 import { blindTokenRequest, type TokenProvider } from 'atomem/engine';
 import { ReportClient } from 'atomem/engine';
@@ -17,18 +15,12 @@ import { makeReport, DEFAULT_LDP } from 'atomem/engine';
 import type { ItemSpace } from 'atomem/engine';
 import { mulberry32 as rng } from '@atomem/bench/rng';
 import { attesterTokens } from '../../../test/fixtures/index-wire.js';
+import { indexServices } from '../../../test/fixtures/index-service.js';
 
 const ATTESTER = 'attester-secret-for-tests-0001';
 const EPOCH_MS = 1_000_000;
 
-const dirs: string[] = [];
-const services: IndexService[] = [];
-afterEach(async () => {
-  while (services.length) await services.pop()!.close();
-});
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const services = indexServices('atomem-v2-');
 
 /** 120 items in 6 clusters of a 12-d space. */
 function space(): ItemSpace {
@@ -47,11 +39,8 @@ function space(): ItemSpace {
 }
 
 async function start(extra: { minReports?: number; attesterKey?: string | null } = {}) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'atomem-v2-'));
-  dirs.push(dataDir);
   const clock = { now: 5 * EPOCH_MS + 1000 };
-  const svc = createIndexService({
-    dataDir,
+  const { svc, url, dataDir } = await services.start({
     rateLimit: false,
     v2: {
       space: space(),
@@ -63,9 +52,6 @@ async function start(extra: { minReports?: number; attesterKey?: string | null }
       ...(extra.attesterKey === null ? {} : { attesterKey: extra.attesterKey ?? ATTESTER }),
     },
   });
-  services.push(svc);
-  await svc.ready;
-  const url = await svc.listen({ port: 0 });
   return { svc, url, clock, dataDir };
 }
 
@@ -191,7 +177,6 @@ describe('index service v2', () => {
     clock.now = (epoch + 2) * EPOCH_MS;
     await svc.v2!.tick();
     await svc.close();
-    services.pop();
     const db = new Database(join(dataDir, 'reports.sqlite'), { readonly: true });
     try {
       const columns = (db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'table'").all() as { name: string; sql: string }[])

@@ -44,7 +44,26 @@ export type { LanguageModel } from './models/types.js';
 export { Rng, hash32 } from './core/rng.js';
 export { DEFAULT_LDP, ReportHistogram, estimateCounts, ldpParams, makeReport, type PermanentMemo } from './community/ldp.js';
 export { buildRelease, type ItemCommunities, type ItemSpace } from './community/release.js';
-export { ReportClient, reportDelay, WIRE_INIT } from './sync/report-client.js';
+export { ReportClient, ReportHttpError, reportDelay, WIRE_INIT } from './sync/report-client.js';
 export { planEpoch, randomMomentIn } from './sync/schedule.js';
+export {
+  PRIO3_HPKE_INFO,
+  PRIO3_HPKE_SUITE,
+  PRIO3_PATHS,
+  b64,
+  encodePrio3Upload,
+  prio3ChunkLength,
+  prio3Hpke,
+  prio3Measurement,
+  prio3ShareAad,
+  prio3Vdaf,
+  sendPrio3Report,
+  type Prio3Config,
+  type Prio3Upload,
+  type SealedShare,
+  type SendPrio3ReportOptions,
+} from './sync/prio3-report.js';
 export { DAY_MS, privacyBudget, refusal, spentEpsilon, subsampledEpsilon, type LedgerEntry, type PrivacyBudget } from './sync/budget.js';
 export { blindTokenRequest, type TokenProvider } from './sync/tokens.js';
+export { ACTION_VERBS, renderReasons, renderWhy, type WhyRenderer } from './reason/wording.js';
+export type { ShopBasis, Why, WhyItem, WhyKind } from './core/explain.js';

@@ -17,13 +17,13 @@ export const PRIVACY_LEVELS = ['off', 'receive', 'contribute'] as const;
 /** Option names per object: `engine` = `EngineOptions`, `client` = what `createAtomem` adds. */
 export const OPTION_NAMES = {
   engine: ['profile', 'catalog', 'embedder', 'assetsBaseUrl', 'catalogVectors', 'llm', 'index', 'config'],
-  client: ['shared', 'worker', 'persist', 'onProgress', 'onError'],
+  client: ['shared', 'worker', 'persist', 'onProgress', 'onError', 'renderWhy'],
   llm: ['promptApi', 'webllm', 'openai', 'budget', 'wllama', 'idleMs'],
   'llm.webllm': ['model', 'appConfig'],
   'llm.openai': ['baseUrl', 'model', 'apiKey'],
   'llm.budget': ['maxCalls', 'perEvents'],
   'llm.wllama': ['model', 'wasmUrl', 'contextSize'],
-  index: ['url', 'privacy', 'attesterUrl', 'syncEvery', 'reportDelay', 'budget'],
+  index: ['url', 'privacy', 'attesterUrl', 'relay', 'syncEvery', 'reportDelay', 'budget'],
   'embedder.use-lite': ['kind', 'baseUrl', 'wasmPaths'],
   'embedder.minilm': ['kind', 'model', 'modelBaseUrl', 'wasmPaths', 'device', 'dtype'],
   'embedder.hashing': ['kind', 'dim'],

@@ -2,13 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { MemoryAgent } from '../src/agent/agent.js';
 import { ItemVectors } from '../src/agent/items.js';
 import { INTENT_MAX_CHARS, InvalidIntentError, cleanIntent, intentTerms, selectIntentMemories, termMatch } from '../src/core/intent.js';
-import { appendEvent, createState, markProcessed } from '../src/core/memory.js';
+import { appendEvent, createState, markProcessed, validateInteraction } from '../src/core/memory.js';
 import type { Action, AtomicMemory, Item, MemoryState } from '../src/core/types.js';
 import { meanNormalized } from '../src/core/vector.js';
 import { createHashingEmbedder } from '../src/embed/hashing.js';
 import { rerankPrompt } from '../src/reason/prompts.js';
 import { RulesReasoner } from '../src/reason/rules.js';
 import type { Reasoner, RerankInput } from '../src/reason/types.js';
+import { renderWhy } from '../src/reason/wording.js';
 
 // A small gift shop; memories are made by hand (their vectors = the centroid of their items, as formation makes them).
 const OUTDOOR = 'outdoor hiking trail mountain walking gear';
@@ -48,7 +49,7 @@ async function shopper(opts: { kitchen?: number; outdoor?: number } = {}) {
   state.memories.push(await memory('m-outdoor', ['trail-shoes'], 'Likes outdoor gear such as Trail running shoes', 'Outdoor', opts.outdoor ?? 0.4));
   state.memories.push(await memory('m-books', ['mystery'], 'Reads mystery novels', 'Books', 0.5));
   const act = (item: string, action: Action, at: number) => {
-    const e = appendEvent(state, { maxEvents: 500 } as never, { item, action, at });
+    const e = appendEvent(state, { maxEvents: 500 } as never, validateInteraction({ item, action, at }));
     markProcessed(state, e.seq);
   };
   act('skillet', 'purchase', T0);
@@ -154,9 +155,9 @@ describe('recommend(candidates, { intent })', () => {
     const recs = await agent.recommend(candidates, { intent: 'hiking gifts' });
     const top = recs[0];
     expect(top.reasons[0]).toMatchObject({ kind: 'intent', intent: 'hiking gifts', memoryId: 'm-outdoor', item: 'trail-shoes', action: 'purchase' });
-    expect(top.explanations[0]).toBe('You asked for “hiking gifts”; you bought Trail running shoes.');
+    expect(top.why.map(renderWhy)[0]).toBe('You asked for “hiking gifts”; you bought Trail running shoes.');
     // an item the intent does not fit gets no intent sentence
-    expect(recs[recs.length - 1].explanations.join(' ')).not.toContain('asked for');
+    expect(recs[recs.length - 1].why.map(renderWhy).join(' ')).not.toContain('asked for');
   });
 
   it('with no memory that bears on it, the intent alone ranks and says so', async () => {
@@ -164,7 +165,7 @@ describe('recommend(candidates, { intent })', () => {
     const agent = new MemoryAgent({ items, config: { tau: 0.3 }, clock: () => T0 });
     const recs = await agent.recommend(['skillet', 'mystery', 'tent'], { intent: 'camping tent' });
     expect(recs[0].id).toBe('tent');
-    expect(recs[0].explanations[0]).toBe('Matches what you asked for: “camping tent”.');
+    expect(recs[0].why.map(renderWhy)[0]).toBe('Matches what you asked for: “camping tent”.');
     expect((await agent.intentMemories('camping tent')).memories).toEqual([]);
   });
 
@@ -265,13 +266,13 @@ describe('recommend: an intent that matches nothing', () => {
     const plain = await agent.recommend(candidates);
     const asked = await agent.recommend(candidates, { intent: 'asdf qwerty zzz' });
     expect(asked.map((r) => r.id)).toEqual(plain.map((r) => r.id));
-    expect(asked[0].explanations[0]).toBe('Nothing here matches \u201casdf qwerty zzz\u201d: ranked by your own history instead.');
-    const all = asked.flatMap((r) => r.explanations).join(' ');
+    expect(asked[0].why.map(renderWhy)[0]).toBe('Nothing here matches \u201casdf qwerty zzz\u201d: ranked by your own history instead.');
+    const all = asked.flatMap((r) => r.why.map(renderWhy)).join(' ');
     expect(all).not.toMatch(/Matches what you asked for|You asked for/);
     expect(all.match(/Nothing here matches/g)).toHaveLength(1);
     // an intent that matches: no such sentence
     const hiking = await agent.recommend(candidates, { intent: 'hiking gifts' });
-    expect(hiking.flatMap((r) => r.explanations).join(' ')).not.toMatch(/Nothing here matches/);
+    expect(hiking.flatMap((r) => r.why.map(renderWhy)).join(' ')).not.toMatch(/Nothing here matches/);
   });
 
   it('a card the intent does not match gets no intent reason', async () => {
@@ -279,7 +280,7 @@ describe('recommend: an intent that matches nothing', () => {
     const recs = await agent.recommend(candidates, { intent: 'hiking gifts' });
     for (const r of recs) {
       const outdoor = CATALOG.find((i) => i.id === r.id)!.categories!.includes('Outdoor');
-      if (!outdoor) expect(r.explanations.join(' ')).not.toMatch(/asked for/);
+      if (!outdoor) expect(r.why.map(renderWhy).join(' ')).not.toMatch(/asked for/);
     }
   });
 });

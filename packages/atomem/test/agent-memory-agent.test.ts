@@ -2,13 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { MemoryAgent, type AgentOptions } from '../src/agent/agent.js';
 import { ItemVectors, UnknownItemError } from '../src/agent/items.js';
 import { resolveConfig } from '../src/core/config.js';
-import { appendEvent, createState } from '../src/core/memory.js';
+import { appendEvent, createState, validateInteraction } from '../src/core/memory.js';
 import type { LifecycleEvent } from '../src/core/types.js';
 import { dot } from '../src/core/vector.js';
 import { createHashingEmbedder } from '../src/embed/hashing.js';
 import { RulesReasoner } from '../src/reason/rules.js';
 import type { Reasoner } from '../src/reason/types.js';
 import { CATALOG, MIN, T0, TAU, embedder, interactions } from '../../../test/fixtures/film-catalog.js';
+import { renderWhy } from '../src/reason/wording.js';
 
 const GENRE: Record<string, string> = Object.fromEntries(CATALOG.map((i) => [i.id, i.categories![0]]));
 
@@ -148,7 +149,7 @@ describe('MemoryAgent.observe', () => {
 
   // Gap between weaken()'s contract and the agent: core/memory.ts documents weaken as the
   // operation for "contrary evidence (a dislike, or a memory that misled a prediction)", but
-  // MemoryAgent.process (src/agent/agent.ts ~L319-339) only weakens `reflection.misled`, which is
+  // Lifecycle.process (src/agent/lifecycle.ts) only weakens `reflection.misled`, which is
   // empty outside training. A dislike of an item that a positive memory explains leaves that
   // memory's strength untouched.
   it('a dislike weakens the positive memory that explains the disliked item', async () => {
@@ -261,7 +262,7 @@ describe('MemoryAgent lifecycle events', () => {
     expect(ms[0].items).toEqual(['heat']);
   });
 
-  // BUG (src/agent/agent.ts, MemoryAgent.process, last lines): runPlanner passes one shared `out`
+  // BUG (src/agent/lifecycle.ts, Lifecycle.process, last lines): step passes one shared `out`
   // array to process() for every pending event, and process() ends with
   // `out.forEach((e) => this.emit(e))`, re-emitting the events of every earlier pending event.
   // With two pending events (e.g. a restored state after a crash), the first event's
@@ -269,7 +270,7 @@ describe('MemoryAgent lifecycle events', () => {
   // (`const start = out.length` at the top, `out.slice(start).forEach(emit)` at the end).
   it('emits each lifecycle event once when several pending events are processed together', async () => {
     const state = createState();
-    appendEvent(state, resolveConfig(), { item: 'heat', at: T0, action: 'like' }); // left pending (e.g. a crash before processing)
+    appendEvent(state, resolveConfig(), validateInteraction({ item: 'heat', at: T0, action: 'like' })); // left pending (e.g. a crash before processing)
     const events: LifecycleEvent[] = [];
     const { agent } = makeAgent({ state }, events);
     const returned = await agent.observe({ item: 'alien', at: T0 + MIN, action: 'like' });
@@ -279,7 +280,7 @@ describe('MemoryAgent lifecycle events', () => {
 
   it('processes pending events of a restored state on the next observe', async () => {
     const state = createState();
-    appendEvent(state, resolveConfig(), { item: 'heat', at: T0, action: 'like' });
+    appendEvent(state, resolveConfig(), validateInteraction({ item: 'heat', at: T0, action: 'like' }));
     const { agent } = makeAgent({ state });
     const returned = await agent.observe({ item: 'fargo', at: T0 + MIN, action: 'like' });
     expect(returned.map((e) => e.op)).toEqual(['extract', 'reinforce', 'resynthesize']);
@@ -324,7 +325,7 @@ describe('MemoryAgent.train', () => {
     expect(agent.snapshot).toEqual(before);
   });
 
-  // BUG (src/agent/agent.ts process() + src/reason/rules.ts reflect()): the agent passes
+  // BUG (src/agent/lifecycle.ts process() + src/reason/rules.ts reflect()): the agent passes
   // `supporting` = top-max(3, k2) memories for the actual item retrieved with tau = −1 (any
   // similarity), and RulesReasoner.reflect drops from `misled` every misleading memory that also
   // appears in `supporting`. With ≤ 3 memories every memory is "supporting", so `misled` is
@@ -380,11 +381,11 @@ describe('MemoryAgent.recommend', () => {
     ).toEqual(['casino', 'godfather']);
     const content = agent.memories()[0].content;
     for (const r of out.slice(0, 2)) {
-      expect(r.explanations.some((x) => x.includes(`“${content}”`))).toBe(true);
+      expect(r.why.map(renderWhy).some((x) => x.includes(`“${content}”`))).toBe(true);
       expect(r.reasons.find((x) => x.kind === 'memory')).toMatchObject({ kind: 'memory', memoryId: 'm1', content });
     }
     // unrelated items are not explained by the crime memory
-    for (const r of out.slice(2)) expect(r.explanations.join(' ')).not.toContain(content);
+    for (const r of out.slice(2)) expect(r.why.map(renderWhy).join(' ')).not.toContain(content);
     // scores descend
     for (let i = 1; i < out.length; i++) expect(out[i].score).toBeLessThanOrEqual(out[i - 1].score);
   });
@@ -408,7 +409,7 @@ describe('MemoryAgent.recommend', () => {
     expect(out.map((r) => r.id).sort()).toEqual(['alien', 'heat']);
     for (const r of out) {
       expect(r.reasons).toEqual([{ kind: 'prior', prior: 'variety', contribution: 0 }]);
-      expect(r.explanations).toEqual(['A first pick across the catalog: what you look at next personalises this shelf.']);
+      expect(r.why.map(renderWhy)).toEqual(['A first pick across the catalog: what you look at next personalises this shelf.']);
     }
   });
 
@@ -429,7 +430,7 @@ describe('MemoryAgent.recommend', () => {
     for (const r of recent) expect(r.kind === 'recent' && r.item).toBe('alien');
   });
 
-  // BUG (src/agent/agent.ts recommend(), `this.state.events.slice(-this.config.recentEvents)`):
+  // BUG (src/agent/shelf.ts recommend(), `this.state.events.slice(-this.config.recentEvents)`):
   // resolveConfig accepts recentEvents = 0 ("the ranker looks at no recent events"), but
   // `slice(-0)` is `slice(0)`: the whole event FIFO is used as recent signal instead of none.
   // Fix: `const recentEvents = n > 0 ? this.state.events.slice(-n) : [];`.

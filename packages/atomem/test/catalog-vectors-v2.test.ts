@@ -1,44 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { createHashingEmbedder } from '../src/embed/hashing.js';
-import { itemText } from '../src/embed/cache.js';
-import type { Item } from '../src/core/types.js';
 import { CatalogVectorsError, encodeCatalogVectors } from '../src/protocol/catalog-vectors-v1.js';
 import { crc32, decodeCatalogFile, encodeCatalogFile } from '../src/protocol/catalog-vectors-v2.js';
-import { trainShopModel, type ShopInteraction } from '../src/shop/train.js';
-import { makeLayout, weightsView } from '../src/shop/sasrec/layout.js';
-import { initWeights } from '../src/shop/sasrec/train.js';
 import { encodeHistory, scoreItems } from '../src/shop/sasrec/model.js';
 import { ShopKnowledge } from '../src/shop/device.js';
 import { Rng } from '@atomem/bench/rng';
+import { shopEmbedder, shopFileParts, twoDepartmentItems } from '../../../test/fixtures/shop-catalog.js';
 
-const items: Item[] = Array.from({ length: 24 }, (_, i) => ({
-  id: `sku-${i}`,
-  title: `${i < 12 ? 'trail shoe' : 'cast iron pan'} ${i}`,
-  categories: [i < 12 ? 'Shoes' : 'Kitchen'],
-}));
-const embedder = createHashingEmbedder({ dim: 32 });
-
-async function fixture() {
-  const vectors = (await embedder.embed(items.map((it) => itemText(it)))).map((e) => e.vector);
-  const rng = new Rng(3);
-  const log: ShopInteraction[] = [];
-  for (let u = 0; u < 40; u++) {
-    const g = u % 2;
-    for (let k = 0; k < 5; k++) log.push({ user: `u${u}`, item: `sku-${g * 12 + rng.int(12)}`, at: 1_000 * (u * 10 + k), action: 'purchase' });
-  }
-  const r = new Rng(4);
-  const model = trainShopModel(log, {
-    catalog: items.map((i) => i.id),
-    dim: 4,
-    content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) },
-    random: () => r.next(),
-  });
-  const config = { maxLen: 8, dim: 8, blocks: 1, heads: 1, dropout: 0 };
-  const layout = makeLayout(config, items.length);
-  const weights = weightsView(layout, initWeights(layout, 7));
-  const sasrecItems = items.map((i) => i.id);
-  return { vectors, model, weights, sasrecItems };
-}
+const items = twoDepartmentItems(24);
+const embedder = shopEmbedder;
+const fixture = () => shopFileParts(items, { users: 40, perUser: 5, pick: (rng, half) => rng.int(half) });
 
 describe('catalog vector file v2', () => {
   it("crc32 is zlib's", () => {

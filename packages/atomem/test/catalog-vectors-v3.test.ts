@@ -1,45 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { createHashingEmbedder } from '../src/embed/hashing.js';
 import { itemText } from '../src/embed/cache.js';
-import type { Item } from '../src/core/types.js';
 import { CatalogVectorsError, itemTextHash } from '../src/protocol/catalog-vectors-v1.js';
 import { decodeCatalogFile, encodeCatalogFile } from '../src/protocol/catalog-vectors-v2.js';
 import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard, encodeCatalogFileV3, shardsFor } from '../src/protocol/catalog-vectors-v3.js';
-import { trainShopModel, type ShopInteraction } from '../src/shop/train.js';
-import { makeLayout, weightsView } from '../src/shop/sasrec/layout.js';
-import { initWeights } from '../src/shop/sasrec/train.js';
 import { encodeHistory, scoreItems } from '../src/shop/sasrec/model.js';
 import { ShopKnowledge } from '../src/shop/device.js';
-import { Rng } from '@atomem/bench/rng';
+import { shopEmbedder, shopFileParts, twoDepartmentItems } from '../../../test/fixtures/shop-catalog.js';
 
-const items: Item[] = Array.from({ length: 40 }, (_, i) => ({
-  id: `sku-${i}`,
-  title: `${i < 20 ? 'trail shoe' : 'cast iron pan'} ${i}`,
-  categories: [i < 20 ? 'Shoes' : 'Kitchen'],
-}));
-const embedder = createHashingEmbedder({ dim: 32 });
-
-async function fixture() {
-  const vectors = (await embedder.embed(items.map((it) => itemText(it)))).map((e) => e.vector);
-  const rng = new Rng(3);
-  const log: ShopInteraction[] = [];
-  for (let u = 0; u < 60; u++) {
-    const g = u % 2;
-    for (let k = 0; k < 6; k++)
-      log.push({ user: `u${u}`, item: `sku-${g * 20 + Math.min(rng.int(20), rng.int(20))}`, at: 1_000 * (u * 10 + k), action: 'purchase' });
-  }
-  const r = new Rng(4);
-  const model = trainShopModel(log, {
-    catalog: items.map((i) => i.id),
-    dim: 4,
-    content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) },
-    random: () => r.next(),
-  });
-  const config = { maxLen: 8, dim: 8, blocks: 1, heads: 1, dropout: 0 };
-  const layout = makeLayout(config, items.length);
-  const weights = weightsView(layout, initWeights(layout, 7));
-  return { vectors, model, weights, sasrecItems: items.map((i) => i.id) };
-}
+const items = twoDepartmentItems(40);
+const embedder = shopEmbedder;
+const fixture = () => shopFileParts(items, { users: 60, perUser: 6, pick: (rng, half) => Math.min(rng.int(half), rng.int(half)) });
 
 const cos = (a: Float32Array, b: Float32Array): number => {
   let s = 0,

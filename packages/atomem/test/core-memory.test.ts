@@ -69,7 +69,7 @@ describe('tier 1: event FIFO', () => {
     const s = createState();
     const seqs: number[] = [];
     for (let i = 0; i < 10; i++) {
-      const ev = appendEvent(s, cfg, { item: `i${i}`, at: T0 + i, action: 'view' });
+      const ev = appendEvent(s, cfg, validateInteraction({ item: `i${i}`, at: T0 + i, action: 'view' }));
       seqs.push(ev.seq);
       markProcessed(s, ev.seq);
     }
@@ -80,14 +80,14 @@ describe('tier 1: event FIFO', () => {
   it('drops the oldest processed events beyond maxEvents', () => {
     const cfg = resolveConfig({ maxEvents: 3 });
     const s = createState();
-    for (let i = 0; i < 6; i++) markProcessed(s, appendEvent(s, cfg, { item: `i${i}`, at: T0 + i }).seq);
+    for (let i = 0; i < 6; i++) markProcessed(s, appendEvent(s, cfg, validateInteraction({ item: `i${i}`, at: T0 + i })).seq);
     expect(s.events.map((e) => e.item)).toEqual(['i3', 'i4', 'i5']);
   });
 
   it('never drops a pending event, even beyond the bound', () => {
     const cfg = resolveConfig({ maxEvents: 2 });
     const s = createState();
-    for (let i = 0; i < 5; i++) appendEvent(s, cfg, { item: `p${i}`, at: T0 + i });
+    for (let i = 0; i < 5; i++) appendEvent(s, cfg, validateInteraction({ item: `p${i}`, at: T0 + i }));
     expect(s.events).toHaveLength(5);
     expect(pendingEvents(s).map((e) => e.item)).toEqual(['p0', 'p1', 'p2', 'p3', 'p4']);
     // once processed, the next append drops the processed ones (only pending remain beyond the bound)
@@ -95,22 +95,22 @@ describe('tier 1: event FIFO', () => {
     markProcessed(s, 2);
     markProcessed(s, 3);
     expect(s.events).toHaveLength(5); // trimming happens on append, not on markProcessed
-    appendEvent(s, cfg, { item: 'p5', at: T0 + 5 });
+    appendEvent(s, cfg, validateInteraction({ item: 'p5', at: T0 + 5 }));
     expect(s.events.map((e) => e.item)).toEqual(['p3', 'p4', 'p5']);
     expect(s.events.every((e) => e.pending)).toBe(true);
     // and when enough are processed, it is back within the bound
     markProcessed(s, 4);
     markProcessed(s, 5);
-    appendEvent(s, cfg, { item: 'p6', at: T0 + 6 });
+    appendEvent(s, cfg, validateInteraction({ item: 'p6', at: T0 + 6 }));
     expect(s.events.map((e) => e.item)).toEqual(['p5', 'p6']);
   });
 
   it('drops processed events before older pending ones', () => {
     const cfg = resolveConfig({ maxEvents: 2 });
     const s = createState();
-    appendEvent(s, cfg, { item: 'old-pending', at: T0 });
-    markProcessed(s, appendEvent(s, cfg, { item: 'done', at: T0 + 1 }).seq);
-    appendEvent(s, cfg, { item: 'new', at: T0 + 2 });
+    appendEvent(s, cfg, validateInteraction({ item: 'old-pending', at: T0 }));
+    markProcessed(s, appendEvent(s, cfg, validateInteraction({ item: 'done', at: T0 + 1 })).seq);
+    appendEvent(s, cfg, validateInteraction({ item: 'new', at: T0 + 2 }));
     expect(s.events.map((e) => e.item)).toEqual(['old-pending', 'new']);
   });
 
@@ -127,7 +127,7 @@ describe('tier 1: event FIFO', () => {
             markProcessed(s, seq);
             processedSeqs.add(seq);
           } else {
-            appendEvent(s, cfg, { item: `i${appended}`, at: T0 + appended });
+            appendEvent(s, cfg, validateInteraction({ item: `i${appended}`, at: T0 + appended }));
             appended++;
             // right after an append: bounded unless the excess is all pending
             const processed = s.events.filter((e) => !e.pending).length;
@@ -149,18 +149,19 @@ describe('tier 1: event FIFO', () => {
   it('rejects a bad interaction and leaves the state unchanged', () => {
     const cfg = resolveConfig();
     const s = createState();
-    appendEvent(s, cfg, { item: 'heat', at: T0 });
+    appendEvent(s, cfg, validateInteraction({ item: 'heat', at: T0 }));
     const before = clone(s);
-    expect(() => appendEvent(s, cfg, { item: '', at: T0 })).toThrow(/item/);
-    expect(() => appendEvent(s, cfg, { item: 'heat', at: Number.NaN })).toThrow(/at/);
-    expect(() => appendEvent(s, cfg, { item: 'heat', at: T0, action: 'adore' as never })).toThrow(/action/);
+    // validated where it enters (the engine, the agent's observe), before the state is touched
+    expect(() => validateInteraction({ item: '', at: T0 })).toThrow(/item/);
+    expect(() => validateInteraction({ item: 'heat', at: Number.NaN })).toThrow(/at/);
+    expect(() => validateInteraction({ item: 'heat', at: T0, action: 'adore' as never })).toThrow(/action/);
     expect(s).toEqual(before);
   });
 
   it('markProcessed is idempotent and counts each event once', () => {
     const cfg = resolveConfig();
     const s = createState();
-    const ev = appendEvent(s, cfg, { item: 'heat', at: T0 });
+    const ev = appendEvent(s, cfg, validateInteraction({ item: 'heat', at: T0 }));
     expect(markProcessed(s, ev.seq)).toBe(true);
     expect(markProcessed(s, ev.seq)).toBe(false);
     expect(markProcessed(s, 999)).toBe(false);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { resolveConfig, type AtomemConfig } from '../src/core/config.js';
-import { appendEvent } from '../src/core/memory.js';
+import { appendEvent, validateInteraction } from '../src/core/memory.js';
 import { rulesPlanner } from '../src/core/planner.js';
 import { DAY, NOW, mem, state } from '../../../test/fixtures/planner-state.js';
 
@@ -12,7 +12,7 @@ describe('rulesPlanner', () => {
   it('asks to process pending events only when there are some', () => {
     const s = state([]);
     expect(rulesPlanner(s, cfg, NOW).processPending).toBe(false);
-    appendEvent(s, cfg, { item: 'heat', at: NOW });
+    appendEvent(s, cfg, validateInteraction({ item: 'heat', at: NOW }));
     expect(rulesPlanner(s, cfg, NOW).processPending).toBe(true);
   });
 

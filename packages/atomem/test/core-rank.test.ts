@@ -1,11 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { resolveConfig, type AtomemConfig } from '../src/core/config.js';
-import { explain } from '../src/core/explain.js';
+import { explain as explainWhy } from '../src/core/explain.js';
 import { rank, type Candidate, type RankedItem, type RankInput, type Reason } from '../src/core/rank.js';
 import type { CommunityContext, KnownCommunity } from '../src/core/retrieve.js';
 import type { AtomicMemory } from '../src/core/types.js';
 import { normalize } from '../src/core/vector.js';
+import { renderReasons } from '../src/reason/wording.js';
+
+/** The card's reasons in the default English wording. */
+const explain = (...args: Parameters<typeof explainWhy>): string[] => renderReasons(explainWhy(...args));
 
 const DAY = 86_400_000;
 const NOW = Date.UTC(2024, 5, 1);

@@ -4,22 +4,14 @@ import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { env } from '@huggingface/transformers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { norm } from '../src/core/vector.js';
 import { createMiniLMEmbedder, EmbedderLoadError, miniLMEmbedderId, type MiniLMEmbedder } from '../src/embed/minilm.js';
 import type { LoadProgress } from '../src/models/types.js';
-import { TINY_BERT_HIDDEN, tinyBertExpected, tinyBertFiles, tinyBertTokenIds } from '../../../test/fixtures/tiny-bert.js';
+import { TINY_BERT_HIDDEN, tinyBertFiles } from '../../../test/fixtures/tiny-bert.js';
+import { expectReferenceTokens, expectReferenceVectors } from '../../../test/fixtures/tiny-bert-checks.js';
 
 // The same tiny BERT as the browser test, on onnxruntime-node (its linux-x64 binary ships in the npm
 // package; only its install script, which fetches optional CUDA files, is denied). Files come from a
 // temporary folder: `modelBaseUrl` as a folder on disk, `allowRemote: false`, so nothing is downloaded.
-
-const SENTENCES = [
-  'Loves space adventure science fiction movies',
-  'enjoys sci-fi films set in outer space',
-  'prefers romantic comedies',
-  'Running shoes for trail and road.',
-  'bookish',
-];
 
 function writeModel(root: string, model: string, files: Record<string, Uint8Array | string>): void {
   for (const [rel, content] of Object.entries(files)) {
@@ -27,13 +19,6 @@ function writeModel(root: string, model: string, files: Record<string, Uint8Arra
     mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, content);
   }
-}
-
-function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
-  return m;
 }
 
 describe('MiniLM embedder in Node (tiny BERT fixture, onnxruntime-node)', () => {
@@ -101,24 +86,12 @@ describe('MiniLM embedder in Node (tiny BERT fixture, onnxruntime-node)', () => 
   });
 
   it('tokenizes with the WordPiece tokenizer.json exactly like the reference', () => {
-    expect(embedder.tokenize('Loves sci-fi!')).toEqual([2, 5, 6, 13, 14, 15, 1, 3]);
-    for (const s of SENTENCES) expect(embedder.tokenize(s)).toEqual(tinyBertTokenIds(s));
+    expectReferenceTokens(embedder);
   });
 
   it('returns the mean-pooled, L2-normalised vectors within 1e-4, in input order across batches', async () => {
-    const out = await embedder.embed(SENTENCES);
-    expect(out).toHaveLength(SENTENCES.length);
-    out.forEach((e, i) => {
-      expect(e.embedderId).toBe(embedder.id);
-      expect(e.vector).toBeInstanceOf(Float32Array);
-      expect(norm(e.vector)).toBeCloseTo(1, 5);
-      expect(maxDiff(e.vector, tinyBertExpected(SENTENCES[i]))).toBeLessThan(1e-4);
-    });
     // one at a time (no padding) gives the same vectors as the padded batches
-    for (let i = 0; i < SENTENCES.length; i++) {
-      const [single] = await embedder.embed([SENTENCES[i]]);
-      expect(maxDiff(single.vector, out[i].vector)).toBeLessThan(1e-6);
-    }
+    await expectReferenceVectors(embedder, [0, 1, 2, 3, 4]);
   });
 
   it('rejects blank texts like every embedder', async () => {

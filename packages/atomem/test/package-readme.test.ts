@@ -119,6 +119,11 @@ describe('the npm README documents the API as the types and the run-time checks 
     }
   });
 
+  it("the reasons table lists every kind of Why (recommend's structured reasons)", () => {
+    expect(sorted(apiTable(md, 'WhyKind'))).toEqual(types.literals(types.declared('WhyKind')));
+    for (const name of ['renderWhy', 'ACTION_VERBS', 'Why', 'WhyRenderer']) expect(md, name).toContain(`\`${name}\``);
+  });
+
   it('the embedder table lists the kinds of EmbedderSpec', () => {
     const spec = types.declared('EmbedderSpec');
     expect(sorted(apiTable(md, 'EmbedderSpec'))).toEqual(types.literals(spec));

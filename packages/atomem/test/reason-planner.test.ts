@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { resolveConfig, type AtomemConfig } from '../src/core/config.js';
-import { appendEvent } from '../src/core/memory.js';
+import { appendEvent, validateInteraction } from '../src/core/memory.js';
 import { rulesPlanner } from '../src/core/planner.js';
 import type { AtomicMemory, MemoryState } from '../src/core/types.js';
 import { llmPlanner, type PlanningReasoner } from '../src/reason/planner.js';
@@ -23,6 +23,7 @@ import {
 } from '../../../test/fixtures/llm-agent.js';
 import { DAY, NOW, mem, state } from '../../../test/fixtures/planner-state.js';
 import { ScriptedModel } from '../../../test/fixtures/scripted-model.js';
+import { renderWhy } from '../src/reason/wording.js';
 
 const view = (m: AtomicMemory) => ({ id: m.id, content: m.content, category: m.category, strength: m.strength, evidence: m.evidence, items: [] });
 
@@ -44,7 +45,7 @@ const NONE: PlanDecision = { merge: [], forget: [], resynthesize: false, reason:
 const cfg: AtomemConfig = resolveConfig({ sweepEvery: 5, mergeThreshold: 0.95, synthesizeEvery: 10, synthesizeOnErrors: 3, maxMemories: 10, batchEvents: 3 });
 
 function withPending(s: MemoryState, n: number): MemoryState {
-  for (let i = 0; i < n; i++) appendEvent(s, cfg, { item: `i${i}`, at: NOW + i, action: 'click' });
+  for (let i = 0; i < n; i++) appendEvent(s, cfg, validateInteraction({ item: `i${i}`, at: NOW + i, action: 'click' }));
   return s;
 }
 
@@ -227,6 +228,34 @@ describe('MemoryAgent with the LLM planner', () => {
     expect(ops.slice(before)).toEqual([]);
   });
 
+  it('one plan per step: idle() asks the model to plan once, and uses that answer', async () => {
+    // a burst processes its events right after the interaction (batchEvents 2), so idle() finds
+    // nothing pending: one planner call decides the sweep (the first profile is due)
+    const { model, ops } = routedModel({ planLifecycle: [j({ merge: [], forget: [], resynthesize: true, reason: 'first profile' })] }, (op) => VALID[op]);
+    const { reasoner } = llm(model);
+    const agent = makeAgent({ config: { batchEvents: 2 } });
+    agent.useReasoner(
+      reasoner,
+      llmPlanner(reasoner, (m) => agent.memoryView(m)),
+    );
+    await observeAll(agent, events(['heat'], ['fargo']));
+    expect(agent.hasPending()).toBe(false);
+    const before = model.requests.length;
+    const out = await agent.idle();
+    const calls = ops.slice(ops.length - (model.requests.length - before));
+    // every model call of this idle(): one plan, then the resynthesis it asked for (its answer is the one applied)
+    expect(calls).toEqual(['planLifecycle', 'synthesizeProfile']);
+    expect(out.map((e) => e.op)).toContain('resynthesize');
+    expect(reasoner.costs().byOperation.planLifecycle).toMatchObject({ requests: 1, succeeded: 1 });
+    // with events pending: the batch is processed (reflect + describe per event), then one plan for the sweep
+    await agent.observe({ item: 'casino', at: T0 + 10 * MIN, action: 'like' });
+    const mark = ops.length;
+    await agent.idle();
+    const perIdle = ops.slice(mark);
+    expect(perIdle.filter((o) => o === 'planLifecycle').length).toBeLessThanOrEqual(1);
+    expect(perIdle.filter((o) => o === 'reflect')).toHaveLength(1);
+  });
+
   it('a burst of batchEvents events is processed without waiting for idle', async () => {
     const { agent } = planned({ batchEvents: 2 });
     await agent.observe(events(['heat'])[0]);
@@ -328,8 +357,8 @@ describe('listwise rerank (rerank@2)', () => {
         .reverse(),
       ...base.slice(4).map((r) => r.id),
     ]);
-    expect(out[0].explanations[0]).toBe('Picked C4 for you');
-    expect(out[0].explanations.slice(1)).toEqual(base[3].explanations);
+    expect(out[0].why.map(renderWhy)[0]).toBe('Picked C4 for you');
+    expect(out[0].why.map(renderWhy).slice(1)).toEqual(base[3].why.map(renderWhy));
     expect(out.map((r) => r.score)).toEqual(base.map((r) => r.score));
     // the prompt: titles and categories under labels, memories' statements; no ids
     expect(requests).toHaveLength(1);

@@ -5,41 +5,20 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Rng } from '@atomem/bench/rng';
-import { makeLayout, weightsView, type Layout } from '../src/shop/sasrec/layout.js';
+import { makeLayout, weightsView } from '../src/shop/sasrec/layout.js';
 import { encodeHistory, scoreItems, type SasrecConfig } from '../src/shop/sasrec/model.js';
 import { mmNT, transpose } from '../src/shop/sasrec/kernels.js';
 import { simdKernels, simdMmNT, simdSupported } from '../src/shop/sasrec/simd.js';
-import { GradCore, type ChunkData } from '../src/shop/sasrec/train-core.js';
+import { GradCore } from '../src/shop/sasrec/train-core.js';
 import { initWeights, Sampler, trainSasrec } from '../src/shop/sasrec/train.js';
-
-/** Every tensor of a layout as [name, offset, length]. */
-function tensors(lay: Layout): Array<[string, number, number]> {
-  const d = lay.config.dim;
-  const out: Array<[string, number, number]> = [
-    ['itemEmb', lay.itemEmb + d, lay.numItems * d], // row 0 is padding, constant zero
-    ['posEmb', lay.posEmb, lay.config.maxLen * d],
-  ];
-  lay.blocks.forEach((b, i) => {
-    for (const [k, o] of Object.entries(b)) out.push([`blocks.${i}.${k}`, o, k[0] === 'w' ? d * d : d]);
-  });
-  out.push(['lnfG', lay.lnfG, d], ['lnfB', lay.lnfB, d]);
-  return out;
-}
-
-function randomChunk(rng: Rng, lens: number[], n: number): ChunkData {
-  const rows = lens.reduce((a, b) => a + b, 0);
-  const mk = () => Int32Array.from({ length: rows }, () => 1 + rng.int(n));
-  return { seqs: lens.length, lens: Int32Array.from(lens), rows, inputs: mk(), targets: mk(), negatives: mk() };
-}
+import { gradientCheck, perturbedWeights, randomChunk } from '../../../test/fixtures/sasrec.js';
 
 describe('SASRec backprop', () => {
   const cfg: SasrecConfig = { maxLen: 5, dim: 8, blocks: 2, heads: 2 };
   const n = 7;
   const lay = makeLayout(cfg, n);
   const rng = new Rng('gradcheck');
-  // why perturbed: at the initial γ = 1, β = 0, b = 0 some gradients would be checked only at a special point
-  const p = Float64Array.from(initWeights(lay, 1), (x) => x + (rng.next() - 0.5) * 0.2);
-  p.fill(0, lay.itemEmb, lay.itemEmb + cfg.dim);
+  const p = perturbedWeights(lay, 1, rng);
   const data = randomChunk(rng, [3, 5, 1, 2], n);
 
   for (const dropout of [0, 0.3]) {
@@ -50,28 +29,12 @@ describe('SASRec backprop', () => {
       core.lossAndGrad(p, g, data, 1 / data.rows, dropout, seed);
       const scratch = new Float64Array(lay.size);
       const lossAt = (q: Float64Array) => core.lossAndGrad(q, scratch.fill(0), data, 1 / data.rows, dropout, seed);
-      const q = p.slice();
-      const h = 1e-6;
-      const report: Record<string, number> = {};
-      for (const [name, o, len] of tensors(lay)) {
-        let worst = 0;
-        let largest = 0;
-        for (let k = o; k < o + len; k++) {
-          const x = q[k];
-          q[k] = x + h;
-          const up = lossAt(q);
-          q[k] = x - h;
-          const down = lossAt(q);
-          q[k] = x;
-          const num = (up - down) / (2 * h);
-          worst = Math.max(worst, Math.abs(num - g[k]) / Math.max(1e-3, Math.abs(num) + Math.abs(g[k])));
-          largest = Math.max(largest, Math.abs(g[k]));
-        }
-        report[name] = worst;
+      const report = gradientCheck(lay, p, g, lossAt);
+      for (const [name, { worst, largest }] of Object.entries(report)) {
+        expect(worst, name).toBeLessThan(1e-5);
         // every tensor but the key bias (softmax is invariant to it) must get a real gradient
         if (!name.endsWith('.bk')) expect(largest, `${name} has no gradient`).toBeGreaterThan(1e-4);
       }
-      for (const [name, err] of Object.entries(report)) expect(err, name).toBeLessThan(1e-5);
     });
   }
 

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '../src/core/config.js';
-import { explain, LOW_SCORE_SENTENCE } from '../src/core/explain.js';
+import { explain as explainWhy } from '../src/core/explain.js';
 import { rank, type Candidate, type RankedItem, type Reason } from '../src/core/rank.js';
 import type { AtomicMemory } from '../src/core/types.js';
 import { normalize } from '../src/core/vector.js';
@@ -21,6 +21,11 @@ import { ItemVectors } from '../src/agent/items.js';
 import { diversify } from '../src/core/diversify.js';
 import { CATALOG, T0, MIN, makeAgent } from '../../../test/fixtures/llm-agent.js';
 import { CATALOG as FILMS_ALL, TAU as FILM_TAU, embedder as filmEmbedder } from '../../../test/fixtures/film-catalog.js';
+import { renderReasons, renderWhy } from '../src/reason/wording.js';
+
+/** The card's reasons in the default English wording. */
+const explain = (...args: Parameters<typeof explainWhy>): string[] => renderReasons(explainWhy(...args));
+const LOW_SCORE_SENTENCE = 'Little in your memory points to this item.';
 
 const NOW = Date.UTC(2024, 5, 1);
 const v = (...xs: number[]) => normalize(xs);
@@ -177,7 +182,7 @@ describe('agent: action-aware explanations', () => {
     await agent.observe({ item: 'heat', at: T0 + MIN, action: 'purchase' });
     await agent.observe({ item: 'alien', at: T0 + 2 * MIN, action: 'click' });
     const out = await agent.recommend(['fargo', 'casino', 'matrix', 'titanic', 'emma']);
-    const text = out.flatMap((r) => r.explanations).join(' ');
+    const text = out.flatMap((r) => r.why.map(renderWhy)).join(' ');
     const heat = CATALOG.find((i) => i.id === 'heat')!.title;
     expect(text).toContain(`bought ${heat}`);
     expect(text).not.toContain(`looked at ${heat}`);
@@ -237,7 +242,7 @@ describe('recommend: exclude, first visit, diversification', () => {
     // the card brought in for the second interest never reads "little in your memory points to it"
     const promoted = on.slice(0, 2).find((r) => genre(r.id) === 'Sci-Fi')!;
     expect(off.find((r) => r.id === promoted.id)!.score).toBeLessThan(0); // below the list's mean in the ranker's order…
-    expect(promoted.explanations[0]).toMatch(/^For another of your interests: “Enjoys sci-fi/); // …so it says why it is here
+    expect(promoted.why.map(renderWhy)[0]).toMatch(/^For another of your interests: “Enjoys sci-fi/); // …so it says why it is here
     expect(on.slice(2).map((r) => r.id)).toEqual(off.filter((r) => !on.slice(0, 2).some((x) => x.id === r.id)).map((r) => r.id));
     // config.diversity 0 is off too
     const plain = new MemoryAgent({
@@ -369,7 +374,7 @@ describe('with the shop model loaded', () => {
     for (let i = 1; i < out.length; i++) expect(pop(out[i - 1].id)).toBeGreaterThanOrEqual(pop(out[i].id));
     expect(out.map((r) => r.id)).not.toEqual(catalog);
     expect(out[0].reasons[0]).toMatchObject({ kind: 'prior', prior: 'shop-popularity' });
-    expect(out[0].explanations[0]).toBe('Popular in this shop (you have not browsed yet).');
+    expect(out[0].why.map(renderWhy)[0]).toBe('Popular in this shop (you have not browsed yet).');
   });
 
   it('after a purchase, a card moved by the shop model names the bought item', async () => {
@@ -377,7 +382,7 @@ describe('with the shop model loaded', () => {
     await agent.observe({ item: 'A0', at: 1e6 - 1000, action: 'purchase' });
     const out = await agent.recommend(catalog, { exclude: 'bought' });
     expect(out.some((r) => r.id === 'A0')).toBe(false);
-    const text = out.slice(0, 8).flatMap((r) => r.explanations);
+    const text = out.slice(0, 8).flatMap((r) => r.why.map(renderWhy));
     expect(
       text.some((t) =>
         /^(People who bought Item A0 also bought this|Often bought right after Item A0|Shoppers who like Item A0 like this too|Often comes next after Item A0)\.$/.test(

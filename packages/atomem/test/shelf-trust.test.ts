@@ -5,6 +5,7 @@ import { demoteDuplicates } from '../src/core/diversify.js';
 import { resolveConfig } from '../src/core/config.js';
 import type { Item } from '../src/core/types.js';
 import { createHashingEmbedder } from '../src/embed/hashing.js';
+import { renderWhy } from '../src/reason/wording.js';
 
 describe('demoteDuplicates', () => {
   it('keeps at most `keep` near-duplicates of each owned item in the first row, the rest right after it', () => {
@@ -98,8 +99,8 @@ describe('explanations stay within a department', () => {
     );
     const stove = recs.find((r) => r.id === 'camp-stove')!;
     expect(stove.score).toBeGreaterThan(recs.find((r) => r.id === 'novel')!.score); // the pan does lift it …
-    expect(stove.explanations.join(' ')).not.toMatch(/Frying Pan|Cooking Pot/); // … but does not explain it
+    expect(stove.why.map(renderWhy).join(' ')).not.toMatch(/Frying Pan|Cooking Pot/); // … but does not explain it
     const pot = recs.find((r) => r.id === 'pot')!;
-    expect(pot.explanations.join(' ')).toMatch(/Frying Pan/); // within the department it does
+    expect(pot.why.map(renderWhy).join(' ')).toMatch(/Frying Pan/); // within the department it does
   });
 });

@@ -1,12 +1,10 @@
 /**
  * The counting stages as SQL (`src/shop/sql/queries.ts`): on embedded DuckDB reading the log
  * file directly, checked against a direct computation; then the same query text on a real
- * PostgreSQL 15 (Debian's package, installed here when missing and we are root; a throwaway
- * cluster on a loopback port in a temp dir, stopped by its PID), whose rows must equal DuckDB's.
+ * PostgreSQL (Debian's package; a throwaway cluster from test/fixtures/postgres.ts, skipped
+ * visibly when none can be had), whose rows must equal DuckDB's.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -15,6 +13,7 @@ import { countingStages, loadOrdersDuckDb, openDuckDb, runQuery, weightExpressio
 import { QUERIES, renderQuery, type QueryName } from '../src/shop/sql/queries.js';
 import { main } from '../src/shop/cli.js';
 import { decodeShopModel } from '../src/protocol/shop-model-v1.js';
+import { ensurePostgres, startPostgres, type PostgresCluster } from '../../../test/fixtures/postgres.js';
 
 /** A small seeded log: 40 users, 30 items, repeats, ties in time, negative actions. */
 function syntheticLog(): Array<{ user: string; item: string; at: number; action?: string }> {
@@ -196,83 +195,28 @@ describe('counting stages on DuckDB', () => {
   });
 });
 
-// ── PostgreSQL 15 ────────────────────────────────────────────────────────────────────────
+// ── PostgreSQL ───────────────────────────────────────────────────────────────────────────
 
-const PG_BIN = '/usr/lib/postgresql/15/bin';
-const isRoot = process.getuid?.() === 0;
-
-/** Installs Debian's postgresql when missing (root with apt only); returns why not, or ''. */
-function ensurePostgres(): string {
-  if (existsSync(join(PG_BIN, 'initdb'))) return '';
-  if (!isRoot) return 'PostgreSQL 15 is not installed and we are not root (apt-get install -y postgresql)';
-  if (spawnSync('which', ['apt-get']).status !== 0) return 'PostgreSQL 15 is not installed and there is no apt-get';
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  let r = spawnSync('apt-get', ['install', '-y', '-q', 'postgresql'], { env, stdio: 'inherit', timeout: 600_000 });
-  if (r.status !== 0) {
-    spawnSync('apt-get', ['update', '-q'], { env, stdio: 'inherit', timeout: 600_000 });
-    r = spawnSync('apt-get', ['install', '-y', '-q', 'postgresql'], { env, stdio: 'inherit', timeout: 600_000 });
-  }
-  return existsSync(join(PG_BIN, 'initdb')) ? '' : 'apt-get install -y postgresql did not provide PostgreSQL 15';
-}
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-
-const skipReason = ensurePostgres();
+const found = ensurePostgres();
+const skipReason = 'skip' in found ? found.skip : '';
 if (skipReason) console.warn(`shop-sql.test: SKIPPING the PostgreSQL check: ${skipReason}`);
 
-describe.skipIf(skipReason !== '')('the same SQL on PostgreSQL 15', () => {
-  const pgDir = mkdtempSync(join(tmpdir(), 'atomem-pg-'));
-  const data = join(pgDir, 'data');
-  // why: PostgreSQL refuses to run as root; the Debian package's `postgres` user runs it.
-  const asPg = (cmd: string, args: string[]) =>
-    isRoot ? execFileSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { stdio: 'pipe' }) : execFileSync(cmd, args, { stdio: 'pipe' });
-  let pid = 0;
+describe.skipIf(skipReason !== '')('the same SQL on PostgreSQL', () => {
+  let cluster: PostgresCluster | undefined;
   let client: import('pg').Client | undefined;
-  let port = 0;
 
   beforeAll(async () => {
-    chmodSync(pgDir, 0o777);
-    if (isRoot) execFileSync('chown', ['postgres', pgDir]);
-    asPg(join(PG_BIN, 'initdb'), ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync']);
-    port = await freePort();
-    asPg(join(PG_BIN, 'pg_ctl'), [
-      '-D',
-      data,
-      '-l',
-      join(pgDir, 'log'),
-      '-w',
-      '-o',
-      `-p ${port} -k ${pgDir} -c listen_addresses=127.0.0.1 -c fsync=off`,
-      'start',
-    ]);
-    pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const c = await startPostgres();
+    if ('skip' in c) throw new Error(`PostgreSQL is installed but a cluster could not start: ${c.skip}`);
+    cluster = c;
     const { Client } = (await import('pg')).default;
-    client = new Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });
+    client = new Client({ connectionString: cluster.url });
     await client.connect();
   });
 
   afterAll(async () => {
     await client?.end().catch(() => {});
-    if (pid) {
-      process.kill(pid, 'SIGINT'); // fast shutdown of the server we started
-      for (let t = 0; t < 100; t++) {
-        try {
-          process.kill(pid, 0);
-        } catch {
-          break;
-        }
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
-    rmSync(pgDir, { recursive: true, force: true });
+    await cluster?.stop();
   });
 
   it('gives the same rows as DuckDB for every named query', async () => {

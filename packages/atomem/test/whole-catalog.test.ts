@@ -11,6 +11,7 @@ import { createHashingEmbedder } from '../src/embed/hashing.js';
 import { ShopKnowledge } from '../src/shop/device.js';
 import { trainShopModel, type ShopInteraction } from '../src/shop/train.js';
 import { Rng } from '@atomem/bench/rng';
+import { renderWhy } from '../src/reason/wording.js';
 
 const GROUPS = ['Tents', 'Speakers', 'Pans', 'Books', 'Shoes', 'Lamps'];
 const PER = 50;
@@ -46,7 +47,7 @@ describe('whole-catalog recommend (agent)', () => {
     const agent = shopAgent({ shortlist: 40 });
     const out = await agent.recommend(undefined, { limit: 10 });
     expect(out).toHaveLength(10);
-    for (const r of out) expect(r.explanations.length).toBeGreaterThan(0);
+    for (const r of out) expect(r.why.map(renderWhy).length).toBeGreaterThan(0);
     const all = await agent.recommend(ids, { limit: 1 });
     expect(out[0].id).toBe(all[0].id);
   });
@@ -63,8 +64,8 @@ describe('whole-catalog recommend (agent)', () => {
     const bought = new Set(['Tents-1', 'Tents-3', 'Tents-7', 'Tents-2']);
     for (const r of out) {
       expect(bought.has(r.id)).toBe(false);
-      expect(r.explanations.length).toBeGreaterThan(0);
-      expect(r.explanations[0]).toMatch(/\w/);
+      expect(r.why.map(renderWhy).length).toBeGreaterThan(0);
+      expect(r.why.map(renderWhy)[0]).toMatch(/\w/);
     }
     expect(out.filter((r) => r.id.startsWith('Tents-')).length).toBeGreaterThanOrEqual(4);
     // why the top item matches: scores are standardised within the list, so a shortlist could in

@@ -492,8 +492,22 @@ export interface DeviceAttackOptions {
  * schedule's gap) and, for the shipped one, by closeness of their times of day (what a habit
  * leaks); AUC of true pairs vs random pairs, and the hit rate of the best-scored issuance for
  * each report vs chance 1/N.
+ *
+ * `relayFlushMs`: reports go through a batching Oblivious HTTP relay (`atomem-relay`) that
+ * forwards what it holds at each multiple of `relayFlushMs`, shuffled, 4 at a time; the index's
+ * arrival time of a report is then its flush moment plus its place in the shuffled batch
+ * (`relayGapMs` per request, default 2 ms). The devices' draws are the same as without the
+ * relay (same seed → same visits, issuances and sending times): a paired comparison.
  */
-export function linkageByTiming(o: { seed: number; devices: number; habit: number; schedule: 'shipped' | 'removed'; epochMs?: number }): {
+export function linkageByTiming(o: {
+  seed: number;
+  devices: number;
+  habit: number;
+  schedule: 'shipped' | 'removed';
+  epochMs?: number;
+  relayFlushMs?: number;
+  relayGapMs?: number;
+}): {
   auc: number;
   hitRate: number;
   chance: number;
@@ -520,6 +534,24 @@ export function linkageByTiming(o: { seed: number; devices: number; habit: numbe
       const r = v1 + randomMomentIn(v1, e + 1, epochMs, () => rng.next());
       reported.push(r);
       issued.push(r - (34 + rng.next() * 49));
+    }
+  }
+  if (o.relayFlushMs !== undefined) {
+    const flush = o.relayFlushMs;
+    const shuffle = Rng.derive(o.seed, 'linkage-relay', o.schedule, o.habit, flush);
+    const batches = new Map<number, number[]>();
+    for (let d = 0; d < o.devices; d++) {
+      const at = (Math.floor(reported[d] / flush) + 1) * flush;
+      batches.set(at, [...(batches.get(at) ?? []), d]);
+    }
+    for (const [at, batch] of batches) {
+      for (let i = batch.length - 1; i > 0; i--) {
+        const j = shuffle.int(i + 1);
+        [batch[i], batch[j]] = [batch[j], batch[i]];
+      }
+      batch.forEach((d, place) => {
+        reported[d] = at + Math.floor(place / 4) * (o.relayGapMs ?? 2);
+      });
     }
   }
   const phaseOf = (t: number) => (t % epochMs) / epochMs;
@@ -720,13 +752,15 @@ export async function measureDeviceAttacks(
   const rows: DeviceAttackRow[] = [];
   const row = (r: DeviceAttackRow) => rows.push(r);
 
-  progress('linkage (issuance ↔ report)', 0, 4);
+  progress('linkage (issuance ↔ report)', 0, 5);
   const shippedIndep = linkageByTiming({ seed, devices: n, habit: 0, schedule: 'shipped' });
   const removedIndep = linkageByTiming({ seed, devices: n, habit: 0, schedule: 'removed' });
   progress('linkage (issuance ↔ report)', 2, 4);
   const shippedHabit = linkageByTiming({ seed, devices: n, habit: 0.02, schedule: 'shipped' });
   const removedHabit = linkageByTiming({ seed, devices: n, habit: 0.02, schedule: 'removed' });
-  progress('linkage (issuance ↔ report)', 4, 4);
+  progress('linkage (issuance ↔ report)', 4, 5);
+  const relayHabit = linkageByTiming({ seed, devices: n, habit: 0.02, schedule: 'shipped', relayFlushMs: DEFAULT_EPOCH_MS });
+  progress('linkage (issuance ↔ report)', 5, 5);
   const rem = 'removed schedule (token 34–83 ms before the report)';
   row({
     attack: `issuance-to-report linkage, ${n} devices/epoch, independent visits`,
@@ -766,6 +800,28 @@ export async function measureDeviceAttacks(
     baselineName: rem,
     chance: shippedHabit.chance,
     target: 2 * shippedHabit.chance,
+    pass: '≤',
+  });
+
+  const direct = 'the same devices, reports sent to the index directly';
+  row({
+    attack: `issuance-to-report linkage, ${n} devices/epoch, habitual visits, reports through a batching relay (flush at each epoch's end)`,
+    measure: 'AUC true vs random pair',
+    measured: relayHabit.auc,
+    baseline: shippedHabit.auc,
+    baselineName: direct,
+    chance: 0.5,
+    target: 0.55,
+    pass: '≤',
+  });
+  row({
+    attack: `issuance-to-report linkage, ${n} devices/epoch, habitual visits, reports through a batching relay (flush at each epoch's end)`,
+    measure: 'hit rate of the best-scored issuance',
+    measured: relayHabit.hitRate,
+    baseline: shippedHabit.hitRate,
+    baselineName: direct,
+    chance: relayHabit.chance,
+    target: 2 * relayHabit.chance,
     pass: '≤',
   });
 

@@ -5,35 +5,20 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../src/rng.js';
-import { makeLayout, type Layout } from '../../atomem/src/shop/sasrec/layout.js';
+import { makeLayout } from '../../atomem/src/shop/sasrec/layout.js';
 import { encodeHistory, scoreItems, type SasrecConfig } from '../../atomem/src/shop/sasrec/model.js';
 import { GradCore, type ChunkData } from '../../atomem/src/shop/sasrec/train-core.js';
-import { initWeights, Sampler, trainSasrec } from '../../atomem/src/shop/sasrec/train.js';
-
-function tensors(lay: Layout): Array<[string, number, number]> {
-  const d = lay.config.dim;
-  const out: Array<[string, number, number]> = [
-    ['itemEmb', lay.itemEmb + d, lay.numItems * d],
-    ['posEmb', lay.posEmb, lay.config.maxLen * d],
-  ];
-  lay.blocks.forEach((b, i) => {
-    for (const [k, o] of Object.entries(b)) out.push([`blocks.${i}.${k}`, o, k[0] === 'w' ? d * d : d]);
-  });
-  out.push(['lnfG', lay.lnfG, d], ['lnfB', lay.lnfB, d]);
-  return out;
-}
+import { Sampler, trainSasrec } from '../../atomem/src/shop/sasrec/train.js';
+import { gradientCheck, perturbedWeights, randomChunk } from '../../../test/fixtures/sasrec.js';
 
 describe('SASRec softmax cross-entropy backprop', () => {
   const cfg: SasrecConfig = { maxLen: 5, dim: 8, blocks: 1, heads: 2 };
   const n = 9;
   const lay = makeLayout(cfg, n);
   const rng = new Rng('softmax-gradcheck');
-  const p = Float64Array.from(initWeights(lay, 3), (x) => x + (rng.next() - 0.5) * 0.2);
-  p.fill(0, lay.itemEmb, lay.itemEmb + cfg.dim);
-  const lens = [3, 5, 1];
-  const rows = lens.reduce((a, b) => a + b, 0);
-  const mk = () => Int32Array.from({ length: rows }, () => 1 + rng.int(n));
-  const base = { seqs: lens.length, lens: Int32Array.from(lens), rows, inputs: mk(), targets: mk(), negatives: mk() };
+  const p = perturbedWeights(lay, 3, rng);
+  const base = randomChunk(rng, [3, 5, 1], n);
+  const rows = base.rows;
   const cases: Array<[string, ChunkData]> = [
     ['full softmax', { ...base, softmax: Int32Array.from({ length: n }, (_, i) => i + 1) }],
     // sampled: includes some rows' positives (masked for those rows), misses others
@@ -48,22 +33,7 @@ describe('SASRec softmax cross-entropy backprop', () => {
       expect(loss).toBeGreaterThan(0);
       const scratch = new Float64Array(lay.size);
       const lossAt = (q: Float64Array) => core.lossAndGrad(q, scratch.fill(0), data, 1 / rows, 0.3, seed);
-      const q = p.slice();
-      const h = 1e-6;
-      for (const [tensor, o, len] of tensors(lay)) {
-        let worst = 0;
-        for (let k = o; k < o + len; k++) {
-          const x = q[k];
-          q[k] = x + h;
-          const up = lossAt(q);
-          q[k] = x - h;
-          const down = lossAt(q);
-          q[k] = x;
-          const num = (up - down) / (2 * h);
-          worst = Math.max(worst, Math.abs(num - g[k]) / Math.max(1e-3, Math.abs(num) + Math.abs(g[k])));
-        }
-        expect(worst, tensor).toBeLessThan(1e-5);
-      }
+      for (const [tensor, { worst }] of Object.entries(gradientCheck(lay, p, g, lossAt))) expect(worst, tensor).toBeLessThan(1e-5);
     });
   }
 

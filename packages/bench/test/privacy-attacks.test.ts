@@ -63,4 +63,16 @@ describe('privacy attacks against protocol v2', () => {
       linkageByTiming({ seed: 11, devices: 300, habit: 0, schedule: 'shipped' }),
     );
   }, 120_000);
+
+  it('a relay that flushes at each epoch end brings habitual linkage to chance; an hourly flush does not hide the time of day', () => {
+    const o = { seed: 11, devices: 600, habit: 0.02, schedule: 'shipped' as const };
+    const direct = linkageByTiming(o);
+    const daily = linkageByTiming({ ...o, relayFlushMs: 86_400_000 });
+    const hourly = linkageByTiming({ ...o, relayFlushMs: 3_600_000 });
+    expect(linkageByTiming({ ...o, relayFlushMs: 86_400_000 })).toEqual(daily);
+    expect(direct.auc).toBeGreaterThan(0.56);
+    expect(Math.abs(daily.auc - 0.5)).toBeLessThan(0.03);
+    expect(daily.hitRate).toBeLessThanOrEqual(2 / 600);
+    expect(hourly.auc).toBeGreaterThan(daily.auc + 0.03);
+  });
 });

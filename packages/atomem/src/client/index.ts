@@ -27,10 +27,14 @@ import type {
   PagePromptApi,
   ProgressEvent,
   PromptApiLoanInfo,
+  RankedResult,
   RecommendOptions,
+  RecommendationResult,
   SerializedError,
 } from '../worker/protocol.js';
 import { pageLanguageModel, promptBridge } from './prompt-bridge.js';
+import { renderWhy as defaultRenderWhy, type WhyRenderer } from '../reason/wording.js';
+import type { Why } from '../core/explain.js';
 
 export type {
   Capabilities,
@@ -49,11 +53,22 @@ export type {
   ProgressEvent,
   ExcludeRule,
   IntentMemoriesResult,
+  RankedResult,
   RecommendOptions,
   RecommendationResult,
   SerializedError,
+  ShopBasis,
   TrackInput,
+  Why,
+  WhyItem,
+  WhyKind,
 } from '../worker/protocol.js';
+/**
+ * Reasons in words: `renderWhy` is the default English sentence of one reason (`why` entry), the
+ * one `recommend` uses for `explanations` unless `createAtomem({ renderWhy })` gives another;
+ * `ACTION_VERBS` is its verb table.
+ */
+export { ACTION_VERBS, renderWhy, type WhyRenderer } from '../reason/wording.js';
 export type { Action, AtomicMemory, Item, LifecycleEvent, LifecycleOp, Profile } from '../core/types.js';
 export type { ExportFile } from '../store/file.js';
 /**
@@ -94,6 +109,12 @@ export interface CreateAtomemOptions extends EngineOptions {
   onProgress?: (progress: ProgressEvent) => void;
   /** Error-event listener registered before `init` runs (e.g. a bad `catalogVectors` file); same as `on('error', cb)`. */
   onError?: (error: AtomemEventMap['error']) => void;
+  /**
+   * Words one reason (a `why` entry of `recommend`) for `explanations`, e.g. in the shop's
+   * language. Default: {@link defaultRenderWhy | renderWhy}, English. Runs on the page; if it
+   * throws or returns no string, that sentence is the default English one.
+   */
+  renderWhy?: WhyRenderer;
 }
 
 /**
@@ -112,7 +133,14 @@ export interface AtomemEventMap extends Omit<EngineEventMap, 'error'> {
  * in `EngineApi` of the worker protocol) minus its wiring, plus events and disposal.
  * Every method runs in the worker.
  */
-export interface Atomem extends Omit<EngineApi, 'subscribe' | 'unsubscribe' | 'init' | 'lendPromptApi'> {
+export interface Atomem extends Omit<EngineApi, 'subscribe' | 'unsubscribe' | 'init' | 'lendPromptApi' | 'recommend'> {
+  /**
+   * Rank the whole catalog on the device (see `EngineApi.recommend`): each result's reasons as
+   * data (`why`) and worded on the page (`explanations`, by `renderWhy`).
+   */
+  recommend(opts?: RecommendOptions): Promise<RecommendationResult[]>;
+  /** Rank candidate ids (unknown id → `UnknownItemError`); `undefined` = the whole catalog, as `recommend(opts)`. */
+  recommend(candidates: string[] | undefined, opts?: RecommendOptions): Promise<RecommendationResult[]>;
   /** Listen to `progress`, `memory` (lifecycle), `llm` (model calls and fallbacks) or `error` events. Returns an unsubscribe function. */
   on<K extends EngineEventName>(event: K, cb: (payload: AtomemEventMap[K]) => void): () => void;
   /**
@@ -145,7 +173,20 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
   // why: plain JavaScript has no types; a typo (`embeder`) must not be ignored in silence
   checkOptionNames(options, 'createAtomem', true);
   installErrorTransfer();
-  const { worker: given, onProgress, onError, shared = false, persist = true, ...rest } = options;
+  const { worker: given, onProgress, onError, shared = false, persist = true, renderWhy, ...rest } = options;
+  if (renderWhy !== undefined && typeof renderWhy !== 'function') throw new TypeError('createAtomem: renderWhy must be a function (why) => string');
+  const word = (w: Why): string => {
+    if (renderWhy) {
+      try {
+        const s = renderWhy(w);
+        if (typeof s === 'string') return s;
+      } catch {
+        // the shop's renderer failed on this reason: the default sentence stands in
+      }
+    }
+    return defaultRenderWhy(w);
+  };
+  const worded = (results: RankedResult[]): RecommendationResult[] => results.map((r) => ({ ...r, explanations: r.why.map(word) }));
   const engineOptions: EngineOptions = { ...rest, assetsBaseUrl: rest.assetsBaseUrl ?? defaultAssetsBaseUrl() };
   // why: the worker would resolve a relative URL against its own script, not the page
   if (typeof rest.catalogVectors === 'string' && typeof location !== 'undefined')
@@ -299,7 +340,7 @@ export async function createAtomem(options: CreateAtomemOptions): Promise<Atomem
     track: (interaction) => call('track', (r) => r.track(interaction)),
     // why the cast: comlink's Remote keeps one overload; the engine reads both shapes (`recommend({ limit })`, `recommend(ids, opts)`)
     recommend: ((candidates?: string[] | RecommendOptions, opts?: RecommendOptions) =>
-      call('recommend', (r) => r.recommend(candidates as string[], opts))) as EngineApi['recommend'],
+      call('recommend', (r) => r.recommend(candidates as string[], opts)).then(worded)) as Atomem['recommend'],
     intentMemories: (intent) => call('intentMemories', (r) => r.intentMemories(intent)),
     memories: () => call('memories', (r) => r.memories()),
     profile: () => call('profile', (r) => r.profile()),

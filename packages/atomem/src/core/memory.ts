@@ -29,19 +29,26 @@ export function createState(): MemoryState {
   };
 }
 
-/** Validate an interaction; throws a TypeError naming the bad field. */
-export function validateInteraction(i: Interaction): Required<Interaction> {
+declare const validated: unique symbol;
+
+/**
+ * An interaction that passed {@link validateInteraction} (the type says so; nothing is added at
+ * run time): what {@link appendEvent} takes, so input is checked once, where it enters.
+ */
+export type ValidInteraction = Required<Interaction> & { readonly [validated]: true };
+
+/** Validate an interaction (`action` defaults to `click`); throws a TypeError naming the bad field. */
+export function validateInteraction(i: Interaction): ValidInteraction {
   if (!i || typeof i !== 'object') throw new TypeError('interaction must be an object');
   if (typeof i.item !== 'string' || i.item.length === 0) throw new TypeError('interaction.item must be a non-empty string');
   if (typeof i.at !== 'number' || !Number.isFinite(i.at)) throw new TypeError(`interaction.at must be a finite number (epoch ms), got ${String(i.at)}`);
   const action = i.action ?? 'click';
   if (!ACTIONS.has(action)) throw new TypeError(`interaction.action must be one of ${[...ACTIONS].join(', ')}, got ${String(action)}`);
-  return { item: i.item, at: i.at, action };
+  return { item: i.item, at: i.at, action } as ValidInteraction;
 }
 
-/** Tier 1: append to the bounded FIFO as pending. Returns the event (with its sequence number). */
-export function appendEvent(state: MemoryState, cfg: AtomemConfig, interaction: Interaction): MemoryEvent {
-  const i = validateInteraction(interaction);
+/** Tier 1: append a validated interaction to the bounded FIFO as pending. Returns the event as stored (with its sequence number). */
+export function appendEvent(state: MemoryState, cfg: AtomemConfig, i: ValidInteraction): MemoryEvent {
   const ev: MemoryEvent = { seq: state.nextSeq++, item: i.item, at: i.at, action: i.action, pending: true };
   state.events.push(ev);
   // why: a FIFO bounds tier 1; pending events are never dropped before they are processed.

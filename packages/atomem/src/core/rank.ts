@@ -328,23 +328,43 @@ export function combineDetailed(
   for (const k of Object.keys(weights)) {
     const w = weights[k];
     if (w === 0) continue;
-    let m = 0;
-    let maxAbs = 0;
     // why: a signal this list does not have (e.g. no shop model) counts as constant, i.e. nothing
     const x = (f: Readonly<Record<string, number>>) => (Number.isFinite(f[k]) ? f[k] : 0);
-    for (const f of features) {
-      m += x(f);
-      maxAbs = Math.max(maxAbs, Math.abs(x(f)));
-    }
-    m /= features.length;
-    let v = 0;
-    for (const f of features) v += (x(f) - m) ** 2;
-    const sd = Math.sqrt(v / features.length);
-    // why: relative, so a signal that is constant up to rounding is skipped at any scale.
-    if (sd === 0 || sd < 1e-9 * maxAbs) continue;
+    const { mean: m, sd } = moments(features.length, (i) => x(features[i]));
+    if (sd === 0) continue;
     scale[k] = w / sd;
     means[k] = m;
     for (let i = 0; i < features.length; i++) scores[i] += (w * (x(features[i]) - m)) / sd;
   }
   return { scores, scale, mean: means };
+}
+
+/**
+ * Mean and standard deviation of `n` values (`at(i)`), as the ranker standardises a signal;
+ * `sd` is 0 when the values are constant up to rounding (relative to their largest magnitude,
+ * so at any scale).
+ */
+export function moments(n: number, at: (i: number) => number): { mean: number; sd: number } {
+  if (n === 0) return { mean: 0, sd: 0 };
+  let m = 0;
+  let maxAbs = 0;
+  for (let i = 0; i < n; i++) {
+    const v = at(i);
+    m += v;
+    maxAbs = Math.max(maxAbs, Math.abs(v));
+  }
+  m /= n;
+  let q = 0;
+  for (let i = 0; i < n; i++) q += (at(i) - m) ** 2;
+  const sd = Math.sqrt(q / n);
+  return { mean: m, sd: sd === 0 || sd < 1e-9 * maxAbs ? 0 : sd };
+}
+
+/** z-scores within the list (all 0 when the values are constant), exactly as {@link combine} standardises each signal. */
+export function standardize(x: ArrayLike<number>): Float64Array {
+  const out = new Float64Array(x.length);
+  const { mean, sd } = moments(x.length, (i) => x[i]);
+  if (sd === 0) return out;
+  for (let i = 0; i < x.length; i++) out[i] = (x[i] - mean) / sd;
+  return out;
 }

@@ -48,6 +48,7 @@ import type { Item } from '../core/types.js';
 import { emptyWeights, namedTensors, serializeSasrec, deserializeSasrec, type SasrecWeights } from './sasrec-v1.js';
 import { CatalogVectorsError, itemTextHash } from './catalog-vectors-v1.js';
 import { crc32, type CatalogFile, type CatalogShopPart, type EncodeCatalogFileInput } from './catalog-vectors-v2.js';
+import { align4, ELEMENT_BYTES, readSections, type ElementType, type SectionReader } from './sections.js';
 import { PAIR_QUANTILES, pairQuantileOf, type NeighbourLists, type ShopModel, type ShopPrivacy } from './shop-model-v1.js';
 
 /** Format version of heads and shards. */
@@ -64,15 +65,14 @@ export const DEFAULT_SHARD_SIZE = 16;
 const MAGIC = [0x41, 0x54, 0x4d, 0x56]; // "ATMV"
 const PREFIX = 16;
 const MAX_JSON_BYTES = 64 * 1024 * 1024;
-const align4 = (n: number): number => (n + 3) & ~3;
 
-type ElementType = 'u8' | 'i8' | 'u16' | 'f32';
-const BYTES: Record<ElementType, number> = { u8: 1, i8: 1, u16: 2, f32: 4 };
+/** The element types of format v3 (no u32). */
+type V3ElementType = Exclude<ElementType, 'u32'>;
 
 /** One section of a head or a shard. */
 export interface V3Section {
   name: string;
-  type: ElementType;
+  type: V3ElementType;
   /** Byte offset from the data area (a multiple of 4). */
   offset: number;
   /** Element count. */
@@ -180,7 +180,7 @@ function writeVarint(out: number[], v: number): void {
 function encodeRows(
   rows: Array<{ t: number[]; w: number[] }>,
   where: string,
-): Array<{ suffix: string; type: ElementType; data: Uint8Array | Int8Array | Uint16Array | Float32Array }> {
+): Array<{ suffix: string; type: V3ElementType; data: Uint8Array | Int8Array | Uint16Array | Float32Array }> {
   let maxLen = 0;
   for (const r of rows) maxLen = Math.max(maxLen, r.t.length);
   if (maxLen > 65535) throw new RangeError(`${where}: a row holds ${maxLen} entries (at most 65535)`);
@@ -258,12 +258,12 @@ function decodeRows(
   return { offsets, targets, weights };
 }
 
-type Part = { name: string; type: ElementType; data: Uint8Array | Int8Array | Uint16Array | Float32Array };
+type Part = { name: string; type: V3ElementType; data: Uint8Array | Int8Array | Uint16Array | Float32Array };
 
 function toBytes(p: Part): Uint8Array {
   const d = p.data;
   if (p.type === 'u8' || p.type === 'i8') return new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
-  const out = new Uint8Array(d.length * BYTES[p.type]);
+  const out = new Uint8Array(d.length * ELEMENT_BYTES[p.type]);
   const v = new DataView(out.buffer);
   for (let k = 0; k < d.length; k++) {
     if (p.type === 'u16') v.setUint16(2 * k, d[k], true);
@@ -302,8 +302,8 @@ function unpack<H extends { sections: V3Section[] }>(
   what: string,
 ): {
   header: H;
-  get: (name: string, types: ElementType[], count?: number) => Uint8Array | Int8Array | Uint16Array | Float32Array;
-  has: (name: string) => boolean;
+  get: SectionReader['get'];
+  has: SectionReader['has'];
   fail: (why: string) => never;
 } {
   // why: a plain Uint8Array view, so `.slice(...).buffer` is the slice (Node's Buffer#slice is a view of a pooled buffer)
@@ -327,48 +327,7 @@ function unpack<H extends { sections: V3Section[] }>(
     return fail(`the header is not UTF-8 JSON (${(e as Error).message})`);
   }
   if (!header || typeof header !== 'object' || !Array.isArray(header.sections)) fail('the header has no section table');
-  const start = align4(PREFIX + h);
-  const byName = new Map<string, V3Section>();
-  let end = 0;
-  for (const s of header.sections) {
-    if (!s || typeof s.name !== 'string' || !(s.type in BYTES) || !Number.isInteger(s.offset) || !Number.isInteger(s.count) || s.offset < 0 || s.count < 0)
-      fail(`section ${JSON.stringify(s?.name)} is malformed`);
-    if (s.offset % 4 !== 0) fail(`section ${s.name} is not aligned`);
-    if (s.offset < end) fail(`section ${s.name} overlaps the one before it`);
-    if (byName.has(s.name)) fail(`section ${s.name} appears twice`);
-    const bytes = s.count * BYTES[s.type];
-    if (start + s.offset + bytes > u8.length)
-      fail(`it is truncated: section ${s.name} needs bytes ${start + s.offset}..${start + s.offset + bytes}, it has ${u8.length}`);
-    if (crc32(u8.subarray(start + s.offset, start + s.offset + bytes)) !== s.crc32)
-      fail(`the checksum of section ${s.name} does not match (the file is corrupt)`);
-    end = align4(s.offset + bytes);
-    byName.set(s.name, s);
-  }
-  if (u8.length !== start + end) fail(`it has ${u8.length} bytes, its sections end at ${start + end}`);
-  const get = (name: string, types: ElementType[], count?: number) => {
-    const s = byName.get(name) ?? fail(`section ${name} is missing`);
-    if (!types.includes(s.type)) fail(`section ${name} has type ${s.type}, expected ${types.join(' or ')}`);
-    if (count !== undefined && s.count !== count) fail(`section ${name} has ${s.count} elements, expected ${count}`);
-    const base = start + s.offset;
-    switch (s.type) {
-      case 'u8':
-        return u8.slice(base, base + s.count);
-      case 'i8':
-        return new Int8Array(u8.slice(base, base + s.count).buffer);
-      case 'u16':
-        return Uint16Array.from({ length: s.count }, (_, k) => view.getUint16(base + 2 * k, true));
-      default: {
-        const out = new Float32Array(s.count);
-        for (let k = 0; k < s.count; k++) {
-          const v = view.getFloat32(base + 4 * k, true);
-          if (!Number.isFinite(v)) fail(`section ${name} holds ${v}`);
-          out[k] = v;
-        }
-        return out;
-      }
-    }
-  };
-  return { header, get, has: (name) => byName.has(name), fail };
+  return { header, ...readSections(u8, align4(PREFIX + h), header.sections, fail, crc32), fail };
 }
 
 const bitset = (n: number, on: (i: number) => boolean): Uint8Array => {

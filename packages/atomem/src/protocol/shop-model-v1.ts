@@ -24,6 +24,7 @@
  * Malformed input (wrong magic, version, truncated or inconsistent sections, bad ids, indices out
  * of range, non-finite numbers) throws a RangeError that says what is wrong; nothing is returned.
  */
+import { align4, ELEMENT_BYTES, readSections, type ElementType, type SectionEntry, type Typed } from './sections.js';
 
 /** Format version, also in every file. */
 export const SHOP_MODEL_VERSION = 1;
@@ -110,17 +111,8 @@ export interface ShopModel {
   info: Record<string, unknown>;
 }
 
-type ElementType = 'u8' | 'i8' | 'u16' | 'u32' | 'f32';
-const BYTES: Record<ElementType, number> = { u8: 1, i8: 1, u16: 2, u32: 4, f32: 4 };
-
-interface Section {
-  name: string;
-  type: ElementType;
-  /** Byte offset from the start of the data area. */
-  offset: number;
-  /** Element count. */
-  count: number;
-}
+/** One section of the table (this format carries no per-section checksum). */
+type Section = Omit<SectionEntry, 'crc32'>;
 
 /** The JSON header. */
 export interface ShopModelHeader {
@@ -135,10 +127,6 @@ export interface ShopModelHeader {
   info: Record<string, unknown>;
   sections: Section[];
 }
-
-type Typed = Uint8Array | Int8Array | Uint16Array | Uint32Array | Float32Array;
-
-const align4 = (n: number): number => (n + 3) & ~3;
 
 /** Square-root companded i8 weights against per-row scales. */
 function encodeRows(
@@ -297,7 +285,7 @@ export function encodeShopModel(model: ShopModel): Uint8Array {
   let offset = 0;
   for (const a of arrays) {
     sections.push({ name: a.name, type: a.type, offset, count: a.data.length });
-    offset = align4(offset + a.data.length * BYTES[a.type]);
+    offset = align4(offset + a.data.length * ELEMENT_BYTES[a.type]);
   }
   const header: ShopModelHeader = {
     version: 1,
@@ -352,7 +340,7 @@ export function shopModelSizes(bytes: Uint8Array): Record<string, number> {
       .split('.')
       .slice(0, s.name.startsWith('list.') ? 2 : 1)
       .join('.');
-    out[part] = (out[part] ?? 0) + s.count * BYTES[s.type];
+    out[part] = (out[part] ?? 0) + s.count * ELEMENT_BYTES[s.type];
   }
   out.total = bytes.length;
   return out;
@@ -391,47 +379,7 @@ export function decodeShopModel(bytes: ArrayBuffer | Uint8Array): ShopModel {
   if (!header.weights || typeof header.weights !== 'object') fail('the header has no weights');
   for (const [k, w] of Object.entries(header.weights)) if (typeof w !== 'number' || !Number.isFinite(w)) fail(`weight ${k} is not a finite number`);
   if (!Array.isArray(header.sections)) fail('the header has no section table');
-  const start = align4(12 + headerBytes);
-  const dataBytes = u8.length - start;
-  const byName = new Map<string, Section>();
-  let end = 0;
-  for (const s of header.sections) {
-    if (!s || typeof s.name !== 'string' || !(s.type in BYTES) || !Number.isInteger(s.offset) || !Number.isInteger(s.count) || s.offset < 0 || s.count < 0) {
-      fail(`section ${JSON.stringify(s?.name)} is malformed`);
-    }
-    if (s.offset % 4 !== 0) fail(`section ${s.name} is not aligned`);
-    if (s.offset < end) fail(`section ${s.name} overlaps the one before`);
-    end = s.offset + s.count * BYTES[s.type];
-    if (end > dataBytes) fail(`section ${s.name} runs past the end of the file (${u8.length} bytes)`);
-    if (byName.has(s.name)) fail(`section ${s.name} appears twice`);
-    byName.set(s.name, s);
-  }
-  if (align4(end) !== dataBytes && end !== dataBytes) fail(`${dataBytes - end} bytes after the last section`);
-  const get = (name: string, types: ElementType[], count?: number): Typed => {
-    const s = byName.get(name) ?? fail(`section ${name} is missing`);
-    if (!types.includes(s.type)) fail(`section ${name} has type ${s.type}, expected ${types.join(' or ')}`);
-    if (count !== undefined && s.count !== count) fail(`section ${name} has ${s.count} elements, expected ${count}`);
-    const base = start + s.offset;
-    switch (s.type) {
-      case 'u8':
-        return u8.slice(base, base + s.count);
-      case 'i8':
-        return new Int8Array(u8.slice(base, base + s.count).buffer);
-      case 'u16':
-        return Uint16Array.from({ length: s.count }, (_, k) => view.getUint16(base + 2 * k, true));
-      case 'u32':
-        return Uint32Array.from({ length: s.count }, (_, k) => view.getUint32(base + 4 * k, true));
-      default: {
-        const out = new Float32Array(s.count);
-        for (let k = 0; k < s.count; k++) {
-          const v = view.getFloat32(base + 4 * k, true);
-          if (!Number.isFinite(v)) fail(`section ${name} holds ${v}`);
-          out[k] = v;
-        }
-        return out;
-      }
-    }
-  };
+  const { get } = readSections(u8, align4(12 + headerBytes), header.sections, fail);
   const rows = (prefix: string, count: number, where: string): NeighbourLists => {
     try {
       return decodeRows(

@@ -10,9 +10,17 @@
  * Last-Modified date) that a later fetch would send back as `If-None-Match`. The service closes
  * the connection after each report, so two reports never share a socket; the page cannot pick a
  * fresh connection itself (fetch has no such option), see docs/PRIVACY.md.
+ *
+ * With `relay` (Oblivious HTTP, RFC 9458; src/protocol/ohttp.ts) the report goes to the relay
+ * instead, encapsulated to the index gateway's key (read from the relay, which serves one copy
+ * to every device): the relay sees the device's address but not the report; the index sees the
+ * report but only the relay's address, and — with a batching relay — only its flush time. The
+ * release and health stay direct (the same public file for everyone). The HPKE code is loaded
+ * only when a relay is configured.
  */
 import { INDEX_V2_PATHS, type ErrorV2Response, type HealthV2Response, type Release, type ReportRequest, type WireReport } from '../protocol/index-v2.js';
 import type { TokenProvider } from './tokens.js';
+import type { KeyConfig } from '../protocol/ohttp.js';
 
 /** Options of {@link ReportClient}. */
 export interface ReportClientOptions {
@@ -24,6 +32,8 @@ export interface ReportClientOptions {
   fetch?: typeof fetch;
   /** Per-request time limit. Default 15 000 ms. */
   timeoutMs?: number;
+  /** An Oblivious HTTP relay (`atomem-relay`) root, e.g. `https://relay.example`: reports go through it, encapsulated to the index's gateway. */
+  relay?: string;
 }
 
 /** An HTTP failure of v2; `retryable` for network errors, timeouts, 429 and 5xx. */
@@ -44,6 +54,8 @@ export interface SentReport {
   path: string;
   body: ReportRequest;
   at: number;
+  /** Through a relay: `held` (a batching relay took it, to forward at its next flush) or `forwarded` (the index's answer came back through it). */
+  relayed?: 'held' | 'forwarded';
 }
 
 /** The fetch options of every request to the index (checked in Chromium by the tests). */
@@ -54,11 +66,16 @@ export const WIRE_INIT = Object.freeze({
   redirect: 'error',
 } as const satisfies RequestInit);
 
+/** The length every report's JSON is padded to (with spaces) when it goes through a relay. */
+export const RELAY_REPORT_BYTES = 1024;
+
 /** v2 over HTTP. */
 export class ReportClient {
   private readonly base: string;
   private readonly doFetch: typeof fetch;
   private readonly timeoutMs: number;
+  private readonly relay: string | undefined;
+  private relayKey: Promise<KeyConfig> | undefined;
   private last: SentReport | undefined;
 
   constructor(private readonly opts: ReportClientOptions) {
@@ -67,6 +84,9 @@ export class ReportClient {
     this.base = opts.url.replace(/\/+$/, '');
     this.doFetch = opts.fetch ?? ((...a) => globalThis.fetch(...a));
     this.timeoutMs = opts.timeoutMs ?? 15_000;
+    if (opts.relay !== undefined && (typeof opts.relay !== 'string' || !/^https?:\/\//.test(opts.relay)))
+      throw new TypeError('ReportClient: relay must be an http(s) URL (an atomem-relay root)');
+    this.relay = opts.relay?.replace(/\/+$/, '');
   }
 
   /** The last report sent (a copy), or undefined. */
@@ -99,7 +119,96 @@ export class ReportClient {
     token ??= await this.opts.tokens.token(epoch);
     const body: ReportRequest = { v: 2, epoch, token, report: { cohort: report.cohort, bucket: report.bucket } };
     this.last = { path: INDEX_V2_PATHS.report, body, at: Date.now() };
-    await this.request('POST', INDEX_V2_PATHS.report, body);
+    if (this.relay !== undefined) this.last.relayed = await this.sendThroughRelay(this.relay, body);
+    else await this.request('POST', INDEX_V2_PATHS.report, body);
+  }
+
+  /** The report as binary HTTP, encapsulated to the gateway's key, POSTed to the relay. */
+  private async sendThroughRelay(relay: string, body: ReportRequest): Promise<'held' | 'forwarded'> {
+    const ohttp = await import('../protocol/ohttp.js');
+    const path = `${ohttp.OHTTP_RELAY_PATHS.relay} (relay)`;
+    this.relayKey ??= this.fetchRelay(relay, ohttp.OHTTP_RELAY_PATHS.keys, 'GET').then(async (res) => {
+      const [config] = ohttp.decodeKeys(new Uint8Array(await res.arrayBuffer()));
+      if (!config) throw new ReportHttpError('the relay serves no gateway key atomem can use', res.status, 'malformed', false);
+      return config;
+    });
+    this.relayKey.catch(() => (this.relayKey = undefined));
+    const config = await this.relayKey;
+    const inner = await ohttp.encodeBinaryRequest(
+      // why padded: every encapsulated report has the same length, so its size tells an observer of both links nothing
+      new Request(`${this.base}${INDEX_V2_PATHS.report}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body).padEnd(RELAY_REPORT_BYTES, ' '),
+      }),
+    );
+    const exchange = await ohttp.encapsulateRequest(config, inner);
+    const res = await this.fetchRelay(relay, ohttp.OHTTP_RELAY_PATHS.relay, 'POST', exchange.request, ohttp.OHTTP_MEDIA.request);
+    if (res.status === 202) {
+      await res.arrayBuffer();
+      return 'held';
+    }
+    if (res.headers.get('content-type') !== ohttp.OHTTP_MEDIA.response)
+      throw new ReportHttpError(`POST ${path}: HTTP ${res.status} without an encapsulated answer`, res.status, 'malformed', true);
+    const answer = ohttp.decodeBinaryResponse(await exchange.openResponse(new Uint8Array(await res.arrayBuffer())));
+    const text = await answer.text();
+    if (!answer.ok) {
+      let err: Partial<ErrorV2Response> = {};
+      try {
+        err = JSON.parse(text) as ErrorV2Response;
+      } catch {
+        // not JSON: the status says it
+      }
+      throw new ReportHttpError(
+        `POST ${INDEX_V2_PATHS.report} through the relay: HTTP ${answer.status} ${err.error ?? ''}: ${err.message ?? text.slice(0, 200)}`,
+        answer.status,
+        err.error ?? `http_${answer.status}`,
+        answer.status === 429 || answer.status >= 500,
+      );
+    }
+    return 'forwarded';
+  }
+
+  /** One request to the relay ({@link WIRE_INIT}); throws {@link ReportHttpError} unless 2xx. */
+  private async fetchRelay(relay: string, path: string, method: 'GET' | 'POST', body?: Uint8Array, type?: string): Promise<Response> {
+    const ctrl = new AbortController();
+    const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
+    let res: Response;
+    try {
+      res = await this.doFetch(`${relay}${path}`, {
+        method,
+        ...WIRE_INIT,
+        headers: type ? { 'content-type': type } : undefined,
+        body: body ? (body.slice().buffer as ArrayBuffer) : undefined,
+        signal: ctrl.signal,
+      });
+    } catch (e) {
+      const timedOut = ctrl.signal.aborted;
+      throw new ReportHttpError(
+        `${method} ${path} (relay): ${timedOut ? `no answer within ${this.timeoutMs} ms` : `network error: ${e instanceof Error ? e.message : String(e)}`}`,
+        0,
+        timedOut ? 'timeout' : 'network',
+        true,
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+    if (!res.ok) {
+      const text = await res.text();
+      let code = `relay_${res.status}`;
+      try {
+        code = (JSON.parse(text) as ErrorV2Response).error ?? code;
+      } catch {
+        // not JSON
+      }
+      throw new ReportHttpError(
+        `${method} ${path} (relay): HTTP ${res.status}: ${text.slice(0, 200)}`,
+        res.status,
+        code,
+        res.status === 429 || res.status >= 500,
+      );
+    }
+    return res;
   }
 
   private async request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {

@@ -11,7 +11,7 @@
 import { MemoryAgent } from '../agent/agent.js';
 import { ItemVectors } from '../agent/items.js';
 import { markProcessed, pendingCount, validateInteraction } from '../core/memory.js';
-import type { AtomicMemory, MemoryEvent, MemoryState, Profile } from '../core/types.js';
+import type { AtomicMemory, MemoryState, Profile } from '../core/types.js';
 import { probeCapabilities, type Capabilities } from '../models/probe.js';
 import { loadLanguageModel } from '../models/select.js';
 import { PromptApiLenders } from '../models/prompt-api-bridge.js';
@@ -45,7 +45,7 @@ import type {
   PagePromptApi,
   PrivacyLevel,
   PromptApiLoanInfo,
-  RecommendationResult,
+  RankedResult,
   IntentMemoriesResult,
   RecommendOptions,
   SyncReport,
@@ -272,12 +272,17 @@ export class Engine implements EngineApi {
     return this.mutation(async () => {
       const { store, agent } = this.ready();
       if (!interaction || typeof interaction !== 'object') throw new TypeError('interaction must be an object');
-      const it = validateInteraction({ item: interaction.item, action: interaction.action, at: interaction.at ?? Date.now() });
-      agent.items.item(it.item); // unknown item → UnknownItemError before anything is written
-      const ev: MemoryEvent = { seq: agent.snapshot.nextSeq, item: it.item, at: it.at, action: it.action, pending: true };
-      await this.write(() => store.appendEvent(ev));
-      // observe appends the same event (same seq) to the in-memory state, then processes every pending one.
-      await agent.observe(it);
+      // validated once, here; an unknown item → UnknownItemError before anything changes. The
+      // agent appends it and returns the event as stored (its sequence number), which is made
+      // durable before it is processed.
+      const ev = agent.append(validateInteraction({ item: interaction.item, action: interaction.action, at: interaction.at ?? Date.now() }));
+      try {
+        await this.write(() => store.appendEvent(ev));
+      } catch (e) {
+        agent.discard(ev);
+        throw e;
+      }
+      await agent.step();
       await this.write(() => store.saveState(agent.snapshot));
       this.idleSoon();
       const sync = this.session?.sync;
@@ -285,7 +290,7 @@ export class Engine implements EngineApi {
     });
   }
 
-  recommend(candidates?: string[] | RecommendOptions, opts: RecommendOptions = {}): Promise<RecommendationResult[]> {
+  recommend(candidates?: string[] | RecommendOptions, opts: RecommendOptions = {}): Promise<RankedResult[]> {
     // `recommend({ limit })`: options in first place, no candidates = the whole catalog
     if (candidates !== undefined && candidates !== null && typeof candidates === 'object' && !Array.isArray(candidates))
       [candidates, opts] = [undefined, candidates];
@@ -302,7 +307,8 @@ export class Engine implements EngineApi {
         ...(opts.exclude !== undefined ? { exclude: opts.exclude } : {}),
         ...(opts.intent !== undefined ? { intent: opts.intent } : {}),
       });
-      return ranked.map((r) => ({ id: r.id, score: r.score, explanations: r.explanations }));
+      // reasons leave the worker as data; the page words them (client/index.ts)
+      return ranked.map((r) => ({ id: r.id, score: r.score, why: r.why }));
     });
   }
 
@@ -474,7 +480,9 @@ export class Engine implements EngineApi {
     if (typeof b !== 'object' || b === null) throw new TypeError('index.budget must be an object { cap?, windowDays?, q? }');
     const budget = privacyBudget({ cap: b.cap, windowMs: b.windowDays === undefined ? undefined : b.windowDays * DAY_MS, q: b.q } as Partial<PrivacyBudget>);
     const tokens = new AttesterTokenProvider({ indexUrl: index.url, attesterUrl: index.attesterUrl ?? '' });
-    const client = new ReportClient({ url: index.url, tokens });
+    if (index.relay !== undefined && (typeof index.relay !== 'string' || !/^https?:\/\//.test(index.relay)))
+      throw new TypeError(`index.relay must be the http(s) URL of an Oblivious HTTP relay (atomem-relay), got ${String(index.relay)}`);
+    const client = new ReportClient({ url: index.url, tokens, relay: index.relay });
     return {
       url: index.url,
       client,

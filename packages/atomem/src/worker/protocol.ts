@@ -11,6 +11,11 @@ import type { LoadProgress, ModelBackend } from '../models/types.js';
 import type { LlmOptions } from '../models/select.js';
 import type { PagePromptApi, PromptApiLoanInfo } from '../models/prompt-api-bridge.js';
 import type { LlmCallInfo, LlmCosts, LlmFallbackInfo } from '../reason/llm.js';
+import type { RecommendOptions as AgentRecommendOptions } from '../agent/shelf.js';
+import type { Why } from '../core/explain.js';
+
+export type { ExcludeRule } from '../agent/shelf.js';
+export type { ShopBasis, Why, WhyItem, WhyKind } from '../core/explain.js';
 
 export type { Capabilities } from '../models/probe.js';
 
@@ -82,6 +87,13 @@ export interface IndexOptions {
    * `atomem/protocol`). Cookies go to this URL only, never to the index.
    */
   attesterUrl?: string;
+  /**
+   * An Oblivious HTTP relay (`atomem-relay`, RFC 9458) run by a party other than the shop, e.g.
+   * `https://relay.example`: reports go through it, encapsulated to the index's gateway key, so
+   * the index sees neither the device's address nor (with the relay's batching) when it
+   * reported. Releases and health stay direct. Default none: reports go to `url`.
+   */
+  relay?: string;
   /**
    * Check for a new release after this many tracked events (and on privacy changes). Default 5.
    * The release and health are fetched at most once per epoch whatever this says.
@@ -238,43 +250,11 @@ export interface TrackInput {
   at?: number;
 }
 
-/** Options of `recommend`. */
-export interface RecommendOptions {
-  /**
-   * Rerank the top this-many candidates listwise with the language model, each with a one-line
-   * reason (first among its explanations). Default 0: off. Ignored (engine order) on rules, and
-   * whenever the model fails or the call budget is spent. One model call per `recommend`.
-   */
-  rerank?: number;
-  /**
-   * Diversify the first row by interest coverage (default true): a shopper with several strong
-   * interests (each ≥ `config.diversity` = 10 % of the memory weight) sees each of them among the
-   * first `config.diversityDepth` cards (8). `false` = the ranker's order; `config.diversity` 0
-   * turns it off for every call.
-   */
-  diversify?: boolean;
-  /**
-   * Leave out items the shopper already has or has just seen: `'bought'` (any purchase),
-   * `'seen'` (the items of the last `config.recentEvents` events, any action), `'interacted'`
-   * (every item in the history), or several of them. Default: items the shopper bought are
-   * excluded; `[]` keeps every candidate.
-   */
-  exclude?: ExcludeRule | ExcludeRule[];
-  /**
-   * The shopper's stated intent for this ranking, e.g. "a gift for my dad, he hikes" (at most 200
-   * characters; control characters are removed). Embedded in the worker with the content
-   * embedder, it selects the memories that bear on it and conditions the ranking; explanations
-   * say how intent and memory met. Never stored, never sent (docs/PRIVACY.md). A non-string,
-   * empty or over-long intent rejects with `InvalidIntentError` (its `reason`: `type`, `empty`
-   * or `too-long`).
-   */
-  intent?: string;
-  /**
-   * At most this many results (an integer ≥ 1). With candidates the default is all of them;
-   * without candidates (the whole catalog) it is 20.
-   */
-  limit?: number;
-}
+/**
+ * Options of `recommend`: the agent's (`agent/shelf.ts`), except the ranking time `now`, which
+ * the worker's clock sets.
+ */
+export type RecommendOptions = Omit<AgentRecommendOptions, 'now'>;
 
 /** The memories a stated intent selects (for inspection; see `EngineApi.intentMemories`). */
 export interface IntentMemoriesResult {
@@ -284,13 +264,20 @@ export interface IntentMemoriesResult {
   memories: { memoryId: string; content: string; category: string; similarity: number }[];
 }
 
-/** The rules of {@link RecommendOptions.exclude}. */
-export type ExcludeRule = 'bought' | 'seen' | 'interacted';
-
-/** A ranked candidate with readable explanations, best first. */
-export interface RecommendationResult {
+/** A ranked candidate as the worker returns it: its reasons as data (`why`), no wording. */
+export interface RankedResult {
   id: string;
   score: number;
+  /** Why the card is there, strongest first: kind, the items named, the shopper's action, the memory (see {@link Why}). */
+  why: Why[];
+}
+
+/**
+ * A ranked candidate as `recommend` gives it to the page: the worker's {@link RankedResult}
+ * plus `explanations`, its reasons worded on the page (one sentence per `why` entry, in order)
+ * by the default English renderer or the shop's `renderWhy`.
+ */
+export interface RecommendationResult extends RankedResult {
   explanations: string[];
 }
 
@@ -367,9 +354,9 @@ export interface EngineApi {
    * vector and the stated intent, the most popular), then the full scorer ranks them as it ranks candidates (below).
    * Returns the best `limit` (default 20). `recommend(undefined, opts)` is the same call.
    */
-  recommend(opts?: RecommendOptions): Promise<RecommendationResult[]>;
+  recommend(opts?: RecommendOptions): Promise<RankedResult[]>;
   /** Rank candidate ids (unknown id → `UnknownItemError`); `undefined` = the whole catalog, as `recommend(opts)`. */
-  recommend(candidates: string[] | undefined, opts?: RecommendOptions): Promise<RecommendationResult[]>;
+  recommend(candidates: string[] | undefined, opts?: RecommendOptions): Promise<RankedResult[]>;
   /** The memories a stated intent selects (same validation as `recommend`'s `intent`; nothing stored). */
   intentMemories(intent: string): Promise<IntentMemoriesResult>;
   /** Atomic memories, most salient first. */

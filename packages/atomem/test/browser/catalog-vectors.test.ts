@@ -1,10 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createAtomem, type Atomem, type ProgressEvent, type SerializedError } from '../../src/client/index.js';
+import { createAtomem, type Atomem, type SerializedError } from '../../src/client/index.js';
 import type { Item } from '../../src/core/types.js';
 import { itemText } from '../../src/embed/cache.js';
 import { createHashingEmbedder } from '../../src/embed/hashing.js';
 import { encodeCatalogVectors } from '../../src/protocol/catalog-vectors-v1.js';
 import { profileTracker } from '../../../../test/fixtures/idb.js';
+import { startHashingAtomem } from '../../../../test/fixtures/hashing-atomem.js';
 
 // A shop's catalog embedded ahead of time (here in the page, with the same hashing embedder the
 // worker builds), handed to the worker as `catalogVectors`: real worker, real fetch of a blob URL
@@ -37,18 +38,7 @@ async function vectorFile(items: Item[], embedder = createHashingEmbedder({ dim:
 }
 
 async function start(name: string, catalogVectors?: string, items = catalog) {
-  const profile = profiles.profile(name);
-  const progress: ProgressEvent[] = [];
-  const errors: SerializedError[] = [];
-  const a = await createAtomem({
-    profile,
-    catalog: items,
-    embedder: 'hashing',
-    catalogVectors,
-    config: { tau: 0.3 },
-    onProgress: (p) => progress.push(p),
-    onError: (e) => errors.push(e),
-  });
+  const { a, progress, errors, profile } = await startHashingAtomem(profiles.profile(name), items, catalogVectors);
   open.push(a);
   /** Items the worker embedded itself (the catalog stage's total; -1 until that progress event has arrived — it comes through its own callback channel, so poll it). */
   const embedded = (): number => progress.filter((p) => p.stage === 'catalog' && p.unit === 'items').at(-1)?.total ?? -1;

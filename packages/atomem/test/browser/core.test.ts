@@ -3,6 +3,7 @@ import { ItemVectors } from '../../src/agent/items.js';
 import { MemoryAgent } from '../../src/agent/agent.js';
 import { createHashingEmbedder } from '../../src/embed/hashing.js';
 import type { Item } from '../../src/core/types.js';
+import { renderWhy } from '../../src/reason/wording.js';
 
 const catalog: Item[] = [
   { id: 'heat', title: 'Heat (1995)', categories: ['Crime', 'Thriller'], description: 'heist crime thriller in los angeles' },
@@ -25,6 +26,6 @@ describe('agent in the browser', () => {
     expect(agent.memories()[0].items).toContain('heat');
     const recs = await agent.recommend(['notting', 'alien', 'casino']);
     expect(recs[0].id).toBe('casino');
-    expect(recs[0].explanations.join(' ')).toMatch(/interest|recently/);
+    expect(recs[0].why.map(renderWhy).join(' ')).toMatch(/interest|recently/);
   });
 });

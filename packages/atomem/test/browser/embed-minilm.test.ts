@@ -1,9 +1,9 @@
 import { env } from '@huggingface/transformers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { norm } from '../../src/core/vector.js';
 import { createMiniLMEmbedder, EmbedderLoadError, type MiniLMEmbedder, type MiniLMFileCache } from '../../src/embed/minilm.js';
 import { ModelUnavailableError, type LoadProgress } from '../../src/models/types.js';
-import { TINY_BERT_HIDDEN, tinyBertExpected, tinyBertFiles, tinyBertTokenIds } from '../../../../test/fixtures/tiny-bert.js';
+import { TINY_BERT_HIDDEN, tinyBertExpected, tinyBertFiles } from '../../../../test/fixtures/tiny-bert.js';
+import { expectReferenceTokens, expectReferenceVectors, maxDiff, TINY_BERT_SENTENCES } from '../../../../test/fixtures/tiny-bert-checks.js';
 
 // The MiniLM embedder's real path in headless Chromium — transformers.js' file loading, WordPiece
 // tokenizer, ONNX Runtime Web (WASM, or WebGPU when an adapter exists), mean pooling, L2
@@ -17,13 +17,7 @@ const MODEL_BASE = 'https://models.atomem.invalid/';
 const WASM_PATHS = '/node_modules/onnxruntime-web/dist/';
 const TINY = 'atomem-test/tiny-bert';
 
-const SENTENCES = [
-  'Loves space adventure science fiction movies',
-  'enjoys sci-fi films set in outer space',
-  'prefers romantic comedies',
-  'Running shoes for trail and road.',
-  'bookish',
-];
+const SENTENCES = TINY_BERT_SENTENCES;
 
 /** A cache holding models' files under `${MODEL_BASE}${model}/${file}`; records every lookup. */
 function fixtureCache(models: Record<string, Record<string, Uint8Array | string>>): MiniLMFileCache & { lookups: string[]; puts: string[] } {
@@ -69,11 +63,9 @@ function leftLocalhost(): string[] {
   return [...requested, ...timed].filter((u) => !isLocal(u));
 }
 
-function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
-  return m;
+/** Load `model` from the fixture cache (fp32, no remote) and return why it failed (or the embedder, if it loaded). */
+function loadError(model: string): Promise<unknown> {
+  return createMiniLMEmbedder({ model, modelBaseUrl: MODEL_BASE, wasmPaths: WASM_PATHS, dtype: 'fp32', allowRemote: false, cache }).catch((e: unknown) => e);
 }
 
 async function webGpuAdapter(): Promise<boolean> {
@@ -158,21 +150,12 @@ describe('MiniLM embedder in the browser (tiny BERT fixture, onnxruntime-web)', 
   });
 
   it('tokenizes with the WordPiece tokenizer.json exactly like the reference', () => {
-    expect(embedder.tokenize('Loves sci-fi!')).toEqual([2, 5, 6, 13, 14, 15, 1, 3]);
-    for (const s of SENTENCES) expect(embedder.tokenize(s)).toEqual(tinyBertTokenIds(s));
+    expectReferenceTokens(embedder);
   });
 
   it('returns the mean-pooled, L2-normalised vectors within 1e-4, in input order across batches', async () => {
-    const out = await embedder.embed(SENTENCES);
-    expect(out).toHaveLength(SENTENCES.length);
-    out.forEach((e, i) => {
-      expect(e.embedderId).toBe(embedder.id);
-      expect(norm(e.vector)).toBeCloseTo(1, 5);
-      const diff = maxDiff(e.vector, tinyBertExpected(SENTENCES[i]));
-      expect(diff).toBeLessThan(1e-4);
-    });
-    const [alone] = await embedder.embed([SENTENCES[1]]);
-    expect(maxDiff(alone.vector, out[1].vector)).toBeLessThan(1e-6);
+    // one at a time (no padding) gives the same vectors as the padded batches
+    await expectReferenceVectors(embedder, [1]);
   });
 
   it('serialises concurrent calls and keeps each caller’s order', async () => {
@@ -182,14 +165,7 @@ describe('MiniLM embedder in the browser (tiny BERT fixture, onnxruntime-web)', 
   });
 
   it('names a model file missing from the cache, without any request leaving localhost', async () => {
-    const err = await createMiniLMEmbedder({
-      model: 'atomem-test/no-graph',
-      modelBaseUrl: MODEL_BASE,
-      wasmPaths: WASM_PATHS,
-      dtype: 'fp32',
-      allowRemote: false,
-      cache,
-    }).catch((e: unknown) => e);
+    const err = await loadError('atomem-test/no-graph');
     expect(err).toBeInstanceOf(EmbedderLoadError);
     expect(err).toMatchObject({ name: 'EmbedderLoadError', reason: 'missing-file', model: 'atomem-test/no-graph' });
     expect((err as Error).message).toContain(`${MODEL_BASE}atomem-test/no-graph/onnx/model.onnx`);
@@ -198,14 +174,7 @@ describe('MiniLM embedder in the browser (tiny BERT fixture, onnxruntime-web)', 
   });
 
   it('names a file that is not an ONNX graph as invalid-model', async () => {
-    const err = await createMiniLMEmbedder({
-      model: 'atomem-test/broken-graph',
-      modelBaseUrl: MODEL_BASE,
-      wasmPaths: WASM_PATHS,
-      dtype: 'fp32',
-      allowRemote: false,
-      cache,
-    }).catch((e: unknown) => e);
+    const err = await loadError('atomem-test/broken-graph');
     expect(err).toBeInstanceOf(EmbedderLoadError);
     expect(err).toMatchObject({ reason: 'invalid-model', model: 'atomem-test/broken-graph' });
   });
@@ -213,9 +182,7 @@ describe('MiniLM embedder in the browser (tiny BERT fixture, onnxruntime-web)', 
   it('after a failed session, says the page/worker must be restarted (transformers.js 4.3.2 never resets its session queue)', async () => {
     // Runs after the broken graph: in this page every later session creation now rejects with that
     // same error, even for the good model. The embedder names it instead of repeating "protobuf parsing failed".
-    const err = await createMiniLMEmbedder({ model: TINY, modelBaseUrl: MODEL_BASE, wasmPaths: WASM_PATHS, dtype: 'fp32', allowRemote: false, cache }).catch(
-      (e: unknown) => e,
-    );
+    const err = await loadError(TINY);
     expect(err).toBeInstanceOf(EmbedderLoadError);
     expect(err).toMatchObject({ reason: 'runtime', model: TINY });
     expect((err as Error).message).toContain('Restart the worker');

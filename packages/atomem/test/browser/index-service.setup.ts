@@ -2,7 +2,9 @@
  * Global setup of the browser project: a REAL atomem-index service (protocol v2, SQLite in a
  * temp folder, fastify on a loopback port, 3-second epochs) that the browser tests' workers talk
  * to over HTTP, cross-origin (the page is on vitest's port), exactly as a shop page would; plus
- * the shop's attester on the same test server (`POST /attester`, one token per request here).
+ * the shop's attester on the same test server (`POST /attester`, one token per request here);
+ * plus an Oblivious HTTP relay (`atomem-relay`'s `createRelay`, forwarding at once) in front of
+ * the service's gateway.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,12 +12,13 @@ import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { createHashingEmbedder } from '../../src/embed/hashing.js';
 import { ItemVectors } from '../../src/agent/items.js';
-import { Attester, createIndexService, issueInProcess, registerAttester } from 'atomem-index';
+import { Attester, createIndexService, createRelay, issueInProcess, registerAttester } from 'atomem-index';
 import { SYNC_CATALOG, SYNC_EPOCH_MS } from '../../../../test/fixtures/sync-catalog.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     indexUrl: string;
+    relayUrl: string;
   }
 }
 
@@ -61,7 +64,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const url = await service.listen({ port: 0, host: '127.0.0.1' });
   await service.ready;
   project.provide('indexUrl', url);
+  const relay = createRelay({ gateway: url, flushEveryMs: 0, rateLimit: false, corsOrigins: '*' });
+  project.provide('relayUrl', await relay.listen({ port: 0, host: '127.0.0.1' }));
   return async () => {
+    await relay.close();
     await service.close();
     rmSync(dir, { recursive: true, force: true });
   };

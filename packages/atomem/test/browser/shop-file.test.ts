@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { cdp } from 'vitest/browser';
-import { createAtomem, type Atomem, type ProgressEvent, type SerializedError } from '../../src/client/index.js';
+import type { Atomem } from '../../src/client/index.js';
 import type { Item } from '../../src/core/types.js';
 import { itemText } from '../../src/embed/cache.js';
 import { createHashingEmbedder } from '../../src/embed/hashing.js';
@@ -9,6 +9,7 @@ import { encodeCatalogFile } from '../../src/protocol/catalog-vectors-v2.js';
 import { decodeCatalogHead, shardsFor } from '../../src/protocol/catalog-vectors-v3.js';
 import { FILE_CACHE_DB } from '../../src/worker/shop-file-cache.js';
 import { profileTracker } from '../../../../test/fixtures/idb.js';
+import { startHashingAtomem } from '../../../../test/fixtures/hashing-atomem.js';
 import catalog from '../../../../test/fixtures/shop-file/catalog.json';
 
 // The shop's published file, format v2, made in Node by the command in
@@ -39,19 +40,13 @@ afterEach(async () => {
 });
 
 async function start(name: string, catalogVectors?: string, profile = profiles.profile(name)) {
-  const progress: ProgressEvent[] = [];
-  const errors: SerializedError[] = [];
-  const a = await createAtomem({
-    profile,
-    catalog: items,
-    embedder: 'hashing',
-    catalogVectors,
-    config: { tau: 0.3 },
-    onProgress: (p) => progress.push(p),
-    onError: (e) => errors.push(e),
-  });
-  open.push(a);
-  return { a, progress, errors, profile };
+  return startWith(name, items, catalogVectors, profile);
+}
+
+async function startWith(name: string, catalogItems: Item[], catalogVectors?: string, profile = profiles.profile(name)) {
+  const started = await startHashingAtomem(profile, catalogItems, catalogVectors);
+  open.push(started.a);
+  return started;
 }
 
 /**
@@ -222,22 +217,6 @@ describe('the shop model in the catalog vector file (v2)', () => {
 // file by the repository's command (test/fixtures/shop-file/README.md).
 const V3_FILE = '/test/fixtures/shop-file/catalog-v3.bin';
 const V3_URL = new URL(V3_FILE, location.href).href;
-
-async function startWith(name: string, catalogItems: Item[], catalogVectors: string, profile = profiles.profile(name)) {
-  const progress: ProgressEvent[] = [];
-  const errors: SerializedError[] = [];
-  const a = await createAtomem({
-    profile,
-    catalog: catalogItems,
-    embedder: 'hashing',
-    catalogVectors,
-    config: { tau: 0.3 },
-    onProgress: (p) => progress.push(p),
-    onError: (e) => errors.push(e),
-  });
-  open.push(a);
-  return { a, progress, errors, profile };
-}
 
 describe('the catalog vector file as a head and shards (v3)', () => {
   it("fetches the head and only the shards of the page's items, embeds nothing, and ranks as the v2 file does", async () => {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createAtomem, type Atomem, type ProgressEvent } from '../../src/client/index.js';
+import { createAtomem, renderWhy, type Atomem, type ProgressEvent, type Why } from '../../src/client/index.js';
 import { MemoryStore } from '../../src/store/index.js';
 import type { Item } from '../../src/core/types.js';
 import { profileTracker } from '../../../../test/fixtures/idb.js';
@@ -49,6 +49,41 @@ describe('worker engine through createAtomem', () => {
     // lifecycle events arrive over the Comlink.proxy callback (asynchronously)
     await expect.poll(() => ops.length).toBeGreaterThan(0);
     expect(ops).toContain('extract');
+  });
+
+  it("reasons cross the worker as data and are worded on the page: the default English, or the shop's renderWhy", async () => {
+    const a = await start(profile('why'));
+    await a.track({ item: 'kitchen-skillet', action: 'click', at: 1_000 });
+    await a.track({ item: 'kitchen-wok', action: 'cart', at: 2_000 });
+    const ids = ['shoes-trail', 'books-mystery', 'kitchen-griddle', 'kitchen-saucepan'];
+    const recs = await a.recommend(ids);
+    const why = recs.flatMap((r) => r.why);
+    expect(why.length).toBeGreaterThan(0);
+    // each sentence is the default renderer's for that reason, in order
+    for (const r of recs) expect(r.explanations).toEqual(r.why.map(renderWhy));
+    // the reasons name the shopper's items by id and title, with what they did
+    const named = why.flatMap((w) => ('items' in w && w.items ? w.items.map((it) => ({ ...it, action: 'action' in w ? w.action : undefined })) : []));
+    expect(named.some((n) => n.id === 'kitchen-wok' && n.title === 'wok kitchen' && n.action === 'cart')).toBe(true);
+    // a shop's renderer (here: the kind and the items' ids) replaces the wording; a failing one falls back per sentence
+    const b = await createAtomem({
+      profile: profile('why'),
+      catalog,
+      embedder: 'hashing',
+      config: { tau: 0.3 },
+      renderWhy: (w: Why) => {
+        if (w.kind === 'low-score') throw new Error('not translated');
+        return `${w.kind}:${'items' in w && w.items ? w.items.map((i) => i.id).join(',') : ''}`;
+      },
+    });
+    open.push(b);
+    const mine = await b.recommend(ids);
+    for (const r of mine)
+      r.why.forEach((w, i) =>
+        expect(r.explanations[i]).toBe(
+          w.kind === 'low-score' ? renderWhy(w) : `${w.kind}:${'items' in w && w.items ? w.items.map((x) => x.id).join(',') : ''}`,
+        ),
+      );
+    await expect(createAtomem({ catalog, embedder: 'hashing', renderWhy: 'fr' as never })).rejects.toThrow(/renderWhy must be a function/);
   });
 
   it('keeps memories across dispose + createAtomem with the same profile (reload)', async () => {

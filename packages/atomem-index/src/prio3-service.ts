@@ -1,0 +1,397 @@
+/**
+ * The index service as a Prio3 aggregator (`--prio3-role leader|helper`): two services, run by
+ * two parties, aggregate the devices' Prio3 reports (atomem's sync/prio3-report.ts) so that
+ * neither sees a report, and a report counts only if its proof holds.
+ *
+ * - Both serve `GET /v2/prio3/config`: their HPKE public key, the VDAF and the item list.
+ * - The leader (the shop's index) takes uploads (`POST /v2/prio3/upload`, one Privacy Pass
+ *   token of the epoch each, the same tokens as the local-DP report) and stores them sealed.
+ * - When an epoch's upload window closes (end + grace), the leader prepares every report with
+ *   its share and sends the helper, in batches, the helper's sealed shares with its own
+ *   preparation shares (`POST /v2/prio3/aggregate`); the helper prepares its shares, decides each
+ *   proof, sums the accepted ones and answers the preparation messages; the leader sums the same
+ *   reports. Then the leader collects (`POST /v2/prio3/collect`): the helper answers its
+ *   aggregate share with its noise added, once per epoch and only for a batch of at least
+ *   `minReports`; the leader adds its own noise, combines, and stores the release
+ *   (`GET /v2/prio3/releases/latest`, `/v2/prio3/releases/:epoch`).
+ * - Peer requests carry `authorization: Bearer <peer key>`; the peer key (shared by the two
+ *   operators, never by devices) also derives the VDAF verification key.
+ *
+ * State in `prio3.sqlite` of the data dir: sealed uploads (leader), seen report nonces and the
+ * running aggregate share (helper), releases (leader), this aggregator's HPKE seed.
+ */
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DEFAULT_LDP, PRIO3_HPKE_SUITE, PRIO3_PATHS, b64, prio3ChunkLength, type Prio3Config, type Prio3Upload } from 'atomem/engine';
+import { Prio3Aggregator, buildPrio3Release, cryptoUniform, releaseNoiseStd, type Prio3Release } from './prio3-aggregator.js';
+import type { V2Controller } from './v2.js';
+
+/** Options of the Prio3 aggregator role (`IndexServiceOptions.prio3`). */
+export interface Prio3ServiceOptions {
+  role: 'leader' | 'helper';
+  /** The other aggregator's root URL (the leader calls the helper; the helper does not call out). */
+  peerUrl: string;
+  /** Secret shared by the two operators (bearer of peer requests; derives the verification key). At least 16 characters. */
+  peerKey: string;
+  /** ε per device per epoch of each aggregator's noise (discrete Laplace, scale ℓ/ε). Default 1. */
+  epsilon?: number;
+  /** Counts below this are not released. Default ⌈3 × the release noise's standard deviation⌉. */
+  threshold?: number;
+  /** Items a device reports at most (its last ℓ distinct). Default the local-DP ℓ (10). */
+  ell?: number;
+  /** Accepted reports an epoch needs before anything is released (the helper refuses a smaller collection). Default 50. */
+  minReports?: number;
+  /** Uploads of an epoch are accepted this long after its end. Default 10 % of the epoch. */
+  graceMs?: number;
+  /** How often the leader closes due epochs (ms). Default 10 000; 0 = never (call `close`). */
+  tickMs?: number;
+  /** Noise source, [0, 1) (tests). Default the OS CSPRNG. */
+  uniform?: () => number;
+}
+
+/** The running Prio3 role of a service. */
+export interface Prio3Controller {
+  readonly role: 'leader' | 'helper';
+  /** Resolves once the item space is read and the HPKE key loaded. */
+  readonly ready: Promise<void>;
+  /** Leader: aggregate `epoch` with the helper now and store its release (undefined: too few accepted reports). */
+  close(epoch: number): Promise<Prio3Release | undefined>;
+  /** Leader: the stored release of `epoch`. */
+  release(epoch: number): Prio3Release | undefined;
+  stop(): Promise<void>;
+}
+
+type Fail = (reply: FastifyReply, status: number, code: string, message: string) => FastifyReply;
+
+interface AggregateRequest {
+  epoch: number;
+  reports: { nonce: string; publicShare: string; helperShare: { enc: string; ct: string }; leaderPrepShare: string }[];
+}
+interface AggregateResponse {
+  results: ({ prepMessage: string } | { error: string })[];
+}
+
+const sealedSchema = {
+  type: 'object',
+  required: ['enc', 'ct'],
+  additionalProperties: false,
+  properties: { enc: { type: 'string', maxLength: 256 }, ct: { type: 'string', maxLength: 8_000_000 } },
+} as const;
+const uploadSchema = {
+  type: 'object',
+  required: ['epoch', 'token', 'nonce', 'publicShare', 'leaderShare', 'helperShare'],
+  additionalProperties: false,
+  properties: {
+    epoch: { type: 'integer', minimum: 0 },
+    token: { type: 'string', maxLength: 4096 },
+    nonce: { type: 'string', maxLength: 64 },
+    publicShare: { type: 'string', maxLength: 256 },
+    leaderShare: sealedSchema,
+    helperShare: sealedSchema,
+  },
+} as const;
+
+export function registerPrio3(
+  app: FastifyInstance,
+  dataDir: string,
+  o: Prio3ServiceOptions,
+  v2: V2Controller,
+  items: () => Promise<readonly string[]>,
+  fail: Fail,
+): Prio3Controller {
+  if (o.role !== 'leader' && o.role !== 'helper') throw new RangeError(`prio3: role must be leader or helper, got ${String(o.role)}`);
+  if (typeof o.peerKey !== 'string' || o.peerKey.length < 16)
+    throw new RangeError('prio3: the peer key must be at least 16 characters (ATOMEM_PRIO3_PEER_KEY)');
+  let peer: URL;
+  try {
+    peer = new URL(o.peerUrl);
+  } catch {
+    throw new RangeError(`prio3: --prio3-peer must be a URL, got ${String(o.peerUrl)}`);
+  }
+  const epsilon = o.epsilon ?? 1;
+  if (!(epsilon > 0 && epsilon <= 20)) throw new RangeError(`prio3: epsilon must be in (0, 20], got ${epsilon}`);
+  const ell = o.ell ?? DEFAULT_LDP.ell;
+  const scale = ell / epsilon;
+  const threshold = o.threshold ?? Math.ceil(3 * releaseNoiseStd(scale));
+  const minReports = o.minReports ?? 50;
+  const graceMs = o.graceMs ?? Math.floor(v2.epochMs / 10);
+  const uniform = o.uniform ?? cryptoUniform;
+
+  const db = new Database(join(dataDir, 'prio3.sqlite'));
+  db.pragma('journal_mode = WAL');
+  db.exec(`
+    CREATE TABLE IF NOT EXISTS keys (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+    CREATE TABLE IF NOT EXISTS uploads (token_nonce TEXT PRIMARY KEY, epoch INTEGER NOT NULL, nonce TEXT NOT NULL UNIQUE, body TEXT NOT NULL);
+    CREATE INDEX IF NOT EXISTS uploads_epoch ON uploads (epoch);
+    CREATE TABLE IF NOT EXISTS closed (epoch INTEGER PRIMARY KEY);
+    CREATE TABLE IF NOT EXISTS seen (nonce TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
+    CREATE TABLE IF NOT EXISTS aggregates (epoch INTEGER PRIMARY KEY, share TEXT NOT NULL, n INTEGER NOT NULL, collected INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE IF NOT EXISTS releases (epoch INTEGER PRIMARY KEY, body TEXT NOT NULL);
+  `);
+  let seed = db.prepare<[], { value: Buffer }>(`SELECT value FROM keys WHERE name = 'hpke-seed'`).get()?.value;
+  if (!seed) {
+    seed = randomBytes(32);
+    db.prepare(`INSERT INTO keys (name, value) VALUES ('hpke-seed', ?)`).run(seed);
+  }
+
+  let agg: Prio3Aggregator | undefined;
+  let itemIds: readonly string[] = [];
+  const ready = (async () => {
+    await v2.serving;
+    itemIds = await items();
+    agg = await Prio3Aggregator.create({ role: o.role, length: itemIds.length, peerKey: o.peerKey, hpkeSeed: seed });
+  })();
+  ready.catch((err: unknown) => app.log.error({ err }, 'prio3: loading failed'));
+  const need = (reply: FastifyReply): Prio3Aggregator | undefined => {
+    if (!agg) fail(reply, 503, 'not_ready', 'the prio3 aggregator is loading');
+    return agg;
+  };
+  const isPeer = (req: FastifyRequest): boolean => {
+    const h = req.headers.authorization ?? '';
+    const want = Buffer.from(`Bearer ${o.peerKey}`);
+    const got = Buffer.from(h);
+    return got.length === want.length && timingSafeEqual(got, want);
+  };
+  const acceptsEpoch = (e: number): boolean => {
+    const now = Date.now();
+    const current = Math.floor(now / v2.epochMs);
+    if (db.prepare('SELECT 1 FROM closed WHERE epoch = ?').get(e)) return false;
+    return e === current || (e === current - 1 && now < (e + 1) * v2.epochMs + graceMs);
+  };
+  const bodyLimit = () => Math.max(1 << 20, (agg?.length ?? 0) * 16 * 2 + (1 << 16));
+
+  app.get(PRIO3_PATHS.config, async (_req, reply): Promise<Prio3Config | FastifyReply> => {
+    const a = need(reply);
+    if (!a) return reply;
+    reply.header('cache-control', 'no-store');
+    return {
+      role: o.role,
+      hpkePublicKey: a.publicKey,
+      hpkeSuite: PRIO3_HPKE_SUITE,
+      vdaf: { name: 'Prio3SumVec', length: itemIds.length, bits: 1, chunkLength: prio3ChunkLength(itemIds.length) },
+      items: [...itemIds],
+      ell,
+      epsilon,
+    };
+  });
+
+  if (o.role === 'leader') {
+    app.post<{ Body: Prio3Upload }>(PRIO3_PATHS.upload, { bodyLimit: 8 << 20, schema: { body: uploadSchema } }, async (req, reply) => {
+      // why: one report per connection (as the local-DP report), nothing cached
+      reply.header('connection', 'close');
+      reply.header('cache-control', 'no-store');
+      const a = need(reply);
+      if (!a) return reply;
+      const u = req.body;
+      if (JSON.stringify(u).length > bodyLimit()) return fail(reply, 413, 'too_large', 'upload larger than the catalog needs');
+      const refused = () =>
+        fail(reply, 403, 'token_refused', 'the token is not valid for a report of this epoch (invalid, already spent, or the epoch is closed)');
+      if (!acceptsEpoch(u.epoch)) return refused();
+      let nonceBytes: Uint8Array;
+      let pub: Uint8Array;
+      try {
+        nonceBytes = b64.decode(u.nonce);
+        pub = b64.decode(u.publicShare);
+        if (nonceBytes.length !== a.vdaf.nonceSize) throw new TypeError(`nonce must be ${a.vdaf.nonceSize} bytes`);
+        a.decodePublicShare(pub);
+        b64.decode(u.leaderShare.ct);
+        b64.decode(u.helperShare.ct);
+      } catch (e) {
+        return fail(reply, 400, 'bad_request', `malformed upload: ${(e as Error).message}`);
+      }
+      const tokenNonce = await v2.issuer().verify(u.token, u.epoch);
+      if (tokenNonce === undefined) return refused();
+      const r = db
+        .prepare('INSERT OR IGNORE INTO uploads (token_nonce, epoch, nonce, body) VALUES (?, ?, ?, ?)')
+        .run(tokenNonce, u.epoch, u.nonce, JSON.stringify(u));
+      if (r.changes !== 1) return refused();
+      reply.code(202);
+      return { accepted: true };
+    });
+    const sendRelease = (reply: FastifyReply, body: string | undefined) => {
+      if (body === undefined) return fail(reply, 404, 'not_found', 'no prio3 release for this epoch');
+      reply.header('cache-control', 'no-store');
+      return reply.type('application/json').send(body);
+    };
+    app.get(PRIO3_PATHS.latest, async (_req, reply) =>
+      sendRelease(reply, db.prepare<[], { body: string }>('SELECT body FROM releases ORDER BY epoch DESC LIMIT 1').get()?.body),
+    );
+    app.get<{ Params: { epoch: string } }>(PRIO3_PATHS.release, async (req, reply) => {
+      const e = Number(req.params.epoch);
+      if (!Number.isInteger(e) || e < 0) return fail(reply, 400, 'bad_request', 'epoch must be a non-negative integer');
+      return sendRelease(reply, db.prepare<[number], { body: string }>('SELECT body FROM releases WHERE epoch = ?').get(e)?.body);
+    });
+  } else {
+    app.post<{ Body: AggregateRequest }>(PRIO3_PATHS.aggregate, { bodyLimit: 64 << 20 }, async (req, reply): Promise<AggregateResponse | FastifyReply> => {
+      if (!isPeer(req)) return fail(reply, 401, 'unauthorized', 'peer requests need the peer key');
+      const a = need(reply);
+      if (!a) return reply;
+      const { epoch, reports } = req.body ?? ({} as AggregateRequest);
+      if (!Number.isInteger(epoch) || !Array.isArray(reports)) return fail(reply, 400, 'bad_request', 'expected { epoch, reports[] }');
+      const row = db
+        .prepare<[number], { share: string; n: number; collected: number }>('SELECT share, n, collected FROM aggregates WHERE epoch = ?')
+        .get(epoch);
+      if (row?.collected) return fail(reply, 409, 'collected', `epoch ${epoch} was collected: no more reports`);
+      let sum = row ? a.decodeVector(row.share) : a.zero();
+      let n = row?.n ?? 0;
+      const results: AggregateResponse['results'] = [];
+      const seen = db.prepare('INSERT OR IGNORE INTO seen (nonce, epoch) VALUES (?, ?)');
+      for (const r of reports) {
+        try {
+          if (seen.run(r.nonce, epoch).changes !== 1) {
+            results.push({ error: 'replayed' });
+            continue;
+          }
+          const nonce = b64.decode(r.nonce);
+          const pub = b64.decode(r.publicShare);
+          const input = await a.open(epoch, nonce, pub, r.helperShare);
+          const mine = await a.prepare(nonce, pub, input);
+          const msg = await a.combine([a.decodePrepShare(b64.decode(r.leaderPrepShare)), mine.share]);
+          const out = msg && a.finish(mine.state, msg);
+          if (!msg || !out) {
+            results.push({ error: 'invalid_proof' });
+            continue;
+          }
+          sum = a.sum(sum, out);
+          n++;
+          results.push({ prepMessage: b64.encode(msg) });
+        } catch {
+          results.push({ error: 'undecryptable' });
+        }
+      }
+      db.prepare('INSERT INTO aggregates (epoch, share, n) VALUES (?, ?, ?) ON CONFLICT (epoch) DO UPDATE SET share = excluded.share, n = excluded.n').run(
+        epoch,
+        a.encodeVector(sum),
+        n,
+      );
+      return { results };
+    });
+    app.post<{ Body: { epoch: number; reports: number } }>(PRIO3_PATHS.collect, async (req, reply) => {
+      if (!isPeer(req)) return fail(reply, 401, 'unauthorized', 'peer requests need the peer key');
+      const a = need(reply);
+      if (!a) return reply;
+      const { epoch, reports } = req.body ?? ({} as { epoch: number; reports: number });
+      const row = db
+        .prepare<[number], { share: string; n: number; collected: number }>('SELECT share, n, collected FROM aggregates WHERE epoch = ?')
+        .get(epoch);
+      if (!row) return fail(reply, 404, 'not_found', `no aggregate for epoch ${epoch}`);
+      // why: one noisy answer per epoch (a second draw would average the noise away)
+      if (row.collected) return fail(reply, 409, 'collected', `epoch ${epoch} was collected already`);
+      if (row.n !== reports) return fail(reply, 409, 'batch_mismatch', `the helper aggregated ${row.n} reports of epoch ${epoch}, the leader ${reports}`);
+      if (row.n < minReports) return fail(reply, 400, 'batch_too_small', `${row.n} reports: a collection needs at least ${minReports}`);
+      db.prepare('UPDATE aggregates SET collected = 1 WHERE epoch = ?').run(epoch);
+      return { reports: row.n, share: a.encodeVector(a.noisy(a.decodeVector(row.share), scale, uniform)) };
+    });
+  }
+
+  const peerPost = async <T>(path: string, body: unknown): Promise<T> => {
+    const res = await fetch(new URL(path, peer), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${o.peerKey}` },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(120_000),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`prio3: the helper answered ${res.status} to ${path}: ${text.slice(0, 300)}`);
+    return JSON.parse(text) as T;
+  };
+
+  let closing: Promise<unknown> = Promise.resolve();
+  const closeNow = async (epoch: number): Promise<Prio3Release | undefined> => {
+    await ready;
+    const a = agg!;
+    const rows = db.prepare<[number], { body: string }>('SELECT body FROM uploads WHERE epoch = ?').all(epoch);
+    db.prepare('INSERT OR IGNORE INTO closed (epoch) VALUES (?)').run(epoch);
+    let sum = a.zero();
+    let accepted = 0;
+    let rejected = 0;
+    const BATCH = 50;
+    for (let i = 0; i < rows.length; i += BATCH) {
+      const batch: { state: Parameters<Prio3Aggregator['finish']>[0]; req: AggregateRequest['reports'][number] }[] = [];
+      for (const { body } of rows.slice(i, i + BATCH)) {
+        const u = JSON.parse(body) as Prio3Upload;
+        try {
+          const nonce = b64.decode(u.nonce);
+          const pub = b64.decode(u.publicShare);
+          const mine = await a.prepare(nonce, pub, await a.open(epoch, nonce, pub, u.leaderShare));
+          batch.push({
+            state: mine.state,
+            req: { nonce: u.nonce, publicShare: u.publicShare, helperShare: u.helperShare, leaderPrepShare: b64.encode(a.encodePrepShare(mine.share)) },
+          });
+        } catch {
+          rejected++;
+        }
+      }
+      if (batch.length === 0) continue;
+      const { results } = await peerPost<AggregateResponse>(PRIO3_PATHS.aggregate, { epoch, reports: batch.map((b) => b.req) });
+      results.forEach((r, j) => {
+        const out = 'prepMessage' in r ? a.finish(batch[j].state, b64.decode(r.prepMessage)) : undefined;
+        if (!out) {
+          rejected++;
+          return;
+        }
+        sum = a.sum(sum, out);
+        accepted++;
+      });
+    }
+    db.prepare('DELETE FROM uploads WHERE epoch = ?').run(epoch);
+    if (accepted < minReports) {
+      app.log.info({ epoch, accepted, rejected, minReports }, 'prio3: too few accepted reports, nothing released');
+      return undefined;
+    }
+    const helper = await peerPost<{ reports: number; share: string }>(PRIO3_PATHS.collect, { epoch, reports: accepted });
+    const noisy = a.unshard(a.noisy(sum, scale, uniform), a.decodeVector(helper.share));
+    let communities: { id: string; items: string[] }[] | undefined;
+    try {
+      communities = v2.communities().communities;
+    } catch {
+      communities = undefined;
+    }
+    const release = buildPrio3Release({ epoch, epochMs: v2.epochMs, items: itemIds, noisy, reports: accepted, rejected, ell, epsilon, threshold, communities });
+    db.prepare('INSERT OR REPLACE INTO releases (epoch, body) VALUES (?, ?)').run(epoch, JSON.stringify(release));
+    app.log.info({ epoch, accepted, rejected }, 'prio3: release stored');
+    return release;
+  };
+  const close = (epoch: number): Promise<Prio3Release | undefined> => {
+    const next = closing.then(() => closeNow(epoch));
+    closing = next.catch(() => {});
+    return next;
+  };
+
+  const tickMs = o.tickMs ?? 10_000;
+  const inFlight = new Set<number>();
+  const timer =
+    o.role === 'leader' && tickMs > 0
+      ? setInterval(() => {
+          const due = db
+            .prepare<[number, number], { epoch: number }>('SELECT DISTINCT epoch FROM uploads WHERE (epoch + 1) * ? <= ?')
+            .all(v2.epochMs, Date.now() - graceMs)
+            .map((r) => r.epoch);
+          for (const e of due) {
+            if (inFlight.has(e)) continue;
+            inFlight.add(e);
+            close(e)
+              .finally(() => inFlight.delete(e))
+              .catch((err: unknown) => app.log.error({ err, epoch: e }, 'prio3: aggregation failed'));
+          }
+        }, tickMs)
+      : undefined;
+  timer?.unref();
+
+  return {
+    role: o.role,
+    ready,
+    close,
+    release: (e) => {
+      const body = db.prepare<[number], { body: string }>('SELECT body FROM releases WHERE epoch = ?').get(e)?.body;
+      return body === undefined ? undefined : (JSON.parse(body) as Prio3Release);
+    },
+    async stop() {
+      if (timer) clearInterval(timer);
+      await closing.catch(() => {});
+      db.close();
+    },
+  };
+}

@@ -1,0 +1,130 @@
+/**
+ * Prio3 aggregation in-process: the device's encoder (atomem's sync/prio3-report.ts) against the
+ * two aggregators' preparation (src/prio3-aggregator.ts) — well-formed reports are summed
+ * exactly, a report whose share encodes 20 for one item fails the proof check, one share alone
+ * is uniform whatever the report, and the noise has the stated spread.
+ */
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { b64, encodePrio3Upload, prio3Measurement } from 'atomem/engine';
+import { Prio3Aggregator, buildPrio3Release, discreteLaplace, releaseNoiseStd } from '../src/prio3-aggregator.js';
+
+const ITEMS = Array.from({ length: 64 }, (_, i) => `item-${String(i).padStart(2, '0')}`);
+const PEER = 'peer-secret-for-the-test';
+
+async function pair() {
+  const leader = await Prio3Aggregator.create({ role: 'leader', length: ITEMS.length, peerKey: PEER, hpkeSeed: randomBytes(32) });
+  const helper = await Prio3Aggregator.create({ role: 'helper', length: ITEMS.length, peerKey: PEER, hpkeSeed: randomBytes(32) });
+  return { leader, helper };
+}
+
+/** Both aggregators prepare one upload; the output shares, or undefined when refused. */
+async function run(leader: Prio3Aggregator, helper: Prio3Aggregator, up: Awaited<ReturnType<typeof encodePrio3Upload>>, tamper?: (s: bigint[]) => void) {
+  const nonce = b64.decode(up.nonce);
+  const pub = b64.decode(up.publicShare);
+  const li = await leader.open(up.epoch, nonce, pub, up.leaderShare);
+  if (tamper) tamper(li.measurementShare);
+  const hi = await helper.open(up.epoch, nonce, pub, up.helperShare);
+  const lp = await leader.prepare(nonce, pub, li);
+  const hp = await helper.prepare(nonce, pub, hi);
+  // the shares travel as bytes between the services
+  const msg = await helper.combine([leader.decodePrepShare(leader.encodePrepShare(lp.share)), hp.share]);
+  if (msg === undefined) return undefined;
+  const lo = leader.finish(lp.state, msg);
+  const ho = helper.finish(hp.state, msg);
+  if (!lo || !ho) return undefined;
+  return { lo, ho, li };
+}
+
+describe('prio3 aggregation (in-process)', () => {
+  it('sums well-formed reports exactly; refuses a share that encodes 20 for one item', async () => {
+    const { leader, helper } = await pair();
+    const keys = { leader: { hpkePublicKey: leader.publicKey }, helper: { hpkePublicKey: helper.publicKey } };
+    const devices = [ITEMS.slice(0, 3), [ITEMS[1], ITEMS[5]], [ITEMS[5], 'not-in-catalog'], []];
+    let la = leader.zero();
+    let ha = helper.zero();
+    for (const recent of devices) {
+      const up = await encodePrio3Upload({ measurement: prio3Measurement(recent, ITEMS, 10), epoch: 7, token: 't', ...keys });
+      const r = await run(leader, helper, up);
+      expect(r).toBeDefined();
+      la = leader.sum(la, r!.lo);
+      ha = helper.sum(ha, r!.ho);
+    }
+    const counts = leader.unshard(la, ha);
+    const expected = ITEMS.map((id) => devices.filter((d) => d.includes(id)).length);
+    expect(counts).toEqual(expected);
+
+    // the malformed report: the leader's measurement share moved by 19 at item 3, so the shares add up to 20 there
+    const up = await encodePrio3Upload({ measurement: prio3Measurement([ITEMS[3]], ITEMS, 10), epoch: 7, token: 't', ...keys });
+    const refused = await run(leader, helper, up, (s) => {
+      s[3] = (s[3] + 19n) % leader.field.modulus;
+    });
+    expect(refused).toBeUndefined();
+    // a share sealed to the leader does not open at the helper, nor for another epoch
+    await expect(helper.open(7, b64.decode(up.nonce), b64.decode(up.publicShare), up.leaderShare)).rejects.toThrow();
+    await expect(leader.open(8, b64.decode(up.nonce), b64.decode(up.publicShare), up.leaderShare)).rejects.toThrow();
+  });
+
+  it("one aggregator's share alone is uniform, whatever the report", async () => {
+    const { leader, helper } = await pair();
+    const keys = { leader: { hpkePublicKey: leader.publicKey }, helper: { hpkePublicKey: helper.publicKey } };
+    // 200 reports that hold item 0 and 200 that do not: the leader's share of entry 0, top byte
+    const topByte = async (holds: boolean) => {
+      const hist = new Array<number>(16).fill(0);
+      for (let i = 0; i < 200; i++) {
+        const up = await encodePrio3Upload({ measurement: prio3Measurement(holds ? [ITEMS[0]] : [ITEMS[1]], ITEMS, 10), epoch: 1, token: 't', ...keys });
+        const share = await leader.open(1, b64.decode(up.nonce), b64.decode(up.publicShare), up.leaderShare);
+        // the field's modulus is 2^128 − 28·2^64 + 1: its top 4 bits are (nearly) uniform for a uniform element
+        hist[Number(share.measurementShare[0] >> 124n)]++;
+      }
+      return hist;
+    };
+    const chi2 = (h: number[]) => {
+      const n = h.reduce((a, b) => a + b, 0);
+      return h.reduce((a, o) => a + (o - n / 16) ** 2 / (n / 16), 0);
+    };
+    const a = await topByte(true);
+    const b = await topByte(false);
+    // χ² with 15 degrees of freedom: 99.9th percentile 37.7
+    expect(chi2(a)).toBeLessThan(37.7);
+    expect(chi2(b)).toBeLessThan(37.7);
+    // two-sample χ² (holds vs not), 15 degrees of freedom
+    const two = a.reduce((s, x, i) => s + (x + b[i] > 0 ? (x - b[i]) ** 2 / (x + b[i]) : 0), 0);
+    expect(two).toBeLessThan(37.7);
+    void helper;
+  });
+
+  it('discrete Laplace noise has the stated spread; the release suppresses counts below the threshold', () => {
+    let s = 42;
+    const u = () => {
+      s = (s * 1103515245 + 12345) % 2 ** 31;
+      return s / 2 ** 31;
+    };
+    const scale = 10;
+    const xs = Array.from({ length: 20000 }, () => discreteLaplace(scale, u) + discreteLaplace(scale, u));
+    const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+    const std = Math.sqrt(xs.reduce((a, b) => a + (b - mean) ** 2, 0) / xs.length);
+    expect(Math.abs(mean)).toBeLessThan(0.5);
+    expect(std / releaseNoiseStd(scale)).toBeGreaterThan(0.95);
+    expect(std / releaseNoiseStd(scale)).toBeLessThan(1.05);
+    const r = buildPrio3Release({
+      epoch: 3,
+      epochMs: 1000,
+      items: ['a', 'b', 'c'],
+      noisy: [50, 7, -3],
+      reports: 60,
+      rejected: 1,
+      ell: 10,
+      epsilon: 1,
+      threshold: 30,
+      communities: [
+        { id: 'k0', items: ['a', 'b'] },
+        { id: 'k1', items: ['c'] },
+      ],
+    });
+    expect(r.counts).toEqual({ a: 50 });
+    expect(r.communities).toEqual([{ id: 'k0', examples: ['a'] }]);
+    expect(r.mechanism.epsilon).toBe(1);
+    expect(r.mechanism.scale).toBe(10);
+  });
+});

@@ -1,0 +1,288 @@
+/**
+ * `npm run bench:poisoning`: how far a few fake reports lift an item nobody holds, under the
+ * local-DP report (community/ldp.ts, the shipped defaults) and under Prio3 verifiable aggregation
+ * (sync/prio3-report.ts on the device, atomem-index's prio3-aggregator.ts for the two
+ * aggregators), on the same population.
+ *
+ * Population: every user of the dataset is a device whose recent items are the last ℓ distinct
+ * items of its history (ML-100K: every rating is a liked interaction). Honest devices report once.
+ * The target: among the catalog items no device holds, the one at the median of their honest
+ * local-DP ranks (a typical never-bought item). The attacker sends `--fakes` reports (default 20):
+ * - local DP: each fake report is the (cohort, bucket) of the target's hash in a random cohort —
+ *   the report that raises the target's estimate most (≈ ℓ / (p* − q) holders each);
+ * - Prio3: each fake report is a well-formed vector with a 1 at the target (the most a report
+ *   that passes the proof can add); `--forged` more reports (default 20) whose leader share
+ *   encodes 20 at the target go through the proof check too and are counted when accepted.
+ *
+ * Every Prio3 report goes the whole way in-process: sharding, HPKE sealing to each aggregator,
+ * opening, preparation by both aggregators, the proof decision, summing; then each aggregator's
+ * discrete Laplace noise (ε per release, scale ℓ/ε), the sum, the threshold. Ranks: 1 + the
+ * number of catalog items with a strictly larger released value (estimate or noisy count).
+ * "Fakes to reach the top 10": the smallest number of such fake reports that puts the target's
+ * value at rank ≤ 10 (local DP: the estimate is linear in the fakes; Prio3: each accepted fake
+ * adds exactly 1, as the run checks for the first `--fakes`).
+ *
+ * Deterministic for a seed: the devices' randomization, the fake cohorts, the Prio3 shares and
+ * the noise come from seeded generators (HPKE's own randomness does not change any figure).
+ */
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { DEFAULT_LDP, ReportHistogram, Rng, b64, encodePrio3Upload, estimateCounts, makeReport, prio3Measurement } from 'atomem/engine';
+import { olhBucket } from 'atomem/protocol';
+import { Prio3Aggregator, discreteLaplace, releaseNoiseStd } from 'atomem-index';
+import { compareIds, loadDataset } from './datasets.js';
+import type { DatasetFormat } from './types.js';
+
+export interface PoisoningOptions {
+  data: string;
+  format?: DatasetFormat;
+  /** k of the k-core filter (default: the format's, as every benchmark loads the dataset). */
+  kcore?: number;
+  seed?: number;
+  fakes?: number;
+  forged?: number;
+  /** ε of each aggregator's noise per release (Prio3). Default 1. */
+  epsilon?: number;
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface PoisoningResult {
+  dataset: string;
+  devices: number;
+  items: number;
+  target: string;
+  fakes: number;
+  fakeShare: number;
+  ldp: { epsilon: number; rankBefore: number; rankAfter: number; fakesForTop10: number; shareForTop10: number };
+  prio3: {
+    epsilon: number;
+    noiseStd: number;
+    threshold: number;
+    rankBefore: number;
+    rankAfter: number;
+    forged: number;
+    forgedAccepted: number;
+    fakesAccepted: number;
+    targetCountAfter: number;
+    releasedAfter: boolean;
+    fakesForTop10: number;
+    shareForTop10: number;
+    /** Fakes to be in the top 10 and above the threshold (shown in the release). */
+    fakesForReleasedTop10: number;
+    shareForReleasedTop10: number;
+    releasedItems: number;
+  };
+  ms: number;
+}
+
+/** 1 + the number of values strictly larger than `values[i]`. */
+function rankOf(values: ArrayLike<number>, i: number): number {
+  let r = 1;
+  for (let j = 0; j < values.length; j++) if (values[j] > values[i]) r++;
+  return r;
+}
+
+/** Smallest k ≥ 0 with rank(values with `perFake`·k added at i) ≤ 10 (linear search on sorted values). */
+function fakesForTop(values: ArrayLike<number>, i: number, perFake: number, top = 10): number {
+  const others = Array.from(values)
+    .filter((_, j) => j !== i)
+    .sort((a, b) => b - a);
+  // rank ≤ top ⟺ at most top − 1 values strictly above: need value ≥ the top-th largest other
+  const bar = others[top - 1];
+  return Math.max(0, Math.ceil((bar - values[i]) / perFake));
+}
+
+/** Seeded bytes for the Prio3 shares. */
+function seededBytes(r: Rng): (n: number) => Uint8Array {
+  return (n) => {
+    const out = new Uint8Array(n);
+    for (let k = 0; k < n; k++) out[k] = Math.floor(r.next() * 256);
+    return out;
+  };
+}
+
+export async function runPoisoning(o: PoisoningOptions): Promise<PoisoningResult> {
+  const t0 = performance.now();
+  const seed = o.seed ?? 1;
+  const nFakes = o.fakes ?? 20;
+  const nForged = o.forged ?? 20;
+  const epsilon = o.epsilon ?? 1;
+  const dataset = loadDataset(o.format ?? 'movielens', o.data, o.kcore === undefined ? {} : { kcore: o.kcore });
+  const items = [...dataset.items.keys()].sort(compareIds);
+  const ldp = DEFAULT_LDP;
+  const ell = ldp.ell;
+  const users = [...dataset.sequences.keys()].sort(compareIds);
+  const recent = users.map((u) => dataset.sequences.get(u)!.map((x) => x.item));
+  const held = new Set(recent.flatMap((r) => prio3Measurement(r, items, ell).flatMap((x, i) => (x ? [items[i]] : []))));
+
+  // ——— local DP ———
+  const hist = new ReportHistogram(ldp);
+  users.forEach((u, k) => {
+    const r = Rng.derive(seed, 'ldp-device', u);
+    hist.add(makeReport(recent[k], ldp, {}, () => r.next()));
+  });
+  const before = estimateCounts(hist, items, ldp);
+  const ldpBefore = items.map((id) => before.get(id)!);
+  // the target: median honest rank among the items nobody holds
+  const cold = items.map((id, i) => ({ id, i, rank: rankOf(ldpBefore, i) })).filter((x) => !held.has(x.id));
+  cold.sort((a, b) => a.rank - b.rank || compareIds(a.id, b.id));
+  const target = cold[Math.floor(cold.length / 2)];
+  const ti = target.i;
+  const fr = Rng.derive(seed, 'ldp-fakes');
+  const poisoned = new ReportHistogram(ldp);
+  for (const [key, n] of hist.cells) poisoned.add({ cohort: Math.floor(key / ldp.g), bucket: key % ldp.g }, n);
+  for (let k = 0; k < nFakes; k++) {
+    const cohort = Math.min(ldp.cohorts - 1, Math.floor(fr.next() * ldp.cohorts));
+    poisoned.add({ cohort, bucket: olhBucket(cohort, target.id, ldp.g) });
+  }
+  const after = estimateCounts(poisoned, items, ldp);
+  const ldpAfter = items.map((id) => after.get(id)!);
+  const perFakeLdp = (ldpAfter[ti] - ldpBefore[ti]) / Math.max(1, nFakes);
+  const ldpTop = fakesForTop(ldpBefore, ti, perFakeLdp);
+
+  // ——— Prio3 ———
+  const seedOf = (label: string) => seededBytes(Rng.derive(seed, 'prio3-key', label))(32);
+  const peerKey = 'poisoning-benchmark-peer-key';
+  const leader = await Prio3Aggregator.create({ role: 'leader', length: items.length, peerKey, hpkeSeed: seedOf('leader') });
+  const helper = await Prio3Aggregator.create({ role: 'helper', length: items.length, peerKey, hpkeSeed: seedOf('helper') });
+  const keys = { leader: { hpkePublicKey: leader.publicKey }, helper: { hpkePublicKey: helper.publicKey } };
+  const shareRng = Rng.derive(seed, 'prio3-shares');
+  const random = seededBytes(shareRng);
+  let la = leader.zero();
+  let ha = helper.zero();
+  const total = users.length + nFakes + nForged;
+  let done = 0;
+  /** One report through both aggregators; true when the proof holds (then summed). */
+  const aggregate = async (measurement: number[], forge?: number): Promise<boolean> => {
+    const up = await encodePrio3Upload({ measurement, epoch: 1, token: '', ...keys, random });
+    const nonce = b64.decode(up.nonce);
+    const pub = b64.decode(up.publicShare);
+    const li = await leader.open(1, nonce, pub, up.leaderShare);
+    if (forge !== undefined) li.measurementShare[forge] = (li.measurementShare[forge] + 19n) % leader.field.modulus;
+    const hi = await helper.open(1, nonce, pub, up.helperShare);
+    const lp = await leader.prepare(nonce, pub, li);
+    const hp = await helper.prepare(nonce, pub, hi);
+    const msg = await helper.combine([lp.share, hp.share]);
+    const lo = msg && leader.finish(lp.state, msg);
+    const ho = msg && helper.finish(hp.state, msg);
+    o.onProgress?.(++done, total);
+    if (!lo || !ho) return false;
+    la = leader.sum(la, lo);
+    ha = helper.sum(ha, ho);
+    return true;
+  };
+  for (const r of recent) if (!(await aggregate(prio3Measurement(r, items, ell)))) throw new Error('an honest Prio3 report was refused');
+  const noiseRng = Rng.derive(seed, 'prio3-noise');
+  const uniform = () => noiseRng.next();
+  const scale = ell / epsilon;
+  // the same noise draws before and after (the attack is the only difference)
+  const noise = items.map(() => discreteLaplace(scale, uniform) + discreteLaplace(scale, uniform));
+  const release = (l: bigint[], h: bigint[]) => leader.unshard(l, h).map((x, i) => x + noise[i]);
+  const prioBefore = release(la, ha);
+  const honestTarget = leader.unshard(la, ha)[ti];
+  const one = new Array<number>(items.length).fill(0);
+  one[ti] = 1;
+  let fakesAccepted = 0;
+  for (let k = 0; k < nFakes; k++) if (await aggregate(one)) fakesAccepted++;
+  let forgedAccepted = 0;
+  for (let k = 0; k < nForged; k++) if (await aggregate(one, ti)) forgedAccepted++;
+  const prioAfter = release(la, ha);
+  if (leader.unshard(la, ha)[ti] !== honestTarget + fakesAccepted + 20 * forgedAccepted) throw new Error('the aggregate does not add up');
+  const noiseStd = releaseNoiseStd(scale);
+  const threshold = Math.ceil(3 * noiseStd);
+  const prioTop = fakesForTop(prioBefore, ti, 1);
+  const prioShown = Math.max(prioTop, threshold - prioBefore[ti]);
+  const n = users.length;
+  return {
+    dataset: dataset.name,
+    devices: n,
+    items: items.length,
+    target: target.id,
+    fakes: nFakes,
+    fakeShare: nFakes / (n + nFakes),
+    ldp: {
+      epsilon: ldp.epsilon,
+      rankBefore: rankOf(ldpBefore, ti),
+      rankAfter: rankOf(ldpAfter, ti),
+      fakesForTop10: ldpTop,
+      shareForTop10: ldpTop / (n + ldpTop),
+    },
+    prio3: {
+      epsilon,
+      noiseStd,
+      threshold,
+      rankBefore: rankOf(prioBefore, ti),
+      rankAfter: rankOf(prioAfter, ti),
+      forged: nForged,
+      forgedAccepted,
+      fakesAccepted,
+      targetCountAfter: prioAfter[ti],
+      releasedAfter: prioAfter[ti] >= threshold,
+      fakesForTop10: prioTop,
+      shareForTop10: prioTop / (n + prioTop),
+      fakesForReleasedTop10: prioShown,
+      shareForReleasedTop10: prioShown / (n + prioShown),
+      releasedItems: prioAfter.filter((x) => x >= threshold).length,
+    },
+    ms: performance.now() - t0,
+  };
+}
+
+export function formatPoisoning(r: PoisoningResult, seed: number): string {
+  const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
+  return [
+    `Dataset ${r.dataset}: ${r.devices} devices, ${r.items} items; target ${r.target} (held by no device); ${r.fakes} fake reports (${pct(r.fakeShare)}); seed ${seed}.`,
+    '',
+    '| aggregation | target rank before | after fakes | fakes to reach the top 10 (share of reports) | … and be released (above the threshold) | notes |',
+    '| --- | --- | --- | --- | --- | --- |',
+    `| local DP (ε = ${r.ldp.epsilon.toFixed(2)} per report) | ${r.ldp.rankBefore} of ${r.items} | ${r.ldp.rankAfter} | ${r.ldp.fakesForTop10} (${pct(r.ldp.shareForTop10)}) | same (no threshold on popularity) | one fake report adds ≈ ℓ/(p* − q) holders |`,
+    `| Prio3 (ε = ${r.prio3.epsilon} per release, noise std ${r.prio3.noiseStd.toFixed(1)}) | ${r.prio3.rankBefore} | ${r.prio3.rankAfter} | ${r.prio3.fakesForTop10} (${pct(r.prio3.shareForTop10)}) | ${r.prio3.fakesForReleasedTop10} (${pct(r.prio3.shareForReleasedTop10)}) | ${r.prio3.fakesAccepted}/${r.fakes} well-formed fakes counted (+1 each); ${r.prio3.forgedAccepted}/${r.prio3.forged} forged (20 at the target) accepted; target's released count ${r.prio3.targetCountAfter} vs threshold ${r.prio3.threshold} (${r.prio3.releasedAfter ? 'released' : 'withheld'}); ${r.prio3.releasedItems} items above the threshold |`,
+    '',
+    `(${(r.ms / 1000).toFixed(0)} s)`,
+  ].join('\n');
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      data: { type: 'string' },
+      format: { type: 'string', default: 'movielens' },
+      seed: { type: 'string', default: '1' },
+      fakes: { type: 'string', default: '20' },
+      forged: { type: 'string', default: '20' },
+      epsilon: { type: 'string', default: '1' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  const data = values.data ?? process.env.ATOMEM_ML100K ?? '../shared/data/ml-100k';
+  const seed = Number(values.seed);
+  const num = (name: string, v: string | undefined, min: number) => {
+    const x = Number(v);
+    if (!Number.isFinite(x) || x < min) throw new RangeError(`--${name} must be a number ≥ ${min}, got ${v}`);
+    return x;
+  };
+  let last = 0;
+  const r = await runPoisoning({
+    data,
+    format: values.format as DatasetFormat,
+    seed: num('seed', values.seed, 0),
+    fakes: num('fakes', values.fakes, 0),
+    forged: num('forged', values.forged, 0),
+    epsilon: num('epsilon', values.epsilon, 1e-6),
+    onProgress: (d, t) => {
+      if (Date.now() - last > 5000 || d === t) {
+        last = Date.now();
+        process.stderr.write(`Prio3 reports through both aggregators: ${d}/${t}\n`);
+      }
+    },
+  });
+  process.stdout.write(`${values.json ? JSON.stringify(r, null, 2) : formatPoisoning(r, seed)}\n`);
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`bench:poisoning: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}
