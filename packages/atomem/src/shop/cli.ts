@@ -185,7 +185,7 @@ export async function main(
           progress('sasrec', p.fraction, 1);
           if (p.validation && report)
             io.stderr(
-              `atomem-shop: sasrec step ${p.step}/${p.plannedSteps} (${p.seconds.toFixed(0)} s of ${o.sasrecBudget}), loss ${p.loss.toFixed(4)}, validation NDCG@10 ${p.validation.ndcg10.toFixed(4)} (best ${p.validation.best.toFixed(4)} at step ${p.validation.bestStep})\n`,
+              `atomem-shop: sasrec step ${p.step}/${p.plannedSteps} (${p.seconds.toFixed(0)} s of ${o.sasrecBudget}), loss ${Number.isFinite(p.loss) ? p.loss.toFixed(4) : '-'}, validation NDCG@10 ${p.validation.ndcg10.toFixed(4)} (best ${p.validation.best.toFixed(4)} at step ${p.validation.bestStep})\n`,
             );
         },
       });
