@@ -76,6 +76,16 @@ describe('trainSasrecBudgeted', () => {
 });
 
 describe('trainSasrec sparse embeddings', () => {
+  it('equals the dense updates bit for bit when every step touches every item (full softmax), on 1 and 2 threads', async () => {
+    const seqs = ringSequences(96, 30);
+    const dense = await trainSasrec(seqs, 30, { ...small, epochs: 2, loss: 'ce', seed: 5 });
+    const sparse = await trainSasrec(seqs, 30, { ...small, epochs: 2, loss: 'ce', seed: 5, sparseEmbeddings: true });
+    const sparse2 = await trainSasrec(seqs, 30, { ...small, threads: 2, epochs: 2, loss: 'ce', seed: 5, sparseEmbeddings: true });
+    expect(sparse.losses).toEqual(dense.losses);
+    expect(Buffer.from(sparse.weights.itemEmb.buffer).equals(Buffer.from(dense.weights.itemEmb.buffer))).toBe(true);
+    expect(Buffer.from(sparse2.weights.itemEmb.buffer).equals(Buffer.from(dense.weights.itemEmb.buffer))).toBe(true);
+  });
+
   it('leaves the item rows no step touched at their initial values, and moves the touched ones', async () => {
     const n = 2000;
     // sequences over items 1..20 only; BCE negatives touch a few random rows per step

@@ -359,7 +359,10 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
         step++;
         const parts = sampler.batch(o.batchSize, chunks);
         // before the chunks' buffers move to the workers, and before they write their slots
-        if (sparse) touched = zeroTouched(parts);
+        if (sparse) {
+          touched = zeroTouched(parts);
+          for (const c of parts) c.touched = touched;
+        }
         let total = 0;
         for (const c of parts) total += c.rows;
         const norm = 1 / total;
