@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { choleskyInPlace, invertSpd, jacobiEigen, ridge, topEigen, topK } from '../src/shop/linalg.js';
+import { choleskyInPlace, invertSpd, jacobiEigen, orthonormalizeColumns, ridge, topEigen, topK } from '../src/shop/linalg.js';
 import { Rng } from '@atomem/bench/rng';
 
 /** A random SPD matrix BᵀB + nI (row-major). */
@@ -56,6 +56,45 @@ describe('linear algebra of the trainer', () => {
     };
     const top = topEigen(apply, n, 3, () => rng.normal(), 200, 6);
     for (let c = 0; c < 3; c++) expect(top.values[c] / full.values[c]).toBeCloseTo(1, 6);
+  });
+
+  it('orthonormalizeColumns keeps each column in the span of the earlier ones, and zeroes a collapsed column', () => {
+    const n = 3000;
+    const d = 12;
+    const rng = new Rng(4);
+    const A = Float64Array.from({ length: n * d }, () => rng.normal());
+    for (let r = 0; r < n; r++) A[r * d + 1] = 3 * A[r * d] + 1e-3 * A[r * d + 1]; // nearly dependent
+    const Q = A.slice();
+    orthonormalizeColumns(Q, n, d);
+    const dot = (X: Float64Array, i: number, Y: Float64Array, j: number) => {
+      let s = 0;
+      for (let r = 0; r < n; r++) s += X[r * d + i] * Y[r * d + j];
+      return s;
+    };
+    for (let i = 0; i < d; i++) for (let j = 0; j <= i; j++) expect(Math.abs(dot(Q, i, Q, j) - (i === j ? 1 : 0))).toBeLessThan(1e-10);
+    // R = QᵀA is upper triangular with a positive diagonal (the QR with R's diagonal > 0)
+    for (let i = 0; i < d; i++) {
+      expect(dot(Q, i, A, i)).toBeGreaterThan(0);
+      for (let j = 0; j < i; j++) expect(Math.abs(dot(Q, i, A, j))).toBeLessThan(1e-8);
+    }
+    // a dependent column (Cholesky's pivot vanishes): the Gram–Schmidt fallback, finite, the others intact
+    const B = Float64Array.from({ length: 100 * 3 }, () => rng.normal());
+    for (let r = 0; r < 100; r++) B[r * 3 + 2] = B[r * 3] - 2 * B[r * 3 + 1];
+    const B0 = B.slice();
+    orthonormalizeColumns(B, 100, 3);
+    expect(B.every(Number.isFinite)).toBe(true);
+    let s01 = 0;
+    let s0 = 0;
+    for (let r = 0; r < 100; r++) {
+      s01 += B[r * 3] * B[r * 3 + 1];
+      s0 += B[r * 3] * B0[r * 3];
+    }
+    expect(Math.abs(s01)).toBeLessThan(1e-12);
+    expect(s0).toBeGreaterThan(0);
+    // an exactly zero column stays zero
+    const Z = Float64Array.from({ length: 50 * 2 }, (_, k) => (k % 2 === 0 ? rng.normal() : 0));
+    orthonormalizeColumns(Z, 50, 2);
+    for (let r = 0; r < 50; r++) expect(Z[r * 2 + 1]).toBe(0);
   });
 
   it('ridge solves the regularised least squares', () => {

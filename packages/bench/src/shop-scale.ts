@@ -11,6 +11,9 @@
  * 2. Trains it with the shipped CLI (`atomem-shop`, a child process: `--stats` gives seconds per
  *    stage, peak RSS from getrusage and the file's bytes).
  *    `--engine duckdb` runs its counting stages as SQL on embedded DuckDB (`--engine` of the CLI).
+ *    With `--sasrec-budget S` (default 600; 0 = none) the CLI also trains the sequence model
+ *    (`--sasrec`, SASRec within S seconds, early stopping on validation); its bytes, steps and
+ *    validation NDCG@10 go into the row's `sasrec`.
  * 3. The baseline, in the same run: a plain item-kNN (cosine over distinct users, top-k per item
  *    from inverted lists; the log read with the same streaming reader) in its own child process.
  *
@@ -197,6 +200,8 @@ interface Row {
   fileBytes: number;
   stages: Record<string, number>;
   baseline: { method: string; seconds: number; peakRssBytes: number };
+  /** The sequence model, when trained: file bytes, steps, seconds, why it stopped, validation NDCG@10 of the kept weights. */
+  sasrec: { bytes: number; steps: number; seconds: number; stoppedBy: string; bestStep: number; validationNdcg10: number | null } | null;
   firstVisitBytes: null;
   visitBytes: null;
   firstRecommendationMs: null;
@@ -214,6 +219,16 @@ async function main(): Promise<void> {
     .option('--keep <dir>', 'generate into (and keep) this folder instead of a temp one')
     .option('--ease <method>', 'passed to atomem-shop --ease (default: its auto choice)')
     .option('--engine <name>', 'passed to atomem-shop --engine (duckdb: counting stages as SQL)')
+    .option(
+      '--sasrec-budget <seconds>',
+      'train the sequence model too, within this many seconds (0: no sequence model)',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('--sasrec-budget must be a number ≥ 0');
+        return n;
+      },
+      600,
+    )
     .option('--baseline-only', 'internal: run the baseline item-kNN')
     .option('--baseline-args <json>', 'internal');
   program.parse(process.argv.slice(2), { from: 'user' });
@@ -225,6 +240,7 @@ async function main(): Promise<void> {
     keep?: string;
     ease?: string;
     engine?: string;
+    sasrecBudget: number;
     baselineOnly?: boolean;
     baselineArgs?: string;
   }>();
@@ -255,6 +271,7 @@ async function main(): Promise<void> {
       statsPath,
       ...(o.ease ? ['--ease', o.ease] : []),
       ...(o.engine ? ['--engine', o.engine] : []),
+      ...(o.sasrecBudget > 0 ? ['--sasrec', join(dir, 'sasrec.bin'), '--sasrec-budget', String(o.sasrecBudget)] : []),
     ]);
     if (code !== 0) throw new Error(`atomem-shop exited with ${code}`);
     const stats = JSON.parse(readFileSync(statsPath, 'utf8')) as {
@@ -263,6 +280,7 @@ async function main(): Promise<void> {
       peakRssBytes: number;
       fileBytes: number;
       stages: Record<string, number>;
+      sasrec?: Row['sasrec'] & Record<string, unknown>;
     };
     const bStats = join(dir, 'baseline.json');
     const bCode = await run([
@@ -290,6 +308,16 @@ async function main(): Promise<void> {
       fileBytes: stats.fileBytes,
       stages: stats.stages,
       baseline: { method: 'item-kNN top-32 (cosine, inverted lists)', seconds: base.seconds, peakRssBytes: base.peakRssBytes },
+      sasrec: stats.sasrec
+        ? {
+            bytes: stats.sasrec.bytes,
+            steps: stats.sasrec.steps,
+            seconds: stats.sasrec.seconds,
+            stoppedBy: stats.sasrec.stoppedBy,
+            bestStep: stats.sasrec.bestStep,
+            validationNdcg10: stats.sasrec.validationNdcg10,
+          }
+        : null,
       firstVisitBytes: null,
       visitBytes: null,
       firstRecommendationMs: null,
@@ -310,6 +338,10 @@ async function main(): Promise<void> {
     out2(`| CPU seconds (atomem-shop) | ${stats.cpuSeconds.toFixed(1)} | — | load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores |`);
     out2(`| peak RSS | ${mb(stats.peakRssBytes)} | ${mb(base.peakRssBytes)} | ${(stats.peakRssBytes / base.peakRssBytes).toFixed(2)}× |`);
     out2(`| file bytes | ${stats.fileBytes.toLocaleString('en')} | — | — |`);
+    if (row.sasrec)
+      out2(
+        `| SASRec | ${row.sasrec.bytes.toLocaleString('en')} bytes, ${row.sasrec.steps} steps in ${row.sasrec.seconds.toFixed(0)} s (${row.sasrec.stoppedBy}), validation NDCG@10 ${row.sasrec.validationNdcg10?.toFixed(4) ?? '—'} | — | — |`,
+      );
     if (o.json) {
       let prev: { rows: Row[] } = { rows: [] };
       try {

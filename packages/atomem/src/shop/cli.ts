@@ -5,6 +5,7 @@
  *   npx atomem-shop --interactions interactions.jsonl --items items.jsonl --out shop-model.bin
  *       [--content catalog-vectors.bin] [--epsilon 4] [--delta 1e-6] [--until 2026-01-01]
  *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 128] [--engine duckdb]
+ *       [--sasrec sasrec.bin [--sasrec-budget 600] [--sasrec-epochs 80]]
  *       [--no-progress] [--stats stats.json]
  *
  * The bin of the published package (`dist/node/shop-cli.js`, vite.node.config.ts); in the
@@ -16,6 +17,10 @@
  * interactions still get a vector when `--content` gives theirs). `--content`: a catalog vector
  * file from `atomem-vectors` (format v1 or v2): the content vectors of the hybrid item vectors.
  * `--epsilon`: user-level (ε, δ)-DP for the whole file (see `train.ts`); default none.
+ * `--sasrec`: also train the sequence model (SASRec, `sasrec/budgeted.ts`: sampled softmax, lazy
+ * Adam on the touched embedding rows, early stopping on held-out last items, at most
+ * `--sasrec-budget` seconds) and write it there (`serializeSasrec`, f16 item embeddings; its item
+ * i + 1 is the shop model file's item i).
  *
  * Progress with an ETA on stderr (`--no-progress` to silence). One summary line on stdout. Exit codes: 0 ok, 2 bad usage or input, 1 anything else.
  */
@@ -26,6 +31,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { decodeCatalogFile } from '../protocol/catalog-vectors-v2.js';
 import { encodeShopModel, shopModelSizes } from '../protocol/shop-model-v1.js';
 import { LogInputError, progressReporter, readCatalogFile, readLogFile } from './log-reader.js';
+import { serializeSasrec } from './sasrec/model.js';
 import { trainShopModel, type TrainOptions } from './train.js';
 
 /** A usage or input problem: exit code 2. */
@@ -66,6 +72,9 @@ export async function main(
       ]),
     )
     .option('--ease-neighbours <k>', 'neighbourhood size of local EASE (default 128)', number('--ease-neighbours', 1))
+    .option('--sasrec <file>', 'also train the sequence model (SASRec) and write it to this file')
+    .option('--sasrec-budget <seconds>', 'wall-clock budget of the SASRec training', number('--sasrec-budget', 1), 600)
+    .option('--sasrec-epochs <n>', 'upper bound on SASRec epochs (early stopping on validation usually ends it sooner)', number('--sasrec-epochs', 1), 80)
     .option('--no-progress', 'no progress lines on stderr')
     .addOption(
       new Option(
@@ -93,7 +102,13 @@ export async function main(
       progress?: boolean;
       stats?: string;
       engine?: 'duckdb';
+      sasrec?: string;
+      sasrecBudget: number;
+      sasrecEpochs: number;
     }>();
+    if (o.sasrec !== undefined && o.epsilon !== undefined)
+      throw new ShopCliError('--sasrec with --epsilon: the sequence model is not trained with differential privacy; drop one of them');
+    if (!Number.isInteger(o.sasrecEpochs)) throw new ShopCliError(`--sasrec-epochs must be an integer, got ${o.sasrecEpochs}`);
     const tStart = performance.now();
     const report = o.progress === false ? undefined : progressReporter(io.stderr);
     // Seconds per stage: each interval between two progress calls belongs to the stage that
@@ -157,6 +172,41 @@ export async function main(
     await writeFile(tmp, bytes);
     await rename(tmp, o.out);
     const sizes = shopModelSizes(bytes);
+    let sasrecStats: Record<string, unknown> | undefined;
+    let sasrecNote = '';
+    if (o.sasrec !== undefined) {
+      const { sequencesFromColumns, trainSasrecBudgeted } = await import('./sasrec/budgeted.js');
+      const seqs = sequencesFromColumns(log.columns(), log.users.length, opts.until);
+      if (!seqs.some((q) => q.length >= 2)) throw new ShopCliError('--sasrec: no user has two positive interactions');
+      const r = await trainSasrecBudgeted(seqs, log.items.length, {
+        budgetSeconds: o.sasrecBudget,
+        maxEpochs: o.sasrecEpochs,
+        onProgress: (p) => {
+          progress('sasrec', p.fraction, 1);
+          if (p.validation && report)
+            io.stderr(
+              `atomem-shop: sasrec step ${p.step}/${p.plannedSteps} (${p.seconds.toFixed(0)} s of ${o.sasrecBudget}), loss ${Number.isFinite(p.loss) ? p.loss.toFixed(4) : '-'}, validation NDCG@10 ${p.validation.ndcg10.toFixed(4)} (best ${p.validation.best.toFixed(4)} at step ${p.validation.bestStep})\n`,
+            );
+        },
+      });
+      const sasrecBytes = serializeSasrec(r.weights, { itemEmbedding: 'f16' });
+      const tmpS = `${o.sasrec}.tmp-${process.pid}`;
+      await writeFile(tmpS, sasrecBytes);
+      await rename(tmpS, o.sasrec);
+      mark('sasrec');
+      const best = r.validation.find((v) => v.step === r.bestStep)?.ndcg10 ?? null;
+      sasrecStats = {
+        bytes: sasrecBytes.length,
+        steps: r.steps,
+        seconds: r.seconds,
+        stoppedBy: r.stoppedBy,
+        bestStep: r.bestStep,
+        validationUsers: r.validationUsers,
+        validationNdcg10: best,
+        validation: r.validation,
+      };
+      sasrecNote = `; SASRec ${sasrecBytes.length} bytes, ${r.steps} steps in ${r.seconds.toFixed(0)} s (${r.stoppedBy}${best !== null ? `, validation NDCG@10 ${best.toFixed(4)} at step ${r.bestStep}` : ''})`;
+    }
     const peakRssBytes = process.resourceUsage().maxRSS * 1024;
     if (o.stats)
       await writeFile(
@@ -171,6 +221,7 @@ export async function main(
             peakRssBytes,
             fileBytes: bytes.length,
             sizes,
+            ...(sasrecStats ? { sasrec: sasrecStats } : {}),
           },
           null,
           1,
@@ -179,7 +230,7 @@ export async function main(
     const cold = model.vectors ? model.vectors.cold.reduce((a, b) => a + b, 0) : 0;
     io.stdout(
       `${o.out}: ${bytes.length} bytes, ${catalog.length} items (${cold} with content-only vectors), ${log.length} log rows${skipped ? ` (${skipped} of unknown items skipped)` : ''}, ` +
-        `${model.privacy ? `(ε ${model.privacy.epsilon}, δ ${model.privacy.delta})-DP` : 'no DP'}, ${((performance.now() - t0) / 1000).toFixed(1)} s, peak RSS ${(peakRssBytes / 2 ** 20).toFixed(0)} MB; lists ${sizes['list.ease'] + sizes['list.knn'] + sizes['list.markov']} B, vectors ${sizes.vectors ?? 0} B\n`,
+        `${model.privacy ? `(ε ${model.privacy.epsilon}, δ ${model.privacy.delta})-DP` : 'no DP'}, ${((performance.now() - t0) / 1000).toFixed(1)} s, peak RSS ${(peakRssBytes / 2 ** 20).toFixed(0)} MB; lists ${sizes['list.ease'] + sizes['list.knn'] + sizes['list.markov']} B, vectors ${sizes.vectors ?? 0} B${sasrecNote}\n`,
     );
     return 0;
   } catch (e) {

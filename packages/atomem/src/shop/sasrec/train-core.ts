@@ -54,6 +54,13 @@ export interface ChunkData {
    * the row's own positive among them is masked out. Absent: BCE with `negatives`.
    */
   softmax?: Int32Array;
+  /**
+   * Lazy embedding updates: every item row this chunk reads or writes (its inputs, targets,
+   * negatives and softmax items; more is allowed). Then only those rows of the item embedding
+   * are copied in, zeroed and added to `grads` — the rest of `grads`' item rows are left as
+   * they are — so a chunk costs O(rows · d) there instead of O(catalog · d).
+   */
+  touched?: Int32Array;
 }
 
 type ArrayCtor = Float32ArrayConstructor | Float64ArrayConstructor;
@@ -305,7 +312,10 @@ export class GradCore {
   forward(params: ArrayLike<number>, data: ChunkData, train: boolean, dropout = 0, seed: ArrayLike<number> = [1, 2, 3, 4]): F {
     this.prepare(data);
     const p = this.P;
-    if (params !== p) p.set(params);
+    if (params !== p) {
+      if (data.touched && ArrayBuffer.isView(params)) this.eachRange(data.touched, (a, b) => p.set((params as Float32Array).subarray(a, b), a));
+      else p.set(params);
+    }
     const { dim: d, maxLen: L, heads: H } = this.layout.config;
     const lay = this.layout;
     const mm = this.mm;
@@ -510,7 +520,8 @@ export class GradCore {
     const Z = this.forward(params, data, dropout > 0, dropout, seed);
     const p = this.P;
     const g = this.G;
-    g.fill(0);
+    if (data.touched) this.eachRange(data.touched, (a, b) => g.fill(0, a, b));
+    else g.fill(0);
     const { dim: d, maxLen: L, heads: H } = this.layout.config;
     const lay = this.layout;
     const mm = this.mm;
@@ -673,8 +684,22 @@ export class GradCore {
     }
     // padding row stays zero
     g.fill(0, lay.itemEmb, lay.itemEmb + d);
-    for (let k = 0; k < g.length; k++) grads[k] += g[k];
+    if (data.touched)
+      this.eachRange(data.touched, (a, b) => {
+        for (let k = a; k < b; k++) grads[k] += g[k];
+      });
+    else for (let k = 0; k < g.length; k++) grads[k] += g[k];
     return loss * norm;
+  }
+
+  /** Calls `f(from, to)` for the parameters outside the item embedding and for each item row in `rows`. */
+  private eachRange(rows: Int32Array, f: (from: number, to: number) => void): void {
+    const d = this.layout.config.dim;
+    const e0 = this.layout.itemEmb;
+    const e1 = e0 + (this.layout.numItems + 1) * d;
+    if (e0 > 0) f(0, e0);
+    for (let k = 0; k < rows.length; k++) f(e0 + rows[k] * d, e0 + (rows[k] + 1) * d);
+    if (e1 < this.layout.size) f(e1, this.layout.size);
   }
 
   /**

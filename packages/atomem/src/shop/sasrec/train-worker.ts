@@ -22,10 +22,11 @@ const core = new GradCore(init.layout, init.maxRows, init.maxSeqs, { softmaxItem
 const params = new Float32Array(init.paramsSab);
 const P = init.layout.size;
 
-parentPort!.on('message', (msg: { chunk: number; data: ChunkData; norm: number; seed: Uint32Array }) => {
+parentPort!.on('message', (msg: { chunk: number; data: ChunkData; norm: number; seed: Uint32Array; zeroed?: boolean }) => {
   try {
     const g = new Float32Array(init.gradsSab, msg.chunk * P * 4, P);
-    g.fill(0);
+    // why: with sparse embeddings the main thread zeroed the rows this step touches.
+    if (!msg.zeroed) g.fill(0);
     const loss = core.lossAndGrad(params, g, msg.data, msg.norm, init.dropout, msg.seed);
     parentPort!.postMessage({ loss });
   } catch (e) {

@@ -60,6 +60,21 @@ export interface SasrecTrainOptions {
   /** Start from these weights instead of a fresh initialisation. */
   init?: SasrecWeights;
   /**
+   * Item-embedding rows are zeroed, summed and updated only where a step touched them (its
+   * inputs, positives, negatives and softmax items: lazy Adam, as TensorFlow's LazyAdam), so a
+   * step costs O(rows touched · d) there instead of O(catalog · d). Default false (the
+   * original's dense updates, bit-identical to earlier releases).
+   */
+  sparseEmbeddings?: boolean;
+  /** Wall-clock budget in seconds: training stops after the step that reaches it. Default none. */
+  budgetSeconds?: number;
+  /**
+   * Called after every step with its loss; `weights` is a live view (copy to keep). Returning
+   * `false` stops training after this step.
+   */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a callback that returns nothing is the common case
+  onStep?: (step: number, loss: number, weights: SasrecWeights, seconds: number) => void | boolean;
+  /**
    * Called after each epoch with its mean loss; `weights` is a live view (copy to keep).
    * Returning `false` stops training after this epoch (early stopping).
    */
@@ -97,6 +112,8 @@ export interface TrainResult {
   steps: number;
   seconds: number;
   threads: number;
+  /** Why training ended: all `epochs` ran, the time budget, or a callback returned false. */
+  stoppedBy: 'epochs' | 'budget' | 'callback';
 }
 
 /** TensorFlow-default initialisation (Glorot uniform for matrices and tables). */
@@ -284,6 +301,51 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
       h.worker.postMessage(msg, transfer);
     });
 
+  const sparse = o.sparseEmbeddings ?? false;
+  if (o.budgetSeconds !== undefined && !(o.budgetSeconds > 0)) throw new RangeError(`trainSasrec: budgetSeconds must be positive, got ${o.budgetSeconds}`);
+  // Sparse mode: the item-embedding rows a step touches, and the parameter ranges it updates
+  // (every parameter outside the item embedding, plus those rows).
+  const d = config.dim;
+  const E0 = layout.itemEmb;
+  const E1 = E0 + (numItems + 1) * d;
+  const rowMark = new Int32Array(numItems + 1);
+  let rowStamp = 0;
+  let touched: Int32Array = new Int32Array(0);
+  const zeroTouched = (parts: ChunkData[]): Int32Array => {
+    rowStamp++;
+    const rows: number[] = [];
+    const add = (a: ArrayLike<number>) => {
+      for (let k = 0; k < a.length; k++) {
+        const r = a[k];
+        if (rowMark[r] !== rowStamp) {
+          rowMark[r] = rowStamp;
+          rows.push(r);
+        }
+      }
+    };
+    for (const c of parts) {
+      add(c.inputs);
+      add(c.targets);
+      add(c.negatives);
+      if (c.softmax) add(c.softmax);
+    }
+    const out = Int32Array.from(rows).sort();
+    for (let c = 0; c < chunks; c++) {
+      const gc = grads[c];
+      gc.fill(0, 0, E0);
+      gc.fill(0, E1, P);
+      for (const r of out) gc.fill(0, E0 + r * d, E0 + (r + 1) * d);
+    }
+    return out;
+  };
+  const sparseRanges = (rows: Int32Array): Array<[number, number]> => {
+    const out: Array<[number, number]> = [];
+    if (E0 > 0) out.push([0, E0]);
+    for (const r of rows) out.push([E0 + r * d, E0 + (r + 1) * d]);
+    if (E1 < P) out.push([E1, P]);
+    return out;
+  };
+  let stoppedBy: TrainResult['stoppedBy'] = 'epochs';
   const started = performance.now();
   const losses: number[] = [];
   let step = 0;
@@ -292,9 +354,15 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
     if (sampler.users === 0) throw new RangeError('trainSasrec: no sequence has 2 or more items');
     for (let epoch = 1; epoch <= o.epochs; epoch++) {
       let epochLoss = 0;
+      let stepsDone = 0;
       for (let s = 0; s < stepsPerEpoch; s++) {
         step++;
         const parts = sampler.batch(o.batchSize, chunks);
+        // before the chunks' buffers move to the workers, and before they write their slots
+        if (sparse) {
+          touched = zeroTouched(parts);
+          for (const c of parts) c.touched = touched;
+        }
         let total = 0;
         for (const c of parts) total += c.rows;
         const norm = 1 / total;
@@ -304,7 +372,7 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
         parts.forEach((c, ci) => {
           const t = ci % threads;
           if (t > 0) {
-            const msg = { chunk: ci, data: c, norm, seed: dropoutSeed(o.seed, step, ci) };
+            const msg = { chunk: ci, data: c, norm, seed: dropoutSeed(o.seed, step, ci), zeroed: sparse };
             jobs.push(onWorker(workers[t - 1], msg, [c.inputs.buffer, c.targets.buffer, c.negatives.buffer, c.lens.buffer] as ArrayBuffer[]));
           } else local.push(ci);
         });
@@ -312,48 +380,95 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
         // chunks wait for the earlier ones (postMessage queues them in order).
         let loss = 0;
         for (const ci of local) {
-          grads[ci].fill(0);
+          if (!sparse) grads[ci].fill(0);
           loss += core.lossAndGrad(params, grads[ci], parts[ci], norm, o.dropout, dropoutSeed(o.seed, step, ci));
         }
         for (const l of await Promise.all(jobs)) loss += l;
-        g.set(grads[0]);
-        for (let c = 1; c < parts.length; c++) {
-          const gc = grads[c];
-          for (let k = 0; k < P; k++) g[k] += gc[k];
+        if (!sparse) {
+          g.set(grads[0]);
+          for (let c = 1; c < parts.length; c++) {
+            const gc = grads[c];
+            for (let k = 0; k < P; k++) g[k] += gc[k];
+          }
+          if (o.l2 > 0) loss += addL2(layout, params, g, o.l2);
+          adam(params, g, m, v, step, o.lr, o.beta1, o.beta2, o.epsilon);
+        } else {
+          const ranges = sparseRanges(touched);
+          for (const [a, b] of ranges) {
+            g.set(grads[0].subarray(a, b), a);
+            for (let c = 1; c < parts.length; c++) {
+              const gc = grads[c];
+              for (let k = a; k < b; k++) g[k] += gc[k];
+            }
+          }
+          if (o.l2 > 0) loss += addL2(layout, params, g, o.l2, touched);
+          for (const [a, b] of ranges) adam(params, g, m, v, step, o.lr, o.beta1, o.beta2, o.epsilon, a, b);
         }
-        if (o.l2 > 0) loss += addL2(layout, params, g, o.l2);
-        adam(params, g, m, v, step, o.lr, o.beta1, o.beta2, o.epsilon);
         params.fill(0, layout.itemEmb, layout.itemEmb + config.dim);
         epochLoss += loss;
+        stepsDone++;
+        const seconds = (performance.now() - started) / 1000;
+        if (options.onStep?.(step, loss, live, seconds) === false) {
+          stoppedBy = 'callback';
+          break;
+        }
+        if (o.budgetSeconds !== undefined && seconds >= o.budgetSeconds) {
+          stoppedBy = 'budget';
+          break;
+        }
       }
-      losses.push(epochLoss / stepsPerEpoch);
-      if ((await options.onEpoch?.(epoch, epochLoss / stepsPerEpoch, live)) === false) break;
+      if (stepsDone > 0) losses.push(epochLoss / stepsDone);
+      if (stoppedBy !== 'epochs') break;
+      if ((await options.onEpoch?.(epoch, epochLoss / stepsPerEpoch, live)) === false) {
+        stoppedBy = 'callback';
+        break;
+      }
     }
   } finally {
     await Promise.all(workers.map((h) => h.worker.terminate()));
   }
   const out = new Float32Array(P);
   out.set(params);
-  return { weights: weightsView(layout, out), losses, steps: step, seconds: (performance.now() - started) / 1000, threads };
+  return { weights: weightsView(layout, out), losses, steps: step, seconds: (performance.now() - started) / 1000, threads, stoppedBy };
 }
 
-/** Adds l2·θ to the embedding gradients; returns ½·l2·‖θ‖² of the embeddings. */
-function addL2(layout: Layout, p: Float32Array, g: Float32Array, l2: number): number {
+/**
+ * Adds l2·θ to the embedding gradients; returns ½·l2·‖θ‖² of the embeddings (with `rows`: of
+ * those item rows and the position embedding only).
+ */
+function addL2(layout: Layout, p: Float32Array, g: Float32Array, l2: number, rows?: Int32Array): number {
   let s = 0;
-  const end = layout.posEmb + layout.config.maxLen * layout.config.dim;
-  for (let k = layout.itemEmb; k < end; k++) {
-    g[k] += l2 * p[k];
-    s += p[k] * p[k];
-  }
+  const d = layout.config.dim;
+  const range = (a: number, b: number) => {
+    for (let k = a; k < b; k++) {
+      g[k] += l2 * p[k];
+      s += p[k] * p[k];
+    }
+  };
+  if (rows) for (const r of rows) range(layout.itemEmb + r * d, layout.itemEmb + (r + 1) * d);
+  else range(layout.itemEmb, layout.posEmb);
+  range(layout.posEmb, layout.posEmb + layout.config.maxLen * d);
   return 0.5 * l2 * s;
 }
 
-/** One Adam step with TensorFlow's bias correction folded into the rate. */
-export function adam(p: Float32Array, g: Float32Array, m: Float32Array, v: Float32Array, t: number, lr: number, b1: number, b2: number, eps: number): void {
+/** One Adam step (on parameters `from`..`to`) with TensorFlow's bias correction folded into the rate. */
+export function adam(
+  p: Float32Array,
+  g: Float32Array,
+  m: Float32Array,
+  v: Float32Array,
+  t: number,
+  lr: number,
+  b1: number,
+  b2: number,
+  eps: number,
+  from = 0,
+  to = p.length,
+): void {
   const lrt = (lr * Math.sqrt(1 - b2 ** t)) / (1 - b1 ** t);
   const c1 = 1 - b1;
   const c2 = 1 - b2;
-  for (let k = 0; k < p.length; k++) {
+  for (let k = from; k < to; k++) {
     const gk = g[k];
     const mk = (m[k] = b1 * m[k] + c1 * gk);
     const vk = (v[k] = b2 * v[k] + c2 * gk * gk);
