@@ -267,7 +267,7 @@ export function knnOfMatrix(flat: Float32Array, n: number, dim: number, options:
   // the cells missed: add the HNSW candidates to their rows (each keeps the best k of both)
   // why: the HNSW candidates complete rows the cells mostly found, so a cheaper index does (efs 32:
   // on the two 100k catalogs where the cells miss, recall@10 0.966 / 0.989 for 0.71 / 0.60 of
-  // the time with DECISIONS 41's efs, which gave 0.985 / 0.999; BENCHMARKS.md, stop 22)
+  // the time with DECISIONS 41's efs, which gave 0.985 / 0.999; BENCHMARKS.md, "Item-space clustering at scale")
   const complement = { ...options, expansionAdd: options.expansionAdd ?? AUTO_HNSW_EF, expansionSearch: options.expansionSearch ?? AUTO_HNSW_EF };
   hnswInto(flat, n, dim, k, complement, c.neighbours, c.sims, onProgress && ((s) => onProgress(0.6 + 0.4 * s)));
   const both: KnnGraph = { k, neighbours: c.neighbours, sims: c.sims, exact, method: 'cells+hnsw', cellsRecall };

@@ -1,4 +1,4 @@
-// The index service under faults and abuse (issue 14), over real HTTP and real SQLite files:
+// The index service under faults and abuse, over real HTTP and real SQLite files:
 // disk full, corrupted / emptied / missing / foreign database files, a read-only data dir,
 // slow clients, connection floods, header rotation, CORS, metrics, the dimension registry.
 // Each fault ends with the data intact, the state named (health or the start error) and a

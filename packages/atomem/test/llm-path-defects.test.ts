@@ -1,5 +1,5 @@
 /**
- * The LLM path defects found by review (issue 12): each test fails on the old behaviour.
+ * The LLM path defects: each test fails on the old behaviour.
  */
 import { describe, expect, it } from 'vitest';
 import { createScriptedModel } from '../src/models/scripted.js';

@@ -1,4 +1,4 @@
-/** Single-item memories that were never reinforced are absorbed into the interest they belong to (issue 12, item 6). */
+/** Single-item memories that were never reinforced are absorbed into the interest they belong to. */
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '../src/core/config.js';
 import { rulesPlanner, singletonAbsorptions } from '../src/core/planner.js';

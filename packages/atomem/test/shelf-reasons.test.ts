@@ -1,5 +1,5 @@
 /**
- * The shelf's reasons (issue 12, item 6): each card's reasons are the sources of its own score
+ * The shelf's reasons: each card's reasons are the sources of its own score
  * relative to the list, worded by what the shopper did, with correct plurals, no positive reason
  * on a negative score, and reasons for the shop model's signals too.
  */

@@ -556,7 +556,7 @@ export class AtomemMethod implements Method {
       forwardAccuracy: this.forwardSteps ? this.forwardCorrect / this.forwardSteps : 0,
       memoriesPerUser: mean([...this.agents.values()].map((a) => a.snapshot.memories.length)),
       trainingEvents: this.trainingEvents,
-      // ARS's six operations per 1,000 training events (issue 12: does the lifecycle act?)
+      // ARS's six operations per 1,000 training events (does the lifecycle act?)
       lifecyclePer1000: Object.fromEntries(
         ['extract', 'reinforce', 'weaken', 'merge', 'forget', 'resynthesize'].map((op) => [
           op,

@@ -254,7 +254,7 @@ export async function main(argv: string[]): Promise<number> {
       ...(o.llmUrl ? { 'atomem.llmUrl': o.llmUrl } : {}),
       ...(o.llmModel ? { 'atomem.llmModel': o.llmModel } : {}),
     };
-    // `ablations`: every ablation of atomem that applies to this run (issue 12), after the methods listed before it
+    // `ablations`: every ablation of atomem that applies to this run, after the methods listed before it
     const listed = (names: string[]) => [...new Set(names.flatMap((m) => (m === 'ablations' ? ablationsFor(params) : [m])))];
     const unknown = listed(o.methods ?? []).filter((m) => !methodFactories.has(m));
     if (unknown.length) throw new BenchUsageError(`unknown method ${unknown.join(', ')} (known: ${defaultMethods().join(', ')})`);

@@ -31,7 +31,7 @@ const TYPES: Record<string, string> = {
   '.bin': 'application/octet-stream',
 };
 
-/** Budgets of issue 10 (bytes, decimal MB). */
+/** First-visit budgets (bytes, decimal MB). */
 export const FIRST_VISIT_BUDGET = { withVectors: 5e6, withoutVectors: 10e6 };
 
 /** One first visit. */

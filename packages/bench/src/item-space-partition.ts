@@ -1,5 +1,5 @@
 /**
- * Exploration (stop 21; the service's path since stop 22 is packages/atomem-index/src/knn-cells.ts): the item-space kNN graph from a k-means
+ * Exploration (the service's path is packages/atomem-index/src/knn-cells.ts): the item-space kNN graph from a k-means
  * partition instead of HNSW — k-means cells of about `LEAF` items (centroids trained on a sample,
  * `ITERS` rounds; `BRANCH` cells per level), each item a data point in its `OVER` nearest cells
  * and a query in its nearest, and the exact 21 nearest within a cell (usearch `exactSearch` on
@@ -9,7 +9,7 @@
  * (clustered unit vectors, n / 200 clusters, noise 0.8; 512-d unless `DIM`); recall@10 against
  * usearch's exact search on 1,000 random items. Command:
  * `BRANCH=200 LEAF=500 OVER=2 node -C atomem-source --import tsx packages/bench/src/item-space-partition.ts 100000`
- * (figures in BENCHMARKS.md, "Item-space clustering at scale", stop 21).
+ * (figures in BENCHMARKS.md, "Item-space clustering at scale").
  */
 import usearch, { type BatchMatches } from 'usearch';
 import { mulberry32 } from './rng.js';

@@ -1,5 +1,5 @@
-// The benchmark's atomem with the shop's published model on the device (issue 11) and its
-// ablations (issue 12), through the CLI on a small synthetic two-taste dataset written as jsonl.
+// The benchmark's atomem with the shop's published model on the device and its
+// ablations, through the CLI on a small synthetic two-taste dataset written as jsonl.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
