@@ -27,7 +27,7 @@ import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
 import { OHTTP_GATEWAY_PATHS, OHTTP_MAX_REQUEST_BYTES, OHTTP_MEDIA, OHTTP_RELAY_PATHS, decodeKeys } from 'atomem/protocol';
 import { addressKeyer, corsOriginOption, installConnectionCaps, resolveNetworkLimits, type CorsOrigins, type NetworkLimits } from './edge.js';
-import type { LogStream } from './service.js';
+import { loggerConfig, type LoggerOption } from './log.js';
 
 /** Options of {@link createRelay}. */
 export interface RelayOptions {
@@ -57,7 +57,7 @@ export interface RelayOptions {
   /** Clock. Default `Date.now`. */
   now?: () => number;
   /** As the index service's `logger`: JSON lines without addresses, headers or bodies. */
-  logger?: boolean | { level?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'; stream?: LogStream };
+  logger?: LoggerOption;
 }
 
 /** What one flush did. */
@@ -91,20 +91,6 @@ export function shuffle<T>(a: T[]): T[] {
     [a[i], a[j]] = [a[j], a[i]];
   }
   return a;
-}
-
-function loggerConfig(option: RelayOptions['logger']) {
-  if (option === undefined || option === false) return false;
-  const o = option === true ? {} : option;
-  return {
-    level: o.level ?? 'info',
-    ...(o.stream ? { stream: o.stream } : {}),
-    base: null,
-    serializers: {
-      req: (req: { method?: string; url?: string }) => ({ method: req.method, url: req.url }),
-      res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode }),
-    },
-  };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -46,11 +46,9 @@ import {
   type EdgeCounters,
   type NetworkLimits,
 } from './edge.js';
+import { loggerConfig, type LoggerOption } from './log.js';
 
-/** Where log lines go when the service is given logger options (pino destination). */
-export interface LogStream {
-  write(line: string): void;
-}
+export type { LogStream } from './log.js';
 
 /** Options of {@link createIndexService}. */
 export interface IndexServiceOptions {
@@ -102,7 +100,7 @@ export interface IndexServiceOptions {
    * `false` (default): no logging. `true` or options: JSON lines (pino) to `stream` (default
    * stdout) at `level` (default `info`), never with IP addresses or host names.
    */
-  logger?: boolean | { level?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'; stream?: LogStream };
+  logger?: LoggerOption;
   /** SQLite `synchronous` (see ./report-store.ts). Default `normal`: acknowledged writes survive SIGKILL. */
   synchronous?: 'normal' | 'full';
   /** Verifiable aggregation: this service as the Prio3 leader or helper (./prio3-service.ts). Default off. */
@@ -183,22 +181,6 @@ const ROUTE_NAMES: Record<string, string> = {
   [OHTTP_GATEWAY_PATHS.gateway]: 'ohttp.gateway',
   [OHTTP_GATEWAY_PATHS.keys]: 'ohttp.keys',
 };
-
-function loggerConfig(option: IndexServiceOptions['logger']) {
-  if (option === undefined || option === false) return false;
-  const o = option === true ? {} : option;
-  return {
-    level: o.level ?? 'info',
-    ...(o.stream ? { stream: o.stream } : {}),
-    // why: pino's default bindings carry pid and hostname; the service logs neither
-    base: null,
-    serializers: {
-      // why: fastify's default req serializer logs remoteAddress, remotePort and host
-      req: (req: { method?: string; url?: string }) => ({ method: req.method, url: req.url }),
-      res: (res: { statusCode?: number }) => ({ statusCode: res.statusCode }),
-    },
-  };
-}
 
 /**
  * Build the service: opens (or creates) the data dir and its stores, registers the routes and
