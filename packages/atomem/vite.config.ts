@@ -44,9 +44,10 @@ export default defineConfig({
     rolldownOptions: {
       // why: known-harmless warnings only (each explained in scripts/quiet-logs.ts)
       onLog: quietHarmless,
-      // why: Prio3 (`sync/prio3-report.ts`) loads @divviup/prio3 and @hpke/core on demand, as optional peers: a shop
-      // that reports through two aggregators installs them; the others download nothing of it
-      external: [/^@tensorflow\//, /^@tensorflow-models\//, /^@energetic-ai\//, /^@huggingface\//, /^@divviup\//, /^@hpke\//, /^node:/, /^vite$/],
+      // why: Prio3 (`sync/prio3-report.ts`) loads @divviup/prio3 on demand, as an optional peer (MPL-2.0, kept out of
+      // dist): a shop that reports through two aggregators installs it. @hpke/core (MIT, HPKE for OHTTP and Prio3
+      // shares) is bundled: `atomem/protocol` imports it statically for OHTTP
+      external: [/^@tensorflow\//, /^@tensorflow-models\//, /^@energetic-ai\//, /^@huggingface\//, /^@divviup\//, /^node:/, /^vite$/],
       // why: the third-party licence comments (`@license`, `/*!`) stay in the bundles.
       output: { comments: { legal: true } },
     },

@@ -150,6 +150,9 @@ describe('the on-device scorer', () => {
     const core = readFileSync(new URL('../src/core/types.ts', import.meta.url), 'utf8');
     expect(core).not.toMatch(/^import (?!type)/m);
     const format = readFileSync(new URL('../src/protocol/shop-model-v1.ts', import.meta.url), 'utf8');
-    expect(format).not.toMatch(/^import /m);
+    expect([...format.matchAll(/^import .* from '([^']+)';$/gm)].map((m) => m[1])).toEqual(['./sections.js']);
+    const sections = readFileSync(new URL('../src/protocol/sections.ts', import.meta.url), 'utf8');
+    expect(sections).not.toMatch(/^import /m);
+    for (const banned of ['process.', 'Date.now', 'Math.random', 'globalThis', 'fetch(']) expect(sections.includes(banned), banned).toBe(false);
   });
 });
