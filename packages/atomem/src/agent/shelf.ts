@@ -11,7 +11,7 @@ import { rank, standardize, strongerAction, type Candidate, type RankedItem, typ
 import { cleanIntent, intentTerms, selectIntentMemories, termMatch, type IntentMemory } from '../core/intent.js';
 import type { CommunityContext, KnownCommunity } from '../core/retrieve.js';
 import { dot, meanNormalized } from '../core/vector.js';
-import { demoteDuplicates, diversify } from '../core/diversify.js';
+import { demoteDuplicates, diversify, nearDuplicates, tailNorms } from '../core/diversify.js';
 import { explain, whyKey, type Why } from '../core/explain.js';
 import type { Action, AtomicMemory } from '../core/types.js';
 import { decodePrototypes, matchMemory } from '../community/release.js';
@@ -652,6 +652,9 @@ export class Shelf {
     return reasons.length === r.reasons.length && reasons.every((x, i) => x === r.reasons[i]) ? r : { ...r, reasons };
   }
 
+  /** Unit centred content vectors by content vector, for the catalog mean they were centred with (see {@link withoutDuplicates}). */
+  private centredCache?: { mean: Float32Array; byVector: WeakMap<Float32Array, { vector: Float32Array; tails: Float64Array }> };
+
   /**
    * Near-duplicates of an owned item (bought: `config.duplicateActions`) beyond
    * `config.duplicateKeep` per owned item moved after the first row (see core/diversify.ts
@@ -665,7 +668,12 @@ export class Shelf {
     // the candidates a first row can reach: the row, plus as many as could be set aside
     const reach = out.slice(0, Math.min(out.length, depth * (1 + Math.max(1, owned.length)) + 8));
     const mean = await this.items.contentMean();
-    const centred = (v: Float32Array) => {
+    // why cached: an item's content vector and the catalog mean are stable objects until the catalog or the space changes
+    if (this.centredCache?.mean !== mean) this.centredCache = { mean, byVector: new WeakMap() };
+    const cache = this.centredCache.byVector;
+    const centred = (v: Float32Array): { vector: Float32Array; tails: Float64Array } => {
+      const hit = cache.get(v);
+      if (hit) return hit;
       const c = new Float32Array(v.length);
       let norm = 0;
       for (let d = 0; d < v.length; d++) {
@@ -674,11 +682,13 @@ export class Shelf {
       }
       norm = Math.sqrt(norm) || 1;
       for (let d = 0; d < v.length; d++) c[d] /= norm;
-      return c;
+      const entry = { vector: c, tails: tailNorms(c) };
+      cache.set(v, entry);
+      return entry;
     };
     const ownedVecs = (await this.items.contentVectorsOf(owned)).map((e) => centred(e.vector));
     const candVecs = (await this.items.contentVectorsOf(reach.map((r) => r.id))).map((e) => centred(e.vector));
-    const dupes = candVecs.map((v) => owned.filter((_, k) => dot(v, ownedVecs[k]) >= this.config.duplicateSimilarity));
+    const dupes = nearDuplicates(candVecs, ownedVecs, this.config.duplicateSimilarity).map((hits) => hits.map((k) => owned[k]));
     const order = demoteDuplicates(dupes, this.config.duplicateKeep, depth);
     if (order.every((k, i) => k === i)) return out;
     return [...order.map((k, i) => ({ ...out[k], score: out[i].score })), ...out.slice(reach.length)];
