@@ -7,7 +7,17 @@
  */
 import type { AtomemConfig } from '../core/config.js';
 import { actionWeight, salience } from '../core/memory.js';
-import { rank, standardize, strongerAction, type Candidate, type RankedItem, type Reason, type RecentSignal } from '../core/rank.js';
+import {
+  memoriesById,
+  nameLinkedItems,
+  rank,
+  standardize,
+  strongerAction,
+  type Candidate,
+  type RankedItem,
+  type Reason,
+  type RecentSignal,
+} from '../core/rank.js';
 import { cleanIntent, intentTerms, selectIntentMemories, termMatch, type IntentMemory } from '../core/intent.js';
 import type { CommunityContext, KnownCommunity } from '../core/retrieve.js';
 import { dot, meanNormalized } from '../core/vector.js';
@@ -194,7 +204,7 @@ export class Shelf {
     const limit = opts.limit ?? (candidates === undefined ? DEFAULT_LIMIT : Infinity);
     if (opts.limit !== undefined && (!Number.isInteger(opts.limit) || opts.limit < 1))
       throw new TypeError(`limit must be an integer ≥ 1, got ${String(opts.limit)}`);
-    if (candidates === undefined) return (await this.recommend(await this.wholeCatalogShortlist(opts, limit), { ...opts, limit: undefined })).slice(0, limit);
+    if (candidates === undefined) return this.recommend(await this.wholeCatalogShortlist(opts, limit), { ...opts, limit });
     if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
     const rerankN = opts.rerank ?? 0;
     if (!Number.isInteger(rerankN) || rerankN < 0) throw new TypeError(`rerank must be an integer ≥ 0, got ${String(opts.rerank)}`);
@@ -253,6 +263,9 @@ export class Shelf {
     const linked = [...new Set(this.life.state.memories.flatMap((m) => m.items))].filter((id) => this.items.has(id));
     const linkedVecs = await this.items.vectorsOf(linked);
     const itemVectors = new Map(linked.map((id, i) => [id, linkedVecs[i].vector]));
+    // why deferred: with fewer cards returned than ranked, only the cards that can be shown (or whose reasons
+    // the first row's ordering reads) get their memory reasons' items named, a cosine per linked item and card
+    const defer = limit < ids.length;
     let ranked = rank(
       {
         memories: this.life.state.memories,
@@ -265,6 +278,7 @@ export class Shelf {
         itemVectors,
         weights,
         extraReasons,
+        deferItems: defer,
       },
       this.config,
     );
@@ -272,12 +286,37 @@ export class Shelf {
     const firstVisit = intentText === undefined && this.life.state.memories.length === 0 && !this.life.state.events.some((e) => actionWeight(e.action) > 0);
     if (firstVisit) ranked = this.byPrior(ranked, vectorOf, shop ? extra : undefined, ids);
     const known = new Map<string, Float32Array>([...itemVectors, ...recent.map((x) => [x.item, x.vector] as const), ...vectorOf]);
-    ranked = ranked.map((r) => this.withinDepartment(r, known));
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
     const actionOf = this.actionLookup();
-    let out: Recommendation[] = ranked.map((r) => ({ ...r, why: explain(r, titleOf, 3, actionOf) }));
-    if (!firstVisit && opts.diversify !== false && this.config.diversity > 0) out = this.diversified(out, vectorOf, now);
+    // a card as shown: its memory reasons' items named (when deferred), kept within its department, worded
+    const byId = defer ? memoriesById(this.life.state.memories) : undefined;
+    const shown = (r: RankedItem): Recommendation => {
+      if (byId) nameLinkedItems(r.reasons, { id: r.id, vector: vectorOf.get(r.id)! }, byId, itemVectors);
+      const kept = this.withinDepartment(r, known);
+      return { ...kept, why: explain(kept, titleOf, 3, actionOf) };
+    };
+    const ready = new Map<string, Recommendation>();
+    const full = (r: RankedItem): Recommendation => {
+      let x = ready.get(r.id);
+      if (!x) ready.set(r.id, (x = shown(r)));
+      return x;
+    };
+    const original = new Map(ranked.map((r) => [r.id, r]));
+    // deferred cards carry this `why` until shown (see `materialize`)
+    const UNSHOWN: Why[] = [];
+    let out: Recommendation[] = defer ? ranked.map((r) => ({ ...r, why: UNSHOWN })) : ranked.map(full);
+    // the first `n` cards made as shown (their reasons and why from `full`, a `why` set by diversification kept)
+    const materialize = (n: number) => {
+      for (let i = 0; i < Math.min(n, out.length); i++) {
+        const r = out[i];
+        const f = full(original.get(r.id)!);
+        out[i] = { ...r, reasons: f.reasons, why: r.why === UNSHOWN ? f.why : r.why };
+      }
+    };
+    const whyOf = (r: Recommendation) => (r.why === UNSHOWN ? full(original.get(r.id)!).why : r.why);
+    if (!firstVisit && opts.diversify !== false && this.config.diversity > 0) out = this.diversified(out, vectorOf, now, whyOf);
     if (opts.diversify !== false && this.config.duplicateSimilarity > 0) out = await this.withoutDuplicates(out);
+    if (defer) materialize(Math.max(limit, this.config.diversityDepth, rerankN));
     varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf);
     const top = Math.min(rerankN, out.length);
     if (top >= 2 && this.life.reasoner !== this.life.rules) out = [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
@@ -695,7 +734,12 @@ export class Shelf {
   }
 
   /** The first row made to cover each strong interest (see core/diversify.ts). */
-  private diversified(out: Recommendation[], vectorOf: ReadonlyMap<string, Float32Array>, now: number): Recommendation[] {
+  private diversified(
+    out: Recommendation[],
+    vectorOf: ReadonlyMap<string, Float32Array>,
+    now: number,
+    whyOf: (r: Recommendation) => Why[] = (r) => r.why,
+  ): Recommendation[] {
     const positive = this.life.state.memories.filter((m) => m.strength > 0 && m.embedding.vector.length === (vectorOf.values().next().value?.length ?? -1));
     const aspects = positive.map((m) => ({ vector: m.embedding.vector, weight: salience(this.config, m, now) * Math.log1p(m.evidence) }));
     const depth = this.config.diversityDepth;
@@ -708,7 +752,7 @@ export class Shelf {
     return order.map((k, i) => {
       const r = { ...out[k], score: out[i].score };
       // a card brought into the first row for an interest says which, if its own reasons had nothing positive
-      if (i < depth && k >= depth && (r.why[0].kind === 'low-score' || r.why[0].kind === 'no-support')) {
+      if (i < depth && k >= depth && (whyOf(r)[0].kind === 'low-score' || whyOf(r)[0].kind === 'no-support')) {
         const v = vectorOf.get(r.id)!;
         const best = positive
           .map((m, a) => ({ m, w: aspects[a].weight, s: dot(m.embedding.vector, v) }))

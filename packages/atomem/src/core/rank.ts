@@ -100,6 +100,11 @@ export interface RankInput {
   weights?: Readonly<Record<string, number>>;
   /** Reasons behind the `extra` signals, per candidate (same order); placed before the ranker's own (e.g. the stated intent's). */
   extraReasons?: ReadonlyArray<readonly Reason[]>;
+  /**
+   * Leave the memory reasons' `item` and `alternatives` out (the caller names them with
+   * {@link nameLinkedItems} for the items it shows): they cost a cosine per linked item and card.
+   */
+  deferItems?: boolean;
 }
 
 /** Most reasons kept per ranked item. */
@@ -264,6 +269,51 @@ export function features(input: RankInput, cfg: AtomemConfig, c: Candidate, inde
 }
 
 /**
+ * Name, on each memory reason of a card (in place), the memory's linked item closest to the card
+ * (`item`, not the card itself) and the next closest (`alternatives`, up to 3), ties in link
+ * order; what {@link rank} does unless `deferItems`. `memories`: by id.
+ */
+export function nameLinkedItems(
+  reasons: readonly Reason[],
+  c: Candidate,
+  memories: ReadonlyMap<string, AtomicMemory>,
+  itemVectors: ReadonlyMap<string, Float32Array>,
+): void {
+  // why cached: memories share linked items, and each linked item's cosine to this card is needed once
+  const sims = new Map<string, number>();
+  for (const r of reasons) {
+    if (r.kind !== 'memory') continue;
+    const memory = memories.get(r.memoryId);
+    // the 4 closest linked items, best first, ties in link order (as a stable sort would give)
+    const near: { id: string; s: number }[] = [];
+    for (const id of memory?.items ?? []) {
+      if (id === c.id) continue;
+      let s = sims.get(id);
+      if (s === undefined) {
+        const v = itemVectors.get(id);
+        if (!v) continue;
+        s = dot(v, c.vector);
+        sims.set(id, s);
+      }
+      if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
+      let at = near.length;
+      while (at > 0 && s > near[at - 1].s) at--;
+      near.splice(at, 0, { id, s });
+      if (near.length > NEAR_KEPT) near.length = NEAR_KEPT;
+    }
+    if (near.length) r.item = near[0].id;
+    if (near.length > 1) r.alternatives = near.slice(1).map((x) => x.id);
+  }
+}
+
+/** Memories by id, the first of a repeated id winning (as `Array.find` would). */
+export function memoriesById(memories: readonly AtomicMemory[]): Map<string, AtomicMemory> {
+  const byId = new Map<string, AtomicMemory>();
+  for (const m of memories) if (!byId.has(m.id)) byId.set(m.id, m);
+  return byId;
+}
+
+/**
  * Rank candidates, best first: each signal is standardised within the list, then weighted
  * (`cfg.weights`). Ties keep the input order (callers shuffle first). Each item's reasons are
  * the sources of its own score relative to the list (see {@link Reason}), largest first: a
@@ -298,14 +348,7 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   }
   const itemVectors = input.itemVectors;
   let byId: Map<string, AtomicMemory> | undefined;
-  const memoryById = () => {
-    if (!byId) {
-      byId = new Map();
-      // why first wins: as `find` would
-      for (const m of input.memories) if (!byId.has(m.id)) byId.set(m.id, m);
-    }
-    return byId;
-  };
+  const memoryById = () => (byId ??= memoriesById(input.memories));
   const out = per.map((p, i) => {
     const reasons: Reason[] = [];
     for (const u of p.units) {
@@ -319,33 +362,7 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     reasons.length = Math.min(reasons.length, MAX_REASONS);
     reasons.sort((a, b) => b.contribution - a.contribution);
     const c = input.candidates[i];
-    if (itemVectors) {
-      // why cached: memories share linked items, and each linked item's cosine to this card is needed once
-      const sims = new Map<string, number>();
-      for (const r of reasons) {
-        if (r.kind !== 'memory') continue;
-        const memory = memoryById().get(r.memoryId);
-        // the 4 closest linked items, best first, ties in link order (as a stable sort would give)
-        const near: { id: string; s: number }[] = [];
-        for (const id of memory?.items ?? []) {
-          if (id === c.id) continue;
-          let s = sims.get(id);
-          if (s === undefined) {
-            const v = itemVectors.get(id);
-            if (!v) continue;
-            s = dot(v, c.vector);
-            sims.set(id, s);
-          }
-          if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
-          let at = near.length;
-          while (at > 0 && s > near[at - 1].s) at--;
-          near.splice(at, 0, { id, s });
-          if (near.length > NEAR_KEPT) near.length = NEAR_KEPT;
-        }
-        if (near.length) r.item = near[0].id;
-        if (near.length > 1) r.alternatives = near.slice(1).map((x) => x.id);
-      }
-    }
+    if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, memoryById(), itemVectors);
     const given = input.extraReasons?.[i];
     return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
   });
