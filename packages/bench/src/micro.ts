@@ -1,7 +1,8 @@
 /**
  * Node microbenchmarks of the memory engine (`npm run bench:micro`): prints p50/p95 of
- * observe → memory updated (item embedding cached), of ranking 10 candidates, and memory
- * per 1,000 atomic memories, each beside a baseline measured in the same run.
+ * observe → memory updated (item embedding cached), of ranking 10 candidates, of a
+ * whole-catalog `recommend` (no candidates), and memory per 1,000 atomic memories, each beside
+ * a baseline measured in the same run.
  * Uses a synthetic catalog (no dataset needed) and the real USE-lite embedder.
  * Run with `node --expose-gc` (the npm script does) for the memory figure.
  */
@@ -86,6 +87,22 @@ async function main(): Promise<void> {
     if (acc === 42) console.log(''); // keeps the loop from being optimised away
   }
 
+  // 2b. whole-catalog recommend (no candidates: shortlist, then the full scorer and reasons on it).
+  const whole: number[] = [];
+  const wholeScan: number[] = [];
+  const all = await vectors.vectorsOf(items.map((it) => it.id));
+  for (let i = 0; i < 60; i++) {
+    const t0 = performance.now();
+    await agent.recommend(undefined, { limit: 20 });
+    whole.push(performance.now() - t0);
+    // Baseline: every catalog item's dot product with every memory (no shortlist, no reasons).
+    const t1 = performance.now();
+    let acc = 0;
+    for (const v of all) for (const m of agent.snapshot.memories) for (let k = 0; k < v.vector.length; k++) acc += v.vector[k] * m.embedding.vector[k];
+    wholeScan.push(performance.now() - t1);
+    if (acc === 42) console.log('');
+  }
+
   // 3. memory per 1,000 atomic memories (512-d).
   const gc = (globalThis as { gc?: () => void }).gc;
   gc?.();
@@ -142,6 +159,13 @@ async function main(): Promise<void> {
       fmt(pct(rank, 95)),
       `bare cosine scan: ${fmt(pct(scan, 50))}`,
       `${(pct(rank, 50) / Math.max(1e-6, pct(scan, 50))).toFixed(1)}× the bare scan`,
+    ],
+    [
+      `whole-catalog recommend (${items.length} items, limit 20)`,
+      fmt(pct(whole, 50)),
+      fmt(pct(whole, 95)),
+      `bare scan of every item: ${fmt(pct(wholeScan, 50))}`,
+      `${(pct(whole, 50) / Math.max(1e-6, pct(wholeScan, 50))).toFixed(1)}× the bare scan`,
     ],
     [
       `memory per 1,000 atomic memories (512-d, heap + array buffers, measured on ${measured})${gc ? '' : ' (run with --expose-gc)'}`,

@@ -7,11 +7,21 @@
  */
 import type { AtomemConfig } from '../core/config.js';
 import { actionWeight, salience } from '../core/memory.js';
-import { rank, standardize, strongerAction, type Candidate, type RankedItem, type Reason, type RecentSignal } from '../core/rank.js';
+import {
+  memoriesById,
+  nameLinkedItems,
+  rank,
+  standardize,
+  strongerAction,
+  type Candidate,
+  type RankedItem,
+  type Reason,
+  type RecentSignal,
+} from '../core/rank.js';
 import { cleanIntent, intentTerms, selectIntentMemories, termMatch, type IntentMemory } from '../core/intent.js';
 import type { CommunityContext, KnownCommunity } from '../core/retrieve.js';
 import { dot, meanNormalized } from '../core/vector.js';
-import { demoteDuplicates, diversify } from '../core/diversify.js';
+import { demoteDuplicates, diversify, nearDuplicates, tailNorms } from '../core/diversify.js';
 import { explain, whyKey, type Why } from '../core/explain.js';
 import type { Action, AtomicMemory } from '../core/types.js';
 import { decodePrototypes, matchMemory } from '../community/release.js';
@@ -194,7 +204,7 @@ export class Shelf {
     const limit = opts.limit ?? (candidates === undefined ? DEFAULT_LIMIT : Infinity);
     if (opts.limit !== undefined && (!Number.isInteger(opts.limit) || opts.limit < 1))
       throw new TypeError(`limit must be an integer ≥ 1, got ${String(opts.limit)}`);
-    if (candidates === undefined) return (await this.recommend(await this.wholeCatalogShortlist(opts, limit), { ...opts, limit: undefined })).slice(0, limit);
+    if (candidates === undefined) return this.recommend(await this.wholeCatalogShortlist(opts, limit), { ...opts, limit });
     if (!Array.isArray(candidates)) throw new TypeError('candidates must be an array of item ids');
     const rerankN = opts.rerank ?? 0;
     if (!Number.isInteger(rerankN) || rerankN < 0) throw new TypeError(`rerank must be an integer ≥ 0, got ${String(opts.rerank)}`);
@@ -253,6 +263,9 @@ export class Shelf {
     const linked = [...new Set(this.life.state.memories.flatMap((m) => m.items))].filter((id) => this.items.has(id));
     const linkedVecs = await this.items.vectorsOf(linked);
     const itemVectors = new Map(linked.map((id, i) => [id, linkedVecs[i].vector]));
+    // why deferred: with fewer cards returned than ranked, only the cards that can be shown (or whose reasons
+    // the first row's ordering reads) get their memory reasons' items named, a cosine per linked item and card
+    const defer = limit < ids.length;
     let ranked = rank(
       {
         memories: this.life.state.memories,
@@ -265,6 +278,7 @@ export class Shelf {
         itemVectors,
         weights,
         extraReasons,
+        deferItems: defer,
       },
       this.config,
     );
@@ -272,12 +286,37 @@ export class Shelf {
     const firstVisit = intentText === undefined && this.life.state.memories.length === 0 && !this.life.state.events.some((e) => actionWeight(e.action) > 0);
     if (firstVisit) ranked = this.byPrior(ranked, vectorOf, shop ? extra : undefined, ids);
     const known = new Map<string, Float32Array>([...itemVectors, ...recent.map((x) => [x.item, x.vector] as const), ...vectorOf]);
-    ranked = ranked.map((r) => this.withinDepartment(r, known));
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
     const actionOf = this.actionLookup();
-    let out: Recommendation[] = ranked.map((r) => ({ ...r, why: explain(r, titleOf, 3, actionOf) }));
-    if (!firstVisit && opts.diversify !== false && this.config.diversity > 0) out = this.diversified(out, vectorOf, now);
+    // a card as shown: its memory reasons' items named (when deferred), kept within its department, worded
+    const byId = defer ? memoriesById(this.life.state.memories) : undefined;
+    const shown = (r: RankedItem): Recommendation => {
+      if (byId) nameLinkedItems(r.reasons, { id: r.id, vector: vectorOf.get(r.id)! }, byId, itemVectors);
+      const kept = this.withinDepartment(r, known);
+      return { ...kept, why: explain(kept, titleOf, 3, actionOf) };
+    };
+    const ready = new Map<string, Recommendation>();
+    const full = (r: RankedItem): Recommendation => {
+      let x = ready.get(r.id);
+      if (!x) ready.set(r.id, (x = shown(r)));
+      return x;
+    };
+    const original = new Map(ranked.map((r) => [r.id, r]));
+    // deferred cards carry this `why` until shown (see `materialize`)
+    const UNSHOWN: Why[] = [];
+    let out: Recommendation[] = defer ? ranked.map((r) => ({ ...r, why: UNSHOWN })) : ranked.map(full);
+    // the first `n` cards made as shown (their reasons and why from `full`, a `why` set by diversification kept)
+    const materialize = (n: number) => {
+      for (let i = 0; i < Math.min(n, out.length); i++) {
+        const r = out[i];
+        const f = full(original.get(r.id)!);
+        out[i] = { ...r, reasons: f.reasons, why: r.why === UNSHOWN ? f.why : r.why };
+      }
+    };
+    const whyOf = (r: Recommendation) => (r.why === UNSHOWN ? full(original.get(r.id)!).why : r.why);
+    if (!firstVisit && opts.diversify !== false && this.config.diversity > 0) out = this.diversified(out, vectorOf, now, whyOf);
     if (opts.diversify !== false && this.config.duplicateSimilarity > 0) out = await this.withoutDuplicates(out);
+    if (defer) materialize(Math.max(limit, this.config.diversityDepth, rerankN));
     varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf);
     const top = Math.min(rerankN, out.length);
     if (top >= 2 && this.life.reasoner !== this.life.rules) out = [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
@@ -652,6 +691,9 @@ export class Shelf {
     return reasons.length === r.reasons.length && reasons.every((x, i) => x === r.reasons[i]) ? r : { ...r, reasons };
   }
 
+  /** Unit centred content vectors by content vector, for the catalog mean they were centred with (see {@link withoutDuplicates}). */
+  private centredCache?: { mean: Float32Array; byVector: WeakMap<Float32Array, { vector: Float32Array; tails: Float64Array }> };
+
   /**
    * Near-duplicates of an owned item (bought: `config.duplicateActions`) beyond
    * `config.duplicateKeep` per owned item moved after the first row (see core/diversify.ts
@@ -665,7 +707,12 @@ export class Shelf {
     // the candidates a first row can reach: the row, plus as many as could be set aside
     const reach = out.slice(0, Math.min(out.length, depth * (1 + Math.max(1, owned.length)) + 8));
     const mean = await this.items.contentMean();
-    const centred = (v: Float32Array) => {
+    // why cached: an item's content vector and the catalog mean are stable objects until the catalog or the space changes
+    if (this.centredCache?.mean !== mean) this.centredCache = { mean, byVector: new WeakMap() };
+    const cache = this.centredCache.byVector;
+    const centred = (v: Float32Array): { vector: Float32Array; tails: Float64Array } => {
+      const hit = cache.get(v);
+      if (hit) return hit;
       const c = new Float32Array(v.length);
       let norm = 0;
       for (let d = 0; d < v.length; d++) {
@@ -674,18 +721,25 @@ export class Shelf {
       }
       norm = Math.sqrt(norm) || 1;
       for (let d = 0; d < v.length; d++) c[d] /= norm;
-      return c;
+      const entry = { vector: c, tails: tailNorms(c) };
+      cache.set(v, entry);
+      return entry;
     };
     const ownedVecs = (await this.items.contentVectorsOf(owned)).map((e) => centred(e.vector));
     const candVecs = (await this.items.contentVectorsOf(reach.map((r) => r.id))).map((e) => centred(e.vector));
-    const dupes = candVecs.map((v) => owned.filter((_, k) => dot(v, ownedVecs[k]) >= this.config.duplicateSimilarity));
+    const dupes = nearDuplicates(candVecs, ownedVecs, this.config.duplicateSimilarity).map((hits) => hits.map((k) => owned[k]));
     const order = demoteDuplicates(dupes, this.config.duplicateKeep, depth);
     if (order.every((k, i) => k === i)) return out;
     return [...order.map((k, i) => ({ ...out[k], score: out[i].score })), ...out.slice(reach.length)];
   }
 
   /** The first row made to cover each strong interest (see core/diversify.ts). */
-  private diversified(out: Recommendation[], vectorOf: ReadonlyMap<string, Float32Array>, now: number): Recommendation[] {
+  private diversified(
+    out: Recommendation[],
+    vectorOf: ReadonlyMap<string, Float32Array>,
+    now: number,
+    whyOf: (r: Recommendation) => Why[] = (r) => r.why,
+  ): Recommendation[] {
     const positive = this.life.state.memories.filter((m) => m.strength > 0 && m.embedding.vector.length === (vectorOf.values().next().value?.length ?? -1));
     const aspects = positive.map((m) => ({ vector: m.embedding.vector, weight: salience(this.config, m, now) * Math.log1p(m.evidence) }));
     const depth = this.config.diversityDepth;
@@ -698,7 +752,7 @@ export class Shelf {
     return order.map((k, i) => {
       const r = { ...out[k], score: out[i].score };
       // a card brought into the first row for an interest says which, if its own reasons had nothing positive
-      if (i < depth && k >= depth && (r.why[0].kind === 'low-score' || r.why[0].kind === 'no-support')) {
+      if (i < depth && k >= depth && (whyOf(r)[0].kind === 'low-score' || whyOf(r)[0].kind === 'no-support')) {
         const v = vectorOf.get(r.id)!;
         const best = positive
           .map((m, a) => ({ m, w: aspects[a].weight, s: dot(m.embedding.vector, v) }))

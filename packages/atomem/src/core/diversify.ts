@@ -105,3 +105,57 @@ export function demoteDuplicates(dupes: readonly (readonly string[])[], keep: nu
   }
   return [...row, ...aside, ...identity.slice(i)];
 }
+
+/** Dimensions at which {@link nearDuplicates} checks whether a pair can still reach the threshold. */
+const CHECKS = 4;
+
+/** Norms of `v` from each checkpoint of {@link CHECKS} (the part {@link nearDuplicates} has not summed yet); last entry 0. */
+export function tailNorms(v: Float32Array): Float64Array {
+  const step = Math.ceil(v.length / CHECKS);
+  const out = new Float64Array(CHECKS + 1);
+  for (let k = CHECKS - 1; k >= 0; k--) {
+    let q = out[k + 1] ** 2;
+    for (let d = Math.min(v.length, (k + 1) * step) - 1; d >= k * step; d--) q += v[d] * v[d];
+    out[k] = Math.sqrt(q);
+  }
+  return out;
+}
+
+/** Slack on the Cauchy–Schwarz bound for rounding (the sums' errors are ~1e-13 at 1,000 dimensions). */
+const SLACK = 1e-7;
+
+/**
+ * For each candidate, the indices of `owned` whose dot product with it is ≥ `threshold` — the
+ * same answer as comparing the full dot product (summed in index order) of every pair: a pair is
+ * given up early only when its partial sum plus the Cauchy–Schwarz bound of the rest (from
+ * {@link tailNorms}) stays below the threshold by more than rounding can explain. Vectors of one dimension.
+ */
+export function nearDuplicates(
+  candidates: readonly { vector: Float32Array; tails: Float64Array }[],
+  owned: readonly { vector: Float32Array; tails: Float64Array }[],
+  threshold: number,
+): number[][] {
+  return candidates.map((c) => {
+    const a = c.vector;
+    const step = Math.ceil(a.length / CHECKS);
+    const hits: number[] = [];
+    for (let o = 0; o < owned.length; o++) {
+      const b = owned[o].vector;
+      if (b.length !== a.length) throw new RangeError(`vector dimension mismatch: ${a.length} vs ${b.length}`);
+      const tb = owned[o].tails;
+      let s = 0;
+      let d = 0;
+      let gaveUp = false;
+      for (let k = 0; k < CHECKS; k++) {
+        const end = Math.min(a.length, (k + 1) * step);
+        for (; d < end; d++) s += a[d] * b[d];
+        if (k < CHECKS - 1 && s + c.tails[k + 1] * tb[k + 1] < threshold - SLACK) {
+          gaveUp = true;
+          break;
+        }
+      }
+      if (!gaveUp && s >= threshold) hits.push(o);
+    }
+    return hits;
+  });
+}

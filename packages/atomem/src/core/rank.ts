@@ -100,10 +100,18 @@ export interface RankInput {
   weights?: Readonly<Record<string, number>>;
   /** Reasons behind the `extra` signals, per candidate (same order); placed before the ranker's own (e.g. the stated intent's). */
   extraReasons?: ReadonlyArray<readonly Reason[]>;
+  /**
+   * Leave the memory reasons' `item` and `alternatives` out (the caller names them with
+   * {@link nameLinkedItems} for the items it shows): they cost a cosine per linked item and card.
+   */
+  deferItems?: boolean;
 }
 
 /** Most reasons kept per ranked item. */
 const MAX_REASONS = 6;
+
+/** A memory reason's closest linked item and its alternatives: at most this many in all. */
+const NEAR_KEPT = 4;
 
 /**
  * One source of a card's score (a memory, a recent item, a community, …) with its raw part of
@@ -118,8 +126,35 @@ interface Unit {
   keep: boolean;
 }
 
+/** What every candidate's {@link unitsOf} shares: the memories' weights, computed once per list. */
+interface ListWeights {
+  /** Memory → strength × decay (the `memory` signal's salience). */
+  salience: Map<AtomicMemory, number>;
+  /** Per memory (input order): salience × log(1 + evidence), the `profile` signal's weight. */
+  profile: Float64Array;
+  /** Sum of the absolute profile weights. */
+  profileSum: number;
+  /** Sum of the absolute recent-event weights. */
+  recentSum: number;
+}
+
+function listWeights(input: RankInput, cfg: AtomemConfig): ListWeights {
+  const salience = new Map<AtomicMemory, number>();
+  const profile = new Float64Array(input.memories.length);
+  let profileSum = 0;
+  input.memories.forEach((m, i) => {
+    const d = decay(cfg, m.updatedAt, input.now);
+    salience.set(m, m.strength * d);
+    profile[i] = m.strength * d * Math.log1p(m.evidence);
+    profileSum += Math.abs(profile[i]);
+  });
+  let recentSum = 0;
+  for (const e of input.recent ?? []) recentSum += Math.abs(e.weight);
+  return { salience, profile, profileSum, recentSum };
+}
+
 /** A candidate's features and the units behind them. `index` = the candidate's position. */
-function unitsOf(input: RankInput, cfg: AtomemConfig, c: Candidate, index: number): { f: Features; units: Unit[] } {
+function unitsOf(input: RankInput, cfg: AtomemConfig, c: Candidate, index: number, lw: ListWeights = listWeights(input, cfg)): { f: Features; units: Unit[] } {
   const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
   const units = new Map<string, Unit>();
   const memoryUnit = (m: AtomicMemory, similarity: number): Unit => {
@@ -133,7 +168,7 @@ function unitsOf(input: RankInput, cfg: AtomemConfig, c: Candidate, index: numbe
   };
   const r = retrieve(input.memories, c.vector, cfg, input.communities);
   for (const o of r.own) {
-    const sal = o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
+    const sal = lw.salience.get(o.memory) ?? o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
     const v = sal * o.similarity;
     f.memory += v;
     const u = memoryUnit(o.memory, o.similarity);
@@ -141,25 +176,19 @@ function unitsOf(input: RankInput, cfg: AtomemConfig, c: Candidate, index: numbe
     u.keep = true;
   }
   if (input.memories.length) {
-    let wsum = 0;
-    const terms: { m: AtomicMemory; t: number; s: number }[] = [];
-    for (const m of input.memories) {
-      const wm = m.strength * decay(cfg, m.updatedAt, input.now) * Math.log1p(m.evidence);
-      const s = dot(m.embedding.vector, c.vector);
-      terms.push({ m, t: wm * s, s });
-      wsum += Math.abs(wm);
-    }
+    const wsum = lw.profileSum;
     if (wsum > 0) {
-      for (const { m, t, s } of terms) {
+      input.memories.forEach((m, i) => {
+        const s = dot(m.embedding.vector, c.vector);
+        const t = lw.profile[i] * s;
         f.profile += t / wsum;
         // why: only memories pointing at this card (positive cosine) can be named for it.
         if (s > 0 || units.has(`m:${m.id}`)) memoryUnit(m, s).parts.profile = t / wsum;
-      }
+      });
     }
   }
   if (input.recent?.length) {
-    let wsum = 0;
-    for (const e of input.recent) wsum += Math.abs(e.weight);
+    const wsum = lw.recentSum;
     for (const e of input.recent) {
       const s = dot(e.vector, c.vector);
       const part = wsum > 0 ? (e.weight * s) / wsum : 0;
@@ -240,6 +269,51 @@ export function features(input: RankInput, cfg: AtomemConfig, c: Candidate, inde
 }
 
 /**
+ * Name, on each memory reason of a card (in place), the memory's linked item closest to the card
+ * (`item`, not the card itself) and the next closest (`alternatives`, up to 3), ties in link
+ * order; what {@link rank} does unless `deferItems`. `memories`: by id.
+ */
+export function nameLinkedItems(
+  reasons: readonly Reason[],
+  c: Candidate,
+  memories: ReadonlyMap<string, AtomicMemory>,
+  itemVectors: ReadonlyMap<string, Float32Array>,
+): void {
+  // why cached: memories share linked items, and each linked item's cosine to this card is needed once
+  const sims = new Map<string, number>();
+  for (const r of reasons) {
+    if (r.kind !== 'memory') continue;
+    const memory = memories.get(r.memoryId);
+    // the 4 closest linked items, best first, ties in link order (as a stable sort would give)
+    const near: { id: string; s: number }[] = [];
+    for (const id of memory?.items ?? []) {
+      if (id === c.id) continue;
+      let s = sims.get(id);
+      if (s === undefined) {
+        const v = itemVectors.get(id);
+        if (!v) continue;
+        s = dot(v, c.vector);
+        sims.set(id, s);
+      }
+      if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
+      let at = near.length;
+      while (at > 0 && s > near[at - 1].s) at--;
+      near.splice(at, 0, { id, s });
+      if (near.length > NEAR_KEPT) near.length = NEAR_KEPT;
+    }
+    if (near.length) r.item = near[0].id;
+    if (near.length > 1) r.alternatives = near.slice(1).map((x) => x.id);
+  }
+}
+
+/** Memories by id, the first of a repeated id winning (as `Array.find` would). */
+export function memoriesById(memories: readonly AtomicMemory[]): Map<string, AtomicMemory> {
+  const byId = new Map<string, AtomicMemory>();
+  for (const m of memories) if (!byId.has(m.id)) byId.set(m.id, m);
+  return byId;
+}
+
+/**
  * Rank candidates, best first: each signal is standardised within the list, then weighted
  * (`cfg.weights`). Ties keep the input order (callers shuffle first). Each item's reasons are
  * the sources of its own score relative to the list (see {@link Reason}), largest first: a
@@ -252,7 +326,8 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   for (const c of input.candidates) {
     if (c.vector.length !== dim) throw new RangeError(`candidate ${c.id}: dimension ${c.vector.length}, expected ${dim}`);
   }
-  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i));
+  const lw = listWeights(input, cfg);
+  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i, lw));
   const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
   const { scores, scale } = combineDetailed(
     per.map((p) => p.f),
@@ -263,18 +338,23 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   const mean = new Map<string, Record<string, number>>();
   for (const p of per) {
     for (const u of p.units) {
-      const m = mean.get(u.key) ?? {};
-      for (const [k, x] of Object.entries(u.parts)) m[k] = (m[k] ?? 0) + x / n;
-      mean.set(u.key, m);
+      let m = mean.get(u.key);
+      if (!m) {
+        m = {};
+        mean.set(u.key, m);
+      }
+      for (const k in u.parts) m[k] = (m[k] ?? 0) + u.parts[k] / n;
     }
   }
   const itemVectors = input.itemVectors;
+  let byId: Map<string, AtomicMemory> | undefined;
+  const memoryById = () => (byId ??= memoriesById(input.memories));
   const out = per.map((p, i) => {
     const reasons: Reason[] = [];
     for (const u of p.units) {
       const m = mean.get(u.key)!;
       let contribution = 0;
-      for (const [k, x] of Object.entries(u.parts)) contribution += (scale[k] ?? 0) * (x - (m[k] ?? 0));
+      for (const k in u.parts) contribution += (scale[k] ?? 0) * (u.parts[k] - (m[k] ?? 0));
       if (!u.keep && !(contribution > 1e-9)) continue;
       reasons.push({ ...u.reason, contribution } as Reason);
     }
@@ -282,20 +362,7 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     reasons.length = Math.min(reasons.length, MAX_REASONS);
     reasons.sort((a, b) => b.contribution - a.contribution);
     const c = input.candidates[i];
-    if (itemVectors) {
-      for (const r of reasons) {
-        if (r.kind !== 'memory') continue;
-        const memory = input.memories.find((x) => x.id === r.memoryId);
-        const near: { id: string; s: number }[] = [];
-        for (const id of memory?.items ?? []) {
-          const v = id === c.id ? undefined : itemVectors.get(id);
-          if (v) near.push({ id, s: dot(v, c.vector) });
-        }
-        near.sort((x, y) => y.s - x.s);
-        if (near.length) r.item = near[0].id;
-        if (near.length > 1) r.alternatives = near.slice(1, 4).map((x) => x.id);
-      }
-    }
+    if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, memoryById(), itemVectors);
     const given = input.extraReasons?.[i];
     return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
   });
