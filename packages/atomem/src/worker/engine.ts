@@ -428,6 +428,15 @@ export class Engine implements EngineApi {
     if (level === 'contribute' && !s.sync.attesterUrl)
       return Promise.reject(new TypeError("setPrivacy: 'contribute' needs index.attesterUrl (the shop's Privacy Pass attester)"));
     s.sync.privacy = level;
+    if (level !== 'contribute') {
+      // why: leaving `contribute` cancels what it scheduled (as erase() does): an unsent report and
+      // a token fetch; left in place, the report's timer would find the level changed, send
+      // nothing, and stay counted in status().sync.pending
+      if (s.sync.report) clearTimeout(s.sync.report.timer);
+      if (s.sync.tokenFetch) clearTimeout(s.sync.tokenFetch.timer);
+      s.sync.report = null;
+      s.sync.tokenFetch = null;
+    }
     return this.sync();
   }
 
@@ -610,7 +619,10 @@ export class Engine implements EngineApi {
    * and the token removed BEFORE anything is sent: if that write fails, nothing is sent.
    */
   private async sendReport(sync: SyncSession, epoch: number, health: HealthV2Response): Promise<void> {
-    if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute') return;
+    if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute') {
+      if (sync.report?.epoch === epoch) sync.report = null;
+      return;
+    }
     const out = await this.mutation(async () => {
       const { agent, store } = this.ready();
       const ledger = await store.loadLedger();
