@@ -16,27 +16,8 @@
 import { readFileSync } from 'node:fs';
 import { decodeCatalogVectors } from 'atomem/protocol';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { collect, int, num, parseTrustProxy } from './cli-args.js';
 import { createIndexService, type IndexService } from './service.js';
-
-function int(name: string, min: number): (v: string) => number {
-  return (v) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}`);
-    return n;
-  };
-}
-
-function num(name: string, min: number, max = Infinity): (v: string) => number {
-  return (v) => {
-    const n = Number(v);
-    if (!Number.isFinite(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be a number in [${min}, ${max}]`);
-    return n;
-  };
-}
-
-function collect(v: string, prev: string[]): string[] {
-  return [...prev, v];
-}
 
 /** Parsed command line of {@link main}. */
 export interface CliOptions {
@@ -69,18 +50,6 @@ export interface CliOptions {
   prio3Threshold?: number;
   prio3MinReports?: number;
   prio3TickMs?: number;
-}
-
-/** `--trust-proxy`: `true`, a hop count, or a comma-separated list of proxy addresses / CIDRs. */
-export function parseTrustProxy(v: string): boolean | number | string[] {
-  if (v === 'true') return true;
-  if (/^\d+$/.test(v)) return Number(v);
-  const list = v
-    .split(',')
-    .map((x) => x.trim())
-    .filter(Boolean);
-  if (list.length === 0) throw new InvalidArgumentError('--trust-proxy needs true, a hop count, or proxy addresses / CIDRs');
-  return list;
 }
 
 /** The commander program. */

@@ -10,31 +10,8 @@
  * then exit; a second signal exits at once.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { collect, int, parseTrustProxy } from './cli-args.js';
 import { createRelay, type Relay } from './relay.js';
-
-function int(name: string, min: number): (v: string) => number {
-  return (v) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}`);
-    return n;
-  };
-}
-
-/** `--trust-proxy`: `true`, a hop count, or a comma-separated list of proxy addresses / CIDRs (as atomem-index's). */
-function parseTrustProxy(v: string): boolean | number | string[] {
-  if (v === 'true') return true;
-  if (/^\d+$/.test(v)) return Number(v);
-  const list = v
-    .split(',')
-    .map((x) => x.trim())
-    .filter(Boolean);
-  if (list.length === 0) throw new InvalidArgumentError('--trust-proxy needs true, a hop count, or proxy addresses / CIDRs');
-  return list;
-}
-
-function collect(v: string, prev: string[]): string[] {
-  return [...prev, v];
-}
 
 /** The commander program. */
 export function program(): Command {
