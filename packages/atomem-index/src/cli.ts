@@ -15,7 +15,7 @@
 
 import { readFileSync } from 'node:fs';
 import { decodeCatalogVectors } from 'atomem/protocol';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { collect, int, num, parseTrustProxy } from './cli-args.js';
 import { createIndexService, type IndexService } from './service.js';
 

@@ -9,7 +9,7 @@
  * lines on stderr, without addresses, headers or bodies. SIGTERM / SIGINT forward what is held,
  * then exit; a second signal exits at once.
  */
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { collect, int, parseTrustProxy } from './cli-args.js';
 import { createRelay, type Relay } from './relay.js';
 
