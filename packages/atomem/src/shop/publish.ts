@@ -1,7 +1,9 @@
 /**
  * The shop part of a catalog vector file, as `atomem-vectors` publishes it (`src/vectors-cli.ts`):
  * either trained here from the shop's order log (`--log`: the shop model of `train.ts` and a
- * SASRec sequence model of `sasrec/train.ts`) or read from a file `atomem-shop` wrote
+ * SASRec sequence model trained by `sasrec/budgeted.ts` — a time budget, sampled softmax, lazy
+ * updates of the embedding rows a step touches, early stopping on held-out last items, as
+ * `atomem-shop --sasrec` trains it) or read from a file `atomem-shop` wrote
  * (`--shop-model`: a shop model v1 file, or a v2 catalog file's shop part and SASRec).
  *
  * The log is JSON Lines `{ user, item, at, action? }` (`at` epoch ms or an ISO date; ids may be
@@ -22,8 +24,10 @@ import type { ShopInteraction } from './train.js';
 /** The shop part a catalog vector file carries (shop model, optional SASRec, info). */
 export type PublishedShopPart = NonNullable<EncodeCatalogFileInput['shop']>;
 
-/** SASRec epochs by default (the trainer's validated default, `SASREC_DEFAULTS.epochs`). */
+/** Upper bound on SASRec epochs by default (the trainer's validated default, `SASREC_DEFAULTS.epochs`); early stopping usually ends sooner. */
 export const DEFAULT_SASREC_EPOCHS = 80;
+/** Wall-clock seconds of SASRec's training by default (as `atomem-shop --sasrec-budget`). */
+export const DEFAULT_SASREC_BUDGET = 600;
 /** Seed of SASRec's initialisation, sampling and dropout by default (the trainer's). */
 export const DEFAULT_SASREC_SEED = 2026;
 
@@ -36,9 +40,10 @@ export interface ShopTrainOptions {
   /** User-level (ε, δ)-DP of the shop model; SASRec is then left out. */
   epsilon?: number;
   delta: number;
-  /** Train SASRec too. */
+  /** Train SASRec too (`sasrec/budgeted.ts`: within `sasrecBudget` seconds, at most `sasrecEpochs` epochs, early stopping on held-out last items). */
   sequence: boolean;
   sasrecEpochs: number;
+  sasrecBudget: number;
   seed: number;
   /** Progress lines and bars on `stderr`. */
   progress: boolean;
@@ -207,6 +212,7 @@ export async function trainShopPart(
   });
   const shopSeconds = (performance.now() - t0) / 1000;
   let sasrec: { weights: SasrecWeights; items: string[] } | undefined;
+  let sasrecRun: Record<string, unknown> | undefined;
   let sequenceNote: string;
   if (!o.sequence) sequenceNote = 'no SASRec (--no-sequence)';
   else if (o.epsilon !== undefined) sequenceNote = 'SASRec left out: its training is not differentially private (--epsilon)';
@@ -214,12 +220,12 @@ export async function trainShopPart(
     const seqs = sasrecSequences(read.log, catalog);
     if (!seqs.some((s) => s.length >= 2)) sequenceNote = 'SASRec left out: no user has two positive interactions';
     else {
-      const { trainSasrec } = await import('./sasrec/train.js');
+      const { trainSasrecBudgeted } = await import('./sasrec/budgeted.js');
       let bar: cliProgress.SingleBar | undefined;
       if (o.progress) {
         bar = new cliProgress.SingleBar(
           {
-            format: 'SASRec    |{bar}| {value}/{total} epochs, loss {loss} {duration_formatted} (eta {eta_formatted})',
+            format: 'SASRec    |{bar}| {percentage}% step {step}, loss {loss}, validation NDCG@10 {ndcg} {duration_formatted} (budget {budget} s)',
             stream: io.stderr as NodeJS.WritableStream,
             hideCursor: true,
             clearOnComplete: false,
@@ -228,16 +234,34 @@ export async function trainShopPart(
           },
           cliProgress.Presets.shades_classic,
         );
-        bar.start(o.sasrecEpochs, 0, { loss: '-' });
+        bar.start(1000, 0, { step: 0, loss: '-', ndcg: '-', budget: o.sasrecBudget });
       }
       try {
-        const r = await trainSasrec(seqs, catalog.length, {
-          epochs: o.sasrecEpochs,
+        const r = await trainSasrecBudgeted(seqs, catalog.length, {
+          budgetSeconds: o.sasrecBudget,
+          maxEpochs: o.sasrecEpochs,
           seed: o.seed,
-          onEpoch: (epoch, loss) => void bar?.update(epoch, { loss: loss.toFixed(4) }),
+          onProgress: (p) =>
+            void bar?.update(Math.round(1000 * p.fraction), {
+              step: p.step,
+              loss: Number.isFinite(p.loss) ? p.loss.toFixed(4) : '-',
+              ...(p.validation ? { ndcg: `${p.validation.ndcg10.toFixed(4)} (best ${p.validation.best.toFixed(4)} at step ${p.validation.bestStep})` } : {}),
+            }),
         });
+        bar?.update(1000);
         sasrec = { weights: r.weights, items: catalog };
-        sequenceNote = `SASRec ${o.sasrecEpochs} epochs in ${r.seconds.toFixed(1)} s (${r.threads} threads), final loss ${r.losses.at(-1)?.toFixed(4) ?? '-'}`;
+        const best = r.validation.find((v) => v.step === r.bestStep)?.ndcg10;
+        sasrecRun = {
+          steps: r.steps,
+          seconds: r.seconds,
+          stoppedBy: r.stoppedBy,
+          bestStep: r.bestStep,
+          validationUsers: r.validationUsers,
+          validationNdcg10: best ?? null,
+        };
+        sequenceNote =
+          `SASRec ${r.steps} steps in ${r.seconds.toFixed(1)} s (${r.threads} threads, stopped by ${r.stoppedBy === 'early-stopping' ? 'early stopping' : r.stoppedBy === 'budget' ? `the ${o.sasrecBudget} s budget` : `the ${o.sasrecEpochs}-epoch bound`}` +
+          `${best !== undefined ? `; validation NDCG@10 ${best.toFixed(4)} on ${r.validationUsers} users, weights of step ${r.bestStep}` : ''})`;
       } finally {
         bar?.stop();
       }
@@ -250,6 +274,7 @@ export async function trainShopPart(
     ...(until !== undefined ? { until: new Date(until).toISOString(), skippedAfterUntil: read.afterUntil } : {}),
     privacy: model.privacy ? { epsilon: model.privacy.epsilon, delta: model.privacy.delta } : null,
     sequence: sasrec ? 'sasrec' : null,
+    ...(sasrecRun ? { sasrec: sasrecRun } : {}),
     sequenceNote,
   };
   const summary =
