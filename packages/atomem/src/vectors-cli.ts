@@ -14,12 +14,13 @@
  *                  [--cache ~/.cache/atomem/vectors-<embedder>.bin | --no-cache]
  *                  [--log interactions.jsonl [--no-sequence] [--epsilon 4 [--delta 1e-6]]
  *                   [--until 2026-01-01] [--sasrec-budget 600] [--sasrec-epochs 80] [--seed 2026]]
- *                  [--shop-model shop-model.bin] [--shards [16]]
+ *                  [--shop-model shop-model.bin [--sasrec sasrec.bin]] [--shards [16]]
  *
  * `--shards`: format v3 (`src/protocol/catalog-vectors-v3.ts`) — a small head at `--out` and the
  * items in shard files under `<out>.shards/` that the browser fetches only for the items its page
  * shows (int8 vectors; what a phone can download at 100k items). `--shop-model`: the shop model
- * `atomem-shop` wrote (or a v2 file's shop part and SASRec) instead of training with `--log`.
+ * `atomem-shop` wrote (with `--sasrec`: and the SASRec file `atomem-shop --sasrec` wrote), or a
+ * v2 file's shop part and SASRec, instead of training with `--log`.
  *
  * The disk cache (`src/embed/vectors-disk-cache.ts`) keeps every vector under a hash of the embedder id and
  * the item's text, so a nightly run embeds only new or edited products; the summary line says
@@ -105,6 +106,8 @@ interface CliOptions {
   /** Cache file, or false with --no-cache. */
   cache: string | boolean;
   shopModel?: string;
+  /** With --shop-model: the SASRec file atomem-shop wrote. */
+  sasrec?: string;
   /** Items per shard (format v3), true for the default. */
   shards?: number | boolean;
 }
@@ -157,6 +160,7 @@ function program(io: Required<VectorsCliIo>): Command {
       positiveInt('--shards', 1, 65536),
     )
     .option('--shop-model <file>', "the shop model atomem-shop wrote (or a v2 catalog file's shop part) to publish instead of training with --log")
+    .option('--sasrec <file>', 'with --shop-model: the SASRec model atomem-shop --sasrec wrote beside it, published with it')
     .option('--log <file>', "the shop's order log, JSON Lines { user, item, at, action? }: also train the shop model (and SASRec) and write format v2")
     .option('--no-sequence', 'with --log: no SASRec sequence model (shop model only; faster)')
     .option('--epsilon <x>', 'with --log: user-level (ε, δ)-DP budget of the shop model; SASRec is not DP and is then left out', positiveNumber('--epsilon'))
@@ -410,7 +414,8 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
     if (o.log && resolve(o.log) === resolve(o.out)) throw new VectorsUsageError(`--out ${o.out} is the log itself`);
     if (o.log && o.shopModel) throw new VectorsUsageError('--log and --shop-model exclude each other (train here, or publish the model atomem-shop trained)');
     const items = await readCatalog(o.catalog);
-    const published = o.shopModel ? await readShopPart(o.shopModel) : undefined;
+    if (o.sasrec !== undefined && !o.shopModel) throw new VectorsUsageError('--sasrec applies with --shop-model only (--log trains SASRec here)');
+    const published = o.shopModel ? await readShopPart(o.shopModel, o.sasrec) : undefined;
     const t0 = performance.now();
     // why at most one thread per 16 items: each thread loads its own model first (about 1 s)
     const threads = o.embedder === 'use-lite' ? Math.min(o.threads, Math.ceil(items.length / 16)) : 1;

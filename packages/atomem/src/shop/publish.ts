@@ -17,7 +17,7 @@ import cliProgress from 'cli-progress';
 import { ACTION_WEIGHTS, type Action, type Item } from '../core/types.js';
 import { catalogFileVersion, decodeCatalogFile, type EncodeCatalogFileInput } from '../protocol/catalog-vectors-v2.js';
 import { decodeShopModel } from '../protocol/shop-model-v1.js';
-import type { SasrecWeights } from '../protocol/sasrec-v1.js';
+import { deserializeSasrec, type SasrecWeights } from '../protocol/sasrec-v1.js';
 import { LogInputError } from './log-reader.js';
 import type { ShopInteraction } from './train.js';
 
@@ -57,8 +57,29 @@ function describe(v: unknown): string {
   return typeof v === 'object' ? 'an object' : typeof v;
 }
 
-/** The shop part of `--shop-model`: an `atomem-shop` file (shop model v1) or a v2 catalog file's shop model and SASRec. */
-export async function readShopPart(path: string): Promise<PublishedShopPart> {
+/**
+ * The shop part of `--shop-model`: an `atomem-shop` file (shop model v1) or a v2 catalog file's
+ * shop model and SASRec. `sasrecPath`: the SASRec file `atomem-shop --sasrec` wrote beside a
+ * shop model v1 file (its item i + 1 is the shop model's item i).
+ */
+export async function readShopPart(path: string, sasrecPath?: string): Promise<PublishedShopPart> {
+  const part = await readShopPartFile(path);
+  if (sasrecPath === undefined) return part;
+  if (part.sasrec) throw new LogInputError(`--sasrec ${sasrecPath}: --shop-model ${path} carries a SASRec model already`);
+  let weights: SasrecWeights;
+  try {
+    weights = deserializeSasrec(new Uint8Array(await readFile(sasrecPath)));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new LogInputError(`--sasrec ${sasrecPath}: ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+  }
+  const n = part.model.items.length;
+  if (weights.numItems !== n)
+    throw new LogInputError(`--sasrec ${sasrecPath}: a model of ${weights.numItems} items, the shop model has ${n} (not the SASRec file of this shop model)`);
+  return { ...part, sasrec: { weights, items: part.model.items }, info: { ...part.info, sequence: 'sasrec', sasrecModel: basename(sasrecPath) } };
+}
+
+async function readShopPartFile(path: string): Promise<PublishedShopPart> {
   let bytes: Uint8Array;
   try {
     bytes = new Uint8Array(await readFile(path));
