@@ -27,7 +27,7 @@
  * how many came from the cache and the embedding rate of the rest.
  *
  * The log is JSON Lines `{ user, item, at, action? }` (the benchmark's `jsonl` interactions
- * format; `at` epoch ms or an ISO date; ids may be numbers); rows of items not in the catalog
+ * format; `at` epoch ms or an ISO date; ids may be numbers), streamed (any size; `.gz` gunzipped); rows of items not in the catalog
  * are skipped and counted. `--epsilon` makes the shop model user-level (ε, δ)-DP; SASRec has no
  * DP training, so under `--epsilon` it is left out of the file (said in the summary).
  *

@@ -137,6 +137,19 @@ describe('atomem-vectors --log', () => {
     }
   });
 
+  it('reads the log streamed, gzipped when it ends in .gz: the same rows and model as the plain file', async () => {
+    const { gzipSync } = await import('node:zlib');
+    writeFileSync(join(dir, 'interactions.jsonl.gz'), gzipSync(readFileSync(join(dir, 'interactions.jsonl'))));
+    const plain = await run('--log', join(dir, 'interactions.jsonl'), '--no-sequence', '--no-progress', '--out', join(dir, 'plain.bin'));
+    expect(plain.code, plain.stderr).toBe(0);
+    const gz = await run('--log', join(dir, 'interactions.jsonl.gz'), '--no-sequence', '--no-progress', '--out', join(dir, 'gz.bin'));
+    expect(gz.code, gz.stderr).toBe(0);
+    const [a, b] = ['plain.bin', 'gz.bin'].map((f) => decodeCatalogFile(readFileSync(join(dir, f))));
+    expect(b.shopInfo).toMatchObject({ logRows: 481, users: 61, skippedUnknownItems: 1 });
+    expect(b.shop!.model.lists).toEqual(a.shop!.model.lists);
+    expect(b.shop!.model.popularity).toEqual(a.shop!.model.popularity);
+  });
+
   it('--until keeps only earlier rows; --help says SASRec is not DP', async () => {
     const r = await run('--log', join(dir, 'interactions.jsonl'), '--no-sequence', '--no-progress', '--until', String(1_700_000_000_000 + 600 * 60_000));
     expect(r.code, r.stderr).toBe(0);

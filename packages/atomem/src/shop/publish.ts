@@ -7,18 +7,22 @@
  * (`--shop-model`: a shop model v1 file, or a v2 catalog file's shop part and SASRec).
  *
  * The log is JSON Lines `{ user, item, at, action? }` (`at` epoch ms or an ISO date; ids may be
- * numbers); rows of items not in the catalog are skipped and counted. `epsilon` makes the shop
+ * numbers), read streamed into columns (`log-reader.ts`' {@link LogColumns}: a file of any size;
+ * gunzipped when its name ends in `.gz`); rows of items not in the catalog are skipped and counted. `epsilon` makes the shop
  * model user-level (ε, δ)-DP; SASRec has no DP training, so under `epsilon` it is left out.
  * Bad input is a {@link LogInputError} naming the file and line (the CLI exits with code 2).
  */
-import { readFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
+import { createInterface } from 'node:readline';
+import { createGunzip } from 'node:zlib';
 import cliProgress from 'cli-progress';
 import { ACTION_WEIGHTS, type Action, type Item } from '../core/types.js';
 import { catalogFileVersion, decodeCatalogFile, type EncodeCatalogFileInput } from '../protocol/catalog-vectors-v2.js';
 import { decodeShopModel } from '../protocol/shop-model-v1.js';
 import { deserializeSasrec, type SasrecWeights } from '../protocol/sasrec-v1.js';
-import { LogInputError } from './log-reader.js';
+import { LogColumns, LogInputError } from './log-reader.js';
 import type { ShopInteraction } from './train.js';
 
 /** The shop part a catalog vector file carries (shop model, optional SASRec, info). */
@@ -108,8 +112,8 @@ async function readShopPartFile(path: string): Promise<PublishedShopPart> {
 
 /** The order log as read by {@link readInteractionLog}. */
 interface InteractionLog {
-  /** Rows of catalog items before `until`, in file order. */
-  log: ShopInteraction[];
+  /** Rows of catalog items before `until`, in file order, as columns (item table: the catalog). */
+  log: LogColumns;
   /** Rows skipped because their item is not in the catalog. */
   unknownItems: number;
   /** Rows skipped because they are not before `until`. */
@@ -118,23 +122,30 @@ interface InteractionLog {
 }
 
 /**
- * Read an order log: JSON Lines `{ user, item, at, action? }` (`at` epoch ms or an ISO date,
- * `user` and `item` non-empty strings or numbers, `action` one of {@link ACTION_WEIGHTS}' keys).
- * Rows of items not in `catalog` and rows at or after `until` are skipped and counted; a
- * malformed line is a {@link LogInputError} naming the line.
+ * Read an order log, streamed (any size; gunzipped when the name ends in `.gz`): JSON Lines
+ * `{ user, item, at, action? }` (`at` epoch ms or an ISO date, `user` and `item` non-empty
+ * strings or numbers, `action` one of {@link ACTION_WEIGHTS}' keys) into columns. Rows of items
+ * not in `catalog` and rows at or after `until` are skipped and counted; a malformed line is a
+ * {@link LogInputError} naming the line. `onBytes`: bytes of the file read so far, and its size.
  */
-async function readInteractionLog(path: string, catalog: ReadonlySet<string>, until?: number): Promise<InteractionLog> {
-  let text: string;
+async function readInteractionLog(
+  path: string,
+  catalog: readonly string[],
+  until?: number,
+  onBytes?: (read: number, total: number) => void,
+): Promise<InteractionLog> {
+  let total: number;
   try {
-    text = await readFile(path, 'utf8');
+    const st = await stat(path);
+    if (st.isDirectory()) throw Object.assign(new Error('it is a directory'), { code: 'EISDIR' });
+    total = st.size;
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     throw new LogInputError(
       `cannot read --log ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : (e as Error).message}`,
     );
   }
-  const log: ShopInteraction[] = [];
-  const users = new Set<string>();
+  const log = new LogColumns(catalog, true);
   let unknownItems = 0;
   let afterUntil = 0;
   const idOf = (o: Record<string, unknown>, key: string, at: string): string => {
@@ -142,35 +153,59 @@ async function readInteractionLog(path: string, catalog: ReadonlySet<string>, un
     if ((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v))) return String(v);
     throw new LogInputError(`${at}: "${key}" is ${v === undefined ? 'missing' : describe(v)}, expected a non-empty string or a number`);
   };
-  const body = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
-  body.split(/\r?\n/).forEach((raw, i) => {
-    if (raw.trim() === '') return;
-    const at = `${path}: line ${i + 1}`;
-    let o: unknown;
-    try {
-      o = JSON.parse(raw);
-    } catch (e) {
-      throw new LogInputError(`${at} is not valid JSON (${(e as Error).message})`);
-    }
-    if (!o || typeof o !== 'object' || Array.isArray(o)) throw new LogInputError(`${at} is ${describe(o)}, expected an object { user, item, at, action? }`);
-    const row = o as Record<string, unknown>;
-    const user = idOf(row, 'user', at);
-    const item = idOf(row, 'item', at);
-    const when = typeof row.at === 'number' ? row.at : typeof row.at === 'string' ? Date.parse(row.at) : NaN;
-    if (!Number.isFinite(when)) throw new LogInputError(`${at}: "at" must be epoch milliseconds or an ISO date, got ${JSON.stringify(row.at)}`);
-    if (row.action !== undefined && (typeof row.action !== 'string' || !Object.hasOwn(ACTION_WEIGHTS, row.action))) {
-      throw new LogInputError(`${at}: unknown action ${JSON.stringify(row.action)} (one of ${Object.keys(ACTION_WEIGHTS).join(', ')})`);
-    }
-    if (!catalog.has(item)) return void unknownItems++;
-    if (until !== undefined && when >= until) return void afterUntil++;
-    users.add(user);
-    log.push({ user, item, at: when, ...(row.action !== undefined ? { action: row.action as Action } : {}) });
+  const file = createReadStream(path, { highWaterMark: 1 << 20 });
+  let read = 0;
+  file.on('data', (chunk) => {
+    read += chunk.length;
+    onBytes?.(read, total);
   });
+  const text = path.endsWith('.gz') ? file.pipe(createGunzip()) : file;
+  if (text !== file) file.on('error', (e) => text.destroy(e));
+  const lines = createInterface({ input: text, crlfDelay: Infinity });
+  let no = 0;
+  try {
+    for await (let raw of lines) {
+      no++;
+      if (no === 1 && raw.charCodeAt(0) === 0xfeff) raw = raw.slice(1); // why: editors on Windows add a BOM
+      if (raw.trim() === '') continue;
+      const at = `${path}: line ${no}`;
+      let o: unknown;
+      try {
+        o = JSON.parse(raw);
+      } catch (e) {
+        throw new LogInputError(`${at} is not valid JSON (${(e as Error).message})`);
+      }
+      if (!o || typeof o !== 'object' || Array.isArray(o)) throw new LogInputError(`${at} is ${describe(o)}, expected an object { user, item, at, action? }`);
+      const row = o as Record<string, unknown>;
+      const user = idOf(row, 'user', at);
+      const item = idOf(row, 'item', at);
+      const when = typeof row.at === 'number' ? row.at : typeof row.at === 'string' ? Date.parse(row.at) : Number.NaN;
+      if (!Number.isFinite(when)) throw new LogInputError(`${at}: "at" must be epoch milliseconds or an ISO date, got ${JSON.stringify(row.at)}`);
+      if (row.action !== undefined && (typeof row.action !== 'string' || !Object.hasOwn(ACTION_WEIGHTS, row.action))) {
+        throw new LogInputError(`${at}: unknown action ${JSON.stringify(row.action)} (one of ${Object.keys(ACTION_WEIGHTS).join(', ')})`);
+      }
+      if (log.itemOf(item) < 0) {
+        unknownItems++;
+        continue;
+      }
+      if (until !== undefined && when >= until) {
+        afterUntil++;
+        continue;
+      }
+      log.add(user, item, when, row.action as Action | undefined);
+    }
+  } catch (e) {
+    if (e instanceof LogInputError) throw e;
+    throw new LogInputError(`cannot read --log ${path}: ${(e as Error).message}`);
+  } finally {
+    lines.close();
+    file.destroy();
+  }
   if (log.length === 0)
     throw new LogInputError(
       `--log ${path}: no usable rows (${unknownItems} of items not in the catalog${until !== undefined ? `, ${afterUntil} not before --until` : ''})`,
     );
-  return { log, unknownItems, afterUntil, users: users.size };
+  return { log, unknownItems, afterUntil, users: log.users.length };
 }
 
 /**
@@ -221,7 +256,8 @@ export async function trainShopPart(
     if (!Number.isFinite(until)) throw new LogInputError(`--until ${o.until} is neither an ISO date nor epoch milliseconds`);
   }
   const catalog = items.map((it) => it.id);
-  const read = await readInteractionLog(o.log!, new Set(catalog), until);
+  const report = o.progress ? stageReporter(io.stderr, 'shop model') : undefined;
+  const read = await readInteractionLog(o.log!, catalog, until, report ? (done, total) => report('read log', done, total) : undefined);
   const { trainShopModel } = await import('./train.js');
   const t0 = performance.now();
   const model = trainShopModel(read.log, {
@@ -229,7 +265,7 @@ export async function trainShopPart(
     content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) },
     ...(o.epsilon !== undefined ? { epsilon: o.epsilon, delta: o.delta } : {}),
     ...(until !== undefined ? { until } : {}),
-    onProgress: o.progress ? stageReporter(io.stderr, 'shop model') : undefined,
+    onProgress: report,
   });
   const shopSeconds = (performance.now() - t0) / 1000;
   let sasrec: { weights: SasrecWeights; items: string[] } | undefined;
@@ -238,7 +274,8 @@ export async function trainShopPart(
   if (!o.sequence) sequenceNote = 'no SASRec (--no-sequence)';
   else if (o.epsilon !== undefined) sequenceNote = 'SASRec left out: its training is not differentially private (--epsilon)';
   else {
-    const seqs = sasrecSequences(read.log, catalog);
+    const { sequencesFromColumns } = await import('./sasrec/budgeted.js');
+    const seqs = sequencesFromColumns(read.log.columns(), read.log.users.length, until);
     if (!seqs.some((s) => s.length >= 2)) sequenceNote = 'SASRec left out: no user has two positive interactions';
     else {
       const { trainSasrecBudgeted } = await import('./sasrec/budgeted.js');
@@ -265,7 +302,8 @@ export async function trainShopPart(
           onProgress: (p) =>
             void bar?.update(Math.round(1000 * p.fraction), {
               step: p.step,
-              loss: Number.isFinite(p.loss) ? p.loss.toFixed(4) : '-',
+              // why only when finite: a report right after another one has no new step's loss; the last one stays shown
+              ...(Number.isFinite(p.loss) ? { loss: p.loss.toFixed(4) } : {}),
               ...(p.validation ? { ndcg: `${p.validation.ndcg10.toFixed(4)} (best ${p.validation.best.toFixed(4)} at step ${p.validation.bestStep})` } : {}),
             }),
         });
