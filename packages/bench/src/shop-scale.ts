@@ -24,14 +24,20 @@
  *    20-event visit, shards touched computed from the head as the worker fetches them,
  *    `packages/atomem/test/browser/shop-file.test.ts`).
  *
+ * 5. In Chromium (`/usr/bin/chromium`, `--chromium-runs` fresh contexts after a discarded
+ *    warm-up; 0 skips it): a page of the 24 most popular products loads the BUILT package (run
+ *    `npm run build` first) and the v3 file from a loopback server that counts the bytes it
+ *    sends; time to the first `recommend(10)` from navigation start, then the median of 30
+ *    `recommend(10)` after 5 tracked events (`measureShopFileVisits`, first-visit.ts).
+ *
  * `--keep DIR --reuse`: the files of an earlier run in DIR (log, model, stats, baseline) are used
  * instead of generating and training again, e.g. to measure the file stage of a new format.
  *
  * Markdown on stdout, progress on stderr; `--json FILE`: one row per run with `items`, `events`,
  * `trainSeconds`, `peakRssBytes`, `fileBytes`, `stages`, `baseline`, `head` (bytes, by section),
- * `shards`, `firstVisitBytes`, `visitBytes` (means over the visits; p90 beside them), and
- * `firstRecommendationMs`, `recommendP50Ms` as null (Chromium timings are not part of this run:
- * `npm run bench:browser` measures them on smaller catalogs).
+ * `shards`, `firstVisitBytes`, `visitBytes` (the file's bytes, means over the simulated visits;
+ * p90 beside them), `firstRecommendationMs`, `recommendP50Ms` (medians over the Chromium runs,
+ * null with `--chromium-runs 0`) and `chromium` (per run: bytes sent in all, head, shards, package).
  */
 import { spawn } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -41,6 +47,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
 import { decodeCatalogHead } from 'atomem/protocol';
 import { decodeShopModel, readLogFile } from 'atomem/shop';
+import { chromium } from 'playwright';
+import { measureShopFileVisits, type ShopFileVisit } from './first-visit.js';
 import { Rng } from './rng.js';
 import { mean, quantile, simulateVisits } from './shop-file.js';
 
@@ -225,8 +233,9 @@ interface Row {
   visitBytes: number;
   visitP90Bytes: number;
   visitShards: number;
-  firstRecommendationMs: null;
-  recommendP50Ms: null;
+  firstRecommendationMs: number | null;
+  recommendP50Ms: number | null;
+  chromium: Array<Omit<ShopFileVisit, 'catalog'>>;
   note: string;
 }
 
@@ -251,6 +260,16 @@ async function main(): Promise<void> {
     .option('--keep <dir>', 'generate into (and keep) this folder instead of a temp one')
     .option('--reuse', 'with --keep: use the log, model, stats and baseline an earlier run left there')
     .option('--visits <n>', 'simulated visits for the first-visit and 20-event bytes', positiveInt('--visits'), 200)
+    .option(
+      '--chromium-runs <n>',
+      'first visits in Chromium (0: none)',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('--chromium-runs must be an integer ≥ 0');
+        return n;
+      },
+      3,
+    )
     .option('--ease <method>', 'passed to atomem-shop --ease (default: its auto choice)')
     .option('--engine <name>', 'passed to atomem-shop --engine (duckdb: counting stages as SQL)')
     .option(
@@ -277,6 +296,7 @@ async function main(): Promise<void> {
     sasrecBudget: number;
     reuse?: boolean;
     visits: number;
+    chromiumRuns: number;
     baselineOnly?: boolean;
     baselineArgs?: string;
   }>();
@@ -389,6 +409,32 @@ async function main(): Promise<void> {
     const model = decodeShopModel(readFileSync(out));
     const byRank = Int32Array.from(model.items.keys()).sort((a, b) => model.popularity[b] - model.popularity[a] || a - b);
     const visits = simulateVisits(head, headBytes.length, { ids: model.items, byRank, knn: model.lists.knn }, o.visits, o.seed);
+    let browserRuns: ShopFileVisit[] = [];
+    if (o.chromiumRuns > 0) {
+      const top = new Set(Array.from(byRank.subarray(0, 24), (i) => model.items[i]));
+      const page: unknown[] = [];
+      for (const line of readFileSync(shop.itemsPath, 'utf8').split('\n')) {
+        if (!line) continue;
+        const it = JSON.parse(line) as { id: string };
+        if (top.has(it.id)) page.push(it);
+      }
+      page.sort((a, b) => model.popularity[model.items.indexOf((b as { id: string }).id)] - model.popularity[model.items.indexOf((a as { id: string }).id)]);
+      err(`shop-scale: ${o.chromiumRuns} first visits in Chromium (${page.length}-product page)…`);
+      const browser = await chromium.launch({
+        executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+        args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      });
+      try {
+        browserRuns = await measureShopFileVisits(browser, { dir, items: page, dim: 512, runs: o.chromiumRuns });
+      } finally {
+        await browser.close();
+      }
+      for (const v of browserRuns)
+        err(
+          `  ${(v.bytes / 1e6).toFixed(2)} MB (head ${(v.headBytes / 1e6).toFixed(2)}, ${v.shardRequests} shards ${(v.shardBytes / 1e6).toFixed(2)}, package ${(v.packageBytes / 1e6).toFixed(2)}), first recommendation ${v.firstRecommendationMs.toFixed(0)} ms, recommend p50 ${v.recommendP50Ms.toFixed(1)} ms; ${JSON.stringify(v.catalog)}`,
+        );
+    }
+    const median = (xs: number[]): number | null => (xs.length ? [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] : null);
     const row: Row = {
       items: o.items,
       events: o.events,
@@ -420,9 +466,10 @@ async function main(): Promise<void> {
       visitBytes: Math.round(mean(visits.visit)),
       visitP90Bytes: quantile(visits.visit, 0.9),
       visitShards: Math.round(mean(visits.shards)),
-      firstRecommendationMs: null,
-      recommendP50Ms: null,
-      note: `visits: ${o.visits} simulated (shards touched computed from the head); firstRecommendationMs and recommendP50Ms are not measured by this benchmark (Chromium: npm run bench:browser)${trained ? '; model and stats reused from an earlier run in --keep' : ''}`,
+      firstRecommendationMs: median(browserRuns.map((v) => v.firstRecommendationMs)),
+      recommendP50Ms: median(browserRuns.map((v) => v.recommendP50Ms)),
+      chromium: browserRuns.map(({ catalog: _, ...v }) => v),
+      note: `visits: ${o.visits} simulated (shards touched computed from the head); Chromium: ${browserRuns.length} first visits to a page of the 24 most popular products${trained ? '; model and stats reused from an earlier run in --keep' : ''}`,
     };
     const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MB`;
     const out2 = (s: string) => process.stdout.write(`${s}\n`);
@@ -453,6 +500,15 @@ async function main(): Promise<void> {
     out2(
       `\n| visit (${o.visits} simulated) | mean | p90 |\n|---|---:|---:|\n| first visit (24-product page) | ${dmb(row.firstVisitBytes)} | ${dmb(row.firstVisitP90Bytes)} |\n| 20-event visit (${row.visitShards} shards) | ${dmb(row.visitBytes)} | ${dmb(row.visitP90Bytes)} |`,
     );
+    if (browserRuns.length) {
+      out2(`\n| Chromium, first visit (${browserRuns.length} runs, median) | |\n|---|---:|`);
+      out2(`| bytes sent (page, package, head, shards) | ${dmb(median(browserRuns.map((v) => v.bytes))!)} |`);
+      out2(
+        `| of which head + shards | ${dmb(median(browserRuns.map((v) => v.headBytes + v.shardBytes))!)} (${median(browserRuns.map((v) => v.shardRequests))} shards) |`,
+      );
+      out2(`| first recommendation (navigation → recommend(10)) | ${row.firstRecommendationMs!.toFixed(0)} ms |`);
+      out2(`| recommend(10) p50 after 5 events | ${row.recommendP50Ms!.toFixed(1)} ms |`);
+    }
     if (o.json) {
       let prev: { rows: Row[] } = { rows: [] };
       try {
