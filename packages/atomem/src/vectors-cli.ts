@@ -4,27 +4,30 @@
  * that the browser engine loads through its `catalogVectors` option instead of embedding every
  * product on the shopper's device. With `--log` (the shop's order log) it also trains what the
  * shop publishes for on-device ranking — the shop model (`src/shop/train.ts`) and a SASRec
- * sequence model (`src/shop/sasrec/`), through `src/shop/publish.ts` — and writes them into the same file (format v2,
+ * sequence model (`src/shop/sasrec/budgeted.ts`: at most `--sasrec-budget` seconds and
+ * `--sasrec-epochs` epochs, early stopping on held-out last items, as `atomem-shop --sasrec`),
+ * through `src/shop/publish.ts` — and writes them into the same file (format v2,
  * `src/protocol/catalog-vectors-v2.ts`); without `--log` it writes format v1 as before.
  *
  *   atomem-vectors --catalog products.json --out public/catalog-vectors.bin
  *                  [--embedder use-lite|hashing] [--dim 256] [--batch 256] [--threads 1] [--no-progress]
  *                  [--cache ~/.cache/atomem/vectors-<embedder>.bin | --no-cache]
  *                  [--log interactions.jsonl [--no-sequence] [--epsilon 4 [--delta 1e-6]]
- *                   [--until 2026-01-01] [--sasrec-epochs 80] [--seed 2026]]
- *                  [--shop-model shop-model.bin] [--shards [16]]
+ *                   [--until 2026-01-01] [--sasrec-budget 600] [--sasrec-epochs 80] [--seed 2026]]
+ *                  [--shop-model shop-model.bin [--sasrec sasrec.bin]] [--shards [16]]
  *
  * `--shards`: format v3 (`src/protocol/catalog-vectors-v3.ts`) — a small head at `--out` and the
  * items in shard files under `<out>.shards/` that the browser fetches only for the items its page
  * shows (int8 vectors; what a phone can download at 100k items). `--shop-model`: the shop model
- * `atomem-shop` wrote (or a v2 file's shop part and SASRec) instead of training with `--log`.
+ * `atomem-shop` wrote (with `--sasrec`: and the SASRec file `atomem-shop --sasrec` wrote), or a
+ * v2 file's shop part and SASRec, instead of training with `--log`.
  *
  * The disk cache (`src/embed/vectors-disk-cache.ts`) keeps every vector under a hash of the embedder id and
  * the item's text, so a nightly run embeds only new or edited products; the summary line says
  * how many came from the cache and the embedding rate of the rest.
  *
  * The log is JSON Lines `{ user, item, at, action? }` (the benchmark's `jsonl` interactions
- * format; `at` epoch ms or an ISO date; ids may be numbers); rows of items not in the catalog
+ * format; `at` epoch ms or an ISO date; ids may be numbers), streamed (any size; `.gz` gunzipped); rows of items not in the catalog
  * are skipped and counted. `--epsilon` makes the shop model user-level (ε, δ)-DP; SASRec has no
  * DP training, so under `--epsilon` it is left out of the file (said in the summary).
  *
@@ -55,7 +58,7 @@ import { encodeCatalogVectors } from './protocol/catalog-vectors-v1.js';
 import { encodeCatalogFile } from './protocol/catalog-vectors-v2.js';
 import { DEFAULT_SHARD_SIZE, encodeCatalogFileV3 } from './protocol/catalog-vectors-v3.js';
 import { LogInputError } from './shop/log-reader.js';
-import { DEFAULT_SASREC_EPOCHS, DEFAULT_SASREC_SEED, readShopPart, trainShopPart } from './shop/publish.js';
+import { DEFAULT_SASREC_BUDGET, DEFAULT_SASREC_EPOCHS, DEFAULT_SASREC_SEED, readShopPart, trainShopPart } from './shop/publish.js';
 
 /** Embedders the browser engine can run without extra options, and so this command supports. */
 export const VECTOR_EMBEDDERS = ['use-lite', 'hashing'] as const;
@@ -98,10 +101,13 @@ interface CliOptions {
   delta: number;
   until?: string;
   sasrecEpochs: number;
+  sasrecBudget: number;
   seed: number;
   /** Cache file, or false with --no-cache. */
   cache: string | boolean;
   shopModel?: string;
+  /** With --shop-model: the SASRec file atomem-shop wrote. */
+  sasrec?: string;
   /** Items per shard (format v3), true for the default. */
   shards?: number | boolean;
 }
@@ -154,12 +160,19 @@ function program(io: Required<VectorsCliIo>): Command {
       positiveInt('--shards', 1, 65536),
     )
     .option('--shop-model <file>', "the shop model atomem-shop wrote (or a v2 catalog file's shop part) to publish instead of training with --log")
+    .option('--sasrec <file>', 'with --shop-model: the SASRec model atomem-shop --sasrec wrote beside it, published with it')
     .option('--log <file>', "the shop's order log, JSON Lines { user, item, at, action? }: also train the shop model (and SASRec) and write format v2")
     .option('--no-sequence', 'with --log: no SASRec sequence model (shop model only; faster)')
     .option('--epsilon <x>', 'with --log: user-level (ε, δ)-DP budget of the shop model; SASRec is not DP and is then left out', positiveNumber('--epsilon'))
     .option('--delta <x>', 'with --epsilon: DP δ', positiveNumber('--delta'), 1e-6)
     .option('--until <date>', 'with --log: only log rows before this ISO date or epoch ms (a retention limit)')
-    .option('--sasrec-epochs <n>', 'with --log: SASRec training epochs', positiveInt('--sasrec-epochs', 1, 100_000), DEFAULT_SASREC_EPOCHS)
+    .option('--sasrec-budget <seconds>', 'with --log: wall-clock budget of the SASRec training', positiveNumber('--sasrec-budget'), DEFAULT_SASREC_BUDGET)
+    .option(
+      '--sasrec-epochs <n>',
+      'with --log: upper bound on SASRec epochs (early stopping on validation usually ends it sooner)',
+      positiveInt('--sasrec-epochs', 1, 100_000),
+      DEFAULT_SASREC_EPOCHS,
+    )
     .option('--seed <n>', 'with --log: SASRec seed (initialisation, sampling, dropout)', positiveInt('--seed', 0, 2 ** 31 - 1), DEFAULT_SASREC_SEED)
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
@@ -393,11 +406,16 @@ export async function runVectorsCli(argv: readonly string[], io: VectorsCliIo = 
       const only = (['epsilon', 'until'] as const).filter((k) => o[k] !== undefined);
       if (only.length) throw new VectorsUsageError(`--${only[0]} applies with --log only`);
     }
+    const sasrecFlag = (['sasrecBudget', 'sasrecEpochs'] as const).find((k) => cmd.getOptionValueSource(k) === 'cli');
+    const flagName = (k: string) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+    if (sasrecFlag && !o.log) throw new VectorsUsageError(`${flagName(sasrecFlag)} applies with --log only`);
+    if (sasrecFlag && !o.sequence) throw new VectorsUsageError(`${flagName(sasrecFlag)} with --no-sequence: no SASRec is trained; drop one of them`);
     checkOut(o.out, o.catalog);
     if (o.log && resolve(o.log) === resolve(o.out)) throw new VectorsUsageError(`--out ${o.out} is the log itself`);
     if (o.log && o.shopModel) throw new VectorsUsageError('--log and --shop-model exclude each other (train here, or publish the model atomem-shop trained)');
     const items = await readCatalog(o.catalog);
-    const published = o.shopModel ? await readShopPart(o.shopModel) : undefined;
+    if (o.sasrec !== undefined && !o.shopModel) throw new VectorsUsageError('--sasrec applies with --shop-model only (--log trains SASRec here)');
+    const published = o.shopModel ? await readShopPart(o.shopModel, o.sasrec) : undefined;
     const t0 = performance.now();
     // why at most one thread per 16 items: each thread loads its own model first (about 1 s)
     const threads = o.embedder === 'use-lite' ? Math.min(o.threads, Math.ceil(items.length / 16)) : 1;

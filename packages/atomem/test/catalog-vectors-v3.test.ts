@@ -3,7 +3,15 @@ import { createHashingEmbedder } from '../src/embed/hashing.js';
 import { itemText } from '../src/embed/cache.js';
 import { CatalogVectorsError, itemTextHash } from '../src/protocol/catalog-vectors-v1.js';
 import { decodeCatalogFile, encodeCatalogFile } from '../src/protocol/catalog-vectors-v2.js';
-import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard, encodeCatalogFileV3, shardsFor } from '../src/protocol/catalog-vectors-v3.js';
+import {
+  assembleCatalogFile,
+  decodeCatalogHead,
+  decodeCatalogShard,
+  encodeCatalogFileV3,
+  shardOfId,
+  shardsFor,
+  unloadedItemId,
+} from '../src/protocol/catalog-vectors-v3.js';
 import { encodeHistory, scoreItems } from '../src/shop/sasrec/model.js';
 import { ShopKnowledge } from '../src/shop/device.js';
 import { shopEmbedder, shopFileParts, twoDepartmentItems } from '../../../test/fixtures/shop-catalog.js';
@@ -34,10 +42,16 @@ describe('catalog vector file v3 (head + shards)', () => {
     const enc = encodeCatalogFileV3({ ...input, shardSize: 8, shardPrefix: 'cat.shards/' });
     expect(enc.shards).toHaveLength(5);
     expect(enc.shards[0].name).toMatch(/^cat\.shards\/00000-[0-9a-f]{8}\.bin$/);
-    // popularity order: the head's first item is the most popular
-    const pop = (id: string) => model.popularity[model.items.indexOf(id)];
-    for (let i = 1; i < enc.order.length; i++) expect(pop(enc.order[i - 1])).toBeGreaterThanOrEqual(pop(enc.order[i]));
     const head = decodeCatalogHead(enc.head);
+    expect(head.header.shards.map((s) => s.name)).toEqual(enc.shards.map((s) => s.name));
+    // every item sits in the shard its id hashes to (shardOfId), most popular first within a shard
+    const pop = (id: string) => model.popularity[model.items.indexOf(id)];
+    for (let k = 0; k < 5; k++) {
+      const inShard = enc.order.slice(head.starts[k], head.starts[k + 1]);
+      for (const id of inShard) expect(shardOfId(id, 5)).toBe(k);
+      for (let i = 1; i < inShard.length; i++) expect(pop(inShard[i - 1])).toBeGreaterThanOrEqual(pop(inShard[i]));
+    }
+    expect([...enc.order].sort()).toEqual(items.map((i) => i.id).sort());
     expect(() => decodeCatalogFile(enc.head)).toThrow(/format v3 head/);
     const shards = enc.shards.map((s, k) => decodeCatalogShard(head, k, s.bytes));
     const file = assembleCatalogFile(head, shards);
@@ -109,20 +123,30 @@ describe('catalog vector file v3 (head + shards)', () => {
     const { vectors, model, weights, sasrecItems } = await fixture();
     const enc = encodeCatalogFileV3({ embedder, items, vectors, shop: { model, sasrec: { weights, items: sasrecItems } }, shardSize: 8, shardPrefix: 's/' });
     const head = decodeCatalogHead(enc.head);
-    const want = [enc.order[0], enc.order[17]];
-    const ks = shardsFor(head, [...want, 'not-an-item']);
-    expect(ks).toEqual([0, 2]);
+    const K = head.header.shardCount;
+    const want = ['sku-0', 'sku-17'];
+    const ks = shardsFor(head, want);
+    expect(ks).toEqual([...new Set(want.map((id) => shardOfId(id, K)))].sort((a, b) => a - b));
+    // an id the file lacks still names the shard it would hash to (the request depends on the ids given only)
+    expect(shardsFor(head, ['not-an-item'])).toEqual([shardOfId('not-an-item', K)]);
     const file = assembleCatalogFile(
       head,
       ks.map((k) => decodeCatalogShard(head, k, enc.shards[k].bytes)),
     );
-    expect(file.vectors.size).toBe(16);
-    expect(file.vectors.has(enc.order[8])).toBe(false);
+    const loaded = ks.flatMap((k) => enc.order.slice(head.starts[k], head.starts[k + 1]));
+    expect(loaded).toEqual(expect.arrayContaining(want));
+    expect(file.vectors.size).toBe(loaded.length);
+    const other = enc.order.find((id) => !loaded.includes(id))!;
+    expect(file.vectors.has(other)).toBe(false);
     const m = file.shop!.model;
-    expect(m.items).toEqual(enc.order);
-    const i = head.index.get(enc.order[8])!;
+    // loaded items under their ids, the others under ids no product has, with empty rows and no popularity
+    enc.order.forEach((id, g) => expect(m.items[g]).toBe(loaded.includes(id) ? id : unloadedItemId(g)));
+    const i = enc.order.indexOf(other);
     expect(m.lists.knn.offsets[i + 1] - m.lists.knn.offsets[i]).toBe(0);
-    expect(file.shop!.sasrec!.items).toHaveLength(16);
+    expect(m.popularity[i]).toBe(0);
+    const j = enc.order.indexOf('sku-0');
+    expect(m.popularity[j]).toBeCloseTo(model.popularity[model.items.indexOf('sku-0')], 3);
+    expect(file.shop!.sasrec!.items.sort()).toEqual(loaded.filter((id) => sasrecItems.includes(id)).sort());
     // tau's pair quantile is the whole catalog's, shipped in the head, not the loaded subset's
     const full = new ShopKnowledge('full', model);
     expect(new ShopKnowledge('part', m).pairQuantile(0.9)).toBe(full.pairQuantile(0.9));
@@ -130,10 +154,11 @@ describe('catalog vector file v3 (head + shards)', () => {
     expect(file.shop!.id).toBe(assembleCatalogFile(head, []).shop!.id);
   });
 
-  it('without a shop model: catalog order, content only', async () => {
+  it('without a shop model: catalog order within each shard, content only', async () => {
     const { vectors } = await fixture();
     const enc = encodeCatalogFileV3({ embedder, items, vectors, shardSize: 16, shardPrefix: 'x/' });
-    expect(enc.order).toEqual(items.map((i) => i.id));
+    const K = Math.ceil(items.length / 16);
+    for (let k = 0; k < K; k++) expect(enc.order.filter((id) => shardOfId(id, K) === k)).toEqual(items.map((i) => i.id).filter((id) => shardOfId(id, K) === k));
     const head = decodeCatalogHead(enc.head);
     const file = assembleCatalogFile(
       head,
@@ -171,5 +196,19 @@ describe('catalog vector file v3 (head + shards)', () => {
     const bytes = enc.shards[2].bytes.slice();
     bytes[bytes.length - 1] ^= 1;
     expect(() => decodeCatalogShard(head, 2, bytes)).toThrow(CatalogVectorsError);
+    // the writer refuses ids with NUL (the assembled file's ids of unloaded items hold one) and a prefix outside the head's folder
+    expect(() => encodeCatalogFileV3({ embedder, items: [{ id: 'a\u0000b', title: 'x' }], vectors: [vectors[0]], shardPrefix: 's/' })).toThrow(/NUL/);
+    expect(() => encodeCatalogFileV3({ embedder, items, vectors, shardPrefix: '../s/' })).toThrow(/relative path below/);
+  });
+
+  it('the head holds no per-item data: its size grows with the shard count, not with the ids', async () => {
+    const { vectors } = await fixture();
+    const long = items.map((it) => ({ ...it, id: `${it.id}-${'x'.repeat(200)}` }));
+    const a = encodeCatalogFileV3({ embedder, items, vectors, shardSize: 8, shardPrefix: 's/', createdAt: '2026-01-01T00:00:00.000Z' });
+    const b = encodeCatalogFileV3({ embedder, items: long, vectors, shardSize: 8, shardPrefix: 's/', createdAt: '2026-01-01T00:00:00.000Z' });
+    expect(b.head.length).toBe(a.head.length);
+    const head = decodeCatalogHead(b.head);
+    expect(head.header.shards).toHaveLength(5);
+    expect(decodeCatalogShard(head, 0, b.shards[0].bytes).ids.every((id) => id.endsWith('x'.repeat(200)))).toBe(true);
   });
 });

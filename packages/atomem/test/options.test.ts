@@ -67,6 +67,11 @@ describe('catalog validation', () => {
       message: 'catalog[2] ("Boots") needs a non-empty string id, got undefined',
     });
     expect(refused([...ok, { id: 7, title: 'Boots' }])).toMatchObject({ reason: 'id', index: 2 });
+    expect(refused([...ok, { id: 'boo\u0000ts', title: 'Boots' }])).toMatchObject({
+      reason: 'id',
+      index: 2,
+      message: 'catalog[2]: its id holds a NUL character (\\u0000), which item ids may not',
+    });
     expect(refused([...ok, { id: 'boots' }])).toMatchObject({
       reason: 'title',
       index: 2,

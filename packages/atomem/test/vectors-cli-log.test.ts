@@ -76,13 +76,18 @@ describe('atomem-vectors --log', () => {
   it('trains the shop model and SASRec from the log and writes format v2 that ranks a shoe shopper towards shoes', async () => {
     const r = await run('--log', join(dir, 'interactions.jsonl'), '--sasrec-epochs', '5', '--seed', '3');
     expect(r.stderr).toMatch(/shop model: /);
-    expect(r.stderr).toMatch(/SASRec .*5\/5 epochs/);
+    expect(r.stderr).toMatch(/SASRec .*100% step \d+, loss \d/);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/\(format v2\).*shop model from 481 log rows of 61 users \(1 rows of unknown items skipped\), no DP.*SASRec 5 epochs/);
+    // the budgeted trainer: 61 users of batch 128 = 1 step per epoch, 5 epochs at most, held-out last items of the users with ≥ 3 items
+    expect(r.stdout).toMatch(
+      /\(format v2\).*shop model from 481 log rows of 61 users \(1 rows of unknown items skipped\), no DP.*SASRec [1-5] steps in [\d.]+ s \(\d threads?, stopped by (the 5-epoch bound|early stopping); validation NDCG@10 [\d.]+ on 60 users, weights of step [1-5]\)/,
+    );
     const file = decodeCatalogFile(readFileSync(join(dir, 'out.bin')));
     expect(file.version).toBe(2);
     expect(file.vectors.size).toBe(24);
     expect(file.shopInfo).toMatchObject({ logRows: 481, users: 61, skippedUnknownItems: 1, privacy: null, sequence: 'sasrec' });
+    expect(file.shopInfo!.sasrec).toMatchObject({ validationUsers: 60 });
+    expect((file.shopInfo!.sasrec as { steps: number }).steps).toBeLessThanOrEqual(5);
     const shop = file.shop!;
     expect(shop.model.items).toEqual(items.map((i) => i.id));
     expect(shop.sasrec!.items).toEqual(items.map((i) => i.id));
@@ -107,6 +112,42 @@ describe('atomem-vectors --log', () => {
     expect(n.code, n.stderr).toBe(0);
     expect(n.stdout).toMatch(/no SASRec \(--no-sequence\)/);
     expect(decodeCatalogFile(readFileSync(join(dir, 'out.bin'))).shop!.sasrec).toBeUndefined();
+  });
+
+  it('--sasrec-budget ends SASRec at the budget (said on stdout and in the file); SASRec flags need --log and a sequence model', async () => {
+    const r = await run('--log', join(dir, 'interactions.jsonl'), '--no-progress', '--sasrec-budget', '0.001', '--sasrec-epochs', '10000');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/SASRec \d+ steps in [\d.]+ s \(\d threads?, stopped by the 0\.001 s budget; validation NDCG@10/);
+    const file = decodeCatalogFile(readFileSync(join(dir, 'out.bin')));
+    expect(file.shopInfo!.sasrec).toMatchObject({ stoppedBy: 'budget' });
+    expect(file.shop!.sasrec).toBeDefined();
+    const cases: [string[], RegExp][] = [
+      [['--sasrec-budget', '30'], /--sasrec-budget applies with --log only/],
+      [['--sasrec-epochs', '3'], /--sasrec-epochs applies with --log only/],
+      [['--log', join(dir, 'interactions.jsonl'), '--no-sequence', '--sasrec-budget', '30'], /--sasrec-budget with --no-sequence/],
+      [['--log', join(dir, 'interactions.jsonl'), '--sasrec-budget', '0'], /--sasrec-budget must be a number > 0/],
+    ];
+    for (const [args, why] of cases) {
+      rmSync(join(dir, 'out.bin'), { force: true });
+      const bad = await run(...args);
+      expect(bad.code, args.join(' ')).toBe(2);
+      expect(bad.stderr).toMatch(why);
+      expect(existsSync(join(dir, 'out.bin'))).toBe(false);
+    }
+  });
+
+  it('reads the log streamed, gzipped when it ends in .gz: the same rows and model as the plain file', async () => {
+    const { gzipSync } = await import('node:zlib');
+    writeFileSync(join(dir, 'interactions.jsonl.gz'), gzipSync(readFileSync(join(dir, 'interactions.jsonl'))));
+    const plain = await run('--log', join(dir, 'interactions.jsonl'), '--no-sequence', '--no-progress', '--out', join(dir, 'plain.bin'));
+    expect(plain.code, plain.stderr).toBe(0);
+    const gz = await run('--log', join(dir, 'interactions.jsonl.gz'), '--no-sequence', '--no-progress', '--out', join(dir, 'gz.bin'));
+    expect(gz.code, gz.stderr).toBe(0);
+    const [a, b] = ['plain.bin', 'gz.bin'].map((f) => decodeCatalogFile(readFileSync(join(dir, f))));
+    expect(b.shopInfo).toMatchObject({ logRows: 481, users: 61, skippedUnknownItems: 1 });
+    expect(b.shop!.model.lists).toEqual(a.shop!.model.lists);
+    expect(b.shop!.model.popularity).toEqual(a.shop!.model.popularity);
   });
 
   it('--until keeps only earlier rows; --help says SASRec is not DP', async () => {

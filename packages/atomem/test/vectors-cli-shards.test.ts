@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runVectorsCli } from '../src/vectors-cli.js';
 import { VectorDiskCache } from '../src/embed/vectors-disk-cache.js';
 import { decodeCatalogFile } from '../src/protocol/catalog-vectors-v2.js';
-import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard } from '../src/protocol/catalog-vectors-v3.js';
+import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard, shardsFor } from '../src/protocol/catalog-vectors-v3.js';
 import { ShopKnowledge } from '../src/shop/device.js';
 import { Rng } from '@atomem/bench/rng';
 
@@ -139,7 +139,7 @@ describe('atomem-vectors --shards (format v3)', () => {
     expect(r.stdout).toMatch(/29 from the cache, 1 embedded/);
     const head2 = decodeCatalogHead(readFileSync(out));
     const changed = head2.header.shards.filter((s, i) => s.name !== head.header.shards[i].name).map((s) => s.name);
-    expect(changed).toEqual([head2.header.shards[Math.floor(head2.index.get('sku-20')! / 8)].name]);
+    expect(changed).toEqual(shardsFor(head2, ['sku-20']).map((k) => head2.header.shards[k].name));
   });
 
   it("--shop-model publishes a v2 file's shop part as v3 without training", async () => {
@@ -193,5 +193,61 @@ describe('atomem-vectors --shards (format v3)', () => {
     expect(
       (await run('--catalog', join(dir, 'catalog.json'), '--shop-model', join(dir, 'catalog.json'), '--embedder', 'hashing', '--out', out)).stderr,
     ).toMatch(/--shop-model .*catalog\.json: /);
+  });
+
+  it("--shop-model with --sasrec publishes atomem-shop's two files (shop model v1 and SASRec) as v3, SASRec rows in the shards", async () => {
+    writeFileSync(join(dir, 'items.jsonl'), `${items.map((it) => JSON.stringify(it)).join('\n')}\n`);
+    const { main } = await import('../src/shop/cli.js');
+    const quiet = { stdout: () => undefined, stderr: () => undefined };
+    const shopArgs = ['--interactions', join(dir, 'interactions.jsonl'), '--items', join(dir, 'items.jsonl'), '--no-progress'];
+    expect(
+      await main([...shopArgs, '--out', join(dir, 'shop.bin'), '--sasrec', join(dir, 'sasrec.bin'), '--sasrec-budget', '5', '--sasrec-epochs', '2'], quiet),
+    ).toBe(0);
+    const out = join(dir, 'c.bin');
+    const common = ['--catalog', join(dir, 'catalog.json'), '--embedder', 'hashing', '--no-progress', '--no-cache', '--shards', '--out', out];
+    const r = await run(...common, '--shop-model', join(dir, 'shop.bin'), '--sasrec', join(dir, 'sasrec.bin'));
+    expect(r.code, r.stderr).toBe(0);
+    const head = decodeCatalogHead(readFileSync(out));
+    expect(head.header.shop!.sasrec).toEqual({ dim: 64 });
+    expect(head.header.shopInfo).toMatchObject({ sequence: 'sasrec', sasrecModel: 'sasrec.bin' });
+    const file = assembleCatalogFile(
+      head,
+      head.header.shards.map((s, k) => decodeCatalogShard(head, k, readFileSync(join(dir, s.name)))),
+    );
+    expect([...file.shop!.sasrec!.items].sort()).toEqual(items.map((it) => it.id).sort());
+    // the wrong SASRec file (another shop's size), --sasrec without --shop-model
+    writeFileSync(
+      join(dir, 'few.jsonl'),
+      `${items
+        .slice(0, 20)
+        .map((it) => JSON.stringify(it))
+        .join('\n')}\n`,
+    );
+    expect(
+      await main(
+        [
+          '--interactions',
+          join(dir, 'interactions.jsonl'),
+          '--items',
+          join(dir, 'few.jsonl'),
+          '--no-progress',
+          '--out',
+          join(dir, 'few.bin'),
+          '--sasrec',
+          join(dir, 'few-sasrec.bin'),
+          '--sasrec-budget',
+          '5',
+          '--sasrec-epochs',
+          '1',
+        ],
+        quiet,
+      ),
+    ).toBe(0);
+    const wrong = await run(...common, '--shop-model', join(dir, 'shop.bin'), '--sasrec', join(dir, 'few-sasrec.bin'));
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toMatch(/--sasrec .*few-sasrec\.bin: a model of \d+ items, the shop model has 30/);
+    const alone = await run(...common, '--sasrec', join(dir, 'sasrec.bin'));
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toMatch(/--sasrec applies with --shop-model only/);
   });
 });

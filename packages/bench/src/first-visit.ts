@@ -1,5 +1,7 @@
 /**
- * First-visit rows of `npm run bench:browser`: what a shopper's first page view costs with the
+ * First visits in real Chromium. `measureShopFileVisits`: a page of a shop whose file is a
+ * format v3 head and shards (`npm run bench:shop-scale`). `measureFirstVisit`, the
+ * first-visit rows of `npm run bench:browser`: what a shopper's first page view costs with the
  * BUILT package (`packages/atomem/dist/`, run `npm run build` first), served as plain static
  * files by a loopback HTTP server that counts every byte it sends (bodies, uncompressed — a
  * shop's gzip/brotli would only lower them). Each visit is a fresh browser context (empty HTTP
@@ -172,6 +174,127 @@ export async function measureFirstVisit(
       );
     }
     return { catalog, runs, vectorFileBytes: vectorFile.length, withVectors, withoutVectors };
+  } finally {
+    await new Promise((r) => server.close(r));
+  }
+}
+
+/** A first visit to a shop whose catalog vector file is a format v3 head and shards, in Chromium. */
+export interface ShopFileVisit {
+  /** Bytes the server sent: all, the head, the shards, the package (dist/). */
+  bytes: number;
+  headBytes: number;
+  shardBytes: number;
+  shardRequests: number;
+  packageBytes: number;
+  /** Navigation start → first `recommend(candidates)` answered (ms). */
+  firstRecommendationMs: number;
+  /** Median of `recommendRuns` further `recommend(candidates)` calls after 5 tracked events (ms). */
+  recommendP50Ms: number;
+  /** `status().catalog` after the first answer. */
+  catalog: unknown;
+}
+
+function shopFilePage(items: unknown[], dim: number, candidates: number, recommendRuns: number): string {
+  return `<!doctype html><meta charset="utf-8"><title>shop file visit</title><script type="module">
+import { createAtomem } from '/dist/index.js';
+const catalog = ${JSON.stringify(items)};
+const ids = catalog.slice(0, ${candidates}).map((it) => it.id);
+const out = {};
+try {
+  const atomem = await createAtomem({ profile: 'shop-file-visit', catalog, embedder: { kind: 'hashing', dim: ${dim} }, catalogVectors: '/catalog.bin', onError: (e) => (out.error = e.name + ': ' + e.message) });
+  await atomem.recommend(ids);
+  out.firstRecommendationMs = performance.now();
+  out.catalog = (await atomem.status()).catalog;
+  for (let k = 0; k < 5; k++) await atomem.track({ item: catalog[k].id, action: k % 2 ? 'view' : 'purchase' });
+  const times = [];
+  for (let r = 0; r < ${recommendRuns}; r++) {
+    const t = performance.now();
+    await atomem.recommend(ids);
+    times.push(performance.now() - t);
+  }
+  times.sort((a, b) => a - b);
+  out.recommendP50Ms = times[Math.floor(times.length / 2)];
+} catch (e) { out.error = e.name + ': ' + e.message; }
+window.__shopFileVisit = out;
+</script>`;
+}
+
+/**
+ * First visits (fresh browser contexts: empty HTTP cache and IndexedDB) to a page of `items`
+ * whose `catalogVectors` is the v3 head `<dir>/catalog.bin` (shards in `<dir>/catalog.bin.shards/`),
+ * served with the BUILT package by a loopback server that counts every byte it sends. The engine
+ * runs the `hashing` embedder at the file's `dim`, so a first visit embeds nothing.
+ */
+export async function measureShopFileVisits(
+  browser: Browser,
+  {
+    dir,
+    items,
+    dim,
+    runs,
+    candidates = 10,
+    recommendRuns = 30,
+  }: { dir: string; items: unknown[]; dim: number; runs: number; candidates?: number; recommendRuns?: number },
+): Promise<ShopFileVisit[]> {
+  if (!existsSync(join(PKG, 'dist/index.js'))) throw new Error('shop file visit: packages/atomem/dist is missing; run `npm run build` first');
+  const html = Buffer.from(shopFilePage(items, dim, candidates, recommendRuns));
+  let sent: { path: string; bytes: number }[] = [];
+  const server: Server = createServer((req, res) => {
+    const path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
+    if (path === '/') {
+      sent.push({ path, bytes: html.length });
+      res.writeHead(200, { 'content-type': 'text/html', 'content-length': String(html.length), 'cache-control': 'no-cache' }).end(html);
+      return;
+    }
+    const root = path === '/catalog.bin' || path.startsWith('/catalog.bin.shards/') ? dir : PKG;
+    const file = normalize(join(root, path));
+    const inside = root === dir ? file.startsWith(normalize(join(dir, 'catalog.bin'))) : file.startsWith(join(PKG, 'dist'));
+    if (!inside || !existsSync(file) || !statSync(file).isFile()) {
+      res.writeHead(404).end();
+      return;
+    }
+    const size = statSync(file).size;
+    sent.push({ path, bytes: size });
+    res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': String(size), etag: `"${size}"` });
+    createReadStream(file).pipe(res);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const visit = async (): Promise<ShopFileVisit> => {
+    const context = await browser.newContext();
+    try {
+      const p = await context.newPage();
+      sent = [];
+      await p.goto(`${base}/`);
+      await p.waitForFunction(() => (window as unknown as { __shopFileVisit?: unknown }).__shopFileVisit, undefined, { timeout: 600_000 });
+      const r = (await p.evaluate(() => (window as unknown as { __shopFileVisit: unknown }).__shopFileVisit)) as {
+        error?: string;
+        firstRecommendationMs: number;
+        recommendP50Ms: number;
+        catalog: unknown;
+      };
+      if (r.error) throw new Error(`shop file visit: ${r.error}`);
+      const sum = (f: (x: { path: string }) => boolean): number => sent.filter(f).reduce((a, x) => a + x.bytes, 0);
+      return {
+        bytes: sum(() => true),
+        headBytes: sum((x) => x.path === '/catalog.bin'),
+        shardBytes: sum((x) => x.path.startsWith('/catalog.bin.shards/')),
+        shardRequests: sent.filter((x) => x.path.startsWith('/catalog.bin.shards/')).length,
+        packageBytes: sum((x) => x.path.startsWith('/dist/')),
+        firstRecommendationMs: r.firstRecommendationMs,
+        recommendP50Ms: r.recommendP50Ms,
+        catalog: r.catalog,
+      };
+    } finally {
+      await context.close();
+    }
+  };
+  try {
+    await visit(); // warm-up of the OS file cache and the browser process, discarded
+    const out: ShopFileVisit[] = [];
+    for (let r = 0; r < runs; r++) out.push(await visit());
+    return out;
   } finally {
     await new Promise((r) => server.close(r));
   }

@@ -30,8 +30,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { DEFAULT_SHARD_SIZE, encodeCatalogFile, decodeCatalogHead, shardsFor } from 'atomem/protocol';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { DEFAULT_SHARD_SIZE, encodeCatalogFile, decodeCatalogHead, shardsFor, type CatalogHead } from 'atomem/protocol';
 import { SASREC_DEFAULTS, makeLayout, weightsView, type ShopModel } from 'atomem/shop';
 import { Rng } from './rng.js';
 
@@ -200,9 +200,71 @@ function runCli(args: string[]): Promise<{ stdout: string; seconds: number }> {
   });
 }
 
+/** What a simulated visit reads of a shop model: its item ids, items by popularity rank, its `knn` lists. */
+export interface VisitModel {
+  ids: readonly string[];
+  /** byRank[r] = item index of popularity rank r. */
+  byRank: Int32Array;
+  knn: ShopModel['lists'][string];
+}
+
+/**
+ * Bytes of `visits` seeded visits to a v3 file (see the module comment): per visit, a first
+ * visit (a 24-product listing page drawn by Zipf popularity rank: the head and its shards) and a
+ * 20-event visit (that page, then 20 product pages each with its 20 strongest `knn` neighbours:
+ * the head once and the union of their shards), with the shards per 20-event visit.
+ */
+export function simulateVisits(
+  head: CatalogHead,
+  headBytes: number,
+  m: VisitModel,
+  visits: number,
+  seed: number,
+): { first: number[]; visit: number[]; shards: number[] } {
+  const n = m.ids.length;
+  const shardBytes = head.header.shards.map((s) => s.bytes);
+  const r = new Rng(seed + 1);
+  const draw = zipf(n);
+  const knn = m.knn;
+  const related = (i: number): string[] => {
+    const row: Array<[number, number]> = [];
+    for (let e = knn.offsets[i]; e < knn.offsets[i + 1]; e++) row.push([knn.targets[e], knn.weights[e]]);
+    return [
+      m.ids[i],
+      ...row
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 20)
+        .map(([t]) => m.ids[t]),
+    ];
+  };
+  const bytesOf = (ks: Iterable<number>): number => {
+    let s = headBytes;
+    for (const k of ks) s += shardBytes[k];
+    return s;
+  };
+  const first: number[] = [];
+  const visit: number[] = [];
+  const shards: number[] = [];
+  for (let v = 0; v < visits; v++) {
+    const landing = Array.from({ length: 24 }, () => m.ids[m.byRank[draw(r)]]);
+    const touched = new Set(shardsFor(head, landing));
+    first.push(bytesOf(touched));
+    let cur = m.byRank[draw(r)];
+    for (let e = 0; e < 20; e++) {
+      for (const k of shardsFor(head, related(cur))) touched.add(k);
+      const a = knn.offsets[cur];
+      const b = knn.offsets[cur + 1];
+      cur = r.next() < 0.7 && b > a ? knn.targets[a + r.int(b - a)] : m.byRank[draw(r)];
+    }
+    visit.push(bytesOf(touched));
+    shards.push(touched.size);
+  }
+  return { first, visit, shards };
+}
+
 const mb = (b: number): string => `${(b / 1e6).toFixed(2)} MB`;
-const quantile = (xs: number[], q: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
-const mean = (xs: number[]): number => xs.reduce((s, x) => s + x, 0) / xs.length;
+export const quantile = (xs: number[], q: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
+export const mean = (xs: number[]): number => xs.reduce((s, x) => s + x, 0) / xs.length;
 
 export interface ShopFileRow {
   items: number;
@@ -262,42 +324,11 @@ async function measure(n: number, o: Options): Promise<ShopFileRow[]> {
       const headBytes = statSync(join(dir, 'catalog.bin')).size;
       const head = decodeCatalogHead(readFileSync(join(dir, 'catalog.bin')));
       const shardBytes = head.header.shards.map((s) => s.bytes);
-      const r = new Rng(o.seed + 1);
-      const draw = zipf(n);
-      const knn = shop.model.lists.knn;
-      const related = (i: number): string[] => {
-        const row: Array<[number, number]> = [];
-        for (let e = knn.offsets[i]; e < knn.offsets[i + 1]; e++) row.push([knn.targets[e], knn.weights[e]]);
-        return [
-          shop.ids[i],
-          ...row
-            .sort((a, b) => b[1] - a[1])
-            .slice(0, 20)
-            .map(([t]) => shop.ids[t]),
-        ];
-      };
-      const bytesOf = (ks: Iterable<number>): number => {
-        let s = headBytes;
-        for (const k of ks) s += shardBytes[k];
-        return s;
-      };
-      const first: number[] = [];
-      const visit: number[] = [];
-      const visitShards: number[] = [];
-      for (let v = 0; v < o.visits; v++) {
-        const landing = Array.from({ length: 24 }, () => shop.ids[shop.byRank[draw(r)]]);
-        const touched = new Set(shardsFor(head, landing));
-        first.push(bytesOf(touched));
-        let cur = shop.byRank[draw(r)];
-        for (let e = 0; e < 20; e++) {
-          for (const k of shardsFor(head, related(cur))) touched.add(k);
-          const a = knn.offsets[cur];
-          const b = knn.offsets[cur + 1];
-          cur = r.next() < 0.7 && b > a ? knn.targets[a + r.int(b - a)] : shop.byRank[draw(r)];
-        }
-        visit.push(bytesOf(touched));
-        visitShards.push(touched.size);
-      }
+      const {
+        first,
+        visit,
+        shards: visitShards,
+      } = simulateVisits(head, headBytes, { ids: shop.ids, byRank: shop.byRank, knn: shop.model.lists.knn }, o.visits, o.seed);
       rows.push({
         items: n,
         shardSize,
@@ -346,7 +377,10 @@ async function main(): Promise<void> {
   if (o.json) writeFileSync(o.json, `${JSON.stringify(rows, null, 2)}\n`);
 }
 
-main().catch((e: unknown) => {
-  process.stderr.write(`bench:shop-file: ${e instanceof Error ? e.message : String(e)}\n`);
-  process.exitCode = 1;
-});
+const invoked = process.argv[1] ? pathToFileURL(resolve(process.argv[1])).href : '';
+if (import.meta.url === invoked) {
+  main().catch((e: unknown) => {
+    process.stderr.write(`bench:shop-file: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.exitCode = 1;
+  });
+}

@@ -1,7 +1,7 @@
 /**
  * Scale benchmark of the shop model's training (`npm run bench:shop-scale`):
  *
- *   npm run bench:shop-scale -- --items 10000 --events 1000000 [--seed 1] [--json FILE] [--keep DIR]
+ *   npm run bench:shop-scale -- --items 10000 --events 1000000 [--seed 1] [--json FILE] [--keep DIR [--reuse]] [--visits 200]
  *
  * 1. Generates a seeded synthetic long-tail shop: `items` products with titles and one of
  *    √items/2 categories, global Zipf popularity (exponent 1.0), users with 1–200 events (log-uniform), who
@@ -16,20 +16,41 @@
  *    validation NDCG@10 go into the row's `sasrec`.
  * 3. The baseline, in the same run: a plain item-kNN (cosine over distinct users, top-k per item
  *    from inverted lists; the log read with the same streaming reader) in its own child process.
+ * 4. The file a phone fetches: the shipped `atomem-vectors --shards` publishes the trained shop
+ *    model (and SASRec) with the catalog's content vectors as format v3 (the `hashing` embedder
+ *    at 512 dimensions, USE-lite's size: USE-lite itself would take hours at 1M items). The head's
+ *    bytes by section, the shards', and the bytes of `--visits` simulated visits
+ *    (`simulateVisits` of shop-file.ts: a first visit — a 24-product listing page — and a
+ *    20-event visit, shards touched computed from the head as the worker fetches them,
+ *    `packages/atomem/test/browser/shop-file.test.ts`).
+ *
+ * 5. In Chromium (`/usr/bin/chromium`, `--chromium-runs` fresh contexts after a discarded
+ *    warm-up; 0 skips it): a page of the 24 most popular products loads the BUILT package (run
+ *    `npm run build` first) and the v3 file from a loopback server that counts the bytes it
+ *    sends; time to the first `recommend(10)` from navigation start, then the median of 30
+ *    `recommend(10)` after 5 tracked events (`measureShopFileVisits`, first-visit.ts).
+ *
+ * `--keep DIR --reuse`: the files of an earlier run in DIR (log, model, stats, baseline) are used
+ * instead of generating and training again, e.g. to measure the file stage of a new format.
  *
  * Markdown on stdout, progress on stderr; `--json FILE`: one row per run with `items`, `events`,
- * `trainSeconds`, `peakRssBytes`, `fileBytes`, `stages`, `baseline`, and `firstVisitBytes`,
- * `visitBytes`, `firstRecommendationMs`, `recommendP50Ms` as null: they need the sharded file
- * format (not measured here).
+ * `trainSeconds`, `peakRssBytes`, `fileBytes`, `stages`, `baseline`, `head` (bytes, by section),
+ * `shards`, `firstVisitBytes`, `visitBytes` (the file's bytes, means over the simulated visits;
+ * p90 beside them), `firstRecommendationMs`, `recommendP50Ms` (medians over the Chromium runs,
+ * null with `--chromium-runs 0`) and `chromium` (per run: bytes sent in all, head, shards, package).
  */
 import { spawn } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
-import { readLogFile } from 'atomem/shop';
+import { decodeCatalogHead } from 'atomem/protocol';
+import { decodeShopModel, readLogFile } from 'atomem/shop';
+import { chromium } from 'playwright';
+import { measureShopFileVisits, type ShopFileVisit } from './first-visit.js';
 import { Rng } from './rng.js';
+import { mean, quantile, simulateVisits } from './shop-file.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../../..');
@@ -118,10 +139,10 @@ export async function generateShop(dir: string, items: number, events: number, s
   return { itemsPath, logPath, users };
 }
 
-/** Runs a child process with the same Node flags as the CLI's npm script; resolves with its exit code. */
+/** Runs a child process with the same Node flags as the CLI's npm script (its stdout to this one's stderr); resolves with its exit code. */
 function run(args: string[]): Promise<number> {
   return new Promise((res, rej) => {
-    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', ...args], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+    const child = spawn(process.execPath, ['-C', 'atomem-source', '--import', 'tsx', ...args], { cwd: root, stdio: ['ignore', process.stderr, 'inherit'] });
     child.on('error', rej);
     child.on('exit', (code) => res(code ?? 1));
   });
@@ -202,11 +223,31 @@ interface Row {
   baseline: { method: string; seconds: number; peakRssBytes: number };
   /** The sequence model, when trained: file bytes, steps, seconds, why it stopped, validation NDCG@10 of the kept weights. */
   sasrec: { bytes: number; steps: number; seconds: number; stoppedBy: string; bestStep: number; validationNdcg10: number | null } | null;
-  firstVisitBytes: null;
-  visitBytes: null;
-  firstRecommendationMs: null;
-  recommendP50Ms: null;
+  /** The v3 head: bytes, and bytes per part (`json`: prefix, header JSON and padding; then each section). */
+  head: { bytes: number; sections: Record<string, number> };
+  shards: { count: number; bytes: number };
+  /** Wall seconds of `atomem-vectors --shards` (embedding with `hashing`, encoding, writing). */
+  fileSeconds: number;
+  firstVisitBytes: number;
+  firstVisitP90Bytes: number;
+  visitBytes: number;
+  visitP90Bytes: number;
+  visitShards: number;
+  firstRecommendationMs: number | null;
+  recommendP50Ms: number | null;
+  chromium: Array<Omit<ShopFileVisit, 'catalog'>>;
   note: string;
+}
+
+const ELEMENT_BYTES: Record<string, number> = { u8: 1, i8: 1, u16: 2, u32: 4, f32: 4 };
+
+/** Bytes of a v3 head by part: the prefix + JSON header (padded to 4), then each section (padded to 4). */
+function headParts(bytes: Uint8Array): Record<string, number> {
+  const json = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(8, true);
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(16, 16 + json))) as { sections: Array<{ name: string; type: string; count: number }> };
+  const out: Record<string, number> = { json: (16 + json + 3) & ~3 };
+  for (const s of header.sections) out[s.name] = (s.count * ELEMENT_BYTES[s.type] + 3) & ~3;
+  return out;
 }
 
 async function main(): Promise<void> {
@@ -217,6 +258,18 @@ async function main(): Promise<void> {
     .option('--seed <n>', 'generator seed', positiveInt('--seed'), 1)
     .option('--json <file>', 'append the row to this JSON file ({ rows: [...] })')
     .option('--keep <dir>', 'generate into (and keep) this folder instead of a temp one')
+    .option('--reuse', 'with --keep: use the log, model, stats and baseline an earlier run left there')
+    .option('--visits <n>', 'simulated visits for the first-visit and 20-event bytes', positiveInt('--visits'), 200)
+    .option(
+      '--chromium-runs <n>',
+      'first visits in Chromium (0: none)',
+      (v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('--chromium-runs must be an integer ≥ 0');
+        return n;
+      },
+      3,
+    )
     .option('--ease <method>', 'passed to atomem-shop --ease (default: its auto choice)')
     .option('--engine <name>', 'passed to atomem-shop --engine (duckdb: counting stages as SQL)')
     .option(
@@ -241,6 +294,9 @@ async function main(): Promise<void> {
     ease?: string;
     engine?: string;
     sasrecBudget: number;
+    reuse?: boolean;
+    visits: number;
+    chromiumRuns: number;
     baselineOnly?: boolean;
     baselineArgs?: string;
   }>();
@@ -249,30 +305,56 @@ async function main(): Promise<void> {
     await baselineKnn(a.itemsPath, a.logPath, a.k, a.stats);
     return;
   }
+  if (o.reuse && !o.keep) throw new InvalidArgumentError('--reuse needs --keep DIR');
   const dir = o.keep ? resolve(o.keep) : mkdtempSync(join(tmpdir(), 'atomem-shop-scale-'));
+  mkdirSync(dir, { recursive: true });
   try {
     const t0 = performance.now();
-    const shop = await generateShop(dir, o.items, o.events, o.seed);
+    const marker = join(dir, 'shop.json');
+    const same = (): boolean => {
+      if (!o.reuse || !existsSync(marker)) return false;
+      const m = JSON.parse(readFileSync(marker, 'utf8')) as { items: number; events: number; seed: number };
+      return m.items === o.items && m.events === o.events && m.seed === o.seed;
+    };
+    let shop: { itemsPath: string; logPath: string; users: number };
+    const reused = same();
+    if (reused) {
+      shop = {
+        itemsPath: join(dir, 'items.jsonl'),
+        logPath: join(dir, 'interactions.jsonl'),
+        users: (JSON.parse(readFileSync(marker, 'utf8')) as { users: number }).users,
+      };
+      err(`shop-scale: reusing the shop in ${dir}`);
+    } else {
+      if (o.reuse) err(`shop-scale: no shop of these --items/--events/--seed in ${dir}; generating it`);
+      shop = await generateShop(dir, o.items, o.events, o.seed);
+      writeFileSync(marker, JSON.stringify({ items: o.items, events: o.events, seed: o.seed, users: shop.users }));
+    }
     const logBytes = statSync(shop.logPath).size;
     err(
-      `shop-scale: ${o.items} items, ${o.events} events, ${shop.users} users, log ${(logBytes / 2 ** 20).toFixed(0)} MB, generated in ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+      `shop-scale: ${o.items} items, ${o.events} events, ${shop.users} users, log ${(logBytes / 2 ** 20).toFixed(0)} MB, ready in ${((performance.now() - t0) / 1000).toFixed(0)} s`,
     );
     const statsPath = join(dir, 'stats.json');
     const out = join(dir, 'shop-model.bin');
-    const code = await run([
-      'packages/atomem/src/shop/cli.ts',
-      '--interactions',
-      shop.logPath,
-      '--items',
-      shop.itemsPath,
-      '--out',
-      out,
-      '--stats',
-      statsPath,
-      ...(o.ease ? ['--ease', o.ease] : []),
-      ...(o.engine ? ['--engine', o.engine] : []),
-      ...(o.sasrecBudget > 0 ? ['--sasrec', join(dir, 'sasrec.bin'), '--sasrec-budget', String(o.sasrecBudget)] : []),
-    ]);
+    const sasrecPath = join(dir, 'sasrec.bin');
+    const trained = reused && existsSync(statsPath) && existsSync(out) && (o.sasrecBudget === 0 || existsSync(sasrecPath));
+    if (trained) err('shop-scale: reusing the trained shop model and its stats');
+    const code = trained
+      ? 0
+      : await run([
+          'packages/atomem/src/shop/cli.ts',
+          '--interactions',
+          shop.logPath,
+          '--items',
+          shop.itemsPath,
+          '--out',
+          out,
+          '--stats',
+          statsPath,
+          ...(o.ease ? ['--ease', o.ease] : []),
+          ...(o.engine ? ['--engine', o.engine] : []),
+          ...(o.sasrecBudget > 0 ? ['--sasrec', sasrecPath, '--sasrec-budget', String(o.sasrecBudget)] : []),
+        ]);
     if (code !== 0) throw new Error(`atomem-shop exited with ${code}`);
     const stats = JSON.parse(readFileSync(statsPath, 'utf8')) as {
       trainSeconds: number;
@@ -283,18 +365,76 @@ async function main(): Promise<void> {
       sasrec?: Row['sasrec'] & Record<string, unknown>;
     };
     const bStats = join(dir, 'baseline.json');
-    const bCode = await run([
-      'packages/bench/src/shop-scale.ts',
-      '--items',
-      '1',
-      '--events',
-      '1',
-      '--baseline-only',
-      '--baseline-args',
-      JSON.stringify({ itemsPath: shop.itemsPath, logPath: shop.logPath, k: 32, stats: bStats }),
-    ]);
+    const bCode =
+      reused && existsSync(bStats)
+        ? 0
+        : await run([
+            'packages/bench/src/shop-scale.ts',
+            '--items',
+            '1',
+            '--events',
+            '1',
+            '--baseline-only',
+            '--baseline-args',
+            JSON.stringify({ itemsPath: shop.itemsPath, logPath: shop.logPath, k: 32, stats: bStats }),
+          ]);
     if (bCode !== 0) throw new Error(`baseline item-kNN exited with ${bCode}`);
     const base = JSON.parse(readFileSync(bStats, 'utf8')) as { seconds: number; peakRssBytes: number };
+    // the file a phone fetches: format v3 by the shipped CLI
+    const catalogFile = join(dir, 'catalog.bin');
+    rmSync(`${catalogFile}.shards`, { recursive: true, force: true });
+    err('shop-scale: atomem-vectors --shards (format v3)…');
+    const tf = performance.now();
+    const vCode = await run([
+      'packages/atomem/src/vectors-cli.ts',
+      '--catalog',
+      shop.itemsPath,
+      '--shop-model',
+      out,
+      ...(o.sasrecBudget > 0 ? ['--sasrec', sasrecPath] : []),
+      '--embedder',
+      'hashing',
+      '--dim',
+      '512',
+      '--no-cache',
+      '--no-progress',
+      '--shards',
+      '--out',
+      catalogFile,
+    ]);
+    if (vCode !== 0) throw new Error(`atomem-vectors exited with ${vCode}`);
+    const fileSeconds = (performance.now() - tf) / 1000;
+    const headBytes = new Uint8Array(readFileSync(catalogFile));
+    const head = decodeCatalogHead(headBytes);
+    const model = decodeShopModel(readFileSync(out));
+    const byRank = Int32Array.from(model.items.keys()).sort((a, b) => model.popularity[b] - model.popularity[a] || a - b);
+    const visits = simulateVisits(head, headBytes.length, { ids: model.items, byRank, knn: model.lists.knn }, o.visits, o.seed);
+    let browserRuns: ShopFileVisit[] = [];
+    if (o.chromiumRuns > 0) {
+      const top = new Set(Array.from(byRank.subarray(0, 24), (i) => model.items[i]));
+      const page: unknown[] = [];
+      for (const line of readFileSync(shop.itemsPath, 'utf8').split('\n')) {
+        if (!line) continue;
+        const it = JSON.parse(line) as { id: string };
+        if (top.has(it.id)) page.push(it);
+      }
+      page.sort((a, b) => model.popularity[model.items.indexOf((b as { id: string }).id)] - model.popularity[model.items.indexOf((a as { id: string }).id)]);
+      err(`shop-scale: ${o.chromiumRuns} first visits in Chromium (${page.length}-product page)…`);
+      const browser = await chromium.launch({
+        executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+        args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      });
+      try {
+        browserRuns = await measureShopFileVisits(browser, { dir, items: page, dim: 512, runs: o.chromiumRuns });
+      } finally {
+        await browser.close();
+      }
+      for (const v of browserRuns)
+        err(
+          `  ${(v.bytes / 1e6).toFixed(2)} MB (head ${(v.headBytes / 1e6).toFixed(2)}, ${v.shardRequests} shards ${(v.shardBytes / 1e6).toFixed(2)}, package ${(v.packageBytes / 1e6).toFixed(2)}), first recommendation ${v.firstRecommendationMs.toFixed(0)} ms, recommend p50 ${v.recommendP50Ms.toFixed(1)} ms; ${JSON.stringify(v.catalog)}`,
+        );
+    }
+    const median = (xs: number[]): number | null => (xs.length ? [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] : null);
     const row: Row = {
       items: o.items,
       events: o.events,
@@ -318,11 +458,18 @@ async function main(): Promise<void> {
             validationNdcg10: stats.sasrec.validationNdcg10,
           }
         : null,
-      firstVisitBytes: null,
-      visitBytes: null,
-      firstRecommendationMs: null,
-      recommendP50Ms: null,
-      note: 'firstVisitBytes, visitBytes, firstRecommendationMs and recommendP50Ms need the sharded file format; not measured by this benchmark',
+      head: { bytes: headBytes.length, sections: headParts(headBytes) },
+      shards: { count: head.header.shards.length, bytes: head.header.shards.reduce((t, x) => t + x.bytes, 0) },
+      fileSeconds,
+      firstVisitBytes: Math.round(mean(visits.first)),
+      firstVisitP90Bytes: quantile(visits.first, 0.9),
+      visitBytes: Math.round(mean(visits.visit)),
+      visitP90Bytes: quantile(visits.visit, 0.9),
+      visitShards: Math.round(mean(visits.shards)),
+      firstRecommendationMs: median(browserRuns.map((v) => v.firstRecommendationMs)),
+      recommendP50Ms: median(browserRuns.map((v) => v.recommendP50Ms)),
+      chromium: browserRuns.map(({ catalog: _, ...v }) => v),
+      note: `visits: ${o.visits} simulated (shards touched computed from the head); Chromium: ${browserRuns.length} first visits to a page of the 24 most popular products${trained ? '; model and stats reused from an earlier run in --keep' : ''}`,
     };
     const mb = (b: number) => `${(b / 2 ** 20).toFixed(0)} MB`;
     const out2 = (s: string) => process.stdout.write(`${s}\n`);
@@ -342,6 +489,26 @@ async function main(): Promise<void> {
       out2(
         `| SASRec | ${row.sasrec.bytes.toLocaleString('en')} bytes, ${row.sasrec.steps} steps in ${row.sasrec.seconds.toFixed(0)} s (${row.sasrec.stoppedBy}), validation NDCG@10 ${row.sasrec.validationNdcg10?.toFixed(4) ?? '—'} | — | — |`,
       );
+    const dmb = (b: number) => `${(b / 1e6).toFixed(2)} MB`;
+    out2(`\n#### The file a phone fetches (format v3, atomem-vectors --shards, ${fileSeconds.toFixed(0)} s)\n`);
+    out2('| head part | bytes |\n|---|---:|');
+    for (const [name, b] of Object.entries(row.head.sections)) out2(`| ${name} | ${b.toLocaleString('en')} |`);
+    out2(`| **head** | **${row.head.bytes.toLocaleString('en')}** (${dmb(row.head.bytes)}) |`);
+    out2(
+      `| shards | ${row.shards.count.toLocaleString('en')} × ≈${(row.shards.bytes / Math.max(1, row.shards.count) / 1e3).toFixed(1)} kB = ${dmb(row.shards.bytes)} |`,
+    );
+    out2(
+      `\n| visit (${o.visits} simulated) | mean | p90 |\n|---|---:|---:|\n| first visit (24-product page) | ${dmb(row.firstVisitBytes)} | ${dmb(row.firstVisitP90Bytes)} |\n| 20-event visit (${row.visitShards} shards) | ${dmb(row.visitBytes)} | ${dmb(row.visitP90Bytes)} |`,
+    );
+    if (browserRuns.length) {
+      out2(`\n| Chromium, first visit (${browserRuns.length} runs, median) | |\n|---|---:|`);
+      out2(`| bytes sent (page, package, head, shards) | ${dmb(median(browserRuns.map((v) => v.bytes))!)} |`);
+      out2(
+        `| of which head + shards | ${dmb(median(browserRuns.map((v) => v.headBytes + v.shardBytes))!)} (${median(browserRuns.map((v) => v.shardRequests))} shards) |`,
+      );
+      out2(`| first recommendation (navigation → recommend(10)) | ${row.firstRecommendationMs!.toFixed(0)} ms |`);
+      out2(`| recommend(10) p50 after 5 events | ${row.recommendP50Ms!.toFixed(1)} ms |`);
+    }
     if (o.json) {
       let prev: { rows: Row[] } = { rows: [] };
       try {

@@ -1,6 +1,6 @@
 /**
  * Where USE-lite's time goes in Node, and items per second by batch size
- * (`node -C atomem-source --import tsx packages/bench/src/use-lite-speed.ts [--items 2000] [--batches 16,64,256]`).
+ * (`npm run bench:use-lite-speed -- [--items 2000] [--batches 16,64,256] [--threads 1,2]`).
  *
  * Texts: ML-100K's movie titles with their genres, each followed by a seeded synthetic product
  * description of 12–40 words (a shop's `itemText`: title. categories. description), so the

@@ -4,12 +4,14 @@
  * only for the items the page gives it. Same readers' contract as v1/v2: everything is checked
  * before anything is used; a malformed head or shard throws {@link CatalogVectorsError}.
  *
- * Items: the head's id table fixes one index per item (0..N−1). The writer orders it by the shop
- * model's popularity (most popular first) when there is a shop model, else keeps catalog order.
- * Shard k holds items `k·S … min(N, (k+1)·S) − 1` (S = `shardSize`): a fixed range of that
- * public table, so fetching it reveals that the shopper's page showed *some* item of those S —
- * never more than the product pages the shop serves already tell it. With popularity order,
- * the first shards are the ones most visits need (and cache).
+ * Items: an item's shard is a hash of its id — FNV-1a (32-bit) of the id's UTF-8 bytes modulo
+ * the shard count K = ⌈N / S⌉ (S = `shardSize`, the mean items per shard) — so a device finds the
+ * shard of any product id without an id table: the head holds no per-item data, and its size
+ * grows with K (12 bytes a shard), not with the ids. Shard k holds the ids it was given (in its
+ * JSON) and their rows; the items' global indices (what list targets name) run shard by shard:
+ * shard k's items are `start[k] … start[k + 1] − 1`, from the head's shard item counts. Fetching
+ * shard k reveals that the shopper's page showed *some* item whose id hashes to k — never more
+ * than the product pages the shop serves already tell it.
  *
  * The head's shop info also carries `pairQuantiles`: cosine quantiles over random pairs of all
  * items' collaborative vectors (`pairQuantileOf` in shop-model-v1.ts, where STEAM's tau is set), since a
@@ -17,17 +19,18 @@
  *
  * Head (little-endian): magic `ATMV`, u32 version (3), u32 JSON length H, u32 CRC-32 of the JSON,
  * H bytes UTF-8 JSON {@link CatalogHeadHeader}, zero padding to 4, then its sections (table in
- * the JSON, each at a multiple of 4, with a CRC-32): `ids` (UTF-8 JSON array of the N item ids),
- * and with a shop model `popularity` (f32 × N), `trend.*` (rows as below, one per time bucket),
- * `content.mean|matrix|bias` (f32, the content → collaborative map) and `sasrec` (the sequence
- * model's layers, `serializeSasrec` bytes of the model with a one-row item table: the item rows
- * live in the shards). The JSON also lists every shard: its file name (relative to the head's
- * URL, with the shard's CRC-32 in it, so a changed shard gets a new name and an unchanged one
- * stays cached across releases), byte length and CRC-32.
+ * the JSON, each at a multiple of 4, with a CRC-32): the shard table `shards.count`,
+ * `shards.bytes` and `shards.crc32` (u32 × K: items, byte length and CRC-32 of each shard), and
+ * with a shop model `trend.*` (rows as below, one per time bucket), `content.mean|matrix|bias`
+ * (f32, the content → collaborative map) and `sasrec` (the sequence model's layers,
+ * `serializeSasrec` bytes of the model with a one-row item table: the item rows live in the
+ * shards). Shard k's file is `<shardPrefix><k, 5 digits>-<its CRC-32, 8 hex digits>.bin`,
+ * relative to the head's URL: a changed shard gets a new name, an unchanged one stays cached
+ * across releases.
  *
  * Shard: magic `ATMV`, u32 version (3), u32 JSON length, u32 CRC-32 of the JSON, the JSON
- * {@link CatalogShardHeader} (`kind: 'shard'`, index, first item, count, the items' text hashes,
- * sections), padding, sections:
+ * {@link CatalogShardHeader} (`kind: 'shard'`, index, first item, count, the items' ids and text
+ * hashes, sections), padding, sections:
  * - `vectors.has` (bitset), `vectors.scale` (f32 per item), `vectors.q` (i8 per item × dim):
  *   content vectors as `v = scale · q / 127` (per-vector scale; a zero scale with `has` = 0 means
  *   no content vector);
@@ -37,12 +40,14 @@
  *   v1 encoding, with global item indices;
  * - `cf.scale`, `cf.q`, `cf.cold` (bitset): the collaborative vectors, i8 with a per-item scale;
  * - `sasrec.has` (bitset), `sasrec.scale` (f32), `sasrec.q` (i8 × d): the sequence model's item
- *   rows, per-row scale (`v = scale · q`, as `serializeSasrec`'s int8).
+ *   rows, per-row scale (`v = scale · q`, as `serializeSasrec`'s int8);
+ * - `popularity` (f32 per item): the shop model's popularity prior.
  *
  * {@link assembleCatalogFile} turns a head and the shards loaded so far into the decoded
  * {@link CatalogFile} the engine uses (v3): content vectors of the loaded items, a shop model
- * over all N items whose rows of items in shards not loaded are empty (no lists, no vector),
- * and a SASRec model over the loaded items that have a row.
+ * over all N items whose rows of items in shards not loaded are empty (no lists, no vector, zero
+ * popularity, and an id that no product id equals: {@link unloadedItemId}), and a SASRec model over
+ * the loaded items that have a row.
  */
 import type { Item } from '../core/types.js';
 import { emptyWeights, namedTensors, serializeSasrec, deserializeSasrec, type SasrecWeights } from './sasrec-v1.js';
@@ -54,11 +59,11 @@ import { PAIR_QUANTILES, pairQuantileOf, type NeighbourLists, type ShopModel, ty
 /** Format version of heads and shards. */
 export const CATALOG_VECTORS_V3 = 3;
 /**
- * Items per shard by default: ≈ 15 kB per shard with 512-d content vectors and the shop model.
- * Measured (`npm run bench:shop-file -- --shard-size 16,32,128`): at 100k items a 20-event visit
- * downloads 6.4 MB with 16, 9.1 MB with 32 and 21.9 MB with 128 (a visit's items are scattered,
- * so smaller shards carry fewer bytes of items it never meets), for a head that grows with the
- * shard table (2.1 MB against 1.6 MB).
+ * Items per shard by default (the mean: an item's shard is a hash of its id): ≈ 15 kB per shard
+ * with 512-d content vectors and the shop model. Measured (`npm run bench:shop-file --
+ * --shard-size 16,32,128`): at 100k items a 20-event visit downloads 5.8 MB with 16, 10.1 MB
+ * with 32 and 31.2 MB with 128 (a visit's items are scattered, so smaller shards carry fewer bytes
+ * of items it never meets), for a head that grows with the shard table (0.34 MB against 0.28 MB).
  */
 export const DEFAULT_SHARD_SIZE = 16;
 
@@ -66,8 +71,8 @@ const MAGIC = [0x41, 0x54, 0x4d, 0x56]; // "ATMV"
 const PREFIX = 16;
 const MAX_JSON_BYTES = 64 * 1024 * 1024;
 
-/** The element types of format v3 (no u32). */
-type V3ElementType = Exclude<ElementType, 'u32'>;
+/** The element types of format v3. */
+type V3ElementType = ElementType;
 
 /** One section of a head or a shard. */
 export interface V3Section {
@@ -88,15 +93,21 @@ export interface V3ShardRef {
   crc32: number;
 }
 
-/** The JSON of a head. */
+/** The JSON of a head (`shards` is not in the file: {@link decodeCatalogHead} fills it from the shard table). */
 export interface CatalogHeadHeader {
   version: 3;
   kind: 'head';
   embedder: string;
   dim: number;
-  /** Number of items N (the `ids` section holds them). */
+  /** Number of items N. */
   items: number;
+  /** Mean items per shard the writer aimed at. */
   shardSize: number;
+  /** Number of shards K (an item's shard: {@link shardOfId}). */
+  shardCount: number;
+  /** Shard file names' prefix, relative to the head's URL. */
+  shardPrefix: string;
+  /** Every shard, from the `shards.*` sections. */
   shards: V3ShardRef[];
   createdAt?: string;
   sections: V3Section[];
@@ -122,6 +133,8 @@ export interface CatalogShardHeader {
   index: number;
   first: number;
   count: number;
+  /** The items' ids (each hashes to this shard). */
+  ids: string[];
   /** Text hash per item (`itemTextHash`), `""` for an item without a content vector. */
   hashes: string[];
   sections: V3Section[];
@@ -130,10 +143,8 @@ export interface CatalogShardHeader {
 /** A decoded head. */
 export interface CatalogHead {
   header: CatalogHeadHeader;
-  ids: string[];
-  /** Item id → index. */
-  index: Map<string, number>;
-  popularity?: Float32Array;
+  /** Global index of shard k's first item (K + 1 entries: the last is N). */
+  starts: Uint32Array;
   trend?: NeighbourLists;
   contentMap?: { mean: Float32Array; matrix: Float32Array; bias: Float32Array };
   /** The sequence model without item rows (one-row item table). */
@@ -147,7 +158,10 @@ export interface CatalogShard {
   index: number;
   first: number;
   count: number;
+  ids: string[];
   hashes: string[];
+  /** The shop model's popularity of each item (with a shop model). */
+  popularity?: Float32Array;
   /** count × dim content vectors, zero rows where `hasVector` is 0. */
   vectors: Float32Array;
   hasVector: Uint8Array;
@@ -161,9 +175,37 @@ export interface CatalogShard {
 export interface EncodedCatalogV3 {
   head: Uint8Array;
   shards: Array<{ name: string; bytes: Uint8Array }>;
-  /** Item ids in head order (index = position). */
+  /** Item ids by global index (shard by shard). */
   order: string[];
 }
+
+/** FNV-1a, 32-bit, of the UTF-8 bytes of `id`. */
+function fnv1a(id: string): number {
+  let h = 0x811c9dc5;
+  for (const b of new TextEncoder().encode(id)) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return h >>> 0;
+}
+
+/** The shard of an item id among `shardCount` shards (the writer's and the reader's rule). */
+export function shardOfId(id: string, shardCount: number): number {
+  return shardCount > 0 ? fnv1a(id) % shardCount : 0;
+}
+
+/**
+ * The id {@link assembleCatalogFile} gives item `index` of a shard not loaded: it starts with a
+ * NUL character, which no product id the worker accepts holds.
+ */
+export function unloadedItemId(index: number): string {
+  return `\u0000unloaded:${index}`;
+}
+
+/** Shard k's file name: the prefix, k (5 digits) and its CRC-32 (8 hex digits). */
+function shardName(prefix: string, k: number, crc: number): string {
+  return `${prefix}${String(k).padStart(5, '0')}-${crc.toString(16).padStart(8, '0')}.bin`;
+}
+
+/** A relative path below the head: no scheme, no leading slash, no `..` segment. */
+const RELATIVE_BELOW = (name: string): boolean => !/^[a-z][a-z0-9+.-]*:|^\/|(^|\/)\.\.(\/|$)/i.test(name);
 
 // ---------------------------------------------------------------------------------------------
 // shared pieces
@@ -258,7 +300,7 @@ function decodeRows(
   return { offsets, targets, weights };
 }
 
-type Part = { name: string; type: V3ElementType; data: Uint8Array | Int8Array | Uint16Array | Float32Array };
+type Part = { name: string; type: V3ElementType; data: Uint8Array | Int8Array | Uint16Array | Uint32Array | Float32Array };
 
 function toBytes(p: Part): Uint8Array {
   const d = p.data;
@@ -267,6 +309,7 @@ function toBytes(p: Part): Uint8Array {
   const v = new DataView(out.buffer);
   for (let k = 0; k < d.length; k++) {
     if (p.type === 'u16') v.setUint16(2 * k, d[k], true);
+    else if (p.type === 'u32') v.setUint32(4 * k, d[k], true);
     else v.setFloat32(4 * k, d[k], true);
   }
   return out;
@@ -364,14 +407,17 @@ export interface EncodeCatalogV3Input extends EncodeCatalogFileInput {
 
 /**
  * Encode a v3 head and its shards (see the module comment). Items: the catalog `items` (with
- * content vectors) and any shop-model item not among them (without); ordered by the shop
- * model's popularity when there is one. Throws RangeError for inconsistent input.
+ * content vectors) and any shop-model item not among them (without), each in the shard its id
+ * hashes to; within a shard by the shop model's popularity (most popular first) when there is
+ * one, else in catalog order. Throws RangeError for inconsistent input.
  */
 export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalogV3 {
   const { embedder, items, vectors } = input;
   const S = input.shardSize ?? DEFAULT_SHARD_SIZE;
   if (!Number.isInteger(S) || S < 1 || S > 65536) throw new RangeError(`encodeCatalogFileV3: shardSize ${S} is not an integer in 1..65536`);
   if (items.length !== vectors.length) throw new RangeError(`encodeCatalogFileV3: ${items.length} items but ${vectors.length} vectors`);
+  if (typeof input.shardPrefix !== 'string' || !RELATIVE_BELOW(input.shardPrefix))
+    throw new RangeError(`encodeCatalogFileV3: shardPrefix ${JSON.stringify(input.shardPrefix)} is not a relative path below the head`);
   if (!Number.isInteger(embedder.dim) || embedder.dim < 1 || embedder.dim > 65536)
     throw new RangeError(`encodeCatalogFileV3: dim ${embedder.dim} is not an integer in 1..65536`);
   const dim = embedder.dim;
@@ -385,21 +431,31 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
     content.set(it.id, { item: it, vector: vectors[i] });
   });
   const model = input.shop?.model;
-  const ids = items.map((it) => it.id);
+  const given = items.map((it) => it.id);
   const shopIndex = new Map<string, number>();
   if (model) {
+    if (model.popularity.length !== model.items.length)
+      throw new RangeError(`encodeCatalogFileV3: ${model.popularity.length} popularity values for ${model.items.length} items`);
     model.items.forEach((id, i) => {
       shopIndex.set(id, i);
-      if (!content.has(id)) ids.push(id);
+      if (!content.has(id)) given.push(id);
     });
-    // why: popular items share the first shards, which most visits need and keep cached
+  }
+  for (const id of given) if (id.includes('\u0000')) throw new RangeError(`encodeCatalogFileV3: item id ${JSON.stringify(id)} holds a NUL character`);
+  const K = Math.ceil(given.length / S);
+  const buckets: string[][] = Array.from({ length: K }, () => []);
+  for (const id of given) buckets[shardOfId(id, K)].push(id);
+  if (model) {
     const pop = (id: string): number => {
       const i = shopIndex.get(id);
       return i === undefined ? -1 : model.popularity[i];
     };
-    const rank = new Map(ids.map((id, k) => [id, k]));
-    ids.sort((a, b) => pop(b) - pop(a) || rank.get(a)! - rank.get(b)!);
+    // stable: equal popularity keeps the catalog order
+    for (const b of buckets) b.sort((a, c) => pop(c) - pop(a));
   }
+  const ids = buckets.flat();
+  const starts = new Uint32Array(K + 1);
+  buckets.forEach((b, k) => (starts[k + 1] = starts[k] + b.length));
   const N = ids.length;
   const index = new Map(ids.map((id, k) => [id, k]));
   const toGlobal = model ? Int32Array.from(model.items, (id) => index.get(id)!) : new Int32Array(0);
@@ -418,11 +474,11 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
   const listNames = model ? Object.keys(model.lists) : [];
   const cf = model?.vectors;
   const shards: Array<{ name: string; bytes: Uint8Array }> = [];
-  const refs: V3ShardRef[] = [];
-  const count = Math.ceil(N / S);
-  for (let k = 0; k < count; k++) {
-    const first = k * S;
-    const n = Math.min(N, first + S) - first;
+  const shardBytes = new Uint32Array(K);
+  const shardCrc = new Uint32Array(K);
+  for (let k = 0; k < K; k++) {
+    const first = starts[k];
+    const n = starts[k + 1] - first;
     const parts: Part[] = [];
     const row = (r: number) => content.get(ids[first + r]);
     parts.push({ name: 'vectors.has', type: 'u8', data: bitset(n, (r) => row(r) !== undefined) });
@@ -475,29 +531,32 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
       );
       parts.push({ name: 'sasrec.scale', type: 'f32', data: q.scale }, { name: 'sasrec.q', type: 'i8', data: q.q });
     }
+    if (model)
+      parts.push({
+        name: 'popularity',
+        type: 'f32',
+        data: Float32Array.from({ length: n }, (_, r) => {
+          const i = shopRowOf(first + r);
+          return i === undefined ? 0 : model.popularity[i];
+        }),
+      });
     const hashes = Array.from({ length: n }, (_, r) => {
       const c = row(r);
       return c ? itemTextHash(c.item) : '';
     });
-    const bytes = pack({ version: 3, kind: 'shard', index: k, first, count: n, hashes }, parts);
+    const bytes = pack({ version: 3, kind: 'shard', index: k, first, count: n, ids: ids.slice(first, first + n), hashes }, parts);
     const c = crc32(bytes);
-    const name = `${input.shardPrefix}${String(k).padStart(5, '0')}-${c.toString(16).padStart(8, '0')}.bin`;
-    shards.push({ name, bytes });
-    refs.push({ name, bytes: bytes.length, crc32: c });
+    shards.push({ name: shardName(input.shardPrefix, k, c), bytes });
+    shardBytes[k] = bytes.length;
+    shardCrc[k] = c;
   }
-  const parts: Part[] = [{ name: 'ids', type: 'u8', data: new TextEncoder().encode(JSON.stringify(ids)) }];
+  const parts: Part[] = [
+    { name: 'shards.count', type: 'u32', data: Uint32Array.from({ length: K }, (_, k) => starts[k + 1] - starts[k]) },
+    { name: 'shards.bytes', type: 'u32', data: shardBytes },
+    { name: 'shards.crc32', type: 'u32', data: shardCrc },
+  ];
   let shopHeader: CatalogHeadHeader['shop'];
   if (model) {
-    if (model.popularity.length !== model.items.length)
-      throw new RangeError(`encodeCatalogFileV3: ${model.popularity.length} popularity values for ${model.items.length} items`);
-    parts.push({
-      name: 'popularity',
-      type: 'f32',
-      data: Float32Array.from({ length: N }, (_, g) => {
-        const i = shopRowOf(g);
-        return i === undefined ? 0 : model.popularity[i];
-      }),
-    });
     // why: the device holds only some items' vectors; STEAM's tau comes from pair quantiles over all of them
     const pairQuantiles = Object.fromEntries(PAIR_QUANTILES.map((q) => [String(q), pairQuantileOf(model, q)]));
     shopHeader = { lists: listNames, weights: model.weights, info: { ...model.info, pairQuantiles }, ...(model.privacy ? { privacy: model.privacy } : {}) };
@@ -532,14 +591,15 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
       shopHeader.sasrec = { dim: w.config.dim };
     }
   }
-  const json: Omit<CatalogHeadHeader, 'sections'> = {
+  const json: Omit<CatalogHeadHeader, 'sections' | 'shards'> = {
     version: 3,
     kind: 'head',
     embedder: embedder.id,
     dim,
     items: N,
     shardSize: S,
-    shards: refs,
+    shardCount: K,
+    shardPrefix: input.shardPrefix,
     createdAt: input.createdAt ?? new Date().toISOString(),
     ...(shopHeader ? { shop: shopHeader } : {}),
     ...(input.shop?.info ? { shopInfo: input.shop.info } : {}),
@@ -559,35 +619,30 @@ export function decodeCatalogHead(bytes: ArrayBuffer | Uint8Array): CatalogHead 
   if (!Number.isInteger(header.dim) || header.dim < 1 || header.dim > 65536) fail(`dim ${String(header.dim)} is not an integer in 1..65536`);
   if (!Number.isInteger(header.items) || header.items < 0) fail('the item count is not a non-negative integer');
   if (!Number.isInteger(header.shardSize) || header.shardSize < 1) fail('the shard size is not a positive integer');
-  if (!Array.isArray(header.shards) || header.shards.length !== Math.ceil(header.items / header.shardSize))
-    fail(`the shard table does not cover ${header.items} items in shards of ${header.shardSize}`);
-  for (const [k, s] of header.shards.entries()) {
-    if (!s || typeof s.name !== 'string' || !s.name || /^[a-z][a-z0-9+.-]*:|^\/|\.\.(\/|$)/i.test(s.name))
-      fail(`shard ${k} has a bad file name ${JSON.stringify(s?.name)} (it must be a relative path below the head)`);
-    if (!Number.isInteger(s.bytes) || s.bytes < PREFIX || !Number.isInteger(s.crc32)) fail(`shard ${k} has a bad length or checksum`);
+  if (!Number.isInteger(header.shardCount) || header.shardCount < 0 || header.shardCount !== Math.ceil(header.items / header.shardSize))
+    fail(
+      `the shard count ${String(header.shardCount)} is not ⌈${header.items} items / ${header.shardSize}⌉ (a head of an earlier layout? republish it with atomem-vectors --shards)`,
+    );
+  if (typeof header.shardPrefix !== 'string' || !RELATIVE_BELOW(header.shardPrefix))
+    fail(`the shard prefix ${JSON.stringify(header.shardPrefix)} is not a relative path below the head`);
+  const K = header.shardCount;
+  const counts = get('shards.count', ['u32'], K) as Uint32Array;
+  const lengths = get('shards.bytes', ['u32'], K) as Uint32Array;
+  const crcs = get('shards.crc32', ['u32'], K) as Uint32Array;
+  const starts = new Uint32Array(K + 1);
+  for (let k = 0; k < K; k++) {
+    if (lengths[k] < PREFIX) fail(`shard ${k} has a bad length`);
+    starts[k + 1] = starts[k] + counts[k];
   }
-  const idBytes = get('ids', ['u8']) as Uint8Array;
-  let ids: unknown;
-  try {
-    ids = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(idBytes));
-  } catch (e) {
-    return fail(`the id table is not UTF-8 JSON (${(e as Error).message})`);
-  }
-  if (!Array.isArray(ids) || ids.length !== header.items || !ids.every((x) => typeof x === 'string' && x !== ''))
-    fail(`the id table is not an array of ${header.items} non-empty strings`);
-  const index = new Map<string, number>();
-  (ids as string[]).forEach((id, i) => {
-    if (index.has(id)) fail(`item "${id}" appears twice`);
-    index.set(id, i);
-  });
+  if (starts[K] !== header.items) fail(`the shards hold ${starts[K]} items, the header says ${header.items}`);
+  header.shards = Array.from({ length: K }, (_, k) => ({ name: shardName(header.shardPrefix, k, crcs[k]), bytes: lengths[k], crc32: crcs[k] }));
   const view = new DataView(u8.buffer, u8.byteOffset, u8.byteLength);
-  const head: CatalogHead = { header, ids: ids as string[], index, id: view.getUint32(12, true).toString(16).padStart(8, '0') };
+  const head: CatalogHead = { header, starts, id: view.getUint32(12, true).toString(16).padStart(8, '0') };
   const shop = header.shop;
   if (shop) {
     if (!Array.isArray(shop.lists) || !shop.lists.every((l) => typeof l === 'string' && /^[\w-]+$/.test(l))) fail('the shop list names are malformed');
     if (!shop.weights || typeof shop.weights !== 'object') fail('the shop has no weights');
     for (const [k, w] of Object.entries(shop.weights)) if (typeof w !== 'number' || !Number.isFinite(w)) fail(`weight ${k} is not a finite number`);
-    head.popularity = get('popularity', ['f32'], header.items) as Float32Array;
     if (shop.trend) {
       const t = shop.trend;
       if (!(t.bucketMs > 0) || !Number.isInteger(t.firstBucket) || !Number.isInteger(t.buckets) || t.buckets < 0 || !Number.isInteger(t.window) || t.window < 1)
@@ -622,7 +677,7 @@ export function decodeCatalogHead(bytes: ArrayBuffer | Uint8Array): CatalogHead 
       }
       if (head.sasrec!.config.dim !== shop.sasrec.dim) fail(`its SASRec model is ${head.sasrec!.config.dim}-d, the header says ${shop.sasrec.dim}`);
     }
-  } else if (has('popularity') || has('sasrec')) fail('it has shop sections but no shop header');
+  } else if (has('trend.len') || has('sasrec')) fail('it has shop sections but no shop header');
   return head;
 }
 
@@ -637,20 +692,29 @@ export function decodeCatalogShard(head: CatalogHead, k: number, bytes: ArrayBuf
     );
   const { header, get, fail } = unpack<CatalogShardHeader>(u8, `shard ${ref.name}`);
   const H = head.header;
-  const first = k * H.shardSize;
-  const n = Math.min(H.items, first + H.shardSize) - first;
+  const first = head.starts[k];
+  const n = head.starts[k + 1] - first;
   if (header.kind !== 'shard' || header.index !== k || header.first !== first || header.count !== n)
     fail(`it is not shard ${k} (items ${first}..${first + n - 1})`);
   if (!Array.isArray(header.hashes) || header.hashes.length !== n || !header.hashes.every((x) => typeof x === 'string')) fail('its text hashes are malformed');
+  if (!Array.isArray(header.ids) || header.ids.length !== n) fail(`its id list does not hold ${n} ids`);
+  const seen = new Set<string>();
+  for (const id of header.ids) {
+    if (typeof id !== 'string' || id === '' || id.includes('\u0000')) fail(`its id ${JSON.stringify(id)} is not a non-empty string without NUL`);
+    if (seen.has(id)) fail(`item "${id}" appears twice`);
+    seen.add(id);
+    if (shardOfId(id, H.shardCount) !== k) fail(`item "${id}" does not hash to shard ${k}`);
+  }
   const dim = H.dim;
   const hasVector = get('vectors.has', ['u8'], (n + 7) >> 3) as Uint8Array;
   const scale = get('vectors.scale', ['f32'], n) as Float32Array;
   const q = get('vectors.q', ['i8'], n * dim) as Int8Array;
   const vectors = new Float32Array(n * dim);
   for (let r = 0; r < n; r++) for (let d = 0; d < dim; d++) vectors[r * dim + d] = (scale[r] * q[r * dim + d]) / 127;
-  const shard: CatalogShard = { index: k, first, count: n, hashes: header.hashes, vectors, hasVector, lists: {} };
+  const shard: CatalogShard = { index: k, first, count: n, ids: header.ids, hashes: header.hashes, vectors, hasVector, lists: {} };
   const shop = H.shop;
   if (shop) {
+    shard.popularity = get('popularity', ['f32'], n) as Float32Array;
     for (const L of shop.lists) {
       shard.lists[L] = decodeRows(
         get(`list.${L}.len`, ['u8', 'u16'], n) as Uint8Array,
@@ -683,13 +747,16 @@ export function decodeCatalogShard(head: CatalogHead, k: number, bytes: ArrayBuf
   return shard;
 }
 
-/** Shard indices holding `ids` (ids not in the head are ignored), ascending. */
+/**
+ * Shard indices that hold `ids` if the file has them (the shard each id hashes to), ascending.
+ * An id the file lacks still names a shard: which ids the file holds is only known from the
+ * shards, and the request depends only on the ids given.
+ */
 export function shardsFor(head: CatalogHead, ids: Iterable<string>): number[] {
   const out = new Set<number>();
-  for (const id of ids) {
-    const i = head.index.get(id);
-    if (i !== undefined) out.add(Math.floor(i / head.header.shardSize));
-  }
+  const K = head.header.shardCount;
+  if (K === 0) return [];
+  for (const id of ids) out.add(shardOfId(id, K));
   return [...out].sort((a, b) => a - b);
 }
 
@@ -705,7 +772,7 @@ export function assembleCatalogFile(head: CatalogHead, shards: Iterable<CatalogS
   const vectors: CatalogFile['vectors'] = new Map();
   for (const s of loaded) {
     for (let r = 0; r < s.count; r++)
-      if (bit(s.hasVector, r)) vectors.set(head.ids[s.first + r], { hash: s.hashes[r], vector: s.vectors.slice(r * H.dim, (r + 1) * H.dim) });
+      if (bit(s.hasVector, r)) vectors.set(s.ids[r], { hash: s.hashes[r], vector: s.vectors.slice(r * H.dim, (r + 1) * H.dim) });
   }
   const out: CatalogFile = { version: 3 as CatalogFile['version'], embedder: H.embedder, dim: H.dim, createdAt: H.createdAt, vectors };
   if (H.shopInfo !== undefined) out.shopInfo = H.shopInfo;
@@ -728,7 +795,13 @@ export function assembleCatalogFile(head: CatalogHead, shards: Iterable<CatalogS
     }
     lists[L] = { offsets, targets, weights };
   }
-  const model: ShopModel = { items: head.ids, lists, popularity: head.popularity!, weights: shop.weights, info: shop.info ?? {} };
+  const ids = Array.from({ length: N }, (_, g) => unloadedItemId(g));
+  const popularity = new Float32Array(N);
+  for (const s of loaded) {
+    for (let r = 0; r < s.count; r++) ids[s.first + r] = s.ids[r];
+    popularity.set(s.popularity!, s.first);
+  }
+  const model: ShopModel = { items: ids, lists, popularity, weights: shop.weights, info: shop.info ?? {} };
   if (shop.privacy) model.privacy = shop.privacy;
   if (shop.trend && head.trend)
     model.trend = { bucketMs: shop.trend.bucketMs, firstBucket: shop.trend.firstBucket, window: shop.trend.window, counts: head.trend };
@@ -745,21 +818,21 @@ export function assembleCatalogFile(head: CatalogHead, shards: Iterable<CatalogS
   const part: CatalogShopPart = { modelBytes: new Uint8Array(0), model, id: `v3-${head.id}` };
   if (shop.sasrec && head.sasrec) {
     const d = shop.sasrec.dim;
-    const ids: string[] = [];
+    const sasrecIds: string[] = [];
     const rows: Float32Array[] = [];
     for (const s of loaded) {
       for (let r = 0; r < s.count; r++) {
         if (!s.sasrec!.has[r]) continue;
-        ids.push(head.ids[s.first + r]);
+        sasrecIds.push(s.ids[r]);
         rows.push(s.sasrec!.rows.subarray(r * d, (r + 1) * d));
       }
     }
-    if (ids.length) {
-      const w = emptyWeights(head.sasrec.config, ids.length);
+    if (sasrecIds.length) {
+      const w = emptyWeights(head.sasrec.config, sasrecIds.length);
       const src = new Map(namedTensors(head.sasrec));
       for (const [name, t] of namedTensors(w)) if (name !== 'itemEmb') t.set(src.get(name)!);
       rows.forEach((row, i) => w.itemEmb.set(row, (i + 1) * d));
-      part.sasrec = { bytes: new Uint8Array(0), weights: w, items: ids };
+      part.sasrec = { bytes: new Uint8Array(0), weights: w, items: sasrecIds };
     }
   }
   out.shop = part;

@@ -1,29 +1,37 @@
 /**
  * The shop part of a catalog vector file, as `atomem-vectors` publishes it (`src/vectors-cli.ts`):
  * either trained here from the shop's order log (`--log`: the shop model of `train.ts` and a
- * SASRec sequence model of `sasrec/train.ts`) or read from a file `atomem-shop` wrote
+ * SASRec sequence model trained by `sasrec/budgeted.ts` — a time budget, sampled softmax, lazy
+ * updates of the embedding rows a step touches, early stopping on held-out last items, as
+ * `atomem-shop --sasrec` trains it) or read from a file `atomem-shop` wrote
  * (`--shop-model`: a shop model v1 file, or a v2 catalog file's shop part and SASRec).
  *
  * The log is JSON Lines `{ user, item, at, action? }` (`at` epoch ms or an ISO date; ids may be
- * numbers); rows of items not in the catalog are skipped and counted. `epsilon` makes the shop
+ * numbers), read streamed into columns (`log-reader.ts`' {@link LogColumns}: a file of any size;
+ * gunzipped when its name ends in `.gz`); rows of items not in the catalog are skipped and counted. `epsilon` makes the shop
  * model user-level (ε, δ)-DP; SASRec has no DP training, so under `epsilon` it is left out.
  * Bad input is a {@link LogInputError} naming the file and line (the CLI exits with code 2).
  */
-import { readFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
+import { createInterface } from 'node:readline';
+import { createGunzip } from 'node:zlib';
 import cliProgress from 'cli-progress';
 import { ACTION_WEIGHTS, type Action, type Item } from '../core/types.js';
 import { catalogFileVersion, decodeCatalogFile, type EncodeCatalogFileInput } from '../protocol/catalog-vectors-v2.js';
 import { decodeShopModel } from '../protocol/shop-model-v1.js';
-import type { SasrecWeights } from '../protocol/sasrec-v1.js';
-import { LogInputError } from './log-reader.js';
+import { deserializeSasrec, type SasrecWeights } from '../protocol/sasrec-v1.js';
+import { LogColumns, LogInputError } from './log-reader.js';
 import type { ShopInteraction } from './train.js';
 
 /** The shop part a catalog vector file carries (shop model, optional SASRec, info). */
 export type PublishedShopPart = NonNullable<EncodeCatalogFileInput['shop']>;
 
-/** SASRec epochs by default (the trainer's validated default, `SASREC_DEFAULTS.epochs`). */
+/** Upper bound on SASRec epochs by default (the trainer's validated default, `SASREC_DEFAULTS.epochs`); early stopping usually ends sooner. */
 export const DEFAULT_SASREC_EPOCHS = 80;
+/** Wall-clock seconds of SASRec's training by default (as `atomem-shop --sasrec-budget`). */
+export const DEFAULT_SASREC_BUDGET = 600;
 /** Seed of SASRec's initialisation, sampling and dropout by default (the trainer's). */
 export const DEFAULT_SASREC_SEED = 2026;
 
@@ -36,9 +44,10 @@ export interface ShopTrainOptions {
   /** User-level (ε, δ)-DP of the shop model; SASRec is then left out. */
   epsilon?: number;
   delta: number;
-  /** Train SASRec too. */
+  /** Train SASRec too (`sasrec/budgeted.ts`: within `sasrecBudget` seconds, at most `sasrecEpochs` epochs, early stopping on held-out last items). */
   sequence: boolean;
   sasrecEpochs: number;
+  sasrecBudget: number;
   seed: number;
   /** Progress lines and bars on `stderr`. */
   progress: boolean;
@@ -52,8 +61,29 @@ function describe(v: unknown): string {
   return typeof v === 'object' ? 'an object' : typeof v;
 }
 
-/** The shop part of `--shop-model`: an `atomem-shop` file (shop model v1) or a v2 catalog file's shop model and SASRec. */
-export async function readShopPart(path: string): Promise<PublishedShopPart> {
+/**
+ * The shop part of `--shop-model`: an `atomem-shop` file (shop model v1) or a v2 catalog file's
+ * shop model and SASRec. `sasrecPath`: the SASRec file `atomem-shop --sasrec` wrote beside a
+ * shop model v1 file (its item i + 1 is the shop model's item i).
+ */
+export async function readShopPart(path: string, sasrecPath?: string): Promise<PublishedShopPart> {
+  const part = await readShopPartFile(path);
+  if (sasrecPath === undefined) return part;
+  if (part.sasrec) throw new LogInputError(`--sasrec ${sasrecPath}: --shop-model ${path} carries a SASRec model already`);
+  let weights: SasrecWeights;
+  try {
+    weights = deserializeSasrec(new Uint8Array(await readFile(sasrecPath)));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new LogInputError(`--sasrec ${sasrecPath}: ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+  }
+  const n = part.model.items.length;
+  if (weights.numItems !== n)
+    throw new LogInputError(`--sasrec ${sasrecPath}: a model of ${weights.numItems} items, the shop model has ${n} (not the SASRec file of this shop model)`);
+  return { ...part, sasrec: { weights, items: part.model.items }, info: { ...part.info, sequence: 'sasrec', sasrecModel: basename(sasrecPath) } };
+}
+
+async function readShopPartFile(path: string): Promise<PublishedShopPart> {
   let bytes: Uint8Array;
   try {
     bytes = new Uint8Array(await readFile(path));
@@ -82,8 +112,8 @@ export async function readShopPart(path: string): Promise<PublishedShopPart> {
 
 /** The order log as read by {@link readInteractionLog}. */
 interface InteractionLog {
-  /** Rows of catalog items before `until`, in file order. */
-  log: ShopInteraction[];
+  /** Rows of catalog items before `until`, in file order, as columns (item table: the catalog). */
+  log: LogColumns;
   /** Rows skipped because their item is not in the catalog. */
   unknownItems: number;
   /** Rows skipped because they are not before `until`. */
@@ -92,23 +122,30 @@ interface InteractionLog {
 }
 
 /**
- * Read an order log: JSON Lines `{ user, item, at, action? }` (`at` epoch ms or an ISO date,
- * `user` and `item` non-empty strings or numbers, `action` one of {@link ACTION_WEIGHTS}' keys).
- * Rows of items not in `catalog` and rows at or after `until` are skipped and counted; a
- * malformed line is a {@link LogInputError} naming the line.
+ * Read an order log, streamed (any size; gunzipped when the name ends in `.gz`): JSON Lines
+ * `{ user, item, at, action? }` (`at` epoch ms or an ISO date, `user` and `item` non-empty
+ * strings or numbers, `action` one of {@link ACTION_WEIGHTS}' keys) into columns. Rows of items
+ * not in `catalog` and rows at or after `until` are skipped and counted; a malformed line is a
+ * {@link LogInputError} naming the line. `onBytes`: bytes of the file read so far, and its size.
  */
-async function readInteractionLog(path: string, catalog: ReadonlySet<string>, until?: number): Promise<InteractionLog> {
-  let text: string;
+async function readInteractionLog(
+  path: string,
+  catalog: readonly string[],
+  until?: number,
+  onBytes?: (read: number, total: number) => void,
+): Promise<InteractionLog> {
+  let total: number;
   try {
-    text = await readFile(path, 'utf8');
+    const st = await stat(path);
+    if (st.isDirectory()) throw Object.assign(new Error('it is a directory'), { code: 'EISDIR' });
+    total = st.size;
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     throw new LogInputError(
       `cannot read --log ${path}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : (e as Error).message}`,
     );
   }
-  const log: ShopInteraction[] = [];
-  const users = new Set<string>();
+  const log = new LogColumns(catalog, true);
   let unknownItems = 0;
   let afterUntil = 0;
   const idOf = (o: Record<string, unknown>, key: string, at: string): string => {
@@ -116,35 +153,59 @@ async function readInteractionLog(path: string, catalog: ReadonlySet<string>, un
     if ((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v))) return String(v);
     throw new LogInputError(`${at}: "${key}" is ${v === undefined ? 'missing' : describe(v)}, expected a non-empty string or a number`);
   };
-  const body = text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
-  body.split(/\r?\n/).forEach((raw, i) => {
-    if (raw.trim() === '') return;
-    const at = `${path}: line ${i + 1}`;
-    let o: unknown;
-    try {
-      o = JSON.parse(raw);
-    } catch (e) {
-      throw new LogInputError(`${at} is not valid JSON (${(e as Error).message})`);
-    }
-    if (!o || typeof o !== 'object' || Array.isArray(o)) throw new LogInputError(`${at} is ${describe(o)}, expected an object { user, item, at, action? }`);
-    const row = o as Record<string, unknown>;
-    const user = idOf(row, 'user', at);
-    const item = idOf(row, 'item', at);
-    const when = typeof row.at === 'number' ? row.at : typeof row.at === 'string' ? Date.parse(row.at) : NaN;
-    if (!Number.isFinite(when)) throw new LogInputError(`${at}: "at" must be epoch milliseconds or an ISO date, got ${JSON.stringify(row.at)}`);
-    if (row.action !== undefined && (typeof row.action !== 'string' || !Object.hasOwn(ACTION_WEIGHTS, row.action))) {
-      throw new LogInputError(`${at}: unknown action ${JSON.stringify(row.action)} (one of ${Object.keys(ACTION_WEIGHTS).join(', ')})`);
-    }
-    if (!catalog.has(item)) return void unknownItems++;
-    if (until !== undefined && when >= until) return void afterUntil++;
-    users.add(user);
-    log.push({ user, item, at: when, ...(row.action !== undefined ? { action: row.action as Action } : {}) });
+  const file = createReadStream(path, { highWaterMark: 1 << 20 });
+  let read = 0;
+  file.on('data', (chunk) => {
+    read += chunk.length;
+    onBytes?.(read, total);
   });
+  const text = path.endsWith('.gz') ? file.pipe(createGunzip()) : file;
+  if (text !== file) file.on('error', (e) => text.destroy(e));
+  const lines = createInterface({ input: text, crlfDelay: Infinity });
+  let no = 0;
+  try {
+    for await (let raw of lines) {
+      no++;
+      if (no === 1 && raw.charCodeAt(0) === 0xfeff) raw = raw.slice(1); // why: editors on Windows add a BOM
+      if (raw.trim() === '') continue;
+      const at = `${path}: line ${no}`;
+      let o: unknown;
+      try {
+        o = JSON.parse(raw);
+      } catch (e) {
+        throw new LogInputError(`${at} is not valid JSON (${(e as Error).message})`);
+      }
+      if (!o || typeof o !== 'object' || Array.isArray(o)) throw new LogInputError(`${at} is ${describe(o)}, expected an object { user, item, at, action? }`);
+      const row = o as Record<string, unknown>;
+      const user = idOf(row, 'user', at);
+      const item = idOf(row, 'item', at);
+      const when = typeof row.at === 'number' ? row.at : typeof row.at === 'string' ? Date.parse(row.at) : Number.NaN;
+      if (!Number.isFinite(when)) throw new LogInputError(`${at}: "at" must be epoch milliseconds or an ISO date, got ${JSON.stringify(row.at)}`);
+      if (row.action !== undefined && (typeof row.action !== 'string' || !Object.hasOwn(ACTION_WEIGHTS, row.action))) {
+        throw new LogInputError(`${at}: unknown action ${JSON.stringify(row.action)} (one of ${Object.keys(ACTION_WEIGHTS).join(', ')})`);
+      }
+      if (log.itemOf(item) < 0) {
+        unknownItems++;
+        continue;
+      }
+      if (until !== undefined && when >= until) {
+        afterUntil++;
+        continue;
+      }
+      log.add(user, item, when, row.action as Action | undefined);
+    }
+  } catch (e) {
+    if (e instanceof LogInputError) throw e;
+    throw new LogInputError(`cannot read --log ${path}: ${(e as Error).message}`);
+  } finally {
+    lines.close();
+    file.destroy();
+  }
   if (log.length === 0)
     throw new LogInputError(
       `--log ${path}: no usable rows (${unknownItems} of items not in the catalog${until !== undefined ? `, ${afterUntil} not before --until` : ''})`,
     );
-  return { log, unknownItems, afterUntil, users: users.size };
+  return { log, unknownItems, afterUntil, users: log.users.length };
 }
 
 /**
@@ -195,7 +256,8 @@ export async function trainShopPart(
     if (!Number.isFinite(until)) throw new LogInputError(`--until ${o.until} is neither an ISO date nor epoch milliseconds`);
   }
   const catalog = items.map((it) => it.id);
-  const read = await readInteractionLog(o.log!, new Set(catalog), until);
+  const report = o.progress ? stageReporter(io.stderr, 'shop model') : undefined;
+  const read = await readInteractionLog(o.log!, catalog, until, report ? (done, total) => report('read log', done, total) : undefined);
   const { trainShopModel } = await import('./train.js');
   const t0 = performance.now();
   const model = trainShopModel(read.log, {
@@ -203,23 +265,25 @@ export async function trainShopPart(
     content: { embedder: embedder.id, vectors: new Map(items.map((it, i) => [it.id, vectors[i]])) },
     ...(o.epsilon !== undefined ? { epsilon: o.epsilon, delta: o.delta } : {}),
     ...(until !== undefined ? { until } : {}),
-    onProgress: o.progress ? stageReporter(io.stderr, 'shop model') : undefined,
+    onProgress: report,
   });
   const shopSeconds = (performance.now() - t0) / 1000;
   let sasrec: { weights: SasrecWeights; items: string[] } | undefined;
+  let sasrecRun: Record<string, unknown> | undefined;
   let sequenceNote: string;
   if (!o.sequence) sequenceNote = 'no SASRec (--no-sequence)';
   else if (o.epsilon !== undefined) sequenceNote = 'SASRec left out: its training is not differentially private (--epsilon)';
   else {
-    const seqs = sasrecSequences(read.log, catalog);
+    const { sequencesFromColumns } = await import('./sasrec/budgeted.js');
+    const seqs = sequencesFromColumns(read.log.columns(), read.log.users.length, until);
     if (!seqs.some((s) => s.length >= 2)) sequenceNote = 'SASRec left out: no user has two positive interactions';
     else {
-      const { trainSasrec } = await import('./sasrec/train.js');
+      const { trainSasrecBudgeted } = await import('./sasrec/budgeted.js');
       let bar: cliProgress.SingleBar | undefined;
       if (o.progress) {
         bar = new cliProgress.SingleBar(
           {
-            format: 'SASRec    |{bar}| {value}/{total} epochs, loss {loss} {duration_formatted} (eta {eta_formatted})',
+            format: 'SASRec    |{bar}| {percentage}% step {step}, loss {loss}, validation NDCG@10 {ndcg} {duration_formatted} (budget {budget} s)',
             stream: io.stderr as NodeJS.WritableStream,
             hideCursor: true,
             clearOnComplete: false,
@@ -228,16 +292,35 @@ export async function trainShopPart(
           },
           cliProgress.Presets.shades_classic,
         );
-        bar.start(o.sasrecEpochs, 0, { loss: '-' });
+        bar.start(1000, 0, { step: 0, loss: '-', ndcg: '-', budget: o.sasrecBudget });
       }
       try {
-        const r = await trainSasrec(seqs, catalog.length, {
-          epochs: o.sasrecEpochs,
+        const r = await trainSasrecBudgeted(seqs, catalog.length, {
+          budgetSeconds: o.sasrecBudget,
+          maxEpochs: o.sasrecEpochs,
           seed: o.seed,
-          onEpoch: (epoch, loss) => void bar?.update(epoch, { loss: loss.toFixed(4) }),
+          onProgress: (p) =>
+            void bar?.update(Math.round(1000 * p.fraction), {
+              step: p.step,
+              // why only when finite: a report right after another one has no new step's loss; the last one stays shown
+              ...(Number.isFinite(p.loss) ? { loss: p.loss.toFixed(4) } : {}),
+              ...(p.validation ? { ndcg: `${p.validation.ndcg10.toFixed(4)} (best ${p.validation.best.toFixed(4)} at step ${p.validation.bestStep})` } : {}),
+            }),
         });
+        bar?.update(1000);
         sasrec = { weights: r.weights, items: catalog };
-        sequenceNote = `SASRec ${o.sasrecEpochs} epochs in ${r.seconds.toFixed(1)} s (${r.threads} threads), final loss ${r.losses.at(-1)?.toFixed(4) ?? '-'}`;
+        const best = r.validation.find((v) => v.step === r.bestStep)?.ndcg10;
+        sasrecRun = {
+          steps: r.steps,
+          seconds: r.seconds,
+          stoppedBy: r.stoppedBy,
+          bestStep: r.bestStep,
+          validationUsers: r.validationUsers,
+          validationNdcg10: best ?? null,
+        };
+        sequenceNote =
+          `SASRec ${r.steps} steps in ${r.seconds.toFixed(1)} s (${r.threads} threads, stopped by ${r.stoppedBy === 'early-stopping' ? 'early stopping' : r.stoppedBy === 'budget' ? `the ${o.sasrecBudget} s budget` : `the ${o.sasrecEpochs}-epoch bound`}` +
+          `${best !== undefined ? `; validation NDCG@10 ${best.toFixed(4)} on ${r.validationUsers} users, weights of step ${r.bestStep}` : ''})`;
       } finally {
         bar?.stop();
       }
@@ -250,6 +333,7 @@ export async function trainShopPart(
     ...(until !== undefined ? { until: new Date(until).toISOString(), skippedAfterUntil: read.afterUntil } : {}),
     privacy: model.privacy ? { epsilon: model.privacy.epsilon, delta: model.privacy.delta } : null,
     sequence: sasrec ? 'sasrec' : null,
+    ...(sasrecRun ? { sasrec: sasrecRun } : {}),
     sequenceNote,
   };
   const summary =

@@ -18,8 +18,8 @@
  *
  * Format v3 (`catalog-vectors-v3.ts`): the URL names a small head (fetched, cached and
  * revalidated as above, whatever the item cache holds) and the worker fetches only the shards
- * holding the items of the catalog the page gave it — fixed ranges of the shop's public item
- * table — and keeps them in the origin's cache; the content vectors, the shop model's rows and
+ * the ids of the catalog the page gave it hash to — fixed sets of the shop's public items, found
+ * from the ids alone — and keeps them in the origin's cache; the content vectors, the shop model's rows and
  * the sequence model's rows of those items come from them. Shards of the shopper's earlier
  * items (stored events) are added when cached, never requested: a request depends only on
  * the page's products.
@@ -66,6 +66,8 @@ export function validateCatalog(catalog: unknown): void {
         '',
         `${at}${typeof title === 'string' ? ` ("${title}")` : ''} needs a non-empty string id, got ${id === '' ? 'an empty string' : typeof id}`,
       );
+    // why: the engine's keys join an id and a text hash with NUL, and a v3 file names the items of shards not loaded with one
+    if (id.includes('\u0000')) throw new InvalidCatalogError('id', i, id, `${at}: its id holds a NUL character (\\u0000), which item ids may not`);
     const name = `${at} (id "${id}")`;
     if (typeof title !== 'string') throw new InvalidCatalogError('title', i, id, `${name} needs a string title, got ${title === null ? 'null' : typeof title}`);
     if (categories !== undefined && !(Array.isArray(categories) && categories.every((c) => typeof c === 'string')))

@@ -265,7 +265,7 @@ describe('the catalog vector file as a head and shards (v3)', () => {
     expect(network.urls().filter((u) => u.includes('.shards/'))).toEqual([]);
     again.a.dispose();
     // another page of the shop (another profile, same origin cache): only the shards not cached yet
-    const other = ['p-wok', 'p-trail'];
+    const other = ['p-wok', 'p-road'];
     const newShards = shardsFor(head, other).filter(
       (k) =>
         !shardsFor(
@@ -273,6 +273,7 @@ describe('the catalog vector file as a head and shards (v3)', () => {
           page.map((it) => it.id),
         ).includes(k),
     );
+    expect(newShards).toHaveLength(1); // p-road's shard is not one of the first page's (the fixture's ids hash apart)
     const third = await startWith(
       'v3other',
       items.filter((it) => other.includes(it.id)),
