@@ -32,6 +32,7 @@ import cors from '@fastify/cors';
 import { INDEX_V2_LIMITS, INDEX_V2_PATHS, OHTTP_GATEWAY_PATHS, type ErrorV2Response } from 'atomem/protocol';
 import { registerV2, type V2Controller, type V2Options } from './v2.js';
 import { registerPrio3, type Prio3Controller, type Prio3ServiceOptions } from './prio3-service.js';
+import { PostgresPrio3Store, SqlitePrio3Store } from './prio3-store.js';
 import { registerOhttpGateway, type OhttpGateway, type OhttpGatewayOptions } from './ohttp-gateway.js';
 import { DataDir, StorageHealth, type StorageFailure } from './storage.js';
 import { isPostgresUrl, redactUrl } from './pg-store.js';
@@ -329,7 +330,18 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
     },
   );
   if (options.ohttp !== false) gateway = registerOhttpGateway(app, { options: options.ohttp ?? {}, serving: v2.serving, store: () => v2.backend, fail });
-  const prio3 = options.prio3 ? registerPrio3(app, options.dataDir, options.prio3, v2, async () => (await spaceOnce()).ids, fail) : undefined;
+  const prio3 = options.prio3
+    ? registerPrio3(
+        app,
+        options.store !== undefined && options.store !== 'sqlite'
+          ? new PostgresPrio3Store(options.store)
+          : SqlitePrio3Store.open(dir, { synchronous: options.synchronous }),
+        options.prio3,
+        v2,
+        async () => (await spaceOnce()).ids,
+        fail,
+      )
+    : undefined;
   const serving$ = v2.serving
     .then(() => prio3?.ready)
     .catch((err: Error) => {
