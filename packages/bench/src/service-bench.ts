@@ -594,7 +594,10 @@ async function main(): Promise<void> {
     .option('--stall-reports <n>', 'reports of the stall run', int('--stall-reports', 1), 3000)
     .option('--json <file>', 'also write the figures as JSON')
     .option('--faults', 'run the fault matrix only (./service-faults.ts; root: mounts a tmpfs and a loop device)')
-    .option('--fault-rows <list>', 'with --faults: these rows only (disk-full, disk-full-close, read-only, io-error, power-cut, power-cut-full, clock, sigkill-close, postgres)')
+    .option(
+      '--fault-rows <list>',
+      'with --faults: these rows only (disk-full, disk-full-close, read-only, io-error, power-cut, power-cut-full, clock, sigkill-close, postgres)',
+    )
     .option('--seed <n>', 'with --faults: seed of the reports', int('--seed', 0), 1)
     .parse()
     .opts<Opts>();

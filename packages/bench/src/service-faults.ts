@@ -469,7 +469,10 @@ async function ioError(root: string, catalog: string, rnd: () => number, flush: 
     const st = new Map<string, number>();
     for (const t of tokens.slice(0, 4)) st.set(t, await report(svc.url, e, t, rnd));
     // EXT4_IOC_SHUTDOWN (_IOR('X', 125, __u32)), flags 0 (EXT4_GOING_FLAGS_DEFAULT: sync, then shut down) or 2 (NOLOGFLUSH): every later I/O fails with EIO
-    sh('python3', ['-c', `import fcntl,os,struct;fd=os.open(${JSON.stringify(disk)},os.O_RDONLY);fcntl.ioctl(fd,0x8004587d,struct.pack('I',${flush ? 0 : 2}))`]);
+    sh('python3', [
+      '-c',
+      `import fcntl,os,struct;fd=os.open(${JSON.stringify(disk)},os.O_RDONLY);fcntl.ioctl(fd,0x8004587d,struct.pack('I',${flush ? 0 : 2}))`,
+    ]);
     const during: number[] = [];
     for (const t of tokens.slice(4, 8)) {
       const s = await report(svc.url, e, t, rnd);
