@@ -378,8 +378,12 @@ async function diskFullAtClose(root: string, bigCatalog: string, rnd: () => numb
     const deadline = (e + 1) * EPOCH_MS + EPOCH_MS / 10;
     await sleep(Math.max(0, deadline - 300 - Date.now()));
     const filler = fill(disk);
-    await sleep(Math.max(0, deadline + 1500 - Date.now()));
-    const h = await health(svc.url);
+    // the fault lasts until health reports it or the release is published anyway (at most 15 s after the deadline)
+    let h = await health(svc.url);
+    while (Date.now() < deadline + 15_000 && h.http === 200 && (await releaseBytes(svc.url, e)) === undefined) {
+      await sleep(200);
+      h = await health(svc.url);
+    }
     const during = await sendAll([svc.url], e + 1, next.slice(0, 3), rnd);
     const releasedDuring = (await releaseBytes(svc.url, e)) !== undefined;
     rmSync(filler);
