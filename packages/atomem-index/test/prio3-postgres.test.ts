@@ -118,6 +118,41 @@ describe('prio3 aggregators on one PostgreSQL', () => {
     expect((await query<{ n: string }>(leaderDb, 'SELECT count(*) AS n FROM atomem_prio3_uploads'))[0].n).toBe('0');
   });
 
+  it('the database down: uploads and release reads answer 503 with Retry-After (nothing stored, the token not spent); after its restart the same upload is taken', {
+    timeout: 120_000,
+  }, async (ctx) => {
+    if (!cluster) ctx.skip();
+    const leaderDb = await cluster!.createDatabase('prio3_leader_c');
+    const helperDb = await cluster!.createDatabase('prio3_helper_c');
+    const h = await start(helperDb, 'helper', 'http://127.0.0.1:9');
+    const l = await start(leaderDb, 'leader', h.url);
+    const epoch = Math.floor(Date.now() / EPOCH_MS);
+    const tokens = attesterTokens(l.url, TEST_ATTESTER);
+    const cfg = (await (await fetch(`${l.url}${PRIO3_PATHS.config}`)).json()) as Prio3Config;
+    const token = await tokens.token(epoch);
+    const once = { token: async () => token };
+    let upload: RequestInit | undefined;
+    const capture: typeof fetch = async (input, init) => {
+      if (String(input).endsWith(PRIO3_PATHS.upload)) upload = init;
+      return fetch(input, init);
+    };
+    await cluster!.halt();
+    try {
+      const down = await sendPrio3Report({ leaderUrl: l.url, helperUrl: h.url, recent: [cfg.items[0]], epoch, tokens: once, fetch: capture });
+      expect(down.status).toBe(503);
+      const res = await fetch(`${l.url}${PRIO3_PATHS.upload}`, upload);
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('5');
+      expect(((await res.json()) as { error: string; message: string }).message).toMatch(/^prio3: .*cannot be reached/);
+      expect((await fetch(`${l.url}${PRIO3_PATHS.latest}`)).status).toBe(503);
+    } finally {
+      cluster!.resume();
+    }
+    // the same upload (same token) once the database is back: taken, and only once
+    expect((await fetch(`${l.url}${PRIO3_PATHS.upload}`, upload)).status).toBe(202);
+    expect((await fetch(`${l.url}${PRIO3_PATHS.upload}`, upload)).status).toBe(403);
+  });
+
   it('the helper counts a report once when two helper instances get the same batch at once', { timeout: 120_000 }, async (ctx) => {
     if (!cluster) ctx.skip();
     const leaderDb = await cluster!.createDatabase('prio3_leader_b');
