@@ -395,6 +395,15 @@ function unreadable(file: string): string | undefined {
 
 /** SQLite error → failure class; undefined when it is not a storage failure. */
 export function classifyStorageError(err: unknown, file: string): StorageFailure | undefined {
+  // why: between a failed reopen after an I/O error (ReportStore.reopen) and the next one, the connection is closed
+  if (err instanceof TypeError && err.message === 'The database connection is not open')
+    return {
+      state: 'io',
+      status: 503,
+      code: 'storage_unavailable',
+      retryAfterSeconds: 5,
+      message: `${file} is not open: it failed with an I/O error and opening it again failed too. Fix: check the data dir's file system (hardware, mounts); the service retries by itself.`,
+    };
   const code = (err as { code?: string } | undefined)?.code;
   if (typeof code !== 'string') return undefined;
   const msg = (err as Error).message;

@@ -484,7 +484,8 @@ async function ioError(root: string, catalog: string, rnd: () => number, flush: 
       during.push(s);
     }
     const h = await health(svc.url);
-    // the "disk" comes back: a fresh mount of the same image (the service's open files stay on the dead one)
+    // the "disk" comes back: once the service has let go of its files (its first retry closes them), a fresh mount of the image
+    for (let i = 0; i < 100 && !/again after an I\/O error failed/.test((await health(svc.url)).body.storage?.message ?? ''); i++) await sleep(100);
     sh('umount', ['-l', disk]);
     sh('mount', [dev, disk]);
     const t0 = Date.now();
@@ -499,7 +500,7 @@ async function ioError(root: string, catalog: string, rnd: () => number, flush: 
       const t1 = Date.now();
       svc = await startService(['--data', data, '--catalog-vectors', catalog, '--sync', sync]);
       rec = await recovery([svc.url], t1, rnd);
-      note = 'no recovery within 15 s without a restart (its open files stay on the shut-down file system); the figure is from a restart on the remounted disk';
+      note = 'no recovery within 15 s without a restart; the figure is from a restart on the remounted disk';
     }
     if (rec.epoch === e && rec.token) st.set(rec.token, 202);
     const tail = await finish([svc.url], e, tokens, st, rnd, base);
