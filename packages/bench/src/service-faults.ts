@@ -18,7 +18,8 @@
  * Each row: what the service answered while the fault lasted (status counts of a fixed number of
  * reports, and health), seconds from the fault's end until health is ok and a report is
  * accepted again, reports acknowledged (202; reports answered 5xx during the fault are sent once
- * more after it, as a device retries) vs kept (the epoch's release counts them), whether
+ * more after it, as a device retries) vs kept (the epoch's release's count, less the second sends
+ * it accepted), whether
  * an earlier release's bytes are unchanged, and how many of the acknowledged tokens a second
  * send spent again. Counts are fixed by the seed and the schedule (reports are sent one at a
  * time); seconds vary with the machine's load.
@@ -322,7 +323,8 @@ async function finish(
   const acked = [...statuses].filter(([, s]) => s === 202).map(([t]) => t);
   let doubleSpent = 0;
   for (const t of acked) for (const u of urls) if ((await report(u, e, t, rnd)) === 202) doubleSpent++;
-  const kept = (await releasedReports(urls[0], e)) ?? 0;
+  // the release counts the acknowledged reports stored plus any second send that was accepted (a double spend)
+  const kept = ((await releasedReports(urls[0], e)) ?? doubleSpent) - doubleSpent;
   const now = digest(await releaseBytes(urls[urls.length - 1], base.epoch));
   return { acknowledged: acked.length, kept, releaseUnchanged: now === base.digest, doubleSpent };
 }
