@@ -154,6 +154,9 @@ export interface IndexService {
   close(): Promise<void>;
 }
 
+/** Accept queue of the main listener (the kernel caps it at net.core.somaxconn). */
+const LISTEN_BACKLOG = 4096;
+
 /** A 4xx/5xx answer with its protocol error code. */
 export class HttpError extends Error {
   constructor(
@@ -374,7 +377,8 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
     async listen({ port, host = '127.0.0.1', healthPort }) {
       if (healthPort !== undefined && !(Number.isInteger(healthPort) && healthPort >= 0 && healthPort < 65536))
         throw new RangeError(`healthPort must be a port number (0 = any free port), got ${String(healthPort)}`);
-      await app.listen({ port, host, listenTextResolver: () => 'index service listening' });
+      // why: Node's default accept queue (511) overflows under a crowd re-taking its slots; a dropped SYN costs the client a 1 s retransmit (capped by net.core.somaxconn)
+      await app.listen({ port, host, backlog: LISTEN_BACKLOG, listenTextResolver: () => 'index service listening' });
       if (healthPort !== undefined) {
         healthServer = await startHealthListener(app, host, healthPort);
         healthUrl = healthServer.url;
