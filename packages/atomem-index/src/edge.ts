@@ -127,6 +127,10 @@ export function installConnectionCaps(server: Server, limits: ResolvedNetworkLim
   server.on('drop', () => {
     counters.refusedConnections++;
   });
+  // why: the HTTP server sets up a parser and timers for a connection in its own 'connection' listener; it runs only for
+  // connections admitted here, so a refused one (a crowd re-taking its slots at the per-address cap) costs less
+  const serve = server.listeners('connection') as ((socket: Socket) => void)[];
+  server.removeAllListeners('connection');
   server.on('connection', (socket: Socket) => {
     const g = connectionGroup(socket.remoteAddress ?? '');
     const n = (perGroup.get(g) ?? 0) + 1;
@@ -154,6 +158,7 @@ export function installConnectionCaps(server: Server, limits: ResolvedNetworkLim
       if (m <= 0) perGroup.delete(g);
       else perGroup.set(g, m);
     });
+    for (const l of serve) l.call(server, socket);
   });
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket;

@@ -189,47 +189,51 @@ export class PostgresIndexStore implements IndexStore {
   }
 
   classify(err: unknown): StorageFailure | undefined {
-    const code = (err as { code?: string } | undefined)?.code;
-    const msg = (err as Error | undefined)?.message ?? String(err);
-    const db = this.name;
-    if (code === '53100')
-      return {
-        state: 'full',
-        status: 507,
-        code: 'storage_full',
-        retryAfterSeconds: 60,
-        message: `${db}: the database server's disk is full (${msg}); nothing was written. Fix: free space on the database server; writes resume by themselves.`,
-      };
-    if (code === 'XX001' || code === 'XX002')
-      return {
-        state: 'corrupt',
-        status: 503,
-        code: 'storage_corrupt',
-        retryAfterSeconds: 3600,
-        message: `${db} reports corrupted data (${msg}); writes are refused until it is repaired. Fix: repair or restore the database, then restart the service.`,
-      };
-    if (code === '25006')
-      return {
-        state: 'readonly',
-        status: 503,
-        code: 'storage_unavailable',
-        retryAfterSeconds: 30,
-        message: `${db} is read-only (${msg}; a standby, or default_transaction_read_only). Fix: point --store at the primary; writes resume by themselves.`,
-      };
-    const lost = typeof code === 'string' && (/^(08|53|57P|58)/.test(code) || /^E[A-Z]+$/.test(code));
-    if (lost || /Connection terminated|connection timeout|timeout exceeded when trying to connect/i.test(msg)) {
-      return {
-        state: 'io',
-        status: 503,
-        code: 'storage_unavailable',
-        retryAfterSeconds: 5,
-        message: `${db}: the database cannot be reached or failed (${code ?? 'error'}: ${msg}). Fix: check the PostgreSQL server and the network to it; the service retries by itself.`,
-      };
-    }
-    return undefined;
+    return classifyPostgresError(err, this.name);
   }
 
   async close(): Promise<void> {
     await this.pool.end();
   }
+}
+
+/** A PostgreSQL error → its storage failure class (undefined: not a storage failure); `db` names the database. */
+export function classifyPostgresError(err: unknown, db: string): StorageFailure | undefined {
+  const code = (err as { code?: string } | undefined)?.code;
+  const msg = (err as Error | undefined)?.message ?? String(err);
+  if (code === '53100')
+    return {
+      state: 'full',
+      status: 507,
+      code: 'storage_full',
+      retryAfterSeconds: 60,
+      message: `${db}: the database server's disk is full (${msg}); nothing was written. Fix: free space on the database server; writes resume by themselves.`,
+    };
+  if (code === 'XX001' || code === 'XX002')
+    return {
+      state: 'corrupt',
+      status: 503,
+      code: 'storage_corrupt',
+      retryAfterSeconds: 3600,
+      message: `${db} reports corrupted data (${msg}); writes are refused until it is repaired. Fix: repair or restore the database, then restart the service.`,
+    };
+  if (code === '25006')
+    return {
+      state: 'readonly',
+      status: 503,
+      code: 'storage_unavailable',
+      retryAfterSeconds: 30,
+      message: `${db} is read-only (${msg}; a standby, or default_transaction_read_only). Fix: point --store at the primary; writes resume by themselves.`,
+    };
+  const lost = typeof code === 'string' && (/^(08|53|57P|58)/.test(code) || /^E[A-Z]+$/.test(code));
+  if (lost || /Connection terminated|connection timeout|timeout exceeded when trying to connect/i.test(msg)) {
+    return {
+      state: 'io',
+      status: 503,
+      code: 'storage_unavailable',
+      retryAfterSeconds: 5,
+      message: `${db}: the database cannot be reached or failed (${code ?? 'error'}: ${msg}). Fix: check the PostgreSQL server and the network to it; the service retries by itself.`,
+    };
+  }
+  return undefined;
 }

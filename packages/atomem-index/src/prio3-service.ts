@@ -17,16 +17,18 @@
  * - Peer requests carry `authorization: Bearer <peer key>`; the peer key (shared by the two
  *   operators, never by devices) also derives the VDAF verification key.
  *
- * State in `prio3.sqlite` of the data dir: sealed uploads (leader), seen report nonces and the
- * running aggregate share (helper), releases (leader), this aggregator's HPKE seed.
+ * State (./prio3-store.ts): sealed uploads, the epochs' aggregation claims and the releases
+ * (leader), seen report nonces and the running aggregate shares (helper), this aggregator's HPKE
+ * seed — in `prio3.sqlite` of the data dir, or in the PostgreSQL database of `--store`, shared by
+ * several instances of the role (a token pays once across them, one instance aggregates an epoch,
+ * a release is stored once). A storage failure answers 507 / 503 with `Retry-After`.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_LDP, PRIO3_HPKE_SUITE, PRIO3_PATHS, b64, prio3ChunkLength, type Prio3Config, type Prio3Upload } from 'atomem/engine';
 import { Prio3Aggregator, buildPrio3Release, cryptoUniform, releaseNoiseStd, type Prio3Release } from './prio3-aggregator.js';
 import type { V2Controller } from './v2.js';
+import type { Prio3Store } from './prio3-store.js';
 
 /** Options of the Prio3 aggregator role (`IndexServiceOptions.prio3`). */
 export interface Prio3ServiceOptions {
@@ -59,9 +61,15 @@ export interface Prio3Controller {
   /** Leader: aggregate `epoch` with the helper now and store its release (undefined: too few accepted reports). */
   close(epoch: number): Promise<Prio3Release | undefined>;
   /** Leader: the stored release of `epoch`. */
-  release(epoch: number): Prio3Release | undefined;
+  release(epoch: number): Promise<Prio3Release | undefined>;
   stop(): Promise<void>;
 }
+
+/** How long a leader instance's claim on an epoch's aggregation holds before another instance may take it over (ms). */
+const CLAIM_LEASE_MS = 300_000;
+
+/** {@link registerPrio3}'s store calls: the failure was answered already. */
+const ANSWERED = Symbol('answered');
 
 type Fail = (reply: FastifyReply, status: number, code: string, message: string) => FastifyReply;
 
@@ -95,7 +103,7 @@ const uploadSchema = {
 
 export function registerPrio3(
   app: FastifyInstance,
-  dataDir: string,
+  state: Prio3Store,
   o: Prio3ServiceOptions,
   v2: V2Controller,
   items: () => Promise<readonly string[]>,
@@ -119,27 +127,13 @@ export function registerPrio3(
   const graceMs = o.graceMs ?? Math.floor(v2.epochMs / 10);
   const uniform = o.uniform ?? cryptoUniform;
 
-  const db = new Database(join(dataDir, 'prio3.sqlite'));
-  db.pragma('journal_mode = WAL');
-  db.exec(`
-    CREATE TABLE IF NOT EXISTS keys (name TEXT PRIMARY KEY, value BLOB NOT NULL);
-    CREATE TABLE IF NOT EXISTS uploads (token_nonce TEXT PRIMARY KEY, epoch INTEGER NOT NULL, nonce TEXT NOT NULL UNIQUE, body TEXT NOT NULL);
-    CREATE INDEX IF NOT EXISTS uploads_epoch ON uploads (epoch);
-    CREATE TABLE IF NOT EXISTS closed (epoch INTEGER PRIMARY KEY);
-    CREATE TABLE IF NOT EXISTS seen (nonce TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
-    CREATE TABLE IF NOT EXISTS aggregates (epoch INTEGER PRIMARY KEY, share TEXT NOT NULL, n INTEGER NOT NULL, collected INTEGER NOT NULL DEFAULT 0);
-    CREATE TABLE IF NOT EXISTS releases (epoch INTEGER PRIMARY KEY, body TEXT NOT NULL);
-  `);
-  let seed = db.prepare<[], { value: Buffer }>(`SELECT value FROM keys WHERE name = 'hpke-seed'`).get()?.value;
-  if (!seed) {
-    seed = randomBytes(32);
-    db.prepare(`INSERT INTO keys (name, value) VALUES ('hpke-seed', ?)`).run(seed);
-  }
-
   let agg: Prio3Aggregator | undefined;
   let itemIds: readonly string[] = [];
   const ready = (async () => {
     await v2.serving;
+    await state.init();
+    // why: with a shared store every instance of the role decrypts with the first instance's key
+    const seed = await state.hpkeSeed(o.role, randomBytes(32));
     itemIds = await items();
     agg = await Prio3Aggregator.create({ role: o.role, length: itemIds.length, peerKey: o.peerKey, hpkeSeed: seed });
   })();
@@ -154,11 +148,24 @@ export function registerPrio3(
     const got = Buffer.from(h);
     return got.length === want.length && timingSafeEqual(got, want);
   };
+  /** The upload window (the store refuses an epoch whose aggregation began, in the upload's transaction). */
   const acceptsEpoch = (e: number): boolean => {
     const now = Date.now();
     const current = Math.floor(now / v2.epochMs);
-    if (db.prepare('SELECT 1 FROM closed WHERE epoch = ?').get(e)) return false;
     return e === current || (e === current - 1 && now < (e + 1) * v2.epochMs + graceMs);
+  };
+  /** A store failure as an answer (507 full, 503 otherwise, with Retry-After); other errors are rethrown. */
+  const stored = async <T>(reply: FastifyReply, fn: () => Promise<T>): Promise<T | typeof ANSWERED> => {
+    try {
+      return await fn();
+    } catch (err) {
+      const f = state.classify(err);
+      if (!f) throw err;
+      app.log.error({ store: state.name, state: f.state }, 'prio3: the store failed');
+      reply.header('retry-after', String(f.retryAfterSeconds));
+      fail(reply, f.status, f.code, `prio3: ${f.message}`);
+      return ANSWERED;
+    }
   };
   const bodyLimit = () => Math.max(1 << 20, (agg?.length ?? 0) * 16 * 2 + (1 << 16));
 
@@ -203,10 +210,9 @@ export function registerPrio3(
       }
       const tokenNonce = await v2.issuer().verify(u.token, u.epoch);
       if (tokenNonce === undefined) return refused();
-      const r = db
-        .prepare('INSERT OR IGNORE INTO uploads (token_nonce, epoch, nonce, body) VALUES (?, ?, ?, ?)')
-        .run(tokenNonce, u.epoch, u.nonce, JSON.stringify(u));
-      if (r.changes !== 1) return refused();
+      const r = await stored(reply, () => state.putUpload(tokenNonce, u.epoch, u.nonce, JSON.stringify(u)));
+      if (r === ANSWERED) return reply;
+      if (r !== 'stored') return refused();
       reply.code(202);
       return { accepted: true };
     });
@@ -215,13 +221,15 @@ export function registerPrio3(
       reply.header('cache-control', 'no-store');
       return reply.type('application/json').send(body);
     };
-    app.get(PRIO3_PATHS.latest, async (_req, reply) =>
-      sendRelease(reply, db.prepare<[], { body: string }>('SELECT body FROM releases ORDER BY epoch DESC LIMIT 1').get()?.body),
-    );
+    app.get(PRIO3_PATHS.latest, async (_req, reply) => {
+      const body = await stored(reply, () => state.latestRelease());
+      return body === ANSWERED ? reply : sendRelease(reply, body);
+    });
     app.get<{ Params: { epoch: string } }>(PRIO3_PATHS.release, async (req, reply) => {
       const e = Number(req.params.epoch);
       if (!Number.isInteger(e) || e < 0) return fail(reply, 400, 'bad_request', 'epoch must be a non-negative integer');
-      return sendRelease(reply, db.prepare<[number], { body: string }>('SELECT body FROM releases WHERE epoch = ?').get(e)?.body);
+      const body = await stored(reply, () => state.release(e));
+      return body === ANSWERED ? reply : sendRelease(reply, body);
     });
   } else {
     app.post<{ Body: AggregateRequest }>(PRIO3_PATHS.aggregate, { bodyLimit: 64 << 20 }, async (req, reply): Promise<AggregateResponse | FastifyReply> => {
@@ -230,41 +238,45 @@ export function registerPrio3(
       if (!a) return reply;
       const { epoch, reports } = req.body ?? ({} as AggregateRequest);
       if (!Number.isInteger(epoch) || !Array.isArray(reports)) return fail(reply, 400, 'bad_request', 'expected { epoch, reports[] }');
-      const row = db
-        .prepare<[number], { share: string; n: number; collected: number }>('SELECT share, n, collected FROM aggregates WHERE epoch = ?')
-        .get(epoch);
-      if (row?.collected) return fail(reply, 409, 'collected', `epoch ${epoch} was collected: no more reports`);
-      let sum = row ? a.decodeVector(row.share) : a.zero();
-      let n = row?.n ?? 0;
-      const results: AggregateResponse['results'] = [];
-      const seen = db.prepare('INSERT OR IGNORE INTO seen (nonce, epoch) VALUES (?, ?)');
+      // why: the proof work holds no lock; the store then marks the nonces seen and adds the fresh outputs in one transaction
+      const outs: (bigint[] | 'invalid_proof' | 'undecryptable')[] = [];
+      const msgs: (Uint8Array | undefined)[] = [];
       for (const r of reports) {
         try {
-          if (seen.run(r.nonce, epoch).changes !== 1) {
-            results.push({ error: 'replayed' });
-            continue;
-          }
           const nonce = b64.decode(r.nonce);
           const pub = b64.decode(r.publicShare);
           const input = await a.open(epoch, nonce, pub, r.helperShare);
           const mine = await a.prepare(nonce, pub, input);
           const msg = await a.combine([a.decodePrepShare(b64.decode(r.leaderPrepShare)), mine.share]);
           const out = msg && a.finish(mine.state, msg);
-          if (!msg || !out) {
-            results.push({ error: 'invalid_proof' });
-            continue;
-          }
-          sum = a.sum(sum, out);
-          n++;
-          results.push({ prepMessage: b64.encode(msg) });
+          outs.push(msg && out ? out : 'invalid_proof');
+          msgs.push(msg && out ? msg : undefined);
         } catch {
-          results.push({ error: 'undecryptable' });
+          outs.push('undecryptable');
+          msgs.push(undefined);
         }
       }
-      db.prepare('INSERT INTO aggregates (epoch, share, n) VALUES (?, ?, ?) ON CONFLICT (epoch) DO UPDATE SET share = excluded.share, n = excluded.n').run(
-        epoch,
-        a.encodeVector(sum),
-        n,
+      const fresh = await stored(reply, () =>
+        state.accumulate(
+          epoch,
+          reports.map((r) => String(r.nonce)),
+          (prev, isFresh) => {
+            let sum = prev.share !== undefined ? a.decodeVector(prev.share) : a.zero();
+            let n = prev.n;
+            outs.forEach((out, i) => {
+              if (isFresh[i] && typeof out !== 'string') {
+                sum = a.sum(sum, out);
+                n++;
+              }
+            });
+            return { share: a.encodeVector(sum), n };
+          },
+        ),
+      );
+      if (fresh === ANSWERED) return reply;
+      if (fresh === 'collected') return fail(reply, 409, 'collected', `epoch ${epoch} was collected: no more reports`);
+      const results: AggregateResponse['results'] = outs.map((out, i) =>
+        !fresh[i] ? { error: 'replayed' } : typeof out === 'string' ? { error: out } : { prepMessage: b64.encode(msgs[i]!) },
       );
       return { results };
     });
@@ -273,15 +285,17 @@ export function registerPrio3(
       const a = need(reply);
       if (!a) return reply;
       const { epoch, reports } = req.body ?? ({} as { epoch: number; reports: number });
-      const row = db
-        .prepare<[number], { share: string; n: number; collected: number }>('SELECT share, n, collected FROM aggregates WHERE epoch = ?')
-        .get(epoch);
-      if (!row) return fail(reply, 404, 'not_found', `no aggregate for epoch ${epoch}`);
-      // why: one noisy answer per epoch (a second draw would average the noise away)
-      if (row.collected) return fail(reply, 409, 'collected', `epoch ${epoch} was collected already`);
-      if (row.n !== reports) return fail(reply, 409, 'batch_mismatch', `the helper aggregated ${row.n} reports of epoch ${epoch}, the leader ${reports}`);
-      if (row.n < minReports) return fail(reply, 400, 'batch_too_small', `${row.n} reports: a collection needs at least ${minReports}`);
-      db.prepare('UPDATE aggregates SET collected = 1 WHERE epoch = ?').run(epoch);
+      if (!Number.isInteger(epoch) || !Number.isInteger(reports)) return fail(reply, 400, 'bad_request', 'expected { epoch, reports }');
+      // why: one noisy answer per epoch (a second draw would average the noise away): the store flips `collected` under a lock
+      const row = await stored(reply, () => state.collect(epoch, reports, minReports));
+      if (row === ANSWERED) return reply;
+      if (!row.ok) {
+        if (row.error === 'not_found') return fail(reply, 404, 'not_found', `no aggregate for epoch ${epoch}`);
+        if (row.error === 'collected') return fail(reply, 409, 'collected', `epoch ${epoch} was collected already`);
+        if (row.error === 'batch_mismatch')
+          return fail(reply, 409, 'batch_mismatch', `the helper aggregated ${row.n} reports of epoch ${epoch}, the leader ${reports}`);
+        return fail(reply, 400, 'batch_too_small', `${row.n} reports: a collection needs at least ${minReports}`);
+      }
       return { reports: row.n, share: a.encodeVector(a.noisy(a.decodeVector(row.share), scale, uniform)) };
     });
   }
@@ -302,8 +316,14 @@ export function registerPrio3(
   const closeNow = async (epoch: number): Promise<Prio3Release | undefined> => {
     await ready;
     const a = agg!;
-    const rows = db.prepare<[number], { body: string }>('SELECT body FROM uploads WHERE epoch = ?').all(epoch);
-    db.prepare('INSERT OR IGNORE INTO closed (epoch) VALUES (?)').run(epoch);
+    // why: one instance aggregates an epoch; another one waits for its release (or takes over once its lease ran out)
+    let claim = await state.claim(epoch, CLAIM_LEASE_MS);
+    while (!claim.claimed && !claim.done) {
+      await new Promise((r) => setTimeout(r, 500));
+      claim = await state.claim(epoch, CLAIM_LEASE_MS);
+    }
+    if (!claim.claimed) return claim.release === undefined ? undefined : (JSON.parse(claim.release) as Prio3Release);
+    const rows = claim.uploads.map((body) => ({ body }));
     let sum = a.zero();
     let accepted = 0;
     let rejected = 0;
@@ -336,8 +356,8 @@ export function registerPrio3(
         accepted++;
       });
     }
-    db.prepare('DELETE FROM uploads WHERE epoch = ?').run(epoch);
     if (accepted < minReports) {
+      await state.finish(epoch, undefined);
       app.log.info({ epoch, accepted, rejected, minReports }, 'prio3: too few accepted reports, nothing released');
       return undefined;
     }
@@ -350,9 +370,10 @@ export function registerPrio3(
       communities = undefined;
     }
     const release = buildPrio3Release({ epoch, epochMs: v2.epochMs, items: itemIds, noisy, reports: accepted, rejected, ell, epsilon, threshold, communities });
-    db.prepare('INSERT OR REPLACE INTO releases (epoch, body) VALUES (?, ?)').run(epoch, JSON.stringify(release));
+    // why: a release is stored once; what is stored is what every instance serves
+    const kept = await state.finish(epoch, JSON.stringify(release));
     app.log.info({ epoch, accepted, rejected }, 'prio3: release stored');
-    return release;
+    return kept === undefined ? release : (JSON.parse(kept) as Prio3Release);
   };
   const close = (epoch: number): Promise<Prio3Release | undefined> => {
     const next = closing.then(() => closeNow(epoch));
@@ -364,11 +385,17 @@ export function registerPrio3(
   const inFlight = new Set<number>();
   const timer =
     o.role === 'leader' && tickMs > 0
-      ? setInterval(() => {
-          const due = db
-            .prepare<[number, number], { epoch: number }>('SELECT DISTINCT epoch FROM uploads WHERE (epoch + 1) * ? <= ?')
-            .all(v2.epochMs, Date.now() - graceMs)
-            .map((r) => r.epoch);
+      ? setInterval(async () => {
+          let due: number[];
+          try {
+            due = await state.dueEpochs(v2.epochMs, Date.now() - graceMs);
+          } catch (err) {
+            app.log.error(
+              { err: { code: (err as { code?: string }).code, message: (err as Error).message }, store: state.name },
+              'prio3: reading due epochs failed',
+            );
+            return;
+          }
           for (const e of due) {
             if (inFlight.has(e)) continue;
             inFlight.add(e);
@@ -384,14 +411,14 @@ export function registerPrio3(
     role: o.role,
     ready,
     close,
-    release: (e) => {
-      const body = db.prepare<[number], { body: string }>('SELECT body FROM releases WHERE epoch = ?').get(e)?.body;
+    async release(e) {
+      const body = await state.release(e);
       return body === undefined ? undefined : (JSON.parse(body) as Prio3Release);
     },
     async stop() {
       if (timer) clearInterval(timer);
       await closing.catch(() => {});
-      db.close();
+      await state.close();
     },
   };
 }

@@ -71,17 +71,31 @@ export interface ReportStoreOptions {
 /** The v2 SQLite store. All methods are synchronous; each mutation is one transaction. */
 export class ReportStore {
   readonly file: string;
-  private readonly db: Database.Connection;
-  private readonly stmt;
-  private readonly spendTx: (nonce: Buffer, epoch: number, cohort: number, bucket: number) => SpendResult;
-  private readonly beginTx: (epoch: number) => BeginClose;
-  private readonly finishTx: (epoch: number, body: string | undefined, keep: number) => string | undefined;
+  private db!: Database.Connection;
+  private stmt!: ReturnType<ReportStore['prepare']>;
+  private spendTx!: (nonce: Buffer, epoch: number, cohort: number, bucket: number) => SpendResult;
+  private beginTx!: (epoch: number) => BeginClose;
+  private finishTx!: (epoch: number, body: string | undefined, keep: number) => string | undefined;
 
-  private constructor(file: string, db: Database.Connection) {
+  private constructor(
+    file: string,
+    db: Database.Connection,
+    /** Opens the file again, with the checks of the first open ({@link reopen}). */
+    private readonly openAgain: () => Database.Connection,
+  ) {
     this.file = file;
-    this.db = db;
+    this.attach(db);
+    // a data dir of an older version: its releases close their epochs
+    if (this.stmt.getMeta.get(CLOSED_KEY) === undefined) {
+      const latest = this.stmt.latest.get()?.epoch;
+      if (latest !== undefined && latest !== null) this.stmt.setMeta.run(CLOSED_KEY, String(latest));
+    }
+  }
+
+  /** The statements of a connection. */
+  private prepare(db: Database.Connection) {
     const q = <P extends unknown[], R = unknown>(sql: string) => db.prepare<P, R>(sql);
-    this.stmt = {
+    return {
       spend: q<[Buffer, number]>('INSERT OR IGNORE INTO spent (nonce, epoch) VALUES (?, ?)'),
       bump: q<[number, number, number]>(
         'INSERT INTO cells (epoch, cohort, bucket, n) VALUES (?, ?, ?, 1) ON CONFLICT (epoch, cohort, bucket) DO UPDATE SET n = n + 1',
@@ -99,6 +113,14 @@ export class ReportStore {
       getMeta: q<[string], { value: string }>('SELECT value FROM meta WHERE key = ?'),
       setMeta: q<[string, string]>('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)'),
     };
+  }
+
+  /** Use `db` from now on: its statements and transactions. */
+  private attach(db: Database.Connection): void {
+    this.db = db;
+    this.stmt = this.prepare(db);
+    this.closed = null;
+    this.latest = null;
     const closedThrough = (): number => {
       const v = this.stmt.getMeta.get(CLOSED_KEY)?.value;
       return v === undefined ? -1 : Number(v);
@@ -123,11 +145,22 @@ export class ReportStore {
       this.stmt.pruneReleases.run(keep);
       return this.stmt.release.get(epoch)?.body;
     });
-    // a data dir of an older version: its releases close their epochs
-    if (this.stmt.getMeta.get(CLOSED_KEY) === undefined) {
-      const latest = this.stmt.latest.get()?.epoch;
-      if (latest !== undefined && latest !== null) this.stmt.setMeta.run(CLOSED_KEY, String(latest));
+  }
+
+  /**
+   * Close the connection and open the file afresh, with the checks of the first open (marker,
+   * `quick_check`, the exclusive lock). After an I/O error that left the connection's files dead
+   * (a file system shut down and mounted again) this is how writes resume without a restart.
+   * Throws what the open throws (the file system is not back yet); the store stays closed then
+   * and the next call tries again.
+   */
+  reopen(): void {
+    try {
+      if (this.db.open) this.db.close();
+    } catch {
+      // its file system is gone; nothing to flush
     }
+    this.attach(this.openAgain());
   }
 
   /**
@@ -138,17 +171,18 @@ export class ReportStore {
    */
   static open(dataDir: string | DataDir, options: ReportStoreOptions = {}): ReportStore {
     const dir = typeof dataDir === 'string' ? DataDir.open(dataDir) : dataDir;
-    const { db, file } = openDatabase(dir, {
-      name: REPORTS_FILE,
-      applicationId: REPORTS_APPLICATION_ID,
-      tables: ['cells', 'meta', 'releases', 'spent'],
-      schemaVersion: SCHEMA_VERSION,
-      synchronous: options.synchronous,
-      // why: deleted cells and tombstones are overwritten, not left in free pages
-      secureDelete: true,
-      maxBytes: options.maxBytes,
-      integrityCheck: options.integrityCheck,
-      schema: `
+    const open = () =>
+      openDatabase(dir, {
+        name: REPORTS_FILE,
+        applicationId: REPORTS_APPLICATION_ID,
+        tables: ['cells', 'meta', 'releases', 'spent'],
+        schemaVersion: SCHEMA_VERSION,
+        synchronous: options.synchronous,
+        // why: deleted cells and tombstones are overwritten, not left in free pages
+        secureDelete: true,
+        maxBytes: options.maxBytes,
+        integrityCheck: options.integrityCheck,
+        schema: `
         CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS cells (
           epoch INTEGER NOT NULL, cohort INTEGER NOT NULL, bucket INTEGER NOT NULL, n INTEGER NOT NULL,
@@ -157,8 +191,9 @@ export class ReportStore {
         CREATE TABLE IF NOT EXISTS spent (nonce BLOB PRIMARY KEY, epoch INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS releases (epoch INTEGER PRIMARY KEY, body TEXT NOT NULL);
       `,
-    });
-    return new ReportStore(file, db);
+      });
+    const { db, file } = open();
+    return new ReportStore(file, db, () => open().db);
   }
 
   /**

@@ -32,6 +32,7 @@ import cors from '@fastify/cors';
 import { INDEX_V2_LIMITS, INDEX_V2_PATHS, OHTTP_GATEWAY_PATHS, type ErrorV2Response } from 'atomem/protocol';
 import { registerV2, type V2Controller, type V2Options } from './v2.js';
 import { registerPrio3, type Prio3Controller, type Prio3ServiceOptions } from './prio3-service.js';
+import { PostgresPrio3Store, SqlitePrio3Store } from './prio3-store.js';
 import { registerOhttpGateway, type OhttpGateway, type OhttpGatewayOptions } from './ohttp-gateway.js';
 import { DataDir, StorageHealth, type StorageFailure } from './storage.js';
 import { isPostgresUrl, redactUrl } from './pg-store.js';
@@ -152,6 +153,9 @@ export interface IndexService {
   /** Stop accepting requests, finish in-flight ones, close the store. Idempotent. */
   close(): Promise<void>;
 }
+
+/** Accept queue of the main listener (the kernel caps it at net.core.somaxconn). */
+const LISTEN_BACKLOG = 4096;
 
 /** A 4xx/5xx answer with its protocol error code. */
 export class HttpError extends Error {
@@ -329,7 +333,18 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
     },
   );
   if (options.ohttp !== false) gateway = registerOhttpGateway(app, { options: options.ohttp ?? {}, serving: v2.serving, store: () => v2.backend, fail });
-  const prio3 = options.prio3 ? registerPrio3(app, options.dataDir, options.prio3, v2, async () => (await spaceOnce()).ids, fail) : undefined;
+  const prio3 = options.prio3
+    ? registerPrio3(
+        app,
+        options.store !== undefined && options.store !== 'sqlite'
+          ? new PostgresPrio3Store(options.store)
+          : SqlitePrio3Store.open(dir, { synchronous: options.synchronous }),
+        options.prio3,
+        v2,
+        async () => (await spaceOnce()).ids,
+        fail,
+      )
+    : undefined;
   const serving$ = v2.serving
     .then(() => prio3?.ready)
     .catch((err: Error) => {
@@ -362,7 +377,8 @@ export function createIndexService(options: IndexServiceOptions): IndexService {
     async listen({ port, host = '127.0.0.1', healthPort }) {
       if (healthPort !== undefined && !(Number.isInteger(healthPort) && healthPort >= 0 && healthPort < 65536))
         throw new RangeError(`healthPort must be a port number (0 = any free port), got ${String(healthPort)}`);
-      await app.listen({ port, host, listenTextResolver: () => 'index service listening' });
+      // why: Node's default accept queue (511) overflows under a crowd re-taking its slots; a dropped SYN costs the client a 1 s retransmit (capped by net.core.somaxconn)
+      await app.listen({ port, host, backlog: LISTEN_BACKLOG, listenTextResolver: () => 'index service listening' });
       if (healthPort !== undefined) {
         healthServer = await startHealthListener(app, host, healthPort);
         healthUrl = healthServer.url;

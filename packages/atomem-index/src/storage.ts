@@ -29,6 +29,7 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  readSync,
   renameSync,
   statSync,
   unlinkSync,
@@ -373,8 +374,36 @@ export interface StorageFailure {
   message: string;
 }
 
+/** `EIO` when reading the first bytes of `file` fails with an I/O error, else undefined. */
+function unreadable(file: string): string | undefined {
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    readSync(fd, Buffer.alloc(100), 0, 100, 0);
+    return undefined;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EIO' ? 'EIO' : undefined;
+  } finally {
+    if (fd !== undefined)
+      try {
+        closeSync(fd);
+      } catch {
+        // the file system is gone
+      }
+  }
+}
+
 /** SQLite error → failure class; undefined when it is not a storage failure. */
 export function classifyStorageError(err: unknown, file: string): StorageFailure | undefined {
+  // why: between a failed reopen after an I/O error (ReportStore.reopen) and the next one, the connection is closed
+  if (err instanceof TypeError && err.message === 'The database connection is not open')
+    return {
+      state: 'io',
+      status: 503,
+      code: 'storage_unavailable',
+      retryAfterSeconds: 5,
+      message: `${file} is not open: it failed with an I/O error and opening it again failed too. Fix: check the data dir's file system (hardware, mounts); the service retries by itself.`,
+    };
   const code = (err as { code?: string } | undefined)?.code;
   if (typeof code !== 'string') return undefined;
   const msg = (err as Error).message;
@@ -385,6 +414,16 @@ export function classifyStorageError(err: unknown, file: string): StorageFailure
       code: 'storage_full',
       retryAfterSeconds: 60,
       message: `${file}: the disk is full or the database reached its size limit (${msg}); nothing was written. Fix: free space on the data dir's file system (or raise the size limit); writes resume by themselves.`,
+    };
+  }
+  if ((code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') && unreadable(file)) {
+    // why: a file system that fails every read (EIO: a dying disk, a shut-down mount) makes SQLite report corruption; the file may be intact
+    return {
+      state: 'io',
+      status: 503,
+      code: 'storage_unavailable',
+      retryAfterSeconds: 30,
+      message: `${file}: I/O error (SQLite reported ${code}: ${msg}, and reading the file fails with ${unreadable(file)}). Fix: check the data dir's file system (hardware, mounts); a file system that was shut down needs the service restarted once it is mounted again.`,
     };
   }
   if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') {

@@ -93,7 +93,23 @@ export class SqliteIndexStore implements IndexStore {
     this.sqlite.checkpoint();
   }
   async probe() {
-    this.sqlite.probe();
+    try {
+      this.sqlite.probe();
+    } catch (err) {
+      // The probe runs only while a fault lasts, never once the file is known corrupt (writes are
+      // blocked then). A connection whose file system failed every I/O and was mounted again
+      // keeps failing (as I/O errors or, for reads, as "malformed"): open the file afresh, with
+      // the start's checks (quick_check included), and probe again.
+      const state = this.classify(err)?.state;
+      if (state !== 'io' && state !== 'corrupt') throw err;
+      try {
+        this.sqlite.reopen();
+      } catch (e) {
+        // why: an I/O error still (the file system is not back), not a verdict on the file
+        throw Object.assign(new Error(`opening ${this.name} again after an I/O error failed: ${(e as Error).message}`), { code: 'SQLITE_IOERR_REOPEN' });
+      }
+      this.sqlite.probe();
+    }
   }
   classify(err: unknown) {
     return classifyStorageError(err, this.name);

@@ -5,13 +5,10 @@
  * encodes 20 for one item are refused by the proof check; the release is the true count per
  * item plus noise, within bounds; peer routes need the peer key; a token pays for one report.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Prio3SumVec } from '@divviup/prio3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   PRIO3_HPKE_INFO,
   PRIO3_PATHS,
@@ -25,26 +22,16 @@ import {
 } from 'atomem/engine';
 import { encodeCatalogVectors } from 'atomem/protocol';
 import { attesterTokens, rng, unit } from '../../../test/fixtures/index-wire.js';
+import { indexServices } from '../../../test/fixtures/index-service.js';
 import type { Prio3Release } from '../src/prio3-aggregator.js';
 
-const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const ATTESTER = 'attester-key-for-the-prio3-test';
 const PEER_KEY = 'peer-key-of-the-two-aggregators';
 const EPOCH_MS = 20_000;
 const N_ITEMS = 40;
 
-const dirs: string[] = [];
-const children: ChildProcess[] = [];
-afterAll(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-
-function tempDir(prefix: string): string {
-  const d = mkdtempSync(join(tmpdir(), prefix));
-  dirs.push(d);
-  return d;
-}
+const services = indexServices('atomem-prio3-');
+const tempDir = (prefix: string) => services.tempDir(prefix);
 
 function catalogFile(dir: string): string {
   const r = rng(11);
@@ -62,47 +49,13 @@ function catalogFile(dir: string): string {
   return file;
 }
 
+/** A real `atomem-index` process (test/fixtures/index-service.ts) on a fresh data dir with the peer key: its URL once ready. */
 function start(args: string[]): Promise<string> {
-  const dataDir = tempDir('atomem-prio3-');
-  const child = spawn(
-    process.execPath,
-    [
-      '-C',
-      'atomem-source',
-      '--import',
-      'tsx',
-      'packages/atomem-index/src/cli.ts',
-      '--port',
-      '0',
-      '--data',
-      dataDir,
-      '--rate-max',
-      '0',
-      '--log-level',
-      'warn',
-      ...args,
-    ],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ATOMEM_ATTESTER_KEY: ATTESTER, ATOMEM_PRIO3_PEER_KEY: PEER_KEY } },
-  );
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`service not ready after 60 s\n${out}\n${err}`)), 60_000);
-    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /ready at (http:\/\/\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`service exited (${code}) before it was ready\n${out}\n${err}`));
-    });
-  });
+  return services.spawn(['--port', '0', '--data', tempDir('atomem-prio3-'), '--rate-max', '0', '--log-level', 'warn', ...args], {
+    attesterKey: ATTESTER,
+    readyMs: 60_000,
+    env: { ATOMEM_PRIO3_PEER_KEY: PEER_KEY },
+  }).ready;
 }
 
 /** A Sybil's forged upload: a valid sharding of a 0/1 vector, then the leader's share moved by 19 at `item` (the shares add to 20 there). */
@@ -146,29 +99,7 @@ describe('prio3: leader and helper processes', () => {
   it('refuses to start without the peer key or with a bad peer URL, and says why', { timeout: 60_000 }, async () => {
     const catalog = catalogFile(tempDir('atomem-prio3-cat-'));
     const run = (args: string[], env: Record<string, string>) =>
-      new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        const child = spawn(
-          process.execPath,
-          [
-            '-C',
-            'atomem-source',
-            '--import',
-            'tsx',
-            'packages/atomem-index/src/cli.ts',
-            '--port',
-            '0',
-            '--data',
-            tempDir('atomem-prio3-'),
-            '--catalog-vectors',
-            catalog,
-            ...args,
-          ],
-          { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ATOMEM_PRIO3_PEER_KEY: '', ...env } },
-        );
-        let stderr = '';
-        child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-        child.on('exit', (code) => resolve({ code, stderr }));
-      });
+      services.run(['--port', '0', '--data', tempDir('atomem-prio3-'), '--catalog-vectors', catalog, ...args], { env: { ATOMEM_PRIO3_PEER_KEY: '', ...env } });
     const noKey = await run(['--prio3-role', 'leader', '--prio3-peer', 'http://127.0.0.1:9'], {});
     expect(noKey.code).toBe(1);
     expect(noKey.stderr).toMatch(/peer key must be at least 16 characters \(ATOMEM_PRIO3_PEER_KEY\)/);

@@ -2,14 +2,16 @@
 // test; root only, skipped visibly otherwise) that fills up — during the start-time aggregation
 // and at run time. Health names the fault while it lasts; once space is freed the service resumes
 // within seconds, without a restart and without traffic. And the WAL is checkpointed regularly:
-// a copy of the main file alone holds the acknowledged reports.
+// a copy of the main file alone holds the acknowledged reports. And an I/O error (an ext4 file system
+// shut down under the service) is named as one, not as corruption, and once the disk is mounted
+// again the service opens its file afresh and resumes, without a restart.
 import { spawnSync } from 'node:child_process';
-import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, copyFileSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { INDEX_V2_PATHS } from 'atomem/protocol';
+import { INDEX_V2_PATHS, encodeCatalogVectors, epochOf } from 'atomem/protocol';
 import { axisSpace, clockedV2, indexServices, mintToken, postReport } from '../../../test/fixtures/index-service.js';
 
 const EPOCH_MS = 1_000_000;
@@ -144,7 +146,14 @@ describe.skipIf(!canMount)('recovery by itself (a real full tmpfs)', () => {
     expect(full).toEqual({ status: 507, error: 'storage_full' });
     expect((await health(url)).body.storage.state).toBe('full');
     rmSync(filler);
-    const ms = await until(async () => (await health(url)).status === 200, 10_000);
+    let last: unknown;
+    const ms = await until(async () => {
+      const h2 = await health(url);
+      last = h2.body.storage;
+      return h2.status === 200;
+    }, 10_000).catch((e: Error) => {
+      throw new Error(`${e.message}: storage ${JSON.stringify(last)}`);
+    });
     console.info(`server-recovery: run-time full disk — healthy ${ms} ms after the space was freed, without traffic`);
     expect(ms).toBeLessThanOrEqual(10_000);
     expect((await report(url, 5, await token(url, 5), 7)).status).toBe(202);
@@ -175,4 +184,86 @@ describe('the WAL is checkpointed regularly', () => {
     await until(async () => (await counted()) === 40, 5000);
     expect(await counted()).toBe(40);
   }, 60_000);
+});
+
+/** An ext4 image on a loop device mounted at a fresh dir (root only), or undefined. */
+function ext4Disk(): { dir: string; dev: string } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const root = mkdtempSync(join(tmpdir(), 'atomem-ext4-'));
+  disks.push(root);
+  const img = join(root, 'disk.img');
+  const dir = join(root, 'mnt');
+  mkdirSync(dir);
+  const ok = (cmd: string, args: string[]) => spawnSync(cmd, args, { encoding: 'utf8' });
+  if (ok('truncate', ['-s', '32M', img]).status !== 0 || ok('mkfs.ext4', ['-q', '-F', img]).status !== 0) return undefined;
+  const dev = ok('losetup', ['--find', '--show', img]);
+  if (dev.status !== 0) return undefined;
+  loops.push(dev.stdout.trim());
+  if (ok('mount', [dev.stdout.trim(), dir]).status !== 0) return undefined;
+  mounts.push(dir);
+  return { dir, dev: dev.stdout.trim() };
+}
+const loops: string[] = [];
+afterAll(() => {
+  for (const l of loops) spawnSync('losetup', ['-d', l]);
+});
+
+describe.skipIf(!canMount)('an I/O error (a real ext4 file system shut down under the service)', () => {
+  it('answers 503 storage_unavailable and health names an I/O error (not corruption); once the disk is mounted again it resumes by itself within 10 s, with every acknowledged report', async (ctx) => {
+    const disk = ext4Disk();
+    if (!disk) ctx.skip();
+    const dataDir = join(disk!.dir, 'data');
+    const catalog = join(disk!.dir, '..', 'catalog.bin');
+    const items = Array.from({ length: 12 }, (_, i) => ({ id: `sku-${i}`, title: `product ${i}` }));
+    writeFileSync(
+      catalog,
+      encodeCatalogVectors(
+        { id: 'eio-space@1', dim: 4 },
+        items,
+        items.map((_, i) => Float32Array.from([1, i % 2, (i % 3) / 2, 0.5].map((x) => x / 2))),
+      ),
+    );
+    const p = services.spawn(['--port', '0', '--data', dataDir, '--catalog-vectors', catalog, '--rate-max', '0', '--log-level', 'error']);
+    const url = await p.ready;
+    const epoch = epochOf(Date.now(), ((await health(url)).body as unknown as { epochMs: number }).epochMs);
+    for (let i = 0; i < 3; i++) expect((await report(url, epoch, await token(url, epoch), i)).status).toBe(202);
+    const t = await token(url, epoch);
+    // EXT4_IOC_SHUTDOWN with EXT4_GOING_FLAGS_DEFAULT (sync, then every I/O fails with EIO)
+    const shut = spawnSync('python3', [
+      '-c',
+      `import fcntl,os,struct;fd=os.open(${JSON.stringify(disk!.dir)},os.O_RDONLY);fcntl.ioctl(fd,0x8004587d,struct.pack('I',0))`,
+    ]);
+    if (shut.status !== 0) ctx.skip();
+    const r = await report(url, epoch, t, 3);
+    expect(r).toEqual({ status: 503, error: 'storage_unavailable' });
+    const h = await health(url);
+    expect(h.status).toBe(503);
+    expect(h.body.storage.state).toBe('io');
+    // SQLite reports either SQLITE_IOERR_* or, when a read of a page fails, SQLITE_CORRUPT: both are named an I/O error here
+    expect(h.body.storage.message).toMatch(/: I\/O error \((SQLITE_IOERR|SQLite reported SQLITE_CORRUPT.*EIO)/);
+    // The service lets go of its files at its first retry (it closes the connection and fails to open the file again),
+    // so the dead file system can be unmounted; a fresh mount of the disk at the same place brings it back.
+    await until(async () => /again after an I\/O error failed/.test((await health(url)).body.storage.message ?? ''), 10_000);
+    expect(spawnSync('umount', ['-l', disk!.dir]).status).toBe(0);
+    expect(spawnSync('mount', [disk!.dev, disk!.dir]).status).toBe(0);
+    let last: unknown;
+    const ms = await until(async () => {
+      const h2 = await health(url);
+      last = h2.body.storage;
+      return h2.status === 200;
+    }, 10_000).catch((e: Error) => {
+      throw new Error(`${e.message}: storage ${JSON.stringify(last)}`);
+    });
+    console.info(`server-recovery: I/O error — healthy again ${ms} ms after the disk was mounted again, without a restart`);
+    // the token refused during the fault was not spent: it pays now
+    expect((await report(url, epoch, t, 3)).status).toBe(202);
+    p.child.kill('SIGKILL');
+    await p.exited;
+    const db = new Database(join(dataDir, 'reports.sqlite'), { readonly: true });
+    try {
+      expect((db.prepare('SELECT COALESCE(SUM(n), 0) AS n FROM cells WHERE epoch = ?').get(epoch) as { n: number }).n).toBe(4);
+    } finally {
+      db.close();
+    }
+  }, 120_000);
 });

@@ -22,6 +22,8 @@
  * 5. Stall: in this process, a 20k-item space and 3,000 reports' cells, the epoch closed with
  *    the release built in its worker thread: event-loop delay (monitorEventLoopDelay) max/p99.
  *
+ * 6. `--faults` (instead of the above): the fault matrix of ./service-faults.ts.
+ *
  * Figures on a shared machine are noisy: the load average and CPU seconds per process are printed.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
@@ -38,6 +40,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { INDEX_V2_PATHS, encodeCatalogVectors } from 'atomem/protocol';
 import { createIndexService } from 'atomem-index';
 import { mulberry32 } from './rng.js';
+import { runFaults } from './service-faults.js';
 import { startPostgres, type PostgresCluster } from '../../../test/fixtures/postgres.js';
 
 const REPO = resolve(import.meta.dirname, '../../..');
@@ -61,6 +64,9 @@ interface Opts {
   stallReports: number;
   rounds: number;
   json?: string;
+  faults?: boolean;
+  faultRows?: string;
+  seed: number;
 }
 
 function int(name: string, min: number) {
@@ -587,8 +593,18 @@ async function main(): Promise<void> {
     .option('--stall-items <n>', 'items of the stall run', int('--stall-items', 100), 20_000)
     .option('--stall-reports <n>', 'reports of the stall run', int('--stall-reports', 1), 3000)
     .option('--json <file>', 'also write the figures as JSON')
+    .option('--faults', 'run the fault matrix only (./service-faults.ts; root: mounts a tmpfs and a loop device)')
+    .option(
+      '--fault-rows <list>',
+      'with --faults: these rows only (disk-full, disk-full-close, read-only, io-error, power-cut, power-cut-full, clock, sigkill-close, postgres)',
+    )
+    .option('--seed <n>', 'with --faults: seed of the reports', int('--seed', 0), 1)
     .parse()
     .opts<Opts>();
+  if (o.faults) {
+    await runFaults({ seed: o.seed, only: o.faultRows?.split(',').map((s) => s.trim()), json: o.json });
+    return;
+  }
   const c = o.concurrency;
   if (c > 250) throw new InvalidArgumentError('--concurrency at most 250 (one loopback address per client)');
   const dir = mkdtempSync(join(tmpdir(), 'atomem-service-bench-'));
