@@ -33,6 +33,8 @@ export interface Prio3ServiceOptions {
   role: 'leader' | 'helper';
   /** The other aggregator's root URL (the leader calls the helper; the helper does not call out). */
   peerUrl: string;
+  /** Leader: the helper's root as devices reach it (in the config devices read). Default `peerUrl`. */
+  helperPublicUrl?: string;
   /** Secret shared by the two operators (bearer of peer requests; derives the verification key). At least 16 characters. */
   peerKey: string;
   /** ε per device per epoch of each aggregator's noise (discrete Laplace, scale ℓ/ε). Default 1. */
@@ -110,6 +112,12 @@ export function registerPrio3(
   } catch {
     throw new RangeError(`prio3: --prio3-peer must be a URL, got ${String(o.peerUrl)}`);
   }
+  let helperPublic: string;
+  try {
+    helperPublic = new URL(o.helperPublicUrl ?? o.peerUrl).href.replace(/\/+$/, '');
+  } catch {
+    throw new RangeError(`prio3: the helper's public URL must be a URL, got ${String(o.helperPublicUrl)}`);
+  }
   const epsilon = o.epsilon ?? 1;
   if (!(epsilon > 0 && epsilon <= 20)) throw new RangeError(`prio3: epsilon must be in (0, 20], got ${epsilon}`);
   const ell = o.ell ?? DEFAULT_LDP.ell;
@@ -174,6 +182,8 @@ export function registerPrio3(
       items: [...itemIds],
       ell,
       epsilon,
+      epochMs: v2.epochMs,
+      ...(o.role === 'leader' ? { helperUrl: helperPublic } : {}),
     };
   });
 

@@ -5,7 +5,7 @@
  * against the real aggregators in atomem-index (test/prio3-*.test.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { PRIO3_PATHS, b64, encodePrio3Upload, prio3Hpke, prio3Measurement, sendPrio3Report, type Prio3Config } from '../src/node.js';
+import { PRIO3_HPKE_SUITE, PRIO3_PATHS, b64, encodePrio3Upload, prio3Hpke, prio3Measurement, sendPrio3Report, type Prio3Config } from '../src/node.js';
 
 const ITEMS = ['a', 'b', 'c', 'd', 'e'];
 
@@ -15,7 +15,7 @@ async function config(role: 'leader' | 'helper', items = ITEMS): Promise<Prio3Co
   return {
     role,
     hpkePublicKey: b64.encode(new Uint8Array(await suite.kem.serializePublicKey(keys.publicKey))),
-    hpkeSuite: 'x',
+    hpkeSuite: PRIO3_HPKE_SUITE,
     vdaf: { name: 'Prio3SumVec', length: items.length, bits: 1, chunkLength: 2 },
     items,
     ell: 2,

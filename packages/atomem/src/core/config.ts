@@ -157,6 +157,8 @@ export interface RankWeights {
   communityItems: number;
   /** The item's share of the release's popularity estimates (a popularity prior). */
   popularity: number;
+  /** ln(1 + the item's count) in the verifiable (Prio3) release: what shoppers turned to last epoch (community/crowd.ts). */
+  crowd: number;
 }
 
 export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
@@ -240,6 +242,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
     prototype: 0,
     communityItems: 0,
     popularity: 0.3,
+    crowd: 0,
   }),
 });
 

@@ -44,8 +44,41 @@ export interface Prio3Config {
   items: string[];
   /** A device sets at most this many entries (its last ℓ distinct items). */
   ell: number;
-  /** Central DP per release (see the release's `mechanism`). */
+  /** Central DP per release (see the release's `mechanism`): what one report costs the device's ledger. */
   epsilon: number;
+  /** Leader only: the helper's public root, where devices read its configuration (its key). */
+  helperUrl?: string;
+  /** Epoch length, ms (one report per device per epoch). */
+  epochMs?: number;
+}
+
+/** The two aggregators as a device sees them: both configurations, checked to agree ({@link checkPrio3Pair}). */
+export interface Prio3Endpoints {
+  leader: Prio3Config;
+  helper: Prio3Config;
+  helperUrl: string;
+}
+
+/**
+ * Check that two configurations are a leader and a helper over the same VDAF and item list, with
+ * two different HPKE keys (a leader that named itself as the helper would hold both shares).
+ */
+export function checkPrio3Pair(leader: Prio3Config, helper: Prio3Config): void {
+  if (leader.role !== 'leader' || helper.role !== 'helper') throw new Error(`prio3: expected a leader and a helper, got ${leader.role} and ${helper.role}`);
+  if (
+    !Array.isArray(leader.items) ||
+    !Array.isArray(helper.items) ||
+    leader.items.length !== helper.items.length ||
+    leader.items.some((id, i) => helper.items[i] !== id)
+  )
+    throw new Error('prio3: the leader and the helper disagree on the item list');
+  if (leader.vdaf?.length !== leader.items.length || helper.vdaf?.length !== helper.items.length)
+    throw new Error('prio3: the VDAF length is not the item count');
+  if (leader.hpkeSuite !== PRIO3_HPKE_SUITE || helper.hpkeSuite !== PRIO3_HPKE_SUITE)
+    throw new Error(`prio3: unsupported HPKE suite (expected ${PRIO3_HPKE_SUITE})`);
+  if (leader.hpkePublicKey === helper.hpkePublicKey) throw new Error('prio3: the leader and the helper have the same HPKE key');
+  if (!(Number.isInteger(leader.ell) && leader.ell >= 1)) throw new Error(`prio3: the leader's ell must be an integer ≥ 1, got ${String(leader.ell)}`);
+  if (!(typeof leader.epsilon === 'number' && leader.epsilon > 0)) throw new Error(`prio3: the leader's epsilon must be > 0, got ${String(leader.epsilon)}`);
 }
 
 /** An HPKE ciphertext: `enc` (encapsulated key) and `ct`, both base64. */
@@ -200,9 +233,7 @@ export async function sendPrio3Report(o: SendPrio3ReportOptions): Promise<{ stat
   const f = o.fetch ?? fetch;
   const timeoutMs = o.timeoutMs ?? 15_000;
   const [leader, helper] = await Promise.all([getConfig(f, o.leaderUrl, timeoutMs), getConfig(f, o.helperUrl, timeoutMs)]);
-  if (leader.role !== 'leader' || helper.role !== 'helper') throw new Error(`prio3: expected a leader and a helper, got ${leader.role} and ${helper.role}`);
-  if (leader.items.length !== helper.items.length || leader.items.some((id, i) => helper.items[i] !== id))
-    throw new Error('prio3: the leader and the helper disagree on the item list');
+  checkPrio3Pair(leader, helper);
   const measurement = prio3Measurement(o.recent, leader.items, leader.ell);
   const token = await o.tokens.token(o.epoch);
   const body = await encodePrio3Upload({ measurement, epoch: o.epoch, token, leader, helper });

@@ -239,8 +239,21 @@ export interface EngineStatus {
     bytes: number;
     shop: { id: string; items: number; sequence: 'sasrec' | null; epsilon: number | null } | null;
   } | null;
-  /** Sharing with the community index, or null when no index is configured. */
-  sync: { url: string; privacy: PrivacyLevel; pending: number; lastError: string | null; release: number | null; reportedEpoch: number | null } | null;
+  /**
+   * Sharing with the community index, or null when no index is configured. `reports`: what a
+   * report is — `prio3` when the index runs a Prio3 leader (shares to two aggregators), else
+   * `ldp` (null before the first sync); `crowdRelease`: the epoch of the Prio3 release in use.
+   */
+  sync: {
+    url: string;
+    privacy: PrivacyLevel;
+    pending: number;
+    lastError: string | null;
+    release: number | null;
+    reportedEpoch: number | null;
+    reports: 'prio3' | 'ldp' | null;
+    crowdRelease: number | null;
+  } | null;
 }
 
 /** One interaction as the page reports it. `at` defaults to the worker's `Date.now()`, `action` to `'click'`. */
