@@ -221,6 +221,11 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
     vec: -0.7153,
     vecRecent: 1,
     sasrec: 0.8799,
+    // the verifiable (Prio3) release's counts (community/crowd.ts), in force only when the index
+    // runs Prio3 and the level is `receive` or `contribute`; not fitted: the release it needs to
+    // matter is not there at the shipped ε and ℓ on the benchmark (`npm run bench:sharing`,
+    // BENCHMARKS.md "What sharing adds today")
+    crowd: 0.5,
   }),
   // Fitted on ML-100K validation items of all 943 users in setting instruct (never test items), USE-lite
   // centred, privacy off, the memory's weights below fixed: `npm run tune:intent -- --data … --users all`

@@ -31,6 +31,7 @@ import { planEpoch } from '../sync/schedule.js';
 import { DAY_MS, privacyBudget, prune, refusal, spentEpsilon, subsampledEpsilon, type PrivacyBudget } from '../sync/budget.js';
 import { makeReport as ldpReport } from '../community/ldp.js';
 import { encodePrio3Upload, prio3Measurement, type Prio3Endpoints } from '../sync/prio3-report.js';
+import { itemsSince } from '../sync/device-report.js';
 import { isCrowdRelease, type CrowdRelease } from '../community/crowd.js';
 import type { HealthV2Response, Release } from '../protocol/index-v2.js';
 
@@ -668,11 +669,12 @@ export class Engine implements EngineApi {
     let upload: Awaited<ReturnType<typeof encodePrio3Upload>> | undefined;
     if (prio3) {
       const ready = await this.mutation(async () => {
-        const { agent, store } = this.ready();
+        const { agent, store, items } = this.ready();
         const ledger = await store.loadLedger();
         const held = ledger.tokens.find((t) => t.epoch === epoch);
         if (!held || refusal(ledger.entries, epoch, charge, Date.now(), sync.budget) !== undefined || agent.reportedEpoch() === epoch) return undefined;
-        return { token: held.token, items: sent ? agent.reportItems() : [] };
+        // what the shopper turned to since the previous epoch began (sync/device-report.ts)
+        return { token: held.token, items: sent ? itemsSince(agent.snapshot, (epoch - 1) * health.epochMs, (id) => items.has(id)) : [] };
       });
       if (!ready) {
         sync.report = null;
