@@ -20,7 +20,15 @@ export {
   type AttesterOptions,
   type AttesterBudgetStore,
 } from './attester.js';
-export { Prio3Aggregator, buildPrio3Release, discreteLaplace, releaseNoiseStd, type Prio3Release } from './prio3-aggregator.js';
+export {
+  Prio3Aggregator,
+  buildPrio3Release,
+  discreteLaplace,
+  prio3Threshold,
+  releaseNoiseStd,
+  releaseNoiseTail,
+  type Prio3Release,
+} from './prio3-aggregator.js';
 export { registerPrio3, type Prio3Controller, type Prio3ServiceOptions } from './prio3-service.js';
 export { createRelay, prio3RelayBytes, shuffle, type Relay, type RelayOptions, type FlushResult } from './relay.js';
 export { registerOhttpGateway, type OhttpGateway, type OhttpGatewayOptions } from './ohttp-gateway.js';

@@ -25,7 +25,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_LDP, PRIO3_HPKE_SUITE, PRIO3_PATHS, b64, prio3ChunkLength, type Prio3Config, type Prio3Upload } from 'atomem/engine';
-import { Prio3Aggregator, buildPrio3Release, cryptoUniform, releaseNoiseStd, type Prio3Release } from './prio3-aggregator.js';
+import { Prio3Aggregator, buildPrio3Release, cryptoUniform, prio3Threshold, type Prio3Release } from './prio3-aggregator.js';
 import type { V2Controller } from './v2.js';
 
 /** Options of the Prio3 aggregator role (`IndexServiceOptions.prio3`). */
@@ -39,7 +39,11 @@ export interface Prio3ServiceOptions {
   peerKey: string;
   /** ε per device per epoch of each aggregator's noise (discrete Laplace, scale ℓ/ε). Default 1. */
   epsilon?: number;
-  /** Counts below this are not released. Default ⌈3 × the release noise's standard deviation⌉. */
+  /**
+   * Counts below this are not released. Default `prio3Threshold`: at least ⌈3 × the release
+   * noise's standard deviation⌉, and high enough that a release shows an item nobody reported
+   * with probability ≤ 5 % over the whole catalog.
+   */
   threshold?: number;
   /** Items a device reports at most (its last ℓ distinct). Default the local-DP ℓ (10). */
   ell?: number;
@@ -122,7 +126,8 @@ export function registerPrio3(
   if (!(epsilon > 0 && epsilon <= 20)) throw new RangeError(`prio3: epsilon must be in (0, 20], got ${epsilon}`);
   const ell = o.ell ?? DEFAULT_LDP.ell;
   const scale = ell / epsilon;
-  const threshold = o.threshold ?? Math.ceil(3 * releaseNoiseStd(scale));
+  if (o.threshold !== undefined && !(o.threshold >= 0)) throw new RangeError(`prio3: threshold must be ≥ 0, got ${o.threshold}`);
+  let threshold = o.threshold ?? 0;
   const minReports = o.minReports ?? 50;
   const graceMs = o.graceMs ?? Math.floor(v2.epochMs / 10);
   const uniform = o.uniform ?? cryptoUniform;
@@ -149,6 +154,7 @@ export function registerPrio3(
   const ready = (async () => {
     await v2.serving;
     itemIds = await items();
+    threshold = o.threshold ?? prio3Threshold(scale, itemIds.length);
     agg = await Prio3Aggregator.create({ role: o.role, length: itemIds.length, peerKey: o.peerKey, hpkeSeed: seed });
   })();
   ready.catch((err: unknown) => app.log.error({ err }, 'prio3: loading failed'));

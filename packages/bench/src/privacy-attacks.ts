@@ -886,6 +886,22 @@ export async function measureDeviceAttacks(
     pass: '≤',
   });
 
+  // Prio3 reports: the ledger charges the release's central ε per report (default 1, either aggregator's noise alone)
+  const prio3Epsilon = 1;
+  for (const days of [30, 365]) {
+    const l = ledgerEpsilon({ days, epsilon: prio3Epsilon, q: 1 });
+    row({
+      attack: `lifetime ε of a shopper contributing daily for ${days} days, Prio3 reports (ε = ${prio3Epsilon} per release; ${l.reports} reports)`,
+      measure: 'ε by the ledger (basic composition)',
+      measured: l.spent,
+      baseline: days * prio3Epsilon,
+      baselineName: 'no ledger (ε per epoch, composed)',
+      chance: NaN,
+      target: 10,
+      pass: '≤',
+    });
+  }
+
   const trials = opts.memoTrials ?? 30;
   const catalogSize = 1682;
   const capped = ledgerEpsilon({ days: 365, epsilon: ldp.epsilon, q: 1 }).reports;

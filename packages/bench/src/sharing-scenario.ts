@@ -24,21 +24,36 @@
  * aggregator's discrete Laplace noise of scale ℓ/ε, through `buildPrio3Release` of atomem-index.
  *
  *   npm run bench:sharing -- --data ../shared/data/ml-100k
- *   npm run bench:sharing -- --data ../shared/data/ml-100k --ell 1 --epoch-days 28   # other mechanism settings
+ *   npm run bench:sharing -- --data ../shared/data/ml-100k --setting 1,10,7 --setting 4,1,28 --setting inf,10,7
+ *
+ * (`--setting ε,ℓ,days[,threshold]`, repeatable, all against one `off` run; ε = inf releases
+ * the exact counts: what the scenario could give without noise.)
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG, DEFAULT_LDP, Rng, type Interaction } from 'atomem/engine';
-import { buildPrio3Release, discreteLaplace, releaseNoiseStd, type Prio3Release } from 'atomem-index';
+import { buildPrio3Release, discreteLaplace, prio3Threshold, type Prio3Release } from 'atomem-index';
 import { AtomemMethod } from './atomem-method.js';
 import { loadDataset } from './datasets.js';
-import { buildFullProtocol, quantileTime } from './full-protocol.js';
+import { buildFullProtocol } from './full-protocol.js';
 import { runBenchmark } from './run.js';
 import type { MethodFactory } from './registry.js';
 import type { DatasetFormat, Dataset } from './types.js';
 
 const DAY_MS = 86_400_000;
+
+/** One mechanism setting of the release (a `contribute` row). */
+export interface SharingSetting {
+  /** Central ε per release (each aggregator's noise). Default 1 (the shipped `--prio3-epsilon`). */
+  epsilon?: number;
+  /** Items a device reports at most. Default the shipped ℓ (10). */
+  ell?: number;
+  /** The release's epoch, days (the epoch [T − this, T)). Default 7. */
+  epochDays?: number;
+  /** Counts below this are withheld. Default atomem-index's rule ({@link prio3Threshold}). */
+  threshold?: number;
+}
 
 export interface SharingScenarioOptions {
   data: string;
@@ -49,14 +64,8 @@ export interface SharingScenarioOptions {
   cut?: number;
   /** Age of the shop's file at T, days (its log ends at T − lag). Default 28. */
   lagDays?: number;
-  /** The release's epoch, days (the epoch [T − this, T)). Default 7. */
-  epochDays?: number;
-  /** Central ε per release (each aggregator's noise). Default 1 (the shipped `--prio3-epsilon`). */
-  epsilon?: number;
-  /** Items a device reports at most. Default the shipped ℓ (10). */
-  ell?: number;
-  /** Counts below this are withheld. Default ⌈3σ⌉ of the release's noise (the shipped rule). */
-  threshold?: number;
+  /** The `contribute` rows (all against one `off` run). Default one row of shipped defaults. */
+  settings?: SharingSetting[];
   /** Weight of the `crowd` signal. Default the shipped `shopWeights.crowd`. */
   weight?: number;
   /** Evaluate on validation cases (a cut inside the pre-T log) instead of test cases. */
@@ -66,6 +75,15 @@ export interface SharingScenarioOptions {
   onProgress?: (label: string, done: number, total: number) => void;
 }
 
+export interface SharingRow {
+  setting: Required<Omit<SharingSetting, 'threshold'>> & { threshold: number; scale: number; noiseStd: number };
+  epoch: { from: string; to: string };
+  release: { reports: number; activeDevices: number; released: number; maxTrueCount: number };
+  contribute: number;
+  diff: number;
+  ci: [number, number];
+}
+
 export interface SharingScenarioResult {
   scenario: string;
   dataset: string;
@@ -73,15 +91,11 @@ export interface SharingScenarioResult {
   cutTime: string;
   shopLogUntil: string;
   shopUntilQuantile: number;
-  epoch: { from: string; to: string };
-  mechanism: { epsilon: number; ell: number; scale: number; noiseStd: number; threshold: number };
-  release: { reports: number; activeDevices: number; released: number; items: number; maxTrueCount: number };
+  items: number;
   weight: number;
   users: number;
   off: number;
-  contribute: number;
-  diff: number;
-  ci: [number, number];
+  rows: SharingRow[];
 }
 
 const iso = (t: number) => new Date(t).toISOString().slice(0, 10);
@@ -111,9 +125,10 @@ export function scenarioRelease(
   const scale = o.ell / o.epsilon;
   const rng = Rng.derive(o.seed, 'sharing-scenario', 'noise');
   const uniform = () => rng.next();
-  // the leader's and the helper's noise, each of scale ℓ/ε
-  const noisy = sum.map((c) => c + discreteLaplace(scale, uniform) + discreteLaplace(scale, uniform));
-  const threshold = o.threshold ?? Math.ceil(3 * releaseNoiseStd(scale));
+  // the leader's and the helper's noise, each of scale ℓ/ε (ε = ∞: the exact counts, an upper bound of what the scenario can give)
+  const exact = o.epsilon === Infinity;
+  const noisy = sum.map((c) => (exact ? c : c + discreteLaplace(scale, uniform) + discreteLaplace(scale, uniform)));
+  const threshold = o.threshold ?? (exact ? 1 : prio3Threshold(scale, items.length));
   const release = buildPrio3Release({
     epoch: Math.floor(o.from / o.epochMs),
     epochMs: o.epochMs,
@@ -145,40 +160,55 @@ export async function runSharingScenario(o: SharingScenarioOptions): Promise<Sha
   const seed = o.seed ?? 2026;
   const cut = o.cut ?? 0.9;
   const lagDays = o.lagDays ?? 28;
-  const epochDays = o.epochDays ?? 7;
-  const epsilon = o.epsilon ?? 1;
-  const ell = o.ell ?? DEFAULT_LDP.ell;
   const weight = o.weight ?? DEFAULT_CONFIG.shopWeights.crowd ?? 0;
-  if (!(lagDays > 0) || !(epochDays > 0) || epochDays > lagDays) throw new RangeError('need 0 < --epoch-days ≤ --lag-days');
-  if (!(epsilon > 0) || !(Number.isInteger(ell) && ell >= 1)) throw new RangeError('need --epsilon > 0 and an integer --ell ≥ 1');
+  const settings = (o.settings?.length ? o.settings : [{}]).map((x) => ({
+    epsilon: x.epsilon ?? 1,
+    ell: x.ell ?? DEFAULT_LDP.ell,
+    epochDays: x.epochDays ?? 7,
+    threshold: x.threshold,
+  }));
+  for (const x of settings) {
+    if (!(lagDays > 0) || !(x.epochDays > 0) || x.epochDays > lagDays) throw new RangeError('need 0 < epoch days ≤ --lag-days');
+    if (!(x.epsilon > 0) || !(Number.isInteger(x.ell) && x.ell >= 1)) throw new RangeError('need ε > 0 and an integer ℓ ≥ 1');
+  }
   const dataset = loadDataset(o.format ?? 'movielens', o.data, o.kcore === undefined ? {} : { kcore: o.kcore });
   const target = o.validation ? 'validation' : 'test';
   const { cutTime } = buildFullProtocol(dataset, 'temporal', { cut, seed, target });
   const T = cutTime!;
   const until = T - lagDays * DAY_MS;
   const q = shopQuantile(dataset, T, until);
-  const epochMs = epochDays * DAY_MS;
-  let built: ReturnType<typeof scenarioRelease> | undefined;
   const items = [...dataset.items.keys()].sort();
-  const factory = (crowd: boolean): MethodFactory =>
+  const built = new Map<string, ReturnType<typeof scenarioRelease>>();
+  const nameOf = (i: number) => `contribute-${i}`;
+  const factory = (setting?: (typeof settings)[number], name?: string): MethodFactory =>
     ((opts) =>
       new AtomemMethod(
         { ...opts, privacy: 'off' },
         {},
         {
           weights: (w) => {
-            w.shopWeights.crowd = crowd ? weight : 0;
+            w.shopWeights.crowd = setting ? weight : 0;
           },
           afterPrepare: (agents, ctx) => {
-            if (!crowd) return;
-            built = scenarioRelease(ctx.histories, items, { from: T - epochMs, to: T, epsilon, ell, threshold: o.threshold, seed, epochMs });
-            for (const a of agents.values()) a.useCrowd(built.release);
+            if (!setting || !name) return;
+            const epochMs = setting.epochDays * DAY_MS;
+            const r = scenarioRelease(ctx.histories, items, {
+              from: T - epochMs,
+              to: T,
+              epsilon: setting.epsilon,
+              ell: setting.ell,
+              threshold: setting.threshold,
+              seed,
+              epochMs,
+            });
+            built.set(name, r);
+            for (const a of agents.values()) a.useCrowd(r.release);
           },
         },
       )) as MethodFactory;
   const factories = new Map<string, MethodFactory>([
-    ['off', factory(false)],
-    ['contribute', factory(true)],
+    ['off', factory()],
+    ...settings.map((x, i) => [nameOf(i), factory(x, nameOf(i))] as [string, MethodFactory]),
   ]);
   const result = await runBenchmark({
     dataset,
@@ -187,45 +217,49 @@ export async function runSharingScenario(o: SharingScenarioOptions): Promise<Sha
     seed,
     users: o.users ?? 'all',
     validation: o.validation,
-    methods: ['off', 'contribute'],
+    methods: [...factories.keys()],
     reference: 'off',
     factories,
     resamples: o.resamples,
     params: { 'shop.until': String(q), 'atomem.fidelityUsers': '0' },
-    onProgress: (e) => o.onProgress?.(e.label ?? e.method ?? '', e.done, e.total),
+    onProgress: (e) => o.onProgress?.(`${e.method} ${e.label ?? e.phase}`, e.done, e.total),
   });
-  const row = (m: string) => result.results.find((r) => r.method === m)!;
-  const contrast = result.contrasts.find((c) => c.a === 'contribute' && c.b === 'off' && c.metric === 'ndcg10')!;
-  const r = built!;
+  const ndcg = (m: string) => result.results.find((r) => r.method === m)!.ndcg10;
+  const rows: SharingRow[] = settings.map((x, i) => {
+    const c = result.contrasts.find((d) => d.a === nameOf(i) && d.b === 'off' && d.metric === 'ndcg10')!;
+    const r = built.get(nameOf(i))!;
+    const m = r.release.mechanism;
+    return {
+      setting: { epsilon: x.epsilon, ell: x.ell, epochDays: x.epochDays, threshold: m.threshold, scale: m.scale, noiseStd: m.noiseStd },
+      epoch: { from: iso(T - x.epochDays * DAY_MS), to: iso(T) },
+      release: { reports: r.release.reports, activeDevices: r.activeDevices, released: Object.keys(r.release.counts).length, maxTrueCount: r.maxTrueCount },
+      contribute: ndcg(nameOf(i)),
+      diff: c.diff,
+      ci: c.ci,
+    };
+  });
+  const users = result.contrasts[0]?.n ?? 0;
   return {
-    scenario: `stale shop file: the file is ${lagDays} days old at the cut; the index releases the last ${epochDays}-day epoch`,
+    scenario: `stale shop file: the file is ${lagDays} days old at the cut; the index releases the last epoch before it`,
     dataset: dataset.name,
     target,
     cutTime: iso(T),
     shopLogUntil: iso(until),
     shopUntilQuantile: q,
-    epoch: { from: iso(T - epochMs), to: iso(T) },
-    mechanism: {
-      epsilon,
-      ell,
-      scale: r.release.mechanism.scale,
-      noiseStd: r.release.mechanism.noiseStd,
-      threshold: r.release.mechanism.threshold,
-    },
-    release: {
-      reports: r.release.reports,
-      activeDevices: r.activeDevices,
-      released: Object.keys(r.release.counts).length,
-      items: items.length,
-      maxTrueCount: r.maxTrueCount,
-    },
+    items: items.length,
     weight,
-    users: contrast.n,
-    off: row('off').ndcg10,
-    contribute: row('contribute').ndcg10,
-    diff: contrast.diff,
-    ci: contrast.ci,
+    users,
+    off: ndcg('off'),
+    rows,
   };
+}
+
+/** `--setting eps,ell,days[,threshold]` → a setting. */
+function parseSetting(v: string): SharingSetting {
+  const [epsilon, ell, epochDays, threshold] = v.split(',').map((x) => (x === '' ? undefined : x === 'inf' ? Infinity : Number(x)));
+  if ([ell, epochDays, threshold].some((x) => x !== undefined && !Number.isFinite(x)) || Number.isNaN(epsilon))
+    throw new RangeError(`--setting must be ε,ℓ,days[,threshold] (ε may be inf: exact counts), got ${v}`);
+  return { epsilon, ell, epochDays, threshold };
 }
 
 function numberArg(v: string | undefined, name: string): number | undefined {
@@ -242,10 +276,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
       seed: { type: 'string' },
       cut: { type: 'string' },
       'lag-days': { type: 'string' },
-      'epoch-days': { type: 'string' },
-      epsilon: { type: 'string' },
-      ell: { type: 'string' },
-      threshold: { type: 'string' },
+      setting: { type: 'string', multiple: true },
       weight: { type: 'string' },
       validation: { type: 'boolean' },
       resamples: { type: 'string' },
@@ -259,29 +290,29 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
     seed: numberArg(values.seed, '--seed'),
     cut: numberArg(values.cut, '--cut'),
     lagDays: numberArg(values['lag-days'], '--lag-days'),
-    epochDays: numberArg(values['epoch-days'], '--epoch-days'),
-    epsilon: numberArg(values.epsilon, '--epsilon'),
-    ell: numberArg(values.ell, '--ell'),
-    threshold: numberArg(values.threshold, '--threshold'),
+    settings: (values.setting ?? []).map(parseSetting),
     weight: numberArg(values.weight, '--weight'),
     validation: values.validation,
     resamples: numberArg(values.resamples, '--resamples'),
     onProgress: (label, done, total) => {
-      if (label !== last || done === total) process.stderr.write(`\r${label} ${done}/${total}${done === total ? '\n' : ''}`);
+      if (label !== last || done === total || done % 50 === 0) process.stderr.write(`\r${label} ${done}/${total}${done === total ? '\n' : ''}`);
       last = label;
     },
   });
   const f = (x: number) => (x >= 0 ? '+' : '') + x.toFixed(4);
-  console.log(`scenario: ${r.scenario} (${r.dataset}, ${r.target} cases, temporal cut ${r.cutTime})`);
-  console.log(`shop file: log until ${r.shopLogUntil} (shop.until = ${r.shopUntilQuantile.toFixed(4)} of the pre-cut log)`);
+  console.log(`scenario: ${r.scenario} (${r.dataset}, ${r.target} cases, temporal cut ${r.cutTime}, ${r.users} users)`);
   console.log(
-    `release of ${r.epoch.from} – ${r.epoch.to}: ${r.release.reports} reports (${r.release.activeDevices} devices active in the epoch), ε = ${r.mechanism.epsilon}, ℓ = ${r.mechanism.ell}, noise std ${r.mechanism.noiseStd.toFixed(1)}, threshold ${r.mechanism.threshold}; largest true count ${r.release.maxTrueCount}; ${r.release.released} of ${r.release.items} items released`,
+    `shop file: log until ${r.shopLogUntil} (shop.until = ${r.shopUntilQuantile.toFixed(4)} of the pre-cut log); crowd weight ${r.weight}; off NDCG@10 ${r.off.toFixed(4)}`,
   );
-  console.log(`crowd weight ${r.weight}; ${r.users} users`);
   console.log('');
-  console.log('| scenario | off NDCG@10 | contribute NDCG@10 | contribute − off [95% CI] |');
-  console.log('| --- | ---: | ---: | ---: |');
-  console.log(`| ${r.scenario} | ${r.off.toFixed(4)} | ${r.contribute.toFixed(4)} | ${f(r.diff)} [${f(r.ci[0])}, ${f(r.ci[1])}] |`);
+  console.log(
+    '| ε per release | ℓ | epoch | threshold | active devices / reports | largest true count | items released | contribute NDCG@10 | contribute − off [95% CI] |',
+  );
+  console.log('| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const x of r.rows)
+    console.log(
+      `| ${x.setting.epsilon} | ${x.setting.ell} | ${x.epoch.from} – ${x.epoch.to} | ${x.setting.threshold} | ${x.release.activeDevices} / ${x.release.reports} | ${x.release.maxTrueCount} | ${x.release.released} of ${r.items} | ${x.contribute.toFixed(4)} | ${f(x.diff)} [${f(x.ci[0])}, ${f(x.ci[1])}] |`,
+    );
   if (values.json) {
     const { writeFileSync } = await import('node:fs');
     writeFileSync(values.json, `${JSON.stringify(r, null, 2)}\n`);
