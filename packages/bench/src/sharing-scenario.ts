@@ -311,7 +311,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
   console.log('| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const x of r.rows)
     console.log(
-      `| ${x.setting.epsilon} | ${x.setting.ell} | ${x.epoch.from} – ${x.epoch.to} | ${x.setting.threshold} | ${x.release.activeDevices} / ${x.release.reports} | ${x.release.maxTrueCount} | ${x.release.released} of ${r.items} | ${x.contribute.toFixed(4)} | ${f(x.diff)} [${f(x.ci[0])}, ${f(x.ci[1])}] |`,
+      `| ${x.setting.epsilon === Infinity ? '∞ (exact counts)' : x.setting.epsilon} | ${x.setting.ell} | ${x.epoch.from} – ${x.epoch.to} | ${x.setting.threshold} | ${x.release.activeDevices} / ${x.release.reports} | ${x.release.maxTrueCount} | ${x.release.released} of ${r.items} | ${x.contribute.toFixed(4)} | ${f(x.diff)} [${f(x.ci[0])}, ${f(x.ci[1])}] |`,
     );
   if (values.json) {
     const { writeFileSync } = await import('node:fs');
