@@ -123,7 +123,15 @@ export function prio3ChunkLength(length: number): number {
 /** The VDAF over `length` items (the library is loaded on first use: pages that never report do not fetch it). */
 export async function prio3Vdaf(length: number): Promise<Prio3SumVec> {
   if (!Number.isInteger(length) || length < 1) throw new RangeError(`prio3: length must be a positive integer, got ${length}`);
-  const { Prio3SumVec } = await import('@divviup/prio3');
+  let lib: typeof import('@divviup/prio3');
+  try {
+    lib = await import('@divviup/prio3');
+  } catch (e) {
+    throw new Error(
+      `prio3: @divviup/prio3 could not be loaded (${e instanceof Error ? e.message : String(e)}); Prio3 reports need it installed and resolvable where the engine runs — the package's prebuilt worker does not bundle it (MPL-2.0)`,
+    );
+  }
+  const { Prio3SumVec } = lib;
   return new Prio3SumVec({ shares: 2, length, bits: 1, chunkLength: prio3ChunkLength(length) });
 }
 
