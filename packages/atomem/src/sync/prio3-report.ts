@@ -120,15 +120,21 @@ export function prio3ChunkLength(length: number): number {
   return Math.max(1, Math.round(Math.sqrt(length)));
 }
 
-/** The VDAF over `length` items (the library is loaded on first use: pages that never report do not fetch it). */
-export async function prio3Vdaf(length: number): Promise<Prio3SumVec> {
+/**
+ * The VDAF over `length` items (the library is loaded on first use: pages that never report do
+ * not fetch it). `moduleUrl`: where an ES module build of `@divviup/prio3` is served (the
+ * engine's `index.prio3Module`), for the package's prebuilt worker, which cannot resolve the
+ * bare name; without it the bare name is imported (Node, or an app whose bundler builds atomem).
+ */
+export async function prio3Vdaf(length: number, moduleUrl?: string): Promise<Prio3SumVec> {
   if (!Number.isInteger(length) || length < 1) throw new RangeError(`prio3: length must be a positive integer, got ${length}`);
   let lib: typeof import('@divviup/prio3');
   try {
-    lib = await import('@divviup/prio3');
+    lib = moduleUrl === undefined ? await import('@divviup/prio3') : ((await import(/* @vite-ignore */ moduleUrl)) as typeof import('@divviup/prio3'));
+    if (typeof lib.Prio3SumVec !== 'function') throw new TypeError('the module exports no Prio3SumVec');
   } catch (e) {
     throw new Error(
-      `prio3: @divviup/prio3 could not be loaded (${e instanceof Error ? e.message : String(e)}); Prio3 reports need it installed and resolvable where the engine runs — the package's prebuilt worker does not bundle it (MPL-2.0)`,
+      `prio3: @divviup/prio3 could not be loaded (${e instanceof Error ? e.message : String(e)}); Prio3 reports need it installed and resolvable where the engine runs, or an ES module build of it at index.prio3Module — the package's prebuilt worker does not bundle it (MPL-2.0)`,
     );
   }
   const { Prio3SumVec } = lib;
@@ -186,8 +192,10 @@ export async function encodePrio3Upload(o: {
   leader: Pick<Prio3Config, 'hpkePublicKey'>;
   helper: Pick<Prio3Config, 'hpkePublicKey'>;
   random?: (n: number) => Uint8Array;
+  /** See {@link prio3Vdaf}. */
+  moduleUrl?: string;
 }): Promise<Prio3Upload> {
-  const vdaf = await prio3Vdaf(o.measurement.length);
+  const vdaf = await prio3Vdaf(o.measurement.length, o.moduleUrl);
   const nonce = bytes(vdaf.nonceSize, o.random);
   // why: the library types its byte arguments as `buffer`'s Buffer; it only reads them as bytes (subarray, concat)
   type Bytes = Parameters<typeof vdaf.shard>[1];

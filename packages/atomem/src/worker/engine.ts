@@ -107,6 +107,8 @@ interface SyncSession {
   prio3: Prio3Endpoints | undefined;
   /** The Prio3 release in use (ranking's `crowd` signal). */
   crowd: CrowdRelease | undefined;
+  /** `index.prio3Module`: an ES module build of @divviup/prio3 (see IndexOptions). */
+  prio3Module: string | undefined;
   /** The lifetime privacy budget (sync/budget.ts). */
   budget: PrivacyBudget;
   stopped: boolean;
@@ -525,6 +527,8 @@ export class Engine implements EngineApi {
     const tokens = new AttesterTokenProvider({ indexUrl: index.url, attesterUrl: index.attesterUrl ?? '' });
     if (index.relay !== undefined && (typeof index.relay !== 'string' || !/^https?:\/\//.test(index.relay)))
       throw new TypeError(`index.relay must be the http(s) URL of an Oblivious HTTP relay (atomem-relay), got ${String(index.relay)}`);
+    if (index.prio3Module !== undefined && (typeof index.prio3Module !== 'string' || index.prio3Module.length === 0))
+      throw new TypeError(`index.prio3Module must be the URL of an ES module build of @divviup/prio3, got ${String(index.prio3Module)}`);
     const client = new ReportClient({ url: index.url, tokens, relay: index.relay });
     return {
       url: index.url,
@@ -546,6 +550,7 @@ export class Engine implements EngineApi {
       communities: 0,
       prio3: undefined,
       crowd: undefined,
+      prio3Module: index.prio3Module,
       budget,
       stopped: false,
     };
@@ -686,6 +691,7 @@ export class Engine implements EngineApi {
         token: ready.token,
         leader: prio3.leader,
         helper: prio3.helper,
+        moduleUrl: sync.prio3Module,
       });
     }
     const out = await this.mutation(async () => {
