@@ -29,7 +29,8 @@
  * alone, no dataset needed): issuance-to-report linkage by timing from the attester's and the
  * index's joint view, Sybil token farming against the reference attester, lifetime ε by the
  * device's ledger at 30 / 365 days, memo-loss averaging under the ledger, and in Chromium ETag
- * tracking and socket reuse — each beside a baseline measured in the same run.
+ * tracking and socket reuse — each beside a baseline measured in the same run. With a dataset,
+ * also poisoning ({@link poisoningRows}: bench:poisoning's run on the same data and seed).
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
