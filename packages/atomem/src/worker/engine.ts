@@ -685,6 +685,7 @@ export class Engine implements EngineApi {
         sync.report = null;
         return;
       }
+      // why cleared on failure: a report that cannot be built (e.g. the library is missing) must not stay pending
       upload = await encodePrio3Upload({
         measurement: prio3Measurement(ready.items, prio3.leader.items, prio3.leader.ell),
         epoch,
@@ -692,6 +693,9 @@ export class Engine implements EngineApi {
         leader: prio3.leader,
         helper: prio3.helper,
         moduleUrl: sync.prio3Module,
+      }).catch((e: unknown) => {
+        if (sync.report?.epoch === epoch) sync.report = null;
+        throw e;
       });
     }
     const out = await this.mutation(async () => {

@@ -37,7 +37,10 @@ describe('Prio3 reports from the worker (Chromium)', () => {
     expect(status).toMatchObject({ reports: 'prio3', lastError: null });
     expect((await a.lastPayload())?.path).toBe('/v2/prio3/upload');
     const budget = await a.privacyBudget();
-    expect(budget).toMatchObject({ perEpoch: 20, spent: 20, reports: 1 });
+    // each report charged the release's ε (a slow machine may see a second epoch's report already)
+    expect(budget.perEpoch).toBe(20);
+    expect(budget.reports).toBeGreaterThanOrEqual(1);
+    expect(budget.spent).toBe(20 * budget.reports);
     const reported = status.reportedEpoch!;
     await expect
       .poll(
