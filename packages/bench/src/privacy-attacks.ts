@@ -981,10 +981,10 @@ export function poisoningRows(r: PoisoningResult): DeviceAttackRow[] {
 }
 
 /** The device-side table (markdown). */
-export function formatDeviceAttacks(r: { seed: number; rows: DeviceAttackRow[] }): string {
+export function formatDeviceAttacks(r: { seed: number; rows: DeviceAttackRow[] }, title = 'Device-side attacks'): string {
   const g = (x: number) => (Number.isFinite(x) ? (Number.isInteger(x) ? String(x) : Math.abs(x) < 0.01 ? x.toPrecision(2) : x.toFixed(3)) : '—');
   return [
-    `Device-side attacks (seed ${r.seed}; deterministic for a seed).`,
+    `${title} (seed ${r.seed}; deterministic for a seed).`,
     '',
     '| attack | measure | measured (shipped) | baseline (same run) | chance | target | met |',
     '|---|---|---:|---:|---:|---:|:-:|',
@@ -1057,7 +1057,7 @@ export async function main(argv: string[]): Promise<number> {
     },
   });
   device.rows.push(...poisoningRows(poisoning));
-  process.stdout.write(`\n${formatDeviceAttacks({ seed, rows: poisoningRows(poisoning) })}\n`);
+  process.stdout.write(`\n${formatDeviceAttacks({ seed, rows: poisoningRows(poisoning) }, 'Poisoning (bench:poisoning on the same data)')}\n`);
   if (values.json)
     writeFileSync(values.json, `${JSON.stringify({ command: `npm run bench:privacy -- ${argv.join(' ')}`, device, poisoning, ...report }, null, 2)}\n`);
   return 0;
