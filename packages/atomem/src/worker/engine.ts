@@ -107,6 +107,8 @@ interface SyncSession {
   prio3: Prio3Endpoints | undefined;
   /** The Prio3 release in use (ranking's `crowd` signal). */
   crowd: CrowdRelease | undefined;
+  /** The last read of the index's Prio3 configuration failed (e.g. leader and helper disagree): no report of either kind until one succeeds. */
+  prio3Refused: boolean;
   /** `index.prio3Module`: an ES module build of @divviup/prio3 (see IndexOptions). */
   prio3Module: string | undefined;
   /** The lifetime privacy budget (sync/budget.ts). */
@@ -412,7 +414,9 @@ export class Engine implements EngineApi {
           // why read with the health: whether the index runs Prio3 decides what a report is and
           // what it costs; an index whose aggregators disagree gets no report of either kind
           sync.prio3 = undefined;
+          sync.prio3Refused = true;
           const prio3 = await sync.client.prio3();
+          sync.prio3Refused = false;
           const crowd = prio3 ? await sync.client.latestPrio3Release() : undefined;
           sync.prio3 = prio3;
           sync.crowd = isCrowdRelease(crowd) ? crowd : undefined;
@@ -550,6 +554,7 @@ export class Engine implements EngineApi {
       communities: 0,
       prio3: undefined,
       crowd: undefined,
+      prio3Refused: false,
       prio3Module: index.prio3Module,
       budget,
       stopped: false,
@@ -663,7 +668,7 @@ export class Engine implements EngineApi {
    * nothing is sent.
    */
   private async sendReport(sync: SyncSession, epoch: number, health: HealthV2Response): Promise<void> {
-    if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute') {
+    if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute' || sync.prio3Refused) {
       if (sync.report?.epoch === epoch) sync.report = null;
       return;
     }
