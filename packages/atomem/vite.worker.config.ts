@@ -71,6 +71,9 @@ export default defineConfig({
     rolldownOptions: {
       // why: known-harmless warnings only (each explained in scripts/quiet-logs.ts)
       onLog: quietHarmless,
+      // why: @divviup/prio3 (MPL-2.0, an optional peer) stays out of dist, as in vite.config.ts: the
+      // engine's Prio3 reports load it on demand and say so clearly when it cannot be resolved
+      external: [/^@divviup\//],
       output: {
         // why: the third-party licence comments (`@license`, `/*!`) stay in the minified chunks.
         comments: { legal: true },

@@ -108,7 +108,11 @@ export function program(): Command {
     )
     .option('--prio3-peer <url>', "the other aggregator's root URL")
     .option('--prio3-epsilon <eps>', "ε per device per epoch of each aggregator's noise (default 1)", num('--prio3-epsilon', 0))
-    .option('--prio3-threshold <n>', 'Prio3 counts below this are not released (default 3 × the noise std)', num('--prio3-threshold', 0))
+    .option(
+      '--prio3-threshold <n>',
+      'Prio3 counts below this are not released (default: 3 × the noise std, raised until an item nobody reported shows with probability ≤ 5 % per release)',
+      num('--prio3-threshold', 0),
+    )
     .option('--prio3-min-reports <n>', 'accepted Prio3 reports an epoch needs to be released (default 50)', int('--prio3-min-reports', 1))
     .option('--prio3-tick-ms <ms>', 'how often the leader aggregates due epochs with the helper (default 10000)', int('--prio3-tick-ms', 1))
     .addOption(new Option('--log-level <level>', 'log level (stderr)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'));

@@ -20,8 +20,16 @@ export {
   type AttesterOptions,
   type AttesterBudgetStore,
 } from './attester.js';
-export { Prio3Aggregator, buildPrio3Release, discreteLaplace, releaseNoiseStd, type Prio3Release } from './prio3-aggregator.js';
+export {
+  Prio3Aggregator,
+  buildPrio3Release,
+  discreteLaplace,
+  prio3Threshold,
+  releaseNoiseStd,
+  releaseNoiseTail,
+  type Prio3Release,
+} from './prio3-aggregator.js';
 export { registerPrio3, type Prio3Controller, type Prio3ServiceOptions } from './prio3-service.js';
 export { PostgresPrio3Store, SqlitePrio3Store, type Prio3Store } from './prio3-store.js';
-export { createRelay, shuffle, type Relay, type RelayOptions, type FlushResult } from './relay.js';
+export { createRelay, prio3RelayBytes, shuffle, type Relay, type RelayOptions, type FlushResult } from './relay.js';
 export { registerOhttpGateway, type OhttpGateway, type OhttpGatewayOptions } from './ohttp-gateway.js';

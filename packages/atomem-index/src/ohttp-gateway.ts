@@ -4,8 +4,9 @@
  * Devices that are configured with a relay (`index.relay`) encapsulate their report request to
  * this gateway's key and send it to the relay (`atomem-relay`, ./relay.ts, run by another party).
  * The relay forwards it here from its own address; the gateway decapsulates the binary HTTP
- * request and dispatches it in-process to the report route (`POST /v2/reports`, the only inner
- * route served: anything else answers an encapsulated 404), then encapsulates the answer.
+ * request and dispatches it in-process to the report route (`POST /v2/reports`) or the Prio3
+ * upload route (`POST /v2/prio3/upload`, when this service is the Prio3 leader) — the only inner
+ * routes served: anything else answers an encapsulated 404 — then encapsulates the answer.
  *
  * - `GET /v2/ohttp-keys` (`application/ohttp-keys`): the key configuration. Devices read it
  *   through the relay, which serves one copy to every device (a gateway that handed each device
@@ -28,7 +29,11 @@ import {
   decodeBinaryRequest,
   encodeBinaryResponse,
 } from 'atomem/protocol';
+import { PRIO3_PATHS } from 'atomem/engine';
 import type { IndexStore } from './store.js';
+
+/** Largest encapsulated request the gateway takes: a Prio3 upload (the leader's upload route takes 8 MiB) with room for HPKE and binary HTTP. */
+const MAX_ENCAPSULATED_BYTES = (8 << 20) + 4096;
 
 /** Options of the gateway (`IndexServiceOptions.ohttp`). */
 export interface OhttpGatewayOptions {
@@ -87,7 +92,11 @@ export function registerOhttpGateway(
   const limit = o.options.rateLimit ?? { max: 60_000, timeWindow: 60_000 };
 
   app.register(async (api) => {
-    api.addContentTypeParser(OHTTP_MEDIA.request, { parseAs: 'buffer', bodyLimit: OHTTP_MAX_REQUEST_BYTES }, (_req, body, done) => done(null, body));
+    api.addContentTypeParser(
+      OHTTP_MEDIA.request,
+      { parseAs: 'buffer', bodyLimit: Math.max(OHTTP_MAX_REQUEST_BYTES, MAX_ENCAPSULATED_BYTES) },
+      (_req, body, done) => done(null, body),
+    );
 
     api.get(OHTTP_GATEWAY_PATHS.keys, async (_req, reply) => {
       let k: GatewayKey;
@@ -138,15 +147,15 @@ export function registerOhttpGateway(
     } catch {
       path = '';
     }
-    if (inner.method !== 'POST' || path !== INDEX_V2_PATHS.report)
-      return json(404, { error: 'not_found', message: `the gateway serves POST ${INDEX_V2_PATHS.report} only` });
+    if (inner.method !== 'POST' || (path !== INDEX_V2_PATHS.report && path !== PRIO3_PATHS.upload))
+      return json(404, { error: 'not_found', message: `the gateway serves POST ${INDEX_V2_PATHS.report} and POST ${PRIO3_PATHS.upload} only` });
     const body = new Uint8Array(await inner.arrayBuffer());
-    if (body.length > INDEX_V2_LIMITS.maxBodyBytes)
-      return json(413, { error: 'too_large', message: `request body exceeds ${INDEX_V2_LIMITS.maxBodyBytes} bytes` });
+    const max = path === PRIO3_PATHS.upload ? 8 << 20 : INDEX_V2_LIMITS.maxBodyBytes;
+    if (body.length > max) return json(413, { error: 'too_large', message: `request body exceeds ${max} bytes` });
     // why: only the media type is taken from the inner request; the device sends no other header
     const res = await app.inject({
       method: 'POST',
-      url: INDEX_V2_PATHS.report,
+      url: path,
       headers: { 'content-type': inner.headers.get('content-type') ?? 'application/json', [INNER_HEADER]: secret },
       payload: Buffer.from(body),
     });

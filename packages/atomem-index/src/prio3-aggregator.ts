@@ -64,6 +64,34 @@ export function releaseNoiseStd(scale: number): number {
   return Math.sqrt((2 * 2 * q) / (1 - q) ** 2);
 }
 
+/**
+ * P(Z ≥ t) for Z the sum of the two aggregators' noises (independent discrete Laplace of scale
+ * `scale`): exact, by summing over the first noise (its tail beyond 60 scales is below 1e-26).
+ */
+export function releaseNoiseTail(scale: number, t: number): number {
+  if (!(scale > 0)) throw new RangeError(`releaseNoiseTail: scale must be > 0, got ${scale}`);
+  const q = Math.exp(-1 / scale);
+  const c = (1 - q) / (1 + q);
+  // P(Y ≥ m) of one discrete Laplace
+  const tail = (m: number) => (m >= 1 ? (c * q ** m) / (1 - q) : 1 - (c * q ** (1 - m)) / (1 - q));
+  const K = Math.ceil(60 * scale) + Math.abs(t);
+  let p = 0;
+  for (let x = -K; x <= K; x++) p += c * q ** Math.abs(x) * tail(t - x);
+  return Math.min(1, p);
+}
+
+/**
+ * The release threshold: the smallest count t ≥ ⌈3σ⌉ such that, over `items` catalog items, the
+ * expected number of items that nobody reported but whose noise alone reaches t is at most
+ * `falseItems` (default 0.05: a release shows a pure-noise item with probability ≤ 5 %). With
+ * 3σ alone a catalog of 1,682 items at ℓ = 10, ε = 1 shows ≈ 3 pure-noise items per release.
+ */
+export function prio3Threshold(scale: number, items: number, falseItems = 0.05): number {
+  let t = Math.max(1, Math.ceil(3 * releaseNoiseStd(scale)));
+  while (items * releaseNoiseTail(scale, t) > falseItems) t++;
+  return t;
+}
+
 /** The secret both aggregators derive their VDAF verification key from (never sent to devices). */
 export function verifyKeyFrom(peerKey: string, size: number): Buffer {
   return Buffer.from(createHash('sha256').update('atomem prio3 verify key v1\0').update(peerKey).digest().subarray(0, size));

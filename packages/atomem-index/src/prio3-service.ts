@@ -26,7 +26,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_LDP, PRIO3_HPKE_SUITE, PRIO3_PATHS, b64, prio3ChunkLength, type Prio3Config, type Prio3Upload } from 'atomem/engine';
-import { Prio3Aggregator, buildPrio3Release, cryptoUniform, releaseNoiseStd, type Prio3Release } from './prio3-aggregator.js';
+import { Prio3Aggregator, buildPrio3Release, cryptoUniform, prio3Threshold, type Prio3Release } from './prio3-aggregator.js';
 import type { V2Controller } from './v2.js';
 import type { Prio3Store } from './prio3-store.js';
 
@@ -35,11 +35,17 @@ export interface Prio3ServiceOptions {
   role: 'leader' | 'helper';
   /** The other aggregator's root URL (the leader calls the helper; the helper does not call out). */
   peerUrl: string;
+  /** Leader: the helper's root as devices reach it (in the config devices read). Default `peerUrl`. */
+  helperPublicUrl?: string;
   /** Secret shared by the two operators (bearer of peer requests; derives the verification key). At least 16 characters. */
   peerKey: string;
   /** ε per device per epoch of each aggregator's noise (discrete Laplace, scale ℓ/ε). Default 1. */
   epsilon?: number;
-  /** Counts below this are not released. Default ⌈3 × the release noise's standard deviation⌉. */
+  /**
+   * Counts below this are not released. Default `prio3Threshold`: at least ⌈3 × the release
+   * noise's standard deviation⌉, and high enough that a release shows an item nobody reported
+   * with probability ≤ 5 % over the whole catalog.
+   */
   threshold?: number;
   /** Items a device reports at most (its last ℓ distinct). Default the local-DP ℓ (10). */
   ell?: number;
@@ -118,11 +124,18 @@ export function registerPrio3(
   } catch {
     throw new RangeError(`prio3: --prio3-peer must be a URL, got ${String(o.peerUrl)}`);
   }
+  let helperPublic: string;
+  try {
+    helperPublic = new URL(o.helperPublicUrl ?? o.peerUrl).href.replace(/\/+$/, '');
+  } catch {
+    throw new RangeError(`prio3: the helper's public URL must be a URL, got ${String(o.helperPublicUrl)}`);
+  }
   const epsilon = o.epsilon ?? 1;
   if (!(epsilon > 0 && epsilon <= 20)) throw new RangeError(`prio3: epsilon must be in (0, 20], got ${epsilon}`);
   const ell = o.ell ?? DEFAULT_LDP.ell;
   const scale = ell / epsilon;
-  const threshold = o.threshold ?? Math.ceil(3 * releaseNoiseStd(scale));
+  if (o.threshold !== undefined && !(o.threshold >= 0)) throw new RangeError(`prio3: threshold must be ≥ 0, got ${o.threshold}`);
+  let threshold = o.threshold ?? 0;
   const minReports = o.minReports ?? 50;
   const graceMs = o.graceMs ?? Math.floor(v2.epochMs / 10);
   const uniform = o.uniform ?? cryptoUniform;
@@ -135,6 +148,7 @@ export function registerPrio3(
     // why: with a shared store every instance of the role decrypts with the first instance's key
     const seed = await state.hpkeSeed(o.role, randomBytes(32));
     itemIds = await items();
+    threshold = o.threshold ?? prio3Threshold(scale, itemIds.length);
     agg = await Prio3Aggregator.create({ role: o.role, length: itemIds.length, peerKey: o.peerKey, hpkeSeed: seed });
   })();
   ready.catch((err: unknown) => app.log.error({ err }, 'prio3: loading failed'));
@@ -181,6 +195,8 @@ export function registerPrio3(
       items: [...itemIds],
       ell,
       epsilon,
+      epochMs: v2.epochMs,
+      ...(o.role === 'leader' ? { helperUrl: helperPublic } : {}),
     };
   });
 

@@ -11,7 +11,7 @@
  */
 import { Command, Option } from 'commander';
 import { collect, int, parseTrustProxy } from './cli-args.js';
-import { createRelay, type Relay } from './relay.js';
+import { createRelay, prio3RelayBytes, type Relay } from './relay.js';
 
 /** The commander program. */
 export function program(): Command {
@@ -25,6 +25,11 @@ export function program(): Command {
       86_400_000,
     )
     .option('--max-held <n>', 'reports held at most until the next flush', int('--max-held', 1), 200_000)
+    .option(
+      '--prio3-items <n>',
+      "in front of a Prio3 leader: the catalog's item count, so that uploads of that size fit (default: local-DP reports only, 8 KiB)",
+      int('--prio3-items', 1),
+    )
     .option('--port <port>', 'TCP port (0 = any free port)', int('--port', 0), 8788)
     .option('--host <host>', 'interface to bind', '127.0.0.1')
     .option('--rate-max <n>', 'requests per client address per window (0 = no limit)', int('--rate-max', 0), 30)
@@ -42,6 +47,7 @@ export async function main(argv: string[] = process.argv): Promise<Relay> {
     gateway: string;
     flushEvery: number;
     maxHeld: number;
+    prio3Items?: number;
     port: number;
     host: string;
     rateMax: number;
@@ -54,6 +60,7 @@ export async function main(argv: string[] = process.argv): Promise<Relay> {
     gateway: o.gateway,
     flushEveryMs: o.flushEvery,
     maxHeld: o.maxHeld,
+    maxBodyBytes: o.prio3Items === undefined ? undefined : prio3RelayBytes(o.prio3Items),
     rateLimit: o.rateMax === 0 ? false : { max: o.rateMax, timeWindow: o.rateWindow },
     trustProxy: o.trustProxy === undefined ? undefined : parseTrustProxy(o.trustProxy),
     corsOrigins: o.corsOrigin.length === 0 || o.corsOrigin.includes('*') ? '*' : o.corsOrigin,

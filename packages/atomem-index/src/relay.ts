@@ -42,6 +42,12 @@ export interface RelayOptions {
   flushEveryMs?: number;
   /** Requests held at most (more answer 503 until the next flush). Default 200 000. */
   maxHeld?: number;
+  /**
+   * Largest encapsulated request, bytes. Default 8 192 (a local-DP report). A relay in front of a
+   * Prio3 leader needs room for an upload: about 22 × the catalog's item count plus 2 KiB
+   * ({@link prio3RelayBytes}); mind `maxHeld` × this of memory while batching.
+   */
+  maxBodyBytes?: number;
   /** Requests forwarded to the gateway at a time during a flush. Default 4. */
   concurrency?: number;
   /** Requests per window per client address on every route but health. Default 30 per minute; `false` disables. */
@@ -84,6 +90,15 @@ export interface Relay {
   close(): Promise<void>;
 }
 
+/**
+ * Room a relay needs for a Prio3 upload over `items` catalog items: the leader's input share is
+ * 16 bytes per item (plus its proof, ≈ 32 × √items bytes), base64 in JSON (× 4/3), padded to
+ * 1 KiB, inside binary HTTP and HPKE; 22 bytes per item and 16 KiB on top cover it.
+ */
+export function prio3RelayBytes(items: number): number {
+  return Math.max(OHTTP_MAX_REQUEST_BYTES, 22 * items + 16_384 + Math.ceil(60 * Math.sqrt(items)));
+}
+
 /** Uniformly random permutation in place (Fisher–Yates with the CSPRNG). */
 export function shuffle<T>(a: T[]): T[] {
   for (let i = a.length - 1; i > 0; i--) {
@@ -106,6 +121,9 @@ export function createRelay(options: RelayOptions): Relay {
   const concurrency = options.concurrency ?? 4;
   if (!Number.isInteger(maxHeld) || maxHeld < 1) throw new RangeError('relay: maxHeld must be an integer ≥ 1');
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError('relay: concurrency must be an integer ≥ 1');
+  const maxBody = options.maxBodyBytes ?? OHTTP_MAX_REQUEST_BYTES;
+  if (!Number.isInteger(maxBody) || maxBody < OHTTP_MAX_REQUEST_BYTES)
+    throw new RangeError(`relay: maxBodyBytes must be an integer ≥ ${OHTTP_MAX_REQUEST_BYTES}`);
   const now = options.now ?? Date.now;
   const network = resolveNetworkLimits(options.network, options.trustProxy);
   const limit = options.rateLimit ?? { max: 30, timeWindow: 60_000 };
@@ -113,7 +131,7 @@ export function createRelay(options: RelayOptions): Relay {
   const app = Fastify({
     logger: loggerConfig(options.logger),
     trustProxy: (options.trustProxy ?? false) as boolean | string | string[],
-    bodyLimit: OHTTP_MAX_REQUEST_BYTES,
+    bodyLimit: maxBody,
     connectionTimeout: network.idleTimeoutMs,
     requestTimeout: network.requestTimeoutMs,
     keepAliveTimeout: network.keepAliveTimeoutMs,
@@ -124,7 +142,7 @@ export function createRelay(options: RelayOptions): Relay {
   const error = (code: string, message: string) => ({ error: code, message });
   app.setNotFoundHandler((req, reply) => reply.code(404).send(error('not_found', `no route ${req.method} ${req.url.split('?')[0]}`)));
   app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.code(413).send(error('too_large', `body exceeds ${OHTTP_MAX_REQUEST_BYTES} bytes`));
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return reply.code(413).send(error('too_large', `body exceeds ${maxBody} bytes`));
     if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return reply.code(415).send(error('unsupported_media_type', `body must be ${OHTTP_MEDIA.request}`));
     if (err.statusCode === 429) return reply.code(429).send(error('rate_limited', err.message));
     if (err.statusCode !== undefined && err.statusCode < 500) return reply.code(err.statusCode).send(error('bad_request', err.message));
@@ -242,7 +260,7 @@ export function createRelay(options: RelayOptions): Relay {
   };
 
   app.register(async (api) => {
-    api.addContentTypeParser(OHTTP_MEDIA.request, { parseAs: 'buffer', bodyLimit: OHTTP_MAX_REQUEST_BYTES }, (_req, body, done) => done(null, body));
+    api.addContentTypeParser(OHTTP_MEDIA.request, { parseAs: 'buffer', bodyLimit: maxBody }, (_req, body, done) => done(null, body));
     api.get(OHTTP_RELAY_PATHS.health, { config: { rateLimit: false } }, async (_req, reply) => {
       reply.header('cache-control', 'no-store');
       return { status: keys ? 'ok' : 'degraded', batching: every > 0, flushEveryMs: every, nextFlushAt: nextAt ?? null, gatewayKeys: keys ? 'ok' : 'missing' };

@@ -7,7 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { b64, encodePrio3Upload, prio3Measurement } from 'atomem/engine';
-import { Prio3Aggregator, buildPrio3Release, discreteLaplace, releaseNoiseStd } from '../src/prio3-aggregator.js';
+import { Prio3Aggregator, buildPrio3Release, discreteLaplace, prio3Threshold, releaseNoiseStd, releaseNoiseTail } from '../src/prio3-aggregator.js';
+import { mulberry32 } from '@atomem/bench/rng';
 
 const ITEMS = Array.from({ length: 64 }, (_, i) => `item-${String(i).padStart(2, '0')}`);
 const PEER = 'peer-secret-for-the-test';
@@ -126,5 +127,23 @@ describe('prio3 aggregation (in-process)', () => {
     expect(r.communities).toEqual([{ id: 'k0', examples: ['a'] }]);
     expect(r.mechanism.epsilon).toBe(1);
     expect(r.mechanism.scale).toBe(10);
+  });
+});
+
+describe('release threshold', () => {
+  it('the exact noise tail matches a seeded simulation; the default threshold keeps pure-noise items out of ≥ 95 % of releases', () => {
+    const u = mulberry32(9);
+    const n = 200_000;
+    let hits = 0;
+    for (let i = 0; i < n; i++) if (discreteLaplace(10, u) + discreteLaplace(10, u) >= 30) hits++;
+    const p = releaseNoiseTail(10, 30);
+    // binomial standard error ≈ 0.00055
+    expect(Math.abs(hits / n - p)).toBeLessThan(0.003);
+    // ε = 1, ℓ = 10 over 1,682 items: 3σ = 60 would show ≈ 9 pure-noise items per release
+    expect(1682 * releaseNoiseTail(10, 60)).toBeGreaterThan(5);
+    const t = prio3Threshold(10, 1682);
+    expect(t).toBeGreaterThanOrEqual(Math.ceil(3 * releaseNoiseStd(10)));
+    expect(1682 * releaseNoiseTail(10, t)).toBeLessThanOrEqual(0.05);
+    expect(1682 * releaseNoiseTail(10, t - 1)).toBeGreaterThan(0.05);
   });
 });

@@ -23,7 +23,7 @@ export const OPTION_NAMES = {
   'llm.openai': ['baseUrl', 'model', 'apiKey'],
   'llm.budget': ['maxCalls', 'perEvents'],
   'llm.wllama': ['model', 'wasmUrl', 'contextSize'],
-  index: ['url', 'privacy', 'attesterUrl', 'relay', 'syncEvery', 'reportDelay', 'budget'],
+  index: ['url', 'privacy', 'attesterUrl', 'relay', 'prio3Module', 'syncEvery', 'reportDelay', 'budget'],
   'embedder.use-lite': ['kind', 'baseUrl', 'wasmPaths'],
   'embedder.minilm': ['kind', 'model', 'modelBaseUrl', 'wasmPaths', 'device', 'dtype'],
   'embedder.hashing': ['kind', 'dim'],

@@ -5,7 +5,17 @@
  * against the real aggregators in atomem-index (test/prio3-*.test.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { PRIO3_PATHS, b64, encodePrio3Upload, prio3Hpke, prio3Measurement, sendPrio3Report, type Prio3Config } from '../src/node.js';
+import {
+  PRIO3_HPKE_SUITE,
+  PRIO3_PATHS,
+  b64,
+  encodePrio3Upload,
+  prio3Vdaf,
+  prio3Hpke,
+  prio3Measurement,
+  sendPrio3Report,
+  type Prio3Config,
+} from '../src/node.js';
 
 const ITEMS = ['a', 'b', 'c', 'd', 'e'];
 
@@ -15,7 +25,7 @@ async function config(role: 'leader' | 'helper', items = ITEMS): Promise<Prio3Co
   return {
     role,
     hpkePublicKey: b64.encode(new Uint8Array(await suite.kem.serializePublicKey(keys.publicKey))),
-    hpkeSuite: 'x',
+    hpkeSuite: PRIO3_HPKE_SUITE,
     vdaf: { name: 'Prio3SumVec', length: items.length, bits: 1, chunkLength: 2 },
     items,
     ell: 2,
@@ -69,5 +79,17 @@ describe('prio3 report (device side)', () => {
     await expect(
       sendPrio3Report({ leaderUrl: 'https://leader.example', helperUrl: 'https://helper.example', recent: ['b'], epoch: 9, tokens, fetch: fetcher(other) }),
     ).rejects.toThrow(/disagree on the item list/);
+  });
+});
+
+describe('prio3Module (an ES module build of @divviup/prio3 at a URL)', () => {
+  it('loads the library from the URL, and says what to set when it cannot', async () => {
+    const { createRequire } = await import('node:module');
+    const { pathToFileURL } = await import('node:url');
+    const url = pathToFileURL(createRequire(import.meta.url).resolve('@divviup/prio3')).href;
+    const vdaf = await prio3Vdaf(5, url);
+    expect(vdaf.constructor.name).toBe('Prio3SumVec');
+    await expect(prio3Vdaf(5, pathToFileURL(createRequire(import.meta.url).resolve('vitest')).href)).rejects.toThrow(/index\.prio3Module/);
+    await expect(prio3Vdaf(5, 'file:///nowhere/prio3.js')).rejects.toThrow(/could not be loaded/);
   });
 });

@@ -246,6 +246,7 @@ export class AtomemMethod implements Method {
   private ops: Record<string, number> = {};
   private trainingEvents = 0;
 
+  private readonly afterPrepare: ((agents: ReadonlyMap<string, MemoryAgent>, ctx: MethodContext) => void | Promise<void>) | undefined;
   /** Setting `instruct`: rank with the case's stated intent (false for `atomem-no-intent`). */
   private readonly useIntent: boolean;
   /** Setting `evolving`: each simulated device's clock, moved to the interaction it just observed. */
@@ -272,8 +273,11 @@ export class AtomemMethod implements Method {
       weights?: (cfg: { weights: Record<string, number>; shopWeights: Record<string, number> }) => void;
       intent?: boolean;
       observe?: boolean;
+      /** Called once every agent is trained (e.g. sharing-scenario.ts hands each the scenario's release). */
+      afterPrepare?: (agents: ReadonlyMap<string, MemoryAgent>, ctx: MethodContext) => void | Promise<void>;
     } = {},
   ) {
+    this.afterPrepare = variant.afterPrepare;
     this.useIntent = variant.intent ?? true;
     this.learnsOnline = variant.observe ?? true;
     this.name = opts.name;
@@ -361,6 +365,7 @@ export class AtomemMethod implements Method {
         ctx.progress(++done, ctx.cases.length, 'matching the release');
       }
     }
+    await this.afterPrepare?.(this.agents, ctx);
   }
 
   /** STEAM's training loop for every user (cached per dataset, variant and config). */

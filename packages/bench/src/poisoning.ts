@@ -30,7 +30,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DEFAULT_LDP, ReportHistogram, Rng, b64, encodePrio3Upload, estimateCounts, makeReport, prio3Measurement } from 'atomem/engine';
 import { olhBucket } from 'atomem/protocol';
-import { Prio3Aggregator, discreteLaplace, releaseNoiseStd } from 'atomem-index';
+import { Prio3Aggregator, discreteLaplace, prio3Threshold, releaseNoiseStd } from 'atomem-index';
 import { compareIds, loadDataset } from './datasets.js';
 import type { DatasetFormat } from './types.js';
 
@@ -190,7 +190,8 @@ export async function runPoisoning(o: PoisoningOptions): Promise<PoisoningResult
   const prioAfter = release(la, ha);
   if (leader.unshard(la, ha)[ti] !== honestTarget + fakesAccepted + 20 * forgedAccepted) throw new Error('the aggregate does not add up');
   const noiseStd = releaseNoiseStd(scale);
-  const threshold = Math.ceil(3 * noiseStd);
+  // the service's default rule (atomem-index prio3Threshold): ≥ 3σ, and no pure-noise item in ≥ 95 % of releases
+  const threshold = prio3Threshold(scale, items.length);
   const prioTop = fakesForTop(prioBefore, ti, 1);
   const prioShown = Math.max(prioTop, threshold - prioBefore[ti]);
   const n = users.length;

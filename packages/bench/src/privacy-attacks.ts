@@ -29,7 +29,8 @@
  * alone, no dataset needed): issuance-to-report linkage by timing from the attester's and the
  * index's joint view, Sybil token farming against the reference attester, lifetime ε by the
  * device's ledger at 30 / 365 days, memo-loss averaging under the ledger, and in Chromium ETag
- * tracking and socket reuse — each beside a baseline measured in the same run.
+ * tracking and socket reuse — each beside a baseline measured in the same run. With a dataset,
+ * also poisoning ({@link poisoningRows}: bench:poisoning's run on the same data and seed).
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -66,6 +67,7 @@ import { idGenerator, negativeSampler, Rng } from './rng.js';
 import type { Dataset, DatasetFormat } from './types.js';
 import type { Interaction } from 'atomem/engine';
 import { itemSpaceOf, openBenchService, runEpoch, type LoggedReport } from './v2-epoch.js';
+import { runPoisoning, type PoisoningResult } from './poisoning.js';
 
 /** Options of {@link measureAttacks}. */
 export interface AttackOptions {
@@ -886,6 +888,22 @@ export async function measureDeviceAttacks(
     pass: '≤',
   });
 
+  // Prio3 reports: the ledger charges the release's central ε per report (default 1, either aggregator's noise alone)
+  const prio3Epsilon = 1;
+  for (const days of [30, 365]) {
+    const l = ledgerEpsilon({ days, epsilon: prio3Epsilon, q: 1 });
+    row({
+      attack: `lifetime ε of a shopper contributing daily for ${days} days, Prio3 reports (ε = ${prio3Epsilon} per release; ${l.reports} reports)`,
+      measure: 'ε by the ledger (basic composition)',
+      measured: l.spent,
+      baseline: days * prio3Epsilon,
+      baselineName: 'no ledger (ε per epoch, composed)',
+      chance: NaN,
+      target: 10,
+      pass: '≤',
+    });
+  }
+
   const trials = opts.memoTrials ?? 30;
   const catalogSize = 1682;
   const capped = ledgerEpsilon({ days: 365, epsilon: ldp.epsilon, q: 1 }).reports;
@@ -932,11 +950,41 @@ export async function measureDeviceAttacks(
   return { seed, devices: n, ldp, rows };
 }
 
+/**
+ * Poisoning as rows of the device-side table (from `npm run bench:poisoning`'s run on the same
+ * dataset and seed): the share of fake reports that lifts a never-held item into the released
+ * top 10 under Prio3 (target ≥ 10 %, or withheld), beside local DP's share in the same run.
+ */
+export function poisoningRows(r: PoisoningResult): DeviceAttackRow[] {
+  return [
+    {
+      attack: `poisoning: fake reports lifting a never-held item into the released top 10, Prio3 (ε = ${r.prio3.epsilon} per release, threshold ${r.prio3.threshold}), ${r.devices} devices`,
+      measure: 'share of reports needed (shown in the release)',
+      measured: r.prio3.shareForReleasedTop10,
+      baseline: r.ldp.shareForTop10,
+      baselineName: `local DP (ε = ${r.ldp.epsilon.toFixed(2)} per report)`,
+      chance: NaN,
+      target: 0.1,
+      pass: '≥',
+    },
+    {
+      attack: `poisoning: forged Prio3 reports (20 at the target) accepted, of ${r.prio3.forged}`,
+      measure: 'reports accepted',
+      measured: r.prio3.forgedAccepted,
+      baseline: NaN,
+      baselineName: 'local DP has no proof to check',
+      chance: NaN,
+      target: 0,
+      pass: '≤',
+    },
+  ];
+}
+
 /** The device-side table (markdown). */
-export function formatDeviceAttacks(r: { seed: number; rows: DeviceAttackRow[] }): string {
+export function formatDeviceAttacks(r: { seed: number; rows: DeviceAttackRow[] }, title = 'Device-side attacks'): string {
   const g = (x: number) => (Number.isFinite(x) ? (Number.isInteger(x) ? String(x) : Math.abs(x) < 0.01 ? x.toPrecision(2) : x.toFixed(3)) : '—');
   return [
-    `Device-side attacks (seed ${r.seed}; deterministic for a seed).`,
+    `${title} (seed ${r.seed}; deterministic for a seed).`,
     '',
     '| attack | measure | measured (shipped) | baseline (same run) | chance | target | met |',
     '|---|---|---:|---:|---:|---:|:-:|',
@@ -996,7 +1044,22 @@ export async function main(argv: string[]): Promise<number> {
     },
   });
   process.stdout.write(`${formatAttacks(report)}\n`);
-  if (values.json) writeFileSync(values.json, `${JSON.stringify({ command: `npm run bench:privacy -- ${argv.join(' ')}`, device, ...report }, null, 2)}\n`);
+  // poisoning on the same dataset and seed (bench:poisoning's run; ≈ 0.3 s per Prio3 report)
+  let lastPoison = -1;
+  const poisoning = await runPoisoning({
+    data,
+    format: values.format as DatasetFormat,
+    seed,
+    onProgress: (d, t) => {
+      const step = Math.floor((10 * d) / t);
+      if (step !== lastPoison) process.stderr.write(`poisoning: Prio3 reports through both aggregators ${d}/${t}\n`);
+      lastPoison = step;
+    },
+  });
+  device.rows.push(...poisoningRows(poisoning));
+  process.stdout.write(`\n${formatDeviceAttacks({ seed, rows: poisoningRows(poisoning) }, 'Poisoning (bench:poisoning on the same data)')}\n`);
+  if (values.json)
+    writeFileSync(values.json, `${JSON.stringify({ command: `npm run bench:privacy -- ${argv.join(' ')}`, device, poisoning, ...report }, null, 2)}\n`);
   return 0;
 }
 

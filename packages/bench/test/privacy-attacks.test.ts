@@ -5,7 +5,19 @@
  * job). The "before" column is protocol v1's frozen ML-100K figures, printed beside.
  */
 import { describe, expect, it } from 'vitest';
-import { V1_FROZEN, auc, formatAttacks, formatDeviceAttacks, linkageByTiming, measureAttacks, measureDeviceAttacks } from '../src/privacy-attacks.js';
+import { rmSync } from 'node:fs';
+import {
+  V1_FROZEN,
+  auc,
+  formatAttacks,
+  formatDeviceAttacks,
+  linkageByTiming,
+  measureAttacks,
+  measureDeviceAttacks,
+  poisoningRows,
+} from '../src/privacy-attacks.js';
+import { runPoisoning } from '../src/poisoning.js';
+import { writeMovieLensTiny } from '../../../test/fixtures/movielens-tiny.js';
 import { twoGroupDataset } from '../../../test/fixtures/synthetic.js';
 
 describe('privacy attacks against protocol v2', () => {
@@ -75,4 +87,18 @@ describe('privacy attacks against protocol v2', () => {
     expect(daily.hitRate).toBeLessThanOrEqual(2 / 600);
     expect(hourly.auc).toBeGreaterThan(daily.auc + 0.03);
   });
+
+  it('poisoning rows: the Prio3 share needed against the ≥ 10 % target, forged reports refused, the same for a seed', async () => {
+    const dir = writeMovieLensTiny();
+    try {
+      const run = async () => poisoningRows(await runPoisoning({ data: dir, kcore: 0, seed: 3, fakes: 4, forged: 3, epsilon: 1 }));
+      const a = await run();
+      expect(await run()).toEqual(a);
+      expect(a[0]).toMatchObject({ target: 0.1, pass: '≥' });
+      expect(a[1]).toMatchObject({ measured: 0, target: 0, pass: '≤' });
+      expect(formatDeviceAttacks({ seed: 3, rows: a })).toMatch(/\| poisoning: forged Prio3 reports .* \| 0 \|/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -14,6 +14,7 @@ import { deviceReport, markReported, reportedEpoch, reportItems } from '../sync/
 import { ablation, type AgentMode } from './ablation.js';
 import type { ItemVectors } from './items.js';
 import { Lifecycle } from './lifecycle.js';
+import type { CrowdRelease } from '../community/crowd.js';
 import { Shelf, type IntentSelection, type Recommendation, type RecommendOptions } from './shelf.js';
 
 export type { AgentMode } from './ablation.js';
@@ -191,6 +192,11 @@ export class MemoryAgent {
   /** Use a v2 release for ranking (undefined: none); returns the number of memories linked to a community (see {@link Shelf.useRelease}). */
   useRelease(release: Release | undefined): Promise<number> {
     return this.shelf.useRelease(release);
+  }
+
+  /** Use a verifiable (Prio3) release for ranking (undefined: none; see {@link Shelf.useCrowd}). */
+  useCrowd(release: CrowdRelease | undefined): void {
+    this.shelf.useCrowd(release);
   }
 
   /** Forget one memory now (the user asked). */

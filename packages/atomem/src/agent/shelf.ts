@@ -25,6 +25,7 @@ import { demoteDuplicates, diversify, nearDuplicates, tailNorms } from '../core/
 import { explain, whyKey, type Why } from '../core/explain.js';
 import type { Action, AtomicMemory } from '../core/types.js';
 import { decodePrototypes, matchMemory } from '../community/release.js';
+import { crowdSignal, type CrowdRelease } from '../community/crowd.js';
 import type { Release } from '../protocol/index-v2.js';
 import type { ItemVectors } from './items.js';
 import type { Lifecycle } from './lifecycle.js';
@@ -179,6 +180,8 @@ export class Shelf {
   private readonly items: ItemVectors;
   /** The community release's context in force (see {@link useRelease}). */
   private communities: CommunityContext | undefined;
+  /** The verifiable (Prio3) release in force: its counts become the `crowd` signal (community/crowd.ts). */
+  private crowd: CrowdRelease | undefined;
 
   constructor(private readonly life: Lifecycle) {
     this.config = life.config;
@@ -243,6 +246,8 @@ export class Shelf {
     const extraSources: Record<string, ArrayLike<string | undefined>> | undefined = shop
       ? { ...Object.fromEntries(Object.keys(extra).map((k) => [k, new Array<string | undefined>(ids.length)])), ...shop.sources(this.life.state.events, ids) }
       : undefined;
+    // the verifiable release's counts (no reason of their own: a card is not shown for what others chose)
+    if (this.crowd) extra.crowd = crowdSignal(this.crowd, ids);
     let weights = (shop ? this.config.shopWeights : this.config.weights) as Readonly<Record<string, number>>;
     let extraReasons: Reason[][] | undefined;
     // an intent that matches no candidate ranks nothing: the list is ranked without it, and says so
@@ -811,6 +816,11 @@ export class Shelf {
    * the release's popularity estimates become the popularity signal. Returns the number of
    * memories linked to a community. Nothing is sent.
    */
+  /** Use a verifiable (Prio3) release for ranking (undefined: none): see community/crowd.ts. Nothing is sent. */
+  useCrowd(release: CrowdRelease | undefined): void {
+    this.crowd = release;
+  }
+
   async useRelease(release: Release | undefined): Promise<number> {
     if (!release || release.embedderId !== this.items.embedderId) {
       this.communities = undefined;

@@ -157,6 +157,8 @@ export interface RankWeights {
   communityItems: number;
   /** The item's share of the release's popularity estimates (a popularity prior). */
   popularity: number;
+  /** ln(1 + the item's count) in the verifiable (Prio3) release: what shoppers turned to last epoch (community/crowd.ts). */
+  crowd: number;
 }
 
 export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
@@ -219,6 +221,11 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
     vec: -0.7153,
     vecRecent: 1,
     sasrec: 0.8799,
+    // the verifiable (Prio3) release's counts (community/crowd.ts), in force only when the index
+    // runs Prio3 and the level is `receive` or `contribute`; not fitted: the release it needs to
+    // matter is not there at the shipped ε and ℓ on the benchmark (`npm run bench:sharing`,
+    // BENCHMARKS.md "What sharing adds today")
+    crowd: 0.5,
   }),
   // Fitted on ML-100K validation items of all 943 users in setting instruct (never test items), USE-lite
   // centred, privacy off, the memory's weights below fixed: `npm run tune:intent -- --data … --users all`
@@ -240,6 +247,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
     prototype: 0,
     communityItems: 0,
     popularity: 0.3,
+    crowd: 0,
   }),
 });
 

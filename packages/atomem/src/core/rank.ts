@@ -68,7 +68,8 @@ export type Reason =
     };
 
 /** One number per signal: the memory's (one per {@link RankWeights} key) and any extra ones (the shop model's). */
-export type Features = Record<keyof RankWeights, number> & Record<string, number>;
+// why `crowd` excepted: it comes as an extra signal (the shelf's, from the Prio3 release), not from the memory
+export type Features = Record<Exclude<keyof RankWeights, 'crowd'>, number> & Record<string, number>;
 
 /** A ranked candidate. */
 export interface RankedItem {

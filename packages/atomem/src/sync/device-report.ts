@@ -25,6 +25,23 @@ export function reportItems(state: MemoryState, shareRecentEvents: number, known
   return out;
 }
 
+/**
+ * The items a Prio3 report counts: the distinct items of processed events with a positive action
+ * at or after `since` (ms; the engine passes the start of the previous epoch), oldest first — what
+ * the shopper turned to lately, so a release counts this epoch's interest, not a standing
+ * history (a device with nothing new sends zeros).
+ */
+export function itemsSince(state: MemoryState, since: number, known: (id: string) => boolean): string[] {
+  const out: string[] = [];
+  for (const e of state.events) {
+    if (e.pending || e.at < since || actionWeight(e.action) <= 0 || !known(e.item)) continue;
+    const i = out.indexOf(e.item);
+    if (i >= 0) out.splice(i, 1);
+    out.push(e.item);
+  }
+  return out;
+}
+
 /** Last epoch this device reported for (undefined: never). */
 export function reportedEpoch(state: MemoryState): number | undefined {
   return state.reporting?.lastEpoch;

@@ -44,8 +44,41 @@ export interface Prio3Config {
   items: string[];
   /** A device sets at most this many entries (its last ℓ distinct items). */
   ell: number;
-  /** Central DP per release (see the release's `mechanism`). */
+  /** Central DP per release (see the release's `mechanism`): what one report costs the device's ledger. */
   epsilon: number;
+  /** Leader only: the helper's public root, where devices read its configuration (its key). */
+  helperUrl?: string;
+  /** Epoch length, ms (one report per device per epoch). */
+  epochMs?: number;
+}
+
+/** The two aggregators as a device sees them: both configurations, checked to agree ({@link checkPrio3Pair}). */
+export interface Prio3Endpoints {
+  leader: Prio3Config;
+  helper: Prio3Config;
+  helperUrl: string;
+}
+
+/**
+ * Check that two configurations are a leader and a helper over the same VDAF and item list, with
+ * two different HPKE keys (a leader that named itself as the helper would hold both shares).
+ */
+export function checkPrio3Pair(leader: Prio3Config, helper: Prio3Config): void {
+  if (leader.role !== 'leader' || helper.role !== 'helper') throw new Error(`prio3: expected a leader and a helper, got ${leader.role} and ${helper.role}`);
+  if (
+    !Array.isArray(leader.items) ||
+    !Array.isArray(helper.items) ||
+    leader.items.length !== helper.items.length ||
+    leader.items.some((id, i) => helper.items[i] !== id)
+  )
+    throw new Error('prio3: the leader and the helper disagree on the item list');
+  if (leader.vdaf?.length !== leader.items.length || helper.vdaf?.length !== helper.items.length)
+    throw new Error('prio3: the VDAF length is not the item count');
+  if (leader.hpkeSuite !== PRIO3_HPKE_SUITE || helper.hpkeSuite !== PRIO3_HPKE_SUITE)
+    throw new Error(`prio3: unsupported HPKE suite (expected ${PRIO3_HPKE_SUITE})`);
+  if (leader.hpkePublicKey === helper.hpkePublicKey) throw new Error('prio3: the leader and the helper have the same HPKE key');
+  if (!(Number.isInteger(leader.ell) && leader.ell >= 1)) throw new Error(`prio3: the leader's ell must be an integer ≥ 1, got ${String(leader.ell)}`);
+  if (!(typeof leader.epsilon === 'number' && leader.epsilon > 0)) throw new Error(`prio3: the leader's epsilon must be > 0, got ${String(leader.epsilon)}`);
 }
 
 /** An HPKE ciphertext: `enc` (encapsulated key) and `ct`, both base64. */
@@ -87,10 +120,24 @@ export function prio3ChunkLength(length: number): number {
   return Math.max(1, Math.round(Math.sqrt(length)));
 }
 
-/** The VDAF over `length` items (the library is loaded on first use: pages that never report do not fetch it). */
-export async function prio3Vdaf(length: number): Promise<Prio3SumVec> {
+/**
+ * The VDAF over `length` items (the library is loaded on first use: pages that never report do
+ * not fetch it). `moduleUrl`: where an ES module build of `@divviup/prio3` is served (the
+ * engine's `index.prio3Module`), for the package's prebuilt worker, which cannot resolve the
+ * bare name; without it the bare name is imported (Node, or an app whose bundler builds atomem).
+ */
+export async function prio3Vdaf(length: number, moduleUrl?: string): Promise<Prio3SumVec> {
   if (!Number.isInteger(length) || length < 1) throw new RangeError(`prio3: length must be a positive integer, got ${length}`);
-  const { Prio3SumVec } = await import('@divviup/prio3');
+  let lib: typeof import('@divviup/prio3');
+  try {
+    lib = moduleUrl === undefined ? await import('@divviup/prio3') : ((await import(/* @vite-ignore */ moduleUrl)) as typeof import('@divviup/prio3'));
+    if (typeof lib.Prio3SumVec !== 'function') throw new TypeError('the module exports no Prio3SumVec');
+  } catch (e) {
+    throw new Error(
+      `prio3: @divviup/prio3 could not be loaded (${e instanceof Error ? e.message : String(e)}); Prio3 reports need it installed and resolvable where the engine runs, or an ES module build of it at index.prio3Module — the package's prebuilt worker does not bundle it (MPL-2.0)`,
+    );
+  }
+  const { Prio3SumVec } = lib;
   return new Prio3SumVec({ shares: 2, length, bits: 1, chunkLength: prio3ChunkLength(length) });
 }
 
@@ -145,8 +192,10 @@ export async function encodePrio3Upload(o: {
   leader: Pick<Prio3Config, 'hpkePublicKey'>;
   helper: Pick<Prio3Config, 'hpkePublicKey'>;
   random?: (n: number) => Uint8Array;
+  /** See {@link prio3Vdaf}. */
+  moduleUrl?: string;
 }): Promise<Prio3Upload> {
-  const vdaf = await prio3Vdaf(o.measurement.length);
+  const vdaf = await prio3Vdaf(o.measurement.length, o.moduleUrl);
   const nonce = bytes(vdaf.nonceSize, o.random);
   // why: the library types its byte arguments as `buffer`'s Buffer; it only reads them as bytes (subarray, concat)
   type Bytes = Parameters<typeof vdaf.shard>[1];
@@ -200,9 +249,7 @@ export async function sendPrio3Report(o: SendPrio3ReportOptions): Promise<{ stat
   const f = o.fetch ?? fetch;
   const timeoutMs = o.timeoutMs ?? 15_000;
   const [leader, helper] = await Promise.all([getConfig(f, o.leaderUrl, timeoutMs), getConfig(f, o.helperUrl, timeoutMs)]);
-  if (leader.role !== 'leader' || helper.role !== 'helper') throw new Error(`prio3: expected a leader and a helper, got ${leader.role} and ${helper.role}`);
-  if (leader.items.length !== helper.items.length || leader.items.some((id, i) => helper.items[i] !== id))
-    throw new Error('prio3: the leader and the helper disagree on the item list');
+  checkPrio3Pair(leader, helper);
   const measurement = prio3Measurement(o.recent, leader.items, leader.ell);
   const token = await o.tokens.token(o.epoch);
   const body = await encodePrio3Upload({ measurement, epoch: o.epoch, token, leader, helper });

@@ -21,6 +21,7 @@
 import { INDEX_V2_PATHS, type ErrorV2Response, type HealthV2Response, type Release, type ReportRequest, type WireReport } from '../protocol/index-v2.js';
 import type { TokenProvider } from './tokens.js';
 import type { KeyConfig } from '../protocol/ohttp.js';
+import { PRIO3_PATHS, checkPrio3Pair, type Prio3Config, type Prio3Endpoints, type Prio3Upload } from './prio3-report.js';
 
 /** Options of {@link ReportClient}. */
 export interface ReportClientOptions {
@@ -52,7 +53,7 @@ export class ReportHttpError extends Error {
 /** What the client last sent (for audits and the demo's inspector). */
 export interface SentReport {
   path: string;
-  body: ReportRequest;
+  body: ReportRequest | Prio3Upload;
   at: number;
   /** Through a relay: `held` (a batching relay took it, to forward at its next flush) or `forwarded` (the index's answer came back through it). */
   relayed?: 'held' | 'forwarded';
@@ -119,12 +120,53 @@ export class ReportClient {
     token ??= await this.opts.tokens.token(epoch);
     const body: ReportRequest = { v: 2, epoch, token, report: { cohort: report.cohort, bucket: report.bucket } };
     this.last = { path: INDEX_V2_PATHS.report, body, at: Date.now() };
-    if (this.relay !== undefined) this.last.relayed = await this.sendThroughRelay(this.relay, body);
+    // why padded: every encapsulated report has the same length, so its size tells an observer of both links nothing
+    if (this.relay !== undefined)
+      this.last.relayed = await this.sendThroughRelay(this.relay, INDEX_V2_PATHS.report, JSON.stringify(body).padEnd(RELAY_REPORT_BYTES, ' '));
     else await this.request('POST', INDEX_V2_PATHS.report, body);
   }
 
-  /** The report as binary HTTP, encapsulated to the gateway's key, POSTed to the relay. */
-  private async sendThroughRelay(relay: string, body: ReportRequest): Promise<'held' | 'forwarded'> {
+  /**
+   * The Prio3 configuration of the index (the leader) and of the helper it names, checked to agree
+   * (sync/prio3-report.ts); undefined when the index runs no Prio3 leader (404 or no helper named).
+   */
+  async prio3(): Promise<Prio3Endpoints | undefined> {
+    let leader: Prio3Config;
+    try {
+      leader = (await this.request('GET', PRIO3_PATHS.config)) as Prio3Config;
+    } catch (e) {
+      if (e instanceof ReportHttpError && e.status === 404) return undefined;
+      throw e;
+    }
+    if (leader.role !== 'leader' || typeof leader.helperUrl !== 'string' || !/^https?:\/\//.test(leader.helperUrl)) return undefined;
+    const helperUrl = leader.helperUrl.replace(/\/+$/, '');
+    const helper = (await this.request('GET', PRIO3_PATHS.config, undefined, helperUrl)) as Prio3Config;
+    checkPrio3Pair(leader, helper);
+    return { leader, helper, helperUrl };
+  }
+
+  /** The latest Prio3 release (undefined while none is published). */
+  async latestPrio3Release(): Promise<unknown> {
+    try {
+      return await this.request('GET', PRIO3_PATHS.latest);
+    } catch (e) {
+      if (e instanceof ReportHttpError && e.status === 404) return undefined;
+      throw e;
+    }
+  }
+
+  /** Upload one Prio3 report (its shares sealed to both aggregators) to the leader, through the relay when one is configured. */
+  async sendPrio3(upload: Prio3Upload): Promise<void> {
+    this.last = { path: PRIO3_PATHS.upload, body: upload, at: Date.now() };
+    const text = JSON.stringify(upload);
+    // why padded to a multiple of 1 KiB: every upload of one catalog then has the same length
+    if (this.relay !== undefined)
+      this.last.relayed = await this.sendThroughRelay(this.relay, PRIO3_PATHS.upload, text.padEnd(Math.ceil((text.length + 1) / 1024) * 1024, ' '));
+    else await this.request('POST', PRIO3_PATHS.upload, upload);
+  }
+
+  /** A request (its JSON body) as binary HTTP, encapsulated to the gateway's key, POSTed to the relay. */
+  private async sendThroughRelay(relay: string, innerPath: string, bodyText: string): Promise<'held' | 'forwarded'> {
     const ohttp = await import('../protocol/ohttp.js');
     const path = `${ohttp.OHTTP_RELAY_PATHS.relay} (relay)`;
     this.relayKey ??= this.fetchRelay(relay, ohttp.OHTTP_RELAY_PATHS.keys, 'GET').then(async (res) => {
@@ -135,12 +177,7 @@ export class ReportClient {
     this.relayKey.catch(() => (this.relayKey = undefined));
     const config = await this.relayKey;
     const inner = await ohttp.encodeBinaryRequest(
-      // why padded: every encapsulated report has the same length, so its size tells an observer of both links nothing
-      new Request(`${this.base}${INDEX_V2_PATHS.report}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body).padEnd(RELAY_REPORT_BYTES, ' '),
-      }),
+      new Request(`${this.base}${innerPath}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: bodyText }),
     );
     const exchange = await ohttp.encapsulateRequest(config, inner);
     const res = await this.fetchRelay(relay, ohttp.OHTTP_RELAY_PATHS.relay, 'POST', exchange.request, ohttp.OHTTP_MEDIA.request);
@@ -160,7 +197,7 @@ export class ReportClient {
         // not JSON: the status says it
       }
       throw new ReportHttpError(
-        `POST ${INDEX_V2_PATHS.report} through the relay: HTTP ${answer.status} ${err.error ?? ''}: ${err.message ?? text.slice(0, 200)}`,
+        `POST ${innerPath} through the relay: HTTP ${answer.status} ${err.error ?? ''}: ${err.message ?? text.slice(0, 200)}`,
         answer.status,
         err.error ?? `http_${answer.status}`,
         answer.status === 429 || answer.status >= 500,
@@ -211,12 +248,12 @@ export class ReportClient {
     return res;
   }
 
-  private async request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
+  private async request(method: 'GET' | 'POST', path: string, body?: unknown, base = this.base): Promise<unknown> {
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
     let res: Response;
     try {
-      res = await this.doFetch(`${this.base}${path}`, {
+      res = await this.doFetch(`${base}${path}`, {
         method,
         // why: no cookies to the index (even on one origin), nothing cached or revalidated (no
         // planted ETag comes back), no referrer, no redirect to another host

@@ -30,6 +30,9 @@ import { AttesterTokenProvider } from '../sync/tokens.js';
 import { planEpoch } from '../sync/schedule.js';
 import { DAY_MS, privacyBudget, prune, refusal, spentEpsilon, subsampledEpsilon, type PrivacyBudget } from '../sync/budget.js';
 import { makeReport as ldpReport } from '../community/ldp.js';
+import { encodePrio3Upload, prio3Measurement, type Prio3Endpoints } from '../sync/prio3-report.js';
+import { itemsSince } from '../sync/device-report.js';
+import { isCrowdRelease, type CrowdRelease } from '../community/crowd.js';
 import type { HealthV2Response, Release } from '../protocol/index-v2.js';
 
 import type { ExportFile } from '../store/file.js';
@@ -100,6 +103,14 @@ interface SyncSession {
   retryAt: number;
   /** Communities matched from the release in use. */
   communities: number;
+  /** The index's Prio3 aggregators, when it runs a leader (read once per epoch with the health): reports are then Prio3 reports. */
+  prio3: Prio3Endpoints | undefined;
+  /** The Prio3 release in use (ranking's `crowd` signal). */
+  crowd: CrowdRelease | undefined;
+  /** The last read of the index's Prio3 configuration failed (e.g. leader and helper disagree): no report of either kind until one succeeds. */
+  prio3Refused: boolean;
+  /** `index.prio3Module`: an ES module build of @divviup/prio3 (see IndexOptions). */
+  prio3Module: string | undefined;
   /** The lifetime privacy budget (sync/budget.ts). */
   budget: PrivacyBudget;
   stopped: boolean;
@@ -262,6 +273,8 @@ export class Engine implements EngineApi {
               lastError: s.sync.lastError,
               release: s.sync.release?.epoch ?? null,
               reportedEpoch: s.agent.reportedEpoch() ?? null,
+              reports: s.sync.health ? (s.sync.prio3 ? 'prio3' : 'ldp') : null,
+              crowdRelease: s.sync.crowd?.epoch ?? null,
             }
           : null,
       };
@@ -380,8 +393,13 @@ export class Engine implements EngineApi {
         sync.release = undefined;
         sync.fetchedEpoch = undefined;
         sync.communities = 0;
+        sync.crowd = undefined;
         this.stopTimers(sync);
-        await this.mutation(async () => void (await this.ready().agent.useRelease(undefined)));
+        await this.mutation(async () => {
+          const { agent } = this.ready();
+          agent.useCrowd(undefined);
+          await agent.useRelease(undefined);
+        });
         sync.lastError = null;
         return { ...base, pending: 0, communities: 0, release: null };
       }
@@ -393,17 +411,34 @@ export class Engine implements EngineApi {
         if (local === undefined || (sync.fetchedEpoch !== local && Date.now() >= sync.retryAt)) {
           const health = await sync.client.health();
           const release = await sync.client.latestRelease();
+          // why read with the health: whether the index runs Prio3 decides what a report is and
+          // what it costs; an index whose aggregators disagree gets no report of either kind
+          sync.prio3 = undefined;
+          sync.prio3Refused = true;
+          const prio3 = await sync.client.prio3();
+          sync.prio3Refused = false;
+          const crowd = prio3 ? await sync.client.latestPrio3Release() : undefined;
+          sync.prio3 = prio3;
+          sync.crowd = isCrowdRelease(crowd) ? crowd : undefined;
           sync.health = health;
           // why not marked done while the last epoch's release is missing: a sync in the first
           // moments of an epoch (before the service published it) would otherwise keep the release
           // before last for a whole epoch. Until it appears, a sync fetches again at most once per
           // 1/24 epoch, so the fetches still say little about when the shopper is active. (A
           // service without `epochs`, or that has closed none yet, has nothing to wait for.)
-          const settled = health.epochs?.closedThrough == null || (health.latestRelease ?? -Infinity) >= health.epoch - 1;
+          // (The Prio3 release is likewise awaited, but only in the epoch's first fifth: the leader
+          // aggregates right after the grace period, so a later miss means none was released.)
+          const prio3Settled =
+            !prio3 || (sync.crowd?.epoch ?? -Infinity) >= health.epoch - 1 || Date.now() - health.epoch * health.epochMs > health.epochMs / 5;
+          const settled = prio3Settled && (health.epochs?.closedThrough == null || (health.latestRelease ?? -Infinity) >= health.epoch - 1);
           sync.fetchedEpoch = settled ? health.epoch : undefined;
           sync.retryAt = settled ? 0 : Date.now() + health.epochMs / 24;
           sync.release = release;
-          sync.communities = await this.mutation(async () => this.ready().agent.useRelease(release));
+          sync.communities = await this.mutation(async () => {
+            const { agent } = this.ready();
+            agent.useCrowd(sync.crowd);
+            return agent.useRelease(release);
+          });
         }
         if (sync.privacy === 'contribute') await this.planContribution(sync);
         this.scheduleRollover(sync);
@@ -450,7 +485,7 @@ export class Engine implements EngineApi {
       const budget = s.sync?.budget ?? privacyBudget();
       const ledger = await s.store.loadLedger();
       const now = Date.now();
-      const perReport = s.sync?.health?.ldp.epsilon ?? null;
+      const perReport = s.sync?.health ? this.reportEpsilon(s.sync, s.sync.health) : null;
       return {
         cap: budget.cap,
         windowDays: budget.windowMs / DAY_MS,
@@ -476,6 +511,11 @@ export class Engine implements EngineApi {
 
   // ——— sync internals ———
 
+  /** ε one report costs: the Prio3 release's central ε when the index runs Prio3, else the local-DP report's. */
+  private reportEpsilon(sync: SyncSession, health: HealthV2Response): number {
+    return sync.prio3 ? sync.prio3.leader.epsilon : health.ldp.epsilon;
+  }
+
   private async syncSession(index: NonNullable<EngineOptions['index']>): Promise<SyncSession> {
     if (!index || typeof index.url !== 'string') throw new TypeError('index.url must be the URL of an atomem-index service');
     const level = index.privacy ?? 'off';
@@ -491,6 +531,8 @@ export class Engine implements EngineApi {
     const tokens = new AttesterTokenProvider({ indexUrl: index.url, attesterUrl: index.attesterUrl ?? '' });
     if (index.relay !== undefined && (typeof index.relay !== 'string' || !/^https?:\/\//.test(index.relay)))
       throw new TypeError(`index.relay must be the http(s) URL of an Oblivious HTTP relay (atomem-relay), got ${String(index.relay)}`);
+    if (index.prio3Module !== undefined && (typeof index.prio3Module !== 'string' || index.prio3Module.length === 0))
+      throw new TypeError(`index.prio3Module must be the URL of an ES module build of @divviup/prio3, got ${String(index.prio3Module)}`);
     const client = new ReportClient({ url: index.url, tokens, relay: index.relay });
     return {
       url: index.url,
@@ -510,6 +552,10 @@ export class Engine implements EngineApi {
       fetchedEpoch: undefined,
       retryAt: 0,
       communities: 0,
+      prio3: undefined,
+      crowd: undefined,
+      prio3Refused: false,
+      prio3Module: index.prio3Module,
       budget,
       stopped: false,
     };
@@ -551,7 +597,7 @@ export class Engine implements EngineApi {
     const ledger = await store.loadLedger();
     const live = ledger.tokens.filter((t) => t.epoch >= epoch);
     if (live.length !== ledger.tokens.length) await store.saveLedger({ ...ledger, tokens: live });
-    const charge = subsampledEpsilon(health.ldp.epsilon, sync.budget.q);
+    const charge = subsampledEpsilon(this.reportEpsilon(sync, health), sync.budget.q);
     const plan = planEpoch({
       now,
       epochMs: health.epochMs,
@@ -615,36 +661,70 @@ export class Engine implements EngineApi {
 
   /**
    * The epoch's lottery and report: with probability q the device's report, else a dummy (the
-   * mechanism on an empty item set) so the index cannot see the lottery. The ledger is charged
-   * and the token removed BEFORE anything is sent: if that write fails, nothing is sent.
+   * mechanism on an empty item set: an LDP report of nothing, or a Prio3 vector of zeros) so the
+   * index cannot see the lottery. When the index runs Prio3 the report is a Prio3 upload (shares
+   * sealed to the leader and the helper, sync/prio3-report.ts), charged the release's central ε.
+   * The ledger is charged and the token removed BEFORE anything is sent: if that write fails,
+   * nothing is sent.
    */
   private async sendReport(sync: SyncSession, epoch: number, health: HealthV2Response): Promise<void> {
-    if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute') {
+    if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute' || sync.prio3Refused) {
       if (sync.report?.epoch === epoch) sync.report = null;
       return;
+    }
+    const prio3 = sync.prio3;
+    const charge = subsampledEpsilon(this.reportEpsilon(sync, health), sync.budget.q);
+    const sent = sync.budget.q === 1 || cryptoRandom() < sync.budget.q;
+    // a Prio3 upload is built first (sharding and sealing take a while, and need the library): a failure there charges nothing
+    let upload: Awaited<ReturnType<typeof encodePrio3Upload>> | undefined;
+    if (prio3) {
+      const ready = await this.mutation(async () => {
+        const { agent, store, items } = this.ready();
+        const ledger = await store.loadLedger();
+        const held = ledger.tokens.find((t) => t.epoch === epoch);
+        if (!held || refusal(ledger.entries, epoch, charge, Date.now(), sync.budget) !== undefined || agent.reportedEpoch() === epoch) return undefined;
+        // what the shopper turned to since the previous epoch began (sync/device-report.ts)
+        return { token: held.token, items: sent ? itemsSince(agent.snapshot, (epoch - 1) * health.epochMs, (id) => items.has(id)) : [] };
+      });
+      if (!ready) {
+        sync.report = null;
+        return;
+      }
+      // why cleared on failure: a report that cannot be built (e.g. the library is missing) must not stay pending
+      upload = await encodePrio3Upload({
+        measurement: prio3Measurement(ready.items, prio3.leader.items, prio3.leader.ell),
+        epoch,
+        token: ready.token,
+        leader: prio3.leader,
+        helper: prio3.helper,
+        moduleUrl: sync.prio3Module,
+      }).catch((e: unknown) => {
+        if (sync.report?.epoch === epoch) sync.report = null;
+        throw e;
+      });
     }
     const out = await this.mutation(async () => {
       const { agent, store } = this.ready();
       const ledger = await store.loadLedger();
       const held = ledger.tokens.find((t) => t.epoch === epoch);
       const now = Date.now();
-      const charge = subsampledEpsilon(health.ldp.epsilon, sync.budget.q);
       if (!held || refusal(ledger.entries, epoch, charge, now, sync.budget) !== undefined) return undefined;
-      const sent = sync.budget.q === 1 || cryptoRandom() < sync.budget.q;
-      const report = sent ? agent.makeReport(epoch, health.ldp, cryptoRandom) : ldpReport([], health.ldp, {}, cryptoRandom);
-      if (!report) return undefined;
+      if (upload && upload.token !== held.token) return undefined;
+      const report = upload ? undefined : sent ? agent.makeReport(epoch, health.ldp, cryptoRandom) : ldpReport([], health.ldp, {}, cryptoRandom);
+      if (!upload && !report) return undefined;
       await store.saveLedger({
         entries: [...prune(ledger.entries, now, sync.budget.windowMs), { at: now, epoch, epsilon: charge, q: sync.budget.q, sent }],
         tokens: ledger.tokens.filter((t) => t !== held),
       });
       // the memoized randomization is saved before anything is sent
-      if (sent) await this.write(() => store.saveState(agent.snapshot));
+      if (sent && report) await this.write(() => store.saveState(agent.snapshot));
       return { report, token: held.token };
     });
     sync.report = null;
     if (!out) return;
     try {
-      await sync.client.send(epoch, out.report, out.token);
+      if (upload) await sync.client.sendPrio3(upload);
+      else await sync.client.send(epoch, out.report!, out.token);
     } catch (e) {
       // final for this epoch: a refused token (spent, or the epoch closed: 403); anything else
       // is an error (the charge stays: the report may have arrived)

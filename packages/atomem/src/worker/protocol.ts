@@ -95,6 +95,14 @@ export interface IndexOptions {
    */
   relay?: string;
   /**
+   * Where the shop serves an ES module build of `@divviup/prio3` (MPL-2.0, not bundled in the
+   * package), e.g. `/atomem-prio3.js` made with
+   * `npx esbuild node_modules/@divviup/prio3/dist/index.js --bundle --format=esm --outfile=public/atomem-prio3.js`:
+   * the prebuilt worker loads it when the index runs Prio3 and a report is built. Default none:
+   * the bare name is imported (works where a bundler built atomem, or in Node).
+   */
+  prio3Module?: string;
+  /**
    * Check for a new release after this many tracked events (and on privacy changes). Default 5.
    * The release and health are fetched at most once per epoch whatever this says.
    */
@@ -239,8 +247,21 @@ export interface EngineStatus {
     bytes: number;
     shop: { id: string; items: number; sequence: 'sasrec' | null; epsilon: number | null } | null;
   } | null;
-  /** Sharing with the community index, or null when no index is configured. */
-  sync: { url: string; privacy: PrivacyLevel; pending: number; lastError: string | null; release: number | null; reportedEpoch: number | null } | null;
+  /**
+   * Sharing with the community index, or null when no index is configured. `reports`: what a
+   * report is — `prio3` when the index runs a Prio3 leader (shares to two aggregators), else
+   * `ldp` (null before the first sync); `crowdRelease`: the epoch of the Prio3 release in use.
+   */
+  sync: {
+    url: string;
+    privacy: PrivacyLevel;
+    pending: number;
+    lastError: string | null;
+    release: number | null;
+    reportedEpoch: number | null;
+    reports: 'prio3' | 'ldp' | null;
+    crowdRelease: number | null;
+  } | null;
 }
 
 /** One interaction as the page reports it. `at` defaults to the worker's `Date.now()`, `action` to `'click'`. */

@@ -4,7 +4,8 @@
  * to over HTTP, cross-origin (the page is on vitest's port), exactly as a shop page would; plus
  * the shop's attester on the same test server (`POST /attester`, one token per request here);
  * plus an Oblivious HTTP relay (`atomem-relay`'s `createRelay`, forwarding at once) in front of
- * the service's gateway.
+ * the service's gateway; plus a Prio3 leader and helper (two more services in process, the
+ * leader with the same reference attester), for the worker's Prio3 reports.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,6 +20,7 @@ declare module 'vitest' {
   export interface ProvidedContext {
     indexUrl: string;
     relayUrl: string;
+    prio3LeaderUrl: string;
   }
 }
 
@@ -66,9 +68,30 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('indexUrl', url);
   const relay = createRelay({ gateway: url, flushEveryMs: 0, rateLimit: false, corsOrigins: '*' });
   project.provide('relayUrl', await relay.listen({ port: 0, host: '127.0.0.1' }));
+  // Prio3: ε = 20 per release and no threshold (the test reads the counts), one report enough
+  const prio3Dirs = [mkdtempSync(join(tmpdir(), 'atomem-browser-helper-')), mkdtempSync(join(tmpdir(), 'atomem-browser-leader-'))];
+  const peerKey = 'peer-key-of-the-browser-prio3-pair';
+  const pair = (dataDir: string, prio3: { role: 'leader' | 'helper'; peerUrl: string }) =>
+    createIndexService({
+      dataDir,
+      logger: false,
+      corsOrigins: '*',
+      v2: { space: { embedderId: items.embedderId, ids, vectors }, epochMs: SYNC_EPOCH_MS, graceMs: 300, tickMs: 100, minReports: 1, minContributors: -1e9 },
+      prio3: { ...prio3, peerKey, epsilon: 20, threshold: 0, minReports: 1, graceMs: 300, tickMs: 100 },
+    });
+  const helper = pair(prio3Dirs[0], { role: 'helper', peerUrl: 'http://127.0.0.1:9' });
+  const helperUrl = await helper.listen({ port: 0, host: '127.0.0.1' });
+  await helper.ready;
+  const leader = pair(prio3Dirs[1], { role: 'leader', peerUrl: helperUrl });
+  const leaderAttester = new Attester({ issue: issueInProcess(() => leader.v2!.issuer()), epoch: () => leader.v2!.epoch(), anonymousPerEpoch: 10_000 });
+  registerAttester(leader.app, { path: '/attester', attester: leaderAttester, accountOf: () => undefined });
+  project.provide('prio3LeaderUrl', await leader.listen({ port: 0, host: '127.0.0.1' }));
+  await leader.ready;
   return async () => {
     await relay.close();
     await service.close();
-    rmSync(dir, { recursive: true, force: true });
+    await leader.close();
+    await helper.close();
+    for (const d of [dir, ...prio3Dirs]) rmSync(d, { recursive: true, force: true });
   };
 }
