@@ -7,7 +7,7 @@ import type { AtomemConfig, RankWeights } from './config.js';
 import type { Action, AtomicMemory } from './types.js';
 import { decay } from './memory.js';
 import { retrieve, type CommunityContext } from './retrieve.js';
-import { dot } from './vector.js';
+import { dot, type DotCache, type PairFrame } from './vector.js';
 
 /** A candidate with its embedding. */
 export interface Candidate {
@@ -105,6 +105,16 @@ export interface RankInput {
    * {@link nameLinkedItems} for the items it shows): they cost a cosine per linked item and card.
    */
   deferItems?: boolean;
+  /**
+   * Item–item dot products kept across calls (the recent events' items and the memories' linked
+   * items against each card): the same numbers, summed once. Absent: every one is summed here.
+   */
+  dots?: DotCache;
+  /**
+   * The memories' dot products with the cards kept across calls (a memory's vector is replaced,
+   * never changed in place, when the memory changes): the same numbers, summed once.
+   */
+  memoryDots?: DotCache;
 }
 
 /** Most reasons kept per ranked item. */
@@ -136,6 +146,9 @@ interface ListWeights {
   profileSum: number;
   /** Sum of the absolute recent-event weights. */
   recentSum: number;
+  /** Unit keys per memory (`m:<id>`, input order) and per recent event (`r:<item>`), made once per list. */
+  memoryKeys: string[];
+  recentKeys: string[];
 }
 
 function listWeights(input: RankInput, cfg: AtomemConfig): ListWeights {
@@ -150,50 +163,66 @@ function listWeights(input: RankInput, cfg: AtomemConfig): ListWeights {
   });
   let recentSum = 0;
   for (const e of input.recent ?? []) recentSum += Math.abs(e.weight);
-  return { salience, profile, profileSum, recentSum };
+  const memoryKeys = input.memories.map((m) => `m:${m.id}`);
+  const recentKeys = (input.recent ?? []).map((e) => `r:${e.item}`);
+  return { salience, profile, profileSum, recentSum, memoryKeys, recentKeys };
 }
 
 /** A candidate's features and the units behind them. `index` = the candidate's position. */
-function unitsOf(input: RankInput, cfg: AtomemConfig, c: Candidate, index: number, lw: ListWeights = listWeights(input, cfg)): { f: Features; units: Unit[] } {
+function unitsOf(
+  input: RankInput,
+  cfg: AtomemConfig,
+  c: Candidate,
+  index: number,
+  lw: ListWeights = listWeights(input, cfg),
+  recentFrame?: PairFrame<Float32Array>,
+  memoryFrame?: PairFrame<Float32Array>,
+): { f: Features; units: Unit[] } {
   const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
   const units = new Map<string, Unit>();
-  const memoryUnit = (m: AtomicMemory, similarity: number): Unit => {
-    let u = units.get(`m:${m.id}`);
+  const memoryUnit = (m: AtomicMemory, key: string, similarity: number): Unit => {
+    let u = units.get(key);
     if (!u) {
       const reason: Reason = { kind: 'memory', memoryId: m.id, content: m.content, similarity, contribution: 0 };
-      u = { key: `m:${m.id}`, reason, parts: {}, keep: false };
-      units.set(u.key, u);
+      u = { key, reason, parts: {}, keep: false };
+      units.set(key, u);
     }
     return u;
   };
-  const r = retrieve(input.memories, c.vector, cfg, input.communities);
+  // each memory's cosine to the card, summed once: retrieval and the profile signal read the same numbers
+  const sims = new Float64Array(input.memories.length);
+  const memRow = memoryFrame?.row(c.vector);
+  for (let i = 0; i < sims.length; i++) sims[i] = memRow ? memRow.at(i) : dot(input.memories[i].embedding.vector, c.vector);
+  const r = retrieve(input.memories, c.vector, cfg, input.communities, sims);
   for (const o of r.own) {
     const sal = lw.salience.get(o.memory) ?? o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
     const v = sal * o.similarity;
     f.memory += v;
-    const u = memoryUnit(o.memory, o.similarity);
+    const u = memoryUnit(o.memory, `m:${o.memory.id}`, o.similarity);
     u.parts.memory = v;
     u.keep = true;
   }
   if (input.memories.length) {
     const wsum = lw.profileSum;
     if (wsum > 0) {
-      input.memories.forEach((m, i) => {
-        const s = dot(m.embedding.vector, c.vector);
+      for (let i = 0; i < sims.length; i++) {
+        const s = sims[i];
         const t = lw.profile[i] * s;
         f.profile += t / wsum;
         // why: only memories pointing at this card (positive cosine) can be named for it.
-        if (s > 0 || units.has(`m:${m.id}`)) memoryUnit(m, s).parts.profile = t / wsum;
-      });
+        if (s > 0 || units.has(lw.memoryKeys[i])) memoryUnit(input.memories[i], lw.memoryKeys[i], s).parts.profile = t / wsum;
+      }
     }
   }
   if (input.recent?.length) {
     const wsum = lw.recentSum;
-    for (const e of input.recent) {
-      const s = dot(e.vector, c.vector);
+    const row = recentFrame?.row(c.vector);
+    for (let j = 0; j < input.recent.length; j++) {
+      const e = input.recent[j];
+      const s = row ? row.at(j) : dot(e.vector, c.vector);
       const part = wsum > 0 ? (e.weight * s) / wsum : 0;
       f.recent += part;
-      const key = `r:${e.item}`;
+      const key = lw.recentKeys[j];
       let u = units.get(key);
       if (!u) {
         u = {
@@ -269,31 +298,70 @@ export function features(input: RankInput, cfg: AtomemConfig, c: Candidate, inde
 }
 
 /**
+ * The memories' linked items as {@link nameLinkedItems} reads them, resolved once per call:
+ * per memory id (the first memory of a repeated id), its linked items that have a vector, in link
+ * order, and each one's index into `vectors` (one entry per distinct item).
+ */
+export interface LinkedItems {
+  byMemory: Map<string, { ids: string[]; at: Int32Array }>;
+  vectors: Float32Array[];
+  /** The cards' dot products with `vectors`, kept across calls (when a {@link DotCache} was given). */
+  frame?: PairFrame<Float32Array>;
+}
+
+/** {@link LinkedItems} of `memories` with `itemVectors` (by item id). */
+export function linkedItems(memories: readonly AtomicMemory[], itemVectors: ReadonlyMap<string, Float32Array>, dots?: DotCache): LinkedItems {
+  const index = new Map<string, number>();
+  const vectors: Float32Array[] = [];
+  const byMemory = new Map<string, { ids: string[]; at: Int32Array }>();
+  for (const m of memories) {
+    if (byMemory.has(m.id)) continue;
+    const ids: string[] = [];
+    const at: number[] = [];
+    for (const id of m.items) {
+      const v = itemVectors.get(id);
+      if (!v) continue;
+      let k = index.get(id);
+      if (k === undefined) {
+        k = vectors.length;
+        index.set(id, k);
+        vectors.push(v);
+      }
+      ids.push(id);
+      at.push(k);
+    }
+    byMemory.set(m.id, { ids, at: Int32Array.from(at) });
+  }
+  return { byMemory, vectors, ...(dots ? { frame: dots.frame(vectors) } : {}) };
+}
+
+/**
  * Name, on each memory reason of a card (in place), the memory's linked item closest to the card
  * (`item`, not the card itself) and the next closest (`alternatives`, up to 3), ties in link
- * order; what {@link rank} does unless `deferItems`. `memories`: by id.
+ * order; what {@link rank} does unless `deferItems`. `linked`: see {@link linkedItems}.
  */
-export function nameLinkedItems(
-  reasons: readonly Reason[],
-  c: Candidate,
-  memories: ReadonlyMap<string, AtomicMemory>,
-  itemVectors: ReadonlyMap<string, Float32Array>,
-): void {
-  // why cached: memories share linked items, and each linked item's cosine to this card is needed once
-  const sims = new Map<string, number>();
+export function nameLinkedItems(reasons: readonly Reason[], c: Candidate, linked: LinkedItems): void {
+  // why per card: memories share linked items, and each linked item's cosine to this card is needed once
+  let sims: Float64Array | undefined;
+  let row: { at(j: number): number } | undefined;
   for (const r of reasons) {
     if (r.kind !== 'memory') continue;
-    const memory = memories.get(r.memoryId);
+    const mine = linked.byMemory.get(r.memoryId);
+    if (!mine) continue;
     // the 4 closest linked items, best first, ties in link order (as a stable sort would give)
     const near: { id: string; s: number }[] = [];
-    for (const id of memory?.items ?? []) {
+    for (let k = 0; k < mine.ids.length; k++) {
+      const id = mine.ids[k];
       if (id === c.id) continue;
-      let s = sims.get(id);
-      if (s === undefined) {
-        const v = itemVectors.get(id);
-        if (!v) continue;
-        s = dot(v, c.vector);
-        sims.set(id, s);
+      const j = mine.at[k];
+      if (!sims) {
+        sims = new Float64Array(linked.vectors.length).fill(Number.NaN);
+        row = linked.frame?.row(c.vector);
+      }
+      let s = sims[j];
+      if (Number.isNaN(s)) {
+        s = row ? row.at(j) : dot(linked.vectors[j], c.vector);
+        sims[j] = s;
       }
       if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
       let at = near.length;
@@ -327,7 +395,9 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     if (c.vector.length !== dim) throw new RangeError(`candidate ${c.id}: dimension ${c.vector.length}, expected ${dim}`);
   }
   const lw = listWeights(input, cfg);
-  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i, lw));
+  const recentFrame = input.dots && input.recent?.length ? input.dots.frame(input.recent.map((e) => e.vector)) : undefined;
+  const memoryFrame = input.memoryDots && input.memories.length ? input.memoryDots.frame(input.memories.map((m) => m.embedding.vector)) : undefined;
+  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i, lw, recentFrame, memoryFrame));
   const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
   const { scores, scale } = combineDetailed(
     per.map((p) => p.f),
@@ -347,8 +417,7 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     }
   }
   const itemVectors = input.itemVectors;
-  let byId: Map<string, AtomicMemory> | undefined;
-  const memoryById = () => (byId ??= memoriesById(input.memories));
+  let linked: LinkedItems | undefined;
   const out = per.map((p, i) => {
     const reasons: Reason[] = [];
     for (const u of p.units) {
@@ -362,7 +431,7 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     reasons.length = Math.min(reasons.length, MAX_REASONS);
     reasons.sort((a, b) => b.contribution - a.contribution);
     const c = input.candidates[i];
-    if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, memoryById(), itemVectors);
+    if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, (linked ??= linkedItems(input.memories, itemVectors, input.dots)));
     const given = input.extraReasons?.[i];
     return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
   });
