@@ -49,12 +49,12 @@ describe('DotCache', () => {
     const card = vec();
     const fa = cache.frame(a);
     const fb = cache.frame(b); // 12 columns > 8: starts over
-    expect(a.map((o, j) => fa.row(card).at(j))).toEqual(a.map((o) => dot(card, o)));
-    expect(b.map((o, j) => fb.row(card).at(j))).toEqual(b.map((o) => dot(card, o)));
+    expect(a.map((_, j) => fa.row(card).at(j))).toEqual(a.map((o) => dot(card, o)));
+    expect(b.map((_, j) => fb.row(card).at(j))).toEqual(b.map((o) => dot(card, o)));
     // more others than columns: computed, not cached
     const many = Array.from({ length: 20 }, () => vec());
     const fm = cache.frame(many);
-    expect(many.map((o, j) => fm.row(card).at(j))).toEqual(many.map((o) => dot(card, o)));
+    expect(many.map((_, j) => fm.row(card).at(j))).toEqual(many.map((o) => dot(card, o)));
   });
 
   it('a PairCache computes each pair once', () => {
