@@ -11,9 +11,11 @@ import {
   linkedItems,
   nameLinkedItems,
   rank,
+  rankDeferred,
   standardize,
   strongerAction,
   type Candidate,
+  type RankInput,
   type RankedItem,
   type Reason,
   type RecentSignal,
@@ -278,26 +280,27 @@ export class Shelf {
     // why deferred: with fewer cards returned than ranked, only the cards that can be shown (or whose reasons
     // the first row's ordering reads) get their memory reasons' items named, a cosine per linked item and card
     const defer = limit < ids.length;
-    let ranked = rank(
-      {
-        memories: this.life.state.memories,
-        candidates: cands,
-        recent,
-        communities: this.communities,
-        now,
-        extra,
-        extraSources,
-        itemVectors,
-        weights,
-        extraReasons,
-        deferItems: defer,
-        dots: this.itemDots().items,
-        memoryDots: this.itemDots().memories,
-      },
-      this.config,
-    );
-    const vectorOf = new Map(cands.map((c) => [c.id, c.vector]));
     const firstVisit = intentText === undefined && this.life.state.memories.length === 0 && !this.life.state.events.some((e) => actionWeight(e.action) > 0);
+    const input: RankInput = {
+      memories: this.life.state.memories,
+      candidates: cands,
+      recent,
+      communities: this.communities,
+      now,
+      extra,
+      extraSources,
+      itemVectors,
+      weights,
+      extraReasons,
+      deferItems: defer,
+      dots: this.itemDots().items,
+      memoryDots: this.itemDots().memories,
+    };
+    // why lazy: with fewer cards shown than ranked, only the cards shown (or read by the first row's ordering) get
+    // their reasons made (a first visit's prior replaces every card's reasons, so it ranks eagerly)
+    const lazy = defer && !firstVisit ? rankDeferred(input, this.config) : undefined;
+    let ranked = lazy ? lazy.ranked : rank(input, this.config);
+    const vectorOf = new Map(cands.map((c) => [c.id, c.vector]));
     if (firstVisit) ranked = this.byPrior(ranked, vectorOf, shop ? extra : undefined, ids);
     // item-space vectors of the cards and of the items their reasons name (a card's own first, then a recent item's, then a linked item's)
     const recentById = new Map(recent.map((x) => [x.item, x.vector]));
@@ -307,6 +310,7 @@ export class Shelf {
     // a card as shown: its memory reasons' items named (when deferred), kept within its department, worded
     const linkedOnce = defer ? linkedItems(this.life.state.memories, itemVectors, this.itemDots().items) : undefined;
     const shown = (r: RankedItem): Recommendation => {
+      if (lazy) r.reasons = lazy.reasons(r.id);
       if (linkedOnce) nameLinkedItems(r.reasons, { id: r.id, vector: vectorOf.get(r.id)! }, linkedOnce);
       const kept = this.withinDepartment(r, known);
       return { ...kept, why: explain(kept, titleOf, 3, actionOf) };

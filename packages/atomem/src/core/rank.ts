@@ -390,14 +390,10 @@ export function memoriesById(memories: readonly AtomicMemory[]): Map<string, Ato
  */
 export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   if (input.candidates.length === 0) return [];
-  const dim = input.candidates[0].vector.length;
-  for (const c of input.candidates) {
-    if (c.vector.length !== dim) throw new RangeError(`candidate ${c.id}: dimension ${c.vector.length}, expected ${dim}`);
-  }
+  checkDims(input);
   const lw = listWeights(input, cfg);
-  const recentFrame = input.dots && input.recent?.length ? input.dots.frame(input.recent.map((e) => e.vector)) : undefined;
-  const memoryFrame = input.memoryDots && input.memories.length ? input.memoryDots.frame(input.memories.map((m) => m.embedding.vector)) : undefined;
-  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i, lw, recentFrame, memoryFrame));
+  const frames = framesOf(input);
+  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i, lw, frames.recent, frames.memory));
   const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
   const { scores, scale } = combineDetailed(
     per.map((p) => p.f),
@@ -419,26 +415,210 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   const itemVectors = input.itemVectors;
   let linked: LinkedItems | undefined;
   const out = per.map((p, i) => {
-    const reasons: Reason[] = [];
-    for (const u of p.units) {
-      const m = mean.get(u.key)!;
-      let contribution = 0;
-      for (const k in u.parts) contribution += (scale[k] ?? 0) * (u.parts[k] - (m[k] ?? 0));
-      if (!u.keep && !(contribution > 1e-9)) continue;
-      reasons.push({ ...u.reason, contribution } as Reason);
-    }
-    reasons.sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution));
-    reasons.length = Math.min(reasons.length, MAX_REASONS);
-    reasons.sort((a, b) => b.contribution - a.contribution);
+    const reasons = reasonsOf(p.units, mean, scale);
     const c = input.candidates[i];
     if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, (linked ??= linkedItems(input.memories, itemVectors, input.dots)));
     const given = input.extraReasons?.[i];
     return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
   });
+  return byScore(out);
+}
+
+/** Every candidate of one dimension (a clear error otherwise). */
+function checkDims(input: RankInput): void {
+  const dim = input.candidates[0].vector.length;
+  for (const c of input.candidates) {
+    if (c.vector.length !== dim) throw new RangeError(`candidate ${c.id}: dimension ${c.vector.length}, expected ${dim}`);
+  }
+}
+
+/** The call's frames of the kept dot products: the recent events' items, the memories. */
+function framesOf(input: RankInput): { recent?: PairFrame<Float32Array>; memory?: PairFrame<Float32Array> } {
+  return {
+    recent: input.dots && input.recent?.length ? input.dots.frame(input.recent.map((e) => e.vector)) : undefined,
+    memory: input.memoryDots && input.memories.length ? input.memoryDots.frame(input.memories.map((m) => m.embedding.vector)) : undefined,
+  };
+}
+
+/** Best first, ties in input order. */
+function byScore<T extends { score: number }>(out: T[]): T[] {
   return out
     .map((x, i) => ({ x, i }))
     .sort((a, b) => b.x.score - a.x.score || a.i - b.i)
     .map((e) => e.x);
+}
+
+/** A card's reasons from its units, the list means of the units' parts and each signal's `weight / sd`: see {@link rank}. */
+function reasonsOf(units: readonly Unit[], mean: ReadonlyMap<string, Record<string, number>>, scale: Readonly<Record<string, number>>): Reason[] {
+  const reasons: Reason[] = [];
+  for (const u of units) {
+    const m = mean.get(u.key)!;
+    let contribution = 0;
+    for (const k in u.parts) contribution += (scale[k] ?? 0) * (u.parts[k] - (m[k] ?? 0));
+    if (!u.keep && !(contribution > 1e-9)) continue;
+    reasons.push({ ...u.reason, contribution } as Reason);
+  }
+  reasons.sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution));
+  reasons.length = Math.min(reasons.length, MAX_REASONS);
+  reasons.sort((a, b) => b.contribution - a.contribution);
+  return reasons;
+}
+
+/** Sums of one unit's parts over the list (each part / n, in candidate order, as {@link rank} adds them). */
+type PartMeans = Record<string, number>;
+
+/**
+ * {@link rank} for a caller that shows only some of the cards (a whole-catalog shortlist, `limit`):
+ * the same order, scores and features, with each card's reasons made only when asked for
+ * (`reasons(id)`, the same reasons `rank` would give with `deferItems`; the returned items carry
+ * an empty `reasons` until then). The first pass sums each card's signals and each reason's list
+ * mean without building the reasons; a card's reasons are then made from its own units.
+ */
+export function rankDeferred(input: RankInput, cfg: AtomemConfig): { ranked: RankedItem[]; reasons(id: string): Reason[] } {
+  if (input.candidates.length === 0) return { ranked: [], reasons: () => [] };
+  checkDims(input);
+  const lw = listWeights(input, cfg);
+  const frames = framesOf(input);
+  const n = input.candidates.length;
+  const memories = input.memories;
+  // unit slots: one per distinct memory key (a repeated memory id shares its unit, as in unitsOf)
+  const memSlot = new Map<string, number>();
+  const slotOfMemory = lw.memoryKeys.map((k) => {
+    let x = memSlot.get(k);
+    if (x === undefined) memSlot.set(k, (x = memSlot.size));
+    return x;
+  });
+  const bySlotKey = [...memSlot.keys()];
+  const memIndex = new Map<AtomicMemory, number>();
+  memories.forEach((m, i) => {
+    if (!memIndex.has(m)) memIndex.set(m, i);
+  });
+  const ms = memSlot.size;
+  const meanMemory = new Float64Array(ms);
+  const meanProfile = new Float64Array(ms);
+  const hasMemory = new Uint8Array(ms);
+  const hasProfile = new Uint8Array(ms);
+  const curMemory = new Float64Array(ms);
+  const curProfile = new Float64Array(ms);
+  const stampMemory = new Int32Array(ms).fill(-1);
+  const stampProfile = new Int32Array(ms).fill(-1);
+  const stampUnit = new Int32Array(ms).fill(-1);
+  const recent = input.recent ?? [];
+  const recSlot = new Map<string, number>();
+  const slotOfRecent = lw.recentKeys.map((k) => {
+    let x = recSlot.get(k);
+    if (x === undefined) recSlot.set(k, (x = recSlot.size));
+    return x;
+  });
+  const meanRecent = new Float64Array(recSlot.size);
+  const curRecent = new Float64Array(recSlot.size);
+  const community = new Map<string, PartMeans>();
+  let meanPop = 0;
+  let hasPop = false;
+  const extras = Object.entries(input.extra ?? {});
+  const sourced = extras.filter(([name]) => input.extraSources && Object.hasOwn(input.extraSources, name));
+  const meanExtra = new Float64Array(sourced.length);
+  const shares = input.communities?.itemShares;
+  const features: Features[] = new Array(n);
+  for (let ci = 0; ci < n; ci++) {
+    const c = input.candidates[ci];
+    const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
+    const sims = new Float64Array(memories.length);
+    const memRow = frames.memory?.row(c.vector);
+    for (let i = 0; i < sims.length; i++) sims[i] = memRow ? memRow.at(i) : dot(memories[i].embedding.vector, c.vector);
+    const r = retrieve(memories, c.vector, cfg, input.communities, sims);
+    for (const o of r.own) {
+      const sal = lw.salience.get(o.memory) ?? o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
+      const v = sal * o.similarity;
+      f.memory += v;
+      const slot = memSlot.get(`m:${o.memory.id}`)!;
+      curMemory[slot] = v;
+      stampMemory[slot] = ci;
+      stampUnit[slot] = ci;
+    }
+    if (memories.length) {
+      const wsum = lw.profileSum;
+      if (wsum > 0) {
+        for (let i = 0; i < sims.length; i++) {
+          const s = sims[i];
+          const t = lw.profile[i] * s;
+          f.profile += t / wsum;
+          const slot = slotOfMemory[i];
+          if (s > 0 || stampUnit[slot] === ci) {
+            curProfile[slot] = t / wsum;
+            stampProfile[slot] = ci;
+            stampUnit[slot] = ci;
+          }
+        }
+      }
+    }
+    for (let slot = 0; slot < ms; slot++) {
+      if (stampMemory[slot] === ci) (meanMemory[slot] += curMemory[slot] / n), (hasMemory[slot] = 1);
+      if (stampProfile[slot] === ci) (meanProfile[slot] += curProfile[slot] / n), (hasProfile[slot] = 1);
+    }
+    if (recent.length) {
+      const wsum = lw.recentSum;
+      const row = frames.recent?.row(c.vector);
+      curRecent.fill(0);
+      for (let j = 0; j < recent.length; j++) {
+        const s = row ? row.at(j) : dot(recent[j].vector, c.vector);
+        const part = wsum > 0 ? (recent[j].weight * s) / wsum : 0;
+        f.recent += part;
+        curRecent[slotOfRecent[j]] += part;
+      }
+      for (let slot = 0; slot < curRecent.length; slot++) meanRecent[slot] += curRecent[slot] / n;
+    }
+    let protoBest: PartMeans | undefined;
+    for (const { community: k } of r.communities) {
+      const v = k.view;
+      const p = dot(v.prototype, c.vector);
+      const share = v.items && k.itemTotal > 0 ? (v.items[c.id] ?? 0) / k.itemTotal : 0;
+      f.communityItems += share;
+      const key = `c:${v.id}`;
+      let m = community.get(key);
+      if (!m) community.set(key, (m = {}));
+      m.communityItems = (m.communityItems ?? 0) + share / n;
+      // the prototype signal (a maximum) goes to its argmax, exactly as unitsOf assigns it
+      if (p > f.prototype || !protoBest) {
+        f.prototype = Math.max(f.prototype, p);
+        if (p >= f.prototype) protoBest = m;
+      }
+    }
+    if (protoBest) protoBest.prototype = (protoBest.prototype ?? 0) + f.prototype / n;
+    if (shares) {
+      f.popularity = shares.get(c.id) ?? 0;
+      if (f.popularity > 0) (meanPop += f.popularity / n), (hasPop = true);
+    }
+    for (const [name, values] of extras) f[name] = values[ci];
+    for (let x = 0; x < sourced.length; x++) meanExtra[x] += sourced[x][1][ci] / n;
+    features[ci] = f;
+  }
+  const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
+  const { scores, scale } = combineDetailed(features, weights);
+  const mean = new Map<string, Record<string, number>>();
+  for (let slot = 0; slot < ms; slot++) {
+    const m: Record<string, number> = {};
+    if (hasMemory[slot]) m.memory = meanMemory[slot];
+    if (hasProfile[slot]) m.profile = meanProfile[slot];
+    mean.set(bySlotKey[slot], m);
+  }
+  for (const [key, slot] of recSlot) mean.set(key, { recent: meanRecent[slot] });
+  for (const [key, m] of community) mean.set(key, m);
+  if (hasPop) mean.set('pop', { popularity: meanPop });
+  sourced.forEach(([name], x) => mean.set(`x:${name}`, { [name]: meanExtra[x] }));
+  const index = new Map(input.candidates.map((c, i) => [c.id, i]));
+  const ranked = byScore(input.candidates.map((c, i) => ({ id: c.id, score: scores[i], features: features[i], reasons: [] as Reason[] })));
+  return {
+    ranked,
+    reasons: (id) => {
+      const i = index.get(id);
+      if (i === undefined) throw new RangeError(`rankDeferred: ${id} is not a candidate`);
+      const { units } = unitsOf(input, cfg, input.candidates[i], i, lw, frames.recent, frames.memory);
+      const reasons = reasonsOf(units, mean, scale);
+      const given = input.extraReasons?.[i];
+      return given?.length ? [...given, ...reasons] : reasons;
+    },
+  };
 }
 
 /**
