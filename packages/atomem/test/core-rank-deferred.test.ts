@@ -58,7 +58,7 @@ function scenario(seed: number): RankInput {
     sasrec: Float64Array.from({ length: n }, () => rng.next() - 0.5),
     intent: Float64Array.from({ length: n }, () => rng.next()),
   };
-  const extraSources = { ease: ids.map((id, i) => (i % 3 ? recentItems[i % recentItems.length] : undefined)), sasrec: new Array<string | undefined>(n) };
+  const extraSources = { ease: ids.map((_, i) => (i % 3 ? recentItems[i % recentItems.length] : undefined)), sasrec: new Array<string | undefined>(n) };
   const extraReasons: Reason[][] = ids.map((_, i) => (i % 4 === 0 ? [{ kind: 'intent', intent: 'a gift', similarity: 0.4, contribution: 0.3 }] : []));
   const itemVectors = new Map(candidates.map((c) => [c.id, c.vector]));
   return {
