@@ -362,7 +362,8 @@ export class Shelf {
    */
   private itemDots(): { items: DotCache; memories: DotCache } {
     const space = this.items.embedderId;
-    if (this.dots?.space !== space) this.dots = { space, items: new DotCache(), memories: new DotCache(1 << 18, 512) };
+    // bounds: at most 2 MiB and 1 MiB of numbers (2^18 and 2^17 float64s)
+    if (this.dots?.space !== space) this.dots = { space, items: new DotCache(1 << 18), memories: new DotCache(1 << 17, 512) };
     return this.dots;
   }
 
@@ -743,9 +744,19 @@ export class Shelf {
    * `config.duplicateKeep` per owned item moved after the first row (see core/diversify.ts
    * `demoteDuplicates`); scores are reassigned in the new order, as {@link diversified} does.
    */
+  /** The items the shopper owns (`config.duplicateActions`, in the catalog), for the event history and catalog size they were listed from. */
+  private ownedMemo?: { key: readonly unknown[]; owned: string[] };
+
   private async withoutDuplicates(out: Recommendation[]): Promise<Recommendation[]> {
-    const actions = new Set(this.config.duplicateActions);
-    const owned = [...new Set(this.life.state.events.filter((e) => actions.has(e.action) && this.items.has(e.item)).map((e) => e.item))];
+    const ownedKey = [...this.eventsKey(), this.items.size];
+    if (!this.ownedMemo || !sameKey(this.ownedMemo.key, ownedKey)) {
+      const actions = new Set(this.config.duplicateActions);
+      this.ownedMemo = {
+        key: ownedKey,
+        owned: [...new Set(this.life.state.events.filter((e) => actions.has(e.action) && this.items.has(e.item)).map((e) => e.item))],
+      };
+    }
+    const owned = this.ownedMemo.owned;
     const depth = this.config.diversityDepth;
     if (owned.length === 0 || depth < 1 || out.length < 2) return out;
     // the candidates a first row can reach: the row, plus as many as could be set aside
@@ -754,7 +765,7 @@ export class Shelf {
     // why cached: an item's content vector and the catalog mean are stable objects until the catalog or the space changes
     const threshold = this.config.duplicateSimilarity;
     if (this.centredCache?.mean !== mean || this.centredCache.threshold !== threshold)
-      this.centredCache = { mean, byVector: new WeakMap(), threshold, duplicate: new PairCache((c, o) => (isNearDuplicate(c, o, threshold) ? 1 : 0)) };
+      this.centredCache = { mean, byVector: new WeakMap(), threshold, duplicate: new PairCache((c, o) => (isNearDuplicate(c, o, threshold) ? 1 : 0), 1 << 17) };
     const duplicate = this.centredCache.duplicate;
     const cache = this.centredCache.byVector;
     const centred = (v: Float32Array): Centred => {
@@ -775,10 +786,11 @@ export class Shelf {
     const ownedVecs = (await this.items.contentVectorsOf(owned)).map((e) => centred(e.vector));
     const candVecs = (await this.items.contentVectorsOf(reach.map((r) => r.id))).map((e) => centred(e.vector));
     // why cached across calls: whether two catalog items are near-duplicates does not change until the catalog does
+    const frame = duplicate.frame(ownedVecs);
     const dupes = candVecs.map((c) => {
-      const row = duplicate.row(c);
+      const row = frame.row(c);
       const hits: string[] = [];
-      for (let k = 0; k < ownedVecs.length; k++) if (row.get(ownedVecs[k]) === 1) hits.push(owned[k]);
+      for (let k = 0; k < ownedVecs.length; k++) if (row.at(k) === 1) hits.push(owned[k]);
       return hits;
     });
     const order = demoteDuplicates(dupes, this.config.duplicateKeep, depth);

@@ -354,14 +354,18 @@ export function nameLinkedItems(reasons: readonly Reason[], c: Candidate, linked
       const id = mine.ids[k];
       if (id === c.id) continue;
       const j = mine.at[k];
-      if (!sims) {
-        sims = new Float64Array(linked.vectors.length).fill(Number.NaN);
-        row = linked.frame?.row(c.vector);
-      }
-      let s = sims[j];
-      if (Number.isNaN(s)) {
-        s = row ? row.at(j) : dot(linked.vectors[j], c.vector);
-        sims[j] = s;
+      let s: number;
+      if (linked.frame) {
+        // the kept dot products (read back, not summed again)
+        row ??= linked.frame.row(c.vector);
+        s = row.at(j);
+      } else {
+        sims ??= new Float64Array(linked.vectors.length).fill(Number.NaN);
+        s = sims[j];
+        if (Number.isNaN(s)) {
+          s = dot(linked.vectors[j], c.vector);
+          sims[j] = s;
+        }
       }
       if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
       let at = near.length;
