@@ -22,7 +22,7 @@ import {
 } from '../core/rank.js';
 import { cleanIntent, intentTerms, selectIntentMemories, termMatch, type IntentMemory } from '../core/intent.js';
 import type { CommunityContext, KnownCommunity } from '../core/retrieve.js';
-import { DotCache, PairCache, dot, meanNormalized } from '../core/vector.js';
+import { DotCache, PairCache, dot, meanNormalized, type PairFrame } from '../core/vector.js';
 import { demoteDuplicates, diversify, isNearDuplicate, tailNorms } from '../core/diversify.js';
 import { explain, whyKey, type Why } from '../core/explain.js';
 import type { Action, AtomicMemory } from '../core/types.js';
@@ -745,7 +745,7 @@ export class Shelf {
    * `demoteDuplicates`); scores are reassigned in the new order, as {@link diversified} does.
    */
   /** The items the shopper owns (`config.duplicateActions`, in the catalog), for the event history and catalog size they were listed from. */
-  private ownedMemo?: { key: readonly unknown[]; owned: string[] };
+  private ownedMemo?: { key: readonly unknown[]; owned: string[]; centred?: { cache: object | undefined; vecs: Centred[]; frame: PairFrame<Centred> } };
 
   private async withoutDuplicates(out: Recommendation[]): Promise<Recommendation[]> {
     const ownedKey = [...this.eventsKey(), this.items.size];
@@ -756,7 +756,8 @@ export class Shelf {
         owned: [...new Set(this.life.state.events.filter((e) => actions.has(e.action) && this.items.has(e.item)).map((e) => e.item))],
       };
     }
-    const owned = this.ownedMemo.owned;
+    const ownedState = this.ownedMemo;
+    const owned = ownedState.owned;
     const depth = this.config.diversityDepth;
     if (owned.length === 0 || depth < 1 || out.length < 2) return out;
     // the candidates a first row can reach: the row, plus as many as could be set aside
@@ -766,8 +767,9 @@ export class Shelf {
     const threshold = this.config.duplicateSimilarity;
     if (this.centredCache?.mean !== mean || this.centredCache.threshold !== threshold)
       this.centredCache = { mean, byVector: new WeakMap(), threshold, duplicate: new PairCache((c, o) => (isNearDuplicate(c, o, threshold) ? 1 : 0), 1 << 17) };
-    const duplicate = this.centredCache.duplicate;
-    const cache = this.centredCache.byVector;
+    const centredState = this.centredCache;
+    const duplicate = centredState.duplicate;
+    const cache = centredState.byVector;
     const centred = (v: Float32Array): Centred => {
       const hit = cache.get(v);
       if (hit) return hit;
@@ -783,10 +785,16 @@ export class Shelf {
       cache.set(v, entry);
       return entry;
     };
-    const ownedVecs = (await this.items.contentVectorsOf(owned)).map((e) => centred(e.vector));
+    // the owned items' centred vectors and their columns, once per owned list and centring
+    let known = ownedState.centred;
+    if (known?.cache !== centredState) {
+      const vecs = (await this.items.contentVectorsOf(owned)).map((e) => centred(e.vector));
+      known = ownedState.centred = { cache: centredState, vecs, frame: duplicate.frame(vecs) };
+    }
+    const ownedVecs = known.vecs;
     const candVecs = (await this.items.contentVectorsOf(reach.map((r) => r.id))).map((e) => centred(e.vector));
     // why cached across calls: whether two catalog items are near-duplicates does not change until the catalog does
-    const frame = duplicate.frame(ownedVecs);
+    const frame = known.frame;
     const dupes = candVecs.map((c) => {
       const row = frame.row(c);
       const hits: string[] = [];
