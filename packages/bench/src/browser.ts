@@ -52,7 +52,8 @@
  *
  * 7. `--shop-only --whole-catalog`: whole-catalog `recommend({ limit: 20 })` (no candidates) on
  *    the `--shop-catalog` file after 30 shopper events, p50/p95 — baseline: a bare dot-product
- *    scan of the same file's collaborative vectors (top 20), in the page, same run.
+ *    scan of the same file's collaborative vectors (top 20), in the page, same run; and the
+ *    engine worker's heap after the timed calls (over the DevTools protocol).
  *
  *   node -C atomem-source --import tsx packages/bench/src/browser.ts [--runs N] [--llm-runs N] [--catalog N] [--json FILE]
  *                                [--shop-runs N] [--shop-catalog N] [--shop-only] [--whole-catalog]
@@ -318,6 +319,39 @@ async function freshPage(browser: Browser, base: string): Promise<{ context: Bro
   await page.goto(`${base}${PAGE_PATH}`);
   await page.waitForFunction(() => window.__bench !== undefined, undefined, { timeout: 60_000 });
   return { context, page };
+}
+
+/**
+ * Heap of every dedicated worker of the browser (the engine worker of the one open page), read
+ * over the DevTools protocol (`Runtime.getHeapUsage` in each worker target): V8's used heap and
+ * the array buffers' backing stores, in MB. The page cannot see a worker's heap.
+ */
+async function workerHeaps(browser: Browser): Promise<{ url: string; usedMB: number; buffersMB: number }[]> {
+  const cdp = await browser.newBrowserCDPSession();
+  try {
+    const { targetInfos } = (await cdp.send('Target.getTargets')) as { targetInfos: { targetId: string; type: string; url: string }[] };
+    const pending = new Map<number, (x: Record<string, number>) => void>();
+    let next = 0;
+    cdp.on('Target.receivedMessageFromTarget', (e: { message: string }) => {
+      const m = JSON.parse(e.message) as { id: number; result?: Record<string, number> };
+      pending.get(m.id)?.(m.result ?? {});
+      pending.delete(m.id);
+    });
+    const out: { url: string; usedMB: number; buffersMB: number }[] = [];
+    for (const t of targetInfos.filter((x) => x.type === 'worker')) {
+      const { sessionId } = (await cdp.send('Target.attachToTarget', { targetId: t.targetId, flatten: false })) as { sessionId: string };
+      const id = ++next;
+      const heap = await new Promise<Record<string, number>>((resolve) => {
+        pending.set(id, resolve);
+        void cdp.send('Target.sendMessageToTarget', { sessionId, message: JSON.stringify({ id, method: 'Runtime.getHeapUsage', params: {} }) });
+      });
+      await cdp.send('Target.detachFromTarget', { sessionId });
+      out.push({ url: t.url, usedMB: (heap.usedSize ?? 0) / 2 ** 20, buffersMB: (heap.backingStorageSize ?? 0) / 2 ** 20 });
+    }
+    return out;
+  } finally {
+    await cdp.detach();
+  }
 }
 
 /** Call `window.__bench[name](arg)` in the page. */
@@ -607,6 +641,7 @@ async function main(): Promise<void> {
       const rec: number[] = [];
       const scan: number[] = [];
       const whole: WholeCatalogResult[] = [];
+      const heaps: { usedMB: number; buffersMB: number; workers: number }[] = [];
       for (let r = 0; r < opts.shopRuns; r++) {
         const { context, page } = await freshPage(browser, base);
         try {
@@ -625,9 +660,12 @@ async function main(): Promise<void> {
           rec.push(...res.recommendMs);
           scan.push(...res.scanMs);
           whole.push(res);
+          // the engine worker's heap after the timed calls (the instance is still open)
+          const w = await workerHeaps(browser);
+          heaps.push({ usedMB: w.reduce((a, x) => a + x.usedMB, 0), buffersMB: w.reduce((a, x) => a + x.buffersMB, 0), workers: w.length });
           await call(page, 'cleanup');
           log(
-            `whole-catalog run ${r + 1}/${opts.shopRuns}: ${res.items} items × ${res.dim}, recommend p50 ${fmtMs(pct(res.recommendMs, 50))} p95 ${fmtMs(pct(res.recommendMs, 95))}, bare scan p50 ${fmtMs(pct(res.scanMs, 50))}`,
+            `whole-catalog run ${r + 1}/${opts.shopRuns}: ${res.items} items × ${res.dim}, recommend p50 ${fmtMs(pct(res.recommendMs, 50))} p95 ${fmtMs(pct(res.recommendMs, 95))}, bare scan p50 ${fmtMs(pct(res.scanMs, 50))}, worker heap ${heaps[r].usedMB.toFixed(1)} MB + ${heaps[r].buffersMB.toFixed(1)} MB array buffers (${heaps[r].workers} worker${heaps[r].workers === 1 ? '' : 's'})`,
           );
         } finally {
           await context.close();
@@ -649,7 +687,15 @@ async function main(): Promise<void> {
         `atomem browser benchmark, whole-catalog rows — Chromium ${version}, ${opts.shopRuns} runs, ${((performance.now() - began) / 1000).toFixed(0)} s\n`,
       );
       printRows(rows);
-      if (opts.json) writeFileSync(opts.json, `${JSON.stringify({ chromium: version, shopCatalog: opts.shopCatalog, results: rows, runs: whole }, null, 2)}\n`);
+      const meanOf = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+      console.log(
+        `\nengine worker heap after the timed calls (DevTools Runtime.getHeapUsage, mean of ${heaps.length} runs): ${meanOf(heaps.map((h) => h.usedMB)).toFixed(1)} MB V8 heap + ${meanOf(heaps.map((h) => h.buffersMB)).toFixed(1)} MB array buffers`,
+      );
+      if (opts.json)
+        writeFileSync(
+          opts.json,
+          `${JSON.stringify({ chromium: version, shopCatalog: opts.shopCatalog, results: rows, workerHeaps: heaps, runs: whole }, null, 2)}\n`,
+        );
       return;
     }
 

@@ -8,20 +8,22 @@
 import type { AtomemConfig } from '../core/config.js';
 import { actionWeight, salience } from '../core/memory.js';
 import {
-  memoriesById,
+  linkedItems,
   nameLinkedItems,
   rank,
+  rankDeferred,
   standardize,
   strongerAction,
   type Candidate,
+  type RankInput,
   type RankedItem,
   type Reason,
   type RecentSignal,
 } from '../core/rank.js';
 import { cleanIntent, intentTerms, selectIntentMemories, termMatch, type IntentMemory } from '../core/intent.js';
 import type { CommunityContext, KnownCommunity } from '../core/retrieve.js';
-import { dot, meanNormalized } from '../core/vector.js';
-import { demoteDuplicates, diversify, nearDuplicates, tailNorms } from '../core/diversify.js';
+import { DotCache, PairCache, dot, meanNormalized, type PairFrame } from '../core/vector.js';
+import { demoteDuplicates, diversify, isNearDuplicate, tailNorms } from '../core/diversify.js';
 import { explain, whyKey, type Why } from '../core/explain.js';
 import type { Action, AtomicMemory } from '../core/types.js';
 import { decodePrototypes, matchMemory } from '../community/release.js';
@@ -174,6 +176,20 @@ export interface IntentSelection {
   memories: { memoryId: string; content: string; category: string; similarity: number }[];
 }
 
+/** Equal keys (element by element, by identity). */
+function sameKey(a: readonly unknown[], b: readonly unknown[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+/** A placeholder vector (see `Shelf.linkedVectors`). */
+const EMPTY = new Float32Array(0);
+
+/** A unit centred content vector and its tail norms (see core/diversify.ts `isNearDuplicate`). */
+interface Centred {
+  vector: Float32Array;
+  tails: Float64Array;
+}
+
 /** The shelf of one user's agent (see the module comment). */
 export class Shelf {
   private readonly config: AtomemConfig;
@@ -265,38 +281,42 @@ export class Shelf {
       }
     }
     // the memories' linked items, so a memory's reason can name the one closest to each card
-    const linked = [...new Set(this.life.state.memories.flatMap((m) => m.items))].filter((id) => this.items.has(id));
-    const linkedVecs = await this.items.vectorsOf(linked);
-    const itemVectors = new Map(linked.map((id, i) => [id, linkedVecs[i].vector]));
+    const itemVectors = await this.linkedVectors();
     // why deferred: with fewer cards returned than ranked, only the cards that can be shown (or whose reasons
     // the first row's ordering reads) get their memory reasons' items named, a cosine per linked item and card
     const defer = limit < ids.length;
-    let ranked = rank(
-      {
-        memories: this.life.state.memories,
-        candidates: cands,
-        recent,
-        communities: this.communities,
-        now,
-        extra,
-        extraSources,
-        itemVectors,
-        weights,
-        extraReasons,
-        deferItems: defer,
-      },
-      this.config,
-    );
-    const vectorOf = new Map(cands.map((c) => [c.id, c.vector]));
     const firstVisit = intentText === undefined && this.life.state.memories.length === 0 && !this.life.state.events.some((e) => actionWeight(e.action) > 0);
+    const input: RankInput = {
+      memories: this.life.state.memories,
+      candidates: cands,
+      recent,
+      communities: this.communities,
+      now,
+      extra,
+      extraSources,
+      itemVectors,
+      weights,
+      extraReasons,
+      deferItems: defer,
+      dots: this.itemDots().items,
+      memoryDots: this.itemDots().memories,
+    };
+    // why lazy: with fewer cards shown than ranked, only the cards shown (or read by the first row's ordering) get
+    // their reasons made (a first visit's prior replaces every card's reasons, so it ranks eagerly)
+    const lazy = defer && !firstVisit ? rankDeferred(input, this.config) : undefined;
+    let ranked = lazy ? lazy.ranked : rank(input, this.config);
+    const vectorOf = new Map(cands.map((c) => [c.id, c.vector]));
     if (firstVisit) ranked = this.byPrior(ranked, vectorOf, shop ? extra : undefined, ids);
-    const known = new Map<string, Float32Array>([...itemVectors, ...recent.map((x) => [x.item, x.vector] as const), ...vectorOf]);
+    // item-space vectors of the cards and of the items their reasons name (a card's own first, then a recent item's, then a linked item's)
+    const recentById = new Map(recent.map((x) => [x.item, x.vector]));
+    const known = { get: (id: string) => vectorOf.get(id) ?? recentById.get(id) ?? itemVectors.get(id) };
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
     const actionOf = this.actionLookup();
     // a card as shown: its memory reasons' items named (when deferred), kept within its department, worded
-    const byId = defer ? memoriesById(this.life.state.memories) : undefined;
+    const linkedOnce = defer ? linkedItems(this.life.state.memories, itemVectors, this.itemDots().items) : undefined;
     const shown = (r: RankedItem): Recommendation => {
-      if (byId) nameLinkedItems(r.reasons, { id: r.id, vector: vectorOf.get(r.id)! }, byId, itemVectors);
+      if (lazy) r.reasons = lazy.reasons(r.id);
+      if (linkedOnce) nameLinkedItems(r.reasons, { id: r.id, vector: vectorOf.get(r.id)! }, linkedOnce);
       const kept = this.withinDepartment(r, known);
       return { ...kept, why: explain(kept, titleOf, 3, actionOf) };
     };
@@ -333,6 +353,23 @@ export class Shelf {
         why: [explain({ ...out[0], score: 0, reasons: [unmatched] }, titleOf)[0], ...out[0].why.slice(0, 2)],
       };
     return out.length > limit ? out.slice(0, limit) : out;
+  }
+
+  /** Item-space dot products kept across calls (see {@link itemDots}). */
+  private dots?: { space: string; items: DotCache; memories: DotCache };
+
+  /**
+   * The item space's {@link DotCache}s, started over when the item space changes (a new space
+   * id: centring, the shop's file); an edited item's new vector, or a changed memory's (a memory's
+   * vector is replaced, never changed in place), misses by itself. `items`: the recent events' and
+   * the memories' linked items against the cards; `memories`: the memories against the cards (a
+   * column per memory vector, so the cache starts over after `maxColumns` memory changes).
+   */
+  private itemDots(): { items: DotCache; memories: DotCache } {
+    const space = this.items.embedderId;
+    // bounds: at most 2 MiB and 1 MiB of numbers (2^18 and 2^17 float64s)
+    if (this.dots?.space !== space) this.dots = { space, items: new DotCache(1 << 18), memories: new DotCache(1 << 17, 512) };
+    return this.dots;
   }
 
   /** Item-space and content-space vector tables of the whole catalog, rebuilt when the space or the catalog size changes. */
@@ -653,7 +690,7 @@ export class Shelf {
    * worded as shoppers' behaviour) across departments needs the same collaborative cosine. Items
    * without categories are never judged. `vectorOf`: item-space vectors of the card and the items its reasons name.
    */
-  private withinDepartment(r: RankedItem, vectorOf: ReadonlyMap<string, Float32Array>): RankedItem {
+  private withinDepartment(r: RankedItem, vectorOf: { get(id: string): Float32Array | undefined }): RankedItem {
     const cats = this.items.has(r.id) ? this.items.item(r.id).categories : undefined;
     if (!cats?.length) return r;
     const same = (id: string) => {
@@ -696,26 +733,49 @@ export class Shelf {
     return reasons.length === r.reasons.length && reasons.every((x, i) => x === r.reasons[i]) ? r : { ...r, reasons };
   }
 
-  /** Unit centred content vectors by content vector, for the catalog mean they were centred with (see {@link withoutDuplicates}). */
-  private centredCache?: { mean: Float32Array; byVector: WeakMap<Float32Array, { vector: Float32Array; tails: Float64Array }> };
+  /**
+   * Unit centred content vectors by content vector, for the catalog mean they were centred with,
+   * and which pairs of them are near-duplicates at `threshold` (see {@link withoutDuplicates}).
+   */
+  private centredCache?: {
+    mean: Float32Array;
+    byVector: WeakMap<Float32Array, Centred>;
+    threshold: number;
+    duplicate: PairCache<Centred>;
+  };
 
   /**
    * Near-duplicates of an owned item (bought: `config.duplicateActions`) beyond
    * `config.duplicateKeep` per owned item moved after the first row (see core/diversify.ts
    * `demoteDuplicates`); scores are reassigned in the new order, as {@link diversified} does.
    */
+  /** The items the shopper owns (`config.duplicateActions`, in the catalog), for the event history and catalog size they were listed from. */
+  private ownedMemo?: { key: readonly unknown[]; owned: string[]; centred?: { cache: object | undefined; vecs: Centred[]; frame: PairFrame<Centred> } };
+
   private async withoutDuplicates(out: Recommendation[]): Promise<Recommendation[]> {
-    const actions = new Set(this.config.duplicateActions);
-    const owned = [...new Set(this.life.state.events.filter((e) => actions.has(e.action) && this.items.has(e.item)).map((e) => e.item))];
+    const ownedKey = [...this.eventsKey(), this.items.size];
+    if (!this.ownedMemo || !sameKey(this.ownedMemo.key, ownedKey)) {
+      const actions = new Set(this.config.duplicateActions);
+      this.ownedMemo = {
+        key: ownedKey,
+        owned: [...new Set(this.life.state.events.filter((e) => actions.has(e.action) && this.items.has(e.item)).map((e) => e.item))],
+      };
+    }
+    const ownedState = this.ownedMemo;
+    const owned = ownedState.owned;
     const depth = this.config.diversityDepth;
     if (owned.length === 0 || depth < 1 || out.length < 2) return out;
     // the candidates a first row can reach: the row, plus as many as could be set aside
     const reach = out.slice(0, Math.min(out.length, depth * (1 + Math.max(1, owned.length)) + 8));
     const mean = await this.items.contentMean();
     // why cached: an item's content vector and the catalog mean are stable objects until the catalog or the space changes
-    if (this.centredCache?.mean !== mean) this.centredCache = { mean, byVector: new WeakMap() };
-    const cache = this.centredCache.byVector;
-    const centred = (v: Float32Array): { vector: Float32Array; tails: Float64Array } => {
+    const threshold = this.config.duplicateSimilarity;
+    if (this.centredCache?.mean !== mean || this.centredCache.threshold !== threshold)
+      this.centredCache = { mean, byVector: new WeakMap(), threshold, duplicate: new PairCache((c, o) => (isNearDuplicate(c, o, threshold) ? 1 : 0), 1 << 17) };
+    const centredState = this.centredCache;
+    const duplicate = centredState.duplicate;
+    const cache = centredState.byVector;
+    const centred = (v: Float32Array): Centred => {
       const hit = cache.get(v);
       if (hit) return hit;
       const c = new Float32Array(v.length);
@@ -730,9 +790,22 @@ export class Shelf {
       cache.set(v, entry);
       return entry;
     };
-    const ownedVecs = (await this.items.contentVectorsOf(owned)).map((e) => centred(e.vector));
+    // the owned items' centred vectors and their columns, once per owned list and centring
+    let known = ownedState.centred;
+    if (known?.cache !== centredState) {
+      const vecs = (await this.items.contentVectorsOf(owned)).map((e) => centred(e.vector));
+      known = ownedState.centred = { cache: centredState, vecs, frame: duplicate.frame(vecs) };
+    }
+    const ownedVecs = known.vecs;
     const candVecs = (await this.items.contentVectorsOf(reach.map((r) => r.id))).map((e) => centred(e.vector));
-    const dupes = nearDuplicates(candVecs, ownedVecs, this.config.duplicateSimilarity).map((hits) => hits.map((k) => owned[k]));
+    // why cached across calls: whether two catalog items are near-duplicates does not change until the catalog does
+    const frame = known.frame;
+    const dupes = candVecs.map((c) => {
+      const row = frame.row(c);
+      const hits: string[] = [];
+      for (let k = 0; k < ownedVecs.length; k++) if (row.at(k) === 1) hits.push(owned[k]);
+      return hits;
+    });
     const order = demoteDuplicates(dupes, this.config.duplicateKeep, depth);
     if (order.every((k, i) => k === i)) return out;
     return [...order.map((k, i) => ({ ...out[k], score: out[i].score })), ...out.slice(reach.length)];
@@ -752,6 +825,7 @@ export class Shelf {
       out.map((r) => ({ score: r.score, vector: vectorOf.get(r.id)! })),
       aspects,
       { minShare: this.config.diversity, depth, tau: this.config.tau },
+      this.itemDots().memories,
     );
     if (order.every((k, i) => k === i)) return out;
     return order.map((k, i) => {
@@ -769,8 +843,48 @@ export class Shelf {
     });
   }
 
+  /**
+   * The memories' linked items (those still in the catalog, first appearance order) → their
+   * item-space vectors: the ones already computed read synchronously, the rest in one batch.
+   */
+  private async linkedVectors(): Promise<Map<string, Float32Array>> {
+    const out = new Map<string, Float32Array>();
+    const missing: string[] = [];
+    for (const m of this.life.state.memories) {
+      for (const id of m.items) {
+        if (out.has(id) || !this.items.has(id)) continue;
+        const e = this.items.cached(id);
+        // a placeholder keeps the first-appearance order; filled below
+        out.set(id, e ? e.vector : EMPTY);
+        if (!e) missing.push(id);
+      }
+    }
+    if (missing.length) (await this.items.vectorsOf(missing)).forEach((e, i) => out.set(missing[i], e.vector));
+    return out;
+  }
+
+  /** {@link actionLookup}'s last answer and the event history it was made from. */
+  private actionsMemo?: { key: readonly unknown[]; lookup: (id: string) => Action | undefined };
+
+  /**
+   * A key that changes whenever the event history does (events are appended, trimmed from the
+   * front, erased or replaced; each append takes a new sequence number).
+   */
+  private eventsKey(): readonly unknown[] {
+    const ev = this.life.state.events;
+    return [ev, ev.length, ev[0], ev[ev.length - 1], this.life.state.nextSeq];
+  }
+
   /** Item → the shopper's strongest positive action on it (purchase > cart > like > rate > click > view), for wording. */
   private actionLookup(): (id: string) => Action | undefined {
+    const key = this.eventsKey();
+    if (this.actionsMemo && sameKey(this.actionsMemo.key, key)) return this.actionsMemo.lookup;
+    const lookup = this.actionLookupOf();
+    this.actionsMemo = { key, lookup };
+    return lookup;
+  }
+
+  private actionLookupOf(): (id: string) => Action | undefined {
     const best = new Map<string, Action>();
     for (const e of this.life.state.events) {
       if (actionWeight(e.action) <= 0) continue;

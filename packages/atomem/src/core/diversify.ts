@@ -11,7 +11,7 @@
  * candidate covering it replaces the lowest-ranked card of the row whose removal uncovers no
  * strong interest. The row stays in the ranker's order; so does the rest.
  */
-import { dot } from './vector.js';
+import { dot, sumProducts, type DotCache } from './vector.js';
 
 /** One ranked candidate as diversification sees it. */
 export interface DiversifyCandidate {
@@ -38,9 +38,10 @@ export interface DiversifyParams {
 
 /**
  * New order of `ranked` (indices into it; `ranked` is best first). The identity when every
- * strong interest is already in the first row, with `minShare` 0, or `depth` < 2.
+ * strong interest is already in the first row, with `minShare` 0, or `depth` < 2. `dots`: the
+ * candidates' dot products with the aspects' vectors kept across calls (the same numbers).
  */
-export function diversify(ranked: readonly DiversifyCandidate[], aspects: readonly Aspect[], p: DiversifyParams): number[] {
+export function diversify(ranked: readonly DiversifyCandidate[], aspects: readonly Aspect[], p: DiversifyParams, dots?: DotCache): number[] {
   const n = ranked.length;
   const identity = Array.from({ length: n }, (_, i) => i);
   const depth = Math.min(p.depth, n);
@@ -51,7 +52,10 @@ export function diversify(ranked: readonly DiversifyCandidate[], aspects: readon
   const memo = new Map<number, boolean[]>();
   const coverOf = (i: number) => {
     let c = memo.get(i);
-    if (!c) memo.set(i, (c = strong.map((a) => dot(ranked[i].vector, a.vector) >= p.tau)));
+    if (!c) {
+      const row = dots?.row(ranked[i].vector);
+      memo.set(i, (c = strong.map((a) => (row ? row.get(a.vector) : dot(ranked[i].vector, a.vector)) >= p.tau)));
+    }
     return c;
   };
   const row = identity.slice(0, depth);
@@ -136,26 +140,34 @@ export function nearDuplicates(
   threshold: number,
 ): number[][] {
   return candidates.map((c) => {
-    const a = c.vector;
-    const step = Math.ceil(a.length / CHECKS);
     const hits: number[] = [];
-    for (let o = 0; o < owned.length; o++) {
-      const b = owned[o].vector;
-      if (b.length !== a.length) throw new RangeError(`vector dimension mismatch: ${a.length} vs ${b.length}`);
-      const tb = owned[o].tails;
-      let s = 0;
-      let d = 0;
-      let gaveUp = false;
-      for (let k = 0; k < CHECKS; k++) {
-        const end = Math.min(a.length, (k + 1) * step);
-        for (; d < end; d++) s += a[d] * b[d];
-        if (k < CHECKS - 1 && s + c.tails[k + 1] * tb[k + 1] < threshold - SLACK) {
-          gaveUp = true;
-          break;
-        }
-      }
-      if (!gaveUp && s >= threshold) hits.push(o);
-    }
+    for (let o = 0; o < owned.length; o++) if (isNearDuplicate(c, owned[o], threshold)) hits.push(o);
     return hits;
   });
+}
+
+/**
+ * One pair of {@link nearDuplicates}: true when the dot product of `c` and `o` (summed in index
+ * order) is ≥ `threshold`, given up early when the partial sum plus the Cauchy–Schwarz bound of the
+ * remaining dimensions stays below the threshold by more than rounding can explain.
+ */
+export function isNearDuplicate(
+  c: { vector: Float32Array; tails: Float64Array },
+  o: { vector: Float32Array; tails: Float64Array },
+  threshold: number,
+): boolean {
+  const a = c.vector;
+  const b = o.vector;
+  if (b.length !== a.length) throw new RangeError(`vector dimension mismatch: ${a.length} vs ${b.length}`);
+  const step = Math.ceil(a.length / CHECKS);
+  const tb = o.tails;
+  let s = 0;
+  let d = 0;
+  for (let k = 0; k < CHECKS; k++) {
+    const end = Math.min(a.length, (k + 1) * step);
+    s = sumProducts(a, b, d, end, s);
+    d = end;
+    if (k < CHECKS - 1 && s + c.tails[k + 1] * tb[k + 1] < threshold - SLACK) return false;
+  }
+  return s >= threshold;
 }

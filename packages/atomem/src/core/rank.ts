@@ -7,7 +7,7 @@ import type { AtomemConfig, RankWeights } from './config.js';
 import type { Action, AtomicMemory } from './types.js';
 import { decay } from './memory.js';
 import { retrieve, type CommunityContext } from './retrieve.js';
-import { dot } from './vector.js';
+import { dot, type DotCache, type PairFrame } from './vector.js';
 
 /** A candidate with its embedding. */
 export interface Candidate {
@@ -106,6 +106,16 @@ export interface RankInput {
    * {@link nameLinkedItems} for the items it shows): they cost a cosine per linked item and card.
    */
   deferItems?: boolean;
+  /**
+   * Item–item dot products kept across calls (the recent events' items and the memories' linked
+   * items against each card): the same numbers, summed once. Absent: every one is summed here.
+   */
+  dots?: DotCache;
+  /**
+   * The memories' dot products with the cards kept across calls (a memory's vector is replaced,
+   * never changed in place, when the memory changes): the same numbers, summed once.
+   */
+  memoryDots?: DotCache;
 }
 
 /** Most reasons kept per ranked item. */
@@ -137,6 +147,9 @@ interface ListWeights {
   profileSum: number;
   /** Sum of the absolute recent-event weights. */
   recentSum: number;
+  /** Unit keys per memory (`m:<id>`, input order) and per recent event (`r:<item>`), made once per list. */
+  memoryKeys: string[];
+  recentKeys: string[];
 }
 
 function listWeights(input: RankInput, cfg: AtomemConfig): ListWeights {
@@ -151,50 +164,66 @@ function listWeights(input: RankInput, cfg: AtomemConfig): ListWeights {
   });
   let recentSum = 0;
   for (const e of input.recent ?? []) recentSum += Math.abs(e.weight);
-  return { salience, profile, profileSum, recentSum };
+  const memoryKeys = input.memories.map((m) => `m:${m.id}`);
+  const recentKeys = (input.recent ?? []).map((e) => `r:${e.item}`);
+  return { salience, profile, profileSum, recentSum, memoryKeys, recentKeys };
 }
 
 /** A candidate's features and the units behind them. `index` = the candidate's position. */
-function unitsOf(input: RankInput, cfg: AtomemConfig, c: Candidate, index: number, lw: ListWeights = listWeights(input, cfg)): { f: Features; units: Unit[] } {
+function unitsOf(
+  input: RankInput,
+  cfg: AtomemConfig,
+  c: Candidate,
+  index: number,
+  lw: ListWeights = listWeights(input, cfg),
+  recentFrame?: PairFrame<Float32Array>,
+  memoryFrame?: PairFrame<Float32Array>,
+): { f: Features; units: Unit[] } {
   const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
   const units = new Map<string, Unit>();
-  const memoryUnit = (m: AtomicMemory, similarity: number): Unit => {
-    let u = units.get(`m:${m.id}`);
+  const memoryUnit = (m: AtomicMemory, key: string, similarity: number): Unit => {
+    let u = units.get(key);
     if (!u) {
       const reason: Reason = { kind: 'memory', memoryId: m.id, content: m.content, similarity, contribution: 0 };
-      u = { key: `m:${m.id}`, reason, parts: {}, keep: false };
-      units.set(u.key, u);
+      u = { key, reason, parts: {}, keep: false };
+      units.set(key, u);
     }
     return u;
   };
-  const r = retrieve(input.memories, c.vector, cfg, input.communities);
+  // each memory's cosine to the card, summed once: retrieval and the profile signal read the same numbers
+  const sims = new Float64Array(input.memories.length);
+  const memRow = memoryFrame?.row(c.vector);
+  for (let i = 0; i < sims.length; i++) sims[i] = memRow ? memRow.at(i) : dot(input.memories[i].embedding.vector, c.vector);
+  const r = retrieve(input.memories, c.vector, cfg, input.communities, sims);
   for (const o of r.own) {
     const sal = lw.salience.get(o.memory) ?? o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
     const v = sal * o.similarity;
     f.memory += v;
-    const u = memoryUnit(o.memory, o.similarity);
+    const u = memoryUnit(o.memory, `m:${o.memory.id}`, o.similarity);
     u.parts.memory = v;
     u.keep = true;
   }
   if (input.memories.length) {
     const wsum = lw.profileSum;
     if (wsum > 0) {
-      input.memories.forEach((m, i) => {
-        const s = dot(m.embedding.vector, c.vector);
+      for (let i = 0; i < sims.length; i++) {
+        const s = sims[i];
         const t = lw.profile[i] * s;
         f.profile += t / wsum;
         // why: only memories pointing at this card (positive cosine) can be named for it.
-        if (s > 0 || units.has(`m:${m.id}`)) memoryUnit(m, s).parts.profile = t / wsum;
-      });
+        if (s > 0 || units.has(lw.memoryKeys[i])) memoryUnit(input.memories[i], lw.memoryKeys[i], s).parts.profile = t / wsum;
+      }
     }
   }
   if (input.recent?.length) {
     const wsum = lw.recentSum;
-    for (const e of input.recent) {
-      const s = dot(e.vector, c.vector);
+    const row = recentFrame?.row(c.vector);
+    for (let j = 0; j < input.recent.length; j++) {
+      const e = input.recent[j];
+      const s = row ? row.at(j) : dot(e.vector, c.vector);
       const part = wsum > 0 ? (e.weight * s) / wsum : 0;
       f.recent += part;
-      const key = `r:${e.item}`;
+      const key = lw.recentKeys[j];
       let u = units.get(key);
       if (!u) {
         u = {
@@ -270,31 +299,74 @@ export function features(input: RankInput, cfg: AtomemConfig, c: Candidate, inde
 }
 
 /**
+ * The memories' linked items as {@link nameLinkedItems} reads them, resolved once per call:
+ * per memory id (the first memory of a repeated id), its linked items that have a vector, in link
+ * order, and each one's index into `vectors` (one entry per distinct item).
+ */
+export interface LinkedItems {
+  byMemory: Map<string, { ids: string[]; at: Int32Array }>;
+  vectors: Float32Array[];
+  /** The cards' dot products with `vectors`, kept across calls (when a {@link DotCache} was given). */
+  frame?: PairFrame<Float32Array>;
+}
+
+/** {@link LinkedItems} of `memories` with `itemVectors` (by item id). */
+export function linkedItems(memories: readonly AtomicMemory[], itemVectors: ReadonlyMap<string, Float32Array>, dots?: DotCache): LinkedItems {
+  const index = new Map<string, number>();
+  const vectors: Float32Array[] = [];
+  const byMemory = new Map<string, { ids: string[]; at: Int32Array }>();
+  for (const m of memories) {
+    if (byMemory.has(m.id)) continue;
+    const ids: string[] = [];
+    const at: number[] = [];
+    for (const id of m.items) {
+      const v = itemVectors.get(id);
+      if (!v) continue;
+      let k = index.get(id);
+      if (k === undefined) {
+        k = vectors.length;
+        index.set(id, k);
+        vectors.push(v);
+      }
+      ids.push(id);
+      at.push(k);
+    }
+    byMemory.set(m.id, { ids, at: Int32Array.from(at) });
+  }
+  return { byMemory, vectors, ...(dots ? { frame: dots.frame(vectors) } : {}) };
+}
+
+/**
  * Name, on each memory reason of a card (in place), the memory's linked item closest to the card
  * (`item`, not the card itself) and the next closest (`alternatives`, up to 3), ties in link
- * order; what {@link rank} does unless `deferItems`. `memories`: by id.
+ * order; what {@link rank} does unless `deferItems`. `linked`: see {@link linkedItems}.
  */
-export function nameLinkedItems(
-  reasons: readonly Reason[],
-  c: Candidate,
-  memories: ReadonlyMap<string, AtomicMemory>,
-  itemVectors: ReadonlyMap<string, Float32Array>,
-): void {
-  // why cached: memories share linked items, and each linked item's cosine to this card is needed once
-  const sims = new Map<string, number>();
+export function nameLinkedItems(reasons: readonly Reason[], c: Candidate, linked: LinkedItems): void {
+  // why per card: memories share linked items, and each linked item's cosine to this card is needed once
+  let sims: Float64Array | undefined;
+  let row: { at(j: number): number } | undefined;
   for (const r of reasons) {
     if (r.kind !== 'memory') continue;
-    const memory = memories.get(r.memoryId);
+    const mine = linked.byMemory.get(r.memoryId);
+    if (!mine) continue;
     // the 4 closest linked items, best first, ties in link order (as a stable sort would give)
     const near: { id: string; s: number }[] = [];
-    for (const id of memory?.items ?? []) {
+    for (let k = 0; k < mine.ids.length; k++) {
+      const id = mine.ids[k];
       if (id === c.id) continue;
-      let s = sims.get(id);
-      if (s === undefined) {
-        const v = itemVectors.get(id);
-        if (!v) continue;
-        s = dot(v, c.vector);
-        sims.set(id, s);
+      const j = mine.at[k];
+      let s: number;
+      if (linked.frame) {
+        // the kept dot products (read back, not summed again)
+        row ??= linked.frame.row(c.vector);
+        s = row.at(j);
+      } else {
+        sims ??= new Float64Array(linked.vectors.length).fill(Number.NaN);
+        s = sims[j];
+        if (Number.isNaN(s)) {
+          s = dot(linked.vectors[j], c.vector);
+          sims[j] = s;
+        }
       }
       if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
       let at = near.length;
@@ -323,12 +395,10 @@ export function memoriesById(memories: readonly AtomicMemory[]): Map<string, Ato
  */
 export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   if (input.candidates.length === 0) return [];
-  const dim = input.candidates[0].vector.length;
-  for (const c of input.candidates) {
-    if (c.vector.length !== dim) throw new RangeError(`candidate ${c.id}: dimension ${c.vector.length}, expected ${dim}`);
-  }
+  checkDims(input);
   const lw = listWeights(input, cfg);
-  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i, lw));
+  const frames = framesOf(input);
+  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i, lw, frames.recent, frames.memory));
   const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
   const { scores, scale } = combineDetailed(
     per.map((p) => p.f),
@@ -348,29 +418,212 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     }
   }
   const itemVectors = input.itemVectors;
-  let byId: Map<string, AtomicMemory> | undefined;
-  const memoryById = () => (byId ??= memoriesById(input.memories));
+  let linked: LinkedItems | undefined;
   const out = per.map((p, i) => {
-    const reasons: Reason[] = [];
-    for (const u of p.units) {
-      const m = mean.get(u.key)!;
-      let contribution = 0;
-      for (const k in u.parts) contribution += (scale[k] ?? 0) * (u.parts[k] - (m[k] ?? 0));
-      if (!u.keep && !(contribution > 1e-9)) continue;
-      reasons.push({ ...u.reason, contribution } as Reason);
-    }
-    reasons.sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution));
-    reasons.length = Math.min(reasons.length, MAX_REASONS);
-    reasons.sort((a, b) => b.contribution - a.contribution);
+    const reasons = reasonsOf(p.units, mean, scale);
     const c = input.candidates[i];
-    if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, memoryById(), itemVectors);
+    if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, (linked ??= linkedItems(input.memories, itemVectors, input.dots)));
     const given = input.extraReasons?.[i];
     return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
   });
+  return byScore(out);
+}
+
+/** Every candidate of one dimension (a clear error otherwise). */
+function checkDims(input: RankInput): void {
+  const dim = input.candidates[0].vector.length;
+  for (const c of input.candidates) {
+    if (c.vector.length !== dim) throw new RangeError(`candidate ${c.id}: dimension ${c.vector.length}, expected ${dim}`);
+  }
+}
+
+/** The call's frames of the kept dot products: the recent events' items, the memories. */
+function framesOf(input: RankInput): { recent?: PairFrame<Float32Array>; memory?: PairFrame<Float32Array> } {
+  return {
+    recent: input.dots && input.recent?.length ? input.dots.frame(input.recent.map((e) => e.vector)) : undefined,
+    memory: input.memoryDots && input.memories.length ? input.memoryDots.frame(input.memories.map((m) => m.embedding.vector)) : undefined,
+  };
+}
+
+/** Best first, ties in input order. */
+function byScore<T extends { score: number }>(out: T[]): T[] {
   return out
     .map((x, i) => ({ x, i }))
     .sort((a, b) => b.x.score - a.x.score || a.i - b.i)
     .map((e) => e.x);
+}
+
+/** A card's reasons from its units, the list means of the units' parts and each signal's `weight / sd`: see {@link rank}. */
+function reasonsOf(units: readonly Unit[], mean: ReadonlyMap<string, Record<string, number>>, scale: Readonly<Record<string, number>>): Reason[] {
+  const reasons: Reason[] = [];
+  for (const u of units) {
+    const m = mean.get(u.key)!;
+    let contribution = 0;
+    for (const k in u.parts) contribution += (scale[k] ?? 0) * (u.parts[k] - (m[k] ?? 0));
+    if (!u.keep && !(contribution > 1e-9)) continue;
+    reasons.push({ ...u.reason, contribution } as Reason);
+  }
+  reasons.sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution));
+  reasons.length = Math.min(reasons.length, MAX_REASONS);
+  reasons.sort((a, b) => b.contribution - a.contribution);
+  return reasons;
+}
+
+/** Sums of one unit's parts over the list (each part / n, in candidate order, as {@link rank} adds them). */
+type PartMeans = Record<string, number>;
+
+/**
+ * {@link rank} for a caller that shows only some of the cards (a whole-catalog shortlist, `limit`):
+ * the same order, scores and features, with each card's reasons made only when asked for
+ * (`reasons(id)`, the same reasons `rank` would give with `deferItems`; the returned items carry
+ * an empty `reasons` until then). The first pass sums each card's signals and each reason's list
+ * mean without building the reasons; a card's reasons are then made from its own units.
+ */
+export function rankDeferred(input: RankInput, cfg: AtomemConfig): { ranked: RankedItem[]; reasons(id: string): Reason[] } {
+  if (input.candidates.length === 0) return { ranked: [], reasons: () => [] };
+  checkDims(input);
+  const lw = listWeights(input, cfg);
+  const frames = framesOf(input);
+  const n = input.candidates.length;
+  const memories = input.memories;
+  // unit slots: one per distinct memory key (a repeated memory id shares its unit, as in unitsOf)
+  const memSlot = new Map<string, number>();
+  const slotOfMemory = lw.memoryKeys.map((k) => {
+    let x = memSlot.get(k);
+    if (x === undefined) memSlot.set(k, (x = memSlot.size));
+    return x;
+  });
+  const bySlotKey = [...memSlot.keys()];
+  const memIndex = new Map<AtomicMemory, number>();
+  memories.forEach((m, i) => {
+    if (!memIndex.has(m)) memIndex.set(m, i);
+  });
+  const ms = memSlot.size;
+  const meanMemory = new Float64Array(ms);
+  const meanProfile = new Float64Array(ms);
+  const hasMemory = new Uint8Array(ms);
+  const hasProfile = new Uint8Array(ms);
+  const curMemory = new Float64Array(ms);
+  const curProfile = new Float64Array(ms);
+  const stampMemory = new Int32Array(ms).fill(-1);
+  const stampProfile = new Int32Array(ms).fill(-1);
+  const stampUnit = new Int32Array(ms).fill(-1);
+  const recent = input.recent ?? [];
+  const recSlot = new Map<string, number>();
+  const slotOfRecent = lw.recentKeys.map((k) => {
+    let x = recSlot.get(k);
+    if (x === undefined) recSlot.set(k, (x = recSlot.size));
+    return x;
+  });
+  const meanRecent = new Float64Array(recSlot.size);
+  const curRecent = new Float64Array(recSlot.size);
+  const community = new Map<string, PartMeans>();
+  let meanPop = 0;
+  let hasPop = false;
+  const extras = Object.entries(input.extra ?? {});
+  const sourced = extras.filter(([name]) => input.extraSources && Object.hasOwn(input.extraSources, name));
+  const meanExtra = new Float64Array(sourced.length);
+  const shares = input.communities?.itemShares;
+  const features: Features[] = new Array(n);
+  for (let ci = 0; ci < n; ci++) {
+    const c = input.candidates[ci];
+    const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
+    const sims = new Float64Array(memories.length);
+    const memRow = frames.memory?.row(c.vector);
+    for (let i = 0; i < sims.length; i++) sims[i] = memRow ? memRow.at(i) : dot(memories[i].embedding.vector, c.vector);
+    const r = retrieve(memories, c.vector, cfg, input.communities, sims);
+    for (const o of r.own) {
+      const sal = lw.salience.get(o.memory) ?? o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
+      const v = sal * o.similarity;
+      f.memory += v;
+      const slot = memSlot.get(`m:${o.memory.id}`)!;
+      curMemory[slot] = v;
+      stampMemory[slot] = ci;
+      stampUnit[slot] = ci;
+    }
+    if (memories.length) {
+      const wsum = lw.profileSum;
+      if (wsum > 0) {
+        for (let i = 0; i < sims.length; i++) {
+          const s = sims[i];
+          const t = lw.profile[i] * s;
+          f.profile += t / wsum;
+          const slot = slotOfMemory[i];
+          if (s > 0 || stampUnit[slot] === ci) {
+            curProfile[slot] = t / wsum;
+            stampProfile[slot] = ci;
+            stampUnit[slot] = ci;
+          }
+        }
+      }
+    }
+    for (let slot = 0; slot < ms; slot++) {
+      if (stampMemory[slot] === ci) (meanMemory[slot] += curMemory[slot] / n), (hasMemory[slot] = 1);
+      if (stampProfile[slot] === ci) (meanProfile[slot] += curProfile[slot] / n), (hasProfile[slot] = 1);
+    }
+    if (recent.length) {
+      const wsum = lw.recentSum;
+      const row = frames.recent?.row(c.vector);
+      curRecent.fill(0);
+      for (let j = 0; j < recent.length; j++) {
+        const s = row ? row.at(j) : dot(recent[j].vector, c.vector);
+        const part = wsum > 0 ? (recent[j].weight * s) / wsum : 0;
+        f.recent += part;
+        curRecent[slotOfRecent[j]] += part;
+      }
+      for (let slot = 0; slot < curRecent.length; slot++) meanRecent[slot] += curRecent[slot] / n;
+    }
+    let protoBest: PartMeans | undefined;
+    for (const { community: k } of r.communities) {
+      const v = k.view;
+      const p = dot(v.prototype, c.vector);
+      const share = v.items && k.itemTotal > 0 ? (v.items[c.id] ?? 0) / k.itemTotal : 0;
+      f.communityItems += share;
+      const key = `c:${v.id}`;
+      let m = community.get(key);
+      if (!m) community.set(key, (m = {}));
+      m.communityItems = (m.communityItems ?? 0) + share / n;
+      // the prototype signal (a maximum) goes to its argmax, exactly as unitsOf assigns it
+      if (p > f.prototype || !protoBest) {
+        f.prototype = Math.max(f.prototype, p);
+        if (p >= f.prototype) protoBest = m;
+      }
+    }
+    if (protoBest) protoBest.prototype = (protoBest.prototype ?? 0) + f.prototype / n;
+    if (shares) {
+      f.popularity = shares.get(c.id) ?? 0;
+      if (f.popularity > 0) (meanPop += f.popularity / n), (hasPop = true);
+    }
+    for (const [name, values] of extras) f[name] = values[ci];
+    for (let x = 0; x < sourced.length; x++) meanExtra[x] += sourced[x][1][ci] / n;
+    features[ci] = f;
+  }
+  const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
+  const { scores, scale } = combineDetailed(features, weights);
+  const mean = new Map<string, Record<string, number>>();
+  for (let slot = 0; slot < ms; slot++) {
+    const m: Record<string, number> = {};
+    if (hasMemory[slot]) m.memory = meanMemory[slot];
+    if (hasProfile[slot]) m.profile = meanProfile[slot];
+    mean.set(bySlotKey[slot], m);
+  }
+  for (const [key, slot] of recSlot) mean.set(key, { recent: meanRecent[slot] });
+  for (const [key, m] of community) mean.set(key, m);
+  if (hasPop) mean.set('pop', { popularity: meanPop });
+  sourced.forEach(([name], x) => mean.set(`x:${name}`, { [name]: meanExtra[x] }));
+  const index = new Map(input.candidates.map((c, i) => [c.id, i]));
+  const ranked = byScore(input.candidates.map((c, i) => ({ id: c.id, score: scores[i], features: features[i], reasons: [] as Reason[] })));
+  return {
+    ranked,
+    reasons: (id) => {
+      const i = index.get(id);
+      if (i === undefined) throw new RangeError(`rankDeferred: ${id} is not a candidate`);
+      const { units } = unitsOf(input, cfg, input.candidates[i], i, lw, frames.recent, frames.memory);
+      const reasons = reasonsOf(units, mean, scale);
+      const given = input.extraReasons?.[i];
+      return given?.length ? [...given, ...reasons] : reasons;
+    },
+  };
 }
 
 /**

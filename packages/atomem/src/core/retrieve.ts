@@ -41,11 +41,12 @@ export interface CommunityContext {
   itemShares?: ReadonlyMap<string, number>;
 }
 
-/** Top-`k` memories by cosine to `query` with similarity ≥ `tau`, best first. */
-export function retrieveOwn(memories: readonly AtomicMemory[], query: Float32Array, k: number, tau: number): Retrieved[] {
+/** Top-`k` memories by cosine to `query` with similarity ≥ `tau`, best first. `sims`: each memory's `dot(vector, query)`, when already summed. */
+export function retrieveOwn(memories: readonly AtomicMemory[], query: Float32Array, k: number, tau: number, sims?: ArrayLike<number>): Retrieved[] {
   const out: Retrieved[] = [];
-  for (const m of memories) {
-    const s = dot(m.embedding.vector, query);
+  for (let i = 0; i < memories.length; i++) {
+    const m = memories[i];
+    const s = sims ? sims[i] : dot(m.embedding.vector, query);
     if (s < tau) continue;
     if (out.length < k) {
       out.push({ memory: m, similarity: s });
@@ -71,8 +72,9 @@ export function retrieve(
   query: Float32Array,
   cfg: Pick<AtomemConfig, 'k2' | 'tau'>,
   ctx?: CommunityContext,
+  sims?: ArrayLike<number>,
 ): RetrievalResult {
-  const own = retrieveOwn(memories, query, cfg.k2, cfg.tau);
+  const own = retrieveOwn(memories, query, cfg.k2, cfg.tau, sims);
   const communities: RetrievalResult['communities'] = [];
   if (ctx) {
     const seen = new Set<string>();

@@ -5,11 +5,22 @@ export function assertSameDim(a: ArrayLike<number>, b: ArrayLike<number>): void 
   if (a.length !== b.length) throw new RangeError(`vector dimension mismatch: ${a.length} vs ${b.length}`);
 }
 
-/** Dot product. */
+/** Dot product, summed in index order (unrolled by four; the same additions in the same order). */
 export function dot(a: ArrayLike<number>, b: ArrayLike<number>): number {
   assertSameDim(a, b);
-  let s = 0;
-  for (let i = 0; i < a.length; i++) s += a[i] * b[i];
+  return sumProducts(a, b, 0, a.length, 0);
+}
+
+/** `s` plus the products of `a` and `b` from `from` to `to` (exclusive), added one by one in index order. */
+export function sumProducts(a: ArrayLike<number>, b: ArrayLike<number>, from: number, to: number, s: number): number {
+  let i = from;
+  for (; i + 3 < to; i += 4) {
+    s += a[i] * b[i];
+    s += a[i + 1] * b[i + 1];
+    s += a[i + 2] * b[i + 2];
+    s += a[i + 3] * b[i + 3];
+  }
+  for (; i < to; i++) s += a[i] * b[i];
   return s;
 }
 
@@ -57,4 +68,200 @@ export function meanNormalized(vectors: readonly ArrayLike<number>[], weights?: 
 export function isFiniteVector(a: ArrayLike<number>): boolean {
   for (let i = 0; i < a.length; i++) if (!Number.isFinite(a[i])) return false;
   return true;
+}
+
+/** Numbers one {@link PairCache} row holds before the row grows (doubling). */
+const ROW_START = 64;
+
+/**
+ * A number per pair of stable objects (e.g. item vectors: stable until the catalog or the item
+ * space changes; a changed vector is a new object, so it misses), kept across calls: a row per
+ * card, a column per "other" (the memories' linked items, the recent events' items, the items
+ * the shopper owns); each pair's `pair(card, other)` is computed once and then read back.
+ * Bounded: at most `maxCells` numbers in all (the least recently used rows are dropped first) and
+ * `maxColumns` columns (beyond them the cache starts over); never an items × items matrix. Keyed
+ * by object identity: never mutate a key in place while it is cached.
+ */
+export class PairCache<K extends object> {
+  private readonly columns = new Map<K, number>();
+  /** Card → its numbers by column (NaN: not computed yet), least recently used first. */
+  private readonly rows = new Map<K, Float64Array>();
+  private cells = 0;
+  /** Bumped by {@link clear}: a row handle of an earlier generation reads its row again. */
+  private generation = 0;
+
+  constructor(
+    private readonly pair: (card: K, other: K) => number,
+    readonly maxCells = 1 << 19,
+    readonly maxColumns = 4096,
+  ) {
+    if (!(maxCells >= ROW_START) || !(maxColumns >= 1)) throw new RangeError(`PairCache: maxCells ≥ ${ROW_START} and maxColumns ≥ 1 needed`);
+  }
+
+  /** Numbers held, computed or not (for tests and memory figures). */
+  get size(): number {
+    return this.cells;
+  }
+
+  /** Forget everything. */
+  clear(): void {
+    this.columns.clear();
+    this.rows.clear();
+    this.cells = 0;
+    this.generation++;
+  }
+
+  /** The numbers of `card` with others: `get(other)` equals `pair(card, other)`. */
+  row(card: K): { get(other: K): number } {
+    let r = this.rows.get(card);
+    if (r) {
+      // most recently used last
+      this.rows.delete(card);
+      this.rows.set(card, r);
+    }
+    let gen = this.generation;
+    return {
+      get: (other: K): number => {
+        let c = this.columns.get(other);
+        if (c === undefined) {
+          if (this.columns.size >= this.maxColumns) this.clear();
+          c = this.columns.size;
+          this.columns.set(other, c);
+        }
+        if (gen !== this.generation) {
+          r = this.rows.get(card);
+          gen = this.generation;
+        }
+        if (!r || r.length <= c) r = this.grow(card, r, c);
+        let s = r[c];
+        if (Number.isNaN(s)) {
+          s = this.pair(card, other);
+          r[c] = s;
+        }
+        return s;
+      },
+    };
+  }
+
+  /**
+   * The numbers of cards with a fixed list of others (e.g. one call's linked and recent items),
+   * their columns looked up once: `frame(others).row(card).at(j)` equals `pair(card, others[j])`.
+   * More others than `maxColumns`: computed, not cached.
+   */
+  frame(others: readonly K[]): PairFrame<K> {
+    return new PairFrame(this, others);
+  }
+
+  /** Columns of `others` (added when new; the cache starts over first when they would not fit), or undefined when they never fit. */
+  columnsOf(others: readonly K[]): Int32Array | undefined {
+    if (others.length > this.maxColumns) return undefined;
+    let fresh = 0;
+    for (const o of others) if (!this.columns.has(o)) fresh++;
+    if (this.columns.size + fresh > this.maxColumns) this.clear();
+    const cols = new Int32Array(others.length);
+    others.forEach((o, j) => {
+      let c = this.columns.get(o);
+      if (c === undefined) {
+        c = this.columns.size;
+        this.columns.set(o, c);
+      }
+      cols[j] = c;
+    });
+    return cols;
+  }
+
+  /** The current generation (see {@link clear}). */
+  get epoch(): number {
+    return this.generation;
+  }
+
+  /** `card`'s row with room for `column`, entered most recently used. */
+  rowFor(card: K, column: number): Float64Array {
+    let r = this.rows.get(card);
+    if (r && r.length > column) {
+      this.rows.delete(card);
+      this.rows.set(card, r);
+      return r;
+    }
+    r = this.grow(card, r, column);
+    return r;
+  }
+
+  /** Compute one pair (no caching). */
+  compute(card: K, other: K): number {
+    return this.pair(card, other);
+  }
+
+  /** A row for `card` with room for `column` (the old one's numbers kept), entered most recent; older rows dropped beyond `maxCells`. */
+  private grow(card: K, old: Float64Array | undefined, column: number): Float64Array {
+    let len = old?.length || ROW_START;
+    while (len <= column) len *= 2;
+    const r = new Float64Array(len).fill(Number.NaN);
+    if (old) r.set(old);
+    const held = this.rows.get(card);
+    if (held) this.cells -= held.length;
+    this.rows.delete(card);
+    this.rows.set(card, r);
+    this.cells += len;
+    for (const [v, x] of this.rows) {
+      if (this.cells <= this.maxCells || v === card) break;
+      this.rows.delete(v);
+      this.cells -= x.length;
+    }
+    return r;
+  }
+}
+
+/** See {@link PairCache.frame}. */
+export class PairFrame<K extends object> {
+  private cols: Int32Array | undefined;
+  private epoch: number;
+  private maxCol = -1;
+
+  constructor(
+    private readonly cache: PairCache<K>,
+    readonly others: readonly K[],
+  ) {
+    this.cols = cache.columnsOf(others);
+    this.epoch = cache.epoch;
+    if (this.cols) for (const c of this.cols) this.maxCol = Math.max(this.maxCol, c);
+  }
+
+  /** `card`'s numbers with the others: `at(j)` = pair(card, others[j]). */
+  row(card: K): { at(j: number): number } {
+    const cache = this.cache;
+    const others = this.others;
+    if (this.epoch !== cache.epoch) {
+      // another frame started the cache over: look the columns up again
+      this.cols = cache.columnsOf(others);
+      this.epoch = cache.epoch;
+      this.maxCol = -1;
+      if (this.cols) for (const c of this.cols) this.maxCol = Math.max(this.maxCol, c);
+    }
+    const cols = this.cols;
+    if (!cols || cols.length === 0) return { at: (j) => cache.compute(card, others[j]) };
+    const r = cache.rowFor(card, this.maxCol);
+    return {
+      at: (j) => {
+        const c = cols[j];
+        let s = r[c];
+        if (Number.isNaN(s)) {
+          s = cache.compute(card, others[j]);
+          r[c] = s;
+        }
+        return s;
+      },
+    };
+  }
+}
+
+/**
+ * Dot products of item vectors kept across calls ({@link PairCache} of {@link dot}): each pair
+ * summed once, then read back — the same bits as summing it again (`dot(a, b)` and `dot(b, a)`
+ * are equal: each product is exact in double precision and the sum runs in index order).
+ */
+export class DotCache extends PairCache<Float32Array> {
+  constructor(maxCells?: number, maxColumns?: number) {
+    super(dot, maxCells, maxColumns);
+  }
 }
