@@ -57,8 +57,9 @@ export interface ChunkData {
   /**
    * Lazy embedding updates: every item row this chunk reads or writes (its inputs, targets,
    * negatives and softmax items; more is allowed). Then only those rows of the item embedding
-   * are copied in, zeroed and added to `grads` — the rest of `grads`' item rows are left as
-   * they are — so a chunk costs O(rows · d) there instead of O(catalog · d).
+   * are copied in, zeroed and added to (with `assign`: written into) `grads` — the rest of
+   * `grads`' item rows are left as they are — so a chunk costs O(rows · d) there instead of
+   * O(catalog · d).
    */
   touched?: Int32Array;
 }
