@@ -10,7 +10,7 @@ import { encodeHistory, scoreItems, type SasrecConfig } from '../src/shop/sasrec
 import { mmNT, transpose } from '../src/shop/sasrec/kernels.js';
 import { simdKernels, simdMmNT, simdSupported } from '../src/shop/sasrec/simd.js';
 import { GradCore } from '../src/shop/sasrec/train-core.js';
-import { initWeights, Sampler, trainSasrec } from '../src/shop/sasrec/train.js';
+import { adam, adamSum, initWeights, Sampler, trainSasrec } from '../src/shop/sasrec/train.js';
 import { gradientCheck, perturbedWeights, randomChunk } from '../../../test/fixtures/sasrec.js';
 
 describe('SASRec backprop', () => {
@@ -120,6 +120,43 @@ describe.skipIf(!simdSupported())('WASM SIMD product', () => {
     let worst = 0;
     for (let k = 0; k < lay.size; k++) worst = Math.max(worst, Math.abs(res[0].g[k] - res[1].g[k]));
     expect(worst).toBeLessThan(1e-5);
+  });
+});
+
+describe('SASRec gradient slots and the fused Adam step', () => {
+  const cfg: SasrecConfig = { maxLen: 12, dim: 16, blocks: 2, heads: 1 };
+  const lay = makeLayout(cfg, 40);
+  const p = initWeights(lay, 3);
+
+  it('assign writes exactly the gradient that adding into a zeroed slot gives, over any stale values', () => {
+    for (const softmax of [undefined, Int32Array.from({ length: 40 }, (_, i) => i + 1), Int32Array.of(3, 17, 29, 8)]) {
+      const data = { ...randomChunk(new Rng('assign'), [12, 7, 1, 9], 40), softmax };
+      const core = new GradCore(lay, 64, 4, { softmaxItems: softmax ? 40 : 0 });
+      const added = new Float32Array(lay.size);
+      const l1 = core.lossAndGrad(p, added, data, 1 / data.rows, 0.2, [5, 6, 7, 8]);
+      const stale = new Float32Array(lay.size).fill(123.5);
+      const l2 = core.lossAndGrad(p, stale, data, 1 / data.rows, 0.2, [5, 6, 7, 8], true);
+      expect(l2).toBe(l1);
+      expect(stale).toEqual(added);
+    }
+  });
+
+  it('adamSum gives bit-identical parameters and moments to summing the slots into a float32 array, then adam', () => {
+    const rng = new Rng('adam-sum');
+    for (const parts of [1, 2, 3]) {
+      const grads = Array.from({ length: parts }, () => Float32Array.from({ length: 257 }, () => (rng.next() - 0.5) * 1e-3));
+      const p0 = Float32Array.from({ length: 257 }, () => rng.next() - 0.5);
+      const m0 = Float32Array.from({ length: 257 }, () => (rng.next() - 0.5) * 1e-4);
+      const v0 = Float32Array.from({ length: 257 }, () => rng.next() * 1e-7);
+      const [pa, ma, va, pb, mb, vb] = [p0, m0, v0, p0, m0, v0].map((a) => a.slice());
+      const g = grads[0].slice();
+      for (let c = 1; c < parts; c++) for (let k = 0; k < g.length; k++) g[k] += grads[c][k];
+      adam(pa, g, ma, va, 7, 0.001, 0.9, 0.98, 1e-8);
+      adamSum(pb, grads, parts, mb, vb, 7, 0.001, 0.9, 0.98, 1e-8);
+      expect(pb).toEqual(pa);
+      expect(mb).toEqual(ma);
+      expect(vb).toEqual(va);
+    }
   });
 });
 

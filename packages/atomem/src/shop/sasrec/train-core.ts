@@ -57,8 +57,9 @@ export interface ChunkData {
   /**
    * Lazy embedding updates: every item row this chunk reads or writes (its inputs, targets,
    * negatives and softmax items; more is allowed). Then only those rows of the item embedding
-   * are copied in, zeroed and added to `grads` — the rest of `grads`' item rows are left as
-   * they are — so a chunk costs O(rows · d) there instead of O(catalog · d).
+   * are copied in, zeroed and added to (with `assign`: written into) `grads` — the rest of
+   * `grads`' item rows are left as they are — so a chunk costs O(rows · d) there instead of
+   * O(catalog · d).
    */
   touched?: Int32Array;
 }
@@ -142,6 +143,8 @@ export class GradCore {
   private readonly smG: F;
   private readonly smZT: F;
   private readonly softmaxItems: number;
+  /** Softmax loss: 1 + the position of an item among the chunk's softmax items, else 0. */
+  private readonly smAt: Int32Array;
   /** Parameters and gradient inside the arena. */
   private readonly P: F;
   private readonly G: F;
@@ -269,6 +272,7 @@ export class GradCore {
     this.smET = view(sm.ET);
     this.smG = view(sm.G);
     this.smZT = view(sm.ZT);
+    this.smAt = new Int32Array(nc > 0 ? layout.numItems + 1 : 0);
     this.off = new Int32Array(maxSeqs + 1);
     this.aoff = new Int32Array(maxSeqs + 1);
   }
@@ -461,9 +465,12 @@ export class GradCore {
     const g = this.G;
     const dZ = this.dx;
     const { smS: S, smST: ST, smE: E, smET: ET, smG: GE, smZT: ZT, mm, tr } = this;
+    // why a position table: masking the row's positive is one store, not a compare per item
+    const at = this.smAt;
     for (let j = 0; j < nc; j++) {
       const o = emb + items[j] * d;
       for (let c = 0; c < d; c++) E[j * d + c] = p[o + c];
+      at[items[j]] = j + 1;
     }
     tr(nc, d, E, 0, d, ET, 0, nc);
     GE.fill(0, 0, nc * d);
@@ -478,11 +485,9 @@ export class GradCore {
         let lp = 0;
         for (let c = 0; c < d; c++) lp += Z[r * d + c] * p[pe + c];
         const row = i * nc;
+        if (at[t] > 0) S[row + at[t] - 1] = -Infinity;
         let mx = lp;
-        for (let j = 0; j < nc; j++) {
-          if (items[j] === t) S[row + j] = -Infinity;
-          else if (S[row + j] > mx) mx = S[row + j];
-        }
+        for (let j = 0; j < nc; j++) if (S[row + j] > mx) mx = S[row + j];
         const ep = Math.exp(lp - mx);
         let sum = ep;
         for (let j = 0; j < nc; j++) {
@@ -508,15 +513,18 @@ export class GradCore {
     for (let j = 0; j < nc; j++) {
       const o = emb + items[j] * d;
       for (let c = 0; c < d; c++) g[o + c] += GE[j * d + c];
+      at[items[j]] = 0;
     }
     return loss;
   }
 
   /**
-   * Forward + backward: adds ∂(norm · Σ BCE)/∂θ to `grads` (same layout as `params`) and
-   * returns norm · Σ BCE over the chunk's rows.
+   * Forward + backward: adds ∂(norm · Σ loss)/∂θ to `grads` (same layout as `params`) and
+   * returns norm · Σ loss over the chunk's rows. With `assign`, writes the gradient instead of
+   * adding it (no need to zero `grads` first; with `data.touched`, only the parameters
+   * outside the item embedding and the touched rows are written).
    */
-  lossAndGrad(params: ArrayLike<number>, grads: F, data: ChunkData, norm: number, dropout: number, seed: ArrayLike<number>): number {
+  lossAndGrad(params: ArrayLike<number>, grads: F, data: ChunkData, norm: number, dropout: number, seed: ArrayLike<number>, assign = false): number {
     const Z = this.forward(params, data, dropout > 0, dropout, seed);
     const p = this.P;
     const g = this.G;
@@ -684,7 +692,10 @@ export class GradCore {
     }
     // padding row stays zero
     g.fill(0, lay.itemEmb, lay.itemEmb + d);
-    if (data.touched)
+    if (assign) {
+      if (data.touched) this.eachRange(data.touched, (a, b) => grads.set(g.subarray(a, b), a));
+      else grads.set(g);
+    } else if (data.touched)
       this.eachRange(data.touched, (a, b) => {
         for (let k = a; k < b; k++) grads[k] += g[k];
       });

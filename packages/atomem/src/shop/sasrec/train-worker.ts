@@ -22,12 +22,11 @@ const core = new GradCore(init.layout, init.maxRows, init.maxSeqs, { softmaxItem
 const params = new Float32Array(init.paramsSab);
 const P = init.layout.size;
 
-parentPort!.on('message', (msg: { chunk: number; data: ChunkData; norm: number; seed: Uint32Array; zeroed?: boolean }) => {
+parentPort!.on('message', (msg: { chunk: number; data: ChunkData; norm: number; seed: Uint32Array }) => {
   try {
     const g = new Float32Array(init.gradsSab, msg.chunk * P * 4, P);
-    // why: with sparse embeddings the main thread zeroed the rows this step touches.
-    if (!msg.zeroed) g.fill(0);
-    const loss = core.lossAndGrad(params, g, msg.data, msg.norm, init.dropout, msg.seed);
+    // assign: the chunk's gradient overwrites its slot (with sparse embeddings: the touched rows)
+    const loss = core.lossAndGrad(params, g, msg.data, msg.norm, init.dropout, msg.seed, true);
     parentPort!.postMessage({ loss });
   } catch (e) {
     parentPort!.postMessage({ error: (e as Error).stack ?? String(e) });

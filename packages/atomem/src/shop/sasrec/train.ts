@@ -168,7 +168,14 @@ export class Sampler {
     });
     this.rng = Rng.derive(seed, 'sasrec-sampler');
     this.stamp = new Int32Array(numItems + 1);
+    if (softmax >= numItems) {
+      this.allItems = new Int32Array(numItems);
+      for (let i = 0; i < numItems; i++) this.allItems[i] = i + 1;
+    }
   }
+
+  /** Full cross-entropy: items 1..numItems, shared by every chunk (read-only). */
+  private readonly allItems?: Int32Array;
 
   get users(): number {
     return this.eligible.length;
@@ -207,7 +214,7 @@ export class Sampler {
         }
       }
       const chunk: ChunkData = { seqs: part.length, lens, rows, inputs, targets, negatives };
-      if (this.softmax >= this.numItems) chunk.softmax = Int32Array.from({ length: this.numItems }, (_, i) => i + 1);
+      if (this.allItems) chunk.softmax = this.allItems;
       else if (this.softmax > 0) {
         const mark = ++this.stampValue;
         const drawn = new Int32Array(this.softmax);
@@ -311,7 +318,7 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
   const rowMark = new Int32Array(numItems + 1);
   let rowStamp = 0;
   let touched: Int32Array = new Int32Array(0);
-  const zeroTouched = (parts: ChunkData[]): Int32Array => {
+  const touchedRows = (parts: ChunkData[]): Int32Array => {
     rowStamp++;
     const rows: number[] = [];
     const add = (a: ArrayLike<number>) => {
@@ -329,14 +336,7 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
       add(c.negatives);
       if (c.softmax) add(c.softmax);
     }
-    const out = Int32Array.from(rows).sort();
-    for (let c = 0; c < chunks; c++) {
-      const gc = grads[c];
-      gc.fill(0, 0, E0);
-      gc.fill(0, E1, P);
-      for (const r of out) gc.fill(0, E0 + r * d, E0 + (r + 1) * d);
-    }
-    return out;
+    return Int32Array.from(rows).sort();
   };
   const sparseRanges = (rows: Int32Array): Array<[number, number]> => {
     const out: Array<[number, number]> = [];
@@ -358,9 +358,9 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
       for (let s = 0; s < stepsPerEpoch; s++) {
         step++;
         const parts = sampler.batch(o.batchSize, chunks);
-        // before the chunks' buffers move to the workers, and before they write their slots
+        // before the chunks' buffers move to the workers
         if (sparse) {
-          touched = zeroTouched(parts);
+          touched = touchedRows(parts);
           for (const c of parts) c.touched = touched;
         }
         let total = 0;
@@ -372,25 +372,24 @@ export async function trainSasrec(sequences: ReadonlyArray<ArrayLike<number>>, n
         parts.forEach((c, ci) => {
           const t = ci % threads;
           if (t > 0) {
-            const msg = { chunk: ci, data: c, norm, seed: dropoutSeed(o.seed, step, ci), zeroed: sparse };
+            const msg = { chunk: ci, data: c, norm, seed: dropoutSeed(o.seed, step, ci) };
             jobs.push(onWorker(workers[t - 1], msg, [c.inputs.buffer, c.targets.buffer, c.negatives.buffer, c.lens.buffer] as ArrayBuffer[]));
           } else local.push(ci);
         });
         // why: a worker handles one message at a time; with more chunks than threads, its later
         // chunks wait for the earlier ones (postMessage queues them in order).
         let loss = 0;
-        for (const ci of local) {
-          if (!sparse) grads[ci].fill(0);
-          loss += core.lossAndGrad(params, grads[ci], parts[ci], norm, o.dropout, dropoutSeed(o.seed, step, ci));
-        }
+        // every chunk writes (not adds) its whole gradient slot (sparse: the touched rows)
+        for (const ci of local) loss += core.lossAndGrad(params, grads[ci], parts[ci], norm, o.dropout, dropoutSeed(o.seed, step, ci), true);
         for (const l of await Promise.all(jobs)) loss += l;
-        if (!sparse) {
+        if (!sparse && o.l2 === 0) adamSum(params, grads, parts.length, m, v, step, o.lr, o.beta1, o.beta2, o.epsilon);
+        else if (!sparse) {
           g.set(grads[0]);
           for (let c = 1; c < parts.length; c++) {
             const gc = grads[c];
             for (let k = 0; k < P; k++) g[k] += gc[k];
           }
-          if (o.l2 > 0) loss += addL2(layout, params, g, o.l2);
+          loss += addL2(layout, params, g, o.l2);
           adam(params, g, m, v, step, o.lr, o.beta1, o.beta2, o.epsilon);
         } else {
           const ranges = sparseRanges(touched);
@@ -449,6 +448,41 @@ function addL2(layout: Layout, p: Float32Array, g: Float32Array, l2: number, row
   else range(layout.itemEmb, layout.posEmb);
   range(layout.posEmb, layout.posEmb + layout.config.maxLen * d);
   return 0.5 * l2 * s;
+}
+
+/**
+ * {@link adam} on the sum of the first `parts` gradient slots, summed in slot order with float32
+ * rounding after each addition: the same values as summing into a float32 array first, without
+ * that extra pass over every parameter.
+ */
+export function adamSum(
+  p: Float32Array,
+  grads: Float32Array[],
+  parts: number,
+  m: Float32Array,
+  v: Float32Array,
+  t: number,
+  lr: number,
+  b1: number,
+  b2: number,
+  eps: number,
+): void {
+  const lrt = (lr * Math.sqrt(1 - b2 ** t)) / (1 - b1 ** t);
+  const c1 = 1 - b1;
+  const c2 = 1 - b2;
+  const g0 = grads[0];
+  const g1 = parts > 1 ? grads[1] : g0;
+  const n = p.length;
+  for (let k = 0; k < n; k++) {
+    let gk = g0[k];
+    if (parts > 1) {
+      gk = Math.fround(gk + g1[k]);
+      for (let c = 2; c < parts; c++) gk = Math.fround(gk + grads[c][k]);
+    }
+    const mk = (m[k] = b1 * m[k] + c1 * gk);
+    const vk = (v[k] = b2 * v[k] + c2 * gk * gk);
+    p[k] -= (lrt * mk) / (Math.sqrt(vk) + eps);
+  }
 }
 
 /** One Adam step (on parameters `from`..`to`) with TensorFlow's bias correction folded into the rate. */
