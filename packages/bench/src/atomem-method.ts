@@ -26,7 +26,7 @@ import type { Release } from 'atomem/protocol';
 import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
 import { idGenerator, negativeSampler, Rng } from './rng.js';
 import { BenchUsageError } from './run.js';
-import { shopKnowledgeFor, shopUntil } from './shop-publish.js';
+import { fullRankingContext, publishedSequence, shopKnowledgeFor, shopUntil } from './shop-publish.js';
 import type { ShopKnowledge } from 'atomem/shop';
 import { DEFAULT_CONFIG, type LifecycleEvent } from 'atomem/engine';
 import type { Dataset, Method, MethodContext, Privacy, RankCase } from './types.js';
@@ -541,6 +541,13 @@ export class AtomemMethod implements Method {
     return out;
   }
 
+  /** The shop file's sequence model under a full-ranking protocol: loss, chosen epoch, epochs run. */
+  private async sequenceTraining(): Promise<Record<string, unknown>> {
+    const seq = await publishedSequence(this.ctx, this.params);
+    const e = seq.earlyStopping;
+    return e ? { loss: e.loss, bestEpoch: e.bestEpoch, epochsRun: e.epochsRun } : {};
+  }
+
   async extras(): Promise<Record<string, unknown>> {
     const overridden = overriddenDefaults(this.params);
     const cfg = [...this.agents.values()][0]?.config;
@@ -548,6 +555,8 @@ export class AtomemMethod implements Method {
       itemVectors: this.itemVectors,
       shopLogUntil: this.itemVectors === 'hybrid' ? shopUntil(this.params) : null,
       sasrecOnDevice: this.itemVectors === 'hybrid' && this.withSasrec,
+      // the full-ranking protocols train the file's sequence model early-stopped (shop-publish.ts): which loss, which epoch
+      ...(this.itemVectors === 'hybrid' && this.withSasrec && fullRankingContext(this.ctx) ? { sasrecTraining: await this.sequenceTraining() } : {}),
       // why: headline rows must use every component's shipped defaults; a row that does not says which knobs it changed
       defaults: overridden.length === 0 ? 'shipped' : { overridden },
       ...(this.ablation ? { ablationOf: 'atomem', removes: this.ablation.removes } : {}),
