@@ -165,6 +165,7 @@ function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
         'atomem.llmUrl',
         'atomem.llmModel',
         'atomem.dumpFeatures',
+        'atomem.wholeCatalog',
       ].includes(key)
     )
       continue;
@@ -194,13 +195,20 @@ export function itemVectorsKind(params: Readonly<Record<string, string>>): 'cont
   return v;
 }
 
+/** `atomem.wholeCatalog`: how the full-ranking protocols call `recommend()` (see {@link AtomemMethod.scoreAll}). */
+export function wholeCatalogKind(params: Readonly<Record<string, string>>): 'candidates' | 'shortlist' {
+  const v = params['atomem.wholeCatalog'] ?? 'candidates';
+  if (v !== 'candidates' && v !== 'shortlist') throw new BenchUsageError(`atomem.wholeCatalog must be candidates or shortlist, got ${v}`);
+  return v;
+}
+
 /**
  * Which parameters of the run change a shipped default of atomem, the shop model or SASRec
  * (empty = every component ran with its shipped defaults). The benchmark's own harness knobs
  * (the item-vector choice, cut-off, dumps, progress) are not defaults of a component.
  */
 export function overriddenDefaults(params: Readonly<Record<string, string>>): string[] {
-  const harness = new Set(['atomem.itemVectors', 'atomem.dumpFeatures', 'atomem.fidelityUsers', 'shop.until']);
+  const harness = new Set(['atomem.itemVectors', 'atomem.dumpFeatures', 'atomem.fidelityUsers', 'atomem.wholeCatalog', 'shop.until']);
   return Object.keys(params)
     .filter((k) => (k.startsWith('atomem.') || k.startsWith('shop.') || k.startsWith('sasrec.')) && !harness.has(k))
     .sort();
@@ -241,6 +249,8 @@ export class AtomemMethod implements Method {
   private release: Release | undefined;
   private items!: ItemVectors;
   private readonly itemVectors: 'content' | 'hybrid';
+  /** Full-ranking protocols: every catalog item as a candidate, or the library's whole-catalog shortlist. */
+  private readonly wholeCatalog: 'candidates' | 'shortlist';
   private readonly withSasrec: boolean;
   private readonly ablation: AblationInfo | undefined;
   private ops: Record<string, number> = {};
@@ -281,6 +291,7 @@ export class AtomemMethod implements Method {
     this.params = opts.params;
     this.mode = { atomic: true, consolidation: true, communities: true, ...mode };
     this.itemVectors = variant.itemVectors ?? itemVectorsKind(opts.params);
+    this.wholeCatalog = wholeCatalogKind(opts.params);
     this.withSasrec = variant.sasrec ?? true;
     this.ablation = variant.ablation;
     const cfg = configFrom(opts.params);
@@ -450,14 +461,25 @@ export class AtomemMethod implements Method {
   /**
    * Full-ranking protocols: the agent's own `recommend()` over the whole catalog (its order is
    * the score: slot of the card at position i gets −i). Diversification and every signal as in
-   * `rank`; nothing leaves the device.
+   * `rank`; nothing leaves the device. `atomem.wholeCatalog` (CLI `--param`): `candidates`
+   * (default) passes every catalog item as a candidate, so the full scorer ranks all of them;
+   * `shortlist` calls `recommend()` without candidates (`limit` = `config.shortlist`,
+   * `exclude: 'interacted'`), the path a shop's whole-catalog shelf takes — its cost does not
+   * grow with the catalog's size.
    */
   async scoreAll(c: RankCase, out: Float32Array): Promise<void> {
     const agent = this.agents.get(c.user);
     const catalog = this.ctx.catalog;
     const slot = this.ctx.catalogIndex;
     if (!agent || !catalog || !slot) return;
-    const recs = await agent.recommend(catalog, { now: c.now, ...(this.useIntent && c.intent !== undefined ? { intent: c.intent } : {}) });
+    const intent = this.useIntent && c.intent !== undefined ? { intent: c.intent } : {};
+    // `shortlist`: the library's whole-catalog path (no candidates): retrieval shortlists
+    // config.shortlist items the user has not interacted with, the full scorer ranks them; items
+    // it did not list keep −∞ (tied last: pessimistic)
+    const recs =
+      this.wholeCatalog === 'shortlist'
+        ? await agent.recommend(undefined, { now: c.now, limit: agent.config.shortlist, exclude: 'interacted', ...intent })
+        : await agent.recommend(catalog, { now: c.now, ...intent });
     for (let i = 0; i < recs.length; i++) out[slot.get(recs[i].id)!] = -i;
   }
 
@@ -555,6 +577,7 @@ export class AtomemMethod implements Method {
       itemVectors: this.itemVectors,
       shopLogUntil: this.itemVectors === 'hybrid' ? shopUntil(this.params) : null,
       sasrecOnDevice: this.itemVectors === 'hybrid' && this.withSasrec,
+      ...(fullRankingContext(this.ctx) ? { wholeCatalog: this.wholeCatalog } : {}),
       // the full-ranking protocols train the file's sequence model early-stopped (shop-publish.ts): which loss, which epoch
       ...(this.itemVectors === 'hybrid' && this.withSasrec && fullRankingContext(this.ctx) ? { sasrecTraining: await this.sequenceTraining() } : {}),
       // why: headline rows must use every component's shipped defaults; a row that does not says which knobs it changed

@@ -109,6 +109,29 @@ describe('bench: atomem with the shop model on the device', () => {
     expect((loo.results.find((x) => x.method === 'sasrec') as { validation?: unknown }).validation).toBeUndefined();
   }, 120_000);
 
+  it("loo-full with atomem.wholeCatalog=shortlist ranks through the library's whole-catalog recommend(); a bad value is refused", async () => {
+    const r = await run([
+      '--protocol',
+      'loo-full',
+      '--methods',
+      'pop,atomem-no-sasrec',
+      '--param',
+      'atomem.wholeCatalog=shortlist',
+      '--param',
+      'atomem.shortlist=12',
+    ]);
+    const row = r.results.find((x) => x.method === 'atomem-no-sasrec') as Row & { wholeCatalog?: string };
+    expect(row.wholeCatalog).toBe('shortlist');
+    // two taste groups: a 12-item shortlist of 50 items still finds the user's group
+    expect(row.ndcg10).toBeGreaterThan(r.results.find((x) => x.method === 'pop')!.ndcg10 + 0.1);
+    const all = await run(['--protocol', 'loo-full', '--methods', 'atomem-no-sasrec']);
+    expect((all.results[0] as { wholeCatalog?: string }).wholeCatalog).toBe('candidates');
+    expect(
+      await main(['--format', 'jsonl', '--data', data, '--protocol', 'loo-full', '--methods', 'atomem', '--param', 'atomem.wholeCatalog=some', ...fast]),
+    ).toBe(2);
+    expect(stderr()).toMatch(/atomem.wholeCatalog must be candidates or shortlist/);
+  }, 120_000);
+
   it('--shop-log-until trains the published model on the older part of the log only', async () => {
     const full = await run(['--methods', 'shop,atomem']);
     const cut = await run(['--methods', 'shop,atomem', '--shop-log-until', '0.3']);
