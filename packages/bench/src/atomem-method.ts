@@ -254,6 +254,9 @@ export class AtomemMethod implements Method {
   private readonly withSasrec: boolean;
   private readonly ablation: AblationInfo | undefined;
   private ops: Record<string, number> = {};
+  /** Agents let go after their one whole-catalog ranking (user → memories then). */
+  private readonly retired = new Map<string, number>();
+  private agentConfig: AtomemConfig | undefined;
   private trainingEvents = 0;
 
   /** Setting `instruct`: rank with the case's stated intent (false for `atomem-no-intent`). */
@@ -481,6 +484,13 @@ export class AtomemMethod implements Method {
         ? await agent.recommend(undefined, { now: c.now, limit: agent.config.shortlist, exclude: 'interacted', ...intent })
         : await agent.recommend(catalog, { now: c.now, ...intent });
     for (let i = 0; i < recs.length; i++) out[slot.get(recs[i].id)!] = -i;
+    if (this.wholeCatalog === 'shortlist') {
+      // why: each agent's shelf keeps a table of the whole catalog's vectors for retrieval (1.5 MB
+      // at 12k items); a full-ranking protocol ranks each user once, so the agent is let go
+      this.retired.set(c.user, agent.snapshot.memories.length);
+      this.agentConfig ??= agent.config;
+      this.agents.delete(c.user);
+    }
   }
 
   /** Setting `evolving`: the device observes the interaction it was just tested on (memory updated, planner run). */
@@ -572,7 +582,7 @@ export class AtomemMethod implements Method {
 
   async extras(): Promise<Record<string, unknown>> {
     const overridden = overriddenDefaults(this.params);
-    const cfg = [...this.agents.values()][0]?.config;
+    const cfg = [...this.agents.values()][0]?.config ?? this.agentConfig;
     const out: Record<string, unknown> = {
       itemVectors: this.itemVectors,
       shopLogUntil: this.itemVectors === 'hybrid' ? shopUntil(this.params) : null,
@@ -586,7 +596,7 @@ export class AtomemMethod implements Method {
       tau: cfg?.tau,
       mergeThreshold: cfg?.mergeThreshold,
       forwardAccuracy: this.forwardSteps ? this.forwardCorrect / this.forwardSteps : 0,
-      memoriesPerUser: mean([...this.agents.values()].map((a) => a.snapshot.memories.length)),
+      memoriesPerUser: mean([...[...this.agents.values()].map((a) => a.snapshot.memories.length), ...this.retired.values()]),
       trainingEvents: this.trainingEvents,
       // ARS's six operations per 1,000 training events (does the lifecycle act?)
       lifecyclePer1000: Object.fromEntries(

@@ -122,6 +122,8 @@ describe('bench: atomem with the shop model on the device', () => {
     ]);
     const row = r.results.find((x) => x.method === 'atomem-no-sasrec') as Row & { wholeCatalog?: string };
     expect(row.wholeCatalog).toBe('shortlist');
+    // agents let go after their one ranking still count in the row's statistics
+    expect(row.memoriesPerUser).toBeGreaterThan(0);
     // two taste groups: a 12-item shortlist of 50 items still finds the user's group
     expect(row.ndcg10).toBeGreaterThan(r.results.find((x) => x.method === 'pop')!.ndcg10 + 0.1);
     const all = await run(['--protocol', 'loo-full', '--methods', 'atomem-no-sasrec']);
