@@ -285,6 +285,7 @@ export class AtomemMethod implements Method {
       weights?: (cfg: { weights: Record<string, number>; shopWeights: Record<string, number> }) => void;
       intent?: boolean;
       observe?: boolean;
+      wholeCatalog?: 'shortlist';
     } = {},
   ) {
     this.useIntent = variant.intent ?? true;
@@ -294,7 +295,7 @@ export class AtomemMethod implements Method {
     this.params = opts.params;
     this.mode = { atomic: true, consolidation: true, communities: true, ...mode };
     this.itemVectors = variant.itemVectors ?? itemVectorsKind(opts.params);
-    this.wholeCatalog = wholeCatalogKind(opts.params);
+    this.wholeCatalog = variant.wholeCatalog ?? wholeCatalogKind(opts.params);
     this.withSasrec = variant.sasrec ?? true;
     this.ablation = variant.ablation;
     const cfg = configFrom(opts.params);
@@ -647,6 +648,13 @@ registerMethod('atomem-no-intent', (o) => new AtomemMethod(o, {}, { intent: fals
   privacyLevels: levels,
   defaultIn: ['instruct'],
   description: 'ablation for setting instruct: atomem ignoring the stated intent',
+});
+registerMethod('atomem-shortlist', (o) => new AtomemMethod(o, {}, { wholeCatalog: 'shortlist' }), {
+  privacyLevels: levels,
+  // why no setting: run on request beside `atomem` (same agents, other call), never by default
+  defaultIn: [],
+  description:
+    "atomem through the library's whole-catalog recommend() (protocols loo-full, temporal: no candidates, retrieval shortlists config.shortlist items); as atomem under loo",
 });
 registerMethod('atomem-frozen', (o) => new AtomemMethod(o, {}, { observe: false }), {
   privacyLevels: levels,

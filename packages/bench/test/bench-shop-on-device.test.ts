@@ -126,8 +126,10 @@ describe('bench: atomem with the shop model on the device', () => {
     expect(row.memoriesPerUser).toBeGreaterThan(0);
     // two taste groups: a 12-item shortlist of 50 items still finds the user's group
     expect(row.ndcg10).toBeGreaterThan(r.results.find((x) => x.method === 'pop')!.ndcg10 + 0.1);
-    const all = await run(['--protocol', 'loo-full', '--methods', 'atomem-no-sasrec']);
-    expect((all.results[0] as { wholeCatalog?: string }).wholeCatalog).toBe('candidates');
+    const both = await run(['--protocol', 'loo-full', '--methods', 'atomem-no-sasrec,atomem-shortlist,atomem']);
+    const kind = (m: string) => (both.results.find((x) => x.method === m) as { wholeCatalog?: string }).wholeCatalog;
+    expect([kind('atomem-no-sasrec'), kind('atomem-shortlist'), kind('atomem')]).toEqual(['candidates', 'shortlist', 'candidates']);
+    expect(defaultMethods()).not.toContain('atomem-shortlist');
     expect(
       await main(['--format', 'jsonl', '--data', data, '--protocol', 'loo-full', '--methods', 'atomem', '--param', 'atomem.wholeCatalog=some', ...fast]),
     ).toBe(2);
