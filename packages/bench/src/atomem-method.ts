@@ -26,7 +26,7 @@ import type { Release } from 'atomem/protocol';
 import { paramNumber, registerMethod, type MethodOptions } from './registry.js';
 import { idGenerator, negativeSampler, Rng } from './rng.js';
 import { BenchUsageError } from './run.js';
-import { shopKnowledgeFor, shopUntil } from './shop-publish.js';
+import { fullRankingContext, publishedSequence, shopKnowledgeFor, shopUntil } from './shop-publish.js';
 import type { ShopKnowledge } from 'atomem/shop';
 import { DEFAULT_CONFIG, type LifecycleEvent } from 'atomem/engine';
 import type { Dataset, Method, MethodContext, Privacy, RankCase } from './types.js';
@@ -165,6 +165,7 @@ function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
         'atomem.llmUrl',
         'atomem.llmModel',
         'atomem.dumpFeatures',
+        'atomem.wholeCatalog',
       ].includes(key)
     )
       continue;
@@ -194,13 +195,20 @@ export function itemVectorsKind(params: Readonly<Record<string, string>>): 'cont
   return v;
 }
 
+/** `atomem.wholeCatalog`: how the full-ranking protocols call `recommend()` (see {@link AtomemMethod.scoreAll}). */
+export function wholeCatalogKind(params: Readonly<Record<string, string>>): 'candidates' | 'shortlist' {
+  const v = params['atomem.wholeCatalog'] ?? 'candidates';
+  if (v !== 'candidates' && v !== 'shortlist') throw new BenchUsageError(`atomem.wholeCatalog must be candidates or shortlist, got ${v}`);
+  return v;
+}
+
 /**
  * Which parameters of the run change a shipped default of atomem, the shop model or SASRec
  * (empty = every component ran with its shipped defaults). The benchmark's own harness knobs
  * (the item-vector choice, cut-off, dumps, progress) are not defaults of a component.
  */
 export function overriddenDefaults(params: Readonly<Record<string, string>>): string[] {
-  const harness = new Set(['atomem.itemVectors', 'atomem.dumpFeatures', 'atomem.fidelityUsers', 'shop.until']);
+  const harness = new Set(['atomem.itemVectors', 'atomem.dumpFeatures', 'atomem.fidelityUsers', 'atomem.wholeCatalog', 'shop.until']);
   return Object.keys(params)
     .filter((k) => (k.startsWith('atomem.') || k.startsWith('shop.') || k.startsWith('sasrec.')) && !harness.has(k))
     .sort();
@@ -241,9 +249,14 @@ export class AtomemMethod implements Method {
   private release: Release | undefined;
   private items!: ItemVectors;
   private readonly itemVectors: 'content' | 'hybrid';
+  /** Full-ranking protocols: every catalog item as a candidate, or the library's whole-catalog shortlist. */
+  private readonly wholeCatalog: 'candidates' | 'shortlist';
   private readonly withSasrec: boolean;
   private readonly ablation: AblationInfo | undefined;
   private ops: Record<string, number> = {};
+  /** Agents let go after their one whole-catalog ranking (user → memories then). */
+  private readonly retired = new Map<string, number>();
+  private agentConfig: AtomemConfig | undefined;
   private trainingEvents = 0;
 
   private readonly afterPrepare: ((agents: ReadonlyMap<string, MemoryAgent>, ctx: MethodContext) => void | Promise<void>) | undefined;
@@ -275,6 +288,7 @@ export class AtomemMethod implements Method {
       observe?: boolean;
       /** Called once every agent is trained (e.g. sharing-scenario.ts hands each the scenario's release). */
       afterPrepare?: (agents: ReadonlyMap<string, MemoryAgent>, ctx: MethodContext) => void | Promise<void>;
+      wholeCatalog?: 'shortlist';
     } = {},
   ) {
     this.afterPrepare = variant.afterPrepare;
@@ -285,6 +299,7 @@ export class AtomemMethod implements Method {
     this.params = opts.params;
     this.mode = { atomic: true, consolidation: true, communities: true, ...mode };
     this.itemVectors = variant.itemVectors ?? itemVectorsKind(opts.params);
+    this.wholeCatalog = variant.wholeCatalog ?? wholeCatalogKind(opts.params);
     this.withSasrec = variant.sasrec ?? true;
     this.ablation = variant.ablation;
     const cfg = configFrom(opts.params);
@@ -455,15 +470,33 @@ export class AtomemMethod implements Method {
   /**
    * Full-ranking protocols: the agent's own `recommend()` over the whole catalog (its order is
    * the score: slot of the card at position i gets −i). Diversification and every signal as in
-   * `rank`; nothing leaves the device.
+   * `rank`; nothing leaves the device. `atomem.wholeCatalog` (CLI `--param`): `candidates`
+   * (default) passes every catalog item as a candidate, so the full scorer ranks all of them;
+   * `shortlist` calls `recommend()` without candidates (`limit` = `config.shortlist`,
+   * `exclude: 'interacted'`), the path a shop's whole-catalog shelf takes — its cost does not
+   * grow with the catalog's size.
    */
   async scoreAll(c: RankCase, out: Float32Array): Promise<void> {
     const agent = this.agents.get(c.user);
     const catalog = this.ctx.catalog;
     const slot = this.ctx.catalogIndex;
     if (!agent || !catalog || !slot) return;
-    const recs = await agent.recommend(catalog, { now: c.now, ...(this.useIntent && c.intent !== undefined ? { intent: c.intent } : {}) });
+    const intent = this.useIntent && c.intent !== undefined ? { intent: c.intent } : {};
+    // `shortlist`: the library's whole-catalog path (no candidates): retrieval shortlists
+    // config.shortlist items the user has not interacted with, the full scorer ranks them; items
+    // it did not list keep −∞ (tied last: pessimistic)
+    const recs =
+      this.wholeCatalog === 'shortlist'
+        ? await agent.recommend(undefined, { now: c.now, limit: agent.config.shortlist, exclude: 'interacted', ...intent })
+        : await agent.recommend(catalog, { now: c.now, ...intent });
     for (let i = 0; i < recs.length; i++) out[slot.get(recs[i].id)!] = -i;
+    if (this.wholeCatalog === 'shortlist') {
+      // why: each agent's shelf keeps a table of the whole catalog's vectors for retrieval (1.5 MB
+      // at 12k items); a full-ranking protocol ranks each user once, so the agent is let go
+      this.retired.set(c.user, agent.snapshot.memories.length);
+      this.agentConfig ??= agent.config;
+      this.agents.delete(c.user);
+    }
   }
 
   /** Setting `evolving`: the device observes the interaction it was just tested on (memory updated, planner run). */
@@ -546,20 +579,30 @@ export class AtomemMethod implements Method {
     return out;
   }
 
+  /** The shop file's sequence model under a full-ranking protocol: loss, chosen epoch, epochs run. */
+  private async sequenceTraining(): Promise<Record<string, unknown>> {
+    const seq = await publishedSequence(this.ctx, this.params);
+    const e = seq.earlyStopping;
+    return e ? { loss: e.loss, bestEpoch: e.bestEpoch, epochsRun: e.epochsRun } : {};
+  }
+
   async extras(): Promise<Record<string, unknown>> {
     const overridden = overriddenDefaults(this.params);
-    const cfg = [...this.agents.values()][0]?.config;
+    const cfg = [...this.agents.values()][0]?.config ?? this.agentConfig;
     const out: Record<string, unknown> = {
       itemVectors: this.itemVectors,
       shopLogUntil: this.itemVectors === 'hybrid' ? shopUntil(this.params) : null,
       sasrecOnDevice: this.itemVectors === 'hybrid' && this.withSasrec,
+      ...(fullRankingContext(this.ctx) ? { wholeCatalog: this.wholeCatalog } : {}),
+      // the full-ranking protocols train the file's sequence model early-stopped (shop-publish.ts): which loss, which epoch
+      ...(this.itemVectors === 'hybrid' && this.withSasrec && fullRankingContext(this.ctx) ? { sasrecTraining: await this.sequenceTraining() } : {}),
       // why: headline rows must use every component's shipped defaults; a row that does not says which knobs it changed
       defaults: overridden.length === 0 ? 'shipped' : { overridden },
       ...(this.ablation ? { ablationOf: 'atomem', removes: this.ablation.removes } : {}),
       tau: cfg?.tau,
       mergeThreshold: cfg?.mergeThreshold,
       forwardAccuracy: this.forwardSteps ? this.forwardCorrect / this.forwardSteps : 0,
-      memoriesPerUser: mean([...this.agents.values()].map((a) => a.snapshot.memories.length)),
+      memoriesPerUser: mean([...[...this.agents.values()].map((a) => a.snapshot.memories.length), ...this.retired.values()]),
       trainingEvents: this.trainingEvents,
       // ARS's six operations per 1,000 training events (does the lifecycle act?)
       lifecyclePer1000: Object.fromEntries(
@@ -610,6 +653,13 @@ registerMethod('atomem-no-intent', (o) => new AtomemMethod(o, {}, { intent: fals
   privacyLevels: levels,
   defaultIn: ['instruct'],
   description: 'ablation for setting instruct: atomem ignoring the stated intent',
+});
+registerMethod('atomem-shortlist', (o) => new AtomemMethod(o, {}, { wholeCatalog: 'shortlist' }), {
+  privacyLevels: levels,
+  // why no setting: run on request beside `atomem` (same agents, other call), never by default
+  defaultIn: [],
+  description:
+    "atomem through the library's whole-catalog recommend() (protocols loo-full, temporal: no candidates, retrieval shortlists config.shortlist items); as atomem under loo",
 });
 registerMethod('atomem-frozen', (o) => new AtomemMethod(o, {}, { observe: false }), {
   privacyLevels: levels,

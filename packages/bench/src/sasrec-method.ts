@@ -18,6 +18,8 @@
  * `evalEvery` epochs (default 5) NDCG@10 over all items (history excluded, pessimistic ties) of
  * up to `validUsers` (default 2000) held-out items is measured, training stops after `patience`
  * (default 3) evaluations without a gain or at `maxEpochs` (else `epochs`, else 200), and the best checkpoint ranks the test cases.
+ * That model ({@link trainEarlyStopped}) is the run's shared one there too: the shop file's
+ * sequence model that atomem's agents read is trained the same way, once per run.
  */
 import { registerMethod, paramNumber, type MethodOptions } from './registry.js';
 import { rankByScore, tieRng } from './baselines.js';
@@ -78,6 +80,7 @@ export class SasrecMethod implements Method {
   private validation?: { epoch: number; ndcg10: number }[];
   private bestEpoch?: number;
   private epochsRun = 0;
+  private loss: SasrecTrainOptions['loss'] = 'ce';
   private slotIdx?: Int32Array;
 
   /**
@@ -130,78 +133,28 @@ export class SasrecMethod implements Method {
     this.trainSeconds = r.seconds;
   }
 
-  /**
-   * Full-ranking protocols: trains on every learnable history minus its last interaction
-   * (held out for validation), evaluates full-ranking NDCG@10 on a seeded sample of those
-   * held-out items every `evalEvery` epochs, keeps the best checkpoint, stops after `patience`
-   * evaluations without a gain.
-   */
+  /** Full-ranking protocols: the run's shared early-stopped model, or (without `params`) its own. */
   private async prepareEarlyStopped(ctx: MethodContext): Promise<void> {
-    const params = this.opts.params ?? {};
-    const { name: _n, checkpoint: _c, params: _p, ...rest } = this.opts;
-    const train = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as SasrecTrainOptions;
-    const loss = train.loss ?? 'ce';
-    const stop = earlyStopOptions(params);
-    // why maxEpochs: `sasrec.epochs` also sets the run's shared model (atomem's on-device SASRec, 80 by default)
-    const epochs = stop.maxEpochs ?? train.epochs ?? 200;
-    this.index = itemIndex(ctx);
-    const index = this.index;
-    const seqs: Int32Array[] = [];
-    const held: Array<{ input: Int32Array; target: number }> = [];
-    for (const seq of ctx.histories.values()) {
-      const ids = Int32Array.from(seq, (x) => index.get(x.item)!);
-      if (ids.length >= 3) {
-        seqs.push(ids.subarray(0, ids.length - 1));
-        held.push({ input: ids.subarray(0, ids.length - 1), target: ids[ids.length - 1] });
-      } else if (ids.length > 0) seqs.push(ids);
+    const params = this.opts.params;
+    let r: EarlyStoppedSasrec;
+    if (params) {
+      // why shared: the shop file's sequence model (atomem's `sasrec` signal) is this very model under the full-ranking protocols
+      const shared = await publishedSequence(ctx, { ...params, 'shop.until': '1' });
+      if (!shared.earlyStopping) throw new Error('sasrec: the shared model of a full-ranking run was not early-stopped');
+      r = { ...shared, ...shared.earlyStopping };
+    } else {
+      const { name: _n, checkpoint: _c, params: _p, ...rest } = this.opts;
+      const train = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined)) as SasrecTrainOptions;
+      r = await trainEarlyStopped(ctx, ctx.histories, train, {});
     }
-    const rng = Rng.derive(ctx.seed, 'sasrec-validation');
-    const valid = held.length > stop.validUsers ? rng.sampleWithoutReplacement(held, stop.validUsers) : held;
-    const n = index.size;
-    const all = Int32Array.from({ length: n }, (_, i) => i + 1);
-    const seen = new Uint8Array(n + 1);
-    const validate = (w: SasrecWeights): number => {
-      let sum = 0;
-      for (const v of valid) {
-        const s = scoreItems(w, encodeHistory(w, v.input), all);
-        const t = s[v.target - 1];
-        for (const i of v.input) seen[i] = 1;
-        let rank = 1;
-        for (let i = 1; i <= n && rank <= 10; i++) if (i !== v.target && !seen[i] && s[i - 1] >= t) rank++;
-        for (const i of v.input) seen[i] = 0;
-        if (rank <= 10) sum += 1 / Math.log2(rank + 1);
-      }
-      return valid.length ? sum / valid.length : 0;
-    };
-    let best = -Infinity;
-    let bestWeights: SasrecWeights | undefined;
-    let since = 0;
-    this.validation = [];
-    const r = await trainSasrec(seqs, n, {
-      seed: ctx.seed,
-      ...train,
-      loss,
-      epochs,
-      onEpoch: (epoch, l, weights) => {
-        this.lastLoss = l;
-        this.epochsRun = epoch;
-        if (epoch % stop.evalEvery !== 0 && epoch !== epochs) {
-          ctx.progress(epoch, epochs, `epochs (${loss}), loss ${l.toFixed(4)}`);
-          return;
-        }
-        const ndcg = validate(weights);
-        this.validation!.push({ epoch, ndcg10: Math.round(ndcg * 1e5) / 1e5 });
-        ctx.progress(epoch, epochs, `epochs (${loss}), loss ${l.toFixed(4)}, validation NDCG@10 ${ndcg.toFixed(4)} (best ${Math.max(best, ndcg).toFixed(4)})`);
-        if (ndcg > best) {
-          best = ndcg;
-          this.bestEpoch = epoch;
-          bestWeights = copyWeights(weights);
-          since = 0;
-        } else if (++since >= stop.patience) return false;
-      },
-    });
-    this.weights = bestWeights ?? r.weights;
-    this.trainSeconds = r.seconds;
+    this.index = r.index;
+    this.weights = r.weights;
+    this.trainSeconds = r.trainSeconds;
+    this.lastLoss = r.finalLoss;
+    this.validation = r.validation;
+    this.bestEpoch = r.bestEpoch;
+    this.epochsRun = r.epochsRun;
+    this.loss = r.loss;
   }
 
   /** Every catalog item's score (−∞ for items the model does not know). */
@@ -259,10 +212,108 @@ export class SasrecMethod implements Method {
 
   extras(): Record<string, unknown> {
     const out: Record<string, unknown> = { trainSeconds: Math.round(this.trainSeconds * 10) / 10, finalLoss: Math.round(this.lastLoss * 1e4) / 1e4 };
-    if (this.validation)
-      Object.assign(out, { loss: this.opts.loss ?? 'ce', epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
+    if (this.validation) Object.assign(out, { loss: this.loss, epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
     return out;
   }
+}
+
+/** A SASRec trained with early stopping on held-out last items (the full-ranking protocols' training). */
+export interface EarlyStoppedSasrec {
+  weights: SasrecWeights;
+  /** Item id → 1..n (`itemIndex`). */
+  index: Map<string, number>;
+  trainSeconds: number;
+  finalLoss: number;
+  loss: NonNullable<SasrecTrainOptions['loss']>;
+  /** NDCG@10 over all items of the held-out items, per evaluated epoch. */
+  validation: { epoch: number; ndcg10: number }[];
+  /** The epoch of the returned checkpoint. */
+  bestEpoch?: number;
+  epochsRun: number;
+}
+
+/**
+ * SASRec at its published strength, as the full-ranking protocols train it (the `sasrec`
+ * baseline and the shop file's sequence model alike): loss `ce` unless `train.loss` says
+ * otherwise; each history of at least 3 interactions holds out its last one, the model trains
+ * on the rest, every `evalEvery` epochs NDCG@10 over all items (history excluded, pessimistic
+ * ties) of up to `validUsers` held-out items (a seeded sample) is measured, training stops after
+ * `patience` evaluations without a gain or at `maxEpochs` (else `train.epochs`, else 200), and
+ * the best checkpoint is returned. Only `histories` is read (never a test item).
+ */
+export async function trainEarlyStopped(
+  ctx: MethodContext,
+  histories: ReadonlyMap<string, readonly { item: string }[]>,
+  train: SasrecTrainOptions,
+  params: Readonly<Record<string, string>>,
+): Promise<EarlyStoppedSasrec> {
+  const loss = train.loss ?? 'ce';
+  const stop = earlyStopOptions(params);
+  // why maxEpochs: `sasrec.epochs` is also the fixed epoch count of protocol loo's shared model (80 by default)
+  const epochs = stop.maxEpochs ?? train.epochs ?? 200;
+  const index = itemIndex(ctx);
+  const seqs: Int32Array[] = [];
+  const held: Array<{ input: Int32Array; target: number }> = [];
+  for (const seq of histories.values()) {
+    const ids = Int32Array.from(seq, (x) => index.get(x.item)!);
+    if (ids.length >= 3) {
+      seqs.push(ids.subarray(0, ids.length - 1));
+      held.push({ input: ids.subarray(0, ids.length - 1), target: ids[ids.length - 1] });
+    } else if (ids.length > 0) seqs.push(ids);
+  }
+  const rng = Rng.derive(ctx.seed, 'sasrec-validation');
+  const valid = held.length > stop.validUsers ? rng.sampleWithoutReplacement(held, stop.validUsers) : held;
+  const n = index.size;
+  const all = Int32Array.from({ length: n }, (_, i) => i + 1);
+  const seen = new Uint8Array(n + 1);
+  const validate = (w: SasrecWeights): number => {
+    let sum = 0;
+    for (const v of valid) {
+      const s = scoreItems(w, encodeHistory(w, v.input), all);
+      const t = s[v.target - 1];
+      for (const i of v.input) seen[i] = 1;
+      let rank = 1;
+      for (let i = 1; i <= n && rank <= 10; i++) if (i !== v.target && !seen[i] && s[i - 1] >= t) rank++;
+      for (const i of v.input) seen[i] = 0;
+      if (rank <= 10) sum += 1 / Math.log2(rank + 1);
+    }
+    return valid.length ? sum / valid.length : 0;
+  };
+  let best = -Infinity;
+  let bestWeights: SasrecWeights | undefined;
+  let bestEpoch: number | undefined;
+  let since = 0;
+  let finalLoss = NaN;
+  let epochsRun = 0;
+  const validation: { epoch: number; ndcg10: number }[] = [];
+  const r = await trainSasrec(seqs, n, {
+    seed: ctx.seed,
+    ...train,
+    loss,
+    epochs,
+    onEpoch: (epoch, l, weights) => {
+      finalLoss = l;
+      epochsRun = epoch;
+      if (epoch % stop.evalEvery !== 0 && epoch !== epochs) {
+        ctx.progress(epoch, epochs, `sasrec epochs (${loss}), loss ${l.toFixed(4)}`);
+        return;
+      }
+      const ndcg = validate(weights);
+      validation.push({ epoch, ndcg10: Math.round(ndcg * 1e5) / 1e5 });
+      ctx.progress(
+        epoch,
+        epochs,
+        `sasrec epochs (${loss}), loss ${l.toFixed(4)}, validation NDCG@10 ${ndcg.toFixed(4)} (best ${Math.max(best, ndcg).toFixed(4)})`,
+      );
+      if (ndcg > best) {
+        best = ndcg;
+        bestEpoch = epoch;
+        bestWeights = copyWeights(weights);
+        since = 0;
+      } else if (++since >= stop.patience) return false;
+    },
+  });
+  return { weights: bestWeights ?? r.weights, index, trainSeconds: r.seconds, finalLoss, loss, validation, bestEpoch, epochsRun };
 }
 
 /** A deep copy of a model's weights (a checkpoint: the trainer's live view changes every step). */

@@ -5,13 +5,18 @@
  * train on — optionally cut at a global time quantile (`shop.until`: a shop with a retention
  * limit). `shop`, `sasrec` and atomem's hybrid item vectors in one run therefore read the same
  * trained models (memoised per dataset, target, setting, seed, training parameters and cut-off).
+ * Under protocol `loo` SASRec trains for a fixed number of epochs (BCE, one negative: the shipped
+ * defaults of `trainSasrec`); under `loo-full` and `temporal` it trains as the `sasrec` baseline
+ * does there (cross-entropy over all items, early-stopped on held-out last items:
+ * `trainEarlyStopped` in sasrec-method.ts), so the file carries the sequence model at the
+ * strength the baseline is measured at.
  */
 import type { Interaction } from 'atomem/engine';
 import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard, encodeCatalogFileV3 } from 'atomem/protocol';
 import { ShopKnowledge, type PublishedSasrec, type ShopModel, type SasrecWeights } from 'atomem/shop';
 import { SASREC_DEFAULTS, trainSasrec } from 'atomem/shop';
 import { paramNumber } from './registry.js';
-import { sasrecOptions, itemIndex } from './sasrec-method.js';
+import { sasrecOptions, itemIndex, trainEarlyStopped, type EarlyStoppedSasrec } from './sasrec-method.js';
 import { scorerOptionsFrom, shopLog, timeQuantile, trainForContext } from './shop-method.js';
 import type { Dataset, MethodContext } from './types.js';
 
@@ -28,6 +33,8 @@ export interface PublishedSequence {
   index: Map<string, number>;
   trainSeconds: number;
   finalLoss: number;
+  /** Full-ranking protocols: how the early stopping went (loss, validation curve, chosen epoch). */
+  earlyStopping?: Pick<EarlyStoppedSasrec, 'loss' | 'validation' | 'bestEpoch' | 'epochsRun'>;
 }
 
 /** How many trainings this process ran (the memo's check: one per context and key). */
@@ -75,8 +82,15 @@ function logFingerprint(histories: ReadonlyMap<string, readonly Interaction[]>):
   return f;
 }
 
+/** Protocols whose shared SASRec is trained early-stopped, at the `sasrec` baseline's strength. */
+export function fullRankingContext(ctx: Pick<MethodContext, 'protocol'>): boolean {
+  return ctx.protocol === 'loo-full' || ctx.protocol === 'temporal';
+}
+
 function contextKey(ctx: MethodContext, params: Readonly<Record<string, string>>, prefix: string): string {
   return JSON.stringify([
+    // why only for full ranking: protocol loo's keys (and so its shop-knowledge ids) stay as they were
+    ...(fullRankingContext(ctx) ? [ctx.protocol] : []),
     ctx.target ?? 'test',
     ctx.setting ?? 'full',
     ctx.seed,
@@ -124,9 +138,23 @@ export function publishedSequence(ctx: MethodContext, params: Readonly<Record<st
     p = (async () => {
       const opts = sasrecOptions(params);
       const train = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined));
+      const kept = retainedHistories(ctx.histories, shopUntil(params));
+      if (fullRankingContext(ctx)) {
+        // the full-ranking protocols: trained as the `sasrec` baseline is (cross-entropy unless
+        // sasrec.loss says otherwise, early-stopped on held-out last items), so the shop file
+        // carries the sequence model at its published strength
+        const r = await trainEarlyStopped(ctx, kept, train, params);
+        const { loss, validation, bestEpoch, epochsRun } = r;
+        return {
+          weights: r.weights,
+          index: r.index,
+          trainSeconds: r.trainSeconds,
+          finalLoss: r.finalLoss,
+          earlyStopping: { loss, validation, bestEpoch, epochsRun },
+        };
+      }
       // the item index covers the whole catalog (and every id of the full histories), so a cut log keeps the same ids
       const index = itemIndex(ctx);
-      const kept = retainedHistories(ctx.histories, shopUntil(params));
       const seqs = [...kept.values()].map((seq) => Int32Array.from(seq, (x) => index.get(x.item)!));
       const epochs = opts.epochs ?? SASREC_DEFAULTS.epochs;
       let finalLoss = NaN;

@@ -94,6 +94,48 @@ describe('bench: atomem with the shop model on the device', () => {
     expect(stdout()).toMatch(/\| atomem@off − shop \| [+-]0\.\d{4} \| \[/);
   }, 120_000);
 
+  it("loo-full: the shop file's SASRec is the sasrec baseline's model (cross-entropy, early-stopped on validation), trained once", async () => {
+    const before = { ...trainings };
+    const r = await run(['--protocol', 'loo-full', '--methods', 'sasrec,atomem', '--param', 'sasrec.evalEvery=2', '--param', 'sasrec.threads=1']);
+    expect(trainings.sasrec).toBe(before.sasrec + 1);
+    const sasrec = r.results.find((x) => x.method === 'sasrec') as Row & { loss?: string; bestEpoch?: number; validation?: unknown[] };
+    const atomem = r.results.find((x) => x.method === 'atomem') as Row & { sasrecTraining?: { loss: string; bestEpoch: number; epochsRun: number } };
+    expect(sasrec.loss).toBe('ce');
+    expect(sasrec.validation!.length).toBeGreaterThan(0);
+    expect(atomem.sasrecTraining).toMatchObject({ loss: 'ce', bestEpoch: sasrec.bestEpoch });
+    // protocol loo keeps its fixed-epoch shared model: no early stopping reported
+    const loo = await run(['--methods', 'sasrec,atomem']);
+    expect((loo.results.find((x) => x.method === 'atomem') as { sasrecTraining?: unknown }).sasrecTraining).toBeUndefined();
+    expect((loo.results.find((x) => x.method === 'sasrec') as { validation?: unknown }).validation).toBeUndefined();
+  }, 120_000);
+
+  it("loo-full with atomem.wholeCatalog=shortlist ranks through the library's whole-catalog recommend(); a bad value is refused", async () => {
+    const r = await run([
+      '--protocol',
+      'loo-full',
+      '--methods',
+      'pop,atomem-no-sasrec',
+      '--param',
+      'atomem.wholeCatalog=shortlist',
+      '--param',
+      'atomem.shortlist=12',
+    ]);
+    const row = r.results.find((x) => x.method === 'atomem-no-sasrec') as Row & { wholeCatalog?: string };
+    expect(row.wholeCatalog).toBe('shortlist');
+    // agents let go after their one ranking still count in the row's statistics
+    expect(row.memoriesPerUser).toBeGreaterThan(0);
+    // two taste groups: a 12-item shortlist of 50 items still finds the user's group
+    expect(row.ndcg10).toBeGreaterThan(r.results.find((x) => x.method === 'pop')!.ndcg10 + 0.1);
+    const both = await run(['--protocol', 'loo-full', '--methods', 'atomem-no-sasrec,atomem-shortlist,atomem']);
+    const kind = (m: string) => (both.results.find((x) => x.method === m) as { wholeCatalog?: string }).wholeCatalog;
+    expect([kind('atomem-no-sasrec'), kind('atomem-shortlist'), kind('atomem')]).toEqual(['candidates', 'shortlist', 'candidates']);
+    expect(defaultMethods()).not.toContain('atomem-shortlist');
+    expect(
+      await main(['--format', 'jsonl', '--data', data, '--protocol', 'loo-full', '--methods', 'atomem', '--param', 'atomem.wholeCatalog=some', ...fast]),
+    ).toBe(2);
+    expect(stderr()).toMatch(/atomem.wholeCatalog must be candidates or shortlist/);
+  }, 120_000);
+
   it('--shop-log-until trains the published model on the older part of the log only', async () => {
     const full = await run(['--methods', 'shop,atomem']);
     const cut = await run(['--methods', 'shop,atomem', '--shop-log-until', '0.3']);
