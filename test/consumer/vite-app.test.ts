@@ -258,7 +258,7 @@ describe('the installed package in Node', () => {
       shop.dir,
     );
     expect(l.stdout).toMatch(
-      /wrote vectors-v2\.bin \(format v2\): 18 items, embedder use-lite@0\.2\.0\/uint8.* 18 embedded at \d+ items\/s on 1 thread \(no cache\); shop model from 150 log rows of 30 users, no DP.*SASRec 2 epochs/,
+      /wrote vectors-v2\.bin \(format v2\): 18 items, embedder use-lite@0\.2\.0\/uint8.* 18 embedded at \d+ items\/s on 1 thread \(no cache\); shop model from 150 log rows of 30 users, no DP.*SASRec \d+ steps in [\d.]+ s \(\d threads?, stopped by the 2-epoch bound; validation NDCG@10 [\d.]+/,
     );
 
     // what the files hold, read back with the installed package's own decoders
