@@ -950,32 +950,46 @@ export async function measureDeviceAttacks(
   return { seed, devices: n, ldp, rows };
 }
 
+const pctText = (x: number) => `${(100 * x).toFixed(1)} %`;
+
 /**
  * Poisoning as rows of the device-side table (from `npm run bench:poisoning`'s run on the same
- * dataset and seed): the share of fake reports that lifts a never-held item into the released
- * top 10 under Prio3 (target ≥ 10 %, or withheld), beside local DP's share in the same run.
+ * dataset and seed): the share of fake reports that makes the Prio3 release list a never-held
+ * item (target ≥ 10 %, or withheld), beside the threshold alone and local DP in the same run;
+ * and what the release rule costs the honest release (items listed).
  */
 export function poisoningRows(r: PoisoningResult): DeviceAttackRow[] {
+  const p = r.prio3;
   return [
     {
-      attack: `poisoning: fake reports lifting a never-held item into the released top 10, Prio3 (ε = ${r.prio3.epsilon} per release, threshold ${r.prio3.threshold}), ${r.devices} devices`,
-      measure: 'share of reports needed (shown in the release)',
-      measured: r.prio3.shareForReleasedTop10,
-      baseline: r.ldp.shareForTop10,
-      baselineName: `local DP (ε = ${r.ldp.epsilon.toFixed(2)} per report)`,
+      attack: `poisoning: fake reports lifting a never-held item into the release (a community's examples), Prio3 (ε = ${p.epsilon} per release, threshold ${p.threshold} + ${p.minShare} of the reports), ${r.devices} devices`,
+      measure: `share of reports needed to be shown (${p.shown.fakes} fakes)`,
+      measured: p.shown.share,
+      baseline: p.thresholdOnly.share,
+      baselineName: `threshold alone: ${p.thresholdOnly.fakes} fakes; local DP: ${pctText(r.ldp.shareForTop10)} (${r.ldp.fakesForTop10} fakes)`,
       chance: NaN,
       target: 0.1,
       pass: '≥',
     },
     {
-      attack: `poisoning: forged Prio3 reports (20 at the target) accepted, of ${r.prio3.forged}`,
+      attack: `poisoning: forged Prio3 reports (20 at the target) accepted, of ${p.forged}`,
       measure: 'reports accepted',
-      measured: r.prio3.forgedAccepted,
+      measured: p.forgedAccepted,
       baseline: NaN,
       baselineName: 'local DP has no proof to check',
       chance: NaN,
       target: 0,
       pass: '≤',
+    },
+    {
+      attack: `poisoning rule's honest cost: items the honest release lists (largest true count ${p.maxTrueCount}, ${r.items} items)`,
+      measure: `items released (count ≥ ${p.minCount})`,
+      measured: p.shown.releasedItems,
+      baseline: p.thresholdOnly.releasedItems,
+      baselineName: `threshold alone (count ≥ ${p.threshold})`,
+      chance: NaN,
+      target: NaN,
+      pass: '≥',
     },
   ];
 }

@@ -95,7 +95,10 @@ describe('privacy attacks against protocol v2', () => {
       const a = await run();
       expect(await run()).toEqual(a);
       expect(a[0]).toMatchObject({ target: 0.1, pass: '≥' });
+      expect(a[0].measured).toBeGreaterThan(0.1);
       expect(a[1]).toMatchObject({ measured: 0, target: 0, pass: '≤' });
+      // the honest cost: the rule lists no more items than the threshold alone
+      expect(a[2].measured).toBeLessThanOrEqual(a[2].baseline);
       expect(formatDeviceAttacks({ seed: 3, rows: a })).toMatch(/\| poisoning: forged Prio3 reports .* \| 0 \|/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
