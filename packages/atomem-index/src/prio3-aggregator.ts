@@ -19,6 +19,7 @@ import type { Prio3SumVec } from '@divviup/prio3';
 import type { CipherSuite } from '@hpke/core';
 import { Buffer } from 'node:buffer';
 import { PRIO3_HPKE_INFO, b64, prio3Hpke, prio3ShareAad, prio3Vdaf, type SealedShare } from 'atomem/engine';
+import type { Prio3Release } from 'atomem/protocol';
 
 type Vdaf = Prio3SumVec;
 type PublicShare = Parameters<Vdaf['prepareInit']>[4];
@@ -284,42 +285,8 @@ export class Prio3Aggregator {
   }
 }
 
-/**
- * The release of an epoch: the noisy counts that clear both the noise threshold and the minimum
- * share of the epoch's reports ({@link prio3MinCount}), and the communities' examples.
- */
-export interface Prio3Release {
-  v: 1;
-  epoch: number;
-  epochMs: number;
-  /** Reports whose proof both aggregators accepted (summed). */
-  reports: number;
-  /** Reports refused by the proof check or whose shares could not be opened. */
-  rejected: number;
-  mechanism: {
-    vdaf: 'Prio3SumVec';
-    bits: 1;
-    ell: number;
-    noise: 'discrete-laplace';
-    /** Scale t of each aggregator's noise (ℓ/ε). */
-    scale: number;
-    /** Per device per epoch, by either aggregator's noise alone. */
-    epsilon: number;
-    delta: 0;
-    /** Standard deviation of a released count's noise (both aggregators' noises). */
-    noiseStd: number;
-    /** The noise margin (`prio3Threshold` by default). */
-    threshold: number;
-    /** Share of the epoch's accepted reports a count must reach on top of the threshold. */
-    minShare: number;
-    /** Counts below this are not released: threshold + ⌈minShare × reports⌉. */
-    minCount: number;
-  };
-  /** Item → noisy count of devices that reported it (only counts ≥ minCount). */
-  counts: Record<string, number>;
-  /** Per community: its released items (count ≥ minCount), best first (its examples). */
-  communities: { id: string; examples: string[] }[];
-}
+/** The release's wire type lives in atomem's protocol (the device reads the same type). */
+export type { Prio3Release };
 
 /**
  * Build the release from the unsharded noisy counts (post-processing: no privacy cost): a count
