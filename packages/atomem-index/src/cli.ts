@@ -48,6 +48,7 @@ export interface CliOptions {
   prio3Peer?: string;
   prio3Epsilon?: number;
   prio3Threshold?: number;
+  prio3MinShare?: number;
   prio3MinReports?: number;
   prio3TickMs?: number;
 }
@@ -113,6 +114,11 @@ export function program(): Command {
       'Prio3 counts below this are not released (default: 3 × the noise std, raised until an item nobody reported shows with probability ≤ 5 % per release)',
       num('--prio3-threshold', 0),
     )
+    .option(
+      '--prio3-min-share <share>',
+      "share of the epoch's accepted Prio3 reports a count must reach on top of the threshold to be released, in [0, 1) (default 0.1: fake reports must be ≥ 10 % of the epoch's reports to lift an item into the release)",
+      num('--prio3-min-share', 0, 1),
+    )
     .option('--prio3-min-reports <n>', 'accepted Prio3 reports an epoch needs to be released (default 50)', int('--prio3-min-reports', 1))
     .option('--prio3-tick-ms <ms>', 'how often the leader aggregates due epochs with the helper (default 10000)', int('--prio3-tick-ms', 1))
     .addOption(new Option('--log-level <level>', 'log level (stderr)').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'));
@@ -160,6 +166,7 @@ export async function main(argv: string[] = process.argv): Promise<IndexService>
           peerKey: process.env.ATOMEM_PRIO3_PEER_KEY ?? '',
           epsilon: o.prio3Epsilon,
           threshold: o.prio3Threshold,
+          minShare: o.prio3MinShare,
           minReports: o.prio3MinReports,
           tickMs: o.prio3TickMs,
         }

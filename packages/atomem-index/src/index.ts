@@ -21,9 +21,11 @@ export {
   type AttesterBudgetStore,
 } from './attester.js';
 export {
+  PRIO3_MIN_SHARE,
   Prio3Aggregator,
   buildPrio3Release,
   discreteLaplace,
+  prio3MinCount,
   prio3Threshold,
   releaseNoiseStd,
   releaseNoiseTail,

@@ -19,6 +19,7 @@ import type { Prio3SumVec } from '@divviup/prio3';
 import type { CipherSuite } from '@hpke/core';
 import { Buffer } from 'node:buffer';
 import { PRIO3_HPKE_INFO, b64, prio3Hpke, prio3ShareAad, prio3Vdaf, type SealedShare } from 'atomem/engine';
+import type { Prio3Release } from 'atomem/protocol';
 
 type Vdaf = Prio3SumVec;
 type PublicShare = Parameters<Vdaf['prepareInit']>[4];
@@ -90,6 +91,28 @@ export function prio3Threshold(scale: number, items: number, falseItems = 0.05):
   let t = Math.max(1, Math.ceil(3 * releaseNoiseStd(scale)));
   while (items * releaseNoiseTail(scale, t) > falseItems) t++;
   return t;
+}
+
+/**
+ * Default of the release's minimum share: an item is released only when its noisy count is at
+ * least the noise threshold plus this share of the epoch's accepted reports. A report adds at
+ * most 1 to an item's count, so fake reports lift an item nobody holds into the release only
+ * when they are at least this share of the epoch's reports, unless the noise alone exceeds the
+ * threshold (with the default threshold, probability ≤ 0.05 / catalog size per item).
+ */
+export const PRIO3_MIN_SHARE = 0.1;
+
+/**
+ * The smallest noisy count released: `threshold` (the noise margin) + ⌈`minShare` × `reports`⌉
+ * (`reports`: the epoch's accepted reports). Post-processing of the noisy counts and the public
+ * report count: it costs no privacy.
+ */
+export function prio3MinCount(threshold: number, reports: number, minShare: number = PRIO3_MIN_SHARE): number {
+  if (!(threshold >= 0)) throw new RangeError(`prio3MinCount: threshold must be ≥ 0, got ${threshold}`);
+  if (!(minShare >= 0 && minShare < 1)) throw new RangeError(`prio3MinCount: minShare must be in [0, 1), got ${minShare}`);
+  if (!(Number.isInteger(reports) && reports >= 0)) throw new RangeError(`prio3MinCount: reports must be an integer ≥ 0, got ${reports}`);
+  // why the epsilon: 0.1 × 950 is 95.00000000000001 in floating point
+  return threshold + Math.ceil(minShare * reports - 1e-9);
 }
 
 /** The secret both aggregators derive their VDAF verification key from (never sent to devices). */
@@ -262,37 +285,13 @@ export class Prio3Aggregator {
   }
 }
 
-/** The release of an epoch: noisy counts of the items above the threshold, and the communities' examples. */
-export interface Prio3Release {
-  v: 1;
-  epoch: number;
-  epochMs: number;
-  /** Reports whose proof both aggregators accepted (summed). */
-  reports: number;
-  /** Reports refused by the proof check or whose shares could not be opened. */
-  rejected: number;
-  mechanism: {
-    vdaf: 'Prio3SumVec';
-    bits: 1;
-    ell: number;
-    noise: 'discrete-laplace';
-    /** Scale t of each aggregator's noise (ℓ/ε). */
-    scale: number;
-    /** Per device per epoch, by either aggregator's noise alone. */
-    epsilon: number;
-    delta: 0;
-    /** Standard deviation of a released count's noise (both aggregators' noises). */
-    noiseStd: number;
-    /** Counts below this are not released. */
-    threshold: number;
-  };
-  /** Item → noisy count of devices that reported it (only counts ≥ threshold). */
-  counts: Record<string, number>;
-  /** Per community: its items released with a count ≥ threshold, best first (its examples). */
-  communities: { id: string; examples: string[] }[];
-}
+/** The release's wire type lives in atomem's protocol (the device reads the same type). */
+export type { Prio3Release };
 
-/** Build the release from the unsharded noisy counts (post-processing: no privacy cost). */
+/**
+ * Build the release from the unsharded noisy counts (post-processing: no privacy cost): a count
+ * is released when it is at least `threshold` + ⌈`minShare` × `reports`⌉.
+ */
 export function buildPrio3Release(o: {
   epoch: number;
   epochMs: number;
@@ -303,12 +302,16 @@ export function buildPrio3Release(o: {
   ell: number;
   epsilon: number;
   threshold: number;
+  /** Default {@link PRIO3_MIN_SHARE}. */
+  minShare?: number;
   communities?: { id: string; items: string[] }[];
 }): Prio3Release {
   const scale = o.ell / o.epsilon;
+  const minShare = o.minShare ?? PRIO3_MIN_SHARE;
+  const minCount = prio3MinCount(o.threshold, o.reports, minShare);
   const counts: Record<string, number> = {};
   o.items.forEach((id, i) => {
-    if (o.noisy[i] >= o.threshold) counts[id] = o.noisy[i];
+    if (o.noisy[i] >= minCount) counts[id] = o.noisy[i];
   });
   const communities = (o.communities ?? [])
     .map((c) => ({
@@ -332,6 +335,8 @@ export function buildPrio3Release(o: {
       delta: 0,
       noiseStd: releaseNoiseStd(scale),
       threshold: o.threshold,
+      minShare,
+      minCount,
     },
     counts,
     communities,

@@ -26,7 +26,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_LDP, PRIO3_HPKE_SUITE, PRIO3_PATHS, b64, prio3ChunkLength, type Prio3Config, type Prio3Upload } from 'atomem/engine';
-import { Prio3Aggregator, buildPrio3Release, cryptoUniform, prio3Threshold, type Prio3Release } from './prio3-aggregator.js';
+import { PRIO3_MIN_SHARE, Prio3Aggregator, buildPrio3Release, cryptoUniform, prio3Threshold, type Prio3Release } from './prio3-aggregator.js';
 import type { V2Controller } from './v2.js';
 import type { Prio3Store } from './prio3-store.js';
 
@@ -47,6 +47,12 @@ export interface Prio3ServiceOptions {
    * with probability ≤ 5 % over the whole catalog.
    */
   threshold?: number;
+  /**
+   * Share of the epoch's accepted reports a count must reach on top of `threshold` to be
+   * released (`prio3MinCount`), in [0, 1). Default `PRIO3_MIN_SHARE` (0.1): fake reports lift an
+   * item nobody holds into the release only when they are ≥ 10 % of the epoch's reports.
+   */
+  minShare?: number;
   /** Items a device reports at most (its last ℓ distinct). Default the local-DP ℓ (10). */
   ell?: number;
   /** Accepted reports an epoch needs before anything is released (the helper refuses a smaller collection). Default 50. */
@@ -136,6 +142,8 @@ export function registerPrio3(
   const scale = ell / epsilon;
   if (o.threshold !== undefined && !(o.threshold >= 0)) throw new RangeError(`prio3: threshold must be ≥ 0, got ${o.threshold}`);
   let threshold = o.threshold ?? 0;
+  const minShare = o.minShare ?? PRIO3_MIN_SHARE;
+  if (!(minShare >= 0 && minShare < 1)) throw new RangeError(`prio3: minShare must be in [0, 1), got ${o.minShare}`);
   const minReports = o.minReports ?? 50;
   const graceMs = o.graceMs ?? Math.floor(v2.epochMs / 10);
   const uniform = o.uniform ?? cryptoUniform;
@@ -385,7 +393,19 @@ export function registerPrio3(
     } catch {
       communities = undefined;
     }
-    const release = buildPrio3Release({ epoch, epochMs: v2.epochMs, items: itemIds, noisy, reports: accepted, rejected, ell, epsilon, threshold, communities });
+    const release = buildPrio3Release({
+      epoch,
+      epochMs: v2.epochMs,
+      items: itemIds,
+      noisy,
+      reports: accepted,
+      rejected,
+      ell,
+      epsilon,
+      threshold,
+      minShare,
+      communities,
+    });
     // why: a release is stored once; what is stored is what every instance serves
     const kept = await state.finish(epoch, JSON.stringify(release));
     app.log.info({ epoch, accepted, rejected }, 'prio3: release stored');

@@ -2,12 +2,23 @@
  * Prio3 aggregation in-process: the device's encoder (atomem's sync/prio3-report.ts) against the
  * two aggregators' preparation (src/prio3-aggregator.ts) — well-formed reports are summed
  * exactly, a report whose share encodes 20 for one item fails the proof check, one share alone
- * is uniform whatever the report, and the noise has the stated spread.
+ * is uniform whatever the report, and the noise has the stated spread; the release rule
+ * (threshold + minimum share of the reports) makes fake reports below that share unable to list
+ * an item nobody holds.
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { b64, encodePrio3Upload, prio3Measurement } from 'atomem/engine';
-import { Prio3Aggregator, buildPrio3Release, discreteLaplace, prio3Threshold, releaseNoiseStd, releaseNoiseTail } from '../src/prio3-aggregator.js';
+import {
+  PRIO3_MIN_SHARE,
+  Prio3Aggregator,
+  buildPrio3Release,
+  discreteLaplace,
+  prio3MinCount,
+  prio3Threshold,
+  releaseNoiseStd,
+  releaseNoiseTail,
+} from '../src/prio3-aggregator.js';
 import { mulberry32 } from '@atomem/bench/rng';
 
 const ITEMS = Array.from({ length: 64 }, (_, i) => `item-${String(i).padStart(2, '0')}`);
@@ -123,6 +134,8 @@ describe('prio3 aggregation (in-process)', () => {
         { id: 'k1', items: ['c'] },
       ],
     });
+    // the default rule: threshold 30 + ⌈0.1 × 60⌉ = 36
+    expect(r.mechanism).toMatchObject({ threshold: 30, minShare: PRIO3_MIN_SHARE, minCount: 36 });
     expect(r.counts).toEqual({ a: 50 });
     expect(r.communities).toEqual([{ id: 'k0', examples: ['a'] }]);
     expect(r.mechanism.epsilon).toBe(1);
@@ -145,5 +158,72 @@ describe('release threshold', () => {
     expect(t).toBeGreaterThanOrEqual(Math.ceil(3 * releaseNoiseStd(10)));
     expect(1682 * releaseNoiseTail(10, t)).toBeLessThanOrEqual(0.05);
     expect(1682 * releaseNoiseTail(10, t - 1)).toBeGreaterThan(0.05);
+  });
+});
+
+describe('release rule: threshold + minimum share of the reports', () => {
+  it('computes the minimum count and refuses bad settings', () => {
+    expect(prio3MinCount(115, 943)).toBe(115 + 95);
+    expect(prio3MinCount(115, 950)).toBe(115 + 95);
+    expect(prio3MinCount(115, 943, 0)).toBe(115);
+    expect(prio3MinCount(0, 0)).toBe(0);
+    expect(() => prio3MinCount(115, 943, 1)).toThrow(/minShare must be in \[0, 1\)/);
+    expect(() => prio3MinCount(115, 943, -0.1)).toThrow(/minShare/);
+    expect(() => prio3MinCount(115, 9.5)).toThrow(/reports must be an integer/);
+    expect(() =>
+      buildPrio3Release({ epoch: 1, epochMs: 1, items: ['a'], noisy: [1], reports: 1, rejected: 0, ell: 10, epsilon: 1, threshold: 0, minShare: Number.NaN }),
+    ).toThrow(/minShare/);
+  });
+
+  it('fake reports under the minimum share never list an item nobody holds while its noise is below the threshold', () => {
+    const threshold = prio3Threshold(10, 1349);
+    const release = (noise: number, honest: number, fakes: number, minShare: number) =>
+      buildPrio3Release({
+        epoch: 1,
+        epochMs: 1,
+        items: ['target', 'other'],
+        noisy: [noise + fakes, 0],
+        reports: honest + fakes,
+        rejected: 0,
+        ell: 10,
+        epsilon: 1,
+        threshold,
+        minShare,
+      }).counts.target !== undefined;
+    let checked = 0;
+    for (const honest of [50, 200, 943, 5000]) {
+      for (let noise = -100; noise < threshold; noise += 7) {
+        let f = 0;
+        while (!release(noise, honest, f, PRIO3_MIN_SHARE)) f++;
+        // the smallest number of fakes that lists the target is more than 10 % of the epoch's reports
+        expect(f / (honest + f)).toBeGreaterThan(PRIO3_MIN_SHARE);
+        // … and one fewer is not listed (the rule is monotone in the fakes)
+        expect(release(noise, honest, f - 1, PRIO3_MIN_SHARE)).toBe(false);
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(100);
+    // the threshold alone does not hold it: a target whose noise is 3σ needs far fewer than 10 %
+    let g = 0;
+    while (!release(60, 943, g, 0)) g++;
+    expect(g / (943 + g)).toBeLessThan(0.07);
+  });
+
+  it('releases an item honest devices hold when its count clears both parts, and lists it as the example of its community', () => {
+    const r = buildPrio3Release({
+      epoch: 2,
+      epochMs: 1000,
+      items: ['a', 'b', 'c'],
+      noisy: [250, 209, 120],
+      reports: 943,
+      rejected: 0,
+      ell: 10,
+      epsilon: 1,
+      threshold: 115,
+      communities: [{ id: 'k0', items: ['a', 'b', 'c'] }],
+    });
+    expect(r.mechanism.minCount).toBe(210);
+    expect(r.counts).toEqual({ a: 250 });
+    expect(r.communities).toEqual([{ id: 'k0', examples: ['a'] }]);
   });
 });

@@ -39,7 +39,7 @@ function start(store: string, role: 'leader' | 'helper', peerUrl: string) {
     rateLimit: false,
     ohttp: false,
     v2: { space: axisSpace('prio3-pg@1', { items: N_ITEMS }), epochMs: EPOCH_MS, tickMs: 0, attesterKey: TEST_ATTESTER, minReports: 3, minContributors: 0 },
-    prio3: { role, peerUrl, peerKey: PEER_KEY, epsilon: 10, threshold: 0, minReports: 5, tickMs: 0 },
+    prio3: { role, peerUrl, peerKey: PEER_KEY, epsilon: 10, threshold: 0, minShare: 0, minReports: 5, tickMs: 0 },
   });
 }
 

@@ -106,6 +106,9 @@ describe('prio3: leader and helper processes', () => {
     const badPeer = await run(['--prio3-role', 'leader', '--prio3-peer', 'not a url'], { ATOMEM_PRIO3_PEER_KEY: PEER_KEY });
     expect(badPeer.code).toBe(1);
     expect(badPeer.stderr).toMatch(/--prio3-peer must be a URL/);
+    const badShare = await run(['--prio3-role', 'leader', '--prio3-peer', 'http://127.0.0.1:9', '--prio3-min-share', '1'], { ATOMEM_PRIO3_PEER_KEY: PEER_KEY });
+    expect(badShare.code).toBe(1);
+    expect(badShare.stderr).toMatch(/minShare must be in \[0, 1\)/);
   });
 
   it('aggregates real device reports, refuses forged ones, releases the true counts plus bounded noise', { timeout: 180_000 }, async () => {
@@ -118,6 +121,8 @@ describe('prio3: leader and helper processes', () => {
       '--prio3-epsilon',
       '10',
       '--prio3-threshold',
+      '0',
+      '--prio3-min-share',
       '0',
       '--prio3-min-reports',
       '5',
@@ -172,7 +177,7 @@ describe('prio3: leader and helper processes', () => {
     expect(release).toBeDefined();
     expect(release!.reports).toBe(devices.length);
     expect(release!.rejected).toBe(3);
-    expect(release!.mechanism).toMatchObject({ vdaf: 'Prio3SumVec', epsilon: 10, delta: 0, noise: 'discrete-laplace', threshold: 0 });
+    expect(release!.mechanism).toMatchObject({ vdaf: 'Prio3SumVec', epsilon: 10, delta: 0, noise: 'discrete-laplace', threshold: 0, minShare: 0, minCount: 0 });
     // true counts; each count's noise is the sum of two discrete Laplace(scale 1) draws: |noise| ≤ 15 with probability 1 − 4·10⁻⁶
     const truth = leaderCfg.items.map(
       (id) => devices.filter((d) => prio3Measurement(d, leaderCfg.items, leaderCfg.ell)[leaderCfg.items.indexOf(id)] === 1).length,

@@ -1,7 +1,8 @@
 // The verifiable release as a ranking signal (community/crowd.ts) and what a Prio3 report counts
 // (sync/device-report.ts itemsSince): ln(1 + count), 0 for withheld items; malformed releases are
 // refused; only the epoch's positive, processed, catalog events.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import type { Prio3Release } from 'atomem/protocol';
 import { crowdSignal, isCrowdRelease, type CrowdRelease } from '../src/community/crowd.js';
 import { itemsSince } from '../src/sync/device-report.js';
 import type { MemoryState } from '../src/core/types.js';
@@ -12,7 +13,19 @@ const release = (counts: Record<string, number>): CrowdRelease => ({
   epochMs: 1000,
   reports: 60,
   rejected: 0,
-  mechanism: { vdaf: 'Prio3SumVec', bits: 1, ell: 10, noise: 'discrete-laplace', scale: 10, epsilon: 1, delta: 0, noiseStd: 20, threshold: 60 },
+  mechanism: {
+    vdaf: 'Prio3SumVec',
+    bits: 1,
+    ell: 10,
+    noise: 'discrete-laplace',
+    scale: 10,
+    epsilon: 1,
+    delta: 0,
+    noiseStd: 20,
+    threshold: 60,
+    minShare: 0.1,
+    minCount: 66,
+  },
   counts,
   communities: [],
 });
@@ -21,6 +34,10 @@ describe('crowd signal', () => {
   it('is ln(1 + released count), 0 for an item the release withholds', () => {
     const s = crowdSignal(release({ a: 60, b: 120 }), ['a', 'b', 'c']);
     expect(Array.from(s)).toEqual([Math.log1p(60), Math.log1p(120), 0]);
+  });
+
+  it("is the protocol's Prio3 release type (one wire type, protocol/prio3-release.ts)", () => {
+    expectTypeOf<CrowdRelease>().toEqualTypeOf<Prio3Release>();
   });
 
   it('refuses what is not a release', () => {

@@ -44,11 +44,11 @@ function catalogFile(): string {
   return file;
 }
 
-/** Leader and helper processes, ε = 20 per release (small noise: the test reads the counts), threshold 0, one report enough. */
+/** Leader and helper processes, ε = 20 per release (small noise: the test reads the counts), threshold 0 and no minimum share, one report enough. */
 async function aggregators(): Promise<{ leader: string; helper: string }> {
   process.env.ATOMEM_PRIO3_PEER_KEY = PEER_KEY;
   const common = ['--port', '0', '--rate-max', '0', '--log-level', 'warn', '--catalog-vectors', catalogFile(), '--epoch-ms', String(EPOCH_MS)];
-  const prio3 = ['--prio3-epsilon', '20', '--prio3-threshold', '0', '--prio3-min-reports', '1'];
+  const prio3 = ['--prio3-epsilon', '20', '--prio3-threshold', '0', '--prio3-min-share', '0', '--prio3-min-reports', '1'];
   const helper = await services.spawn(['--data', services.tempDir(), ...common, ...prio3, '--prio3-role', 'helper', '--prio3-peer', 'http://127.0.0.1:9'])
     .ready;
   const leader = await services.spawn([

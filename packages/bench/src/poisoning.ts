@@ -16,11 +16,20 @@
  *
  * Every Prio3 report goes the whole way in-process: sharding, HPKE sealing to each aggregator,
  * opening, preparation by both aggregators, the proof decision, summing; then each aggregator's
- * discrete Laplace noise (ε per release, scale ℓ/ε), the sum, the threshold. Ranks: 1 + the
+ * discrete Laplace noise (ε per release, scale ℓ/ε), the sum, the release rule. Ranks: 1 + the
  * number of catalog items with a strictly larger released value (estimate or noisy count).
  * "Fakes to reach the top 10": the smallest number of such fake reports that puts the target's
  * value at rank ≤ 10 (local DP: the estimate is linear in the fakes; Prio3: each accepted fake
  * adds exactly 1, as the run checks for the first `--fakes`).
+ *
+ * "Fakes to be shown": the smallest number f of fake reports with which the service's release
+ * (atomem-index `buildPrio3Release`, on the noisy counts with the target's count + f and the
+ * epoch's reports + f) lists the target — under the threshold alone (`--min-share 0`) and under
+ * the shipped rule (threshold + ⌈minShare × reports⌉, `PRIO3_MIN_SHARE`). A released item is an
+ * example of its community, and in a community's top 10 when fewer than 10 of its items are
+ * released (as here): being released is the attacker's whole cost, counted conservatively.
+ * The honest cost of the rule: the items the release lists from the honest reports alone, under
+ * either rule.
  *
  * Deterministic for a seed: the devices' randomization, the fake cohorts, the Prio3 shares and
  * the noise come from seeded generators (HPKE's own randomness does not change any figure).
@@ -30,7 +39,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DEFAULT_LDP, ReportHistogram, Rng, b64, encodePrio3Upload, estimateCounts, makeReport, prio3Measurement } from 'atomem/engine';
 import { olhBucket } from 'atomem/protocol';
-import { Prio3Aggregator, discreteLaplace, prio3Threshold, releaseNoiseStd } from 'atomem-index';
+import { PRIO3_MIN_SHARE, Prio3Aggregator, buildPrio3Release, discreteLaplace, prio3MinCount, prio3Threshold, releaseNoiseStd } from 'atomem-index';
 import { compareIds, loadDataset } from './datasets.js';
 import type { DatasetFormat } from './types.js';
 
@@ -44,6 +53,8 @@ export interface PoisoningOptions {
   forged?: number;
   /** ε of each aggregator's noise per release (Prio3). Default 1. */
   epsilon?: number;
+  /** The release's minimum share of the epoch's reports (atomem-index `PRIO3_MIN_SHARE` by default). */
+  minShare?: number;
   onProgress?: (done: number, total: number) => void;
 }
 
@@ -68,10 +79,16 @@ export interface PoisoningResult {
     releasedAfter: boolean;
     fakesForTop10: number;
     shareForTop10: number;
-    /** Fakes to be in the top 10 and above the threshold (shown in the release). */
-    fakesForReleasedTop10: number;
-    shareForReleasedTop10: number;
-    releasedItems: number;
+    /** The release's minimum share of the epoch's reports. */
+    minShare: number;
+    /** The count the honest release needs: threshold + ⌈minShare × devices⌉. */
+    minCount: number;
+    /** Fakes for the release to list the target under the threshold alone. */
+    thresholdOnly: { fakes: number; share: number; releasedItems: number };
+    /** Fakes for the release to list the target under the rule (threshold + minimum share): shown. */
+    shown: { fakes: number; share: number; releasedItems: number };
+    /** Largest honest (noiseless) count of an item. */
+    maxTrueCount: number;
   };
   ms: number;
 }
@@ -108,6 +125,8 @@ export async function runPoisoning(o: PoisoningOptions): Promise<PoisoningResult
   const nFakes = o.fakes ?? 20;
   const nForged = o.forged ?? 20;
   const epsilon = o.epsilon ?? 1;
+  const minShare = o.minShare ?? PRIO3_MIN_SHARE;
+  prio3MinCount(0, 0, minShare);
   const dataset = loadDataset(o.format ?? 'movielens', o.data, o.kcore === undefined ? {} : { kcore: o.kcore });
   const items = [...dataset.items.keys()].sort(compareIds);
   const ldp = DEFAULT_LDP;
@@ -180,7 +199,9 @@ export async function runPoisoning(o: PoisoningOptions): Promise<PoisoningResult
   const noise = items.map(() => discreteLaplace(scale, uniform) + discreteLaplace(scale, uniform));
   const release = (l: bigint[], h: bigint[]) => leader.unshard(l, h).map((x, i) => x + noise[i]);
   const prioBefore = release(la, ha);
-  const honestTarget = leader.unshard(la, ha)[ti];
+  const honestCounts = leader.unshard(la, ha);
+  const honestTarget = honestCounts[ti];
+  const maxTrueCount = Math.max(...honestCounts);
   const one = new Array<number>(items.length).fill(0);
   one[ti] = 1;
   let fakesAccepted = 0;
@@ -193,8 +214,30 @@ export async function runPoisoning(o: PoisoningOptions): Promise<PoisoningResult
   // the service's default rule (atomem-index prio3Threshold): ≥ 3σ, and no pure-noise item in ≥ 95 % of releases
   const threshold = prio3Threshold(scale, items.length);
   const prioTop = fakesForTop(prioBefore, ti, 1);
-  const prioShown = Math.max(prioTop, threshold - prioBefore[ti]);
   const n = users.length;
+  /** The service's release of the noisy counts with `f` fakes at the target (each adds exactly 1, as checked above). */
+  const releaseWith = (f: number, share: number) =>
+    buildPrio3Release({
+      epoch: 1,
+      epochMs: 1,
+      items,
+      noisy: prioBefore.map((x, i) => (i === ti ? x + f : x)),
+      reports: n + f,
+      rejected: 0,
+      ell,
+      epsilon,
+      threshold,
+      minShare: share,
+    });
+  /** The smallest f whose release lists the target (the release is monotone in f: count + f vs. a bar growing by < 1 per fake). */
+  const fakesToShow = (share: number): { fakes: number; share: number; releasedItems: number } => {
+    let f = 0;
+    while (releaseWith(f, share).counts[target.id] === undefined) {
+      if (++f > 100 * n) throw new Error('the target is never released');
+    }
+    return { fakes: f, share: f / (n + f), releasedItems: Object.keys(releaseWith(0, share).counts).length };
+  };
+
   return {
     dataset: dataset.name,
     devices: n,
@@ -219,12 +262,14 @@ export async function runPoisoning(o: PoisoningOptions): Promise<PoisoningResult
       forgedAccepted,
       fakesAccepted,
       targetCountAfter: prioAfter[ti],
-      releasedAfter: prioAfter[ti] >= threshold,
+      releasedAfter: prioAfter[ti] >= prio3MinCount(threshold, n + fakesAccepted + forgedAccepted, minShare),
       fakesForTop10: prioTop,
       shareForTop10: prioTop / (n + prioTop),
-      fakesForReleasedTop10: prioShown,
-      shareForReleasedTop10: prioShown / (n + prioShown),
-      releasedItems: prioAfter.filter((x) => x >= threshold).length,
+      minShare,
+      minCount: prio3MinCount(threshold, n, minShare),
+      thresholdOnly: fakesToShow(0),
+      shown: fakesToShow(minShare),
+      maxTrueCount,
     },
     ms: performance.now() - t0,
   };
@@ -232,13 +277,16 @@ export async function runPoisoning(o: PoisoningOptions): Promise<PoisoningResult
 
 export function formatPoisoning(r: PoisoningResult, seed: number): string {
   const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
+  const p = r.prio3;
   return [
     `Dataset ${r.dataset}: ${r.devices} devices, ${r.items} items; target ${r.target} (held by no device); ${r.fakes} fake reports (${pct(r.fakeShare)}); seed ${seed}.`,
     '',
-    '| aggregation | target rank before | after fakes | fakes to reach the top 10 (share of reports) | … and be released (above the threshold) | notes |',
-    '| --- | --- | --- | --- | --- | --- |',
-    `| local DP (ε = ${r.ldp.epsilon.toFixed(2)} per report) | ${r.ldp.rankBefore} of ${r.items} | ${r.ldp.rankAfter} | ${r.ldp.fakesForTop10} (${pct(r.ldp.shareForTop10)}) | same (no threshold on popularity) | one fake report adds ≈ ℓ/(p* − q) holders |`,
-    `| Prio3 (ε = ${r.prio3.epsilon} per release, noise std ${r.prio3.noiseStd.toFixed(1)}) | ${r.prio3.rankBefore} | ${r.prio3.rankAfter} | ${r.prio3.fakesForTop10} (${pct(r.prio3.shareForTop10)}) | ${r.prio3.fakesForReleasedTop10} (${pct(r.prio3.shareForReleasedTop10)}) | ${r.prio3.fakesAccepted}/${r.fakes} well-formed fakes counted (+1 each); ${r.prio3.forgedAccepted}/${r.prio3.forged} forged (20 at the target) accepted; target's released count ${r.prio3.targetCountAfter} vs threshold ${r.prio3.threshold} (${r.prio3.releasedAfter ? 'released' : 'withheld'}); ${r.prio3.releasedItems} items above the threshold |`,
+    '| aggregation | target rank before | after fakes | fakes to reach the top 10 (share of reports) | … to be shown, threshold alone | … to be shown, threshold + minimum share (shipped) | notes |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
+    `| local DP (ε = ${r.ldp.epsilon.toFixed(2)} per report) | ${r.ldp.rankBefore} of ${r.items} | ${r.ldp.rankAfter} | ${r.ldp.fakesForTop10} (${pct(r.ldp.shareForTop10)}) | same (no threshold on popularity) | — | one fake report adds ≈ ℓ/(p* − q) holders |`,
+    `| Prio3 (ε = ${p.epsilon} per release, noise std ${p.noiseStd.toFixed(1)}, threshold ${p.threshold}, minimum share ${p.minShare}) | ${p.rankBefore} | ${p.rankAfter} | ${p.fakesForTop10} (${pct(p.shareForTop10)}) | ${p.thresholdOnly.fakes} (${pct(p.thresholdOnly.share)}) | ${p.shown.fakes} (${pct(p.shown.share)}) | ${p.fakesAccepted}/${r.fakes} well-formed fakes counted (+1 each); ${p.forgedAccepted}/${p.forged} forged (20 at the target) accepted; target's noisy count after the fakes ${p.targetCountAfter} (${p.releasedAfter ? 'released' : 'withheld'}) |`,
+    '',
+    `Honest release (no fakes): largest true count ${p.maxTrueCount}; items released ${p.thresholdOnly.releasedItems} of ${r.items} under the threshold alone (${p.threshold}), ${p.shown.releasedItems} under the rule (a count needs ≥ ${p.minCount} = ${p.threshold} + ⌈${p.minShare} × ${r.devices}⌉).`,
     '',
     `(${(r.ms / 1000).toFixed(0)} s)`,
   ].join('\n');
@@ -253,6 +301,7 @@ async function main(): Promise<void> {
       fakes: { type: 'string', default: '20' },
       forged: { type: 'string', default: '20' },
       epsilon: { type: 'string', default: '1' },
+      'min-share': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   });
@@ -271,6 +320,7 @@ async function main(): Promise<void> {
     fakes: num('fakes', values.fakes, 0),
     forged: num('forged', values.forged, 0),
     epsilon: num('epsilon', values.epsilon, 1e-6),
+    minShare: values['min-share'] === undefined ? undefined : num('min-share', values['min-share'], 0),
     onProgress: (d, t) => {
       if (Date.now() - last > 5000 || d === t) {
         last = Date.now();

@@ -7,7 +7,8 @@
  * weeks; between two builds the file knows nothing of what shoppers did since, while each
  * device keeps its own events. The index releases, per epoch, what devices turned to (the
  * verifiable Prio3 release: each device's distinct items of the epoch, at most ℓ, summed by the
- * two aggregators with central discrete-Laplace noise, counts under the threshold withheld).
+ * two aggregators with central discrete-Laplace noise, counts under the release rule withheld:
+ * the threshold plus a minimum share of the epoch's reports).
  *
  * Built from ML-100K under the full-ranking `temporal` protocol (EVAL.md): one global cut T at
  * the `--cut` quantile of event times; each user is tested on their first event after T, every
@@ -26,14 +27,15 @@
  *   npm run bench:sharing -- --data ../shared/data/ml-100k
  *   npm run bench:sharing -- --data ../shared/data/ml-100k --setting 1,10,7 --setting 4,1,28 --setting inf,10,7
  *
- * (`--setting ε,ℓ,days[,threshold]`, repeatable, all against one `off` run; ε = inf releases
- * the exact counts: what the scenario could give without noise.)
+ * (`--setting ε,ℓ,days[,threshold[,minShare]]`, repeatable, all against one `off` run; ε = inf
+ * releases the exact counts: what the scenario could give without noise; minShare 0 releases by
+ * the threshold alone.)
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DEFAULT_CONFIG, DEFAULT_LDP, Rng, type Interaction } from 'atomem/engine';
-import { buildPrio3Release, discreteLaplace, prio3Threshold, type Prio3Release } from 'atomem-index';
+import { PRIO3_MIN_SHARE, buildPrio3Release, discreteLaplace, prio3Threshold, type Prio3Release } from 'atomem-index';
 import { AtomemMethod } from './atomem-method.js';
 import { loadDataset } from './datasets.js';
 import { buildFullProtocol } from './full-protocol.js';
@@ -53,6 +55,8 @@ export interface SharingSetting {
   epochDays?: number;
   /** Counts below this are withheld. Default atomem-index's rule ({@link prio3Threshold}). */
   threshold?: number;
+  /** The release's minimum share of the epoch's reports on top of the threshold. Default atomem-index's `PRIO3_MIN_SHARE`. */
+  minShare?: number;
 }
 
 export interface SharingScenarioOptions {
@@ -76,7 +80,7 @@ export interface SharingScenarioOptions {
 }
 
 export interface SharingRow {
-  setting: Required<Omit<SharingSetting, 'threshold'>> & { threshold: number; scale: number; noiseStd: number };
+  setting: Required<Omit<SharingSetting, 'threshold'>> & { threshold: number; minCount: number; scale: number; noiseStd: number };
   epoch: { from: string; to: string };
   release: { reports: number; activeDevices: number; released: number; maxTrueCount: number };
   contribute: number;
@@ -104,7 +108,7 @@ const iso = (t: number) => new Date(t).toISOString().slice(0, 10);
 export function scenarioRelease(
   histories: ReadonlyMap<string, readonly Interaction[]>,
   items: readonly string[],
-  o: { from: number; to: number; epsilon: number; ell: number; threshold?: number; seed: number; epochMs: number },
+  o: { from: number; to: number; epsilon: number; ell: number; threshold?: number; minShare?: number; seed: number; epochMs: number },
 ): { release: Prio3Release; activeDevices: number; maxTrueCount: number } {
   const index = new Map(items.map((id, i) => [id, i]));
   const sum = new Array<number>(items.length).fill(0);
@@ -139,6 +143,7 @@ export function scenarioRelease(
     ell: o.ell,
     epsilon: o.epsilon,
     threshold,
+    minShare: o.minShare ?? PRIO3_MIN_SHARE,
   });
   return { release, activeDevices: active, maxTrueCount: Math.max(0, ...sum) };
 }
@@ -166,6 +171,7 @@ export async function runSharingScenario(o: SharingScenarioOptions): Promise<Sha
     ell: x.ell ?? DEFAULT_LDP.ell,
     epochDays: x.epochDays ?? 7,
     threshold: x.threshold,
+    minShare: x.minShare ?? PRIO3_MIN_SHARE,
   }));
   for (const x of settings) {
     if (!(lagDays > 0) || !(x.epochDays > 0) || x.epochDays > lagDays) throw new RangeError('need 0 < epoch days ≤ --lag-days');
@@ -198,6 +204,7 @@ export async function runSharingScenario(o: SharingScenarioOptions): Promise<Sha
               epsilon: setting.epsilon,
               ell: setting.ell,
               threshold: setting.threshold,
+              minShare: setting.minShare,
               seed,
               epochMs,
             });
@@ -230,7 +237,16 @@ export async function runSharingScenario(o: SharingScenarioOptions): Promise<Sha
     const r = built.get(nameOf(i))!;
     const m = r.release.mechanism;
     return {
-      setting: { epsilon: x.epsilon, ell: x.ell, epochDays: x.epochDays, threshold: m.threshold, scale: m.scale, noiseStd: m.noiseStd },
+      setting: {
+        epsilon: x.epsilon,
+        ell: x.ell,
+        epochDays: x.epochDays,
+        threshold: m.threshold,
+        minShare: m.minShare,
+        minCount: m.minCount,
+        scale: m.scale,
+        noiseStd: m.noiseStd,
+      },
       epoch: { from: iso(T - x.epochDays * DAY_MS), to: iso(T) },
       release: { reports: r.release.reports, activeDevices: r.activeDevices, released: Object.keys(r.release.counts).length, maxTrueCount: r.maxTrueCount },
       contribute: ndcg(nameOf(i)),
@@ -254,12 +270,12 @@ export async function runSharingScenario(o: SharingScenarioOptions): Promise<Sha
   };
 }
 
-/** `--setting eps,ell,days[,threshold]` → a setting. */
+/** `--setting eps,ell,days[,threshold[,minShare]]` → a setting. */
 function parseSetting(v: string): SharingSetting {
-  const [epsilon, ell, epochDays, threshold] = v.split(',').map((x) => (x === '' ? undefined : x === 'inf' ? Infinity : Number(x)));
-  if ([ell, epochDays, threshold].some((x) => x !== undefined && !Number.isFinite(x)) || Number.isNaN(epsilon))
-    throw new RangeError(`--setting must be ε,ℓ,days[,threshold] (ε may be inf: exact counts), got ${v}`);
-  return { epsilon, ell, epochDays, threshold };
+  const [epsilon, ell, epochDays, threshold, minShare] = v.split(',').map((x) => (x === '' ? undefined : x === 'inf' ? Infinity : Number(x)));
+  if ([ell, epochDays, threshold, minShare].some((x) => x !== undefined && !Number.isFinite(x)) || Number.isNaN(epsilon))
+    throw new RangeError(`--setting must be ε,ℓ,days[,threshold[,minShare]] (ε may be inf: exact counts), got ${v}`);
+  return { epsilon, ell, epochDays, threshold, minShare };
 }
 
 function numberArg(v: string | undefined, name: string): number | undefined {
@@ -306,12 +322,12 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
   );
   console.log('');
   console.log(
-    '| ε per release | ℓ | epoch | threshold | active devices / reports | largest true count | items released | contribute NDCG@10 | contribute − off [95% CI] |',
+    '| ε per release | ℓ | epoch | threshold | minimum share | count released from | active devices / reports | largest true count | items released | contribute NDCG@10 | contribute − off [95% CI] |',
   );
-  console.log('| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+  console.log('| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const x of r.rows)
     console.log(
-      `| ${x.setting.epsilon === Infinity ? '∞ (exact counts)' : x.setting.epsilon} | ${x.setting.ell} | ${x.epoch.from} – ${x.epoch.to} | ${x.setting.threshold} | ${x.release.activeDevices} / ${x.release.reports} | ${x.release.maxTrueCount} | ${x.release.released} of ${r.items} | ${x.contribute.toFixed(4)} | ${f(x.diff)} [${f(x.ci[0])}, ${f(x.ci[1])}] |`,
+      `| ${x.setting.epsilon === Infinity ? '∞ (exact counts)' : x.setting.epsilon} | ${x.setting.ell} | ${x.epoch.from} – ${x.epoch.to} | ${x.setting.threshold} | ${x.setting.minShare} | ${x.setting.minCount} | ${x.release.activeDevices} / ${x.release.reports} | ${x.release.maxTrueCount} | ${x.release.released} of ${r.items} | ${x.contribute.toFixed(4)} | ${f(x.diff)} [${f(x.ci[0])}, ${f(x.ci[1])}] |`,
     );
   if (values.json) {
     const { writeFileSync } = await import('node:fs');

@@ -1,7 +1,8 @@
 /**
  * bench:sharing's release (sharing-scenario.ts scenarioRelease): each device counts its distinct
  * items of the epoch once (at most the last ℓ), the aggregators' noise repeats for a seed, the
- * threshold is atomem-index's rule, and ε = ∞ releases the exact counts.
+ * release rule is atomem-index's (threshold + minimum share of the reports), and ε = ∞ releases
+ * the exact counts.
  */
 import { describe, expect, it } from 'vitest';
 import { prio3Threshold } from 'atomem-index';
@@ -25,7 +26,7 @@ const histories = new Map(
 
 describe('bench:sharing release', () => {
   it('exact counts: every device counts its distinct epoch items once, at most ℓ', () => {
-    const all = scenarioRelease(histories, items, { from: 100, to: 200, epsilon: Infinity, ell: 3, seed: 1, epochMs: 100 });
+    const all = scenarioRelease(histories, items, { from: 100, to: 200, epsilon: Infinity, ell: 3, minShare: 0, seed: 1, epochMs: 100 });
     expect(all.release.counts.i0).toBe(30);
     expect(all.release.counts.i1).toBe(30);
     expect(all.release.counts.i39).toBeUndefined();
@@ -33,10 +34,14 @@ describe('bench:sharing release', () => {
     expect(all).toMatchObject({ activeDevices: 30, maxTrueCount: 30 });
     expect(all.release.reports).toBe(30);
     // ℓ = 1: only the last distinct item of each device (i(2 + d), then i0 before it)
-    const last = scenarioRelease(histories, items, { from: 100, to: 200, epsilon: Infinity, ell: 1, seed: 1, epochMs: 100 });
+    const last = scenarioRelease(histories, items, { from: 100, to: 200, epsilon: Infinity, ell: 1, minShare: 0, seed: 1, epochMs: 100 });
     expect(last.release.counts.i0).toBeUndefined();
     expect(Object.keys(last.release.counts)).toHaveLength(30);
     expect(last.maxTrueCount).toBe(1);
+    // the service's default rule: a count needs 1 + ⌈0.1 × 30⌉ = 4, so the single holders are withheld and i0, i1 (30 each) stay
+    const rule = scenarioRelease(histories, items, { from: 100, to: 200, epsilon: Infinity, ell: 3, seed: 1, epochMs: 100 });
+    expect(rule.release.mechanism).toMatchObject({ threshold: 1, minShare: 0.1, minCount: 4 });
+    expect(Object.keys(rule.release.counts).sort()).toEqual(['i0', 'i1']);
   });
 
   it('noisy: repeats for a seed, differs across seeds, withholds below the service threshold', () => {
@@ -45,6 +50,7 @@ describe('bench:sharing release', () => {
     expect(scenarioRelease(histories, items, o)).toEqual(a);
     expect(scenarioRelease(histories, items, { ...o, seed: 8 }).release.counts).not.toEqual(a.release.counts);
     expect(a.release.mechanism.threshold).toBe(prio3Threshold(3, items.length));
-    for (const c of Object.values(a.release.counts)) expect(c).toBeGreaterThanOrEqual(a.release.mechanism.threshold);
+    for (const c of Object.values(a.release.counts)) expect(c).toBeGreaterThanOrEqual(a.release.mechanism.minCount);
+    expect(a.release.mechanism.minCount).toBe(a.release.mechanism.threshold + 3);
   });
 });

@@ -68,6 +68,12 @@ describe('privacy attacks against protocol v2', () => {
     expect(row('Sybil token farming: 12 requests without an account').measured).toBe(0);
     expect(row('Sybil token farming: 12 requests from one signed-in').baseline).toBe(12);
     for (const r of a.rows.filter((x) => x.attack.startsWith('lifetime ε'))) expect(r.measured).toBeLessThanOrEqual(10);
+    // Prio3 uploads: through the relay flushing at each epoch's end, the leader's arrival times carry nothing
+    const p3 = (m: string) => row('Prio3 upload-timing linkage', m);
+    expect(a.rows.filter((x) => x.attack.startsWith('Prio3 upload-timing linkage'))).toHaveLength(4);
+    for (const x of a.rows.filter((r) => r.attack.startsWith('Prio3 upload-timing linkage') && r.measure.startsWith('AUC')))
+      expect(Math.abs(x.measured - 0.5)).toBeLessThan(0.06);
+    expect(p3('hit').measured).toBeLessThanOrEqual(2 / 300);
     const memo = row('memo-loss averaging');
     expect(memo.measured).toBeLessThan(memo.baseline);
     // another seed gives other draws
@@ -88,6 +94,19 @@ describe('privacy attacks against protocol v2', () => {
     expect(hourly.auc).toBeGreaterThan(daily.auc + 0.03);
   });
 
+  it('Prio3 uploads: the build time shifts only the arrival; habitual uploads sent directly link by time of day, through the daily relay they do not', () => {
+    const o = { seed: 11, devices: 600, habit: 0.02, schedule: 'shipped' as const, buildMs: [300, 3000] as const };
+    const direct = linkageByTiming(o);
+    const relayed = linkageByTiming({ ...o, relayFlushMs: 86_400_000 });
+    expect(linkageByTiming({ ...o, relayFlushMs: 86_400_000 })).toEqual(relayed);
+    expect(direct.auc).toBeGreaterThan(0.56);
+    expect(Math.abs(relayed.auc - 0.5)).toBeLessThan(0.03);
+    expect(relayed.hitRate).toBeLessThanOrEqual(2 / 600);
+    // seconds of build time change nothing the time-of-day score sees at this resolution
+    expect(Math.abs(direct.auc - linkageByTiming({ ...o, buildMs: undefined }).auc)).toBeLessThan(0.01);
+    expect(() => linkageByTiming({ ...o, buildMs: [5, 1] })).toThrow(/buildMs/);
+  });
+
   it('poisoning rows: the Prio3 share needed against the ≥ 10 % target, forged reports refused, the same for a seed', async () => {
     const dir = writeMovieLensTiny();
     try {
@@ -95,7 +114,10 @@ describe('privacy attacks against protocol v2', () => {
       const a = await run();
       expect(await run()).toEqual(a);
       expect(a[0]).toMatchObject({ target: 0.1, pass: '≥' });
+      expect(a[0].measured).toBeGreaterThan(0.1);
       expect(a[1]).toMatchObject({ measured: 0, target: 0, pass: '≤' });
+      // the honest cost: the rule lists no more items than the threshold alone
+      expect(a[2].measured).toBeLessThanOrEqual(a[2].baseline);
       expect(formatDeviceAttacks({ seed: 3, rows: a })).toMatch(/\| poisoning: forged Prio3 reports .* \| 0 \|/);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -4,39 +4,18 @@
  * with central DP noise, as one number per candidate.
  *
  * The release lists, per catalog item, the noisy count of devices whose last ℓ distinct liked
- * items held it, and only counts at or above its threshold (3 × the noise's standard deviation
- * by default): an item below it is absent, and counts as 0 here. The signal is ln(1 + count):
+ * items held it, and only counts at or above its release rule (`mechanism.minCount`: the noise
+ * threshold plus a minimum share of the epoch's reports): an item below it is absent, and counts
+ * as 0 here. The signal is ln(1 + count):
  * the ranker standardises every signal within the list (core/rank.ts), and the logarithm keeps
  * one runaway item from flattening the rest.
  *
  * Post-processing of a DP release: using it costs no privacy.
  */
+import type { Prio3Release } from '../protocol/prio3-release.js';
 
-/** The Prio3 release as the leader serves it (`GET /v2/prio3/releases/latest`). */
-export interface CrowdRelease {
-  v: 1;
-  epoch: number;
-  epochMs: number;
-  /** Reports whose proof both aggregators accepted. */
-  reports: number;
-  rejected: number;
-  mechanism: {
-    vdaf: 'Prio3SumVec';
-    bits: 1;
-    ell: number;
-    noise: 'discrete-laplace';
-    scale: number;
-    /** Per device per epoch (either aggregator's noise alone). */
-    epsilon: number;
-    delta: 0;
-    noiseStd: number;
-    threshold: number;
-  };
-  /** Item → noisy count (only counts ≥ threshold). */
-  counts: Record<string, number>;
-  /** Per community: its released items, best first. */
-  communities: { id: string; examples: string[] }[];
-}
+/** The Prio3 release as the leader serves it (`GET /v2/prio3/releases/latest`): protocol/prio3-release.ts. */
+export type CrowdRelease = Prio3Release;
 
 /** Whether `x` has the shape of a {@link CrowdRelease} (a malformed answer is not used). */
 export function isCrowdRelease(x: unknown): x is CrowdRelease {
