@@ -22,7 +22,7 @@
  * Both stores classify their failures as the v2 stores do (./storage.ts, ./pg-store.ts).
  */
 import pg from 'pg';
-import { DataDir, classifyStorageError, openDatabase, type StorageFailure } from './storage.js';
+import { DEFAULT_SYNC, DataDir, WalSync, classifyStorageError, openDatabase, type StorageFailure, type SyncLevel } from './storage.js';
 import type Database from 'better-sqlite3';
 import { classifyPostgresError, redactUrl } from './pg-store.js';
 
@@ -107,14 +107,19 @@ const SQLITE_SCHEMA = `
 export class SqlitePrio3Store implements Prio3Store {
   readonly kind = 'sqlite' as const;
   readonly name: string;
+  /** Group commit (`synchronous: 'group'`): a stored upload is acknowledged once the WAL is fsynced. */
+  private readonly walSync: WalSync | undefined;
+
   private constructor(
     private readonly db: Database.Connection,
     file: string,
+    sync: SyncLevel,
   ) {
     this.name = file;
+    this.walSync = sync === 'group' ? new WalSync(file) : undefined;
   }
 
-  static open(dir: DataDir | string, o: { synchronous?: 'normal' | 'full' } = {}): SqlitePrio3Store {
+  static open(dir: DataDir | string, o: { synchronous?: SyncLevel } = {}): SqlitePrio3Store {
     const d = typeof dir === 'string' ? DataDir.open(dir) : dir;
     const { db, file } = openDatabase(d, {
       name: 'prio3.sqlite',
@@ -124,7 +129,7 @@ export class SqlitePrio3Store implements Prio3Store {
       schema: SQLITE_SCHEMA,
       synchronous: o.synchronous,
     });
-    return new SqlitePrio3Store(db, file);
+    return new SqlitePrio3Store(db, file, o.synchronous ?? DEFAULT_SYNC);
   }
 
   async init(): Promise<void> {}
@@ -139,11 +144,13 @@ export class SqlitePrio3Store implements Prio3Store {
   }
 
   async putUpload(tokenNonce: string, epoch: number, nonce: string, body: string): Promise<UploadResult> {
-    return this.db.transaction((): UploadResult => {
+    const r = this.db.transaction((): UploadResult => {
       if (this.db.prepare('SELECT 1 FROM closed WHERE epoch = ?').get(epoch)) return 'closed';
       const r = this.db.prepare('INSERT OR IGNORE INTO uploads (token_nonce, epoch, nonce, body) VALUES (?, ?, ?, ?)').run(tokenNonce, epoch, nonce, body);
       return r.changes === 1 ? 'stored' : 'spent';
     })();
+    if (r === 'stored') await this.walSync?.sync();
+    return r;
   }
 
   async dueEpochs(epochMs: number, endBeforeMs: number): Promise<number[]> {
