@@ -47,6 +47,19 @@ export interface HelperAggregate {
   n: number;
 }
 
+/**
+ * Helper: one batch of the leader's aggregation, named by `id` (a digest of the epoch and the
+ * batch's report nonces). Its answer is stored in the transaction that adds the batch, so a
+ * batch sent again (the leader was stopped before it read the answer, and resumes the epoch
+ * from its start) gets the same answer and changes nothing: the leader's sum and count end
+ * equal to the helper's.
+ */
+export interface AggregationJob {
+  id: string;
+  /** The answer to store and send, from which of the batch's reports were fresh. */
+  answer: (fresh: boolean[]) => string;
+}
+
 /** What {@link Prio3Store.collect} decided. */
 export type CollectResult =
   | { ok: true; share: string; n: number }
@@ -81,7 +94,14 @@ export interface Prio3Store {
    * (synchronous) returns the new aggregate from the old one and `fresh`. `collected`: the epoch
    * was collected, nothing changed.
    */
-  accumulate(epoch: number, nonces: string[], merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate): Promise<boolean[] | 'collected'>;
+  accumulate(
+    epoch: number,
+    nonces: string[],
+    merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate,
+    job?: AggregationJob,
+  ): Promise<boolean[] | 'collected' | { replayed: string }>;
+  /** Helper: the stored answer of an aggregation job (see {@link AggregationJob}), or undefined. */
+  jobAnswer(epoch: number, id: string): Promise<string | undefined>;
   /** Helper: take the epoch's aggregate for its one collection (checks the leader's count and the minimum). */
   collect(epoch: number, reports: number, minReports: number): Promise<CollectResult>;
   /** A storage failure class for an error of this store, or undefined. */
@@ -97,6 +117,7 @@ const SQLITE_SCHEMA = `
   CREATE TABLE IF NOT EXISTS seen (nonce TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS aggregates (epoch INTEGER PRIMARY KEY, share TEXT NOT NULL, n INTEGER NOT NULL, collected INTEGER NOT NULL DEFAULT 0);
   CREATE TABLE IF NOT EXISTS releases (epoch INTEGER PRIMARY KEY, body TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS jobs (epoch INTEGER NOT NULL, id TEXT NOT NULL, answer TEXT NOT NULL, PRIMARY KEY (epoch, id)) WITHOUT ROWID;
 `;
 
 /**
@@ -124,7 +145,7 @@ export class SqlitePrio3Store implements Prio3Store {
     const { db, file } = openDatabase(d, {
       name: 'prio3.sqlite',
       applicationId: PRIO3_APPLICATION_ID,
-      tables: ['aggregates', 'closed', 'keys', 'releases', 'seen', 'uploads'],
+      tables: ['aggregates', 'closed', 'jobs', 'keys', 'releases', 'seen', 'uploads'],
       schemaVersion: 1,
       schema: SQLITE_SCHEMA,
       synchronous: o.synchronous,
@@ -168,7 +189,8 @@ export class SqlitePrio3Store implements Prio3Store {
       return {
         claimed: true,
         uploads: this.db
-          .prepare<[number], { body: string }>('SELECT body FROM uploads WHERE epoch = ?')
+          // why: the same batches every time (a resumed aggregation sends the helper the batches it answered already)
+          .prepare<[number], { body: string }>('SELECT body FROM uploads WHERE epoch = ? ORDER BY token_nonce')
           .all(epoch)
           .map((r) => r.body),
       };
@@ -191,8 +213,21 @@ export class SqlitePrio3Store implements Prio3Store {
     return this.db.prepare<[], { body: string }>('SELECT body FROM releases ORDER BY epoch DESC LIMIT 1').get()?.body;
   }
 
-  async accumulate(epoch: number, nonces: string[], merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate): Promise<boolean[] | 'collected'> {
-    return this.db.transaction((): boolean[] | 'collected' => {
+  async jobAnswer(epoch: number, id: string): Promise<string | undefined> {
+    return this.db.prepare<[number, string], { answer: string }>('SELECT answer FROM jobs WHERE epoch = ? AND id = ?').get(epoch, id)?.answer;
+  }
+
+  async accumulate(
+    epoch: number,
+    nonces: string[],
+    merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate,
+    job?: AggregationJob,
+  ): Promise<boolean[] | 'collected' | { replayed: string }> {
+    return this.db.transaction((): boolean[] | 'collected' | { replayed: string } => {
+      if (job) {
+        const had = this.db.prepare<[number, string], { answer: string }>('SELECT answer FROM jobs WHERE epoch = ? AND id = ?').get(epoch, job.id)?.answer;
+        if (had !== undefined) return { replayed: had };
+      }
       const row = this.db
         .prepare<[number], { share: string; n: number; collected: number }>('SELECT share, n, collected FROM aggregates WHERE epoch = ?')
         .get(epoch);
@@ -204,6 +239,7 @@ export class SqlitePrio3Store implements Prio3Store {
         this.db
           .prepare('INSERT INTO aggregates (epoch, share, n) VALUES (?, ?, ?) ON CONFLICT (epoch) DO UPDATE SET share = excluded.share, n = excluded.n')
           .run(epoch, next.share, next.n);
+      if (job) this.db.prepare('INSERT INTO jobs (epoch, id, answer) VALUES (?, ?, ?)').run(epoch, job.id, job.answer(fresh));
       return fresh;
     })();
   }
@@ -224,6 +260,7 @@ export class SqlitePrio3Store implements Prio3Store {
   }
 
   async close(): Promise<void> {
+    this.walSync?.close();
     this.db.close();
   }
 }
@@ -247,6 +284,7 @@ const PG_SCHEMA = `
   CREATE TABLE IF NOT EXISTS atomem_prio3_releases (epoch bigint PRIMARY KEY, body text NOT NULL);
   CREATE TABLE IF NOT EXISTS atomem_prio3_seen (nonce text PRIMARY KEY, epoch bigint NOT NULL);
   CREATE TABLE IF NOT EXISTS atomem_prio3_aggregates (epoch bigint PRIMARY KEY, share text, n bigint NOT NULL, collected boolean NOT NULL DEFAULT false);
+  CREATE TABLE IF NOT EXISTS atomem_prio3_jobs (epoch bigint NOT NULL, id text NOT NULL, answer text NOT NULL, PRIMARY KEY (epoch, id));
 `;
 
 /**
@@ -359,15 +397,29 @@ export class PostgresPrio3Store implements Prio3Store {
     return (await this.pool.query<{ body: string }>('SELECT body FROM atomem_prio3_releases ORDER BY epoch DESC LIMIT 1')).rows[0]?.body;
   }
 
-  async accumulate(epoch: number, nonces: string[], merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate): Promise<boolean[] | 'collected'> {
-    return this.tx(async (c) => {
+  async jobAnswer(epoch: number, id: string): Promise<string | undefined> {
+    return (await this.pool.query<{ answer: string }>('SELECT answer FROM atomem_prio3_jobs WHERE epoch = $1 AND id = $2', [epoch, id])).rows[0]?.answer;
+  }
+
+  async accumulate(
+    epoch: number,
+    nonces: string[],
+    merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate,
+    job?: AggregationJob,
+  ): Promise<boolean[] | 'collected' | { replayed: string }> {
+    return this.tx(async (c): Promise<boolean[] | 'collected' | { replayed: string }> => {
       await c.query('INSERT INTO atomem_prio3_aggregates (epoch, share, n) VALUES ($1, NULL, 0) ON CONFLICT (epoch) DO NOTHING', [epoch]);
+      // why: the epoch's row lock orders this job against others of the epoch (a job sent twice at once adds once)
       const row = (
         await c.query<{ share: string | null; n: string; collected: boolean }>(
           'SELECT share, n, collected FROM atomem_prio3_aggregates WHERE epoch = $1 FOR UPDATE',
           [epoch],
         )
       ).rows[0];
+      if (job) {
+        const had = (await c.query<{ answer: string }>('SELECT answer FROM atomem_prio3_jobs WHERE epoch = $1 AND id = $2', [epoch, job.id])).rows[0]?.answer;
+        if (had !== undefined) return { replayed: had };
+      }
       if (row.collected) return 'collected' as const;
       const inserted = new Set(
         (
@@ -381,6 +433,7 @@ export class PostgresPrio3Store implements Prio3Store {
       const fresh = nonces.map((n) => inserted.delete(n));
       const next = merge({ share: row.share ?? undefined, n: Number(row.n) }, fresh);
       await c.query('UPDATE atomem_prio3_aggregates SET share = $2, n = $3 WHERE epoch = $1', [epoch, next.share ?? null, next.n]);
+      if (job) await c.query('INSERT INTO atomem_prio3_jobs (epoch, id, answer) VALUES ($1, $2, $3)', [epoch, job.id, job.answer(fresh)]);
       return fresh;
     });
   }

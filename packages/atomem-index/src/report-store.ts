@@ -169,8 +169,9 @@ export class ReportStore {
     } catch {
       // its file system is gone; nothing to flush
     }
-    this.attach(this.openAgain());
+    // why: the group commit's open WAL would keep a dead file system's mount busy too
     this.walSync?.reset();
+    this.attach(this.openAgain());
   }
 
   /**
@@ -329,6 +330,7 @@ export class ReportStore {
   }
 
   close(): void {
+    this.walSync?.close();
     if (this.db.open) this.db.close();
   }
 }

@@ -35,7 +35,7 @@ import {
   unlinkSync,
   writeSync,
 } from 'node:fs';
-import { open as openFile } from 'node:fs/promises';
+import { type FileHandle, open as openFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 
@@ -204,8 +204,9 @@ export const DEFAULT_SYNC: SyncLevel = 'group';
  * once an fsync of the file's `-wal` that started after the call has completed, so every commit
  * made before the call is on disk. While one fsync runs, callers wait for the next one, which
  * then serves all of them (no timer: the batch is whatever arrived during the previous fsync).
- * The fsync runs on libuv's thread pool: the event loop goes on serving meanwhile. The data
- * dir is fsynced once too (the WAL file's directory entry). Errors carry SQLite-like codes
+ * The fsync runs on libuv's thread pool: the event loop goes on serving meanwhile. The WAL
+ * stays open between rounds (same inode: SQLite truncates it at checkpoints, never replaces it
+ * while the connection is open); the data dir is fsynced once too (the WAL's directory entry). Errors carry SQLite-like codes
  * (`SQLITE_FULL`, `SQLITE_IOERR_FSYNC`), so {@link classifyStorageError} names them.
  */
 export class WalSync {
@@ -238,20 +239,43 @@ export class WalSync {
     return this.pending;
   }
 
-  /** The file was opened again (after an I/O error): its directory entry is synced again. */
+  /** The file was opened again (after an I/O error): the WAL is opened afresh, its directory entry synced again. */
   reset(): void {
     this.dirSynced = false;
+    this.drop();
+  }
+
+  /** Close the WAL's descriptor (the database is closing). */
+  close(): void {
+    this.drop();
+  }
+
+  /** The open `-wal` (kept between rounds: one fsync per round, no open / close). */
+  private wal: Promise<FileHandle> | undefined;
+
+  private drop(): void {
+    const w = this.wal;
+    this.wal = undefined;
+    void w?.then((fh) => fh.close()).catch(() => {});
   }
 
   private async round(): Promise<void> {
     try {
-      await fsyncPath(`${this.file}-wal`, this.file);
+      this.wal ??= openFile(`${this.file}-wal`, 'r');
+      const fh = await this.wal.catch((e: NodeJS.ErrnoException) => {
+        this.wal = undefined;
+        if (e.code !== 'ENOENT') throw e;
+        return undefined;
+      });
+      // why: no WAL (checkpointed and removed): what was committed is in the main file
+      await (fh ? fh.sync() : fsyncPath(this.file));
       if (!this.dirSynced) {
         await fsyncPath(dirname(this.file));
         this.dirSynced = true;
       }
       this.rounds++;
     } catch (e) {
+      this.drop();
       const code = (e as NodeJS.ErrnoException).code;
       throw Object.assign(new Error(`fsync of ${this.file}'s WAL failed: ${(e as Error).message}`), {
         code: code === 'ENOSPC' || code === 'EDQUOT' ? 'SQLITE_FULL' : 'SQLITE_IOERR_FSYNC',
@@ -262,15 +286,9 @@ export class WalSync {
   }
 }
 
-/** fsync `path` (or `fallback` when `path` does not exist: a WAL already checkpointed and removed). */
-async function fsyncPath(path: string, fallback?: string): Promise<void> {
-  let fh: Awaited<ReturnType<typeof openFile>>;
-  try {
-    fh = await openFile(path, 'r');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT' && fallback !== undefined) return fsyncPath(fallback);
-    throw e;
-  }
+/** fsync `path` (open, fsync, close). */
+async function fsyncPath(path: string): Promise<void> {
+  const fh = await openFile(path, 'r');
   try {
     await fh.sync();
   } finally {
