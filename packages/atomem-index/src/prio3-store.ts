@@ -60,6 +60,12 @@ export interface AggregationJob {
   answer: (fresh: boolean[]) => string;
 }
 
+/** {@link Prio3Store.accumulate}'s `merge`: the new aggregate from the old one and which reports are fresh. */
+export type AggregateMerge = (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate;
+
+/** What {@link Prio3Store.accumulate} did: which reports were fresh, `collected`, or the stored answer of a batch sent again. */
+export type AccumulateResult = boolean[] | 'collected' | { replayed: string };
+
 /** What {@link Prio3Store.collect} decided. */
 export type CollectResult =
   | { ok: true; share: string; n: number }
@@ -94,12 +100,7 @@ export interface Prio3Store {
    * (synchronous) returns the new aggregate from the old one and `fresh`. `collected`: the epoch
    * was collected, nothing changed.
    */
-  accumulate(
-    epoch: number,
-    nonces: string[],
-    merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate,
-    job?: AggregationJob,
-  ): Promise<boolean[] | 'collected' | { replayed: string }>;
+  accumulate(epoch: number, nonces: string[], merge: AggregateMerge, job?: AggregationJob): Promise<AccumulateResult>;
   /** Helper: the stored answer of an aggregation job (see {@link AggregationJob}), or undefined. */
   jobAnswer(epoch: number, id: string): Promise<string | undefined>;
   /** Helper: take the epoch's aggregate for its one collection (checks the leader's count and the minimum). */
@@ -217,13 +218,8 @@ export class SqlitePrio3Store implements Prio3Store {
     return this.db.prepare<[number, string], { answer: string }>('SELECT answer FROM jobs WHERE epoch = ? AND id = ?').get(epoch, id)?.answer;
   }
 
-  async accumulate(
-    epoch: number,
-    nonces: string[],
-    merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate,
-    job?: AggregationJob,
-  ): Promise<boolean[] | 'collected' | { replayed: string }> {
-    return this.db.transaction((): boolean[] | 'collected' | { replayed: string } => {
+  async accumulate(epoch: number, nonces: string[], merge: AggregateMerge, job?: AggregationJob): Promise<AccumulateResult> {
+    return this.db.transaction((): AccumulateResult => {
       if (job) {
         const had = this.db.prepare<[number, string], { answer: string }>('SELECT answer FROM jobs WHERE epoch = ? AND id = ?').get(epoch, job.id)?.answer;
         if (had !== undefined) return { replayed: had };
@@ -401,13 +397,8 @@ export class PostgresPrio3Store implements Prio3Store {
     return (await this.pool.query<{ answer: string }>('SELECT answer FROM atomem_prio3_jobs WHERE epoch = $1 AND id = $2', [epoch, id])).rows[0]?.answer;
   }
 
-  async accumulate(
-    epoch: number,
-    nonces: string[],
-    merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate,
-    job?: AggregationJob,
-  ): Promise<boolean[] | 'collected' | { replayed: string }> {
-    return this.tx(async (c): Promise<boolean[] | 'collected' | { replayed: string }> => {
+  async accumulate(epoch: number, nonces: string[], merge: AggregateMerge, job?: AggregationJob): Promise<AccumulateResult> {
+    return this.tx(async (c): Promise<AccumulateResult> => {
       await c.query('INSERT INTO atomem_prio3_aggregates (epoch, share, n) VALUES ($1, NULL, 0) ON CONFLICT (epoch) DO NOTHING', [epoch]);
       // why: the epoch's row lock orders this job against others of the epoch (a job sent twice at once adds once)
       const row = (

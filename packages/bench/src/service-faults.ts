@@ -414,49 +414,64 @@ async function diskFullAtClose(root: string, bigCatalog: string, rnd: () => numb
   }
 }
 
+/** A service on `data` with a release to watch and `sent` of `n` fresh tokens' reports sent, then stopped (SIGTERM). */
+async function seededThenStopped(data: string, catalog: string, rnd: () => number, room: number, n: number, sent: number) {
+  const svc = await startService(['--data', data, '--catalog-vectors', catalog]);
+  try {
+    const base = await baseline([svc.url], rnd);
+    const e = await freshEpoch(svc.url, EPOCH_MS * room);
+    const tokens = await mint(svc.url, e, n);
+    const st = new Map<string, number>();
+    for (const t of tokens.slice(0, sent)) st.set(t, await report(svc.url, e, t, rnd));
+    return { base, e, tokens, st };
+  } finally {
+    await stop(svc);
+  }
+}
+
+/** A start expected to be refused: whether it started anyway, its exit code and what it said. */
+async function refusedStart(data: string, catalog: string): Promise<{ started: boolean; code: string | undefined; text: string }> {
+  return startService(['--data', data, '--catalog-vectors', catalog]).then(
+    async (p) => {
+      await stop(p);
+      return { started: true, code: undefined, text: '' };
+    },
+    (err: Error) => ({ started: false, code: /exited \((\w+)\)/.exec(err.message)?.[1], text: err.message }),
+  );
+}
+
+/** After the operator's fix (at `t0`): a start, the recovery, and the row's common tail. */
+async function restartAfterFix(data: string, catalog: string, rnd: () => number, t0: number, seeded: Awaited<ReturnType<typeof seededThenStopped>>) {
+  const { base, e, tokens, st } = seeded;
+  const svc = await startService(['--data', data, '--catalog-vectors', catalog]);
+  try {
+    const rec = await recovery([svc.url], t0, rnd);
+    if (rec.epoch === e && rec.token) st.set(rec.token, 202);
+    return { recoverSeconds: rec.seconds, ...(await finish([svc.url], e, tokens, st, rnd, base)) };
+  } finally {
+    await stop(svc);
+  }
+}
+
 async function readOnly(root: string, catalog: string, rnd: () => number): Promise<FaultRow> {
   const disk = join(root, 'disk-c');
   mountTmpfs(disk, '24m');
   const data = join(disk, 'data');
-  let svc = await startService(['--data', data, '--catalog-vectors', catalog]);
-  const base = await baseline([svc.url], rnd);
-  const e = await freshEpoch(svc.url, EPOCH_MS * 0.8);
-  const tokens = await mint(svc.url, e, 6);
-  const st = new Map<string, number>();
-  for (const t of tokens.slice(0, 4)) st.set(t, await report(svc.url, e, t, rnd));
-  await stop(svc);
+  const seeded = await seededThenStopped(data, catalog, rnd, 0.8, 6, 4);
   // why: Linux refuses a read-only remount while files are open for writing, so the fault is met at start
   const busy = spawnSync('mount', ['-o', 'remount,ro', disk], { encoding: 'utf8' });
   if (busy.status !== 0) throw new Error(`remount ro: ${busy.stderr}`);
-  const ro = startService(['--data', data, '--catalog-vectors', catalog]);
-  const outcome = await ro.then(
-    async (p) => {
-      await stop(p);
-      return 'started';
-    },
-    (err: Error) => err.message,
-  );
-  const code = outcome === 'started' ? 'started' : undefined;
-  const said = /the data dir \S+ is not writable[^.]*\./.exec(outcome)?.[0] ?? '';
-  const roCode = ro.child.exitCode;
+  const outcome = await refusedStart(data, catalog);
+  const said = /the data dir \S+ is not writable[^.]*\./.exec(outcome.text)?.[0] ?? '';
   sh('mount', ['-o', 'remount,rw', disk]);
-  const t0 = Date.now();
-  svc = await startService(['--data', data, '--catalog-vectors', catalog]);
-  try {
-    const rec = await recovery([svc.url], t0, rnd);
-    if (rec.epoch === e && rec.token) st.set(rec.token, 202);
-    const tail = await finish([svc.url], e, tokens, st, rnd, base);
-    return {
-      fault: 'read-only data dir (remounted ro; met at start)',
-      answered: code === 'started' ? 'started anyway' : `start refused: exit ${roCode}`,
-      health: said.replace(/ \/\S+/, ' <dir>').slice(0, 90) || '(no message)',
-      recoverSeconds: rec.seconds,
-      ...tail,
-      note: 'includes the restart by the operator',
-    };
-  } finally {
-    await stop(svc);
-  }
+  const after = await restartAfterFix(data, catalog, rnd, Date.now(), seeded);
+  return {
+    fault: 'read-only data dir (remounted ro; met at start)',
+    answered: outcome.started ? 'started anyway' : `start refused: exit ${outcome.code}`,
+    health: said.replace(/ \/\S+/, ' <dir>').slice(0, 90) || '(no message)',
+    ...after,
+    note: 'includes the restart by the operator',
+  };
 }
 
 let ioRuns = 0;
@@ -615,19 +630,14 @@ async function sigkillAtClose(root: string, bigCatalog: string, rnd: () => numbe
   }
 }
 
+/** A row that could not run (no PostgreSQL), saying why. */
+function skipped(fault: string, why: string): FaultRow {
+  return { fault, answered: `skipped: ${why}`, health: '', recoverSeconds: undefined, acknowledged: 0, kept: 0, releaseUnchanged: true, doubleSpent: 0 };
+}
+
 async function postgresRestart(root: string, catalog: string, rnd: () => number): Promise<FaultRow> {
   const c = await startPostgres();
-  if ('skip' in c)
-    return {
-      fault: 'PostgreSQL stopped and restarted',
-      answered: `skipped: ${c.skip}`,
-      health: '',
-      recoverSeconds: undefined,
-      acknowledged: 0,
-      kept: 0,
-      releaseUnchanged: true,
-      doubleSpent: 0,
-    };
+  if ('skip' in c) return skipped('PostgreSQL stopped and restarted', c.skip);
   const cluster: PostgresCluster = c;
   const url = await cluster.createDatabase('faults');
   const [a, b] = await Promise.all(['pg-a', 'pg-b'].map((n) => startService(['--data', join(root, n), '--store', url, '--catalog-vectors', catalog])));
@@ -718,17 +728,7 @@ async function sigkillBurst(root: string, catalog: string, rnd: () => number, po
   let store: string[] = [];
   if (postgres) {
     const c = await startPostgres();
-    if ('skip' in c)
-      return {
-        fault: `SIGKILL ×3 mid-burst, ${name}`,
-        answered: `skipped: ${c.skip}`,
-        health: '',
-        recoverSeconds: undefined,
-        acknowledged: 0,
-        kept: 0,
-        releaseUnchanged: true,
-        doubleSpent: 0,
-      };
+    if ('skip' in c) return skipped(`SIGKILL ×3 mid-burst, ${name}`, c.skip);
     cluster = c;
     store = ['--store', await c.createDatabase('sigkill_burst')];
   }
@@ -807,13 +807,7 @@ async function sigkillBurst(root: string, catalog: string, rnd: () => number, po
  */
 async function corruptFile(root: string, catalog: string, rnd: () => number): Promise<FaultRow> {
   const data = join(root, 'corrupt-data');
-  let svc = await startService(['--data', data, '--catalog-vectors', catalog]);
-  const base = await baseline([svc.url], rnd);
-  const e = await freshEpoch(svc.url, EPOCH_MS * 0.75);
-  const tokens = await mint(svc.url, e, 10);
-  const st = new Map<string, number>();
-  for (const t of tokens.slice(0, 6)) st.set(t, await report(svc.url, e, t, rnd));
-  await stop(svc);
+  const seeded = await seededThenStopped(data, catalog, rnd, 0.75, 10, 6);
   const file = join(data, 'reports.sqlite');
   const backup = join(root, 'reports.sqlite.backup');
   copyFileSync(file, backup);
@@ -822,36 +816,21 @@ async function corruptFile(root: string, catalog: string, rnd: () => number): Pr
   const fd = openSync(file, 'r+');
   for (let p = 1; p < pages; p++) writeSync(fd, Buffer.alloc(page, 0xa5), 0, page, p * page);
   closeSync(fd);
-  const before = createHash('sha256').update(readFileSync(file)).digest('hex');
-  const outcome = await startService(['--data', data, '--catalog-vectors', catalog]).then(
-    async (p) => {
-      await stop(p);
-      return { started: true, text: '' };
-    },
-    (err: Error) => ({ started: false, text: err.message }),
-  );
-  const code = /exited \((\w+)\)/.exec(outcome.text)?.[1];
+  const sha = () => createHash('sha256').update(readFileSync(file)).digest('hex');
+  const before = sha();
+  const outcome = await refusedStart(data, catalog);
   const said = /atomem-index: (.*)/.exec(outcome.text)?.[1] ?? '';
-  const untouched = createHash('sha256').update(readFileSync(file)).digest('hex') === before;
+  const untouched = sha() === before;
   // the operator's fix: the copy back in place, a start
   copyFileSync(backup, file);
-  const t0 = Date.now();
-  svc = await startService(['--data', data, '--catalog-vectors', catalog]);
-  try {
-    const rec = await recovery([svc.url], t0, rnd);
-    if (rec.epoch === e && rec.token) st.set(rec.token, 202);
-    const tail = await finish([svc.url], e, tokens, st, rnd, base);
-    return {
-      fault: 'corrupted data file (pages 2… of reports.sqlite overwritten while stopped)',
-      answered: outcome.started ? 'started anyway' : `start refused: exit ${code}`,
-      health: said ? said.replace(/\/\S+/g, '<file>').slice(0, 110) : `file left as it was: ${untouched ? 'yes' : 'NO'}`,
-      recoverSeconds: rec.seconds,
-      ...tail,
-      note: `the refused start left the file as it was: ${untouched ? 'yes' : 'NO'}; recovered = after the operator restored the copy (includes the start)`,
-    };
-  } finally {
-    await stop(svc);
-  }
+  const after = await restartAfterFix(data, catalog, rnd, Date.now(), seeded);
+  return {
+    fault: 'corrupted data file (pages 2… of reports.sqlite overwritten while stopped)',
+    answered: outcome.started ? 'started anyway' : `start refused: exit ${outcome.code}`,
+    health: said ? said.replace(/\/\S+/g, '<file>').slice(0, 110) : '(no message)',
+    ...after,
+    note: `the refused start left the file as it was: ${untouched ? 'yes' : 'NO'}; recovered = after the operator restored the copy (includes the start)`,
+  };
 }
 
 /** A synthetic catalog vector file of `n` items (as ./service-bench.ts writes it). */
