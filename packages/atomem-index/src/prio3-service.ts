@@ -310,8 +310,13 @@ export function registerPrio3(
       if (!a) return reply;
       const { epoch, reports } = req.body ?? ({} as { epoch: number; reports: number });
       if (!Number.isInteger(epoch) || !Number.isInteger(reports)) return fail(reply, 400, 'bad_request', 'expected { epoch, reports }');
-      // why: one noisy answer per epoch (a second draw would average the noise away): the store flips `collected` under a lock
-      const row = await stored(reply, () => state.collect(epoch, reports, minReports));
+      // why: one noisy answer per epoch (a second draw would average the noise away): the store flips `collected` and stores
+      // the answer under a lock; asked again with the same count (a leader that resumes) it answers that same draw
+      const row = await stored(reply, () =>
+        state.collect(epoch, reports, minReports, (share) =>
+          JSON.stringify({ reports, share: a.encodeVector(a.noisy(a.decodeVector(share), scale, uniform)) }),
+        ),
+      );
       if (row === ANSWERED) return reply;
       if (!row.ok) {
         if (row.error === 'not_found') return fail(reply, 404, 'not_found', `no aggregate for epoch ${epoch}`);
@@ -320,7 +325,7 @@ export function registerPrio3(
           return fail(reply, 409, 'batch_mismatch', `the helper aggregated ${row.n} reports of epoch ${epoch}, the leader ${reports}`);
         return fail(reply, 400, 'batch_too_small', `${row.n} reports: a collection needs at least ${minReports}`);
       }
-      return { reports: row.n, share: a.encodeVector(a.noisy(a.decodeVector(row.share), scale, uniform)) };
+      return reply.type('application/json').send(row.answer);
     });
   }
 

@@ -68,7 +68,7 @@ export type AccumulateResult = boolean[] | 'collected' | { replayed: string };
 
 /** What {@link Prio3Store.collect} decided. */
 export type CollectResult =
-  | { ok: true; share: string; n: number }
+  | { ok: true; answer: string; n: number }
   | { ok: false; error: 'not_found' | 'collected' | 'batch_mismatch' | 'batch_too_small'; n: number };
 
 /** The Prio3 state store (see the module comment). */
@@ -103,8 +103,14 @@ export interface Prio3Store {
   accumulate(epoch: number, nonces: string[], merge: AggregateMerge, job?: AggregationJob): Promise<AccumulateResult>;
   /** Helper: the stored answer of an aggregation job (see {@link AggregationJob}), or undefined. */
   jobAnswer(epoch: number, id: string): Promise<string | undefined>;
-  /** Helper: take the epoch's aggregate for its one collection (checks the leader's count and the minimum). */
-  collect(epoch: number, reports: number, minReports: number): Promise<CollectResult>;
+  /**
+   * Helper: the epoch's one collection (checks the leader's count and the minimum): `answer`
+   * makes the answer from the aggregate share (the noise is drawn there), and it is stored with
+   * the `collected` mark in one transaction. A collection asked again with the same count (the
+   * leader stopped before it stored its release) gets that stored answer: the same draw, never
+   * a second one.
+   */
+  collect(epoch: number, reports: number, minReports: number, answer: (share: string) => string): Promise<CollectResult>;
   /** A storage failure class for an error of this store, or undefined. */
   classify(err: unknown): StorageFailure | undefined;
   close(): Promise<void>;
@@ -119,6 +125,7 @@ const SQLITE_SCHEMA = `
   CREATE TABLE IF NOT EXISTS aggregates (epoch INTEGER PRIMARY KEY, share TEXT NOT NULL, n INTEGER NOT NULL, collected INTEGER NOT NULL DEFAULT 0);
   CREATE TABLE IF NOT EXISTS releases (epoch INTEGER PRIMARY KEY, body TEXT NOT NULL);
   CREATE TABLE IF NOT EXISTS jobs (epoch INTEGER NOT NULL, id TEXT NOT NULL, answer TEXT NOT NULL, PRIMARY KEY (epoch, id)) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS collections (epoch INTEGER PRIMARY KEY, answer TEXT NOT NULL);
 `;
 
 /**
@@ -146,7 +153,7 @@ export class SqlitePrio3Store implements Prio3Store {
     const { db, file } = openDatabase(d, {
       name: 'prio3.sqlite',
       applicationId: PRIO3_APPLICATION_ID,
-      tables: ['aggregates', 'closed', 'jobs', 'keys', 'releases', 'seen', 'uploads'],
+      tables: ['aggregates', 'closed', 'collections', 'jobs', 'keys', 'releases', 'seen', 'uploads'],
       schemaVersion: 1,
       schema: SQLITE_SCHEMA,
       synchronous: o.synchronous,
@@ -240,14 +247,18 @@ export class SqlitePrio3Store implements Prio3Store {
     })();
   }
 
-  async collect(epoch: number, reports: number, minReports: number): Promise<CollectResult> {
+  async collect(epoch: number, reports: number, minReports: number, answer: (share: string) => string): Promise<CollectResult> {
     return this.db.transaction((): CollectResult => {
       const row = this.db
         .prepare<[number], { share: string; n: number; collected: number }>('SELECT share, n, collected FROM aggregates WHERE epoch = ?')
         .get(epoch);
-      const checked = check(row, reports, minReports);
-      if (checked.ok) this.db.prepare('UPDATE aggregates SET collected = 1 WHERE epoch = ?').run(epoch);
-      return checked;
+      const had = this.db.prepare<[number], { answer: string }>('SELECT answer FROM collections WHERE epoch = ?').get(epoch)?.answer;
+      return check(row, reports, minReports, had, (share) => {
+        const a = answer(share);
+        this.db.prepare('UPDATE aggregates SET collected = 1 WHERE epoch = ?').run(epoch);
+        this.db.prepare('INSERT INTO collections (epoch, answer) VALUES (?, ?)').run(epoch, a);
+        return a;
+      });
     })();
   }
 
@@ -261,13 +272,20 @@ export class SqlitePrio3Store implements Prio3Store {
   }
 }
 
-function check(row: { share: string | null; n: number | string; collected: number | boolean } | undefined, reports: number, minReports: number): CollectResult {
+/** The collection's decision; `make` draws and stores a first answer. A collected epoch answers its stored answer to the same count. */
+function check(
+  row: { share: string | null; n: number | string; collected: number | boolean } | undefined,
+  reports: number,
+  minReports: number,
+  had: string | undefined,
+  make: (share: string) => string,
+): CollectResult {
   if (!row) return { ok: false, error: 'not_found', n: 0 };
   const n = Number(row.n);
-  if (row.collected) return { ok: false, error: 'collected', n };
+  if (row.collected) return had !== undefined && n === reports ? { ok: true, answer: had, n } : { ok: false, error: 'collected', n };
   if (n !== reports) return { ok: false, error: 'batch_mismatch', n };
   if (n < minReports || row.share === null) return { ok: false, error: 'batch_too_small', n };
-  return { ok: true, share: row.share, n };
+  return { ok: true, answer: make(row.share), n };
 }
 
 const PG_SCHEMA = `
@@ -281,6 +299,7 @@ const PG_SCHEMA = `
   CREATE TABLE IF NOT EXISTS atomem_prio3_seen (nonce text PRIMARY KEY, epoch bigint NOT NULL);
   CREATE TABLE IF NOT EXISTS atomem_prio3_aggregates (epoch bigint PRIMARY KEY, share text, n bigint NOT NULL, collected boolean NOT NULL DEFAULT false);
   CREATE TABLE IF NOT EXISTS atomem_prio3_jobs (epoch bigint NOT NULL, id text NOT NULL, answer text NOT NULL, PRIMARY KEY (epoch, id));
+  CREATE TABLE IF NOT EXISTS atomem_prio3_collections (epoch bigint PRIMARY KEY, answer text NOT NULL);
 `;
 
 /**
@@ -429,7 +448,7 @@ export class PostgresPrio3Store implements Prio3Store {
     });
   }
 
-  async collect(epoch: number, reports: number, minReports: number): Promise<CollectResult> {
+  async collect(epoch: number, reports: number, minReports: number, answer: (share: string) => string): Promise<CollectResult> {
     return this.tx(async (c) => {
       const row = (
         await c.query<{ share: string | null; n: string; collected: boolean }>(
@@ -437,8 +456,13 @@ export class PostgresPrio3Store implements Prio3Store {
           [epoch],
         )
       ).rows[0];
-      const checked = check(row, reports, minReports);
-      if (checked.ok) await c.query('UPDATE atomem_prio3_aggregates SET collected = true WHERE epoch = $1', [epoch]);
+      const had = (await c.query<{ answer: string }>('SELECT answer FROM atomem_prio3_collections WHERE epoch = $1', [epoch])).rows[0]?.answer;
+      let fresh: string | undefined;
+      const checked = check(row, reports, minReports, had, (share) => (fresh = answer(share)));
+      if (checked.ok && fresh !== undefined) {
+        await c.query('UPDATE atomem_prio3_aggregates SET collected = true WHERE epoch = $1', [epoch]);
+        await c.query('INSERT INTO atomem_prio3_collections (epoch, answer) VALUES ($1, $2)', [epoch, fresh]);
+      }
       return checked;
     });
   }
