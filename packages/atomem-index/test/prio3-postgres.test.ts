@@ -4,7 +4,7 @@
 // pays for one upload across both leaders (the same upload sent to both at once: one 202); both
 // leaders close the epoch at once and one aggregates while the other waits for its release; the
 // helpers count each report once although the leaders' batches reach both helper instances; the
-// release is stored once and both leaders serve the same bytes; the helpers answer one collection.
+// release is stored once and both leaders serve the same bytes; the helpers draw one collection's noise.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PRIO3_PATHS, prio3Measurement, sendPrio3Report, type Prio3Config } from 'atomem/engine';
