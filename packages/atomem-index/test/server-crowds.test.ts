@@ -87,6 +87,8 @@ describe('crowds of slow clients', () => {
     // no release published: answered 404, never cut
     expect(releases.every((r) => r.status === 404)).toBe(true);
     expect(svc.edge.evictedConnections).toBeGreaterThan(0);
+    // the crowd's addresses hold their share: re-taking a lost slot is refused, not paid by evicting another (no churn)
+    expect(svc.edge.evictedConnections).toBeLessThan(connects / 4);
     // the target is ≤ 100 ms on an idle machine; this shared one gets a looser bound
     expect(p99).toBeLessThan(1000);
   }, 60_000);
