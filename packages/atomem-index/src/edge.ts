@@ -100,13 +100,16 @@ export function connectionGroup(address: string): string {
  * clients holds; a fast request — a health probe, a release read — gets its answer in
  * milliseconds, long before it is the oldest). Only when every open connection has a request
  * being answered is the new one closed. So a crowd that re-takes every slot it loses costs a
- * refusal per attempt, not an eviction and an HTTP connection set up.
+ * refusal per attempt, not an eviction and an HTTP connection set up. Without a per-address cap
+ * (behind a proxy, whose connections all come from its address) only the eviction applies.
  */
 export function installConnectionCaps(server: Server, limits: ResolvedNetworkLimits): EdgeCounters {
   const counters: EdgeCounters = { connections: 0, refusedConnections: 0, rateLimited: 0, evictedConnections: 0 };
   const perGroup = new Map<string, number>();
   const cap = limits.maxConnectionsPerAddress;
   const max = limits.maxConnections;
+  // why: behind a proxy (no per-address cap) every connection comes from the proxy: it must be let evict its own idle ones
+  const fairShare = Number.isFinite(cap);
   /** Sockets without a request being answered (header phase, or idle kept-alive), oldest first. */
   const waiting = new Map<Socket, true>();
   /** Sockets whose request body is still arriving, oldest first. */
@@ -146,7 +149,7 @@ export function installConnectionCaps(server: Server, limits: ResolvedNetworkLim
     if (counters.connections >= max) {
       // why: an address holding half its fair share of the cap or more is refused at once (as at the per-address cap), not
       // let evict another's connection: a crowd re-taking the slots it lost then costs a refusal each, and fresh clients get in
-      if (n - 1 >= max / (2 * (perGroup.size + (n === 1 ? 1 : 0))) || !evictOne()) {
+      if ((fairShare && n - 1 >= max / (2 * (perGroup.size + (n === 1 ? 1 : 0)))) || !evictOne()) {
         counters.refusedConnections++;
         socket.destroy();
         return;
