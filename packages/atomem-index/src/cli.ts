@@ -28,7 +28,7 @@ export interface CliOptions {
   store: string;
   rateMax: number;
   rateWindow: number;
-  sync: 'normal' | 'full';
+  sync: 'group' | 'full' | 'normal';
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   catalogVectors: string;
   replaceItemSpace?: boolean;
@@ -79,7 +79,12 @@ export function program(): Command {
     .option('--rate-max <n>', 'requests per client address per window, every route but health (0 = no limit)', int('--rate-max', 0), 600)
     .option('--rate-window <ms>', 'rate-limit window in ms', int('--rate-window', 1), 60_000)
     .addOption(
-      new Option('--sync <level>', 'SQLite synchronous: normal survives process crashes, full also OS crashes').choices(['normal', 'full']).default('normal'),
+      new Option(
+        '--sync <level>',
+        'when an acknowledged report is on disk (SQLite store): group = after an fsync shared by the reports waiting for it (survives process crashes and power cuts), full = an fsync in every commit (the same, slower), normal = no fsync before the answer (survives process crashes only)',
+      )
+        .choices(['group', 'full', 'normal'])
+        .default('group'),
     )
     .option(
       '--trust-proxy <value>',

@@ -8,9 +8,10 @@
  * - **Connection caps**: at most `maxConnections` open sockets (below the process's open-file
  *   limit, so the service never runs out of file descriptors), and at most
  *   `maxConnectionsPerAddress` per client address (IPv6: per /64); a connection over the
- *   per-address cap is closed at once; at the global cap the oldest connection still sending
- *   its request (or idle) makes room, so a crowd of slow clients cannot lock out health probes
- *   and release reads (see {@link installConnectionCaps}).
+ *   per-address cap is closed at once; at the global cap a connection from an address holding
+ *   half its fair share is closed at once and one from another address makes room by closing the
+ *   oldest connection still sending its request (or idle), so a crowd of slow clients cannot
+ *   lock out health probes and release reads (see {@link installConnectionCaps}).
  * - **The client address** (the socket's peer, or with `trustProxy` the address the trusted
  *   proxy reports) keys rate limits and the per-address cap. It is used in memory only, as a
  *   keyed hash (HMAC with a random per-process key) for rate limits, never logged or stored;
@@ -91,18 +92,24 @@ export function connectionGroup(address: string): string {
 /**
  * Enforce the connection caps on `server` (call before it listens). Returns the live counters.
  *
- * The per-address cap refuses a new connection at once. The global cap does not refuse a new
- * connection while others are only waiting: when it is reached, the oldest connection that is
- * still sending its headers or its body, or idle between kept-alive requests, is closed to make
- * room (those are what a crowd of slow clients holds; a fast request — a health probe, a release
- * read — gets its answer in milliseconds, long before it is the oldest). Only when every open
- * connection has a request being answered is the new one closed.
+ * The per-address cap refuses a new connection at once. At the global cap a new connection from
+ * an address (IPv6: /64) that holds half its fair share of the cap or more (the cap divided by
+ * the addresses holding connections) is refused at once too; one from any other address does not
+ * wait for a free slot: the oldest connection that is still sending its headers or its body, or
+ * idle between kept-alive requests, is closed to make room (those are what a crowd of slow
+ * clients holds; a fast request — a health probe, a release read — gets its answer in
+ * milliseconds, long before it is the oldest). Only when every open connection has a request
+ * being answered is the new one closed. So a crowd that re-takes every slot it loses costs a
+ * refusal per attempt, not an eviction and an HTTP connection set up. Without a per-address cap
+ * (behind a proxy, whose connections all come from its address) only the eviction applies.
  */
 export function installConnectionCaps(server: Server, limits: ResolvedNetworkLimits): EdgeCounters {
   const counters: EdgeCounters = { connections: 0, refusedConnections: 0, rateLimited: 0, evictedConnections: 0 };
   const perGroup = new Map<string, number>();
   const cap = limits.maxConnectionsPerAddress;
   const max = limits.maxConnections;
+  // why: behind a proxy (no per-address cap) every connection comes from the proxy: it must be let evict its own idle ones
+  const fairShare = Number.isFinite(cap);
   /** Sockets without a request being answered (header phase, or idle kept-alive), oldest first. */
   const waiting = new Map<Socket, true>();
   /** Sockets whose request body is still arriving, oldest first. */
@@ -140,7 +147,9 @@ export function installConnectionCaps(server: Server, limits: ResolvedNetworkLim
       return;
     }
     if (counters.connections >= max) {
-      if (!evictOne()) {
+      // why: an address holding half its fair share of the cap or more is refused at once (as at the per-address cap), not
+      // let evict another's connection: a crowd re-taking the slots it lost then costs a refusal each, and fresh clients get in
+      if ((fairShare && n - 1 >= max / (2 * (perGroup.size + (n === 1 ? 1 : 0)))) || !evictOne()) {
         counters.refusedConnections++;
         socket.destroy();
         return;

@@ -8,7 +8,17 @@ export { ReportStore, type ReportStoreOptions } from './report-store.js';
 export { clusterItems, type ClusterOptions } from './clusters.js';
 export { PrivacyPassIssuer, generateIssuerKey, type TokenIssuer, type StoredIssuerKey } from './tokens.js';
 export { AUTO_HNSW_EF, clusterItemSpace, itemKnn, knnExpansion, readPersistedKnn, type ClusterRun, type KnnGraph, type KnnMethod } from './clusters.js';
-export { StorageError, DataDir, DataDirInUseError, MARKER_FILE, type StorageProblem, type StorageStatus } from './storage.js';
+export {
+  StorageError,
+  DataDir,
+  DataDirInUseError,
+  DEFAULT_SYNC,
+  MARKER_FILE,
+  WalSync,
+  type StorageProblem,
+  type StorageStatus,
+  type SyncLevel,
+} from './storage.js';
 export { resolveNetworkLimits, type NetworkLimits, type CorsOrigins } from './edge.js';
 export {
   Attester,

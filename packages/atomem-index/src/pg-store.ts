@@ -11,7 +11,9 @@
  *   `FOR UPDATE`, so a close waits for spends in flight and spends after it see the new floor —
  *   no report is counted into an epoch after its release was built, whatever any clock says.
  * - `atomem_releases(epoch PRIMARY KEY, body)`: insert-if-absent; every instance serves the
- *   stored bytes.
+ *   stored bytes. Each instance keeps the releases it read or stored in memory (./store.ts,
+ *   `ReleaseCache`): a published epoch's release is answered without a query, also while the
+ *   database is down; `latest` then answers the latest epoch this instance saw.
  * - `atomem_meta(key, value)`: the issuer key (the first instance's, insert-if-absent).
  *
  * Failures are classified like SQLite's (./storage.ts): a full disk (53100) answers 507, a
@@ -20,7 +22,7 @@
  */
 import pg from 'pg';
 import type { StorageFailure } from './storage.js';
-import type { Cell, CloseResult, IndexStore, SpendResult } from './store.js';
+import { ReleaseCache, type Cell, type CloseResult, type IndexStore, type SpendResult } from './store.js';
 
 /** The URL as health and logs show it: without user password. */
 export function redactUrl(url: string): string {
@@ -68,6 +70,8 @@ const SPEND = `
 export class PostgresIndexStore implements IndexStore {
   readonly kind = 'postgres' as const;
   readonly name: string;
+  /** Published releases read or stored (immutable: see {@link ReleaseCache}). */
+  readonly releases = new ReleaseCache();
   private readonly pool: pg.Pool;
 
   constructor(url: string, options: { poolSize?: number } = {}) {
@@ -151,6 +155,8 @@ export class PostgresIndexStore implements IndexStore {
       await c.query('DELETE FROM atomem_releases WHERE epoch NOT IN (SELECT epoch FROM atomem_releases ORDER BY epoch DESC LIMIT $1)', [keep]);
       return (await c.query<{ body: string }>('SELECT body FROM atomem_releases WHERE epoch = $1', [epoch])).rows[0]?.body;
     });
+    this.releases.prune(epoch, keep);
+    if (release !== undefined) this.releases.put(epoch, release);
     return { closedNow: begun.closedNow, release, closedThrough: begun.closedThrough };
   }
 
@@ -170,14 +176,30 @@ export class PostgresIndexStore implements IndexStore {
     }
   }
 
+  /** The release of `epoch`: from memory once read (releases are immutable), else one query. */
   async release(epoch: number): Promise<string | undefined> {
-    return (await this.pool.query<{ body: string }>('SELECT body FROM atomem_releases WHERE epoch = $1', [epoch])).rows[0]?.body;
+    return this.releases.body(
+      epoch,
+      async () => (await this.pool.query<{ body: string }>('SELECT body FROM atomem_releases WHERE epoch = $1', [epoch])).rows[0]?.body,
+    );
   }
 
+  /**
+   * The latest released epoch (one query); while the database cannot be reached, the latest this
+   * instance saw. A latest release not in memory yet is read into it (one query per new epoch;
+   * the service's upkeep asks every few seconds), so every instance can serve it during an outage.
+   */
   async latestRelease(): Promise<number | undefined> {
-    const r = await this.pool.query<{ e: string | null }>('SELECT MAX(epoch) AS e FROM atomem_releases');
-    const e = r.rows[0]?.e;
-    return e === null || e === undefined ? undefined : Number(e);
+    const latest = await this.releases.latestOr(
+      async () => {
+        const r = await this.pool.query<{ e: string | null }>('SELECT MAX(epoch) AS e FROM atomem_releases');
+        const e = r.rows[0]?.e;
+        return e === null || e === undefined ? undefined : Number(e);
+      },
+      (err) => this.classify(err),
+    );
+    if (latest !== undefined && !this.releases.has(latest)) await this.release(latest).catch(() => undefined);
+    return latest;
   }
 
   async maintain(): Promise<void> {

@@ -23,7 +23,7 @@
  * several instances of the role (a token pays once across them, one instance aggregates an epoch,
  * a release is stored once). A storage failure answers 507 / 503 with `Retry-After`.
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_LDP, PRIO3_HPKE_SUITE, PRIO3_PATHS, b64, prio3ChunkLength, type Prio3Config, type Prio3Upload } from 'atomem/engine';
 import { PRIO3_MIN_SHARE, Prio3Aggregator, buildPrio3Release, cryptoUniform, prio3Threshold, type Prio3Release } from './prio3-aggregator.js';
@@ -262,6 +262,11 @@ export function registerPrio3(
       if (!a) return reply;
       const { epoch, reports } = req.body ?? ({} as AggregateRequest);
       if (!Number.isInteger(epoch) || !Array.isArray(reports)) return fail(reply, 400, 'bad_request', 'expected { epoch, reports[] }');
+      // why: a batch answered before gets that answer again, unchanged (the leader resumes a stopped aggregation from the start)
+      const id = jobId(epoch, reports);
+      const answered = await stored(reply, () => state.jobAnswer(epoch, id));
+      if (answered === ANSWERED) return reply;
+      if (answered !== undefined) return reply.type('application/json').send(answered);
       // why: the proof work holds no lock; the store then marks the nonces seen and adds the fresh outputs in one transaction
       const outs: (bigint[] | 'invalid_proof' | 'undecryptable')[] = [];
       const msgs: (Uint8Array | undefined)[] = [];
@@ -280,6 +285,9 @@ export function registerPrio3(
           msgs.push(undefined);
         }
       }
+      const answer = (fresh: boolean[]): AggregateResponse => ({
+        results: outs.map((out, i) => (!fresh[i] ? { error: 'replayed' } : typeof out === 'string' ? { error: out } : { prepMessage: b64.encode(msgs[i]!) })),
+      });
       const fresh = await stored(reply, () =>
         state.accumulate(
           epoch,
@@ -295,14 +303,14 @@ export function registerPrio3(
             });
             return { share: a.encodeVector(sum), n };
           },
+          { id, answer: (f) => JSON.stringify(answer(f)) },
         ),
       );
       if (fresh === ANSWERED) return reply;
       if (fresh === 'collected') return fail(reply, 409, 'collected', `epoch ${epoch} was collected: no more reports`);
-      const results: AggregateResponse['results'] = outs.map((out, i) =>
-        !fresh[i] ? { error: 'replayed' } : typeof out === 'string' ? { error: out } : { prepMessage: b64.encode(msgs[i]!) },
-      );
-      return { results };
+      // a copy of this batch was answered meanwhile (sent twice at once): its answer
+      if (!Array.isArray(fresh)) return reply.type('application/json').send(fresh.replayed);
+      return answer(fresh);
     });
     app.post<{ Body: { epoch: number; reports: number } }>(PRIO3_PATHS.collect, async (req, reply) => {
       if (!isPeer(req)) return fail(reply, 401, 'unauthorized', 'peer requests need the peer key');
@@ -310,8 +318,13 @@ export function registerPrio3(
       if (!a) return reply;
       const { epoch, reports } = req.body ?? ({} as { epoch: number; reports: number });
       if (!Number.isInteger(epoch) || !Number.isInteger(reports)) return fail(reply, 400, 'bad_request', 'expected { epoch, reports }');
-      // why: one noisy answer per epoch (a second draw would average the noise away): the store flips `collected` under a lock
-      const row = await stored(reply, () => state.collect(epoch, reports, minReports));
+      // why: one noisy answer per epoch (a second draw would average the noise away): the store flips `collected` and stores
+      // the answer under a lock; asked again with the same count (a leader that resumes) it answers that same draw
+      const row = await stored(reply, () =>
+        state.collect(epoch, reports, minReports, (share) =>
+          JSON.stringify({ reports, share: a.encodeVector(a.noisy(a.decodeVector(share), scale, uniform)) }),
+        ),
+      );
       if (row === ANSWERED) return reply;
       if (!row.ok) {
         if (row.error === 'not_found') return fail(reply, 404, 'not_found', `no aggregate for epoch ${epoch}`);
@@ -320,7 +333,7 @@ export function registerPrio3(
           return fail(reply, 409, 'batch_mismatch', `the helper aggregated ${row.n} reports of epoch ${epoch}, the leader ${reports}`);
         return fail(reply, 400, 'batch_too_small', `${row.n} reports: a collection needs at least ${minReports}`);
       }
-      return { reports: row.n, share: a.encodeVector(a.noisy(a.decodeVector(row.share), scale, uniform)) };
+      return reply.type('application/json').send(row.answer);
     });
   }
 
@@ -457,4 +470,15 @@ export function registerPrio3(
       await state.close();
     },
   };
+}
+
+/**
+ * The id of an aggregation batch: a digest of the epoch and its reports as uploaded (nonce,
+ * public share, the helper's sealed share), so a batch sent again is recognised
+ * (./prio3-store.ts `AggregationJob`) and a different batch never takes its answer.
+ */
+function jobId(epoch: number, reports: AggregateRequest['reports']): string {
+  const h = createHash('sha256').update(`prio3-job\n${epoch}\n`);
+  for (const r of reports) h.update(`${r.nonce}\n${r.publicShare}\n${r.helperShare?.enc}\n${r.helperShare?.ct}\n`);
+  return h.digest('base64url');
 }

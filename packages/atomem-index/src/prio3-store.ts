@@ -22,7 +22,7 @@
  * Both stores classify their failures as the v2 stores do (./storage.ts, ./pg-store.ts).
  */
 import pg from 'pg';
-import { DataDir, classifyStorageError, openDatabase, type StorageFailure } from './storage.js';
+import { DEFAULT_SYNC, DataDir, WalSync, classifyStorageError, openDatabase, type StorageFailure, type SyncLevel } from './storage.js';
 import type Database from 'better-sqlite3';
 import { classifyPostgresError, redactUrl } from './pg-store.js';
 
@@ -47,9 +47,28 @@ export interface HelperAggregate {
   n: number;
 }
 
+/**
+ * Helper: one batch of the leader's aggregation, named by `id` (a digest of the epoch and the
+ * batch's report nonces). Its answer is stored in the transaction that adds the batch, so a
+ * batch sent again (the leader was stopped before it read the answer, and resumes the epoch
+ * from its start) gets the same answer and changes nothing: the leader's sum and count end
+ * equal to the helper's.
+ */
+export interface AggregationJob {
+  id: string;
+  /** The answer to store and send, from which of the batch's reports were fresh. */
+  answer: (fresh: boolean[]) => string;
+}
+
+/** {@link Prio3Store.accumulate}'s `merge`: the new aggregate from the old one and which reports are fresh. */
+export type AggregateMerge = (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate;
+
+/** What {@link Prio3Store.accumulate} did: which reports were fresh, `collected`, or the stored answer of a batch sent again. */
+export type AccumulateResult = boolean[] | 'collected' | { replayed: string };
+
 /** What {@link Prio3Store.collect} decided. */
 export type CollectResult =
-  | { ok: true; share: string; n: number }
+  | { ok: true; answer: string; n: number }
   | { ok: false; error: 'not_found' | 'collected' | 'batch_mismatch' | 'batch_too_small'; n: number };
 
 /** The Prio3 state store (see the module comment). */
@@ -81,9 +100,17 @@ export interface Prio3Store {
    * (synchronous) returns the new aggregate from the old one and `fresh`. `collected`: the epoch
    * was collected, nothing changed.
    */
-  accumulate(epoch: number, nonces: string[], merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate): Promise<boolean[] | 'collected'>;
-  /** Helper: take the epoch's aggregate for its one collection (checks the leader's count and the minimum). */
-  collect(epoch: number, reports: number, minReports: number): Promise<CollectResult>;
+  accumulate(epoch: number, nonces: string[], merge: AggregateMerge, job?: AggregationJob): Promise<AccumulateResult>;
+  /** Helper: the stored answer of an aggregation job (see {@link AggregationJob}), or undefined. */
+  jobAnswer(epoch: number, id: string): Promise<string | undefined>;
+  /**
+   * Helper: the epoch's one collection (checks the leader's count and the minimum): `answer`
+   * makes the answer from the aggregate share (the noise is drawn there), and it is stored with
+   * the `collected` mark in one transaction. A collection asked again with the same count (the
+   * leader stopped before it stored its release) gets that stored answer: the same draw, never
+   * a second one.
+   */
+  collect(epoch: number, reports: number, minReports: number, answer: (share: string) => string): Promise<CollectResult>;
   /** A storage failure class for an error of this store, or undefined. */
   classify(err: unknown): StorageFailure | undefined;
   close(): Promise<void>;
@@ -97,6 +124,8 @@ const SQLITE_SCHEMA = `
   CREATE TABLE IF NOT EXISTS seen (nonce TEXT PRIMARY KEY, epoch INTEGER NOT NULL);
   CREATE TABLE IF NOT EXISTS aggregates (epoch INTEGER PRIMARY KEY, share TEXT NOT NULL, n INTEGER NOT NULL, collected INTEGER NOT NULL DEFAULT 0);
   CREATE TABLE IF NOT EXISTS releases (epoch INTEGER PRIMARY KEY, body TEXT NOT NULL);
+  CREATE TABLE IF NOT EXISTS jobs (epoch INTEGER NOT NULL, id TEXT NOT NULL, answer TEXT NOT NULL, PRIMARY KEY (epoch, id)) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS collections (epoch INTEGER PRIMARY KEY, answer TEXT NOT NULL);
 `;
 
 /**
@@ -107,24 +136,29 @@ const SQLITE_SCHEMA = `
 export class SqlitePrio3Store implements Prio3Store {
   readonly kind = 'sqlite' as const;
   readonly name: string;
+  /** Group commit (`synchronous: 'group'`): a stored upload is acknowledged once the WAL is fsynced. */
+  private readonly walSync: WalSync | undefined;
+
   private constructor(
     private readonly db: Database.Connection,
     file: string,
+    sync: SyncLevel,
   ) {
     this.name = file;
+    this.walSync = sync === 'group' ? new WalSync(file) : undefined;
   }
 
-  static open(dir: DataDir | string, o: { synchronous?: 'normal' | 'full' } = {}): SqlitePrio3Store {
+  static open(dir: DataDir | string, o: { synchronous?: SyncLevel } = {}): SqlitePrio3Store {
     const d = typeof dir === 'string' ? DataDir.open(dir) : dir;
     const { db, file } = openDatabase(d, {
       name: 'prio3.sqlite',
       applicationId: PRIO3_APPLICATION_ID,
-      tables: ['aggregates', 'closed', 'keys', 'releases', 'seen', 'uploads'],
+      tables: ['aggregates', 'closed', 'collections', 'jobs', 'keys', 'releases', 'seen', 'uploads'],
       schemaVersion: 1,
       schema: SQLITE_SCHEMA,
       synchronous: o.synchronous,
     });
-    return new SqlitePrio3Store(db, file);
+    return new SqlitePrio3Store(db, file, o.synchronous ?? DEFAULT_SYNC);
   }
 
   async init(): Promise<void> {}
@@ -139,11 +173,13 @@ export class SqlitePrio3Store implements Prio3Store {
   }
 
   async putUpload(tokenNonce: string, epoch: number, nonce: string, body: string): Promise<UploadResult> {
-    return this.db.transaction((): UploadResult => {
+    const r = this.db.transaction((): UploadResult => {
       if (this.db.prepare('SELECT 1 FROM closed WHERE epoch = ?').get(epoch)) return 'closed';
       const r = this.db.prepare('INSERT OR IGNORE INTO uploads (token_nonce, epoch, nonce, body) VALUES (?, ?, ?, ?)').run(tokenNonce, epoch, nonce, body);
       return r.changes === 1 ? 'stored' : 'spent';
     })();
+    if (r === 'stored') await this.walSync?.sync();
+    return r;
   }
 
   async dueEpochs(epochMs: number, endBeforeMs: number): Promise<number[]> {
@@ -161,7 +197,8 @@ export class SqlitePrio3Store implements Prio3Store {
       return {
         claimed: true,
         uploads: this.db
-          .prepare<[number], { body: string }>('SELECT body FROM uploads WHERE epoch = ?')
+          // why: the same batches every time (a resumed aggregation sends the helper the batches it answered already)
+          .prepare<[number], { body: string }>('SELECT body FROM uploads WHERE epoch = ? ORDER BY token_nonce')
           .all(epoch)
           .map((r) => r.body),
       };
@@ -184,8 +221,16 @@ export class SqlitePrio3Store implements Prio3Store {
     return this.db.prepare<[], { body: string }>('SELECT body FROM releases ORDER BY epoch DESC LIMIT 1').get()?.body;
   }
 
-  async accumulate(epoch: number, nonces: string[], merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate): Promise<boolean[] | 'collected'> {
-    return this.db.transaction((): boolean[] | 'collected' => {
+  async jobAnswer(epoch: number, id: string): Promise<string | undefined> {
+    return this.db.prepare<[number, string], { answer: string }>('SELECT answer FROM jobs WHERE epoch = ? AND id = ?').get(epoch, id)?.answer;
+  }
+
+  async accumulate(epoch: number, nonces: string[], merge: AggregateMerge, job?: AggregationJob): Promise<AccumulateResult> {
+    return this.db.transaction((): AccumulateResult => {
+      if (job) {
+        const had = this.db.prepare<[number, string], { answer: string }>('SELECT answer FROM jobs WHERE epoch = ? AND id = ?').get(epoch, job.id)?.answer;
+        if (had !== undefined) return { replayed: had };
+      }
       const row = this.db
         .prepare<[number], { share: string; n: number; collected: number }>('SELECT share, n, collected FROM aggregates WHERE epoch = ?')
         .get(epoch);
@@ -197,18 +242,23 @@ export class SqlitePrio3Store implements Prio3Store {
         this.db
           .prepare('INSERT INTO aggregates (epoch, share, n) VALUES (?, ?, ?) ON CONFLICT (epoch) DO UPDATE SET share = excluded.share, n = excluded.n')
           .run(epoch, next.share, next.n);
+      if (job) this.db.prepare('INSERT INTO jobs (epoch, id, answer) VALUES (?, ?, ?)').run(epoch, job.id, job.answer(fresh));
       return fresh;
     })();
   }
 
-  async collect(epoch: number, reports: number, minReports: number): Promise<CollectResult> {
+  async collect(epoch: number, reports: number, minReports: number, answer: (share: string) => string): Promise<CollectResult> {
     return this.db.transaction((): CollectResult => {
       const row = this.db
         .prepare<[number], { share: string; n: number; collected: number }>('SELECT share, n, collected FROM aggregates WHERE epoch = ?')
         .get(epoch);
-      const checked = check(row, reports, minReports);
-      if (checked.ok) this.db.prepare('UPDATE aggregates SET collected = 1 WHERE epoch = ?').run(epoch);
-      return checked;
+      const had = this.db.prepare<[number], { answer: string }>('SELECT answer FROM collections WHERE epoch = ?').get(epoch)?.answer;
+      return check(row, reports, minReports, had, (share) => {
+        const a = answer(share);
+        this.db.prepare('UPDATE aggregates SET collected = 1 WHERE epoch = ?').run(epoch);
+        this.db.prepare('INSERT INTO collections (epoch, answer) VALUES (?, ?)').run(epoch, a);
+        return a;
+      });
     })();
   }
 
@@ -217,17 +267,25 @@ export class SqlitePrio3Store implements Prio3Store {
   }
 
   async close(): Promise<void> {
+    this.walSync?.close();
     this.db.close();
   }
 }
 
-function check(row: { share: string | null; n: number | string; collected: number | boolean } | undefined, reports: number, minReports: number): CollectResult {
+/** The collection's decision; `make` draws and stores a first answer. A collected epoch answers its stored answer to the same count. */
+function check(
+  row: { share: string | null; n: number | string; collected: number | boolean } | undefined,
+  reports: number,
+  minReports: number,
+  had: string | undefined,
+  make: (share: string) => string,
+): CollectResult {
   if (!row) return { ok: false, error: 'not_found', n: 0 };
   const n = Number(row.n);
-  if (row.collected) return { ok: false, error: 'collected', n };
+  if (row.collected) return had !== undefined && n === reports ? { ok: true, answer: had, n } : { ok: false, error: 'collected', n };
   if (n !== reports) return { ok: false, error: 'batch_mismatch', n };
   if (n < minReports || row.share === null) return { ok: false, error: 'batch_too_small', n };
-  return { ok: true, share: row.share, n };
+  return { ok: true, answer: make(row.share), n };
 }
 
 const PG_SCHEMA = `
@@ -240,6 +298,8 @@ const PG_SCHEMA = `
   CREATE TABLE IF NOT EXISTS atomem_prio3_releases (epoch bigint PRIMARY KEY, body text NOT NULL);
   CREATE TABLE IF NOT EXISTS atomem_prio3_seen (nonce text PRIMARY KEY, epoch bigint NOT NULL);
   CREATE TABLE IF NOT EXISTS atomem_prio3_aggregates (epoch bigint PRIMARY KEY, share text, n bigint NOT NULL, collected boolean NOT NULL DEFAULT false);
+  CREATE TABLE IF NOT EXISTS atomem_prio3_jobs (epoch bigint NOT NULL, id text NOT NULL, answer text NOT NULL, PRIMARY KEY (epoch, id));
+  CREATE TABLE IF NOT EXISTS atomem_prio3_collections (epoch bigint PRIMARY KEY, answer text NOT NULL);
 `;
 
 /**
@@ -352,15 +412,24 @@ export class PostgresPrio3Store implements Prio3Store {
     return (await this.pool.query<{ body: string }>('SELECT body FROM atomem_prio3_releases ORDER BY epoch DESC LIMIT 1')).rows[0]?.body;
   }
 
-  async accumulate(epoch: number, nonces: string[], merge: (prev: HelperAggregate, fresh: boolean[]) => HelperAggregate): Promise<boolean[] | 'collected'> {
-    return this.tx(async (c) => {
+  async jobAnswer(epoch: number, id: string): Promise<string | undefined> {
+    return (await this.pool.query<{ answer: string }>('SELECT answer FROM atomem_prio3_jobs WHERE epoch = $1 AND id = $2', [epoch, id])).rows[0]?.answer;
+  }
+
+  async accumulate(epoch: number, nonces: string[], merge: AggregateMerge, job?: AggregationJob): Promise<AccumulateResult> {
+    return this.tx(async (c): Promise<AccumulateResult> => {
       await c.query('INSERT INTO atomem_prio3_aggregates (epoch, share, n) VALUES ($1, NULL, 0) ON CONFLICT (epoch) DO NOTHING', [epoch]);
+      // why: the epoch's row lock orders this job against others of the epoch (a job sent twice at once adds once)
       const row = (
         await c.query<{ share: string | null; n: string; collected: boolean }>(
           'SELECT share, n, collected FROM atomem_prio3_aggregates WHERE epoch = $1 FOR UPDATE',
           [epoch],
         )
       ).rows[0];
+      if (job) {
+        const had = (await c.query<{ answer: string }>('SELECT answer FROM atomem_prio3_jobs WHERE epoch = $1 AND id = $2', [epoch, job.id])).rows[0]?.answer;
+        if (had !== undefined) return { replayed: had };
+      }
       if (row.collected) return 'collected' as const;
       const inserted = new Set(
         (
@@ -374,11 +443,12 @@ export class PostgresPrio3Store implements Prio3Store {
       const fresh = nonces.map((n) => inserted.delete(n));
       const next = merge({ share: row.share ?? undefined, n: Number(row.n) }, fresh);
       await c.query('UPDATE atomem_prio3_aggregates SET share = $2, n = $3 WHERE epoch = $1', [epoch, next.share ?? null, next.n]);
+      if (job) await c.query('INSERT INTO atomem_prio3_jobs (epoch, id, answer) VALUES ($1, $2, $3)', [epoch, job.id, job.answer(fresh)]);
       return fresh;
     });
   }
 
-  async collect(epoch: number, reports: number, minReports: number): Promise<CollectResult> {
+  async collect(epoch: number, reports: number, minReports: number, answer: (share: string) => string): Promise<CollectResult> {
     return this.tx(async (c) => {
       const row = (
         await c.query<{ share: string | null; n: string; collected: boolean }>(
@@ -386,8 +456,13 @@ export class PostgresPrio3Store implements Prio3Store {
           [epoch],
         )
       ).rows[0];
-      const checked = check(row, reports, minReports);
-      if (checked.ok) await c.query('UPDATE atomem_prio3_aggregates SET collected = true WHERE epoch = $1', [epoch]);
+      const had = (await c.query<{ answer: string }>('SELECT answer FROM atomem_prio3_collections WHERE epoch = $1', [epoch])).rows[0]?.answer;
+      let fresh: string | undefined;
+      const checked = check(row, reports, minReports, had, (share) => (fresh = answer(share)));
+      if (checked.ok && fresh !== undefined) {
+        await c.query('UPDATE atomem_prio3_aggregates SET collected = true WHERE epoch = $1', [epoch]);
+        await c.query('INSERT INTO atomem_prio3_collections (epoch, answer) VALUES ($1, $2)', [epoch, fresh]);
+      }
       return checked;
     });
   }

@@ -18,11 +18,13 @@
  * `secure_delete = ON` overwrites deleted content with zeros, and the WAL is checkpointed
  * (TRUNCATE) after each release, so deleted cells and tombstones do not linger in free pages or
  * the WAL; between releases {@link ReportStore.checkpoint} (PASSIVE, run by the service every few
- * seconds after writes) moves acknowledged reports into the main file. Durability: WAL, `synchronous = NORMAL` by default, exclusive lock.
+ * seconds after writes) moves acknowledged reports into the main file. Durability: WAL, exclusive
+ * lock, and by default group commit (`--sync group`, ./storage.ts `SyncLevel`): a counted report is
+ * acknowledged only once an fsync of the WAL after its commit completed ({@link ReportStore.durable}).
  * Opened through ./storage.ts: marker, foreign / empty / corrupted files refused at start.
  */
 import type Database from 'better-sqlite3';
-import { DataDir, openDatabase, type DataDirInUseError, type StorageError } from './storage.js';
+import { DEFAULT_SYNC, DataDir, WalSync, openDatabase, type DataDirInUseError, type StorageError, type SyncLevel } from './storage.js';
 
 const SCHEMA_VERSION = 1;
 const CLOSED_KEY = 'closedThrough';
@@ -61,7 +63,8 @@ export const REPORTS_APPLICATION_ID = 0x41544d52;
 
 /** Options of {@link ReportStore.open}. */
 export interface ReportStoreOptions {
-  synchronous?: 'normal' | 'full';
+  /** When an acknowledged write is on disk (./storage.ts). Default `group`. */
+  synchronous?: SyncLevel;
   /** Size limit of the file in bytes (writes beyond it fail as on a full disk). Default none. */
   maxBytes?: number;
   /** Integrity check at open. Default `quick`. */
@@ -77,13 +80,19 @@ export class ReportStore {
   private beginTx!: (epoch: number) => BeginClose;
   private finishTx!: (epoch: number, body: string | undefined, keep: number) => string | undefined;
 
+  /** Group commit of the WAL (with `synchronous: 'group'`). */
+  private readonly walSync: WalSync | undefined;
+
   private constructor(
     file: string,
     db: Database.Connection,
     /** Opens the file again, with the checks of the first open ({@link reopen}). */
     private readonly openAgain: () => Database.Connection,
+    /** When an acknowledged write is on disk. */
+    readonly sync: SyncLevel,
   ) {
     this.file = file;
+    this.walSync = sync === 'group' ? new WalSync(file) : undefined;
     this.attach(db);
     // a data dir of an older version: its releases close their epochs
     if (this.stmt.getMeta.get(CLOSED_KEY) === undefined) {
@@ -160,7 +169,24 @@ export class ReportStore {
     } catch {
       // its file system is gone; nothing to flush
     }
+    // why: the group commit's open WAL would keep a dead file system's mount busy too
+    this.walSync?.reset();
     this.attach(this.openAgain());
+  }
+
+  /**
+   * Resolves once every commit made before the call is on disk: with `group`, after an fsync of
+   * the WAL shared with the other writes waiting (./storage.ts `WalSync`); with `full` at once
+   * (each commit was fsynced); with `normal` at once, without that promise (a power cut may
+   * lose it). Rejects with an SQLite-like error code (`SQLITE_IOERR_FSYNC`, `SQLITE_FULL`).
+   */
+  durable(): Promise<void> {
+    return this.walSync ? this.walSync.sync() : Promise.resolve();
+  }
+
+  /** WAL fsyncs done for {@link durable} (0 unless `group`). */
+  get syncRounds(): number {
+    return this.walSync?.rounds ?? 0;
   }
 
   /**
@@ -193,7 +219,7 @@ export class ReportStore {
       `,
       });
     const { db, file } = open();
-    return new ReportStore(file, db, () => open().db);
+    return new ReportStore(file, db, () => open().db, options.synchronous ?? DEFAULT_SYNC);
   }
 
   /**
@@ -304,6 +330,7 @@ export class ReportStore {
   }
 
   close(): void {
+    this.walSync?.close();
     if (this.db.open) this.db.close();
   }
 }

@@ -34,7 +34,7 @@ import { registerV2, type V2Controller, type V2Options } from './v2.js';
 import { registerPrio3, type Prio3Controller, type Prio3ServiceOptions } from './prio3-service.js';
 import { PostgresPrio3Store, SqlitePrio3Store } from './prio3-store.js';
 import { registerOhttpGateway, type OhttpGateway, type OhttpGatewayOptions } from './ohttp-gateway.js';
-import { DataDir, StorageHealth, type StorageFailure } from './storage.js';
+import { DataDir, StorageHealth, type StorageFailure, type SyncLevel } from './storage.js';
 import { isPostgresUrl, redactUrl } from './pg-store.js';
 import {
   LoopDelay,
@@ -102,8 +102,14 @@ export interface IndexServiceOptions {
    * stdout) at `level` (default `info`), never with IP addresses or host names.
    */
   logger?: LoggerOption;
-  /** SQLite `synchronous` (see ./report-store.ts). Default `normal`: acknowledged writes survive SIGKILL. */
-  synchronous?: 'normal' | 'full';
+  /**
+   * When an acknowledged report or upload is on disk with the SQLite store (./storage.ts
+   * `SyncLevel`). Default `group`: acknowledged after an fsync of the WAL shared by the writes
+   * waiting for it, so acknowledged writes survive SIGKILL and a power cut; `full`: an fsync in
+   * every commit (the same promise, at a higher cost per write); `normal`: no fsync before the
+   * acknowledgement (survives SIGKILL, not a power cut or OS crash).
+   */
+  synchronous?: SyncLevel;
   /** Verifiable aggregation: this service as the Prio3 leader or helper (./prio3-service.ts). Default off. */
   prio3?: Prio3ServiceOptions;
   /**

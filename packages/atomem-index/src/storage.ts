@@ -35,7 +35,8 @@ import {
   unlinkSync,
   writeSync,
 } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { type FileHandle, open as openFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 
 /** Thrown when the data dir is already open in another process. */
@@ -181,6 +182,120 @@ export class DataDir {
   }
 }
 
+/**
+ * When an acknowledged write is on disk (`--sync`):
+ * - `group` (default): SQLite `synchronous = NORMAL` (commits are not fsynced by SQLite), and a
+ *   write is acknowledged only after an fsync of the WAL that started after its commit
+ *   ({@link WalSync}: one fsync serves every commit that waits for it, so the cost is shared by
+ *   concurrent writes). Survives SIGKILL and a power cut or OS crash.
+ * - `full`: SQLite `synchronous = FULL`: an fsync inside every commit. Survives both; each write
+ *   pays its own fsync (and holds the write lock meanwhile).
+ * - `normal`: SQLite `synchronous = NORMAL`, acknowledged before any fsync. Survives SIGKILL; a
+ *   power cut or OS crash loses the writes since the last WAL sync (a checkpoint), and with them
+ *   the record that their tokens were spent.
+ */
+export type SyncLevel = 'group' | 'full' | 'normal';
+
+/** Default {@link SyncLevel}. */
+export const DEFAULT_SYNC: SyncLevel = 'group';
+
+/**
+ * Group commit for a SQLite file in WAL mode with `synchronous = NORMAL`: {@link sync} resolves
+ * once an fsync of the file's `-wal` that started after the call has completed, so every commit
+ * made before the call is on disk. While one fsync runs, callers wait for the next one, which
+ * then serves all of them (no timer: the batch is whatever arrived during the previous fsync).
+ * The fsync runs on libuv's thread pool: the event loop goes on serving meanwhile. The WAL
+ * stays open between rounds (same inode: SQLite truncates it at checkpoints, never replaces it
+ * while the connection is open); the data dir is fsynced once too (the WAL's directory entry). Errors carry SQLite-like codes
+ * (`SQLITE_FULL`, `SQLITE_IOERR_FSYNC`), so {@link classifyStorageError} names them.
+ */
+export class WalSync {
+  private running: Promise<void> | undefined;
+  private pending: Promise<void> | undefined;
+  private dirSynced = false;
+  /** fsyncs done (each served every caller that waited for it). */
+  rounds = 0;
+
+  constructor(
+    /** The database file (its WAL is `<file>-wal`). */
+    readonly file: string,
+  ) {}
+
+  /** Resolves once every commit made before the call is on disk. */
+  sync(): Promise<void> {
+    if (this.pending) return this.pending;
+    if (!this.running) {
+      this.running = this.round();
+      return this.running;
+    }
+    // why: the fsync in flight may have started before this caller's commit: wait for the next one
+    this.pending = this.running
+      .catch(() => {})
+      .then(() => {
+        this.pending = undefined;
+        this.running = this.round();
+        return this.running;
+      });
+    return this.pending;
+  }
+
+  /** The file was opened again (after an I/O error): the WAL is opened afresh, its directory entry synced again. */
+  reset(): void {
+    this.dirSynced = false;
+    this.drop();
+  }
+
+  /** Close the WAL's descriptor (the database is closing). */
+  close(): void {
+    this.drop();
+  }
+
+  /** The open `-wal` (kept between rounds: one fsync per round, no open / close). */
+  private wal: Promise<FileHandle> | undefined;
+
+  private drop(): void {
+    const w = this.wal;
+    this.wal = undefined;
+    void w?.then((fh) => fh.close()).catch(() => {});
+  }
+
+  private async round(): Promise<void> {
+    try {
+      this.wal ??= openFile(`${this.file}-wal`, 'r');
+      const fh = await this.wal.catch((e: NodeJS.ErrnoException) => {
+        this.wal = undefined;
+        if (e.code !== 'ENOENT') throw e;
+        return undefined;
+      });
+      // why: no WAL (checkpointed and removed): what was committed is in the main file
+      await (fh ? fh.sync() : fsyncPath(this.file));
+      if (!this.dirSynced) {
+        await fsyncPath(dirname(this.file));
+        this.dirSynced = true;
+      }
+      this.rounds++;
+    } catch (e) {
+      this.drop();
+      const code = (e as NodeJS.ErrnoException).code;
+      throw Object.assign(new Error(`fsync of ${this.file}'s WAL failed: ${(e as Error).message}`), {
+        code: code === 'ENOSPC' || code === 'EDQUOT' ? 'SQLITE_FULL' : 'SQLITE_IOERR_FSYNC',
+      });
+    } finally {
+      this.running = undefined;
+    }
+  }
+}
+
+/** fsync `path` (open, fsync, close). */
+async function fsyncPath(path: string): Promise<void> {
+  const fh = await openFile(path, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
 /** How a database file is opened by {@link openDatabase}. */
 export interface OpenDatabaseOptions {
   /** File name in the data dir (e.g. `reports.sqlite`). */
@@ -193,8 +308,8 @@ export interface OpenDatabaseOptions {
   schemaVersion: number;
   /** DDL run inside the first transaction (`CREATE TABLE IF NOT EXISTS …`). */
   schema: string;
-  /** SQLite `synchronous`. Default `normal`. */
-  synchronous?: 'normal' | 'full';
+  /** When a commit is on disk ({@link SyncLevel}): `full` sets SQLite `synchronous = FULL`, the others `NORMAL`. Default `group`. */
+  synchronous?: SyncLevel;
   /** `secure_delete` (overwrite deleted content). Default false. */
   secureDelete?: boolean;
   /** Integrity check before use. Default `quick` (`PRAGMA quick_check`). */

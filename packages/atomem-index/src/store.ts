@@ -10,6 +10,10 @@
  *
  * Every operation that decides something (spend, close) is one transaction in the store, so the
  * decision holds across instances and across a stepped wall clock.
+ *
+ * Published releases are immutable, so both keep the ones they read or stored in a bounded
+ * in-process {@link ReleaseCache}: release reads of a published epoch are answered from memory,
+ * also while the store cannot be reached (a PostgreSQL outage, an I/O error).
  */
 import { classifyStorageError, type StorageFailure } from './storage.js';
 import type { Cell, CloseResult, ReportStore, SpendResult } from './report-store.js';
@@ -53,10 +57,107 @@ export interface IndexStore {
   close(): Promise<void>;
 }
 
+/**
+ * Release bodies by epoch, in memory, bounded by count and bytes (least recently read leaves
+ * first). Only bodies read from or stored in the store enter it, and a stored release is never
+ * replaced (insert-if-absent), so a cached body is byte-identical to the store's for as long
+ * as the store keeps it; epochs the store prunes are dropped here too ({@link prune}). It also
+ * remembers the latest released epoch it saw, which {@link latestOr} answers while the store
+ * cannot be reached (nothing can be published meanwhile: publishing goes through the store).
+ */
+export class ReleaseCache {
+  private readonly bodies = new Map<number, string>();
+  private bytes = 0;
+  private latest: number | undefined;
+
+  constructor(
+    /** Most releases kept. Default 16. */
+    readonly maxEntries = 16,
+    /** Most bytes kept (UTF-16 length × 2). Default 64 MiB. */
+    readonly maxBytes = 64 << 20,
+  ) {}
+
+  /** Whether the body of `epoch` is cached. */
+  has(epoch: number): boolean {
+    return this.bodies.has(epoch);
+  }
+
+  /** The cached body of `epoch`, or undefined. */
+  get(epoch: number): string | undefined {
+    const b = this.bodies.get(epoch);
+    if (b !== undefined) {
+      // why: Map keeps insertion order; re-inserting makes it the most recently read
+      this.bodies.delete(epoch);
+      this.bodies.set(epoch, b);
+    }
+    return b;
+  }
+
+  /** Keep `body` as the release of `epoch` (read from or stored in the store). */
+  put(epoch: number, body: string): void {
+    if (this.bodies.has(epoch)) return;
+    const size = body.length * 2;
+    if (size > this.maxBytes) return;
+    this.bodies.set(epoch, body);
+    this.bytes += size;
+    this.saw(epoch);
+    for (const [e, b] of this.bodies) {
+      if (this.bodies.size <= this.maxEntries && this.bytes <= this.maxBytes) break;
+      this.bodies.delete(e);
+      this.bytes -= b.length * 2;
+    }
+  }
+
+  /** The store says `epoch` is (or was) the latest release. */
+  saw(epoch: number | undefined): void {
+    if (epoch !== undefined && (this.latest === undefined || epoch > this.latest)) this.latest = epoch;
+  }
+
+  /** Drop epochs the store no longer keeps (all but the `keep` newest up to `through`). */
+  prune(through: number, keep: number): void {
+    for (const [e, b] of this.bodies)
+      if (e <= through - keep) {
+        this.bodies.delete(e);
+        this.bytes -= b.length * 2;
+      }
+  }
+
+  /**
+   * `read()`, remembering its answer; when it fails with a storage failure of class `io`
+   * (`classify`: the store cannot be reached) and a latest epoch was seen, that epoch instead.
+   */
+  async latestOr(read: () => Promise<number | undefined>, classify: (err: unknown) => StorageFailure | undefined): Promise<number | undefined> {
+    try {
+      const e = await read();
+      this.saw(e);
+      return e;
+    } catch (err) {
+      if (this.latest !== undefined && classify(err)?.state === 'io') return this.latest;
+      throw err;
+    }
+  }
+
+  /** `read()` unless `epoch` is cached; a body read is cached. */
+  async body(epoch: number, read: () => Promise<string | undefined>): Promise<string | undefined> {
+    const hit = this.get(epoch);
+    if (hit !== undefined) return hit;
+    const b = await read();
+    if (b !== undefined) this.put(epoch, b);
+    return b;
+  }
+
+  /** Releases and bytes held (tests, metrics). */
+  get size(): { entries: number; bytes: number } {
+    return { entries: this.bodies.size, bytes: this.bytes };
+  }
+}
+
 /** {@link IndexStore} over the embedded SQLite {@link ReportStore} (synchronous underneath). */
 export class SqliteIndexStore implements IndexStore {
   readonly kind = 'sqlite' as const;
   readonly name: string;
+  /** Published releases read or stored (immutable: see {@link ReleaseCache}). */
+  readonly releases = new ReleaseCache();
   constructor(readonly sqlite: ReportStore) {
     this.name = sqlite.file;
   }
@@ -69,8 +170,11 @@ export class SqliteIndexStore implements IndexStore {
     this.sqlite.setMeta(key, value);
     return value;
   }
+  /** Spend and count; a counted report resolves once it is on disk (`ReportStore.durable`: group commit by default). */
   async spend(nonceHex: string, epoch: number, cohort: number, bucket: number) {
-    return this.sqlite.spend(nonceHex, epoch, cohort, bucket);
+    const r = this.sqlite.spend(nonceHex, epoch, cohort, bucket);
+    if (r === 'counted') await this.sqlite.durable();
+    return r;
   }
   async openEpochs() {
     return this.sqlite.openEpochs();
@@ -81,13 +185,19 @@ export class SqliteIndexStore implements IndexStore {
   async closeEpoch(epoch: number, build: (cells: Cell[]) => Promise<string | undefined>, keep: number): Promise<CloseResult> {
     const b = this.sqlite.beginClose(epoch);
     const body = b.cells ? await build(b.cells) : undefined;
-    return { closedNow: b.closedNow, release: this.sqlite.finishClose(epoch, body, keep), closedThrough: b.closedThrough };
+    const release = this.sqlite.finishClose(epoch, body, keep);
+    this.releases.prune(epoch, keep);
+    if (release !== undefined) this.releases.put(epoch, release);
+    return { closedNow: b.closedNow, release, closedThrough: b.closedThrough };
   }
   async release(epoch: number) {
-    return this.sqlite.release(epoch);
+    return this.releases.body(epoch, async () => this.sqlite.release(epoch));
   }
   async latestRelease() {
-    return this.sqlite.latestRelease();
+    return this.releases.latestOr(
+      async () => this.sqlite.latestRelease(),
+      (e) => this.classify(e),
+    );
   }
   async maintain() {
     this.sqlite.checkpoint();

@@ -33,7 +33,7 @@ import {
 import { clusterItemSpace, type ClusterOptions, type ClusterPhase } from './clusters.js';
 import { ReportStore } from './report-store.js';
 import { buildReleaseOffThread } from './release-build.js';
-import { DataDir, MARKER_FILE, StorageError, StorageHealth, type StorageFailure, type StorageStatus } from './storage.js';
+import { DataDir, MARKER_FILE, StorageError, StorageHealth, type StorageFailure, type StorageStatus, type SyncLevel } from './storage.js';
 import { SqliteIndexStore, type IndexStore } from './store.js';
 import { PostgresIndexStore } from './pg-store.js';
 import { PrivacyPassIssuer, generateIssuerKey, type TokenIssuer } from './tokens.js';
@@ -216,7 +216,7 @@ export function registerV2(
   dataDir: string | DataDir,
   options: V2Options,
   extra: {
-    synchronous?: 'normal' | 'full';
+    synchronous?: SyncLevel;
     fail: (reply: FastifyReply, status: number, code: string, message: string, retryAfterSeconds?: number) => FastifyReply;
     /** Shared storage health of the service (a failed write is recorded there). */
     storage?: StorageHealth;

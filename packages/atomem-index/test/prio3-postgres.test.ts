@@ -4,7 +4,7 @@
 // pays for one upload across both leaders (the same upload sent to both at once: one 202); both
 // leaders close the epoch at once and one aggregates while the other waits for its release; the
 // helpers count each report once although the leaders' batches reach both helper instances; the
-// release is stored once and both leaders serve the same bytes; the helpers answer one collection.
+// release is stored once and both leaders serve the same bytes; the helpers draw one collection's noise.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PRIO3_PATHS, prio3Measurement, sendPrio3Report, type Prio3Config } from 'atomem/engine';
@@ -100,14 +100,17 @@ describe('prio3 aggregators on one PostgreSQL', () => {
     const agg = await query<{ n: string; collected: boolean }>(helperDb, `SELECT n, collected FROM atomem_prio3_aggregates WHERE epoch = ${epoch}`);
     expect(agg).toEqual([{ n: String(devices.length), collected: true }]);
     expect((await query<{ n: string }>(helperDb, 'SELECT count(*) AS n FROM atomem_prio3_seen'))[0].n).toBe(String(devices.length));
-    for (const h of [h1, h2]) {
-      const again = await fetch(`${h.url}${PRIO3_PATHS.collect}`, {
+    // one noise draw across helper instances: asked again (a resuming leader), each repeats the stored answer; another count gets none
+    const collect = (url: string, reports: number) =>
+      fetch(`${url}${PRIO3_PATHS.collect}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${PEER_KEY}` },
-        body: JSON.stringify({ epoch, reports: devices.length }),
+        body: JSON.stringify({ epoch, reports }),
       });
-      expect(again.status).toBe(409);
-    }
+    const answers = await Promise.all([h1, h2].map(async (h) => (await collect(h.url, devices.length)).text()));
+    expect(answers[1]).toBe(answers[0]);
+    expect((await query(helperDb, `SELECT epoch FROM atomem_prio3_collections WHERE epoch = ${epoch}`)).length).toBe(1);
+    for (const h of [h1, h2]) expect((await collect(h.url, devices.length + 1)).status).toBe(409);
     // the same release bytes from both leaders; a closed epoch refuses uploads; a later close returns the stored release
     const bodies = await Promise.all([l1.url, l2.url].map(async (u) => (await fetch(`${u}/v2/prio3/releases/${epoch}`)).text()));
     expect(bodies[0]).toBe(bodies[1]);

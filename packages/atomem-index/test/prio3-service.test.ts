@@ -197,9 +197,12 @@ describe('prio3: leader and helper processes', () => {
     expect(truth[39]).toBeLessThanOrEqual(2);
     expect(release!.counts[leaderCfg.items[39]] ?? 0).toBeLessThanOrEqual(truth[39] + 15);
 
-    // the helper answers one collection per epoch (a second noisy draw would average the noise away)
-    const again = await postJson(`${helperUrl}${PRIO3_PATHS.collect}`, { epoch, reports: devices.length }, { authorization: `Bearer ${PEER_KEY}` });
-    expect(again.status).toBe(409);
+    // the helper draws one noisy answer per epoch (a second draw would average the noise away): asked again, the same answer; another count, none
+    const collect = (reports: number) => postJson(`${helperUrl}${PRIO3_PATHS.collect}`, { epoch, reports }, { authorization: `Bearer ${PEER_KEY}` });
+    const again = await collect(devices.length);
+    expect(again.status).toBe(200);
+    expect(await (await collect(devices.length)).text()).toBe(await again.text());
+    expect((await collect(devices.length + 1)).status).toBe(409);
     // a closed epoch takes no more uploads
     expect(
       (await postJson(`${leaderUrl}${PRIO3_PATHS.upload}`, await forged(leaderCfg, helperCfg, epoch, await tokens.token(epoch + 1).catch(() => 'x'), 1)))

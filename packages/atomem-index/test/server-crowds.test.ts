@@ -2,20 +2,20 @@
 // global connection cap and re-take every slot as soon as it is cut; health probes and release
 // reads on fresh connections must still be answered, fast. And the per-address cap groups an
 // IPv6 /64 as the rate limit does.
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { connectionGroup } from '../src/edge.js';
+import { connectionGroup, installConnectionCaps, resolveNetworkLimits } from '../src/edge.js';
 import { INDEX_V2_PATHS } from 'atomem/protocol';
 import { axisSpace, indexServices } from '../../../test/fixtures/index-service.js';
 
 const services = indexServices('atomem-crowd-');
 
 /** One GET on a fresh connection (no keep-alive pool): status and ms, or 0 when the connection was cut. */
-function probe(port: number, path: string): Promise<{ status: number; ms: number }> {
+function probe(port: number, path: string, localAddress?: string): Promise<{ status: number; ms: number }> {
   const t0 = performance.now();
   return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, path, agent: false, headers: { connection: 'close' } }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, localAddress, agent: false, headers: { connection: 'close' } }, (res) => {
       res.resume();
       res.on('end', () => resolve({ status: res.statusCode ?? 0, ms: performance.now() - t0 }));
     });
@@ -87,9 +87,43 @@ describe('crowds of slow clients', () => {
     // no release published: answered 404, never cut
     expect(releases.every((r) => r.status === 404)).toBe(true);
     expect(svc.edge.evictedConnections).toBeGreaterThan(0);
+    // the crowd's addresses hold their share: re-taking a lost slot is refused, not paid by evicting another (no churn)
+    expect(svc.edge.evictedConnections).toBeLessThan(connects / 4);
     // the target is ≤ 100 ms on an idle machine; this shared one gets a looser bound
     expect(p99).toBeLessThan(1000);
   }, 60_000);
+
+  it('at the global cap: an address holding half its fair share is refused, another gets in by evicting; behind a proxy (no per-address cap) the proxy evicts its own', async () => {
+    for (const trustProxy of [false, true]) {
+      const server = createServer((_req, res) => res.end('ok'));
+      const edge = installConnectionCaps(server, resolveNetworkLimits({ maxConnections: 6 }, trustProxy));
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+      const port = (server.address() as { port: number }).port;
+      // 6 slow connections from one address fill the cap
+      const slow: Socket[] = [];
+      for (let i = 0; i < 6; i++) {
+        const s = connect({ host: '127.0.0.1', port, localAddress: '127.0.2.1' });
+        s.on('error', () => {});
+        await new Promise((r) => s.once('connect', r));
+        s.write('GET / HTTP/1.1\r\n');
+        slow.push(s);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+      expect(edge.connections).toBe(6);
+      // the crowd's own address: refused (it holds more than half its share), or behind a proxy let in by evicting
+      const same = await probe(port, '/', '127.0.2.1');
+      expect(same.status).toBe(trustProxy ? 200 : 0);
+      expect(edge.evictedConnections).toBe(trustProxy ? 1 : 0);
+      if (!trustProxy) {
+        // another address: in, by evicting the oldest slow connection
+        expect((await probe(port, '/', '127.0.2.2')).status).toBe(200);
+        expect(edge.evictedConnections).toBe(1);
+      }
+      for (const s of slow) s.destroy();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
 
   it('the per-address connection cap groups an IPv6 /64 (as the rate limit does); IPv4-mapped counts as IPv4', () => {
     expect(connectionGroup('2001:db8:1:2::1')).toBe(connectionGroup('2001:db8:1:2:ffff::99'));

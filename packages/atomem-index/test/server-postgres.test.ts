@@ -172,6 +172,37 @@ describe('index service instances on one PostgreSQL', () => {
     }
   }, 300_000);
 
+  it('the database goes away: release reads of a published epoch (and latest) are still answered by both instances, byte-identical, from memory', async (ctx) => {
+    if (!cluster) ctx.skip();
+    const url = await cluster!.createDatabase('outage_releases');
+    const clock = { now: 5 * EPOCH_MS + 1000 };
+    const [a, b] = await Promise.all([start(url, clock), start(url, clock)]);
+    for (let i = 0; i < 4; i++) expect(await report(i % 2 ? a.url : b.url, 5, await issue(a.url, 5), i)).toBe(202);
+    clock.now = 6 * EPOCH_MS + GRACE + 1;
+    expect(await a.svc.v2.aggregate(5)).toBeDefined();
+    // B never read the release: its upkeep's refresh reads the new latest into memory
+    await b.svc.v2.refresh();
+    const before = await (await fetch(`${a.url}${INDEX_V2_PATHS.release(5)}`)).text();
+    const token = await issue(a.url, 6);
+    await cluster!.halt();
+    try {
+      for (const base of [a.url, b.url]) {
+        for (const path of [INDEX_V2_PATHS.release(5), INDEX_V2_PATHS.latest]) {
+          const res = await fetch(`${base}${path}`);
+          expect(res.status).toBe(200);
+          expect(res.headers.get('etag')).toBe('"release-5"');
+          expect(await res.text()).toBe(before);
+        }
+        // an epoch never published is not invented; the store's failure is named
+        expect((await fetch(`${base}${INDEX_V2_PATHS.release(4)}`)).status).toBe(503);
+      }
+      // writes still fail visibly
+      expect(await report(a.url, 6, token, 0)).toBe(503);
+    } finally {
+      cluster!.resume();
+    }
+  }, 120_000);
+
   it('the database goes away and comes back: 503 storage_unavailable naming it (no password) while it is gone, resumes by itself within seconds of its return', async (ctx) => {
     if (!cluster) ctx.skip();
     const url = await cluster!.createDatabase('outage');

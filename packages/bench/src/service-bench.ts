@@ -9,7 +9,8 @@
  * 2. SQLite (the default store): health GET p50/p99; reports accepted per second at concurrency
  *    `--concurrency` (tokens are minted BEFORE the timed phase, through the real issuance route:
  *    the device's blinding is pure JS, ~30–60 ms a token); release GET p50/p99 on an instance
- *    with short epochs whose release was produced by real reports.
+ *    with short epochs whose release was produced by real reports. Then `--sync normal` against
+ *    `--sync full` (an fsync per commit): two instances, `--rounds` alternating rounds of reports.
  * 3. Crowd: `--crowd` slow clients (./slow-crowd.ts, own process) from `--crowd-addresses`
  *    loopback addresses against the default caps, while probes on fresh connections measure
  *    health (main port and `--health-port`) and release reads; with `--ipv6-aliases` (root:
@@ -60,6 +61,7 @@ interface Opts {
   throughput: boolean;
   crowdPhase: boolean;
   stall: boolean;
+  syncCompare: boolean;
   stallItems: number;
   stallReports: number;
   rounds: number;
@@ -573,6 +575,51 @@ async function stallRun(items: number, reports: number) {
   }
 }
 
+/**
+ * SQLite `--sync normal`, `group` (the default) and `full` in the same run: three instances (own
+ * data dirs), tokens minted for each before the timed phase, then `rounds` alternating rounds of
+ * reports (normal, group, full, normal, …) so a change of the machine's load hits all alike.
+ */
+async function syncCompare(dir: string, catalog: string, o: Opts, rnd: () => number) {
+  log('SQLite: --sync normal vs group vs full…');
+  const levels = ['normal', 'group', 'full'] as const;
+  const inst = await Promise.all(levels.map((l) => startService(join(dir, `sqlite-sync-${l}`), catalog, ['--sync', l])));
+  const hs = await Promise.all(inst.map((i) => health(i.url)));
+  const bodies: string[][] = [];
+  for (let k = 0; k < inst.length; k++) {
+    log(`  minting ${o.reports} tokens for the --sync ${levels[k]} instance (before the timed phase)…`);
+    bodies.push(reportBodies((await mint(inst[k].url, hs[k].epoch, o.reports)).tokens, hs[k].epoch, hs[k].ldp, rnd));
+  }
+  const runs: PostRun[][] = levels.map(() => []);
+  const per = Math.ceil(o.reports / o.rounds);
+  for (let r = 0; r < o.rounds; r++) {
+    for (let k = 0; k < inst.length; k++) {
+      runs[k].push(await postLoad(`${inst[k].url}${INDEX_V2_PATHS.report}`, bodies[k].slice(r * per, (r + 1) * per), o.concurrency, 3, [inst[k].child.pid!]));
+    }
+  }
+  await Promise.all(inst.map((i) => stopChild(i.child)));
+  const [normal, group, full] = runs.map(combine);
+  console.log(`\n### SQLite --sync normal vs group vs full (${o.rounds} alternating rounds, ${o.reports} reports each, concurrency ${o.concurrency})\n`);
+  console.log('| --sync | accepted | per second | p50 ms | p99 ms | failures | service CPU ms per report | machine CPU busy |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  for (const [name, r] of [
+    ['normal', normal],
+    ['group (default)', group],
+    ['full', full],
+  ] as const)
+    console.log(
+      `| ${name} | ${r.accepted} | ${f1(r.perSecond)} | ${f1(r.p50)} | ${f1(r.p99)} | ${r.sent - r.accepted} | ${((1000 * r.cpuSeconds.servers[0]) / Math.max(1, r.accepted)).toFixed(2)} | ${Math.round(100 * r.machineBusy)} % |`,
+    );
+  for (const [name, r] of [
+    ['group', group],
+    ['full', full],
+  ] as const)
+    console.log(
+      `${name} / normal: ${(r.perSecond / normal.perSecond).toFixed(2)}× the accepted reports per second, p99 ${f1(r.p99)} vs ${f1(normal.p99)} ms (${(r.p99 / normal.p99).toFixed(2)}×).`,
+    );
+  return { normal: { ...normal, ms: undefined }, group: { ...group, ms: undefined }, full: { ...full, ms: undefined } };
+}
+
 async function main(): Promise<void> {
   const o = new Command('bench:service')
     .description(
@@ -590,6 +637,7 @@ async function main(): Promise<void> {
     .option('--no-throughput', 'skip the baseline and the SQLite throughput runs')
     .option('--no-crowd-phase', 'skip the crowd runs')
     .option('--no-stall', 'skip the aggregation stall run')
+    .option('--no-sync-compare', 'skip the SQLite --sync normal vs --sync full report run (part of the throughput phase)')
     .option('--stall-items <n>', 'items of the stall run', int('--stall-items', 100), 20_000)
     .option('--stall-reports <n>', 'reports of the stall run', int('--stall-reports', 1), 3000)
     .option('--json <file>', 'also write the figures as JSON')
@@ -703,6 +751,7 @@ async function main(): Promise<void> {
       console.log(
         `\nTokens were minted before the timed phase (${sqMint.tokens.length} in ${f1(sqMint.seconds)} s on 2 threads: the device's blind-RSA blinding is pure JS). CPU seconds during the report run: service ${f1(sqReports.cpuSeconds.servers[0])} (${((1000 * sqReports.cpuSeconds.servers[0]) / Math.max(1, sqReports.accepted)).toFixed(2)} ms of CPU per accepted report), driver ${f1(sqReports.cpuSeconds.driver)}, of ${f1(sqReports.seconds * cpus().length)} s of CPU on ${cpus().length} cores (the machine was ${Math.round(100 * sqReports.machineBusy)} % busy, every process counted).`,
       );
+      if (o.syncCompare) result.sync = await syncCompare(dir, catalog, o, rnd);
     } else
       console.log(
         `release GET (${sqRelease.bytes} bytes, SQLite, kept alive, concurrency ${c}): ${f1(sqRelease.perSecond)}/s, p50 ${f1(sqRelease.p50)} ms, p99 ${f1(sqRelease.p99)} ms, ${sqRelease.failures} failures`,

@@ -12,8 +12,16 @@
  *   remounted;
  * - **wall clock stepped back** into a released epoch and **forward** again: the service runs
  *   under Debian's `faketime` (libfaketime, its offset read from a file each second);
+ * - **power cut**: the same ext4 shut down without flushing data or journal, once per `--sync`
+ *   level (`group`, the default; `normal`; `full`);
  * - **SIGKILL during an epoch close** (while its release is built);
- * - **PostgreSQL stopped and restarted** under two service instances.
+ * - **SIGKILL ×3 mid-burst**: reports sent 8 at a time while the instance is killed three times
+ *   and restarted (one instance on SQLite; two on PostgreSQL, one of them killed), acknowledged
+ *   counted against what the store holds;
+ * - **a corrupted data file** (pages of `reports.sqlite` overwritten while the service is
+ *   stopped): what the start says and does, and the restart on the restored file;
+ * - **PostgreSQL stopped and restarted** under two service instances, with release reads of a
+ *   published epoch alongside.
  *
  * Each row: what the service answered while the fault lasted (status counts of a fixed number of
  * reports, and health), seconds from the fault's end until health is ok and a report is
@@ -26,11 +34,13 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { blindTokenRequest } from 'atomem/engine';
 import { INDEX_V2_PATHS, type IssueResponse, type TokenKeyResponse } from 'atomem/protocol';
+import { ReportStore, type SyncLevel } from 'atomem-index';
+import pg from 'pg';
 import { mulberry32 } from './rng.js';
 import { startPostgres, type PostgresCluster } from '../../../test/fixtures/postgres.js';
 
@@ -404,58 +414,75 @@ async function diskFullAtClose(root: string, bigCatalog: string, rnd: () => numb
   }
 }
 
-async function readOnly(root: string, catalog: string, rnd: () => number): Promise<FaultRow> {
-  const disk = join(root, 'disk-c');
-  mountTmpfs(disk, '24m');
-  const data = join(disk, 'data');
-  let svc = await startService(['--data', data, '--catalog-vectors', catalog]);
-  const base = await baseline([svc.url], rnd);
-  const e = await freshEpoch(svc.url, EPOCH_MS * 0.8);
-  const tokens = await mint(svc.url, e, 6);
-  const st = new Map<string, number>();
-  for (const t of tokens.slice(0, 4)) st.set(t, await report(svc.url, e, t, rnd));
-  await stop(svc);
-  // why: Linux refuses a read-only remount while files are open for writing, so the fault is met at start
-  const busy = spawnSync('mount', ['-o', 'remount,ro', disk], { encoding: 'utf8' });
-  if (busy.status !== 0) throw new Error(`remount ro: ${busy.stderr}`);
-  const ro = startService(['--data', data, '--catalog-vectors', catalog]);
-  const outcome = await ro.then(
-    async (p) => {
-      await stop(p);
-      return 'started';
-    },
-    (err: Error) => err.message,
-  );
-  const code = outcome === 'started' ? 'started' : undefined;
-  const said = /the data dir \S+ is not writable[^.]*\./.exec(outcome)?.[0] ?? '';
-  const roCode = ro.child.exitCode;
-  sh('mount', ['-o', 'remount,rw', disk]);
-  const t0 = Date.now();
-  svc = await startService(['--data', data, '--catalog-vectors', catalog]);
+/** A service on `data` with a release to watch and `sent` of `n` fresh tokens' reports sent, then stopped (SIGTERM). */
+async function seededThenStopped(data: string, catalog: string, rnd: () => number, room: number, n: number, sent: number) {
+  const svc = await startService(['--data', data, '--catalog-vectors', catalog]);
   try {
-    const rec = await recovery([svc.url], t0, rnd);
-    if (rec.epoch === e && rec.token) st.set(rec.token, 202);
-    const tail = await finish([svc.url], e, tokens, st, rnd, base);
-    return {
-      fault: 'read-only data dir (remounted ro; met at start)',
-      answered: code === 'started' ? 'started anyway' : `start refused: exit ${roCode}`,
-      health: said.replace(/ \/\S+/, ' <dir>').slice(0, 90) || '(no message)',
-      recoverSeconds: rec.seconds,
-      ...tail,
-      note: 'includes the restart by the operator',
-    };
+    const base = await baseline([svc.url], rnd);
+    const e = await freshEpoch(svc.url, EPOCH_MS * room);
+    const tokens = await mint(svc.url, e, n);
+    const st = new Map<string, number>();
+    for (const t of tokens.slice(0, sent)) st.set(t, await report(svc.url, e, t, rnd));
+    return { base, e, tokens, st };
   } finally {
     await stop(svc);
   }
 }
+
+/** A start expected to be refused: whether it started anyway, its exit code and what it said. */
+async function refusedStart(data: string, catalog: string): Promise<{ started: boolean; code: string | undefined; text: string }> {
+  return startService(['--data', data, '--catalog-vectors', catalog]).then(
+    async (p) => {
+      await stop(p);
+      return { started: true, code: undefined, text: '' };
+    },
+    (err: Error) => ({ started: false, code: /exited \((\w+)\)/.exec(err.message)?.[1], text: err.message }),
+  );
+}
+
+/** After the operator's fix (at `t0`): a start, the recovery, and the row's common tail. */
+async function restartAfterFix(data: string, catalog: string, rnd: () => number, t0: number, seeded: Awaited<ReturnType<typeof seededThenStopped>>) {
+  const { base, e, tokens, st } = seeded;
+  const svc = await startService(['--data', data, '--catalog-vectors', catalog]);
+  try {
+    const rec = await recovery([svc.url], t0, rnd);
+    if (rec.epoch === e && rec.token) st.set(rec.token, 202);
+    return { recoverSeconds: rec.seconds, ...(await finish([svc.url], e, tokens, st, rnd, base)) };
+  } finally {
+    await stop(svc);
+  }
+}
+
+async function readOnly(root: string, catalog: string, rnd: () => number): Promise<FaultRow> {
+  const disk = join(root, 'disk-c');
+  mountTmpfs(disk, '24m');
+  const data = join(disk, 'data');
+  const seeded = await seededThenStopped(data, catalog, rnd, 0.8, 6, 4);
+  // why: Linux refuses a read-only remount while files are open for writing, so the fault is met at start
+  const busy = spawnSync('mount', ['-o', 'remount,ro', disk], { encoding: 'utf8' });
+  if (busy.status !== 0) throw new Error(`remount ro: ${busy.stderr}`);
+  const outcome = await refusedStart(data, catalog);
+  const said = /the data dir \S+ is not writable[^.]*\./.exec(outcome.text)?.[0] ?? '';
+  sh('mount', ['-o', 'remount,rw', disk]);
+  const after = await restartAfterFix(data, catalog, rnd, Date.now(), seeded);
+  return {
+    fault: 'read-only data dir (remounted ro; met at start)',
+    answered: outcome.started ? 'started anyway' : `start refused: exit ${outcome.code}`,
+    health: said.replace(/ \/\S+/, ' <dir>').slice(0, 90) || '(no message)',
+    ...after,
+    note: 'includes the restart by the operator',
+  };
+}
+
+let ioRuns = 0;
 
 /**
  * The data dir on ext4 on a loop device, shut down under the service. `flush`: the file system
  * is synced first (an I/O error: what was written is on disk); without it neither the data nor
  * the journal is flushed (a power cut: what is only in the OS's cache is lost).
  */
-async function ioError(root: string, catalog: string, rnd: () => number, flush: boolean, sync: 'normal' | 'full' = 'normal'): Promise<FaultRow> {
-  const name = `${flush ? 'eio' : 'cut'}-${sync}`;
+async function ioError(root: string, catalog: string, rnd: () => number, flush: boolean, sync: SyncLevel = 'group'): Promise<FaultRow> {
+  const name = `${flush ? 'eio' : 'cut'}-${sync}-${++ioRuns}`;
   const img = join(root, `${name}.img`);
   const disk = join(root, name);
   writeFileSync(img, Buffer.alloc(0));
@@ -509,7 +536,7 @@ async function ioError(root: string, catalog: string, rnd: () => number, flush: 
     return {
       fault: flush
         ? `I/O error (ext4 synced, then shut down: EIO), then remounted; --sync ${sync}`
-        : `power cut (ext4 shut down without flushing data or journal), then remounted; --sync ${sync}`,
+        : `power cut (ext4 shut down without flushing data or journal), then remounted; --sync ${sync}${sync === 'group' ? ' (default)' : ''}`,
       answered: tally(during),
       health: healthText(h),
       recoverSeconds: rec.seconds,
@@ -603,19 +630,14 @@ async function sigkillAtClose(root: string, bigCatalog: string, rnd: () => numbe
   }
 }
 
+/** A row that could not run (no PostgreSQL), saying why. */
+function skipped(fault: string, why: string): FaultRow {
+  return { fault, answered: `skipped: ${why}`, health: '', recoverSeconds: undefined, acknowledged: 0, kept: 0, releaseUnchanged: true, doubleSpent: 0 };
+}
+
 async function postgresRestart(root: string, catalog: string, rnd: () => number): Promise<FaultRow> {
   const c = await startPostgres();
-  if ('skip' in c)
-    return {
-      fault: 'PostgreSQL stopped and restarted',
-      answered: `skipped: ${c.skip}`,
-      health: '',
-      recoverSeconds: undefined,
-      acknowledged: 0,
-      kept: 0,
-      releaseUnchanged: true,
-      doubleSpent: 0,
-    };
+  if ('skip' in c) return skipped('PostgreSQL stopped and restarted', c.skip);
   const cluster: PostgresCluster = c;
   const url = await cluster.createDatabase('faults');
   const [a, b] = await Promise.all(['pg-a', 'pg-b'].map((n) => startService(['--data', join(root, n), '--store', url, '--catalog-vectors', catalog])));
@@ -628,14 +650,22 @@ async function postgresRestart(root: string, catalog: string, rnd: () => number)
     for (const [i, t] of tokens.slice(0, 4).entries()) st.set(t, await report(urls[i % 2], e, t, rnd));
     // GETs keep both instances busy while the database is down (as devices fetching releases would)
     let load = true;
+    let down = false;
+    /** Release GETs while the database was down: answered 200 with the published bytes, or not. */
+    const outage = { same: 0, other: 0 };
     const gets = (async () => {
       let n = 0;
       while (load) {
-        await fetch(`${urls[n++ % 2]}${INDEX_V2_PATHS.release(base.epoch)}`).catch(() => undefined);
+        const d = down;
+        const body = await fetch(`${urls[n++ % 2]}${INDEX_V2_PATHS.release(base.epoch)}`)
+          .then((r) => (r.ok ? r.text() : undefined))
+          .catch(() => undefined);
+        if (d && down) outage[digest(body) === base.digest ? 'same' : 'other']++;
       }
       return n;
     })();
     await cluster.halt();
+    down = true;
     const during: number[] = [];
     for (const [i, t] of tokens.slice(4, 10).entries()) {
       const s = await report(urls[i % 2], e, t, rnd);
@@ -644,6 +674,7 @@ async function postgresRestart(root: string, catalog: string, rnd: () => number)
     }
     const h = await Promise.all(urls.map(health));
     const releaseDuring = digest(await releaseBytes(b.url, base.epoch).catch(() => undefined));
+    down = false;
     cluster.resume();
     const t0 = Date.now();
     const rec = await recovery(urls, t0, rnd);
@@ -657,12 +688,149 @@ async function postgresRestart(root: string, catalog: string, rnd: () => number)
       health: `A: ${healthText(h[0])} / B: ${healthText(h[1]).slice(0, 40)}`,
       recoverSeconds: rec.seconds,
       ...tail,
-      note: `release reads during the outage: ${releaseDuring === base.digest ? 'same bytes' : releaseDuring}; ${reads} release GETs alongside`,
+      note: `release GETs of the published epoch while the database was down: ${outage.same} answered 200 with the published bytes, ${outage.other} not (${releaseDuring === base.digest ? 'same bytes' : releaseDuring} from B at the end of the outage); ${reads} release GETs in all`,
     };
   } finally {
     await Promise.all([stop(a), stop(b)]);
     await cluster.stop();
   }
+}
+
+/** What the store holds for `epoch`: SQLite (the service stopped: the file is not locked) or PostgreSQL. */
+async function storedReports(where: { data: string } | { url: string }, epoch: number): Promise<number> {
+  if ('data' in where) {
+    const s = ReportStore.open(where.data);
+    try {
+      return s.reportCount(epoch);
+    } finally {
+      s.close();
+    }
+  }
+  const c = new pg.Client({ connectionString: where.url });
+  await c.connect();
+  try {
+    return Number((await c.query<{ n: string }>('SELECT COALESCE(SUM(n), 0) AS n FROM atomem_cells WHERE epoch = $1', [epoch])).rows[0].n);
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * SIGKILL ×3 mid-burst: reports sent 8 at a time (each token once); 0.3 s into each of three
+ * bursts the instance is SIGKILLed (the burst stops there) and started again; reports answered
+ * 5xx or not at all are sent again after (a device retries). With `postgres`, two instances
+ * share the store, reports alternate between them, and A is the one killed. Acknowledged is
+ * counted against the store itself.
+ */
+async function sigkillBurst(root: string, catalog: string, rnd: () => number, postgres: boolean): Promise<FaultRow> {
+  const name = postgres ? 'PostgreSQL, two instances (A killed)' : 'SQLite, one instance';
+  let cluster: PostgresCluster | undefined;
+  let store: string[] = [];
+  if (postgres) {
+    const c = await startPostgres();
+    if ('skip' in c) return skipped(`SIGKILL ×3 mid-burst, ${name}`, c.skip);
+    cluster = c;
+    store = ['--store', await c.createDatabase('sigkill_burst')];
+  }
+  const dataA = join(root, postgres ? 'burst-pg-a' : 'burst-a');
+  // why: one-hour epochs, so the minting, the three restarts and the count happen inside one epoch (its cells are deleted at its close)
+  const args = (data: string) => ['--data', data, '--catalog-vectors', catalog, '--epoch-ms', '3600000', ...store];
+  let a = await startService(args(dataA));
+  const b = postgres ? await startService(args(join(root, 'burst-pg-b'))) : undefined;
+  try {
+    const e = (await health(a.url)).body.epoch;
+    const tokens = await mint(a.url, e, 240);
+    const st = new Map<string, number>();
+    let next = 0;
+    let restarts = 0;
+    let restartSeconds = 0;
+    const atKill: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      let killed = false;
+      let stopRound = false;
+      const kill = (async () => {
+        await sleep(300);
+        atKill.push(next);
+        await stop(a, 'SIGKILL');
+        killed = true;
+        stopRound = true;
+      })();
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (next < tokens.length && !stopRound) {
+            const i = next++;
+            st.set(tokens[i], await report(b && (killed || i % 2) ? b.url : a.url, e, tokens[i], rnd));
+          }
+        }),
+      );
+      await kill;
+      const t0 = Date.now();
+      a = await startService(args(dataA));
+      restartSeconds += (Date.now() - t0) / 1000;
+      restarts++;
+    }
+    const cut = [...st.values()].filter((s) => s === 0 || s >= 500).length;
+    // the rest, and every token answered 5xx or not at all, once more (a device retries those)
+    const urls = b ? [a.url, b.url] : [a.url];
+    for (const [i, t] of tokens.entries()) {
+      const s = st.get(t);
+      if (s === undefined || s === 0 || s >= 500) st.set(t, await report(urls[i % urls.length], e, t, rnd));
+    }
+    const acked = [...st].filter(([, s]) => s === 202).map(([t]) => t);
+    let doubleSpent = 0;
+    for (const t of acked) for (const u of urls) if ((await report(u, e, t, rnd)) === 202) doubleSpent++;
+    await stop(a);
+    if (b) await stop(b);
+    const stored = await storedReports(postgres ? { url: store[1] } : { data: dataA }, e);
+    return {
+      fault: `SIGKILL ×3 mid-burst (8 concurrent senders, ${tokens.length} tokens), ${name}`,
+      answered: `${tally([...st.values()])} after the retries; ${restarts} restarts`,
+      health: 'process gone (A)',
+      recoverSeconds: restartSeconds / restarts,
+      acknowledged: acked.length,
+      kept: stored - doubleSpent,
+      releaseUnchanged: true,
+      doubleSpent,
+      note: `kills after ${atKill.join(', ')} sends; kept = reports in the store for the epoch (${stored}) less second sends accepted; recovered = mean restart time; ${cut} sends cut by a kill (no answer or 5xx) sent again, ${tokens.length - atKill[2]} never sent before the last kill sent then`,
+    };
+  } finally {
+    await stop(a);
+    if (b) await stop(b);
+    await cluster?.stop();
+  }
+}
+
+/**
+ * A corrupted data file: the service stopped after a release and 6 reports, pages 2… of
+ * `reports.sqlite` overwritten (a bad sector), then a start: what it says and whether it left
+ * the file as it was; then the operator restores the copy taken before and starts again.
+ */
+async function corruptFile(root: string, catalog: string, rnd: () => number): Promise<FaultRow> {
+  const data = join(root, 'corrupt-data');
+  const seeded = await seededThenStopped(data, catalog, rnd, 0.75, 10, 6);
+  const file = join(data, 'reports.sqlite');
+  const backup = join(root, 'reports.sqlite.backup');
+  copyFileSync(file, backup);
+  const page = 4096;
+  const pages = Math.floor(statSync(file).size / page);
+  const fd = openSync(file, 'r+');
+  for (let p = 1; p < pages; p++) writeSync(fd, Buffer.alloc(page, 0xa5), 0, page, p * page);
+  closeSync(fd);
+  const sha = () => createHash('sha256').update(readFileSync(file)).digest('hex');
+  const before = sha();
+  const outcome = await refusedStart(data, catalog);
+  const said = /atomem-index: (.*)/.exec(outcome.text)?.[1] ?? '';
+  const untouched = sha() === before;
+  // the operator's fix: the copy back in place, a start
+  copyFileSync(backup, file);
+  const after = await restartAfterFix(data, catalog, rnd, Date.now(), seeded);
+  return {
+    fault: 'corrupted data file (pages 2… of reports.sqlite overwritten while stopped)',
+    answered: outcome.started ? 'started anyway' : `start refused: exit ${outcome.code}`,
+    health: said ? said.replace(/\/\S+/g, '<file>').slice(0, 110) : '(no message)',
+    ...after,
+    note: `the refused start left the file as it was: ${untouched ? 'yes' : 'NO'}; recovered = after the operator restored the copy (includes the start)`,
+  };
 }
 
 /** A synthetic catalog vector file of `n` items (as ./service-bench.ts writes it). */
@@ -686,7 +854,21 @@ async function writeCatalog(file: string, n: number, dim: number, seed: number):
   );
 }
 
-const ROWS = ['disk-full', 'disk-full-close', 'read-only', 'io-error', 'power-cut', 'power-cut-full', 'clock', 'sigkill-close', 'postgres'] as const;
+const ROWS = [
+  'disk-full',
+  'disk-full-close',
+  'read-only',
+  'io-error',
+  'power-cut',
+  'power-cut-normal',
+  'power-cut-full',
+  'clock',
+  'sigkill-close',
+  'sigkill-burst',
+  'sigkill-burst-pg',
+  'corrupt-file',
+  'postgres',
+] as const;
 
 /** Run the matrix (root for the mounts); prints a markdown table on stdout. */
 export async function runFaults(o: { seed: number; only?: string[]; json?: string }): Promise<FaultRow[]> {
@@ -715,9 +897,13 @@ export async function runFaults(o: { seed: number; only?: string[]; json?: strin
       'read-only': () => readOnly(root, catalog, rnd),
       'io-error': () => ioError(root, catalog, rnd, true),
       'power-cut': () => ioError(root, catalog, rnd, false),
+      'power-cut-normal': () => ioError(root, catalog, rnd, false, 'normal'),
       'power-cut-full': () => ioError(root, catalog, rnd, false, 'full'),
       clock: () => clockStep(root, catalog, rnd),
       'sigkill-close': () => sigkillAtClose(root, big, rnd),
+      'sigkill-burst': () => sigkillBurst(root, catalog, rnd, false),
+      'sigkill-burst-pg': () => sigkillBurst(root, catalog, rnd, true),
+      'corrupt-file': () => corruptFile(root, catalog, rnd),
       postgres: () => postgresRestart(root, catalog, rnd),
     };
     for (const name of only) {
