@@ -97,6 +97,11 @@ export interface RankInput {
   extraSources?: Readonly<Record<string, ArrayLike<string | undefined>>>;
   /** Vectors of the memories' linked items (so a memory reason can name the item closest to the card). */
   itemVectors?: ReadonlyMap<string, Float32Array>;
+  /**
+   * The memories' linked items already resolved ({@link linkedItems} of `memories` and
+   * `itemVectors`, possibly kept across calls): used instead of resolving them again.
+   */
+  linked?: LinkedItems;
   /** Weights to combine with (default `cfg.weights`; the agent passes `cfg.shopWeights` when a shop model is loaded). */
   weights?: Readonly<Record<string, number>>;
   /** Reasons behind the `extra` signals, per candidate (same order); placed before the ranker's own (e.g. the stated intent's). */
@@ -169,6 +174,17 @@ function listWeights(input: RankInput, cfg: AtomemConfig): ListWeights {
   return { salience, profile, profileSum, recentSum, memoryKeys, recentKeys };
 }
 
+/** The memory's unit among `units` (made when missing). */
+function memoryUnit(units: Map<string, Unit>, m: AtomicMemory, key: string, similarity: number): Unit {
+  let u = units.get(key);
+  if (!u) {
+    const reason: Reason = { kind: 'memory', memoryId: m.id, content: m.content, similarity, contribution: 0 };
+    u = { key, reason, parts: {}, keep: false };
+    units.set(key, u);
+  }
+  return u;
+}
+
 /** A candidate's features and the units behind them. `index` = the candidate's position. */
 function unitsOf(
   input: RankInput,
@@ -181,15 +197,6 @@ function unitsOf(
 ): { f: Features; units: Unit[] } {
   const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
   const units = new Map<string, Unit>();
-  const memoryUnit = (m: AtomicMemory, key: string, similarity: number): Unit => {
-    let u = units.get(key);
-    if (!u) {
-      const reason: Reason = { kind: 'memory', memoryId: m.id, content: m.content, similarity, contribution: 0 };
-      u = { key, reason, parts: {}, keep: false };
-      units.set(key, u);
-    }
-    return u;
-  };
   // each memory's cosine to the card, summed once: retrieval and the profile signal read the same numbers
   const sims = new Float64Array(input.memories.length);
   const memRow = memoryFrame?.row(c.vector);
@@ -199,7 +206,7 @@ function unitsOf(
     const sal = lw.salience.get(o.memory) ?? o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
     const v = sal * o.similarity;
     f.memory += v;
-    const u = memoryUnit(o.memory, `m:${o.memory.id}`, o.similarity);
+    const u = memoryUnit(units, o.memory, `m:${o.memory.id}`, o.similarity);
     u.parts.memory = v;
     u.keep = true;
   }
@@ -211,7 +218,7 @@ function unitsOf(
         const t = lw.profile[i] * s;
         f.profile += t / wsum;
         // why: only memories pointing at this card (positive cosine) can be named for it.
-        if (s > 0 || units.has(lw.memoryKeys[i])) memoryUnit(input.memories[i], lw.memoryKeys[i], s).parts.profile = t / wsum;
+        if (s > 0 || units.has(lw.memoryKeys[i])) memoryUnit(units, input.memories[i], lw.memoryKeys[i], s).parts.profile = t / wsum;
       }
     }
   }
@@ -228,7 +235,9 @@ function unitsOf(
       if (!u) {
         u = {
           key,
-          reason: { kind: 'recent', item: e.item, similarity: s, contribution: 0, ...(e.action ? { action: e.action } : {}) },
+          reason: e.action
+            ? { kind: 'recent', item: e.item, similarity: s, contribution: 0, action: e.action }
+            : { kind: 'recent', item: e.item, similarity: s, contribution: 0 },
           parts: { recent: 0 },
           keep: false,
         };
@@ -298,23 +307,44 @@ export function features(input: RankInput, cfg: AtomemConfig, c: Candidate, inde
   return { f, reasons };
 }
 
+/** One memory's linked items as {@link nameLinkedItems} reads them. */
+export interface LinkedList {
+  /** The linked items that have a vector, in link order. */
+  ids: string[];
+  /** Each one's index into {@link LinkedItems.vectors}. */
+  at: Int32Array;
+  /**
+   * Each card's named items (closest first, at most {@link NEAR_KEPT}), by the card's vector, for
+   * as long as this list is kept: they depend only on the card and on these items and vectors.
+   */
+  named: WeakMap<Float32Array, { card: string; near: readonly string[] }>;
+}
+
 /**
- * The memories' linked items as {@link nameLinkedItems} reads them, resolved once per call:
- * per memory id (the first memory of a repeated id), its linked items that have a vector, in link
- * order, and each one's index into `vectors` (one entry per distinct item).
+ * The memories' linked items as {@link nameLinkedItems} reads them: per memory id (the first
+ * memory of a repeated id), its {@link LinkedList}, and the distinct items' vectors. A caller may
+ * keep one across calls while no memory's linked items and no item vector change (the shelf does).
  */
 export interface LinkedItems {
-  byMemory: Map<string, { ids: string[]; at: Int32Array }>;
+  byMemory: Map<string, LinkedList>;
   vectors: Float32Array[];
   /** The cards' dot products with `vectors`, kept across calls (when a {@link DotCache} was given). */
   frame?: PairFrame<Float32Array>;
 }
 
-/** {@link LinkedItems} of `memories` with `itemVectors` (by item id). */
-export function linkedItems(memories: readonly AtomicMemory[], itemVectors: ReadonlyMap<string, Float32Array>, dots?: DotCache): LinkedItems {
+/**
+ * {@link LinkedItems} of `memories` with `itemVectors` (by item id). `named`: earlier named items
+ * to keep, per memory id — only for a memory whose linked items and their vectors are unchanged.
+ */
+export function linkedItems(
+  memories: readonly AtomicMemory[],
+  itemVectors: ReadonlyMap<string, Float32Array>,
+  dots?: DotCache,
+  named?: ReadonlyMap<string, LinkedList['named']>,
+): LinkedItems {
   const index = new Map<string, number>();
   const vectors: Float32Array[] = [];
-  const byMemory = new Map<string, { ids: string[]; at: Int32Array }>();
+  const byMemory = new Map<string, LinkedList>();
   for (const m of memories) {
     if (byMemory.has(m.id)) continue;
     const ids: string[] = [];
@@ -331,7 +361,7 @@ export function linkedItems(memories: readonly AtomicMemory[], itemVectors: Read
       ids.push(id);
       at.push(k);
     }
-    byMemory.set(m.id, { ids, at: Int32Array.from(at) });
+    byMemory.set(m.id, { ids, at: Int32Array.from(at), named: named?.get(m.id) ?? new WeakMap() });
   }
   return { byMemory, vectors, ...(dots ? { frame: dots.frame(vectors) } : {}) };
 }
@@ -339,7 +369,8 @@ export function linkedItems(memories: readonly AtomicMemory[], itemVectors: Read
 /**
  * Name, on each memory reason of a card (in place), the memory's linked item closest to the card
  * (`item`, not the card itself) and the next closest (`alternatives`, up to 3), ties in link
- * order; what {@link rank} does unless `deferItems`. `linked`: see {@link linkedItems}.
+ * order; what {@link rank} does unless `deferItems`. `linked`: see {@link linkedItems}; a card
+ * named before for a kept list reads its names back.
  */
 export function nameLinkedItems(reasons: readonly Reason[], c: Candidate, linked: LinkedItems): void {
   // why per card: memories share linked items, and each linked item's cosine to this card is needed once
@@ -349,33 +380,40 @@ export function nameLinkedItems(reasons: readonly Reason[], c: Candidate, linked
     if (r.kind !== 'memory') continue;
     const mine = linked.byMemory.get(r.memoryId);
     if (!mine) continue;
-    // the 4 closest linked items, best first, ties in link order (as a stable sort would give)
-    const near: { id: string; s: number }[] = [];
-    for (let k = 0; k < mine.ids.length; k++) {
-      const id = mine.ids[k];
-      if (id === c.id) continue;
-      const j = mine.at[k];
-      let s: number;
-      if (linked.frame) {
-        // the kept dot products (read back, not summed again)
-        row ??= linked.frame.row(c.vector);
-        s = row.at(j);
-      } else {
-        sims ??= new Float64Array(linked.vectors.length).fill(Number.NaN);
-        s = sims[j];
-        if (Number.isNaN(s)) {
-          s = dot(linked.vectors[j], c.vector);
-          sims[j] = s;
+    const kept = mine.named.get(c.vector);
+    let names: readonly string[];
+    if (kept && kept.card === c.id) names = kept.near;
+    else {
+      // the 4 closest linked items, best first, ties in link order (as a stable sort would give)
+      const near: { id: string; s: number }[] = [];
+      for (let k = 0; k < mine.ids.length; k++) {
+        const id = mine.ids[k];
+        if (id === c.id) continue;
+        const j = mine.at[k];
+        let s: number;
+        if (linked.frame) {
+          // the kept dot products (read back, not summed again)
+          row ??= linked.frame.row(c.vector);
+          s = row.at(j);
+        } else {
+          sims ??= new Float64Array(linked.vectors.length).fill(Number.NaN);
+          s = sims[j];
+          if (Number.isNaN(s)) {
+            s = dot(linked.vectors[j], c.vector);
+            sims[j] = s;
+          }
         }
+        if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
+        let at = near.length;
+        while (at > 0 && s > near[at - 1].s) at--;
+        near.splice(at, 0, { id, s });
+        if (near.length > NEAR_KEPT) near.length = NEAR_KEPT;
       }
-      if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
-      let at = near.length;
-      while (at > 0 && s > near[at - 1].s) at--;
-      near.splice(at, 0, { id, s });
-      if (near.length > NEAR_KEPT) near.length = NEAR_KEPT;
+      names = near.map((x) => x.id);
+      mine.named.set(c.vector, { card: c.id, near: names });
     }
-    if (near.length) r.item = near[0].id;
-    if (near.length > 1) r.alternatives = near.slice(1).map((x) => x.id);
+    if (names.length) r.item = names[0];
+    if (names.length > 1) r.alternatives = names.slice(1);
   }
 }
 
@@ -422,7 +460,7 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   const out = per.map((p, i) => {
     const reasons = reasonsOf(p.units, mean, scale);
     const c = input.candidates[i];
-    if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, (linked ??= linkedItems(input.memories, itemVectors, input.dots)));
+    if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, (linked ??= input.linked ?? linkedItems(input.memories, itemVectors, input.dots)));
     const given = input.extraReasons?.[i];
     return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
   });

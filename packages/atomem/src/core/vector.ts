@@ -112,35 +112,30 @@ export class PairCache<K extends object> {
   }
 
   /** The numbers of `card` with others: `get(other)` equals `pair(card, other)`. */
-  row(card: K): { get(other: K): number } {
-    let r = this.rows.get(card);
+  row(card: K): PairRow<K> {
+    const r = this.rows.get(card);
     if (r) {
       // most recently used last
       this.rows.delete(card);
       this.rows.set(card, r);
     }
-    let gen = this.generation;
-    return {
-      get: (other: K): number => {
-        let c = this.columns.get(other);
-        if (c === undefined) {
-          if (this.columns.size >= this.maxColumns) this.clear();
-          c = this.columns.size;
-          this.columns.set(other, c);
-        }
-        if (gen !== this.generation) {
-          r = this.rows.get(card);
-          gen = this.generation;
-        }
-        if (!r || r.length <= c) r = this.grow(card, r, c);
-        let s = r[c];
-        if (Number.isNaN(s)) {
-          s = this.pair(card, other);
-          r[c] = s;
-        }
-        return s;
-      },
-    };
+    return new PairRow(this, card, r);
+  }
+
+  /** {@link PairRow.get}: the column of `other` (added when new; the cache starts over first when full). */
+  columnOf(other: K): number {
+    let c = this.columns.get(other);
+    if (c === undefined) {
+      if (this.columns.size >= this.maxColumns) this.clear();
+      c = this.columns.size;
+      this.columns.set(other, c);
+    }
+    return c;
+  }
+
+  /** `card`'s row as held now (undefined: none). */
+  heldRow(card: K): Float64Array | undefined {
+    return this.rows.get(card);
   }
 
   /**
@@ -177,14 +172,13 @@ export class PairCache<K extends object> {
 
   /** `card`'s row with room for `column`, entered most recently used. */
   rowFor(card: K, column: number): Float64Array {
-    let r = this.rows.get(card);
+    const r = this.rows.get(card);
     if (r && r.length > column) {
       this.rows.delete(card);
       this.rows.set(card, r);
       return r;
     }
-    r = this.grow(card, r, column);
-    return r;
+    return this.grow(card, r, column);
   }
 
   /** Compute one pair (no caching). */
@@ -212,6 +206,62 @@ export class PairCache<K extends object> {
   }
 }
 
+/** One card's numbers in a {@link PairCache} (see {@link PairCache.row}). */
+export class PairRow<K extends object> {
+  private gen: number;
+
+  constructor(
+    private readonly cache: PairCache<K>,
+    private readonly card: K,
+    private r: Float64Array | undefined,
+  ) {
+    this.gen = cache.epoch;
+  }
+
+  /** `pair(card, other)`, computed once. */
+  get(other: K): number {
+    const cache = this.cache;
+    const c = cache.columnOf(other);
+    if (this.gen !== cache.epoch) {
+      // the cache started over: read the card's row again
+      this.r = cache.heldRow(this.card);
+      this.gen = cache.epoch;
+    }
+    let r = this.r;
+    if (!r || r.length <= c) r = this.r = cache.rowFor(this.card, c);
+    let s = r[c];
+    if (Number.isNaN(s)) {
+      s = cache.compute(this.card, other);
+      r[c] = s;
+    }
+    return s;
+  }
+}
+
+/** One card's numbers with a {@link PairFrame}'s others: `at(j)` = pair(card, others[j]). */
+export class FrameRow<K extends object> {
+  constructor(
+    private readonly cache: PairCache<K>,
+    private readonly card: K,
+    private readonly others: readonly K[],
+    private readonly cols: Int32Array | undefined,
+    private readonly r: Float64Array | undefined,
+  ) {}
+
+  at(j: number): number {
+    const cols = this.cols;
+    const r = this.r;
+    if (!cols || !r) return this.cache.compute(this.card, this.others[j]);
+    const c = cols[j];
+    let s = r[c];
+    if (Number.isNaN(s)) {
+      s = this.cache.compute(this.card, this.others[j]);
+      r[c] = s;
+    }
+    return s;
+  }
+}
+
 /** See {@link PairCache.frame}. */
 export class PairFrame<K extends object> {
   private cols: Int32Array | undefined;
@@ -228,7 +278,7 @@ export class PairFrame<K extends object> {
   }
 
   /** `card`'s numbers with the others: `at(j)` = pair(card, others[j]). */
-  row(card: K): { at(j: number): number } {
+  row(card: K): FrameRow<K> {
     const cache = this.cache;
     const others = this.others;
     if (this.epoch !== cache.epoch) {
@@ -239,19 +289,8 @@ export class PairFrame<K extends object> {
       if (this.cols) for (const c of this.cols) this.maxCol = Math.max(this.maxCol, c);
     }
     const cols = this.cols;
-    if (!cols || cols.length === 0) return { at: (j) => cache.compute(card, others[j]) };
-    const r = cache.rowFor(card, this.maxCol);
-    return {
-      at: (j) => {
-        const c = cols[j];
-        let s = r[c];
-        if (Number.isNaN(s)) {
-          s = cache.compute(card, others[j]);
-          r[c] = s;
-        }
-        return s;
-      },
-    };
+    if (!cols || cols.length === 0) return new FrameRow(cache, card, others, undefined, undefined);
+    return new FrameRow(cache, card, others, cols, cache.rowFor(card, this.maxCol));
   }
 }
 
