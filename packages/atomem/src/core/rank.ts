@@ -436,33 +436,215 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   checkDims(input);
   const lw = listWeights(input, cfg);
   const frames = framesOf(input);
-  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i, lw, frames.recent, frames.memory));
-  const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
-  const { scores, scale } = combineDetailed(
-    per.map((p) => p.f),
-    weights,
-  );
-  // list mean of each unit's part of each signal (a unit absent from a card counts 0 there)
-  const n = per.length;
-  const mean = new Map<string, Record<string, number>>();
-  for (const p of per) {
-    for (const u of p.units) {
-      let m = mean.get(u.key);
-      if (!m) {
-        m = {};
-        mean.set(u.key, m);
-      }
-      for (const k in u.parts) m[k] = (m[k] ?? 0) + u.parts[k] / n;
-    }
+  const n = input.candidates.length;
+  const memories = input.memories;
+  // one pass as unitsOf's (the same sums in the same order), keeping per card only what its reasons read:
+  // memory units (one slot per distinct memory key, in the order unitsOf makes them) and the recent items' parts
+  const memSlot = new Map<string, number>();
+  const slotOfMemory = lw.memoryKeys.map((k) => {
+    let x = memSlot.get(k);
+    if (x === undefined) memSlot.set(k, (x = memSlot.size));
+    return x;
+  });
+  const ms = memSlot.size;
+  const memIndex = new Map<AtomicMemory, number>();
+  memories.forEach((m, i) => {
+    if (!memIndex.has(m)) memIndex.set(m, i);
+  });
+  const recent = input.recent ?? [];
+  const recSlot = new Map<string, number>();
+  const slotOfRecent = lw.recentKeys.map((k) => {
+    let x = recSlot.get(k);
+    if (x === undefined) recSlot.set(k, (x = recSlot.size));
+    return x;
+  });
+  const rs = recSlot.size;
+  // a recent unit's item, its first event (whose cosine it shows) and its strongest action, as unitsOf updates it
+  const recentFirst = new Int32Array(rs).fill(-1);
+  const recentAction: (Action | undefined)[] = new Array(rs);
+  for (let j = 0; j < recent.length; j++) {
+    const slot = slotOfRecent[j];
+    const a = recent[j].action;
+    if (recentFirst[slot] < 0) (recentFirst[slot] = j), (recentAction[slot] = a);
+    else if (a && strongerAction(a, recentAction[slot])) recentAction[slot] = a;
   }
+  const extras = Object.entries(input.extra ?? {});
+  const sourced = extras.filter(([name]) => input.extraSources && Object.hasOwn(input.extraSources, name));
+  const shares = input.communities?.itemShares;
+  // list means, summed in card order as rank's units are (a unit absent from a card adds nothing)
+  const meanMemory = new Float64Array(ms);
+  const meanProfile = new Float64Array(ms);
+  const hasMemory = new Uint8Array(ms);
+  const hasProfile = new Uint8Array(ms);
+  const meanRecent = new Float64Array(rs);
+  const community = new Map<string, PartMeans>();
+  let meanPop = 0;
+  const meanExtra = new Float64Array(sourced.length);
+  // per card: its memory units (slot, the memory that made it, its similarity, parts; NaN = no such part, in unit order),
+  // its recent parts and similarities per slot, its community units
+  const features: Features[] = new Array(n);
+  const cardUnits: { order: number[]; maker: number[]; sim: number[]; memory: number[]; profile: number[]; keep: boolean[] }[] = new Array(n);
+  const cardRecent = new Float64Array(n * rs);
+  const cardRecentSim = new Float64Array(n * rs);
+  const cardCommunities: Unit[][] = new Array(n);
+  const cardPop = new Float64Array(n);
+  const unitAt = new Int32Array(ms);
+  const stamp = new Int32Array(ms).fill(-1);
+  type CardUnits = (typeof cardUnits)[number];
+  let u: CardUnits = { order: [], maker: [], sim: [], memory: [], profile: [], keep: [] };
+  let ci = 0;
+  // the card's unit of a memory slot (made when missing, as memoryUnit does)
+  const unitOf = (slot: number, maker: number, similarity: number): number => {
+    if (stamp[slot] === ci) return unitAt[slot];
+    stamp[slot] = ci;
+    unitAt[slot] = u.order.length;
+    u.order.push(slot);
+    u.maker.push(maker);
+    u.sim.push(similarity);
+    u.memory.push(Number.NaN);
+    u.profile.push(Number.NaN);
+    u.keep.push(false);
+    return u.order.length - 1;
+  };
+  for (ci = 0; ci < n; ci++) {
+    const c = input.candidates[ci];
+    const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
+    const sims = new Float64Array(memories.length);
+    const memRow = frames.memory?.row(c.vector);
+    for (let i = 0; i < sims.length; i++) sims[i] = memRow ? memRow.at(i) : dot(memories[i].embedding.vector, c.vector);
+    const r = retrieve(memories, c.vector, cfg, input.communities, sims);
+    u = { order: [], maker: [], sim: [], memory: [], profile: [], keep: [] };
+    for (const o of r.own) {
+      const sal = lw.salience.get(o.memory) ?? o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
+      const v = sal * o.similarity;
+      f.memory += v;
+      const at = memIndex.get(o.memory)!;
+      const k = unitOf(slotOfMemory[at], at, o.similarity);
+      u.memory[k] = v;
+      u.keep[k] = true;
+    }
+    if (memories.length) {
+      const wsum = lw.profileSum;
+      if (wsum > 0) {
+        for (let i = 0; i < sims.length; i++) {
+          const s = sims[i];
+          const t = lw.profile[i] * s;
+          f.profile += t / wsum;
+          // why: only memories pointing at this card (positive cosine) can be named for it.
+          const slot = slotOfMemory[i];
+          if (s > 0 || stamp[slot] === ci) u.profile[unitOf(slot, i, s)] = t / wsum;
+        }
+      }
+    }
+    for (let k = 0; k < u.order.length; k++) {
+      if (!Number.isNaN(u.memory[k])) (meanMemory[u.order[k]] += u.memory[k] / n), (hasMemory[u.order[k]] = 1);
+      if (!Number.isNaN(u.profile[k])) (meanProfile[u.order[k]] += u.profile[k] / n), (hasProfile[u.order[k]] = 1);
+    }
+    cardUnits[ci] = u;
+    if (recent.length) {
+      const wsum = lw.recentSum;
+      const row = frames.recent?.row(c.vector);
+      const base = ci * rs;
+      for (let j = 0; j < recent.length; j++) {
+        const s = row ? row.at(j) : dot(recent[j].vector, c.vector);
+        const part = wsum > 0 ? (recent[j].weight * s) / wsum : 0;
+        f.recent += part;
+        const slot = slotOfRecent[j];
+        if (recentFirst[slot] === j) cardRecentSim[base + slot] = s;
+        cardRecent[base + slot] += part;
+      }
+      for (let slot = 0; slot < rs; slot++) meanRecent[slot] += cardRecent[base + slot] / n;
+    }
+    const own: Unit[] = [];
+    const byKey = new Map<string, number>();
+    let protoBest: Unit | undefined;
+    for (const { community: k } of r.communities) {
+      const v = k.view;
+      const p = dot(v.prototype, c.vector);
+      const share = v.items && k.itemTotal > 0 ? (v.items[c.id] ?? 0) / k.itemTotal : 0;
+      f.communityItems += share;
+      const key = `c:${v.id}`;
+      const unit: Unit = {
+        key,
+        reason: { kind: 'community', communityId: v.id, summary: k.summary, size: v.size, contribution: 0 },
+        parts: { communityItems: share },
+        keep: true,
+      };
+      // a repeated community replaces its unit in place (as a Map.set would)
+      const at = byKey.get(key);
+      if (at === undefined) byKey.set(key, own.push(unit) - 1);
+      else own[at] = unit;
+      if (p > f.prototype || !protoBest) {
+        f.prototype = Math.max(f.prototype, p);
+        if (p >= f.prototype) protoBest = unit;
+      }
+    }
+    if (protoBest) protoBest.parts.prototype = f.prototype;
+    for (const unit of own) {
+      let m = community.get(unit.key);
+      if (!m) community.set(unit.key, (m = {}));
+      for (const key in unit.parts) m[key] = (m[key] ?? 0) + unit.parts[key] / n;
+    }
+    cardCommunities[ci] = own;
+    if (shares) {
+      f.popularity = shares.get(c.id) ?? 0;
+      if (f.popularity > 0) meanPop += f.popularity / n;
+      cardPop[ci] = f.popularity;
+    }
+    for (const [name, values] of extras) f[name] = values[ci];
+    for (let x = 0; x < sourced.length; x++) meanExtra[x] += sourced[x][1][ci] / n;
+    features[ci] = f;
+  }
+  const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
+  const { scores, scale } = combineDetailed(features, weights);
   const itemVectors = input.itemVectors;
   let linked: LinkedItems | undefined;
-  const out = per.map((p, i) => {
-    const reasons = reasonsOf(p.units, mean, scale);
-    const c = input.candidates[i];
+  const out = input.candidates.map((c, ci): RankedItem => {
+    // the card's units in unitsOf's order (memories, recent items, communities, popularity, shop signals), each reason's contribution as reasonsOf sums it
+    const reasons: Reason[] = [];
+    const u = cardUnits[ci];
+    for (let k = 0; k < u.order.length; k++) {
+      const slot = u.order[k];
+      let contribution = 0;
+      if (!Number.isNaN(u.memory[k])) contribution += (scale.memory ?? 0) * (u.memory[k] - (hasMemory[slot] ? meanMemory[slot] : 0));
+      if (!Number.isNaN(u.profile[k])) contribution += (scale.profile ?? 0) * (u.profile[k] - (hasProfile[slot] ? meanProfile[slot] : 0));
+      if (!u.keep[k] && !(contribution > 1e-9)) continue;
+      const m = memories[u.maker[k]];
+      reasons.push({ kind: 'memory', memoryId: m.id, content: m.content, similarity: u.sim[k], contribution });
+    }
+    const base = ci * rs;
+    for (let slot = 0; slot < rs; slot++) {
+      const contribution = 0 + (scale.recent ?? 0) * (cardRecent[base + slot] - meanRecent[slot]);
+      if (!(contribution > 1e-9)) continue;
+      const e = recent[recentFirst[slot]];
+      const action = recentAction[slot];
+      const similarity = cardRecentSim[base + slot];
+      reasons.push(action ? { kind: 'recent', item: e.item, similarity, contribution, action } : { kind: 'recent', item: e.item, similarity, contribution });
+    }
+    for (const unit of cardCommunities[ci]) {
+      const m = community.get(unit.key)!;
+      let contribution = 0;
+      for (const key in unit.parts) contribution += (scale[key] ?? 0) * (unit.parts[key] - (m[key] ?? 0));
+      reasons.push({ ...unit.reason, contribution } as Reason);
+    }
+    const pop = cardPop[ci];
+    if (shares && pop > 0) {
+      const contribution = 0 + (scale.popularity ?? 0) * (pop - meanPop);
+      if (contribution > 1e-9) reasons.push({ kind: 'popular', share: pop, contribution });
+    }
+    for (let x = 0; x < sourced.length; x++) {
+      const [name, values] = sourced[x];
+      const contribution = 0 + (scale[name] ?? 0) * (values[ci] - meanExtra[x]);
+      if (!(contribution > 1e-9)) continue;
+      const item = input.extraSources![name]?.[ci];
+      reasons.push(item !== undefined ? { kind: 'shop', signal: name, contribution, item } : { kind: 'shop', signal: name, contribution });
+    }
+    reasons.sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution));
+    reasons.length = Math.min(reasons.length, MAX_REASONS);
+    reasons.sort((a, b) => b.contribution - a.contribution);
     if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, (linked ??= input.linked ?? linkedItems(input.memories, itemVectors, input.dots)));
-    const given = input.extraReasons?.[i];
-    return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
+    const given = input.extraReasons?.[ci];
+    return { id: c.id, score: scores[ci], features: features[ci], reasons: given?.length ? [...given, ...reasons] : reasons };
   });
   return byScore(out);
 }
