@@ -216,13 +216,17 @@ export class ItemVectors {
 
   /** Embeddings of the given items in the content space (embedding misses in one batch). */
   async contentVectorsOf(ids: readonly string[]): Promise<Embedding[]> {
-    const missing = [...new Set(ids.filter((id) => !this.vectors.has(id)))];
-    if (missing.length) {
+    let absent: string[] | undefined;
+    for (const id of ids) if (!this.vectors.has(id)) (absent ??= []).push(id);
+    if (absent) {
+      const missing = [...new Set(absent)];
       const texts = missing.map((id) => itemText(this.item(id)));
       const embs = await this.embedder.embed(texts);
       missing.forEach((id, i) => this.vectors.set(id, this.project(embs[i].vector)));
     }
-    return ids.map((id) => this.vectors.get(id)!);
+    const out = new Array<Embedding>(ids.length);
+    for (let i = 0; i < ids.length; i++) out[i] = this.vectors.get(ids[i])!;
+    return out;
   }
 
   /**

@@ -103,9 +103,14 @@ function varyFirstReasons(
   depth: number,
   titleOf: (id: string) => string | undefined,
   actionOf: (id: string) => Action | undefined,
+  keyOf: Map<Why, string> = new Map(),
 ): void {
   const used = new Set<string>();
-  const key = (w: Why) => whyKey(w);
+  const key = (w: Why) => {
+    let k = keyOf.get(w);
+    if (k === undefined) keyOf.set(w, (k = whyKey(w)));
+    return k;
+  };
   for (const r of out.slice(0, depth)) {
     const first = key(r.why[0]);
     const i = r.reasons.findIndex((x) => x.contribution > 0);
@@ -114,7 +119,7 @@ function varyFirstReasons(
       for (const alt of top.alternatives) {
         const reasons = [...r.reasons];
         reasons[i] = { ...top, item: alt, alternatives: top.alternatives.filter((x) => x !== alt).concat(top.item ? [top.item] : []) };
-        const why = explain({ ...r, reasons }, titleOf, 3, actionOf);
+        const why = explain({ ...r, reasons }, titleOf, 3, actionOf, keyOf);
         if (!used.has(key(why[0]))) {
           r.reasons = reasons;
           r.why = why;
@@ -246,16 +251,7 @@ export class Shelf {
     if (ids.length === 0) return [];
     const vecs = await this.items.vectorsOf(ids);
     const cands: Candidate[] = ids.map((id, i) => ({ id, vector: vecs[i].vector }));
-    const n = this.config.recentEvents;
-    // why: a delisted product may still be in the history; it just stops counting as recent.
-    const recentEvents = n > 0 ? this.life.state.events.slice(-n).filter((e) => this.items.has(e.item)) : [];
-    const recentVecs = await this.items.vectorsOf(recentEvents.map((e) => e.item));
-    const recent: RecentSignal[] = recentEvents.map((e, i) => ({
-      item: e.item,
-      vector: recentVecs[i].vector,
-      weight: actionWeight(e.action) * 0.9 ** (recentEvents.length - 1 - i),
-      action: e.action,
-    }));
+    const recent = await this.recentSignals();
     const now = opts.now ?? this.life.clock();
     // the shop's published model scores the candidates from this shopper's own events (nothing leaves the device)
     const shop = this.items.shop;
@@ -315,12 +311,14 @@ export class Shelf {
     const known = { get: (id: string) => vectorOf.get(id) ?? recentById.get(id) ?? itemVectors.get(id) };
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
     const actionOf = this.actionLookup();
+    // each shown reason's whyKey, made once (explain makes it; the first row's variation reads it)
+    const keyOf = new Map<Why, string>();
     // a card as shown: its memory reasons' items named (when deferred), kept within its department, worded
     const shown = (r: RankedItem): Recommendation => {
       if (lazy) r.reasons = lazy.reasons(r.id);
       if (defer) nameLinkedItems(r.reasons, { id: r.id, vector: vectorOf.get(r.id)! }, linked);
       const kept = this.withinDepartment(r, known);
-      return { ...kept, why: explain(kept, titleOf, 3, actionOf) };
+      return { ...kept, why: explain(kept, titleOf, 3, actionOf, keyOf) };
     };
     const ready = new Map<string, Recommendation>();
     const full = (r: RankedItem): Recommendation => {
@@ -344,7 +342,7 @@ export class Shelf {
     if (!firstVisit && opts.diversify !== false && this.config.diversity > 0) out = this.diversified(out, vectorOf, now, whyOf);
     if (opts.diversify !== false && this.config.duplicateSimilarity > 0) out = await this.withoutDuplicates(out);
     if (defer) materialize(Math.max(limit, this.config.diversityDepth, rerankN));
-    varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf);
+    varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf, keyOf);
     const top = Math.min(rerankN, out.length);
     if (top >= 2 && this.life.reasoner !== this.life.rules) out = [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
     // the list's first card says that the intent matched nothing (once, not on every card)
@@ -939,6 +937,30 @@ export class Shelf {
     }
     this.linkedKept = { dots, version, seen, vectorOf, linked: linkedItems(memories, vectorOf, dots, named) };
     return this.linkedKept;
+  }
+
+  /** {@link recentSignals}' last answer and what it was made from. */
+  private recentMemo?: { key: readonly unknown[]; recent: RecentSignal[] };
+
+  /**
+   * The last `config.recentEvents` events' items with their item-space vectors and weights
+   * (action weight × 0.9 per later event), kept until the event history, the catalog or the item space changes.
+   */
+  private async recentSignals(): Promise<RecentSignal[]> {
+    const n = this.config.recentEvents;
+    const key = [...this.eventsKey(), n, this.items.version, this.items.embedderId];
+    if (this.recentMemo && sameKey(this.recentMemo.key, key)) return this.recentMemo.recent;
+    // why: a delisted product may still be in the history; it just stops counting as recent.
+    const recentEvents = n > 0 ? this.life.state.events.slice(-n).filter((e) => this.items.has(e.item)) : [];
+    const recentVecs = await this.items.vectorsOf(recentEvents.map((e) => e.item));
+    const recent: RecentSignal[] = recentEvents.map((e, i) => ({
+      item: e.item,
+      vector: recentVecs[i].vector,
+      weight: actionWeight(e.action) * 0.9 ** (recentEvents.length - 1 - i),
+      action: e.action,
+    }));
+    this.recentMemo = { key, recent };
+    return recent;
   }
 
   /** {@link actionLookup}'s last answer and the event history it was made from. */

@@ -98,9 +98,10 @@ export function whyKey(w: Why): string {
 /**
  * The card's reasons as data, strongest first (at most `max`, each shown once). A card with a
  * negative score gets none but `low-score`; a card nothing supports gets `no-support`.
- * `actionOf` says what the shopper did with a named item.
+ * `actionOf` says what the shopper did with a named item; `keyOf`, when given, receives each
+ * returned reason's {@link whyKey}.
  */
-export function explain(item: RankedItem, titleOf: TitleOf, max = 3, actionOf?: ActionOf): Why[] {
+export function explain(item: RankedItem, titleOf: TitleOf, max = 3, actionOf?: ActionOf, keyOf?: Map<Why, string>): Why[] {
   if (item.score < 0) return [{ kind: 'low-score' }];
   const out: Why[] = [];
   const keys = new Set<string>();
@@ -111,7 +112,7 @@ export function explain(item: RankedItem, titleOf: TitleOf, max = 3, actionOf?: 
     if (r.contribution <= 0 && !(r.kind === 'prior' && r.prior === 'variety') && !(r.kind === 'intent' && r.matched === false)) continue;
     const w = whyOf(r, titleOf, actionOf);
     const k = whyKey(w);
-    if (!keys.has(k)) keys.add(k), out.push(w);
+    if (!keys.has(k)) keys.add(k), out.push(w), keyOf?.set(w, k);
   }
   if (out.length === 0) out.push({ kind: 'no-support' });
   return out;
