@@ -84,8 +84,11 @@ const ROW_START = 64;
  */
 export class PairCache<K extends object> {
   private readonly columns = new Map<K, number>();
-  /** Card → its numbers by column (NaN: not computed yet), least recently used first. */
+  /** Card → its numbers by column (NaN: not computed yet). */
   private readonly rows = new Map<K, Float64Array>();
+  /** Card → when its row was last used (a tick of {@link clock}): the least recently used rows leave first. */
+  private readonly used = new Map<K, number>();
+  private clock = 0;
   private cells = 0;
   /** Bumped by {@link clear}: a row handle of an earlier generation reads its row again. */
   private generation = 0;
@@ -107,6 +110,7 @@ export class PairCache<K extends object> {
   clear(): void {
     this.columns.clear();
     this.rows.clear();
+    this.used.clear();
     this.cells = 0;
     this.generation++;
   }
@@ -114,11 +118,7 @@ export class PairCache<K extends object> {
   /** The numbers of `card` with others: `get(other)` equals `pair(card, other)`. */
   row(card: K): PairRow<K> {
     const r = this.rows.get(card);
-    if (r) {
-      // most recently used last
-      this.rows.delete(card);
-      this.rows.set(card, r);
-    }
+    if (r) this.used.set(card, ++this.clock);
     return new PairRow(this, card, r);
   }
 
@@ -174,8 +174,7 @@ export class PairCache<K extends object> {
   rowFor(card: K, column: number): Float64Array {
     const r = this.rows.get(card);
     if (r && r.length > column) {
-      this.rows.delete(card);
-      this.rows.set(card, r);
+      this.used.set(card, ++this.clock);
       return r;
     }
     return this.grow(card, r, column);
@@ -186,7 +185,11 @@ export class PairCache<K extends object> {
     return this.pair(card, other);
   }
 
-  /** A row for `card` with room for `column` (the old one's numbers kept), entered most recent; older rows dropped beyond `maxCells`. */
+  /**
+   * A row for `card` with room for `column` (the old one's numbers kept), entered most recent;
+   * beyond `maxCells`, the least recently used rows are dropped down to 3/4 of it (so that
+   * dropping, which sorts the rows by use, is rare).
+   */
   private grow(card: K, old: Float64Array | undefined, column: number): Float64Array {
     let len = old?.length || ROW_START;
     while (len <= column) len *= 2;
@@ -194,13 +197,18 @@ export class PairCache<K extends object> {
     if (old) r.set(old);
     const held = this.rows.get(card);
     if (held) this.cells -= held.length;
-    this.rows.delete(card);
     this.rows.set(card, r);
+    this.used.set(card, ++this.clock);
     this.cells += len;
-    for (const [v, x] of this.rows) {
-      if (this.cells <= this.maxCells || v === card) break;
-      this.rows.delete(v);
-      this.cells -= x.length;
+    if (this.cells > this.maxCells) {
+      const byUse = [...this.used].sort((a, b) => a[1] - b[1]);
+      for (const [v] of byUse) {
+        if (this.cells <= (this.maxCells * 3) / 4) break;
+        if (v === card) continue;
+        this.cells -= this.rows.get(v)!.length;
+        this.rows.delete(v);
+        this.used.delete(v);
+      }
     }
     return r;
   }
