@@ -480,10 +480,11 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   const community = new Map<string, PartMeans>();
   let meanPop = 0;
   const meanExtra = new Float64Array(sourced.length);
-  // per card: its memory units (slot, the memory that made it, its similarity, parts; NaN = no such part, in unit order),
+  // per card: its memory units (slot, the memory that made it, its similarity, parts; undefined = no such part, in unit order),
   // its recent parts and similarities per slot, its community units
   const features: Features[] = new Array(n);
-  const cardUnits: { order: number[]; maker: number[]; sim: number[]; memory: number[]; profile: number[]; keep: boolean[] }[] = new Array(n);
+  const cardUnits: { order: number[]; maker: number[]; sim: number[]; memory: (number | undefined)[]; profile: (number | undefined)[]; keep: boolean[] }[] =
+    new Array(n);
   const cardRecent = new Float64Array(n * rs);
   const cardRecentSim = new Float64Array(n * rs);
   const cardCommunities: Unit[][] = new Array(n);
@@ -501,8 +502,8 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     u.order.push(slot);
     u.maker.push(maker);
     u.sim.push(similarity);
-    u.memory.push(Number.NaN);
-    u.profile.push(Number.NaN);
+    u.memory.push(undefined);
+    u.profile.push(undefined);
     u.keep.push(false);
     return u.order.length - 1;
   };
@@ -537,8 +538,10 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
       }
     }
     for (let k = 0; k < u.order.length; k++) {
-      if (!Number.isNaN(u.memory[k])) (meanMemory[u.order[k]] += u.memory[k] / n), (hasMemory[u.order[k]] = 1);
-      if (!Number.isNaN(u.profile[k])) (meanProfile[u.order[k]] += u.profile[k] / n), (hasProfile[u.order[k]] = 1);
+      const pm = u.memory[k];
+      const pp = u.profile[k];
+      if (pm !== undefined) (meanMemory[u.order[k]] += pm / n), (hasMemory[u.order[k]] = 1);
+      if (pp !== undefined) (meanProfile[u.order[k]] += pp / n), (hasProfile[u.order[k]] = 1);
     }
     cardUnits[ci] = u;
     if (recent.length) {
@@ -606,8 +609,10 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
     for (let k = 0; k < u.order.length; k++) {
       const slot = u.order[k];
       let contribution = 0;
-      if (!Number.isNaN(u.memory[k])) contribution += (scale.memory ?? 0) * (u.memory[k] - (hasMemory[slot] ? meanMemory[slot] : 0));
-      if (!Number.isNaN(u.profile[k])) contribution += (scale.profile ?? 0) * (u.profile[k] - (hasProfile[slot] ? meanProfile[slot] : 0));
+      const pm = u.memory[k];
+      const pp = u.profile[k];
+      if (pm !== undefined) contribution += (scale.memory ?? 0) * (pm - (hasMemory[slot] ? meanMemory[slot] : 0));
+      if (pp !== undefined) contribution += (scale.profile ?? 0) * (pp - (hasProfile[slot] ? meanProfile[slot] : 0));
       if (!u.keep[k] && !(contribution > 1e-9)) continue;
       const m = memories[u.maker[k]];
       reasons.push({ kind: 'memory', memoryId: m.id, content: m.content, similarity: u.sim[k], contribution });
