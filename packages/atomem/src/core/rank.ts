@@ -7,7 +7,7 @@ import type { AtomemConfig, RankWeights } from './config.js';
 import type { Action, AtomicMemory } from './types.js';
 import { decay } from './memory.js';
 import { retrieve, type CommunityContext } from './retrieve.js';
-import { dot, type DotCache, type PairFrame } from './vector.js';
+import { dot, rowDots, type DotCache, type FrameRow, type PairFrame } from './vector.js';
 
 /** A candidate with its embedding. */
 export interface Candidate {
@@ -318,6 +318,20 @@ export interface LinkedList {
    * as long as this list is kept: they depend only on the card and on these items and vectors.
    */
   named: WeakMap<Float32Array, { card: string; near: readonly string[] }>;
+  /** The items' vectors one after the other (made on first use; null: not all of one dimension). */
+  matrix?: { dim: number; rows: Float32Array } | null;
+}
+
+/** `list`'s {@link LinkedList.matrix}. */
+function matrixOf(list: LinkedList, vectors: readonly Float32Array[]): LinkedList['matrix'] {
+  if (list.matrix !== undefined) return list.matrix;
+  const dim = list.at.length ? vectors[list.at[0]].length : 0;
+  let ok = true;
+  for (const j of list.at) if (vectors[j].length !== dim) ok = false;
+  if (!ok) return (list.matrix = null);
+  const rows = new Float32Array(list.at.length * dim);
+  list.at.forEach((j, k) => rows.set(vectors[j], k * dim));
+  return (list.matrix = { dim, rows });
 }
 
 /**
@@ -375,7 +389,7 @@ export function linkedItems(
 export function nameLinkedItems(reasons: readonly Reason[], c: Candidate, linked: LinkedItems): void {
   // why per card: memories share linked items, and each linked item's cosine to this card is needed once
   let sims: Float64Array | undefined;
-  let row: { at(j: number): number } | undefined;
+  let row: FrameRow<Float32Array> | undefined;
   for (const r of reasons) {
     if (r.kind !== 'memory') continue;
     const mine = linked.byMemory.get(r.memoryId);
@@ -384,25 +398,33 @@ export function nameLinkedItems(reasons: readonly Reason[], c: Candidate, linked
     let names: readonly string[];
     if (kept && kept.card === c.id) names = kept.near;
     else {
+      // the memory's items' dot products with the card: the kept ones read back; when one is missing, every row of
+      // the memory's matrix summed at once (each in index order: the bits of dot), and kept
+      const count = mine.ids.length;
+      const vals = new Float64Array(count);
+      let missing = false;
+      if (linked.frame) {
+        row ??= linked.frame.row(c.vector);
+        for (let k = 0; k < count; k++) if (Number.isNaN((vals[k] = row.peek(mine.at[k])))) missing = true;
+      } else {
+        sims ??= new Float64Array(linked.vectors.length).fill(Number.NaN);
+        for (let k = 0; k < count; k++) if (Number.isNaN((vals[k] = sims[mine.at[k]]))) missing = true;
+      }
+      if (missing) {
+        const matrix = matrixOf(mine, linked.vectors);
+        if (matrix && matrix.dim === c.vector.length) rowDots(matrix.rows, count, matrix.dim, c.vector, vals);
+        else for (let k = 0; k < count; k++) vals[k] = dot(linked.vectors[mine.at[k]], c.vector);
+        for (let k = 0; k < count; k++) {
+          if (row) row.put(mine.at[k], vals[k]);
+          else sims![mine.at[k]] = vals[k];
+        }
+      }
       // the 4 closest linked items, best first, ties in link order (as a stable sort would give)
       const near: { id: string; s: number }[] = [];
-      for (let k = 0; k < mine.ids.length; k++) {
+      for (let k = 0; k < count; k++) {
         const id = mine.ids[k];
         if (id === c.id) continue;
-        const j = mine.at[k];
-        let s: number;
-        if (linked.frame) {
-          // the kept dot products (read back, not summed again)
-          row ??= linked.frame.row(c.vector);
-          s = row.at(j);
-        } else {
-          sims ??= new Float64Array(linked.vectors.length).fill(Number.NaN);
-          s = sims[j];
-          if (Number.isNaN(s)) {
-            s = dot(linked.vectors[j], c.vector);
-            sims[j] = s;
-          }
-        }
+        const s = vals[k];
         if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
         let at = near.length;
         while (at > 0 && s > near[at - 1].s) at--;

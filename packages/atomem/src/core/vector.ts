@@ -24,6 +24,43 @@ export function sumProducts(a: ArrayLike<number>, b: ArrayLike<number>, from: nu
   return s;
 }
 
+/**
+ * `out[r]` = the dot product of row `r` of `m` (`rows` rows of `dim` numbers, one after the
+ * other) with `v`: 4 rows at a time (independent sums run side by side), each summed in index
+ * order — the same bits as {@link dot} of that row and `v`.
+ */
+export function rowDots(m: Float32Array, rows: number, dim: number, v: ArrayLike<number>, out: Float64Array): void {
+  if (v.length !== dim || m.length < rows * dim || out.length < rows) throw new RangeError(`rowDots: ${rows} rows of ${dim} against a vector of ${v.length}`);
+  let r = 0;
+  for (; r + 3 < rows; r += 4) {
+    let s0 = 0;
+    let s1 = 0;
+    let s2 = 0;
+    let s3 = 0;
+    const o0 = r * dim;
+    const o1 = o0 + dim;
+    const o2 = o1 + dim;
+    const o3 = o2 + dim;
+    for (let d = 0; d < dim; d++) {
+      const x = v[d];
+      s0 += m[o0 + d] * x;
+      s1 += m[o1 + d] * x;
+      s2 += m[o2 + d] * x;
+      s3 += m[o3 + d] * x;
+    }
+    out[r] = s0;
+    out[r + 1] = s1;
+    out[r + 2] = s2;
+    out[r + 3] = s3;
+  }
+  for (; r < rows; r++) {
+    let s = 0;
+    const o = r * dim;
+    for (let d = 0; d < dim; d++) s += m[o + d] * v[d];
+    out[r] = s;
+  }
+}
+
 /** Euclidean norm. */
 export function norm(a: ArrayLike<number>): number {
   let s = 0;
@@ -255,6 +292,16 @@ export class FrameRow<K extends object> {
     private readonly cols: Int32Array | undefined,
     private readonly r: Float64Array | undefined,
   ) {}
+
+  /** The kept number of `others[j]`, or NaN when it is not computed yet (or not kept). */
+  peek(j: number): number {
+    return this.cols && this.r ? this.r[this.cols[j]] : Number.NaN;
+  }
+
+  /** Keep `s` as the number of `others[j]` (it must be `pair(card, others[j])`). */
+  put(j: number, s: number): void {
+    if (this.cols && this.r) this.r[this.cols[j]] = s;
+  }
 
   at(j: number): number {
     const cols = this.cols;
