@@ -188,7 +188,7 @@ function sameKey(a: readonly unknown[], b: readonly unknown[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-/** A placeholder vector (see `Shelf.linkedVectors`). */
+/** A placeholder vector (see `Shelf.linkedState`). */
 const EMPTY = new Float32Array(0);
 
 /** A unit centred content vector and its tail norms (see core/diversify.ts `isNearDuplicate`). */
