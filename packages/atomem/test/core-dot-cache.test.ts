@@ -4,7 +4,7 @@
  * cache stays within its bound.
  */
 import { describe, expect, it } from 'vitest';
-import { DotCache, PairCache, dot } from '../src/core/vector.js';
+import { DotCache, PairCache, dot, rowDots } from '../src/core/vector.js';
 import { Rng } from '@atomem/bench/rng';
 
 const rng = new Rng(3);
@@ -20,6 +20,25 @@ describe('DotCache', () => {
       expect(dot(a, b)).toBe(s);
       expect(dot(b, a)).toBe(s);
     }
+  });
+
+  it('rowDots (4 rows of a matrix at a time) equals dot of each row bit for bit', () => {
+    for (const [rows, dim] of [
+      [1, 5],
+      [7, 48],
+      [13, 512],
+      [40, 33],
+    ]) {
+      const vs = Array.from({ length: rows }, () => vec(dim));
+      const m = new Float32Array(rows * dim);
+      vs.forEach((v, r) => m.set(v, r * dim));
+      const v = vec(dim);
+      const out = new Float64Array(rows);
+      rowDots(m, rows, dim, v, out);
+      expect([...out]).toEqual(vs.map((x) => dot(x, v)));
+      for (let r = 0; r < rows; r++) expect(Object.is(out[r], dot(vs[r], v))).toBe(true);
+    }
+    expect(() => rowDots(new Float32Array(8), 2, 4, vec(5), new Float64Array(2))).toThrow(RangeError);
   });
 
   it('row().get and frame().row().at read back the exact dot products, across evictions and restarts', () => {

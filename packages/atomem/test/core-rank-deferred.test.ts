@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { resolveConfig } from '../src/core/config.js';
-import { rank, rankDeferred, type Candidate, type RankInput, type Reason } from '../src/core/rank.js';
+import { linkedItems, nameLinkedItems, rank, rankDeferred, type Candidate, type RankInput, type Reason } from '../src/core/rank.js';
 import type { CommunityContext, KnownCommunity } from '../src/core/retrieve.js';
 import type { Action, AtomicMemory } from '../src/core/types.js';
 import { DotCache, normalize } from '../src/core/vector.js';
@@ -88,6 +88,24 @@ describe('rankDeferred', () => {
       // exact (not only close): the same bits
       expect(JSON.stringify(got.ranked.map((r) => [r.id, r.score, r.features]))).toBe(JSON.stringify(want.map((r) => [r.id, r.score, r.features])));
       for (const w of want) expect(JSON.stringify(got.reasons(w.id))).toBe(JSON.stringify(w.reasons));
+    }
+  });
+
+  it('rank naming linked items equals rankDeferred plus nameLinkedItems; a kept LinkedItems names the same again', () => {
+    for (let seed = 41; seed <= 70; seed++) {
+      const input = { ...scenario(seed), deferItems: false };
+      const dots = seed % 2 ? new DotCache() : undefined;
+      const want = rank(input, cfg);
+      const lazy = rankDeferred({ ...input, deferItems: true, dots }, cfg);
+      const kept = linkedItems(input.memories, input.itemVectors!, dots);
+      for (const w of want) {
+        const reasons = lazy.reasons(w.id);
+        nameLinkedItems(reasons, input.candidates.find((c) => c.id === w.id)!, kept);
+        expect(JSON.stringify(reasons)).toBe(JSON.stringify(w.reasons));
+      }
+      // the kept list's named items read back (a second call with the same LinkedItems)
+      expect(JSON.stringify(rank({ ...input, linked: kept, dots }, cfg))).toBe(JSON.stringify(want));
+      expect(JSON.stringify(rank({ ...input, linked: kept, dots }, cfg))).toBe(JSON.stringify(want));
     }
   });
 

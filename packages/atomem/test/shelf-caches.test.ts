@@ -40,6 +40,32 @@ async function calls(a: MemoryAgent, seed: number): Promise<string> {
 }
 
 describe('shelf caches', () => {
+  it('kept linked items, named items, recent signals and exclusions follow a catalog edit and changed memories', async () => {
+    const events = history(9, 50);
+    const items = new ItemVectors(createHashingEmbedder({ dim: 64 }), catalog);
+    await items.warm();
+    await items.centre();
+    let n = 0;
+    const warmed = new MemoryAgent({ items, clock: () => 1e9, newId: () => `m${++n}` });
+    for (const e of events) await warmed.observe(e);
+    await warmed.processPending();
+    await calls(warmed, 5);
+    // the same state and items, every cache of the shelf cold
+    const cold = () => new MemoryAgent({ items, state: structuredClone(warmed.snapshot), clock: () => 1e9, newId: () => `m${++n}` });
+    // an item a memory links to and the shopper just saw gets new text (so a new vector), nothing else changes
+    const last = events[events.length - 1].item;
+    expect(warmed.snapshot.memories.some((m) => m.items.includes(last))).toBe(true);
+    items.add(catalog.filter((c) => c.id === last).map((c) => ({ ...c, title: `${c.title} renamed waterproof` })));
+    const a = await calls(warmed, 6);
+    expect(a).toBe(await calls(cold(), 6));
+    // then events that move items within memories
+    for (const [k, e] of events.slice(0, 6).entries()) await warmed.observe({ ...e, at: 1e8 + (80 + k) * 60_000 });
+    await warmed.processPending();
+    const b = await calls(warmed, 7);
+    expect(b).toBe(await calls(cold(), 7));
+    expect(await calls(warmed, 7)).toBe(b);
+  });
+
   it('warm caches, then more events: the same outputs as a fresh agent with the whole history', async () => {
     const events = history(4, 60);
     const warmed = await agent();

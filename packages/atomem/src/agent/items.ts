@@ -51,6 +51,8 @@ export class ItemVectors {
   private shopKnowledge: ShopKnowledge | undefined;
   /** {@link contentMean}'s last answer, for the content space and catalog size it was computed for. */
   private meanCache: { spaceId: string; count: number; vector: Float32Array } | undefined;
+  /** See {@link version}. */
+  private changes = 0;
 
   constructor(
     readonly embedder: Embedder,
@@ -67,6 +69,15 @@ export class ItemVectors {
    */
   get embedderId(): string {
     return this.spaceId;
+  }
+
+  /**
+   * Changes whenever the catalog or a computed item vector may have changed (items added or
+   * replaced, centring, the shop's space, a seeded vector); not when a missing vector is computed.
+   * While it is unchanged, an item's vector stays the same object ({@link cached}).
+   */
+  get version(): number {
+    return this.changes;
   }
 
   /** The shop's published model, when {@link useShop} moved the item space to it. */
@@ -91,6 +102,7 @@ export class ItemVectors {
     if (!shop.model.vectors) throw new RangeError('useShop: the shop model has no item vectors');
     this.shopKnowledge = shop;
     this.shopVectors.clear();
+    this.changes++;
     this.spaceId = `shop:${shop.id}`;
   }
 
@@ -125,6 +137,7 @@ export class ItemVectors {
     this.mean = m;
     this.spaceId = this.contentId = `${this.embedder.id}~c${hashVector(m)}`;
     for (const [id, e] of this.vectors) this.vectors.set(id, this.project(e.vector));
+    this.changes++;
   }
 
   private project(v: Float32Array): Embedding {
@@ -136,6 +149,7 @@ export class ItemVectors {
 
   /** Add or replace catalog items (a changed item is re-embedded on next use). */
   add(items: Iterable<Item>): void {
+    this.changes++;
     for (const it of items) {
       if (!it || typeof it.id !== 'string' || !it.id || typeof it.title !== 'string') {
         throw new TypeError('catalog item needs a non-empty string id and a string title');
@@ -202,13 +216,17 @@ export class ItemVectors {
 
   /** Embeddings of the given items in the content space (embedding misses in one batch). */
   async contentVectorsOf(ids: readonly string[]): Promise<Embedding[]> {
-    const missing = [...new Set(ids.filter((id) => !this.vectors.has(id)))];
-    if (missing.length) {
+    let absent: string[] | undefined;
+    for (const id of ids) if (!this.vectors.has(id)) (absent ??= []).push(id);
+    if (absent) {
+      const missing = [...new Set(absent)];
       const texts = missing.map((id) => itemText(this.item(id)));
       const embs = await this.embedder.embed(texts);
       missing.forEach((id, i) => this.vectors.set(id, this.project(embs[i].vector)));
     }
-    return ids.map((id) => this.vectors.get(id)!);
+    const out = new Array<Embedding>(ids.length);
+    for (let i = 0; i < ids.length; i++) out[i] = this.vectors.get(ids[i])!;
+    return out;
   }
 
   /**
@@ -251,6 +269,7 @@ export class ItemVectors {
     if (!this.items.has(id)) return;
     if (raw.length !== this.embedder.dim) throw new RangeError(`seed: vector of ${id} has dimension ${raw.length}, embedder ${this.embedder.dim}`);
     this.vectors.set(id, this.project(raw));
+    this.changes++;
   }
 
   /** The embedder's own output for an item (undone centring is not possible, so only before `centre`). */

@@ -10,6 +10,8 @@ import { actionWeight, salience } from '../core/memory.js';
 import {
   linkedItems,
   nameLinkedItems,
+  type LinkedItems,
+  type LinkedList,
   rank,
   rankDeferred,
   standardize,
@@ -101,9 +103,14 @@ function varyFirstReasons(
   depth: number,
   titleOf: (id: string) => string | undefined,
   actionOf: (id: string) => Action | undefined,
+  keyOf: Map<Why, string> = new Map(),
 ): void {
   const used = new Set<string>();
-  const key = (w: Why) => whyKey(w);
+  const key = (w: Why) => {
+    let k = keyOf.get(w);
+    if (k === undefined) keyOf.set(w, (k = whyKey(w)));
+    return k;
+  };
   for (const r of out.slice(0, depth)) {
     const first = key(r.why[0]);
     const i = r.reasons.findIndex((x) => x.contribution > 0);
@@ -112,7 +119,7 @@ function varyFirstReasons(
       for (const alt of top.alternatives) {
         const reasons = [...r.reasons];
         reasons[i] = { ...top, item: alt, alternatives: top.alternatives.filter((x) => x !== alt).concat(top.item ? [top.item] : []) };
-        const why = explain({ ...r, reasons }, titleOf, 3, actionOf);
+        const why = explain({ ...r, reasons }, titleOf, 3, actionOf, keyOf);
         if (!used.has(key(why[0]))) {
           r.reasons = reasons;
           r.why = why;
@@ -181,7 +188,7 @@ function sameKey(a: readonly unknown[], b: readonly unknown[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
-/** A placeholder vector (see `Shelf.linkedVectors`). */
+/** A placeholder vector (see `Shelf.linkedState`). */
 const EMPTY = new Float32Array(0);
 
 /** A unit centred content vector and its tail norms (see core/diversify.ts `isNearDuplicate`). */
@@ -244,16 +251,7 @@ export class Shelf {
     if (ids.length === 0) return [];
     const vecs = await this.items.vectorsOf(ids);
     const cands: Candidate[] = ids.map((id, i) => ({ id, vector: vecs[i].vector }));
-    const n = this.config.recentEvents;
-    // why: a delisted product may still be in the history; it just stops counting as recent.
-    const recentEvents = n > 0 ? this.life.state.events.slice(-n).filter((e) => this.items.has(e.item)) : [];
-    const recentVecs = await this.items.vectorsOf(recentEvents.map((e) => e.item));
-    const recent: RecentSignal[] = recentEvents.map((e, i) => ({
-      item: e.item,
-      vector: recentVecs[i].vector,
-      weight: actionWeight(e.action) * 0.9 ** (recentEvents.length - 1 - i),
-      action: e.action,
-    }));
+    const recent = await this.recentSignals();
     const now = opts.now ?? this.life.clock();
     // the shop's published model scores the candidates from this shopper's own events (nothing leaves the device)
     const shop = this.items.shop;
@@ -281,7 +279,7 @@ export class Shelf {
       }
     }
     // the memories' linked items, so a memory's reason can name the one closest to each card
-    const itemVectors = await this.linkedVectors();
+    const { vectorOf: itemVectors, linked } = await this.linkedState();
     // why deferred: with fewer cards returned than ranked, only the cards that can be shown (or whose reasons
     // the first row's ordering reads) get their memory reasons' items named, a cosine per linked item and card
     const defer = limit < ids.length;
@@ -295,6 +293,7 @@ export class Shelf {
       extra,
       extraSources,
       itemVectors,
+      linked,
       weights,
       extraReasons,
       deferItems: defer,
@@ -312,13 +311,14 @@ export class Shelf {
     const known = { get: (id: string) => vectorOf.get(id) ?? recentById.get(id) ?? itemVectors.get(id) };
     const titleOf = (id: string) => (this.items.has(id) ? this.items.item(id).title : undefined);
     const actionOf = this.actionLookup();
+    // each shown reason's whyKey, made once (explain makes it; the first row's variation reads it)
+    const keyOf = new Map<Why, string>();
     // a card as shown: its memory reasons' items named (when deferred), kept within its department, worded
-    const linkedOnce = defer ? linkedItems(this.life.state.memories, itemVectors, this.itemDots().items) : undefined;
     const shown = (r: RankedItem): Recommendation => {
       if (lazy) r.reasons = lazy.reasons(r.id);
-      if (linkedOnce) nameLinkedItems(r.reasons, { id: r.id, vector: vectorOf.get(r.id)! }, linkedOnce);
+      if (defer) nameLinkedItems(r.reasons, { id: r.id, vector: vectorOf.get(r.id)! }, linked);
       const kept = this.withinDepartment(r, known);
-      return { ...kept, why: explain(kept, titleOf, 3, actionOf) };
+      return { ...kept, why: explain(kept, titleOf, 3, actionOf, keyOf) };
     };
     const ready = new Map<string, Recommendation>();
     const full = (r: RankedItem): Recommendation => {
@@ -342,7 +342,7 @@ export class Shelf {
     if (!firstVisit && opts.diversify !== false && this.config.diversity > 0) out = this.diversified(out, vectorOf, now, whyOf);
     if (opts.diversify !== false && this.config.duplicateSimilarity > 0) out = await this.withoutDuplicates(out);
     if (defer) materialize(Math.max(limit, this.config.diversityDepth, rerankN));
-    varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf);
+    varyFirstReasons(out, this.config.diversityDepth, titleOf, actionOf, keyOf);
     const top = Math.min(rerankN, out.length);
     if (top >= 2 && this.life.reasoner !== this.life.rules) out = [...(await this.rerankTop(out.slice(0, top), intentText)), ...out.slice(top)];
     // the list's first card says that the intent matched nothing (once, not on every card)
@@ -625,18 +625,26 @@ export class Shelf {
   }
 
   /** Ids the `exclude` rules drop (see {@link ExcludeRule}); a bad rule → TypeError. */
-  private excluded(exclude: RecommendOptions['exclude']): Set<string> {
-    const out = new Set<string>();
-    if (exclude === undefined) return out;
+  private excluded(exclude: RecommendOptions['exclude']): ReadonlySet<string> {
+    if (exclude === undefined) return new Set<string>();
     const rules = typeof exclude === 'string' ? [exclude] : exclude;
     if (!Array.isArray(rules)) throw new TypeError(`exclude must be one of ${EXCLUDE_RULES.join(', ')} or an array of them, got ${String(exclude)}`);
-    for (const r of rules) {
+    for (const r of rules)
       if (!EXCLUDE_RULES.includes(r)) throw new TypeError(`exclude: unknown rule "${String(r)}" (expected one of ${EXCLUDE_RULES.join(', ')})`);
+    // why kept: the set changes only with the event history (and the rules)
+    const key = [...this.eventsKey(), this.config.recentEvents, ...rules];
+    if (this.excludedMemo && sameKey(this.excludedMemo.key, key)) return this.excludedMemo.set;
+    const out = new Set<string>();
+    for (const r of rules) {
       const events = r === 'seen' ? this.life.state.events.slice(-Math.max(1, this.config.recentEvents)) : this.life.state.events;
       for (const e of events) if (r !== 'bought' || e.action === 'purchase') out.add(e.item);
     }
+    this.excludedMemo = { key, set: out };
     return out;
   }
+
+  /** {@link excluded}'s last answer and the event history and rules it was made from. */
+  private excludedMemo?: { key: readonly unknown[]; set: ReadonlySet<string> };
 
   /**
    * A first visit's order (nothing known about the shopper): the shop model's popularity when a
@@ -693,37 +701,25 @@ export class Shelf {
   private withinDepartment(r: RankedItem, vectorOf: { get(id: string): Float32Array | undefined }): RankedItem {
     const cats = this.items.has(r.id) ? this.items.item(r.id).categories : undefined;
     if (!cats?.length) return r;
-    const same = (id: string) => {
-      if (!this.items.has(id)) return false;
-      const c = this.items.item(id).categories;
-      return !c?.length || c.some((x) => cats.includes(x));
-    };
-    const collaborative = (id: string) => {
-      if (!this.items.shop) return false;
-      const a = vectorOf.get(r.id);
-      const b = vectorOf.get(id);
-      // why halfway to mergeThreshold: tau (the 0.9 quantile of random pairs in the shop's space) is too weak a bond to cross a department on
-      return !!a && !!b && dot(a, b) >= (this.config.tau + this.config.mergeThreshold) / 2;
-    };
     const reasons: Reason[] = [];
     for (const x of r.reasons) {
-      if (x.kind === 'memory' && x.item !== undefined && !same(x.item)) {
-        const alternatives = (x.alternatives ?? []).filter(same);
+      if (x.kind === 'memory' && x.item !== undefined && !this.sameDepartment(x.item, cats)) {
+        const alternatives = (x.alternatives ?? []).filter((id) => this.sameDepartment(id, cats));
         if (alternatives.length) reasons.push({ ...x, item: alternatives[0], alternatives: alternatives.slice(1) });
-        else if (collaborative(x.item)) reasons.push({ kind: 'shop', signal: 'vec', contribution: x.contribution, item: x.item });
+        else if (this.collaborative(r.id, x.item, vectorOf)) reasons.push({ kind: 'shop', signal: 'vec', contribution: x.contribution, item: x.item });
         continue;
       }
       if (x.kind === 'memory' && x.alternatives) {
-        reasons.push({ ...x, alternatives: x.alternatives.filter(same) });
+        reasons.push({ ...x, alternatives: x.alternatives.filter((id) => this.sameDepartment(id, cats)) });
         continue;
       }
-      if (x.kind === 'recent' && !same(x.item)) {
-        if (collaborative(x.item)) reasons.push({ kind: 'shop', signal: 'vec', contribution: x.contribution, item: x.item });
+      if (x.kind === 'recent' && !this.sameDepartment(x.item, cats)) {
+        if (this.collaborative(r.id, x.item, vectorOf)) reasons.push({ kind: 'shop', signal: 'vec', contribution: x.contribution, item: x.item });
         continue;
       }
       // a shop-model reason across departments stands only when the shop's vectors put the two items together
-      if (x.kind === 'shop' && x.item !== undefined && !same(x.item) && !collaborative(x.item)) continue;
-      if (x.kind === 'intent' && x.item !== undefined && !same(x.item)) {
+      if (x.kind === 'shop' && x.item !== undefined && !this.sameDepartment(x.item, cats) && !this.collaborative(r.id, x.item, vectorOf)) continue;
+      if (x.kind === 'intent' && x.item !== undefined && !this.sameDepartment(x.item, cats)) {
         // the intent still matches the card; the memory it met is of another department
         reasons.push({ kind: 'intent', intent: x.intent, similarity: x.similarity, contribution: x.contribution });
         continue;
@@ -731,6 +727,22 @@ export class Shelf {
       reasons.push(x);
     }
     return reasons.length === r.reasons.length && reasons.every((x, i) => x === r.reasons[i]) ? r : { ...r, reasons };
+  }
+
+  /** True when item `id` is in the catalog and shares a category with `cats` (or has none). */
+  private sameDepartment(id: string, cats: readonly string[]): boolean {
+    if (!this.items.has(id)) return false;
+    const c = this.items.item(id).categories;
+    return !c?.length || c.some((x) => cats.includes(x));
+  }
+
+  /** True when the shop's collaborative vectors put `card` and `id` together (see {@link withinDepartment}). */
+  private collaborative(card: string, id: string, vectorOf: { get(id: string): Float32Array | undefined }): boolean {
+    if (!this.items.shop) return false;
+    const a = vectorOf.get(card);
+    const b = vectorOf.get(id);
+    // why halfway to mergeThreshold: tau (the 0.9 quantile of random pairs in the shop's space) is too weak a bond to cross a department on
+    return !!a && !!b && dot(a, b) >= (this.config.tau + this.config.mergeThreshold) / 2;
   }
 
   /**
@@ -750,7 +762,12 @@ export class Shelf {
    * `demoteDuplicates`); scores are reassigned in the new order, as {@link diversified} does.
    */
   /** The items the shopper owns (`config.duplicateActions`, in the catalog), for the event history and catalog size they were listed from. */
-  private ownedMemo?: { key: readonly unknown[]; owned: string[]; centred?: { cache: object | undefined; vecs: Centred[]; frame: PairFrame<Centred> } };
+  private ownedMemo?: {
+    key: readonly unknown[];
+    owned: string[];
+    /** The owned items' centred vectors, their columns, and each card's near-duplicates among them (by the card's centred vector). */
+    centred?: { cache: object | undefined; vecs: Centred[]; frame: PairFrame<Centred>; hits: WeakMap<Centred, string[]> };
+  };
 
   private async withoutDuplicates(out: Recommendation[]): Promise<Recommendation[]> {
     const ownedKey = [...this.eventsKey(), this.items.size];
@@ -794,16 +811,21 @@ export class Shelf {
     let known = ownedState.centred;
     if (known?.cache !== centredState) {
       const vecs = (await this.items.contentVectorsOf(owned)).map((e) => centred(e.vector));
-      known = ownedState.centred = { cache: centredState, vecs, frame: duplicate.frame(vecs) };
+      known = ownedState.centred = { cache: centredState, vecs, frame: duplicate.frame(vecs), hits: new WeakMap() };
     }
     const ownedVecs = known.vecs;
     const candVecs = (await this.items.contentVectorsOf(reach.map((r) => r.id))).map((e) => centred(e.vector));
     // why cached across calls: whether two catalog items are near-duplicates does not change until the catalog does
     const frame = known.frame;
+    const kept = known.hits;
     const dupes = candVecs.map((c) => {
-      const row = frame.row(c);
-      const hits: string[] = [];
-      for (let k = 0; k < ownedVecs.length; k++) if (row.at(k) === 1) hits.push(owned[k]);
+      let hits = kept.get(c);
+      if (!hits) {
+        const row = frame.row(c);
+        hits = [];
+        for (let k = 0; k < ownedVecs.length; k++) if (row.at(k) === 1) hits.push(owned[k]);
+        kept.set(c, hits);
+      }
       return hits;
     });
     const order = demoteDuplicates(dupes, this.config.duplicateKeep, depth);
@@ -843,24 +865,102 @@ export class Shelf {
     });
   }
 
+  /** {@link linkedState}'s last answer and what it was made from. */
+  private linkedKept?: {
+    dots: DotCache;
+    /** `items.version` when made: while unchanged, every vector of `seen` is still the item's. */
+    version: number;
+    /** Per memory (state order): its id, its linked items as read then and each one's vector then (undefined: not in the catalog). */
+    seen: { id: string; items: string[]; vectors: (Float32Array | undefined)[] }[];
+    vectorOf: Map<string, Float32Array>;
+    linked: LinkedItems;
+  };
+
   /**
-   * The memories' linked items (those still in the catalog, first appearance order) → their
-   * item-space vectors: the ones already computed read synchronously, the rest in one batch.
+   * True when memory `m`'s linked items and their vectors are still those of `seen` (`vectors`:
+   * the item vectors may have changed since, so each one is compared).
    */
-  private async linkedVectors(): Promise<Map<string, Float32Array>> {
-    const out = new Map<string, Float32Array>();
+  private sameLinks(m: AtomicMemory, seen: { id: string; items: string[]; vectors: (Float32Array | undefined)[] }, vectors: boolean): boolean {
+    const items = m.items;
+    if (m.id !== seen.id || items.length !== seen.items.length) return false;
+    for (let k = 0; k < items.length; k++) {
+      const id = items[k];
+      if (id !== seen.items[k]) return false;
+      if (!vectors) continue;
+      const v = seen.vectors[k];
+      // why both: an item's vector is a new object after an edit or a new item space; a missing item may be added later
+      if (v === undefined ? this.items.has(id) : this.items.cached(id)?.vector !== v) return false;
+    }
+    return true;
+  }
+
+  /**
+   * The memories' linked items (those in the catalog) → their item-space vectors (first
+   * appearance order; the ones not computed yet in one batch), and the same resolved for
+   * naming (`core/rank.ts` {@link LinkedItems}), kept across calls while every memory's linked
+   * items and their vectors are unchanged; after a change, the named items of the memories whose
+   * linked items did not change are kept.
+   */
+  private async linkedState(): Promise<{ vectorOf: Map<string, Float32Array>; linked: LinkedItems }> {
+    const memories = this.life.state.memories;
+    const dots = this.itemDots().items;
+    const kept = this.linkedKept?.dots === dots ? this.linkedKept : undefined;
+    const vectors = kept?.version !== this.items.version;
+    if (kept && kept.seen.length === memories.length && memories.every((m, i) => this.sameLinks(m, kept.seen[i], vectors))) {
+      kept.version = this.items.version;
+      return kept;
+    }
+    const version = this.items.version;
+    const vectorOf = new Map<string, Float32Array>();
     const missing: string[] = [];
-    for (const m of this.life.state.memories) {
+    for (const m of memories) {
       for (const id of m.items) {
-        if (out.has(id) || !this.items.has(id)) continue;
+        if (vectorOf.has(id) || !this.items.has(id)) continue;
         const e = this.items.cached(id);
         // a placeholder keeps the first-appearance order; filled below
-        out.set(id, e ? e.vector : EMPTY);
+        vectorOf.set(id, e ? e.vector : EMPTY);
         if (!e) missing.push(id);
       }
     }
-    if (missing.length) (await this.items.vectorsOf(missing)).forEach((e, i) => out.set(missing[i], e.vector));
-    return out;
+    if (missing.length) (await this.items.vectorsOf(missing)).forEach((e, i) => vectorOf.set(missing[i], e.vector));
+    const seen = memories.map((m) => ({ id: m.id, items: [...m.items], vectors: m.items.map((id) => vectorOf.get(id)) }));
+    // the named items of a memory whose linked items and vectors are unchanged stay valid
+    const named = new Map<string, LinkedList['named']>();
+    if (kept) {
+      const before = new Map<string, (typeof seen)[number]>();
+      for (const x of kept.seen) if (!before.has(x.id)) before.set(x.id, x);
+      for (const m of memories) {
+        const b = before.get(m.id);
+        const list = kept.linked.byMemory.get(m.id);
+        if (b && list && !named.has(m.id) && this.sameLinks(m, b, true)) named.set(m.id, list.named);
+      }
+    }
+    this.linkedKept = { dots, version, seen, vectorOf, linked: linkedItems(memories, vectorOf, dots, named) };
+    return this.linkedKept;
+  }
+
+  /** {@link recentSignals}' last answer and what it was made from. */
+  private recentMemo?: { key: readonly unknown[]; recent: RecentSignal[] };
+
+  /**
+   * The last `config.recentEvents` events' items with their item-space vectors and weights
+   * (action weight × 0.9 per later event), kept until the event history, the catalog or the item space changes.
+   */
+  private async recentSignals(): Promise<RecentSignal[]> {
+    const n = this.config.recentEvents;
+    const key = [...this.eventsKey(), n, this.items.version, this.items.embedderId];
+    if (this.recentMemo && sameKey(this.recentMemo.key, key)) return this.recentMemo.recent;
+    // why: a delisted product may still be in the history; it just stops counting as recent.
+    const recentEvents = n > 0 ? this.life.state.events.slice(-n).filter((e) => this.items.has(e.item)) : [];
+    const recentVecs = await this.items.vectorsOf(recentEvents.map((e) => e.item));
+    const recent: RecentSignal[] = recentEvents.map((e, i) => ({
+      item: e.item,
+      vector: recentVecs[i].vector,
+      weight: actionWeight(e.action) * 0.9 ** (recentEvents.length - 1 - i),
+      action: e.action,
+    }));
+    this.recentMemo = { key, recent };
+    return recent;
   }
 
   /** {@link actionLookup}'s last answer and the event history it was made from. */

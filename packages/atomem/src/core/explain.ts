@@ -98,9 +98,10 @@ export function whyKey(w: Why): string {
 /**
  * The card's reasons as data, strongest first (at most `max`, each shown once). A card with a
  * negative score gets none but `low-score`; a card nothing supports gets `no-support`.
- * `actionOf` says what the shopper did with a named item.
+ * `actionOf` says what the shopper did with a named item; `keyOf`, when given, receives each
+ * returned reason's {@link whyKey}.
  */
-export function explain(item: RankedItem, titleOf: TitleOf, max = 3, actionOf?: ActionOf): Why[] {
+export function explain(item: RankedItem, titleOf: TitleOf, max = 3, actionOf?: ActionOf, keyOf?: Map<Why, string>): Why[] {
   if (item.score < 0) return [{ kind: 'low-score' }];
   const out: Why[] = [];
   const keys = new Set<string>();
@@ -111,7 +112,7 @@ export function explain(item: RankedItem, titleOf: TitleOf, max = 3, actionOf?: 
     if (r.contribution <= 0 && !(r.kind === 'prior' && r.prior === 'variety') && !(r.kind === 'intent' && r.matched === false)) continue;
     const w = whyOf(r, titleOf, actionOf);
     const k = whyKey(w);
-    if (!keys.has(k)) keys.add(k), out.push(w);
+    if (!keys.has(k)) keys.add(k), out.push(w), keyOf?.set(w, k);
   }
   if (out.length === 0) out.push({ kind: 'no-support' });
   return out;
@@ -130,20 +131,33 @@ const BASIS: Record<string, ShopBasis> = {
   trend: 'trending',
 };
 
+/** An item a reason names, as data. */
+function named(id: string, titleOf: TitleOf): WhyItem[] {
+  return [{ id, title: titleOf(id) ?? id }];
+}
+
+/** What the shopper did with `id` (`given`, else `actionOf`), as a field to spread. */
+function acted(id: string, given: Action | undefined, actionOf: ActionOf | undefined): { action?: Action } {
+  const a = given ?? actionOf?.(id);
+  return a ? { action: a } : {};
+}
+
 /** One ranking reason as data (see {@link Why}). */
 export function whyOf(r: Reason, titleOf: TitleOf, actionOf?: ActionOf): Why {
-  const item = (id: string): WhyItem[] => [{ id, title: titleOf(id) ?? id }];
-  const act = (id: string, given?: Action) => {
-    const a = given ?? actionOf?.(id);
-    return a ? { action: a } : {};
-  };
   switch (r.kind) {
     case 'memory':
       return r.item === undefined
         ? { kind: 'memory', memoryId: r.memoryId, interest: r.content, similarity: r.similarity }
-        : { kind: 'memory', memoryId: r.memoryId, interest: r.content, items: item(r.item), ...act(r.item), similarity: r.similarity };
+        : {
+            kind: 'memory',
+            memoryId: r.memoryId,
+            interest: r.content,
+            items: named(r.item, titleOf),
+            ...acted(r.item, undefined, actionOf),
+            similarity: r.similarity,
+          };
     case 'recent':
-      return { kind: 'recent', items: item(r.item), ...act(r.item, r.action) };
+      return { kind: 'recent', items: named(r.item, titleOf), ...acted(r.item, r.action, actionOf) };
     case 'community':
       return { kind: 'community', communityId: r.communityId, summary: r.summary, size: r.size };
     case 'popular':
@@ -151,7 +165,7 @@ export function whyOf(r: Reason, titleOf: TitleOf, actionOf?: ActionOf): Why {
     case 'shop': {
       const basis = BASIS[r.signal] ?? 'similar-history';
       if (r.item === undefined || basis === 'popular' || basis === 'trending') return { kind: 'shop', basis };
-      return { kind: 'shop', basis, items: item(r.item), ...act(r.item) };
+      return { kind: 'shop', basis, items: named(r.item, titleOf), ...acted(r.item, undefined, actionOf) };
     }
     case 'prior':
       return r.prior === 'community-popularity' ? { kind: 'prior', prior: r.prior, share: r.share ?? 0 } : { kind: 'prior', prior: r.prior };
@@ -164,8 +178,8 @@ export function whyOf(r: Reason, titleOf: TitleOf, actionOf?: ActionOf): Why {
           matched: true,
           memoryId: r.memoryId,
           ...(r.content !== undefined ? { interest: r.content } : {}),
-          items: item(r.item),
-          ...act(r.item, r.action),
+          items: named(r.item, titleOf),
+          ...acted(r.item, r.action, actionOf),
         };
       if (r.memoryId && r.content) return { kind: 'intent', intent: r.intent, matched: true, memoryId: r.memoryId, interest: r.content };
       return { kind: 'intent', intent: r.intent, matched: true };

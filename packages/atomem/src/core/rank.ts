@@ -7,7 +7,7 @@ import type { AtomemConfig, RankWeights } from './config.js';
 import type { Action, AtomicMemory } from './types.js';
 import { decay } from './memory.js';
 import { retrieve, type CommunityContext } from './retrieve.js';
-import { dot, type DotCache, type PairFrame } from './vector.js';
+import { dot, rowDots, type DotCache, type FrameRow, type PairFrame } from './vector.js';
 
 /** A candidate with its embedding. */
 export interface Candidate {
@@ -97,6 +97,11 @@ export interface RankInput {
   extraSources?: Readonly<Record<string, ArrayLike<string | undefined>>>;
   /** Vectors of the memories' linked items (so a memory reason can name the item closest to the card). */
   itemVectors?: ReadonlyMap<string, Float32Array>;
+  /**
+   * The memories' linked items already resolved ({@link linkedItems} of `memories` and
+   * `itemVectors`, possibly kept across calls): used instead of resolving them again.
+   */
+  linked?: LinkedItems;
   /** Weights to combine with (default `cfg.weights`; the agent passes `cfg.shopWeights` when a shop model is loaded). */
   weights?: Readonly<Record<string, number>>;
   /** Reasons behind the `extra` signals, per candidate (same order); placed before the ranker's own (e.g. the stated intent's). */
@@ -169,6 +174,17 @@ function listWeights(input: RankInput, cfg: AtomemConfig): ListWeights {
   return { salience, profile, profileSum, recentSum, memoryKeys, recentKeys };
 }
 
+/** The memory's unit among `units` (made when missing). */
+function memoryUnit(units: Map<string, Unit>, m: AtomicMemory, key: string, similarity: number): Unit {
+  let u = units.get(key);
+  if (!u) {
+    const reason: Reason = { kind: 'memory', memoryId: m.id, content: m.content, similarity, contribution: 0 };
+    u = { key, reason, parts: {}, keep: false };
+    units.set(key, u);
+  }
+  return u;
+}
+
 /** A candidate's features and the units behind them. `index` = the candidate's position. */
 function unitsOf(
   input: RankInput,
@@ -181,15 +197,6 @@ function unitsOf(
 ): { f: Features; units: Unit[] } {
   const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
   const units = new Map<string, Unit>();
-  const memoryUnit = (m: AtomicMemory, key: string, similarity: number): Unit => {
-    let u = units.get(key);
-    if (!u) {
-      const reason: Reason = { kind: 'memory', memoryId: m.id, content: m.content, similarity, contribution: 0 };
-      u = { key, reason, parts: {}, keep: false };
-      units.set(key, u);
-    }
-    return u;
-  };
   // each memory's cosine to the card, summed once: retrieval and the profile signal read the same numbers
   const sims = new Float64Array(input.memories.length);
   const memRow = memoryFrame?.row(c.vector);
@@ -199,7 +206,7 @@ function unitsOf(
     const sal = lw.salience.get(o.memory) ?? o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
     const v = sal * o.similarity;
     f.memory += v;
-    const u = memoryUnit(o.memory, `m:${o.memory.id}`, o.similarity);
+    const u = memoryUnit(units, o.memory, `m:${o.memory.id}`, o.similarity);
     u.parts.memory = v;
     u.keep = true;
   }
@@ -211,7 +218,7 @@ function unitsOf(
         const t = lw.profile[i] * s;
         f.profile += t / wsum;
         // why: only memories pointing at this card (positive cosine) can be named for it.
-        if (s > 0 || units.has(lw.memoryKeys[i])) memoryUnit(input.memories[i], lw.memoryKeys[i], s).parts.profile = t / wsum;
+        if (s > 0 || units.has(lw.memoryKeys[i])) memoryUnit(units, input.memories[i], lw.memoryKeys[i], s).parts.profile = t / wsum;
       }
     }
   }
@@ -228,7 +235,9 @@ function unitsOf(
       if (!u) {
         u = {
           key,
-          reason: { kind: 'recent', item: e.item, similarity: s, contribution: 0, ...(e.action ? { action: e.action } : {}) },
+          reason: e.action
+            ? { kind: 'recent', item: e.item, similarity: s, contribution: 0, action: e.action }
+            : { kind: 'recent', item: e.item, similarity: s, contribution: 0 },
           parts: { recent: 0 },
           keep: false,
         };
@@ -298,23 +307,58 @@ export function features(input: RankInput, cfg: AtomemConfig, c: Candidate, inde
   return { f, reasons };
 }
 
+/** One memory's linked items as {@link nameLinkedItems} reads them. */
+export interface LinkedList {
+  /** The linked items that have a vector, in link order. */
+  ids: string[];
+  /** Each one's index into {@link LinkedItems.vectors}. */
+  at: Int32Array;
+  /**
+   * Each card's named items (closest first, at most {@link NEAR_KEPT}), by the card's vector, for
+   * as long as this list is kept: they depend only on the card and on these items and vectors.
+   */
+  named: WeakMap<Float32Array, { card: string; near: readonly string[] }>;
+  /** The items' vectors one after the other (made on first use; null: not all of one dimension). */
+  matrix?: { dim: number; rows: Float32Array } | null;
+}
+
+/** `list`'s {@link LinkedList.matrix}. */
+function matrixOf(list: LinkedList, vectors: readonly Float32Array[]): LinkedList['matrix'] {
+  if (list.matrix !== undefined) return list.matrix;
+  const dim = list.at.length ? vectors[list.at[0]].length : 0;
+  let ok = true;
+  for (const j of list.at) if (vectors[j].length !== dim) ok = false;
+  if (!ok) return (list.matrix = null);
+  const rows = new Float32Array(list.at.length * dim);
+  list.at.forEach((j, k) => rows.set(vectors[j], k * dim));
+  return (list.matrix = { dim, rows });
+}
+
 /**
- * The memories' linked items as {@link nameLinkedItems} reads them, resolved once per call:
- * per memory id (the first memory of a repeated id), its linked items that have a vector, in link
- * order, and each one's index into `vectors` (one entry per distinct item).
+ * The memories' linked items as {@link nameLinkedItems} reads them: per memory id (the first
+ * memory of a repeated id), its {@link LinkedList}, and the distinct items' vectors. A caller may
+ * keep one across calls while no memory's linked items and no item vector change (the shelf does).
  */
 export interface LinkedItems {
-  byMemory: Map<string, { ids: string[]; at: Int32Array }>;
+  byMemory: Map<string, LinkedList>;
   vectors: Float32Array[];
   /** The cards' dot products with `vectors`, kept across calls (when a {@link DotCache} was given). */
   frame?: PairFrame<Float32Array>;
 }
 
-/** {@link LinkedItems} of `memories` with `itemVectors` (by item id). */
-export function linkedItems(memories: readonly AtomicMemory[], itemVectors: ReadonlyMap<string, Float32Array>, dots?: DotCache): LinkedItems {
+/**
+ * {@link LinkedItems} of `memories` with `itemVectors` (by item id). `named`: earlier named items
+ * to keep, per memory id — only for a memory whose linked items and their vectors are unchanged.
+ */
+export function linkedItems(
+  memories: readonly AtomicMemory[],
+  itemVectors: ReadonlyMap<string, Float32Array>,
+  dots?: DotCache,
+  named?: ReadonlyMap<string, LinkedList['named']>,
+): LinkedItems {
   const index = new Map<string, number>();
   const vectors: Float32Array[] = [];
-  const byMemory = new Map<string, { ids: string[]; at: Int32Array }>();
+  const byMemory = new Map<string, LinkedList>();
   for (const m of memories) {
     if (byMemory.has(m.id)) continue;
     const ids: string[] = [];
@@ -331,7 +375,7 @@ export function linkedItems(memories: readonly AtomicMemory[], itemVectors: Read
       ids.push(id);
       at.push(k);
     }
-    byMemory.set(m.id, { ids, at: Int32Array.from(at) });
+    byMemory.set(m.id, { ids, at: Int32Array.from(at), named: named?.get(m.id) ?? new WeakMap() });
   }
   return { byMemory, vectors, ...(dots ? { frame: dots.frame(vectors) } : {}) };
 }
@@ -339,43 +383,59 @@ export function linkedItems(memories: readonly AtomicMemory[], itemVectors: Read
 /**
  * Name, on each memory reason of a card (in place), the memory's linked item closest to the card
  * (`item`, not the card itself) and the next closest (`alternatives`, up to 3), ties in link
- * order; what {@link rank} does unless `deferItems`. `linked`: see {@link linkedItems}.
+ * order; what {@link rank} does unless `deferItems`. `linked`: see {@link linkedItems}; a card
+ * named before for a kept list reads its names back.
  */
 export function nameLinkedItems(reasons: readonly Reason[], c: Candidate, linked: LinkedItems): void {
   // why per card: memories share linked items, and each linked item's cosine to this card is needed once
   let sims: Float64Array | undefined;
-  let row: { at(j: number): number } | undefined;
+  let row: FrameRow<Float32Array> | undefined;
   for (const r of reasons) {
     if (r.kind !== 'memory') continue;
     const mine = linked.byMemory.get(r.memoryId);
     if (!mine) continue;
-    // the 4 closest linked items, best first, ties in link order (as a stable sort would give)
-    const near: { id: string; s: number }[] = [];
-    for (let k = 0; k < mine.ids.length; k++) {
-      const id = mine.ids[k];
-      if (id === c.id) continue;
-      const j = mine.at[k];
-      let s: number;
+    const kept = mine.named.get(c.vector);
+    let names: readonly string[];
+    if (kept && kept.card === c.id) names = kept.near;
+    else {
+      // the memory's items' dot products with the card: the kept ones read back; when one is missing, every row of
+      // the memory's matrix summed at once (each in index order: the bits of dot), and kept
+      const count = mine.ids.length;
+      const vals = new Float64Array(count);
+      let missing = false;
       if (linked.frame) {
-        // the kept dot products (read back, not summed again)
         row ??= linked.frame.row(c.vector);
-        s = row.at(j);
+        for (let k = 0; k < count; k++) if (Number.isNaN((vals[k] = row.peek(mine.at[k])))) missing = true;
       } else {
         sims ??= new Float64Array(linked.vectors.length).fill(Number.NaN);
-        s = sims[j];
-        if (Number.isNaN(s)) {
-          s = dot(linked.vectors[j], c.vector);
-          sims[j] = s;
+        for (let k = 0; k < count; k++) if (Number.isNaN((vals[k] = sims[mine.at[k]]))) missing = true;
+      }
+      if (missing) {
+        const matrix = matrixOf(mine, linked.vectors);
+        if (matrix && matrix.dim === c.vector.length) rowDots(matrix.rows, count, matrix.dim, c.vector, vals);
+        else for (let k = 0; k < count; k++) vals[k] = dot(linked.vectors[mine.at[k]], c.vector);
+        for (let k = 0; k < count; k++) {
+          if (row) row.put(mine.at[k], vals[k]);
+          else sims![mine.at[k]] = vals[k];
         }
       }
-      if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
-      let at = near.length;
-      while (at > 0 && s > near[at - 1].s) at--;
-      near.splice(at, 0, { id, s });
-      if (near.length > NEAR_KEPT) near.length = NEAR_KEPT;
+      // the 4 closest linked items, best first, ties in link order (as a stable sort would give)
+      const near: { id: string; s: number }[] = [];
+      for (let k = 0; k < count; k++) {
+        const id = mine.ids[k];
+        if (id === c.id) continue;
+        const s = vals[k];
+        if (near.length === NEAR_KEPT && !(s > near[NEAR_KEPT - 1].s)) continue;
+        let at = near.length;
+        while (at > 0 && s > near[at - 1].s) at--;
+        near.splice(at, 0, { id, s });
+        if (near.length > NEAR_KEPT) near.length = NEAR_KEPT;
+      }
+      names = near.map((x) => x.id);
+      mine.named.set(c.vector, { card: c.id, near: names });
     }
-    if (near.length) r.item = near[0].id;
-    if (near.length > 1) r.alternatives = near.slice(1).map((x) => x.id);
+    if (names.length) r.item = names[0];
+    if (names.length > 1) r.alternatives = names.slice(1);
   }
 }
 
@@ -398,33 +458,220 @@ export function rank(input: RankInput, cfg: AtomemConfig): RankedItem[] {
   checkDims(input);
   const lw = listWeights(input, cfg);
   const frames = framesOf(input);
-  const per = input.candidates.map((c, i) => unitsOf(input, cfg, c, i, lw, frames.recent, frames.memory));
-  const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
-  const { scores, scale } = combineDetailed(
-    per.map((p) => p.f),
-    weights,
-  );
-  // list mean of each unit's part of each signal (a unit absent from a card counts 0 there)
-  const n = per.length;
-  const mean = new Map<string, Record<string, number>>();
-  for (const p of per) {
-    for (const u of p.units) {
-      let m = mean.get(u.key);
-      if (!m) {
-        m = {};
-        mean.set(u.key, m);
-      }
-      for (const k in u.parts) m[k] = (m[k] ?? 0) + u.parts[k] / n;
-    }
+  const n = input.candidates.length;
+  const memories = input.memories;
+  // one pass as unitsOf's (the same sums in the same order), keeping per card only what its reasons read:
+  // memory units (one slot per distinct memory key, in the order unitsOf makes them) and the recent items' parts
+  const memSlot = new Map<string, number>();
+  const slotOfMemory = lw.memoryKeys.map((k) => {
+    let x = memSlot.get(k);
+    if (x === undefined) memSlot.set(k, (x = memSlot.size));
+    return x;
+  });
+  const ms = memSlot.size;
+  const memIndex = new Map<AtomicMemory, number>();
+  memories.forEach((m, i) => {
+    if (!memIndex.has(m)) memIndex.set(m, i);
+  });
+  const recent = input.recent ?? [];
+  const recSlot = new Map<string, number>();
+  const slotOfRecent = lw.recentKeys.map((k) => {
+    let x = recSlot.get(k);
+    if (x === undefined) recSlot.set(k, (x = recSlot.size));
+    return x;
+  });
+  const rs = recSlot.size;
+  // a recent unit's item, its first event (whose cosine it shows) and its strongest action, as unitsOf updates it
+  const recentFirst = new Int32Array(rs).fill(-1);
+  const recentAction: (Action | undefined)[] = new Array(rs);
+  for (let j = 0; j < recent.length; j++) {
+    const slot = slotOfRecent[j];
+    const a = recent[j].action;
+    if (recentFirst[slot] < 0) (recentFirst[slot] = j), (recentAction[slot] = a);
+    else if (a && strongerAction(a, recentAction[slot])) recentAction[slot] = a;
   }
+  const extras = Object.entries(input.extra ?? {});
+  const sourced = extras.filter(([name]) => input.extraSources && Object.hasOwn(input.extraSources, name));
+  const shares = input.communities?.itemShares;
+  // list means, summed in card order as rank's units are (a unit absent from a card adds nothing)
+  const meanMemory = new Float64Array(ms);
+  const meanProfile = new Float64Array(ms);
+  const hasMemory = new Uint8Array(ms);
+  const hasProfile = new Uint8Array(ms);
+  const meanRecent = new Float64Array(rs);
+  const community = new Map<string, PartMeans>();
+  let meanPop = 0;
+  const meanExtra = new Float64Array(sourced.length);
+  // per card: its memory units (slot, the memory that made it, its similarity, parts; undefined = no such part, in unit order),
+  // its recent parts and similarities per slot, its community units
+  const features: Features[] = new Array(n);
+  const cardUnits: { order: number[]; maker: number[]; sim: number[]; memory: (number | undefined)[]; profile: (number | undefined)[]; keep: boolean[] }[] =
+    new Array(n);
+  const cardRecent = new Float64Array(n * rs);
+  const cardRecentSim = new Float64Array(n * rs);
+  const cardCommunities: Unit[][] = new Array(n);
+  const cardPop = new Float64Array(n);
+  const unitAt = new Int32Array(ms);
+  const stamp = new Int32Array(ms).fill(-1);
+  type CardUnits = (typeof cardUnits)[number];
+  let u: CardUnits = { order: [], maker: [], sim: [], memory: [], profile: [], keep: [] };
+  let ci = 0;
+  // the card's unit of a memory slot (made when missing, as memoryUnit does)
+  const unitOf = (slot: number, maker: number, similarity: number): number => {
+    if (stamp[slot] === ci) return unitAt[slot];
+    stamp[slot] = ci;
+    unitAt[slot] = u.order.length;
+    u.order.push(slot);
+    u.maker.push(maker);
+    u.sim.push(similarity);
+    u.memory.push(undefined);
+    u.profile.push(undefined);
+    u.keep.push(false);
+    return u.order.length - 1;
+  };
+  for (ci = 0; ci < n; ci++) {
+    const c = input.candidates[ci];
+    const f: Features = { memory: 0, profile: 0, recent: 0, prototype: 0, communityItems: 0, popularity: 0 };
+    const sims = new Float64Array(memories.length);
+    const memRow = frames.memory?.row(c.vector);
+    for (let i = 0; i < sims.length; i++) sims[i] = memRow ? memRow.at(i) : dot(memories[i].embedding.vector, c.vector);
+    const r = retrieve(memories, c.vector, cfg, input.communities, sims);
+    u = { order: [], maker: [], sim: [], memory: [], profile: [], keep: [] };
+    for (const o of r.own) {
+      const sal = lw.salience.get(o.memory) ?? o.memory.strength * decay(cfg, o.memory.updatedAt, input.now);
+      const v = sal * o.similarity;
+      f.memory += v;
+      const at = memIndex.get(o.memory)!;
+      const k = unitOf(slotOfMemory[at], at, o.similarity);
+      u.memory[k] = v;
+      u.keep[k] = true;
+    }
+    if (memories.length) {
+      const wsum = lw.profileSum;
+      if (wsum > 0) {
+        for (let i = 0; i < sims.length; i++) {
+          const s = sims[i];
+          const t = lw.profile[i] * s;
+          f.profile += t / wsum;
+          // why: only memories pointing at this card (positive cosine) can be named for it.
+          const slot = slotOfMemory[i];
+          if (s > 0 || stamp[slot] === ci) u.profile[unitOf(slot, i, s)] = t / wsum;
+        }
+      }
+    }
+    for (let k = 0; k < u.order.length; k++) {
+      const pm = u.memory[k];
+      const pp = u.profile[k];
+      if (pm !== undefined) (meanMemory[u.order[k]] += pm / n), (hasMemory[u.order[k]] = 1);
+      if (pp !== undefined) (meanProfile[u.order[k]] += pp / n), (hasProfile[u.order[k]] = 1);
+    }
+    cardUnits[ci] = u;
+    if (recent.length) {
+      const wsum = lw.recentSum;
+      const row = frames.recent?.row(c.vector);
+      const base = ci * rs;
+      for (let j = 0; j < recent.length; j++) {
+        const s = row ? row.at(j) : dot(recent[j].vector, c.vector);
+        const part = wsum > 0 ? (recent[j].weight * s) / wsum : 0;
+        f.recent += part;
+        const slot = slotOfRecent[j];
+        if (recentFirst[slot] === j) cardRecentSim[base + slot] = s;
+        cardRecent[base + slot] += part;
+      }
+      for (let slot = 0; slot < rs; slot++) meanRecent[slot] += cardRecent[base + slot] / n;
+    }
+    const own: Unit[] = [];
+    const byKey = new Map<string, number>();
+    let protoBest: Unit | undefined;
+    for (const { community: k } of r.communities) {
+      const v = k.view;
+      const p = dot(v.prototype, c.vector);
+      const share = v.items && k.itemTotal > 0 ? (v.items[c.id] ?? 0) / k.itemTotal : 0;
+      f.communityItems += share;
+      const key = `c:${v.id}`;
+      const unit: Unit = {
+        key,
+        reason: { kind: 'community', communityId: v.id, summary: k.summary, size: v.size, contribution: 0 },
+        parts: { communityItems: share },
+        keep: true,
+      };
+      // a repeated community replaces its unit in place (as a Map.set would)
+      const at = byKey.get(key);
+      if (at === undefined) byKey.set(key, own.push(unit) - 1);
+      else own[at] = unit;
+      if (p > f.prototype || !protoBest) {
+        f.prototype = Math.max(f.prototype, p);
+        if (p >= f.prototype) protoBest = unit;
+      }
+    }
+    if (protoBest) protoBest.parts.prototype = f.prototype;
+    for (const unit of own) {
+      let m = community.get(unit.key);
+      if (!m) community.set(unit.key, (m = {}));
+      for (const key in unit.parts) m[key] = (m[key] ?? 0) + unit.parts[key] / n;
+    }
+    cardCommunities[ci] = own;
+    if (shares) {
+      f.popularity = shares.get(c.id) ?? 0;
+      if (f.popularity > 0) meanPop += f.popularity / n;
+      cardPop[ci] = f.popularity;
+    }
+    for (const [name, values] of extras) f[name] = values[ci];
+    for (let x = 0; x < sourced.length; x++) meanExtra[x] += sourced[x][1][ci] / n;
+    features[ci] = f;
+  }
+  const weights = (input.weights ?? cfg.weights) as Readonly<Record<string, number>>;
+  const { scores, scale } = combineDetailed(features, weights);
   const itemVectors = input.itemVectors;
   let linked: LinkedItems | undefined;
-  const out = per.map((p, i) => {
-    const reasons = reasonsOf(p.units, mean, scale);
-    const c = input.candidates[i];
-    if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, (linked ??= linkedItems(input.memories, itemVectors, input.dots)));
-    const given = input.extraReasons?.[i];
-    return { id: c.id, score: scores[i], features: p.f, reasons: given?.length ? [...given, ...reasons] : reasons };
+  const out = input.candidates.map((c, ci): RankedItem => {
+    // the card's units in unitsOf's order (memories, recent items, communities, popularity, shop signals), each reason's contribution as reasonsOf sums it
+    const reasons: Reason[] = [];
+    const u = cardUnits[ci];
+    for (let k = 0; k < u.order.length; k++) {
+      const slot = u.order[k];
+      let contribution = 0;
+      const pm = u.memory[k];
+      const pp = u.profile[k];
+      if (pm !== undefined) contribution += (scale.memory ?? 0) * (pm - (hasMemory[slot] ? meanMemory[slot] : 0));
+      if (pp !== undefined) contribution += (scale.profile ?? 0) * (pp - (hasProfile[slot] ? meanProfile[slot] : 0));
+      if (!u.keep[k] && !(contribution > 1e-9)) continue;
+      const m = memories[u.maker[k]];
+      reasons.push({ kind: 'memory', memoryId: m.id, content: m.content, similarity: u.sim[k], contribution });
+    }
+    const base = ci * rs;
+    for (let slot = 0; slot < rs; slot++) {
+      const contribution = 0 + (scale.recent ?? 0) * (cardRecent[base + slot] - meanRecent[slot]);
+      if (!(contribution > 1e-9)) continue;
+      const e = recent[recentFirst[slot]];
+      const action = recentAction[slot];
+      const similarity = cardRecentSim[base + slot];
+      reasons.push(action ? { kind: 'recent', item: e.item, similarity, contribution, action } : { kind: 'recent', item: e.item, similarity, contribution });
+    }
+    for (const unit of cardCommunities[ci]) {
+      const m = community.get(unit.key)!;
+      let contribution = 0;
+      for (const key in unit.parts) contribution += (scale[key] ?? 0) * (unit.parts[key] - (m[key] ?? 0));
+      reasons.push({ ...unit.reason, contribution } as Reason);
+    }
+    const pop = cardPop[ci];
+    if (shares && pop > 0) {
+      const contribution = 0 + (scale.popularity ?? 0) * (pop - meanPop);
+      if (contribution > 1e-9) reasons.push({ kind: 'popular', share: pop, contribution });
+    }
+    for (let x = 0; x < sourced.length; x++) {
+      const [name, values] = sourced[x];
+      const contribution = 0 + (scale[name] ?? 0) * (values[ci] - meanExtra[x]);
+      if (!(contribution > 1e-9)) continue;
+      const item = input.extraSources![name]?.[ci];
+      reasons.push(item !== undefined ? { kind: 'shop', signal: name, contribution, item } : { kind: 'shop', signal: name, contribution });
+    }
+    reasons.sort((a, b) => Math.abs(b.contribution) - Math.abs(a.contribution));
+    reasons.length = Math.min(reasons.length, MAX_REASONS);
+    reasons.sort((a, b) => b.contribution - a.contribution);
+    if (itemVectors && !input.deferItems) nameLinkedItems(reasons, c, (linked ??= input.linked ?? linkedItems(input.memories, itemVectors, input.dots)));
+    const given = input.extraReasons?.[ci];
+    return { id: c.id, score: scores[ci], features: features[ci], reasons: given?.length ? [...given, ...reasons] : reasons };
   });
   return byScore(out);
 }

@@ -24,6 +24,43 @@ export function sumProducts(a: ArrayLike<number>, b: ArrayLike<number>, from: nu
   return s;
 }
 
+/**
+ * `out[r]` = the dot product of row `r` of `m` (`rows` rows of `dim` numbers, one after the
+ * other) with `v`: 4 rows at a time (independent sums run side by side), each summed in index
+ * order — the same bits as {@link dot} of that row and `v`.
+ */
+export function rowDots(m: Float32Array, rows: number, dim: number, v: ArrayLike<number>, out: Float64Array): void {
+  if (v.length !== dim || m.length < rows * dim || out.length < rows) throw new RangeError(`rowDots: ${rows} rows of ${dim} against a vector of ${v.length}`);
+  let r = 0;
+  for (; r + 3 < rows; r += 4) {
+    let s0 = 0;
+    let s1 = 0;
+    let s2 = 0;
+    let s3 = 0;
+    const o0 = r * dim;
+    const o1 = o0 + dim;
+    const o2 = o1 + dim;
+    const o3 = o2 + dim;
+    for (let d = 0; d < dim; d++) {
+      const x = v[d];
+      s0 += m[o0 + d] * x;
+      s1 += m[o1 + d] * x;
+      s2 += m[o2 + d] * x;
+      s3 += m[o3 + d] * x;
+    }
+    out[r] = s0;
+    out[r + 1] = s1;
+    out[r + 2] = s2;
+    out[r + 3] = s3;
+  }
+  for (; r < rows; r++) {
+    let s = 0;
+    const o = r * dim;
+    for (let d = 0; d < dim; d++) s += m[o + d] * v[d];
+    out[r] = s;
+  }
+}
+
 /** Euclidean norm. */
 export function norm(a: ArrayLike<number>): number {
   let s = 0;
@@ -84,8 +121,11 @@ const ROW_START = 64;
  */
 export class PairCache<K extends object> {
   private readonly columns = new Map<K, number>();
-  /** Card → its numbers by column (NaN: not computed yet), least recently used first. */
+  /** Card → its numbers by column (NaN: not computed yet). */
   private readonly rows = new Map<K, Float64Array>();
+  /** Card → when its row was last used (a tick of {@link clock}): the least recently used rows leave first. */
+  private readonly used = new Map<K, number>();
+  private clock = 0;
   private cells = 0;
   /** Bumped by {@link clear}: a row handle of an earlier generation reads its row again. */
   private generation = 0;
@@ -107,40 +147,32 @@ export class PairCache<K extends object> {
   clear(): void {
     this.columns.clear();
     this.rows.clear();
+    this.used.clear();
     this.cells = 0;
     this.generation++;
   }
 
   /** The numbers of `card` with others: `get(other)` equals `pair(card, other)`. */
-  row(card: K): { get(other: K): number } {
-    let r = this.rows.get(card);
-    if (r) {
-      // most recently used last
-      this.rows.delete(card);
-      this.rows.set(card, r);
+  row(card: K): PairRow<K> {
+    const r = this.rows.get(card);
+    if (r) this.used.set(card, ++this.clock);
+    return new PairRow(this, card, r);
+  }
+
+  /** {@link PairRow.get}: the column of `other` (added when new; the cache starts over first when full). */
+  columnOf(other: K): number {
+    let c = this.columns.get(other);
+    if (c === undefined) {
+      if (this.columns.size >= this.maxColumns) this.clear();
+      c = this.columns.size;
+      this.columns.set(other, c);
     }
-    let gen = this.generation;
-    return {
-      get: (other: K): number => {
-        let c = this.columns.get(other);
-        if (c === undefined) {
-          if (this.columns.size >= this.maxColumns) this.clear();
-          c = this.columns.size;
-          this.columns.set(other, c);
-        }
-        if (gen !== this.generation) {
-          r = this.rows.get(card);
-          gen = this.generation;
-        }
-        if (!r || r.length <= c) r = this.grow(card, r, c);
-        let s = r[c];
-        if (Number.isNaN(s)) {
-          s = this.pair(card, other);
-          r[c] = s;
-        }
-        return s;
-      },
-    };
+    return c;
+  }
+
+  /** `card`'s row as held now (undefined: none). */
+  heldRow(card: K): Float64Array | undefined {
+    return this.rows.get(card);
   }
 
   /**
@@ -177,14 +209,12 @@ export class PairCache<K extends object> {
 
   /** `card`'s row with room for `column`, entered most recently used. */
   rowFor(card: K, column: number): Float64Array {
-    let r = this.rows.get(card);
+    const r = this.rows.get(card);
     if (r && r.length > column) {
-      this.rows.delete(card);
-      this.rows.set(card, r);
+      this.used.set(card, ++this.clock);
       return r;
     }
-    r = this.grow(card, r, column);
-    return r;
+    return this.grow(card, r, column);
   }
 
   /** Compute one pair (no caching). */
@@ -192,7 +222,11 @@ export class PairCache<K extends object> {
     return this.pair(card, other);
   }
 
-  /** A row for `card` with room for `column` (the old one's numbers kept), entered most recent; older rows dropped beyond `maxCells`. */
+  /**
+   * A row for `card` with room for `column` (the old one's numbers kept), entered most recent;
+   * beyond `maxCells`, the least recently used rows are dropped down to 3/4 of it (so that
+   * dropping, which sorts the rows by use, is rare).
+   */
   private grow(card: K, old: Float64Array | undefined, column: number): Float64Array {
     let len = old?.length || ROW_START;
     while (len <= column) len *= 2;
@@ -200,15 +234,86 @@ export class PairCache<K extends object> {
     if (old) r.set(old);
     const held = this.rows.get(card);
     if (held) this.cells -= held.length;
-    this.rows.delete(card);
     this.rows.set(card, r);
+    this.used.set(card, ++this.clock);
     this.cells += len;
-    for (const [v, x] of this.rows) {
-      if (this.cells <= this.maxCells || v === card) break;
-      this.rows.delete(v);
-      this.cells -= x.length;
+    if (this.cells > this.maxCells) {
+      const byUse = [...this.used].sort((a, b) => a[1] - b[1]);
+      for (const [v] of byUse) {
+        if (this.cells <= (this.maxCells * 3) / 4) break;
+        if (v === card) continue;
+        this.cells -= this.rows.get(v)!.length;
+        this.rows.delete(v);
+        this.used.delete(v);
+      }
     }
     return r;
+  }
+}
+
+/** One card's numbers in a {@link PairCache} (see {@link PairCache.row}). */
+export class PairRow<K extends object> {
+  private gen: number;
+
+  constructor(
+    private readonly cache: PairCache<K>,
+    private readonly card: K,
+    private r: Float64Array | undefined,
+  ) {
+    this.gen = cache.epoch;
+  }
+
+  /** `pair(card, other)`, computed once. */
+  get(other: K): number {
+    const cache = this.cache;
+    const c = cache.columnOf(other);
+    if (this.gen !== cache.epoch) {
+      // the cache started over: read the card's row again
+      this.r = cache.heldRow(this.card);
+      this.gen = cache.epoch;
+    }
+    let r = this.r;
+    if (!r || r.length <= c) r = this.r = cache.rowFor(this.card, c);
+    let s = r[c];
+    if (Number.isNaN(s)) {
+      s = cache.compute(this.card, other);
+      r[c] = s;
+    }
+    return s;
+  }
+}
+
+/** One card's numbers with a {@link PairFrame}'s others: `at(j)` = pair(card, others[j]). */
+export class FrameRow<K extends object> {
+  constructor(
+    private readonly cache: PairCache<K>,
+    private readonly card: K,
+    private readonly others: readonly K[],
+    private readonly cols: Int32Array | undefined,
+    private readonly r: Float64Array | undefined,
+  ) {}
+
+  /** The kept number of `others[j]`, or NaN when it is not computed yet (or not kept). */
+  peek(j: number): number {
+    return this.cols && this.r ? this.r[this.cols[j]] : Number.NaN;
+  }
+
+  /** Keep `s` as the number of `others[j]` (it must be `pair(card, others[j])`). */
+  put(j: number, s: number): void {
+    if (this.cols && this.r) this.r[this.cols[j]] = s;
+  }
+
+  at(j: number): number {
+    const cols = this.cols;
+    const r = this.r;
+    if (!cols || !r) return this.cache.compute(this.card, this.others[j]);
+    const c = cols[j];
+    let s = r[c];
+    if (Number.isNaN(s)) {
+      s = this.cache.compute(this.card, this.others[j]);
+      r[c] = s;
+    }
+    return s;
   }
 }
 
@@ -228,7 +333,7 @@ export class PairFrame<K extends object> {
   }
 
   /** `card`'s numbers with the others: `at(j)` = pair(card, others[j]). */
-  row(card: K): { at(j: number): number } {
+  row(card: K): FrameRow<K> {
     const cache = this.cache;
     const others = this.others;
     if (this.epoch !== cache.epoch) {
@@ -239,19 +344,8 @@ export class PairFrame<K extends object> {
       if (this.cols) for (const c of this.cols) this.maxCol = Math.max(this.maxCol, c);
     }
     const cols = this.cols;
-    if (!cols || cols.length === 0) return { at: (j) => cache.compute(card, others[j]) };
-    const r = cache.rowFor(card, this.maxCol);
-    return {
-      at: (j) => {
-        const c = cols[j];
-        let s = r[c];
-        if (Number.isNaN(s)) {
-          s = cache.compute(card, others[j]);
-          r[c] = s;
-        }
-        return s;
-      },
-    };
+    if (!cols || cols.length === 0) return new FrameRow(cache, card, others, undefined, undefined);
+    return new FrameRow(cache, card, others, cols, cache.rowFor(card, this.maxCol));
   }
 }
 
