@@ -217,9 +217,13 @@ interface Row {
   trainSeconds: number;
   cpuSeconds: number;
   loadAverage: number;
+  /** The 1-minute load average sampled every 10 s while atomem-shop ran (null when reused). */
+  loadDuringTraining: { min: number; mean: number; max: number } | null;
   peakRssBytes: number;
   fileBytes: number;
   stages: Record<string, number>;
+  /** CPU seconds per stage (the CLI's process, SASRec's threads included). */
+  stagesCpu: Record<string, number> | null;
   baseline: { method: string; seconds: number; peakRssBytes: number };
   /** The sequence model, when trained: file bytes, steps, seconds, why it stopped, validation NDCG@10 of the kept weights. */
   sasrec: { bytes: number; steps: number; seconds: number; stoppedBy: string; bestStep: number; validationNdcg10: number | null } | null;
@@ -282,6 +286,11 @@ async function main(): Promise<void> {
       },
       600,
     )
+    .option(
+      '--budget <seconds>',
+      'passed to atomem-shop --budget (the whole training within this many seconds; SASRec gets what is left)',
+      positiveInt('--budget'),
+    )
     .option('--baseline-only', 'internal: run the baseline item-kNN')
     .option('--baseline-args <json>', 'internal');
   program.parse(process.argv.slice(2), { from: 'user' });
@@ -294,6 +303,7 @@ async function main(): Promise<void> {
     ease?: string;
     engine?: string;
     sasrecBudget: number;
+    budget?: number;
     reuse?: boolean;
     visits: number;
     chromiumRuns: number;
@@ -339,6 +349,9 @@ async function main(): Promise<void> {
     const sasrecPath = join(dir, 'sasrec.bin');
     const trained = reused && existsSync(statsPath) && existsSync(out) && (o.sasrecBudget === 0 || existsSync(sasrecPath));
     if (trained) err('shop-scale: reusing the trained shop model and its stats');
+    // Load average (1 min) every 10 s while atomem-shop runs: the machine may be shared.
+    const loads: number[] = [];
+    const sampler = setInterval(() => loads.push(loadavg()[0]), 10_000);
     const code = trained
       ? 0
       : await run([
@@ -354,7 +367,9 @@ async function main(): Promise<void> {
           ...(o.ease ? ['--ease', o.ease] : []),
           ...(o.engine ? ['--engine', o.engine] : []),
           ...(o.sasrecBudget > 0 ? ['--sasrec', sasrecPath, '--sasrec-budget', String(o.sasrecBudget)] : []),
+          ...(o.budget ? ['--budget', String(o.budget)] : []),
         ]);
+    clearInterval(sampler);
     if (code !== 0) throw new Error(`atomem-shop exited with ${code}`);
     const stats = JSON.parse(readFileSync(statsPath, 'utf8')) as {
       trainSeconds: number;
@@ -362,8 +377,10 @@ async function main(): Promise<void> {
       peakRssBytes: number;
       fileBytes: number;
       stages: Record<string, number>;
-      sasrec?: Row['sasrec'] & Record<string, unknown>;
+      stagesCpu?: Record<string, number>;
+      sasrec?: Partial<NonNullable<Row['sasrec']>> & Record<string, unknown>;
     };
+    const sasrecTrained = o.sasrecBudget > 0 && stats.sasrec?.bytes !== undefined && existsSync(sasrecPath);
     const bStats = join(dir, 'baseline.json');
     const bCode =
       reused && existsSync(bStats)
@@ -391,7 +408,7 @@ async function main(): Promise<void> {
       shop.itemsPath,
       '--shop-model',
       out,
-      ...(o.sasrecBudget > 0 ? ['--sasrec', sasrecPath] : []),
+      ...(sasrecTrained ? ['--sasrec', sasrecPath] : []),
       '--embedder',
       'hashing',
       '--dim',
@@ -444,20 +461,23 @@ async function main(): Promise<void> {
       trainSeconds: stats.trainSeconds,
       cpuSeconds: stats.cpuSeconds,
       loadAverage: loadavg()[0],
+      loadDuringTraining: loads.length ? { min: Math.min(...loads), mean: loads.reduce((a, b) => a + b, 0) / loads.length, max: Math.max(...loads) } : null,
       peakRssBytes: stats.peakRssBytes,
       fileBytes: stats.fileBytes,
       stages: stats.stages,
+      stagesCpu: stats.stagesCpu ?? null,
       baseline: { method: 'item-kNN top-32 (cosine, inverted lists)', seconds: base.seconds, peakRssBytes: base.peakRssBytes },
-      sasrec: stats.sasrec
-        ? {
-            bytes: stats.sasrec.bytes,
-            steps: stats.sasrec.steps,
-            seconds: stats.sasrec.seconds,
-            stoppedBy: stats.sasrec.stoppedBy,
-            bestStep: stats.sasrec.bestStep,
-            validationNdcg10: stats.sasrec.validationNdcg10,
-          }
-        : null,
+      sasrec:
+        stats.sasrec && sasrecTrained
+          ? {
+              bytes: stats.sasrec.bytes!,
+              steps: stats.sasrec.steps!,
+              seconds: stats.sasrec.seconds!,
+              stoppedBy: stats.sasrec.stoppedBy!,
+              bestStep: stats.sasrec.bestStep!,
+              validationNdcg10: stats.sasrec.validationNdcg10 ?? null,
+            }
+          : null,
       head: { bytes: headBytes.length, sections: headParts(headBytes) },
       shards: { count: head.header.shards.length, bytes: head.header.shards.reduce((t, x) => t + x.bytes, 0) },
       fileSeconds,
@@ -476,9 +496,9 @@ async function main(): Promise<void> {
     out2(
       `\n### Shop model training: ${o.items.toLocaleString('en')} items, ${o.events.toLocaleString('en')} events, ${shop.users.toLocaleString('en')} users (seed ${o.seed}, log ${mb(logBytes)}, counting stages ${o.engine ?? 'in memory'})\n`,
     );
-    out2('| stage | seconds |\n|---|---:|');
-    for (const [s, v] of Object.entries(stats.stages)) out2(`| ${s} | ${v.toFixed(1)} |`);
-    out2(`| **total (atomem-shop)** | **${stats.trainSeconds.toFixed(1)}** |`);
+    out2('| stage | seconds (wall) | CPU seconds |\n|---|---:|---:|');
+    for (const [s, v] of Object.entries(stats.stages)) out2(`| ${s} | ${v.toFixed(1)} | ${stats.stagesCpu?.[s]?.toFixed(1) ?? '—'} |`);
+    out2(`| **total (atomem-shop)** | **${stats.trainSeconds.toFixed(1)}** | ${stats.cpuSeconds.toFixed(1)} |`);
     out2(`| baseline: plain item-kNN top-32 | ${base.seconds.toFixed(1)} |`);
     out2(`\n| | atomem-shop | item-kNN baseline | ratio |\n|---|---:|---:|---:|`);
     out2(`| train seconds | ${stats.trainSeconds.toFixed(1)} | ${base.seconds.toFixed(1)} | ${(stats.trainSeconds / base.seconds).toFixed(2)}× |`);
