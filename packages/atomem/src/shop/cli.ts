@@ -213,7 +213,7 @@ export async function main(
     // why a reserve: writing the f16 item table and the stats after the budget ends (≈ 1 s per 100k items).
     const sasrecBudget =
       o.budget === undefined ? o.sasrecBudget : Math.min(o.sasrecBudget, o.budget - (performance.now() - tStart) / 1000 - 5 - catalog.length / 1e5);
-    if (o.sasrec !== undefined && sasrecBudget < 30) {
+    if (o.sasrec !== undefined && o.budget !== undefined && sasrecBudget < 30) {
       stageEnded('sasrec');
       sasrecStats = { skipped: `--budget ${o.budget}: ${Math.max(0, sasrecBudget).toFixed(0)} s left for SASRec (< 30 s)` };
       sasrecNote = `; SASRec not trained (${sasrecStats.skipped})`;
