@@ -145,18 +145,22 @@ export async function main(
     };
     // One line as each stage ends: a stage ends when another one reports.
     let current: string | undefined;
-    const stageEnded = (next: string) => {
+    let stretch = 0; // seconds of `current` before its latest stretch (a stage may report in several)
+    const stageEnded = (next: string, before = stages[next] ?? 0) => {
+      const took = current === undefined ? 0 : (stages[current] ?? 0) - stretch;
       // why ≥ 1 s: quick stages stay silent, as in the progress lines.
-      if (report && current !== undefined && current !== next && (stages[current] ?? 0) >= 1) {
+      if (report && current !== undefined && current !== next && took >= 1) {
         const total = (performance.now() - tStart) / 1000;
         const left = o.budget !== undefined ? `, ${Math.max(0, o.budget - total).toFixed(0)} s of --budget ${o.budget} left` : '';
-        io.stderr(`atomem-shop: ${current} done in ${(stages[current] ?? 0).toFixed(1)} s (total ${total.toFixed(0)} s${left})\n`);
+        io.stderr(`atomem-shop: ${current} done in ${took.toFixed(1)} s (total ${total.toFixed(0)} s${left})\n`);
       }
+      if (current !== next) stretch = before;
       current = next;
     };
     const progress = (name: string, done: number, total: number) => {
+      const before = stages[name] ?? 0;
       mark(name);
-      stageEnded(name);
+      stageEnded(name, before);
       report?.(name, done, total);
     };
     const catalog = await readCatalogFile(o.items);

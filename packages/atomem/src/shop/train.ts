@@ -148,8 +148,20 @@ export interface TrainOptions {
   vectorPower?: number;
   /** Degree exponent β of the vectors' source matrix D^−β XᵀX D^−β (default 0.5: cosine). */
   vectorDegree?: number;
-  /** Subspace iterations (default 30). */
+  /**
+   * Subspace iterations (default 30, or `largeIterations` when more than `largeAbove` items have
+   * data). Why fewer on a large shop: there the products are what the stage costs (100k items /
+   * 10M events: 380 of 605 s before the sequence model), and on the synthetic shops of
+   * `bench:shop-scale` the vectors' held-out next-item quality does not drop with fewer
+   * iterations (100k items / 1M events, 2 916 held-out items, HR@10: 0.027 at 30, 0.030 at 10,
+   * 0.032 at 6; BENCHMARKS.md "The collaborative vectors' iterations at catalog scale").
+   * ML-100K and Beauty are far below the threshold: their files are unchanged.
+   */
   iterations?: number;
+  /** Iterations above `largeAbove` items with data (default 10). */
+  largeIterations?: number;
+  /** Items with data above which `largeIterations` applies (default 50 000). */
+  largeAbove?: number;
   /** Items with fewer users get a content-predicted vector (default 1: only items without data). */
   coldBelow?: number;
   /** Content vectors (enable the content map and cold-item vectors). */
@@ -779,6 +791,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
     let eig: { values: Float64Array; vectors: Float64Array };
     let rowsOf: (r: number) => number; // eigen row → item index
     let dimUsed: number;
+    let iterationsUsed = opts.iterations ?? 30;
     if (!dp) {
       // S = D^−½ XᵀX D^−½ applied through the sparse log: 2·nnz·d per product, on the items
       // with data only (S is zero elsewhere; `rows` of topEigen keeps the result bit for bit).
@@ -793,7 +806,8 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       );
       const apply = cooccurrenceProduct(support, inv, coStart, coFlat, userStart, userList, n);
       dimUsed = Math.min(dim, n);
-      eig = topEigen(apply, n, dimUsed, normal, opts.iterations ?? 30, {
+      iterationsUsed = opts.iterations ?? (support.length > (opts.largeAbove ?? 50_000) ? (opts.largeIterations ?? 10) : 30);
+      eig = topEigen(apply, n, dimUsed, normal, iterationsUsed, {
         over: 8,
         rows: support,
         fusedGram: true,
@@ -835,6 +849,8 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       else hasVector[i] = 0;
     }
     vectorInfo = { eigenvalues: Array.from(eig.values.slice(0, 8), (x) => Number(x.toFixed(3))) };
+    // why only when not 30: the files of the shops below `largeAbove` stay byte for byte as they were.
+    if (iterationsUsed !== 30) vectorInfo.iterations = iterationsUsed;
     if (opts.content) {
       const fit = fitContentMap(opts.content, items, values, hasVector, dim, opts.ridgeAlpha ?? 1);
       if (fit) {
@@ -898,7 +914,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
  * memory does not grow with the log. With `gram`, each finished row of Y is added to YᵀY's upper
  * triangle (`addRowGram`) while it is in cache.
  */
-function cooccurrenceProduct(
+export function cooccurrenceProduct(
   support: Int32Array,
   inv: Float64Array,
   coStart: Int32Array,
