@@ -45,7 +45,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
-import { decodeCatalogHead } from 'atomem/protocol';
+import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard, shardsFor } from 'atomem/protocol';
 import { decodeShopModel, readLogFile } from 'atomem/shop';
 import { chromium } from 'playwright';
 import { measureShopFileVisits, type ShopFileVisit } from './first-visit.js';
@@ -237,6 +237,8 @@ interface Row {
   visitBytes: number;
   visitP90Bytes: number;
   visitShards: number;
+  /** The shop model a first visit decodes on the device: its items and the bytes of its typed arrays (sized to the loaded shards). */
+  deviceModel: { items: number; typedBytes: number };
   firstRecommendationMs: number | null;
   recommendP50Ms: number | null;
   chromium: Array<Omit<ShopFileVisit, 'catalog'>>;
@@ -426,6 +428,20 @@ async function main(): Promise<void> {
     const model = decodeShopModel(readFileSync(out));
     const byRank = Int32Array.from(model.items.keys()).sort((a, b) => model.popularity[b] - model.popularity[a] || a - b);
     const visits = simulateVisits(head, headBytes.length, { ids: model.items, byRank, knn: model.lists.knn }, o.visits, o.seed);
+    // The shop model a first visit decodes on the device (the 24 most popular products' shards,
+    // assembled as the worker does): items held and bytes of its typed arrays.
+    const firstPage = Array.from(byRank.subarray(0, 24), (i) => model.items[i]);
+    const firstShards = shardsFor(head, firstPage).map((k) =>
+      decodeCatalogShard(head, k, new Uint8Array(readFileSync(join(dirname(catalogFile), head.header.shards[k].name)))),
+    );
+    const onDevice = assembleCatalogFile(head, firstShards).shop!.model;
+    const arrays = [
+      ...Object.values(onDevice.lists).flatMap((l) => [l.offsets, l.targets, l.weights]),
+      onDevice.popularity,
+      ...(onDevice.vectors ? [onDevice.vectors.values, onDevice.vectors.cold] : []),
+      ...(onDevice.trend ? [onDevice.trend.counts.offsets, onDevice.trend.counts.targets, onDevice.trend.counts.weights] : []),
+    ];
+    const deviceModel = { items: onDevice.items.length, typedBytes: arrays.reduce((t, a) => t + a.byteLength, 0) };
     let browserRuns: ShopFileVisit[] = [];
     if (o.chromiumRuns > 0) {
       const top = new Set(Array.from(byRank.subarray(0, 24), (i) => model.items[i]));
@@ -486,6 +502,7 @@ async function main(): Promise<void> {
       visitBytes: Math.round(mean(visits.visit)),
       visitP90Bytes: quantile(visits.visit, 0.9),
       visitShards: Math.round(mean(visits.shards)),
+      deviceModel,
       firstRecommendationMs: median(browserRuns.map((v) => v.firstRecommendationMs)),
       recommendP50Ms: median(browserRuns.map((v) => v.recommendP50Ms)),
       chromium: browserRuns.map(({ catalog: _, ...v }) => v),
@@ -518,7 +535,7 @@ async function main(): Promise<void> {
       `| shards | ${row.shards.count.toLocaleString('en')} × ≈${(row.shards.bytes / Math.max(1, row.shards.count) / 1e3).toFixed(1)} kB = ${dmb(row.shards.bytes)} |`,
     );
     out2(
-      `\n| visit (${o.visits} simulated) | mean | p90 |\n|---|---:|---:|\n| first visit (24-product page) | ${dmb(row.firstVisitBytes)} | ${dmb(row.firstVisitP90Bytes)} |\n| 20-event visit (${row.visitShards} shards) | ${dmb(row.visitBytes)} | ${dmb(row.visitP90Bytes)} |`,
+      `\n| visit (${o.visits} simulated) | mean | p90 |\n|---|---:|---:|\n| first visit (24-product page) | ${dmb(row.firstVisitBytes)} | ${dmb(row.firstVisitP90Bytes)} |\n| 20-event visit (${row.visitShards} shards) | ${dmb(row.visitBytes)} | ${dmb(row.visitP90Bytes)} |\n\nThe shop model a first visit decodes on the device: ${row.deviceModel.items.toLocaleString('en')} items, ${(row.deviceModel.typedBytes / 1024).toFixed(1)} kB of typed arrays.`,
     );
     if (browserRuns.length) {
       out2(`\n| Chromium, first visit (${browserRuns.length} runs, median) | |\n|---|---:|`);
