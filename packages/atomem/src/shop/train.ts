@@ -21,7 +21,8 @@
  *   capped at 128/128/64 (see `k`).
  * - `popularity`: distinct users per item; `trend` (on request): distinct users per (day, item).
  * - `vectors`: the top-`dim` (32) eigenvectors of the cosine-normalised co-occurrence matrix
- *   D^−½ XᵀX D^−½ (subspace iteration on the sparse log: 2·nnz·d per step), rows scaled by
+ *   D^−½ XᵀX D^−½ (subspace iteration on the sparse log, on the items with data only: 2·nnz·d
+ *   per step; 30 steps, 10 above 50 000 items with data — see `iterations`), rows scaled by
  *   √eigenvalue and normalised: two items are near when the same people picked both. Items with
  *   fewer than `coldBelow` users get the ridge estimate of their vector from their content vector
  *   (`content`; map with intercept fitted on the other items, not normalised: an expected vector),
