@@ -3,15 +3,7 @@ import { createHashingEmbedder } from '../src/embed/hashing.js';
 import { itemText } from '../src/embed/cache.js';
 import { CatalogVectorsError, itemTextHash } from '../src/protocol/catalog-vectors-v1.js';
 import { decodeCatalogFile, encodeCatalogFile } from '../src/protocol/catalog-vectors-v2.js';
-import {
-  assembleCatalogFile,
-  decodeCatalogHead,
-  decodeCatalogShard,
-  encodeCatalogFileV3,
-  shardOfId,
-  shardsFor,
-  unloadedItemId,
-} from '../src/protocol/catalog-vectors-v3.js';
+import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard, encodeCatalogFileV3, shardOfId, shardsFor } from '../src/protocol/catalog-vectors-v3.js';
 import { encodeHistory, scoreItems } from '../src/shop/sasrec/model.js';
 import { ShopKnowledge } from '../src/shop/device.js';
 import { shopEmbedder, shopFileParts, twoDepartmentItems } from '../../../test/fixtures/shop-catalog.js';
@@ -139,13 +131,33 @@ describe('catalog vector file v3 (head + shards)', () => {
     const other = enc.order.find((id) => !loaded.includes(id))!;
     expect(file.vectors.has(other)).toBe(false);
     const m = file.shop!.model;
-    // loaded items under their ids, the others under ids no product has, with empty rows and no popularity
-    enc.order.forEach((id, g) => expect(m.items[g]).toBe(loaded.includes(id) ? id : unloadedItemId(g)));
-    const i = enc.order.indexOf(other);
-    expect(m.lists.knn.offsets[i + 1] - m.lists.knn.offsets[i]).toBe(0);
-    expect(m.popularity[i]).toBe(0);
-    const j = enc.order.indexOf('sku-0');
+    // only the loaded items, in file order, every array sized to them; list targets outside them dropped
+    expect(m.items).toEqual(enc.order.filter((id) => loaded.includes(id)));
+    expect(m.popularity).toHaveLength(loaded.length);
+    expect(m.vectors!.values).toHaveLength(loaded.length * m.vectors!.dim);
+    expect(m.items).not.toContain(other);
+    const j = m.items.indexOf('sku-0');
     expect(m.popularity[j]).toBeCloseTo(model.popularity[model.items.indexOf('sku-0')], 3);
+    const all = assembleCatalogFile(
+      head,
+      enc.shards.map((x, k) => decodeCatalogShard(head, k, x.bytes)),
+    ).shop!.model;
+    for (const L of Object.keys(m.lists)) {
+      expect(m.lists[L].offsets).toHaveLength(loaded.length + 1);
+      m.items.forEach((id, r) => {
+        const g = all.items.indexOf(id);
+        const want: Array<[string, number]> = [];
+        for (let p = all.lists[L].offsets[g]; p < all.lists[L].offsets[g + 1]; p++)
+          if (loaded.includes(all.items[all.lists[L].targets[p]])) want.push([all.items[all.lists[L].targets[p]], all.lists[L].weights[p]]);
+        const got: Array<[string, number]> = [];
+        for (let p = m.lists[L].offsets[r]; p < m.lists[L].offsets[r + 1]; p++) got.push([m.items[m.lists[L].targets[p]], m.lists[L].weights[p]]);
+        expect(got).toEqual(want);
+      });
+    }
+    // the same scores for loaded candidates as from the whole file
+    const hist = [{ item: 'sku-0', at: 1, action: 'click' as const }];
+    const cands = m.items.filter((id) => id !== 'sku-0');
+    expect(new ShopKnowledge('part', m).signals(hist, cands)).toEqual(new ShopKnowledge('all', all).signals(hist, cands));
     expect(file.shop!.sasrec!.items.sort()).toEqual(loaded.filter((id) => sasrecItems.includes(id)).sort());
     // tau's pair quantile is the whole catalog's, shipped in the head, not the loaded subset's
     const full = new ShopKnowledge('full', model);

@@ -72,6 +72,37 @@ describe('atomem-shop CLI', () => {
     expect(decodeShopModel(readFileSync(join(dir, 'model2.bin'))).contentMap?.embedder).toBe('toy@1');
   });
 
+  it('--budget: SASRec gets what the other stages left, and is skipped (exit 0, said so) when that is under 30 s', async () => {
+    const base = ['--interactions', join(dir, 'interactions.jsonl'), '--items', join(dir, 'items.jsonl'), '--no-progress'];
+    const tight = await run([...base, '--out', join(dir, 'b1.bin'), '--sasrec', join(dir, 'b1.sasrec'), '--budget', '20', '--stats', join(dir, 'b1.json')]);
+    expect(tight.code, tight.err).toBe(0);
+    expect(tight.err).toMatch(/SASRec not trained: --budget 20: \d+ s left for SASRec \(< 30 s\)/);
+    expect(tight.out).toMatch(/SASRec not trained/);
+    expect(() => readFileSync(join(dir, 'b1.sasrec'))).toThrow();
+    expect(decodeShopModel(readFileSync(join(dir, 'b1.bin'))).items).toHaveLength(12);
+    expect(JSON.parse(readFileSync(join(dir, 'b1.json'), 'utf8')).sasrec.skipped).toMatch(/--budget 20/);
+    const roomy = await run([
+      ...base,
+      '--out',
+      join(dir, 'b2.bin'),
+      '--sasrec',
+      join(dir, 'b2.sasrec'),
+      '--sasrec-epochs',
+      '1',
+      '--budget',
+      '60',
+      '--stats',
+      join(dir, 'b2.json'),
+    ]);
+    expect(roomy.code, roomy.err).toBe(0);
+    const stats = JSON.parse(readFileSync(join(dir, 'b2.json'), 'utf8'));
+    // 60 s less the seconds already spent, less the write reserve (5 s + 1 s per 100k items)
+    expect(stats.sasrec.budgetSeconds).toBeLessThanOrEqual(55);
+    expect(stats.sasrec.budgetSeconds).toBeGreaterThan(40);
+    expect(stats.sasrec.bytes).toBe(readFileSync(join(dir, 'b2.sasrec')).length);
+    expect(Object.keys(stats.stagesCpu)).toEqual(Object.keys(stats.stages));
+  });
+
   it('publishes a DP file with --epsilon', async () => {
     const out = join(dir, 'dp.bin');
     const r = await run(['--interactions', join(dir, 'interactions.jsonl'), '--items', join(dir, 'items.jsonl'), '--out', out, '--epsilon', '4']);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { choleskyInPlace, invertSpd, jacobiEigen, orthonormalizeColumns, ridge, topEigen, topK } from '../src/shop/linalg.js';
+import { addRowGram, choleskyInPlace, invertSpd, jacobiEigen, orthonormalizeColumns, ridge, topEigen, topK } from '../src/shop/linalg.js';
 import { Rng } from '@atomem/bench/rng';
 
 /** A random SPD matrix BᵀB + nI (row-major). */
@@ -56,6 +56,37 @@ describe('linear algebra of the trainer', () => {
     };
     const top = topEigen(apply, n, 3, () => rng.normal(), 200, 6);
     for (let c = 0; c < 3; c++) expect(top.values[c] / full.values[c]).toBeCloseTo(1, 6);
+  });
+
+  it("topEigen on the operator's support rows with a fused Gram gives the same bits as on every row", () => {
+    // A PSD operator that is zero outside rows 2, 3, 7, 11.. (items nobody met).
+    const n = 40;
+    const support = Int32Array.from([2, 3, 7, 11, 12, 19, 23, 30, 31, 38]);
+    const m = support.length;
+    const B = spd(m, 5);
+    const A = new Float64Array(n * n);
+    for (let a = 0; a < m; a++) for (let b = 0; b < m; b++) A[support[a] * n + support[b]] = B[a * m + b];
+    const full = (Q: Float64Array, d: number) => {
+      const Y = new Float64Array(n * d);
+      for (let i = 0; i < n; i++) for (let k = 0; k < n; k++) for (let c = 0; c < d; c++) Y[i * d + c] += A[i * n + k] * Q[k * d + c];
+      return Y;
+    };
+    const onSupport = (Q: Float64Array, d: number, gram?: Float64Array) => {
+      const Y = new Float64Array(m * d);
+      for (let r = 0; r < m; r++) {
+        for (let k = 0; k < m; k++) for (let c = 0; c < d; c++) Y[r * d + c] += B[r * m + k] * Q[k * d + c];
+        if (gram) addRowGram(gram, Y, r * d, d);
+      }
+      return Y;
+    };
+    const r1 = new Rng(9);
+    const r2 = new Rng(9);
+    const a = topEigen(full, n, 4, () => r1.normal(), 12, 3);
+    const b = topEigen(onSupport, n, 4, () => r2.normal(), 12, { over: 3, rows: support, fusedGram: true });
+    expect(b.values).toEqual(a.values);
+    const rowsOfA = new Float64Array(m * 4);
+    support.forEach((i, r) => rowsOfA.set(a.vectors.subarray(i * 4, i * 4 + 4), r * 4));
+    expect(b.vectors).toEqual(rowsOfA);
   });
 
   it('orthonormalizeColumns keeps each column in the span of the earlier ones, and zeroes a collapsed column', () => {

@@ -134,3 +134,27 @@ describe('local EASE', () => {
     expect(() => trainShopModel(rows, { ease: 'local', orientation: { ease: 'out' }, random: seeded(2) })).toThrow(/orientation\.ease 'in'/);
   });
 });
+
+describe('collaborative vectors at catalog scale', () => {
+  const rows = log(40, 120, 5);
+
+  it('iterates 30 times up to largeAbove items with data (no mark in the file), largeIterations above', () => {
+    const small = trainShopModel(rows, { random: seeded(4) });
+    expect(small.info.vectors).not.toHaveProperty('iterations');
+    const large = trainShopModel(rows, { random: seeded(4), largeAbove: 10, largeIterations: 4 });
+    expect((large.info.vectors as Record<string, unknown>).iterations).toBe(4);
+    expect(trainShopModel(rows, { random: seeded(4), iterations: 4 }).vectors!.values).toEqual(large.vectors!.values);
+    expect(large.vectors!.values).not.toEqual(small.vectors!.values);
+  });
+
+  it('items nobody met get no vector and change nothing for the others', () => {
+    // the same log with 500 more catalog items that nobody met: the same float32 vectors in the file
+    // (the seeded start differs only in the unsold items' rows, which the first product zeroes)
+    const catalog = Array.from({ length: 40 }, (_, i) => `i${i}`);
+    const wide = [...catalog, ...Array.from({ length: 500 }, (_, i) => `unsold${i}`)];
+    const a = trainShopModel(rows, { catalog, random: seeded(6), k: { ease: 8, knn: 8, markov: 8 } });
+    const b = trainShopModel(rows, { catalog: wide, random: seeded(6), k: { ease: 8, knn: 8, markov: 8 } });
+    expect(b.vectors!.values.subarray(0, 40 * 32)).toEqual(a.vectors!.values);
+    expect(b.vectors!.values.subarray(40 * 32).every((x) => x === 0)).toBe(true);
+  });
+});

@@ -45,7 +45,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Command, InvalidArgumentError } from 'commander';
-import { decodeCatalogHead } from 'atomem/protocol';
+import { assembleCatalogFile, decodeCatalogHead, decodeCatalogShard, shardsFor } from 'atomem/protocol';
 import { decodeShopModel, readLogFile } from 'atomem/shop';
 import { chromium } from 'playwright';
 import { measureShopFileVisits, type ShopFileVisit } from './first-visit.js';
@@ -217,9 +217,13 @@ interface Row {
   trainSeconds: number;
   cpuSeconds: number;
   loadAverage: number;
+  /** The 1-minute load average sampled every 10 s while atomem-shop ran (null when reused). */
+  loadDuringTraining: { min: number; mean: number; max: number } | null;
   peakRssBytes: number;
   fileBytes: number;
   stages: Record<string, number>;
+  /** CPU seconds per stage (the CLI's process, SASRec's threads included). */
+  stagesCpu: Record<string, number> | null;
   baseline: { method: string; seconds: number; peakRssBytes: number };
   /** The sequence model, when trained: file bytes, steps, seconds, why it stopped, validation NDCG@10 of the kept weights. */
   sasrec: { bytes: number; steps: number; seconds: number; stoppedBy: string; bestStep: number; validationNdcg10: number | null } | null;
@@ -233,6 +237,8 @@ interface Row {
   visitBytes: number;
   visitP90Bytes: number;
   visitShards: number;
+  /** The shop model a first visit decodes on the device: its items and the bytes of its typed arrays (sized to the loaded shards). */
+  deviceModel: { items: number; typedBytes: number };
   firstRecommendationMs: number | null;
   recommendP50Ms: number | null;
   chromium: Array<Omit<ShopFileVisit, 'catalog'>>;
@@ -282,6 +288,11 @@ async function main(): Promise<void> {
       },
       600,
     )
+    .option(
+      '--budget <seconds>',
+      'passed to atomem-shop --budget (the whole training within this many seconds; SASRec gets what is left)',
+      positiveInt('--budget'),
+    )
     .option('--baseline-only', 'internal: run the baseline item-kNN')
     .option('--baseline-args <json>', 'internal');
   program.parse(process.argv.slice(2), { from: 'user' });
@@ -294,6 +305,7 @@ async function main(): Promise<void> {
     ease?: string;
     engine?: string;
     sasrecBudget: number;
+    budget?: number;
     reuse?: boolean;
     visits: number;
     chromiumRuns: number;
@@ -339,6 +351,9 @@ async function main(): Promise<void> {
     const sasrecPath = join(dir, 'sasrec.bin');
     const trained = reused && existsSync(statsPath) && existsSync(out) && (o.sasrecBudget === 0 || existsSync(sasrecPath));
     if (trained) err('shop-scale: reusing the trained shop model and its stats');
+    // Load average (1 min) every 10 s while atomem-shop runs: the machine may be shared.
+    const loads: number[] = [];
+    const sampler = setInterval(() => loads.push(loadavg()[0]), 10_000);
     const code = trained
       ? 0
       : await run([
@@ -354,7 +369,9 @@ async function main(): Promise<void> {
           ...(o.ease ? ['--ease', o.ease] : []),
           ...(o.engine ? ['--engine', o.engine] : []),
           ...(o.sasrecBudget > 0 ? ['--sasrec', sasrecPath, '--sasrec-budget', String(o.sasrecBudget)] : []),
+          ...(o.budget ? ['--budget', String(o.budget)] : []),
         ]);
+    clearInterval(sampler);
     if (code !== 0) throw new Error(`atomem-shop exited with ${code}`);
     const stats = JSON.parse(readFileSync(statsPath, 'utf8')) as {
       trainSeconds: number;
@@ -362,8 +379,10 @@ async function main(): Promise<void> {
       peakRssBytes: number;
       fileBytes: number;
       stages: Record<string, number>;
-      sasrec?: Row['sasrec'] & Record<string, unknown>;
+      stagesCpu?: Record<string, number>;
+      sasrec?: Partial<NonNullable<Row['sasrec']>> & Record<string, unknown>;
     };
+    const sasrecTrained = o.sasrecBudget > 0 && stats.sasrec?.bytes !== undefined && existsSync(sasrecPath);
     const bStats = join(dir, 'baseline.json');
     const bCode =
       reused && existsSync(bStats)
@@ -391,7 +410,7 @@ async function main(): Promise<void> {
       shop.itemsPath,
       '--shop-model',
       out,
-      ...(o.sasrecBudget > 0 ? ['--sasrec', sasrecPath] : []),
+      ...(sasrecTrained ? ['--sasrec', sasrecPath] : []),
       '--embedder',
       'hashing',
       '--dim',
@@ -409,6 +428,20 @@ async function main(): Promise<void> {
     const model = decodeShopModel(readFileSync(out));
     const byRank = Int32Array.from(model.items.keys()).sort((a, b) => model.popularity[b] - model.popularity[a] || a - b);
     const visits = simulateVisits(head, headBytes.length, { ids: model.items, byRank, knn: model.lists.knn }, o.visits, o.seed);
+    // The shop model a first visit decodes on the device (the 24 most popular products' shards,
+    // assembled as the worker does): items held and bytes of its typed arrays.
+    const firstPage = Array.from(byRank.subarray(0, 24), (i) => model.items[i]);
+    const firstShards = shardsFor(head, firstPage).map((k) =>
+      decodeCatalogShard(head, k, new Uint8Array(readFileSync(join(dirname(catalogFile), head.header.shards[k].name)))),
+    );
+    const onDevice = assembleCatalogFile(head, firstShards).shop!.model;
+    const arrays = [
+      ...Object.values(onDevice.lists).flatMap((l) => [l.offsets, l.targets, l.weights]),
+      onDevice.popularity,
+      ...(onDevice.vectors ? [onDevice.vectors.values, onDevice.vectors.cold] : []),
+      ...(onDevice.trend ? [onDevice.trend.counts.offsets, onDevice.trend.counts.targets, onDevice.trend.counts.weights] : []),
+    ];
+    const deviceModel = { items: onDevice.items.length, typedBytes: arrays.reduce((t, a) => t + a.byteLength, 0) };
     let browserRuns: ShopFileVisit[] = [];
     if (o.chromiumRuns > 0) {
       const top = new Set(Array.from(byRank.subarray(0, 24), (i) => model.items[i]));
@@ -444,20 +477,23 @@ async function main(): Promise<void> {
       trainSeconds: stats.trainSeconds,
       cpuSeconds: stats.cpuSeconds,
       loadAverage: loadavg()[0],
+      loadDuringTraining: loads.length ? { min: Math.min(...loads), mean: loads.reduce((a, b) => a + b, 0) / loads.length, max: Math.max(...loads) } : null,
       peakRssBytes: stats.peakRssBytes,
       fileBytes: stats.fileBytes,
       stages: stats.stages,
+      stagesCpu: stats.stagesCpu ?? null,
       baseline: { method: 'item-kNN top-32 (cosine, inverted lists)', seconds: base.seconds, peakRssBytes: base.peakRssBytes },
-      sasrec: stats.sasrec
-        ? {
-            bytes: stats.sasrec.bytes,
-            steps: stats.sasrec.steps,
-            seconds: stats.sasrec.seconds,
-            stoppedBy: stats.sasrec.stoppedBy,
-            bestStep: stats.sasrec.bestStep,
-            validationNdcg10: stats.sasrec.validationNdcg10,
-          }
-        : null,
+      sasrec:
+        stats.sasrec && sasrecTrained
+          ? {
+              bytes: stats.sasrec.bytes!,
+              steps: stats.sasrec.steps!,
+              seconds: stats.sasrec.seconds!,
+              stoppedBy: stats.sasrec.stoppedBy!,
+              bestStep: stats.sasrec.bestStep!,
+              validationNdcg10: stats.sasrec.validationNdcg10 ?? null,
+            }
+          : null,
       head: { bytes: headBytes.length, sections: headParts(headBytes) },
       shards: { count: head.header.shards.length, bytes: head.header.shards.reduce((t, x) => t + x.bytes, 0) },
       fileSeconds,
@@ -466,6 +502,7 @@ async function main(): Promise<void> {
       visitBytes: Math.round(mean(visits.visit)),
       visitP90Bytes: quantile(visits.visit, 0.9),
       visitShards: Math.round(mean(visits.shards)),
+      deviceModel,
       firstRecommendationMs: median(browserRuns.map((v) => v.firstRecommendationMs)),
       recommendP50Ms: median(browserRuns.map((v) => v.recommendP50Ms)),
       chromium: browserRuns.map(({ catalog: _, ...v }) => v),
@@ -476,9 +513,9 @@ async function main(): Promise<void> {
     out2(
       `\n### Shop model training: ${o.items.toLocaleString('en')} items, ${o.events.toLocaleString('en')} events, ${shop.users.toLocaleString('en')} users (seed ${o.seed}, log ${mb(logBytes)}, counting stages ${o.engine ?? 'in memory'})\n`,
     );
-    out2('| stage | seconds |\n|---|---:|');
-    for (const [s, v] of Object.entries(stats.stages)) out2(`| ${s} | ${v.toFixed(1)} |`);
-    out2(`| **total (atomem-shop)** | **${stats.trainSeconds.toFixed(1)}** |`);
+    out2('| stage | seconds (wall) | CPU seconds |\n|---|---:|---:|');
+    for (const [s, v] of Object.entries(stats.stages)) out2(`| ${s} | ${v.toFixed(1)} | ${stats.stagesCpu?.[s]?.toFixed(1) ?? '—'} |`);
+    out2(`| **total (atomem-shop)** | **${stats.trainSeconds.toFixed(1)}** | ${stats.cpuSeconds.toFixed(1)} |`);
     out2(`| baseline: plain item-kNN top-32 | ${base.seconds.toFixed(1)} |`);
     out2(`\n| | atomem-shop | item-kNN baseline | ratio |\n|---|---:|---:|---:|`);
     out2(`| train seconds | ${stats.trainSeconds.toFixed(1)} | ${base.seconds.toFixed(1)} | ${(stats.trainSeconds / base.seconds).toFixed(2)}× |`);
@@ -498,7 +535,7 @@ async function main(): Promise<void> {
       `| shards | ${row.shards.count.toLocaleString('en')} × ≈${(row.shards.bytes / Math.max(1, row.shards.count) / 1e3).toFixed(1)} kB = ${dmb(row.shards.bytes)} |`,
     );
     out2(
-      `\n| visit (${o.visits} simulated) | mean | p90 |\n|---|---:|---:|\n| first visit (24-product page) | ${dmb(row.firstVisitBytes)} | ${dmb(row.firstVisitP90Bytes)} |\n| 20-event visit (${row.visitShards} shards) | ${dmb(row.visitBytes)} | ${dmb(row.visitP90Bytes)} |`,
+      `\n| visit (${o.visits} simulated) | mean | p90 |\n|---|---:|---:|\n| first visit (24-product page) | ${dmb(row.firstVisitBytes)} | ${dmb(row.firstVisitP90Bytes)} |\n| 20-event visit (${row.visitShards} shards) | ${dmb(row.visitBytes)} | ${dmb(row.visitP90Bytes)} |\n\nThe shop model a first visit decodes on the device: ${row.deviceModel.items.toLocaleString('en')} items, ${(row.deviceModel.typedBytes / 1024).toFixed(1)} kB of typed arrays.`,
     );
     if (browserRuns.length) {
       out2(`\n| Chromium, first visit (${browserRuns.length} runs, median) | |\n|---|---:|`);

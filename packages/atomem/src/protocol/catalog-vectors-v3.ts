@@ -45,9 +45,11 @@
  *
  * {@link assembleCatalogFile} turns a head and the shards loaded so far into the decoded
  * {@link CatalogFile} the engine uses (v3): content vectors of the loaded items, a shop model
- * over all N items whose rows of items in shards not loaded are empty (no lists, no vector, zero
- * popularity, and an id that no product id equals: {@link unloadedItemId}), and a SASRec model over
- * the loaded items that have a row.
+ * over the loaded items only (in file order; list and trend targets in shards not loaded are
+ * dropped: their ids are unknown to the device, so they can neither be candidates nor be
+ * named), and a SASRec model over the loaded items that have a row. Its typed arrays are sized
+ * to what is loaded, not to the catalog: at 1M items a first visit's 24 shards give a model of
+ * a few hundred items instead of 1M empty rows.
  */
 import type { Item } from '../core/types.js';
 import { emptyWeights, namedTensors, serializeSasrec, deserializeSasrec, type SasrecWeights } from './sasrec-v1.js';
@@ -192,8 +194,8 @@ export function shardOfId(id: string, shardCount: number): number {
 }
 
 /**
- * The id {@link assembleCatalogFile} gives item `index` of a shard not loaded: it starts with a
- * NUL character, which no product id the worker accepts holds.
+ * A placeholder id for item `index` of a shard not loaded, for callers that index the whole
+ * catalog: it starts with a NUL character, which no product id the writer accepts holds.
  */
 export function unloadedItemId(index: number): string {
   return `\u0000unloaded:${index}`;
@@ -778,39 +780,68 @@ export function assembleCatalogFile(head: CatalogHead, shards: Iterable<CatalogS
   if (H.shopInfo !== undefined) out.shopInfo = H.shopInfo;
   const shop = H.shop;
   if (!shop) return out;
-  const N = H.items;
-  const lists: Record<string, NeighbourLists> = {};
-  for (const L of shop.lists) {
-    const len = new Uint32Array(N);
-    for (const s of loaded) for (let r = 0; r < s.count; r++) len[s.first + r] = s.lists[L].offsets[r + 1] - s.lists[L].offsets[r];
-    const offsets = new Uint32Array(N + 1);
-    for (let i = 0; i < N; i++) offsets[i + 1] = offsets[i] + len[i];
-    const targets = new Uint32Array(offsets[N]);
-    const weights = new Float32Array(offsets[N]);
-    for (const s of loaded) {
-      const l = s.lists[L];
-      const at = offsets[s.first];
-      targets.set(l.targets, at);
-      weights.set(l.weights, at);
-    }
-    lists[L] = { offsets, targets, weights };
-  }
-  const ids = Array.from({ length: N }, (_, g) => unloadedItemId(g));
-  const popularity = new Float32Array(N);
+  // Global index → position among the loaded items (-1: in a shard not loaded). Loaded shards
+  // in index order cover contiguous global ranges, so positions keep the file's order.
+  const base = new Int32Array(head.starts.length - 1).fill(-1);
+  let M = 0;
   for (const s of loaded) {
-    for (let r = 0; r < s.count; r++) ids[s.first + r] = s.ids[r];
-    popularity.set(s.popularity!, s.first);
+    base[s.index] = M;
+    M += s.count;
+  }
+  const compact = (g: number): number => {
+    let lo = 0;
+    let hi = head.starts.length - 2;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (head.starts[mid] <= g) lo = mid;
+      else hi = mid - 1;
+    }
+    return base[lo] < 0 ? -1 : base[lo] + (g - head.starts[lo]);
+  };
+  const remap = (rows: number, row: (r: number) => { targets: Uint32Array; weights: Float32Array; from: number; to: number }): NeighbourLists => {
+    const offsets = new Uint32Array(rows + 1);
+    const targets: number[] = [];
+    const weights: number[] = [];
+    for (let r = 0; r < rows; r++) {
+      const l = row(r);
+      for (let p = l.from; p < l.to; p++) {
+        const c = compact(l.targets[p]);
+        if (c < 0) continue;
+        targets.push(c);
+        weights.push(l.weights[p]);
+      }
+      offsets[r + 1] = targets.length;
+    }
+    return { offsets, targets: Uint32Array.from(targets), weights: Float32Array.from(weights) };
+  };
+  const rowOf: Array<{ s: CatalogShard; r: number }> = [];
+  for (const s of loaded) for (let r = 0; r < s.count; r++) rowOf.push({ s, r });
+  const lists: Record<string, NeighbourLists> = {};
+  for (const L of shop.lists)
+    lists[L] = remap(M, (k) => {
+      const { s, r } = rowOf[k];
+      const l = s.lists[L];
+      return { targets: l.targets, weights: l.weights, from: l.offsets[r], to: l.offsets[r + 1] };
+    });
+  const ids: string[] = [];
+  const popularity = new Float32Array(M);
+  for (const s of loaded) {
+    popularity.set(s.popularity!, base[s.index]);
+    for (let r = 0; r < s.count; r++) ids.push(s.ids[r]);
   }
   const model: ShopModel = { items: ids, lists, popularity, weights: shop.weights, info: shop.info ?? {} };
   if (shop.privacy) model.privacy = shop.privacy;
-  if (shop.trend && head.trend)
-    model.trend = { bucketMs: shop.trend.bucketMs, firstBucket: shop.trend.firstBucket, window: shop.trend.window, counts: head.trend };
+  if (shop.trend && head.trend) {
+    const t = head.trend;
+    const counts = remap(t.offsets.length - 1, (b) => ({ targets: t.targets, weights: t.weights, from: t.offsets[b], to: t.offsets[b + 1] }));
+    model.trend = { bucketMs: shop.trend.bucketMs, firstBucket: shop.trend.firstBucket, window: shop.trend.window, counts };
+  }
   if (shop.cfDim) {
-    const values = new Float32Array(N * shop.cfDim);
-    const cold = new Uint8Array(N);
+    const values = new Float32Array(M * shop.cfDim);
+    const cold = new Uint8Array(M);
     for (const s of loaded) {
-      values.set(s.cf!.values, s.first * shop.cfDim);
-      cold.set(s.cf!.cold, s.first);
+      values.set(s.cf!.values, base[s.index] * shop.cfDim);
+      cold.set(s.cf!.cold, base[s.index]);
     }
     model.vectors = { dim: shop.cfDim, values, cold };
   }

@@ -5,7 +5,7 @@
  *   npx atomem-shop --interactions interactions.jsonl --items items.jsonl --out shop-model.bin
  *       [--content catalog-vectors.bin] [--epsilon 4] [--delta 1e-6] [--until 2026-01-01]
  *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 128] [--engine duckdb]
- *       [--sasrec sasrec.bin [--sasrec-budget 600] [--sasrec-epochs 80]]
+ *       [--sasrec sasrec.bin [--sasrec-budget 600] [--sasrec-epochs 80]] [--budget 1800]
  *       [--no-progress] [--stats stats.json]
  *
  * The bin of the published package (`dist/node/shop-cli.js`, vite.node.config.ts); in the
@@ -22,7 +22,14 @@
  * `--sasrec-budget` seconds) and write it there (`serializeSasrec`, f16 item embeddings; its item
  * i + 1 is the shop model file's item i).
  *
- * Progress with an ETA on stderr (`--no-progress` to silence). One summary line on stdout. Exit codes: 0 ok, 2 bad usage or input, 1 anything else.
+ * `--budget`: the whole command's wall-clock seconds (reading, the shop model, SASRec). The
+ * sequence model is trained last and gets what the other stages left, less a reserve for writing
+ * its file (at most `--sasrec-budget`); when less than 30 s is left it is not trained and the
+ * command says so (exit code 0: the shop model file is complete without it). The other stages
+ * have no time knob (their cost is set by the log); their seconds are printed as each ends.
+ *
+ * Progress with an ETA on stderr (`--no-progress` to silence): per long stage its share done, and
+ * one line as each stage ends (its seconds, the total so far, and what is left of `--budget`). One summary line on stdout. Exit codes: 0 ok, 2 bad usage or input, 1 anything else.
  */
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { realpathSync } from 'node:fs';
@@ -74,6 +81,11 @@ export async function main(
     .option('--ease-neighbours <k>', 'neighbourhood size of local EASE (default 128)', number('--ease-neighbours', 1))
     .option('--sasrec <file>', 'also train the sequence model (SASRec) and write it to this file')
     .option('--sasrec-budget <seconds>', 'wall-clock budget of the SASRec training', number('--sasrec-budget', 1), 600)
+    .option(
+      '--budget <seconds>',
+      'wall-clock budget of the whole command: SASRec gets what the other stages left (at most --sasrec-budget)',
+      number('--budget', 1),
+    )
     .option('--sasrec-epochs <n>', 'upper bound on SASRec epochs (early stopping on validation usually ends it sooner)', number('--sasrec-epochs', 1), 80)
     .option('--no-progress', 'no progress lines on stderr')
     .addOption(
@@ -105,6 +117,7 @@ export async function main(
       sasrec?: string;
       sasrecBudget: number;
       sasrecEpochs: number;
+      budget?: number;
     }>();
     if (o.sasrec !== undefined && o.epsilon !== undefined)
       throw new ShopCliError('--sasrec with --epsilon: the sequence model is not trained with differential privacy; drop one of them');
@@ -114,14 +127,40 @@ export async function main(
     // Seconds per stage: each interval between two progress calls belongs to the stage that
     // reports at its end (the trainer reports a stage while it runs and when it ends).
     const stages: Record<string, number> = {};
+    // CPU seconds per stage (the process: SASRec's worker threads included), for a shared machine.
+    const stagesCpu: Record<string, number> = {};
+    const cpuNow = () => {
+      const c = process.cpuUsage();
+      return (c.user + c.system) / 1e6;
+    };
     let lastCall = performance.now();
+    let lastCpu = cpuNow();
     const mark = (name: string) => {
       const now = performance.now();
+      const cpu = cpuNow();
       stages[name] = (stages[name] ?? 0) + (now - lastCall) / 1000;
+      stagesCpu[name] = (stagesCpu[name] ?? 0) + (cpu - lastCpu);
       lastCall = now;
+      lastCpu = cpu;
+    };
+    // One line as each stage ends: a stage ends when another one reports.
+    let current: string | undefined;
+    let stretch = 0; // seconds of `current` before its latest stretch (a stage may report in several)
+    const stageEnded = (next: string, before = stages[next] ?? 0) => {
+      const took = current === undefined ? 0 : (stages[current] ?? 0) - stretch;
+      // why ≥ 1 s: quick stages stay silent, as in the progress lines.
+      if (report && current !== undefined && current !== next && took >= 1) {
+        const total = (performance.now() - tStart) / 1000;
+        const left = o.budget !== undefined ? `, ${Math.max(0, o.budget - total).toFixed(0)} s of --budget ${o.budget} left` : '';
+        io.stderr(`atomem-shop: ${current} done in ${took.toFixed(1)} s (total ${total.toFixed(0)} s${left})\n`);
+      }
+      if (current !== next) stretch = before;
+      current = next;
     };
     const progress = (name: string, done: number, total: number) => {
+      const before = stages[name] ?? 0;
       mark(name);
+      stageEnded(name, before);
       report?.(name, done, total);
     };
     const catalog = await readCatalogFile(o.items);
@@ -145,6 +184,7 @@ export async function main(
         const counts = await countingStages(engine, { knnK: 128, markovK: 64, ...(local ? { neighboursK: o.easeNeighbours ?? 128 } : {}) });
         for (const [q, sec] of Object.entries(counts.seconds)) stages[`sql ${q}`] = sec;
         lastCall = performance.now();
+        lastCpu = cpuNow();
         opts.counts = { knn: counts.knn, transitions: counts.transitions, ...(counts.neighbours ? { neighbours: counts.neighbours } : {}) };
       } finally {
         await engine.close();
@@ -174,18 +214,27 @@ export async function main(
     const sizes = shopModelSizes(bytes);
     let sasrecStats: Record<string, unknown> | undefined;
     let sasrecNote = '';
-    if (o.sasrec !== undefined) {
+    // why a reserve: writing the f16 item table and the stats after the budget ends (≈ 1 s per 100k items).
+    const sasrecBudget =
+      o.budget === undefined ? o.sasrecBudget : Math.min(o.sasrecBudget, o.budget - (performance.now() - tStart) / 1000 - 5 - catalog.length / 1e5);
+    if (o.sasrec !== undefined && o.budget !== undefined && sasrecBudget < 30) {
+      stageEnded('sasrec');
+      sasrecStats = { skipped: `--budget ${o.budget}: ${Math.max(0, sasrecBudget).toFixed(0)} s left for SASRec (< 30 s)` };
+      sasrecNote = `; SASRec not trained (${sasrecStats.skipped})`;
+      io.stderr(`atomem-shop: SASRec not trained: ${sasrecStats.skipped}; ${o.sasrec} not written\n`);
+      current = undefined;
+    } else if (o.sasrec !== undefined) {
       const { sequencesFromColumns, trainSasrecBudgeted } = await import('./sasrec/budgeted.js');
       const seqs = sequencesFromColumns(log.columns(), log.users.length, opts.until);
       if (!seqs.some((q) => q.length >= 2)) throw new ShopCliError('--sasrec: no user has two positive interactions');
       const r = await trainSasrecBudgeted(seqs, log.items.length, {
-        budgetSeconds: o.sasrecBudget,
+        budgetSeconds: sasrecBudget,
         maxEpochs: o.sasrecEpochs,
         onProgress: (p) => {
           progress('sasrec', p.fraction, 1);
           if (p.validation && report)
             io.stderr(
-              `atomem-shop: sasrec step ${p.step}/${p.plannedSteps} (${p.seconds.toFixed(0)} s of ${o.sasrecBudget}), loss ${Number.isFinite(p.loss) ? p.loss.toFixed(4) : '-'}, validation NDCG@10 ${p.validation.ndcg10.toFixed(4)} (best ${p.validation.best.toFixed(4)} at step ${p.validation.bestStep})\n`,
+              `atomem-shop: sasrec step ${p.step}/${p.plannedSteps} (${p.seconds.toFixed(0)} s of ${sasrecBudget.toFixed(0)}), loss ${Number.isFinite(p.loss) ? p.loss.toFixed(4) : '-'}, validation NDCG@10 ${p.validation.ndcg10.toFixed(4)} (best ${p.validation.best.toFixed(4)} at step ${p.validation.bestStep})\n`,
             );
         },
       });
@@ -196,6 +245,7 @@ export async function main(
       mark('sasrec');
       const best = r.validation.find((v) => v.step === r.bestStep)?.ndcg10 ?? null;
       sasrecStats = {
+        budgetSeconds: sasrecBudget,
         bytes: sasrecBytes.length,
         steps: r.steps,
         seconds: r.seconds,
@@ -207,6 +257,7 @@ export async function main(
       };
       sasrecNote = `; SASRec ${sasrecBytes.length} bytes, ${r.steps} steps in ${r.seconds.toFixed(0)} s (${r.stoppedBy}${best !== null ? `, validation NDCG@10 ${best.toFixed(4)} at step ${r.bestStep}` : ''})`;
     }
+    stageEnded('done');
     const peakRssBytes = process.resourceUsage().maxRSS * 1024;
     if (o.stats)
       await writeFile(
@@ -216,6 +267,7 @@ export async function main(
             items: catalog.length,
             events: log.length,
             stages,
+            stagesCpu,
             trainSeconds: (performance.now() - tStart) / 1000,
             cpuSeconds: (process.cpuUsage().user + process.cpuUsage().system) / 1e6,
             peakRssBytes,

@@ -21,7 +21,8 @@
  *   capped at 128/128/64 (see `k`).
  * - `popularity`: distinct users per item; `trend` (on request): distinct users per (day, item).
  * - `vectors`: the top-`dim` (32) eigenvectors of the cosine-normalised co-occurrence matrix
- *   D^−½ XᵀX D^−½ (subspace iteration on the sparse log: 2·nnz·d per step), rows scaled by
+ *   D^−½ XᵀX D^−½ (subspace iteration on the sparse log, on the items with data only: 2·nnz·d
+ *   per step; 30 steps, 10 above 50 000 items with data — see `iterations`), rows scaled by
  *   √eigenvalue and normalised: two items are near when the same people picked both. Items with
  *   fewer than `coldBelow` users get the ridge estimate of their vector from their content vector
  *   (`content`; map with intercept fitted on the other items, not normalised: an expected vector),
@@ -59,7 +60,7 @@ import { ACTION_WEIGHTS, type Action } from '../core/types.js';
 import type { ContentMap, ItemVectorTable, NeighbourLists, ShopModel, ShopPrivacy, TrendCounts } from '../protocol/shop-model-v1.js';
 import { gaussianNoiseMultiplier } from './dp.js';
 import { LogColumns } from './log-reader.js';
-import { choleskyInPlace, invertSpd, ridge, topEigen, topK, type Normal } from './linalg.js';
+import { addRowGram, axpy, choleskyInPlace, invertSpd, ridge, topEigen, topK, type Normal } from './linalg.js';
 import { mapContent, weightsForEpsilon } from './score.js';
 
 /** One row of the shop's log. */
@@ -148,8 +149,20 @@ export interface TrainOptions {
   vectorPower?: number;
   /** Degree exponent β of the vectors' source matrix D^−β XᵀX D^−β (default 0.5: cosine). */
   vectorDegree?: number;
-  /** Subspace iterations (default 30). */
+  /**
+   * Subspace iterations (default 30, or `largeIterations` when more than `largeAbove` items have
+   * data). Why fewer on a large shop: there the products are what the stage costs (100k items /
+   * 10M events: 380 of 605 s before the sequence model), and on the synthetic shops of
+   * `bench:shop-scale` the vectors' held-out next-item quality does not drop with fewer
+   * iterations (100k items / 1M events, 2 916 held-out items, HR@10: 0.027 at 30, 0.030 at 10,
+   * 0.032 at 6; BENCHMARKS.md "The collaborative vectors' iterations at catalog scale").
+   * ML-100K and Beauty are far below the threshold: their files are unchanged.
+   */
   iterations?: number;
+  /** Iterations above `largeAbove` items with data (default 10). */
+  largeIterations?: number;
+  /** Items with data above which `largeIterations` applies (default 50 000). */
+  largeAbove?: number;
   /** Items with fewer users get a content-predicted vector (default 1: only items without data). */
   coldBelow?: number;
   /** Content vectors (enable the content map and cold-item vectors). */
@@ -519,6 +532,22 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
 
   // Distinct items for co-occurrence (the most recent maxUserItems), with DP weights.
   const coItems = users.map((u) => (u.items.length > maxUserItems ? u.items.subarray(u.items.length - maxUserItems) : u.items));
+  // The same as CSR both ways (the exact stages; 4 bytes a pair each): each user's items
+  // (coStart/coFlat, in coItems order) and each item's users, ascending (userStart/userList).
+  const coStart = new Int32Array(coItems.length + 1);
+  const userStart = new Int32Array(n + 1);
+  let coFlat = new Int32Array(0);
+  let userList = new Int32Array(0);
+  if (!dp) {
+    coItems.forEach((r, u) => (coStart[u + 1] = coStart[u] + r.length));
+    coFlat = new Int32Array(coStart[coItems.length]);
+    coItems.forEach((r, u) => coFlat.set(r, coStart[u]));
+    for (let p = 0; p < coFlat.length; p++) userStart[coFlat[p] + 1]++;
+    for (let i = 0; i < n; i++) userStart[i + 1] += userStart[i];
+    userList = new Int32Array(userStart[n]);
+    const fill = userStart.slice(0, n);
+    for (let u = 0; u < coItems.length; u++) for (let p = coStart[u]; p < coStart[u + 1]; p++) userList[fill[coFlat[p]]++] = u;
+  }
 
   // ── Gram on the top-N set (dense) ────────────────────────────────────────────────────
   const G = new Float64Array(N * N);
@@ -582,23 +611,14 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
   // candidate i, its k nearest history items (classic item-based kNN).
   const knn = new Selector(n, kKnn, orient('knn'), false);
   if (!dp) {
-    // Users of each item as CSR (4 bytes a pair).
-    const userStart = new Int32Array(n + 1);
-    for (const r of coItems) for (const i of r) userStart[i + 1]++;
-    for (let i = 0; i < n; i++) userStart[i + 1] += userStart[i];
-    const userList = new Int32Array(userStart[n]);
-    {
-      const fill = userStart.slice(0, n);
-      coItems.forEach((r, u) => {
-        for (const i of r) userList[fill[i]++] = u;
-      });
-    }
     const counts = new Float64Array(n);
     const touched: number[] = [];
     /** Co-occurrence row of item i into `counts` (touched entries listed in `touched`). */
     const coRow = (i: number) => {
       for (let p = userStart[i]; p < userStart[i + 1]; p++) {
-        for (const j of coItems[userList[p]]) {
+        const u = userList[p];
+        for (let q = coStart[u]; q < coStart[u + 1]; q++) {
+          const j = coFlat[q];
           if (counts[j] === 0) touched.push(j);
           counts[j]++;
         }
@@ -772,31 +792,29 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
     let eig: { values: Float64Array; vectors: Float64Array };
     let rowsOf: (r: number) => number; // eigen row → item index
     let dimUsed: number;
+    let iterationsUsed = opts.iterations ?? 30;
     if (!dp) {
-      // S = D^−½ XᵀX D^−½ applied through the sparse log: 2·nnz·d per product.
+      // S = D^−½ XᵀX D^−½ applied through the sparse log: 2·nnz·d per product, on the items
+      // with data only (S is zero elsewhere; `rows` of topEigen keeps the result bit for bit).
       const deg = new Float64Array(n);
-      for (const r of coItems) for (const i of r) deg[i]++;
+      for (let i = 0; i < n; i++) deg[i] = userStart[i + 1] - userStart[i];
       const beta = opts.vectorDegree ?? 0.5;
       const inv = Float64Array.from(deg, (x) => (x > 0 ? x ** -beta : 0));
-      const apply = (Q: Float64Array, d: number): Float64Array => {
-        const Y = new Float64Array(n * d);
-        const t = new Float64Array(d);
-        for (const r of coItems) {
-          t.fill(0);
-          for (const i of r) {
-            const s = inv[i];
-            for (let c = 0; c < d; c++) t[c] += s * Q[i * d + c];
-          }
-          for (const i of r) {
-            const s = inv[i];
-            for (let c = 0; c < d; c++) Y[i * d + c] += s * t[c];
-          }
-        }
-        return Y;
-      };
+      const support = Int32Array.from(
+        (function* () {
+          for (let i = 0; i < n; i++) if (deg[i] > 0) yield i;
+        })(),
+      );
+      const apply = cooccurrenceProduct(support, inv, coStart, coFlat, userStart, userList, n);
       dimUsed = Math.min(dim, n);
-      eig = topEigen(apply, n, dimUsed, normal, opts.iterations ?? 30, 8, (d, t) => progress('vectors', d, t));
-      rowsOf = (r) => r;
+      iterationsUsed = opts.iterations ?? (support.length > (opts.largeAbove ?? 50_000) ? (opts.largeIterations ?? 10) : 30);
+      eig = topEigen(apply, n, dimUsed, normal, iterationsUsed, {
+        over: 8,
+        rows: support,
+        fusedGram: true,
+        onIteration: (d, t) => progress('vectors', d, t),
+      });
+      rowsOf = (r) => support[r];
       for (let i = 0; i < n; i++) hasVector[i] = deg[i] >= Math.max(1, coldBelow) ? 1 : 0;
     } else {
       const apply = (Q: Float64Array, d: number): Float64Array => {
@@ -832,6 +850,8 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       else hasVector[i] = 0;
     }
     vectorInfo = { eigenvalues: Array.from(eig.values.slice(0, 8), (x) => Number(x.toFixed(3))) };
+    // why only when not 30: the files of the shops below `largeAbove` stay byte for byte as they were.
+    if (iterationsUsed !== 30) vectorInfo.iterations = iterationsUsed;
     if (opts.content) {
       const fit = fitContentMap(opts.content, items, values, hasVector, dim, opts.ridgeAlpha ?? 1);
       if (fit) {
@@ -882,6 +902,65 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       ...(opts.until !== undefined ? { until: opts.until } : {}),
       vectors: vectorInfo,
     },
+  };
+}
+
+/**
+ * Y = S·Q for S = W Xᵀ X W (X the users × items 0/1 matrix of the co-occurrence log, W the
+ * diagonal `inv`), on the rows of `support` (Q and Y are support.length × b). Two passes, each
+ * partitioned by its output rows so that every sum keeps the order of the one-pass product
+ * (user by user, adding each user's t_u = Σ_{i ∈ u} w_i q_i into each of its items' rows):
+ * T = the t_u of a block of users (in each user's item order), then each item's row gathers
+ * w_i t_u over its users in ascending order. Users go in blocks of at most 256 MiB of T, so the
+ * memory does not grow with the log. With `gram`, each finished row of Y is added to YᵀY's upper
+ * triangle (`addRowGram`) while it is in cache.
+ */
+export function cooccurrenceProduct(
+  support: Int32Array,
+  inv: Float64Array,
+  coStart: Int32Array,
+  coFlat: Int32Array,
+  userStart: Int32Array,
+  userList: Int32Array,
+  n: number,
+): (Q: Float64Array, b: number, gram?: Float64Array) => Float64Array {
+  const m = support.length;
+  const U = coStart.length - 1;
+  const compact = new Int32Array(n).fill(-1);
+  support.forEach((i, k) => (compact[i] = k));
+  return (Q, b, gram) => {
+    const Y = new Float64Array(m * b);
+    const block = Math.max(1, Math.min(U, Math.floor(2 ** 28 / (8 * b))));
+    const T = new Float64Array(block * b);
+    const pos = block < U ? Int32Array.from(support, (i) => userStart[i]) : undefined;
+    for (let u0 = 0; u0 < U; u0 += block) {
+      const u1 = Math.min(U, u0 + block);
+      if (u0 > 0) T.fill(0);
+      for (let u = u0; u < u1; u++) {
+        const to = (u - u0) * b;
+        for (let p = coStart[u]; p < coStart[u + 1]; p++) {
+          const i = coFlat[p];
+          const s = inv[i];
+          axpy(T, to, Q, compact[i] * b, s, b);
+        }
+      }
+      const last = u1 === U;
+      for (let k = 0; k < m; k++) {
+        const i = support[k];
+        const s = inv[i];
+        const yo = k * b;
+        const end = userStart[i + 1];
+        let p = pos ? pos[k] : userStart[i];
+        for (; p < end; p++) {
+          const u = userList[p];
+          if (u >= u1) break;
+          axpy(Y, yo, T, (u - u0) * b, s, b);
+        }
+        if (pos) pos[k] = p;
+        if (last && gram) addRowGram(gram, Y, yo, b);
+      }
+    }
+    return Y;
   };
 }
 

@@ -238,7 +238,8 @@ export interface EngineStatus {
    * The catalog vector file (`catalogVectors`), or null without one: its format version, where
    * it came from this time (`download`, `revalidated` by a 304, or the `cache` without a
    * request; null when it could not be used), its size, and the shop model in use (v2 files
-   * made with an order log), or null (content space, as with v1).
+   * made with an order log), or null (content space, as with v1). `shop.items`: the items of
+   * the shop model the device holds (format v3: those of the shards loaded, not the catalog).
    */
   catalog: {
     url: string;
