@@ -129,6 +129,7 @@ const BASIS: Record<string, ShopBasis> = {
   sasrec: 'comes-next',
   pop: 'popular',
   trend: 'trending',
+  popRecent: 'trending',
 };
 
 /** An item a reason names, as data. */
