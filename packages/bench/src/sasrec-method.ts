@@ -12,7 +12,10 @@
  *
  * Protocol `loo` (the papers' tables): the run's shared model (one sampled negative, BCE, 80
  * epochs), as before. Protocols `loo-full` and `temporal`: SASRec at its published strength —
- * full-softmax cross-entropy (`sasrec.loss=ce`, the default there) early-stopped on validation:
+ * by default the catalog-scaled settings of `sasrecProfile` (packages/atomem/src/shop/sasrec/profile.ts:
+ * full-softmax cross-entropy up to 4,096 items, sampled softmax over 1,024 negatives above;
+ * dropout 0.5, L 50, lr 0.001 when histories average under 20 items), any `sasrec.*` option
+ * overriding them — early-stopped on validation:
  * each user's last learnable interaction is held out (for `loo-full` that is the
  * second-to-last item, the original SASRec split), the model trains on the rest, every
  * `evalEvery` epochs (default 5) NDCG@10 over all items (history excluded, pessimistic ties) of
@@ -27,7 +30,10 @@ import type { Method, MethodContext, RankCase } from './types.js';
 import { Rng } from './rng.js';
 import { publishedSequence } from './shop-publish.js';
 import { encodeHistory, scoreItems, type SasrecWeights } from 'atomem/shop';
-import { SASREC_DEFAULTS, trainSasrec, type SasrecTrainOptions } from 'atomem/shop';
+import { SASREC_DEFAULTS, sasrecProfile, trainSasrec, type SasrecTrainOptions } from 'atomem/shop';
+
+/** `trainSasrec`'s negatives per chunk when `sampled-softmax` is asked for without a count. */
+const SASREC_NEGATIVES_DEFAULT = 256;
 
 const KEYS = ['epochs', 'lr', 'batchSize', 'maxLen', 'dim', 'blocks', 'heads', 'dropout', 'l2', 'threads', 'chunks', 'seed', 'negatives'] as const;
 /** Early-stopping parameters of the full-ranking protocols (not training options). */
@@ -81,6 +87,7 @@ export class SasrecMethod implements Method {
   private bestEpoch?: number;
   private epochsRun = 0;
   private loss: SasrecTrainOptions['loss'] = 'ce';
+  private settings?: EarlyStoppedSasrec['settings'];
   private slotIdx?: Int32Array;
 
   /**
@@ -155,6 +162,7 @@ export class SasrecMethod implements Method {
     this.bestEpoch = r.bestEpoch;
     this.epochsRun = r.epochsRun;
     this.loss = r.loss;
+    this.settings = r.settings;
   }
 
   /** Every catalog item's score (−∞ for items the model does not know). */
@@ -212,7 +220,7 @@ export class SasrecMethod implements Method {
 
   extras(): Record<string, unknown> {
     const out: Record<string, unknown> = { trainSeconds: Math.round(this.trainSeconds * 10) / 10, finalLoss: Math.round(this.lastLoss * 1e4) / 1e4 };
-    if (this.validation) Object.assign(out, { loss: this.loss, epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
+    if (this.validation) Object.assign(out, { loss: this.loss, settings: this.settings, epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
     return out;
   }
 }
@@ -225,6 +233,8 @@ export interface EarlyStoppedSasrec {
   trainSeconds: number;
   finalLoss: number;
   loss: NonNullable<SasrecTrainOptions['loss']>;
+  /** The loss and regularisation the model trained with (catalog-scaled defaults, then explicit options). */
+  settings: { loss: NonNullable<SasrecTrainOptions['loss']>; negatives?: number; dropout: number; maxLen: number; lr: number };
   /** NDCG@10 over all items of the held-out items, per evaluated epoch. */
   validation: { epoch: number; ndcg10: number }[];
   /** The epoch of the returned checkpoint. */
@@ -247,7 +257,6 @@ export async function trainEarlyStopped(
   train: SasrecTrainOptions,
   params: Readonly<Record<string, string>>,
 ): Promise<EarlyStoppedSasrec> {
-  const loss = train.loss ?? 'ce';
   const stop = earlyStopOptions(params);
   // why maxEpochs: `sasrec.epochs` is also the fixed epoch count of protocol loo's shared model (80 by default)
   const epochs = stop.maxEpochs ?? train.epochs ?? 200;
@@ -261,6 +270,12 @@ export async function trainEarlyStopped(
       held.push({ input: ids.subarray(0, ids.length - 1), target: ids[ids.length - 1] });
     } else if (ids.length > 0) seqs.push(ids);
   }
+  // the catalog-scaled defaults (full CE on small catalogs, 1,024-negative sampled softmax on large
+  // ones, sparse-data regularisation for short histories); explicit `sasrec.*` options win
+  const profile = sasrecProfile(index.size, seqs);
+  const settings: SasrecTrainOptions = { ...profile, ...train };
+  if (train.loss !== undefined && train.loss !== 'sampled-softmax' && train.negatives === undefined) delete settings.negatives;
+  const loss = settings.loss ?? 'ce';
   const rng = Rng.derive(ctx.seed, 'sasrec-validation');
   const valid = held.length > stop.validUsers ? rng.sampleWithoutReplacement(held, stop.validUsers) : held;
   const n = index.size;
@@ -288,7 +303,7 @@ export async function trainEarlyStopped(
   const validation: { epoch: number; ndcg10: number }[] = [];
   const r = await trainSasrec(seqs, n, {
     seed: ctx.seed,
-    ...train,
+    ...settings,
     loss,
     epochs,
     onEpoch: (epoch, l, weights) => {
@@ -313,7 +328,8 @@ export async function trainEarlyStopped(
       } else if (++since >= stop.patience) return false;
     },
   });
-  return { weights: bestWeights ?? r.weights, index, trainSeconds: r.seconds, finalLoss, loss, validation, bestEpoch, epochsRun };
+  const chosen = { loss, negatives: loss === 'sampled-softmax' ? (settings.negatives ?? SASREC_NEGATIVES_DEFAULT) : undefined, dropout: settings.dropout ?? SASREC_DEFAULTS.dropout, maxLen: settings.maxLen ?? SASREC_DEFAULTS.maxLen, lr: settings.lr ?? SASREC_DEFAULTS.lr };
+  return { weights: bestWeights ?? r.weights, index, trainSeconds: r.seconds, finalLoss, loss, settings: chosen, validation, bestEpoch, epochsRun };
 }
 
 /** A deep copy of a model's weights (a checkpoint: the trainer's live view changes every step). */
