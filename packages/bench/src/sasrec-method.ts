@@ -220,7 +220,8 @@ export class SasrecMethod implements Method {
 
   extras(): Record<string, unknown> {
     const out: Record<string, unknown> = { trainSeconds: Math.round(this.trainSeconds * 10) / 10, finalLoss: Math.round(this.lastLoss * 1e4) / 1e4 };
-    if (this.validation) Object.assign(out, { loss: this.loss, settings: this.settings, epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
+    if (this.validation)
+      Object.assign(out, { loss: this.loss, settings: this.settings, epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
     return out;
   }
 }
@@ -279,21 +280,7 @@ export async function trainEarlyStopped(
   const rng = Rng.derive(ctx.seed, 'sasrec-validation');
   const valid = held.length > stop.validUsers ? rng.sampleWithoutReplacement(held, stop.validUsers) : held;
   const n = index.size;
-  const all = Int32Array.from({ length: n }, (_, i) => i + 1);
-  const seen = new Uint8Array(n + 1);
-  const validate = (w: SasrecWeights): number => {
-    let sum = 0;
-    for (const v of valid) {
-      const s = scoreItems(w, encodeHistory(w, v.input), all);
-      const t = s[v.target - 1];
-      for (const i of v.input) seen[i] = 1;
-      let rank = 1;
-      for (let i = 1; i <= n && rank <= 10; i++) if (i !== v.target && !seen[i] && s[i - 1] >= t) rank++;
-      for (const i of v.input) seen[i] = 0;
-      if (rank <= 10) sum += 1 / Math.log2(rank + 1);
-    }
-    return valid.length ? sum / valid.length : 0;
-  };
+  const validate = (w: SasrecWeights): number => fullRankNdcg10(w, n, valid);
   let best = -Infinity;
   let bestWeights: SasrecWeights | undefined;
   let bestEpoch: number | undefined;
@@ -328,8 +315,34 @@ export async function trainEarlyStopped(
       } else if (++since >= stop.patience) return false;
     },
   });
-  const chosen = { loss, negatives: loss === 'sampled-softmax' ? (settings.negatives ?? SASREC_NEGATIVES_DEFAULT) : undefined, dropout: settings.dropout ?? SASREC_DEFAULTS.dropout, maxLen: settings.maxLen ?? SASREC_DEFAULTS.maxLen, lr: settings.lr ?? SASREC_DEFAULTS.lr };
+  const chosen = {
+    loss,
+    negatives: loss === 'sampled-softmax' ? (settings.negatives ?? SASREC_NEGATIVES_DEFAULT) : undefined,
+    dropout: settings.dropout ?? SASREC_DEFAULTS.dropout,
+    maxLen: settings.maxLen ?? SASREC_DEFAULTS.maxLen,
+    lr: settings.lr ?? SASREC_DEFAULTS.lr,
+  };
   return { weights: bestWeights ?? r.weights, index, trainSeconds: r.seconds, finalLoss, loss, settings: chosen, validation, bestEpoch, epochsRun };
+}
+
+/**
+ * Mean NDCG@10 of held-out items ranked among every item 1..`numItems` not in their input
+ * (pessimistic ties: an item scored equal to the target ranks above it).
+ */
+export function fullRankNdcg10(w: SasrecWeights, numItems: number, cases: ReadonlyArray<{ input: Int32Array; target: number }>): number {
+  const all = Int32Array.from({ length: numItems }, (_, i) => i + 1);
+  const seen = new Uint8Array(numItems + 1);
+  let sum = 0;
+  for (const v of cases) {
+    const s = scoreItems(w, encodeHistory(w, v.input), all);
+    const t = s[v.target - 1];
+    for (const i of v.input) seen[i] = 1;
+    let rank = 1;
+    for (let i = 1; i <= numItems && rank <= 10; i++) if (i !== v.target && !seen[i] && s[i - 1] >= t) rank++;
+    for (const i of v.input) seen[i] = 0;
+    if (rank <= 10) sum += 1 / Math.log2(rank + 1);
+  }
+  return cases.length ? sum / cases.length : 0;
 }
 
 /** A deep copy of a model's weights (a checkpoint: the trainer's live view changes every step). */
