@@ -490,6 +490,23 @@ export class AtomemMethod implements Method {
         ? await agent.recommend(undefined, { now: c.now, limit: agent.config.shortlist, exclude: 'interacted', ...intent })
         : await agent.recommend(catalog, { now: c.now, ...intent });
     for (let i = 0; i < recs.length; i++) out[slot.get(recs[i].id)!] = -i;
+    if (this.dumpFile && this.wholeCatalog === 'candidates') {
+      // why: fitting the weights for whole-catalog ranking (validation only, refused on test in
+      // prepare): every catalog item's signals, columnar (one array per signal, catalog order),
+      // 6 significant digits; `tune-weights.ts --protocol` reads it
+      const byId = new Map(recs.map((r) => [r.id, r.features]));
+      const names = Object.keys(recs[0]?.features ?? {});
+      const signals = Object.fromEntries(
+        names.map((n) => [
+          n,
+          catalog.map((id) => {
+            const v = byId.get(id)?.[n];
+            return v === undefined || !Number.isFinite(v) ? 0 : Number(v.toPrecision(6));
+          }),
+        ]),
+      );
+      appendFileSync(this.dumpFile, `${JSON.stringify({ user: c.user, items: catalog, signals })}\n`);
+    }
     if (this.wholeCatalog === 'shortlist') {
       // why: each agent's shelf keeps a table of the whole catalog's vectors for retrieval (1.5 MB
       // at 12k items); a full-ranking protocol ranks each user once, so the agent is let go

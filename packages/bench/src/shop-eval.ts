@@ -27,7 +27,7 @@ export function contextFor(dataset: Dataset, p: Pick<Protocol, 'cases' | 'histor
 
 /** The built-in signals the model carries (no `trend` without trend counts, no `vec*` without vectors). */
 export function presentSignals(model: ShopModel): string[] {
-  return SIGNALS.filter((n) => (n !== 'trend' || model.trend) && (!n.startsWith('vec') || model.vectors));
+  return SIGNALS.filter((n) => (n !== 'trend' || model.trend) && (n !== 'popRecent' || model.popRecent) && (!n.startsWith('vec') || model.vectors));
 }
 
 /** Every built-in signal of every case, from each case's own history. */

@@ -87,6 +87,7 @@ export function trainOptionsFrom(params: Readonly<Record<string, string>>): Trai
   set('coldBelow', num('shop.coldBelow'));
   set('ridgeAlpha', num('shop.ridge'));
   set('trendWindow', num('shop.trendWindow'));
+  set('recentDays', num('shop.recentDays'));
   set('trendBucketMs', num('shop.trendBucketMs'));
   set('dpLambdaScale', num('shop.dpLambdaScale'));
   if (params['shop.trend'] !== undefined) opts.trend = params['shop.trend'] === '1' || params['shop.trend'] === 'true';
@@ -150,6 +151,8 @@ export async function trainForContext(
   const opts: TrainOptions = { ...trainOptionsFrom(params), ...extra };
   const until = paramNumber(params, 'shop.until');
   if (until !== undefined && until < 1) opts.until = timeQuantile(log, until);
+  // why: with the order of events only (no timestamps) there are no days to count back
+  if (ctx.dataset.ordinalTime && opts.recentDays === undefined) opts.recentDays = 0;
   const kind = params['shop.content'] ?? 'use-lite';
   if (kind !== 'none') opts.content = await contentVectorsFor(ctx.dataset, kind, ctx);
   // why: one noise draw per (seed, ε, shop.noiseSeed): reproducible, and DP figures can be

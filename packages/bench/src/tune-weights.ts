@@ -24,19 +24,30 @@
  * 3. Prints each step and the fitted weights (paste them into `DEFAULT_CONFIG.weights` with the
  *    command in a comment) and, with `--json`, writes them.
  *
+ * With `--protocol loo-full,temporal[,loo]` (whole-catalog ranking, `--item-vectors hybrid`) it
+ * fits `shopWeights` for the full-ranking protocols instead: one validation run of `atomem` per
+ * protocol (`loo-full`: each user's second-to-last item against every catalog item; `temporal`:
+ * the cut inside the pre-cut log; `loo`: the 10-candidate lists), each dumping every candidate's
+ * signals; then listwise softmax fits (`fitWeights`; the shopper's own items are standardised
+ * with the list but do not compete, as in the full ranking) per protocol and pooled, each scored
+ * on every protocol's validation cases (NDCG@10 with the benchmark's pessimistic rank; 2-fold CV
+ * over users for the pooled fit). `--pool loo-full=1,temporal=4` weighs a protocol's cases in the
+ * pooled fit (repeats). Prints the table and the chosen weights (`--choose`, default `pooled`).
+ *
  * It never reads a test item: the protocol is built with `target: 'validation'`.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { combine, DEFAULT_CONFIG } from 'atomem/engine';
-import { fitWeights, type FitCase } from 'atomem/shop';
+import { combineSignals, fitWeights, type FitCase } from 'atomem/shop';
 import { DEFAULT_KCORE, loadDataset } from './datasets.js';
 import './methods.js';
 import { ndcgAt, rankOf } from './metrics.js';
 import { buildProtocol, DEFAULT_SEED } from './protocol.js';
+import { buildFullProtocol, type FullProtocol, type ProtocolName } from './full-protocol.js';
 import { runBenchmark } from './run.js';
 import type { DatasetFormat, Privacy } from './types.js';
 
@@ -165,6 +176,10 @@ async function main(argv: string[]): Promise<number> {
       'item-vectors': { type: 'string', default: 'hybrid' },
       'tau-q': { type: 'string' },
       'merge-q': { type: 'string' },
+      protocol: { type: 'string' },
+      pool: { type: 'string' },
+      choose: { type: 'string', default: 'pooled' },
+      'dump-dir': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -188,6 +203,20 @@ async function main(argv: string[]): Promise<number> {
   const kind = values['item-vectors'];
   if (kind !== 'hybrid' && kind !== 'content') throw new Error(`--item-vectors must be hybrid or content, got ${kind}`);
   params['atomem.itemVectors'] = kind;
+  if (values.protocol !== undefined) {
+    if (kind !== 'hybrid') throw new Error('--protocol fits shopWeights: it needs --item-vectors hybrid');
+    const protocols = values.protocol.split(',') as ProtocolName[];
+    for (const p of protocols)
+      if (p !== 'loo' && p !== 'loo-full' && p !== 'temporal') throw new Error(`--protocol: unknown protocol ${p} (loo, loo-full, temporal)`);
+    const pool: Record<string, number> = {};
+    for (const kv of (values.pool ?? '').split(',').filter(Boolean)) {
+      const [k, v] = kv.split('=');
+      if (!protocols.includes(k as ProtocolName) || !(Number(v) >= 0) || !Number.isInteger(Number(v)))
+        throw new Error(`--pool ${kv}: expected protocol=integer repeats`);
+      pool[k] = Number(v);
+    }
+    return tuneFull(dataset, protocols, users, seed, values.privacy as Privacy, params, pool, values.choose ?? 'pooled', values.json, values['dump-dir']);
+  }
   if (kind === 'hybrid')
     return tuneHybrid(
       dataset,
@@ -339,6 +368,188 @@ async function tuneHybrid(
       json,
       `${JSON.stringify({ privacy, users: targets.size, seed, itemVectors: 'hybrid', points, chosen: { shopTauQuantile: best.tauQ, shopMergeQuantile: best.mergeQ, shopWeights: best.weights } }, null, 2)}\n`,
     );
+  return 0;
+}
+
+/** A validation case of a protocol as a fitting case: every dumped signal per candidate, the target, the excluded own items. */
+interface ProtocolCases {
+  protocol: ProtocolName;
+  cases: FitCase[];
+  names: string[];
+}
+
+/** Whole-catalog dumps (`scoreAll`, columnar) or 10-candidate dumps (`rank`) of one protocol's validation run, as fitting cases. */
+async function protocolCases(
+  dataset: ReturnType<typeof loadDataset>,
+  protocol: ProtocolName,
+  users: number | 'all',
+  seed: number,
+  privacy: Privacy,
+  params: Record<string, string>,
+  dumpDir: string | undefined,
+): Promise<ProtocolCases> {
+  const dir = dumpDir ?? mkdtempSync(join(tmpdir(), 'atomem-tune-'));
+  const dump = join(dir, `${protocol}-${users}-${seed}.jsonl`);
+  try {
+    if (dumpDir && existsSync(dump)) process.stderr.write(`protocol ${protocol}: reading the validation dump ${dump}\n`);
+    else {
+      process.stderr.write(`validation run of atomem, protocol ${protocol}\n`);
+      if (dumpDir) rmSync(`${dump}.part`, { force: true });
+      await runBenchmark({
+        dataset,
+        users,
+        seed,
+        methods: ['atomem'],
+        privacy: [privacy],
+        validation: true,
+        protocol,
+        params: { ...params, 'atomem.dumpFeatures': dumpDir ? `${dump}.part` : dump, 'atomem.fidelityUsers': '0' },
+        onProgress: (e) => {
+          if (e.done === e.total) process.stderr.write(`  ${e.label ?? e.phase}: ${e.total}\n`);
+        },
+      });
+      if (dumpDir) renameSync(`${dump}.part`, dump);
+    }
+    const lines = readFileSync(dump, 'utf8').trim().split('\n');
+    const cases: FitCase[] = [];
+    const names = new Set<string>();
+    if (protocol === 'loo') {
+      const targets = new Map(buildProtocol(dataset, { users, seed, target: 'validation' }).cases.map((c) => [c.user, c.test.item]));
+      const dumped = lines.map((l) => JSON.parse(l) as DumpedCase);
+      const all = signalNames(dumped);
+      for (const n of all) names.add(n);
+      cases.push(...fitCases(dumped, targets, all).filter((c) => c.positive >= 0));
+    } else {
+      const p = buildFullProtocol(dataset, protocol as FullProtocol, { users, seed, target: 'validation' });
+      const byUser = new Map(p.cases.map((c) => [c.user, c]));
+      for (const line of lines) {
+        const d = JSON.parse(line) as { user: string; items: string[]; signals: Record<string, number[]> };
+        const c = byUser.get(d.user);
+        if (!c) continue;
+        const index = new Map(d.items.map((id, i) => [id, i]));
+        const positive = index.get(c.test.item);
+        if (positive === undefined) continue;
+        const exclude = new Uint8Array(d.items.length);
+        for (const x of c.history) {
+          const i = index.get(x.item);
+          if (i !== undefined && i !== positive) exclude[i] = 1;
+        }
+        const signals: Record<string, Float32Array> = {};
+        for (const [n, v] of Object.entries(d.signals)) {
+          signals[n] = Float32Array.from(v);
+          names.add(n);
+        }
+        cases.push({ signals, positive, exclude });
+      }
+    }
+    // a signal constant in every list cannot be fitted
+    const varying = [...names].filter((n) =>
+      cases.some((c) => {
+        const v = c.signals[n];
+        if (!v) return false;
+        for (let i = 1; i < v.length; i++) if (v[i] !== v[0]) return true;
+        return false;
+      }),
+    );
+    process.stderr.write(`  ${protocol}: ${cases.length} validation cases, signals ${varying.join(', ')}\n`);
+    return { protocol, cases, names: varying };
+  } finally {
+    if (!dumpDir) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Mean NDCG@10 of `weights` on fitting cases: the pessimistic rank (ties count against the positive) among the non-excluded candidates. */
+export function fitCaseNdcg(cases: readonly FitCase[], weights: Readonly<Record<string, number>>): number {
+  let sum = 0;
+  for (const c of cases) {
+    const m = Object.values(c.signals)[0]?.length ?? 0;
+    const z = combineSignals(c.signals, weights, m);
+    const t = z[c.positive];
+    let rank = 1;
+    for (let i = 0; i < m; i++) if (i !== c.positive && !c.exclude?.[i] && z[i] >= t) rank++;
+    sum += ndcgAt(rank, 10);
+  }
+  return cases.length ? sum / cases.length : 0;
+}
+
+/** `--protocol`: fits per protocol and pooled, each scored on every protocol's validation cases (see the module comment). */
+async function tuneFull(
+  dataset: ReturnType<typeof loadDataset>,
+  protocols: ProtocolName[],
+  users: number | 'all',
+  seed: number,
+  privacy: Privacy,
+  params: Record<string, string>,
+  pool: Record<string, number>,
+  choose: string,
+  json: string | undefined,
+  dumpDir: string | undefined,
+): Promise<number> {
+  const sets: ProtocolCases[] = [];
+  for (const p of protocols) sets.push(await protocolCases(dataset, p, users, seed, privacy, params, dumpDir));
+  const names = [...new Set(sets.flatMap((s) => s.names))].sort();
+  const shipped = { ...DEFAULT_CONFIG.shopWeights };
+  const fits: Record<string, Record<string, number>> = { shipped };
+  const t0 = performance.now();
+  for (const s of sets) fits[`fit ${s.protocol}`] = fitWeights(s.cases, names);
+  const pooledCases = (which: (i: number) => boolean) =>
+    sets.flatMap((s) => {
+      const r = pool[s.protocol] ?? 1;
+      const own = s.cases.filter((_, i) => which(i));
+      return Array.from({ length: r }, () => own).flat();
+    });
+  fits.pooled = fitWeights(
+    pooledCases(() => true),
+    names,
+  );
+  // 2-fold CV of the pooled fit over users (per protocol, cases split by parity)
+  const cv: Record<string, number> = {};
+  {
+    const half = [0, 1].map((h) =>
+      fitWeights(
+        pooledCases((i) => i % 2 === h),
+        names,
+      ),
+    );
+    for (const s of sets) {
+      let sum = 0;
+      for (const h of [0, 1]) {
+        const test = s.cases.filter((_, i) => i % 2 === 1 - h);
+        sum += fitCaseNdcg(test, half[h]) * test.length;
+      }
+      cv[s.protocol] = sum / Math.max(1, s.cases.length);
+    }
+  }
+  process.stderr.write(`fits: ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+  const table: Record<string, Record<string, number>> = {};
+  for (const [label, w] of Object.entries(fits)) {
+    table[label] = {};
+    for (const s of sets) table[label][s.protocol] = fitCaseNdcg(s.cases, w);
+  }
+  process.stdout.write(
+    `\nvalidation NDCG@10 (users: ${sets.map((s) => `${s.protocol} ${s.cases.length}`).join(', ')}; pool repeats ${JSON.stringify(pool)})\n`,
+  );
+  process.stdout.write(`| weights | ${sets.map((s) => s.protocol).join(' | ')} |\n|---|${sets.map(() => '---:').join('|')}|\n`);
+  for (const [label, row] of Object.entries(table)) process.stdout.write(`| ${label} | ${sets.map((s) => row[s.protocol].toFixed(4)).join(' | ')} |\n`);
+  process.stdout.write(`| pooled, 2-fold CV | ${sets.map((s) => cv[s.protocol].toFixed(4)).join(' | ')} |\n`);
+  process.stdout.write(
+    `\n| signal | ${Object.keys(fits).join(' | ')} |\n|---|${Object.keys(fits)
+      .map(() => '---:')
+      .join('|')}|\n`,
+  );
+  for (const n of [...new Set([...names, ...Object.keys(shipped)])])
+    process.stdout.write(
+      `| ${n} | ${Object.values(fits)
+        .map((w) => (w[n] ?? 0).toString())
+        .join(' | ')} |\n`,
+    );
+  const chosen = fits[choose];
+  if (!chosen) throw new Error(`--choose ${choose}: one of ${Object.keys(fits).join(', ')}`);
+  // signals no dump carries (e.g. crowd, which needs a Prio3 release) keep their shipped weight
+  const out = { ...shipped, ...chosen };
+  process.stdout.write(`\nshopWeights (${choose}): ${JSON.stringify(out)}\n`);
+  if (json)
+    writeFileSync(json, `${JSON.stringify({ privacy, seed, users, protocols, pool, table, cv, fits, chosen: { name: choose, shopWeights: out } }, null, 2)}\n`);
   return 0;
 }
 

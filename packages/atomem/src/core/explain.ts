@@ -128,6 +128,7 @@ const BASIS: Record<string, ShopBasis> = {
   sasrec: 'comes-next',
   pop: 'popular',
   trend: 'trending',
+  popRecent: 'trending',
 };
 
 /** One ranking reason as data (see {@link Why}). */

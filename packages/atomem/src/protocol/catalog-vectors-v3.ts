@@ -21,7 +21,8 @@
  * H bytes UTF-8 JSON {@link CatalogHeadHeader}, zero padding to 4, then its sections (table in
  * the JSON, each at a multiple of 4, with a CRC-32): the shard table `shards.count`,
  * `shards.bytes` and `shards.crc32` (u32 × K: items, byte length and CRC-32 of each shard), and
- * with a shop model `trend.*` (rows as below, one per time bucket), `content.mean|matrix|bias`
+ * with a shop model `trend.*` (rows as below, one per time bucket), `popRecent.targets|q` (the
+ * recent popularity of shop-model-v1.ts, global item indices), `content.mean|matrix|bias`
  * (f32, the content → collaborative map) and `sasrec` (the sequence model's layers,
  * `serializeSasrec` bytes of the model with a one-row item table: the item rows live in the
  * shards). Shard k's file is `<shardPrefix><k, 5 digits>-<its CRC-32, 8 hex digits>.bin`,
@@ -54,7 +55,16 @@ import { emptyWeights, namedTensors, serializeSasrec, deserializeSasrec, type Sa
 import { CatalogVectorsError, itemTextHash } from './catalog-vectors-v1.js';
 import { crc32, type CatalogFile, type CatalogShopPart, type EncodeCatalogFileInput } from './catalog-vectors-v2.js';
 import { align4, ELEMENT_BYTES, readSections, type ElementType, type SectionReader } from './sections.js';
-import { PAIR_QUANTILES, pairQuantileOf, type NeighbourLists, type ShopModel, type ShopPrivacy } from './shop-model-v1.js';
+import {
+  decodeRecentPopularity,
+  encodeRecentPopularity,
+  PAIR_QUANTILES,
+  pairQuantileOf,
+  type NeighbourLists,
+  type RecentPopularity,
+  type ShopModel,
+  type ShopPrivacy,
+} from './shop-model-v1.js';
 
 /** Format version of heads and shards. */
 export const CATALOG_VECTORS_V3 = 3;
@@ -118,6 +128,7 @@ export interface CatalogHeadHeader {
     privacy?: ShopPrivacy;
     info: Record<string, unknown>;
     trend?: { bucketMs: number; firstBucket: number; window: number; buckets: number };
+    popRecent?: { days: number; end: number; items: number; scale: number };
     cfDim?: number;
     contentMap?: { embedder: string; inDim: number };
     sasrec?: { dim: number };
@@ -146,6 +157,8 @@ export interface CatalogHead {
   /** Global index of shard k's first item (K + 1 entries: the last is N). */
   starts: Uint32Array;
   trend?: NeighbourLists;
+  /** The shop model's recent popularity (global item indices). */
+  popRecent?: RecentPopularity;
   contentMap?: { mean: Float32Array; matrix: Float32Array; bias: Float32Array };
   /** The sequence model without item rows (one-row item table). */
   sasrec?: SasrecWeights;
@@ -572,6 +585,17 @@ export function encodeCatalogFileV3(input: EncodeCatalogV3Input): EncodedCatalog
       for (const e of encodeRows(rows, 'trend')) parts.push({ name: `trend.${e.suffix}`, type: e.type, data: e.data });
       shopHeader.trend = { bucketMs: t.bucketMs, firstBucket: t.firstBucket, window: t.window, buckets };
     }
+    if (model.popRecent) {
+      const r = model.popRecent;
+      const pairs = Array.from(r.items, (i, k): [number, number] => [toGlobal[i], r.counts[k]]).sort((a, c) => a[0] - c[0]);
+      const e = encodeRecentPopularity(
+        { days: r.days, end: r.end, items: Uint32Array.from(pairs, (x) => x[0]), counts: Float32Array.from(pairs, (x) => x[1]) },
+        N,
+        'encodeCatalogFileV3: popRecent',
+      );
+      parts.push({ name: 'popRecent.targets', type: 'u8', data: e.targets }, { name: 'popRecent.q', type: 'u8', data: e.q });
+      shopHeader.popRecent = { days: r.days, end: r.end, items: e.q.length, scale: e.scale };
+    }
     if (cf) shopHeader.cfDim = cf.dim;
     if (model.contentMap) {
       const c = model.contentMap;
@@ -657,6 +681,17 @@ export function decodeCatalogHead(bytes: ArrayBuffer | Uint8Array): CatalogHead 
         'trend',
       );
     }
+    if (shop.popRecent) {
+      const r = shop.popRecent;
+      if (typeof r !== 'object' || r === null) fail('the popRecent header is malformed');
+      head.popRecent = decodeRecentPopularity(
+        r,
+        get('popRecent.targets', ['u8']) as Uint8Array,
+        get('popRecent.q', ['u8'], r.items) as Uint8Array,
+        header.items,
+        fail,
+      );
+    }
     if (shop.cfDim !== undefined && (!Number.isInteger(shop.cfDim) || shop.cfDim < 1 || shop.cfDim > 4096))
       fail(`the collaborative dim ${String(shop.cfDim)} is not an integer in 1..4096`);
     if (shop.contentMap) {
@@ -677,7 +712,7 @@ export function decodeCatalogHead(bytes: ArrayBuffer | Uint8Array): CatalogHead 
       }
       if (head.sasrec!.config.dim !== shop.sasrec.dim) fail(`its SASRec model is ${head.sasrec!.config.dim}-d, the header says ${shop.sasrec.dim}`);
     }
-  } else if (has('trend.len') || has('sasrec')) fail('it has shop sections but no shop header');
+  } else if (has('trend.len') || has('popRecent.q') || has('sasrec')) fail('it has shop sections but no shop header');
   return head;
 }
 
@@ -805,6 +840,8 @@ export function assembleCatalogFile(head: CatalogHead, shards: Iterable<CatalogS
   if (shop.privacy) model.privacy = shop.privacy;
   if (shop.trend && head.trend)
     model.trend = { bucketMs: shop.trend.bucketMs, firstBucket: shop.trend.firstBucket, window: shop.trend.window, counts: head.trend };
+  // global indices = the assembled model's item positions
+  if (head.popRecent) model.popRecent = head.popRecent;
   if (shop.cfDim) {
     const values = new Float32Array(N * shop.cfDim);
     const cold = new Uint8Array(N);

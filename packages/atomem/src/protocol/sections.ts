@@ -69,6 +69,9 @@ export function readSections(
       fail(`section ${JSON.stringify(s?.name)} is malformed`);
     if (s.offset % 4 !== 0) fail(`section ${s.name} is not aligned`);
     if (s.offset < end) fail(`section ${s.name} overlaps the one before it`);
+    // why: padding is outside every section's checksum, so it must be the zeros a writer puts there
+    for (let b = start + end; b < start + Math.min(s.offset, align4(end)) && b < u8.length; b++)
+      if (u8[b] !== 0) fail(`the padding before section ${s.name} is not zero`);
     if (byName.has(s.name)) fail(`section ${s.name} appears twice`);
     const from = start + s.offset;
     const to = from + s.count * ELEMENT_BYTES[s.type];
@@ -79,6 +82,7 @@ export function readSections(
   }
   if (u8.length !== start + end && u8.length !== start + align4(end))
     fail(`${u8.length - start - end} bytes after the last section (the file has ${u8.length} bytes, its sections end at ${start + end})`);
+  for (let b = start + end; b < u8.length; b++) if (u8[b] !== 0) fail('the padding after the last section is not zero');
   const view = new DataView(u8.buffer, u8.byteOffset, u8.byteLength);
   const get = (name: string, types: ElementType[], count?: number): Typed => {
     const s = byName.get(name) ?? fail(`section ${name} is missing`);

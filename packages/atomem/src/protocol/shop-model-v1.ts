@@ -18,7 +18,10 @@
  *   `w = scale · sign(q) · (q/127)²` (relative precision where the many small weights are);
  * - item vectors: `i8` per dimension with a per-item `f32` scale (`v = scale · q / 127`), and a
  *   bitset of the items whose vector came from content only (cold items);
- * - popularity and the content map: `f32`.
+ * - popularity and the content map: `f32`;
+ * - recent popularity (`popRecent`, optional): only the items with a non-zero count, their indices
+ *   ascending as LEB128 varints of the gaps (as a list row), counts as `u8` companded by a square
+ *   root against the largest count (`count = scale · (q/255)²`, q ≥ 1 for any non-zero count).
  * Decoding returns plain typed arrays (weights dequantised), so `score.ts` never sees the encoding.
  *
  * Malformed input (wrong magic, version, truncated or inconsistent sections, bad ids, indices out
@@ -55,6 +58,89 @@ export interface TrendCounts {
   window: number;
   /** Row per bucket, targets = item indices, weights = (noisy) distinct-user counts. */
   counts: NeighbourLists;
+}
+
+/**
+ * Popularity of the log's last days: distinct users per item over the `days` days that end at the
+ * log's last event (`end`), listing only the items with a non-zero count. The device reads it as
+ * the signal `popRecent` (what is popular this week), whatever the shopper's own clock says.
+ */
+export interface RecentPopularity {
+  /** Window length in days. */
+  days: number;
+  /** Epoch ms of the window's end (the last event of the log the file was trained on). */
+  end: number;
+  /** Item indices, strictly ascending. */
+  items: Uint32Array;
+  /** (Noisy, under DP) distinct users per listed item, > 0. */
+  counts: Float32Array;
+}
+
+/** Encoded {@link RecentPopularity}: varint gaps of the indices, companded u8 counts, the scale. */
+export function encodeRecentPopularity(r: RecentPopularity, itemCount: number, where = 'popRecent'): { targets: Uint8Array; q: Uint8Array; scale: number } {
+  const { items, counts } = r;
+  if (items.length !== counts.length) throw new RangeError(`${where}: ${items.length} items but ${counts.length} counts`);
+  if (!(r.days > 0) || !Number.isFinite(r.days) || !Number.isFinite(r.end))
+    throw new RangeError(`${where}: days ${r.days} / end ${r.end} are not finite (days > 0)`);
+  let max = 0;
+  for (let k = 0; k < counts.length; k++) {
+    if (!(counts[k] > 0) || !Number.isFinite(counts[k]))
+      throw new RangeError(`${where}: item index ${items[k]} has count ${counts[k]} (only counts > 0 are listed)`);
+    max = Math.max(max, counts[k]);
+  }
+  const scale = Math.fround(max);
+  const bytes: number[] = [];
+  const q = new Uint8Array(items.length);
+  for (let k = 0; k < items.length; k++) {
+    const t = items[k];
+    if (t >= itemCount) throw new RangeError(`${where}: names item index ${t}, only ${itemCount} items`);
+    if (k > 0 && t <= items[k - 1]) throw new RangeError(`${where}: item indices are not strictly ascending`);
+    let v = k === 0 ? t : t - items[k - 1] - 1;
+    while (v >= 0x80) {
+      bytes.push((v & 0x7f) | 0x80);
+      v = Math.floor(v / 128);
+    }
+    bytes.push(v);
+    q[k] = Math.max(1, Math.min(255, Math.round(255 * Math.sqrt(counts[k] / scale))));
+  }
+  return { targets: Uint8Array.from(bytes), q, scale };
+}
+
+/** Inverse of {@link encodeRecentPopularity}; throws RangeError (via `fail`) for malformed input. */
+export function decodeRecentPopularity(
+  header: { days: number; end: number; items: number; scale: number },
+  targets: Uint8Array,
+  q: Uint8Array,
+  itemCount: number,
+  fail: (why: string) => never,
+): RecentPopularity {
+  const { days, end, items: count, scale } = header;
+  if (!(days > 0) || !Number.isFinite(days) || !Number.isFinite(end) || !Number.isInteger(count) || count < 0 || !(scale >= 0) || !Number.isFinite(scale))
+    fail('the popRecent header is malformed');
+  if (q.length !== count) fail(`popRecent holds ${q.length} counts for ${count} items`);
+  const items = new Uint32Array(count);
+  const counts = new Float32Array(count);
+  let p = 0;
+  let prev = -1;
+  for (let k = 0; k < count; k++) {
+    let v = 0;
+    let mul = 1;
+    for (let i = 0; ; i++) {
+      if (i === 5) fail('popRecent: an item varint is longer than 5 bytes');
+      if (p >= targets.length) fail('popRecent: item varints are truncated');
+      const b = targets[p++];
+      v += (b & 0x7f) * mul;
+      if (b < 0x80) break;
+      mul *= 128;
+    }
+    const t = k === 0 ? v : prev + 1 + v;
+    if (t >= itemCount) fail(`popRecent names item index ${t}, only ${itemCount} items`);
+    items[k] = prev = t;
+    if (q[k] === 0) fail('popRecent lists an item with count 0');
+    counts[k] = scale * (q[k] / 255) ** 2;
+  }
+  if (p !== targets.length) fail(`popRecent: ${targets.length - p} trailing item bytes`);
+  return { days, end, items, counts };
 }
 
 /** Low-dimensional item vectors where "near" means "liked by the same people". */
@@ -102,6 +188,8 @@ export interface ShopModel {
   /** Per item: (noisy) number of distinct users. */
   popularity: Float32Array;
   trend?: TrendCounts;
+  /** Popularity of the log's last days (signal `popRecent`); absent in files written before it. */
+  popRecent?: RecentPopularity;
   vectors?: ItemVectorTable;
   contentMap?: ContentMap;
   /** Default combiner weights (signal name → weight) shipped with the file. */
@@ -120,6 +208,8 @@ export interface ShopModelHeader {
   items: string[];
   lists: string[];
   trend?: { bucketMs: number; firstBucket: number; window: number; buckets: number };
+  /** Recent popularity: window, end, listed items and the counts' scale (sections `popRecent.targets`, `popRecent.q`). */
+  popRecent?: { days: number; end: number; items: number; scale: number };
   vectors?: { dim: number };
   contentMap?: { embedder: string; inDim: number };
   weights: Record<string, number>;
@@ -245,6 +335,13 @@ export function encodeShopModel(model: ShopModel): Uint8Array {
     add('trend.q', 'i8', e.q);
     trendHeader = { bucketMs: t.bucketMs, firstBucket: t.firstBucket, window: t.window, buckets };
   }
+  let recentHeader: ShopModelHeader['popRecent'];
+  if (model.popRecent) {
+    const e = encodeRecentPopularity(model.popRecent, n, 'encodeShopModel: popRecent');
+    add('popRecent.targets', 'u8', e.targets);
+    add('popRecent.q', 'u8', e.q);
+    recentHeader = { days: model.popRecent.days, end: model.popRecent.end, items: e.q.length, scale: e.scale };
+  }
   if (model.vectors) {
     const { dim, values, cold } = model.vectors;
     if (values.length !== n * dim || cold.length !== n)
@@ -292,6 +389,7 @@ export function encodeShopModel(model: ShopModel): Uint8Array {
     items: model.items,
     lists: listNames,
     ...(trendHeader ? { trend: trendHeader } : {}),
+    ...(recentHeader ? { popRecent: recentHeader } : {}),
     ...(model.vectors ? { vectors: { dim: model.vectors.dim } } : {}),
     ...(model.contentMap ? { contentMap: { embedder: model.contentMap.embedder, inDim: model.contentMap.inDim } } : {}),
     weights: model.weights,
@@ -405,6 +503,11 @@ export function decodeShopModel(bytes: ArrayBuffer | Uint8Array): ShopModel {
       fail('the trend header is malformed');
     }
     model.trend = { bucketMs: t.bucketMs, firstBucket: t.firstBucket, window: t.window, counts: rows('trend', t.buckets, 'trend') };
+  }
+  if (header.popRecent) {
+    const r = header.popRecent;
+    if (!r || typeof r !== 'object') fail('the popRecent header is malformed');
+    model.popRecent = decodeRecentPopularity(r, get('popRecent.targets', ['u8']) as Uint8Array, get('popRecent.q', ['u8'], r.items) as Uint8Array, n, fail);
   }
   if (header.vectors) {
     const dim = header.vectors.dim;

@@ -5,6 +5,7 @@
  *   npx atomem-shop --interactions interactions.jsonl --items items.jsonl --out shop-model.bin
  *       [--content catalog-vectors.bin] [--epsilon 4] [--delta 1e-6] [--until 2026-01-01]
  *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 128] [--engine duckdb]
+ *       [--recent-days 7]
  *       [--sasrec sasrec.bin [--sasrec-budget 600] [--sasrec-epochs 80] [--sasrec-loss ce|sampled-softmax] [--sasrec-negatives 1024]]
  *       [--no-progress] [--stats stats.json]
  *
@@ -17,6 +18,8 @@
  * interactions still get a vector when `--content` gives theirs). `--content`: a catalog vector
  * file from `atomem-vectors` (format v1 or v2): the content vectors of the hybrid item vectors.
  * `--epsilon`: user-level (ε, δ)-DP for the whole file (see `train.ts`); default none.
+ * `--recent-days`: the window of the recent popularity the file carries (signal `popRecent`: distinct
+ * users per item over the last W days before the log's last event; 0 = none; not under `--epsilon`).
  * `--sasrec`: also train the sequence model (SASRec, `sasrec/budgeted.ts`: the loss scales with
  * the catalog, `sasrec/profile.ts` — full-softmax cross-entropy up to 4,096 items, sampled softmax
  * over 1,024 items above, unless `--sasrec-loss` / `--sasrec-negatives` say otherwise; lazy
@@ -66,6 +69,7 @@ export async function main(
     .option('--until <date>', 'only log rows before this ISO date or epoch ms')
     .option('--ease-items <n>', 'EASE on the N most popular items', number('--ease-items', 1))
     .option('--dim <n>', 'collaborative vector dimensions', number('--dim', 0))
+    .option('--recent-days <n>', "recent popularity window in days before the log's last event (0 = none)", number('--recent-days', 0), 7)
     .addOption(
       new Option('--ease <method>', 'EASE solver: dense (exact, N³), local (per-item neighbourhood, any catalog size), auto (dense up to 3000 items)').choices([
         'dense',
@@ -104,6 +108,7 @@ export async function main(
       until?: string;
       easeItems?: number;
       dim?: number;
+      recentDays: number;
       ease?: 'dense' | 'local' | 'auto';
       easeNeighbours?: number;
       progress?: boolean;
@@ -148,6 +153,7 @@ export async function main(
     if (o.epsilon !== undefined) opts.epsilon = o.epsilon;
     if (o.easeItems !== undefined) opts.easeItems = o.easeItems;
     if (o.dim !== undefined) opts.dim = o.dim;
+    opts.recentDays = o.recentDays;
     if (o.engine === 'duckdb') {
       if (o.epsilon !== undefined) throw new ShopCliError('--engine: the SQL counting stages are not differentially private; drop --epsilon or --engine');
       if (o.until !== undefined) throw new ShopCliError('--engine with --until: filter the log before exporting it');

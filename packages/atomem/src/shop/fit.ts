@@ -10,6 +10,11 @@ export interface FitCase {
   /** signal name → values per candidate. */
   signals: Record<string, ArrayLike<number>>;
   positive: number;
+  /**
+   * 1 for list members that are standardised with the list but do not compete with the positive
+   * (whole-catalog ranking: the shopper's own items are in the scored list, not in the ranking).
+   */
+  exclude?: Uint8Array;
 }
 
 /** z-scores of one signal within a list (0 where the signal is constant), as `combine` uses them. */
@@ -50,11 +55,13 @@ export function fitWeights(cases: readonly FitCase[], names: readonly string[], 
     for (let s = 0; s < S; s++) L += (l2 / 2) * w[s] * w[s];
     feats.forEach((F, ci) => {
       const z = scoresOf(F, w);
+      const ex = cases[ci].exclude;
+      const pos = cases[ci].positive;
       let max = -Infinity;
-      for (const x of z) max = Math.max(max, x);
+      for (let i = 0; i < z.length; i++) if (!ex?.[i] || i === pos) max = Math.max(max, z[i]);
       let sum = 0;
-      for (const x of z) sum += Math.exp(x - max);
-      L += max + Math.log(sum) - z[cases[ci].positive];
+      for (let i = 0; i < z.length; i++) if (!ex?.[i] || i === pos) sum += Math.exp(z[i] - max);
+      L += max + Math.log(sum) - z[pos];
     });
     return L;
   };
@@ -67,11 +74,13 @@ export function fitWeights(cases: readonly FitCase[], names: readonly string[], 
     feats.forEach((F, ci) => {
       const m = F[0]?.length ?? 0;
       const z = scoresOf(F, w);
+      const ex = cases[ci].exclude;
+      const pos0 = cases[ci].positive;
       let max = -Infinity;
-      for (let i = 0; i < m; i++) max = Math.max(max, z[i]);
+      for (let i = 0; i < m; i++) if (!ex?.[i] || i === pos0) max = Math.max(max, z[i]);
       let sum = 0;
       const p = new Float64Array(m);
-      for (let i = 0; i < m; i++) sum += p[i] = Math.exp(z[i] - max);
+      for (let i = 0; i < m; i++) if (!ex?.[i] || i === pos0) sum += p[i] = Math.exp(z[i] - max);
       for (let i = 0; i < m; i++) p[i] /= sum;
       const mean = new Float64Array(S);
       for (let s = 0; s < S; s++) for (let i = 0; i < m; i++) mean[s] += p[i] * F[s][i];

@@ -11,6 +11,8 @@
  *   recent weighted `recentDecay^r` (the recent-versus-long-term contrast);
  * - `markov`: P(c | last item) from the transition list (the last `markovItems` items, decayed);
  * - `pop`: log(1 + popularity); `trend`: log(1 + users in the `window` buckets before now);
+ * - `popRecent`: log(1 + users in the file's recent window, the last days before its log ended):
+ *   what is popular this week, the same for every shopper (0 for a file without it);
  * - `vec`, `vecRecent`: cosine between the candidate's collaborative vector and the action-weighted
  *   mean of the history's (all / recent) vectors; candidates or history items the file does not
  *   know use `contentVector(id)` through the file's content map, when given.
@@ -30,11 +32,11 @@ export interface DeviceEvent {
 }
 
 /** Names of the built-in signals, in table order. */
-export const SIGNALS = ['ease', 'easeRecent', 'knn', 'knnRecent', 'markov', 'pop', 'trend', 'vec', 'vecRecent'] as const;
+export const SIGNALS = ['ease', 'easeRecent', 'knn', 'knnRecent', 'markov', 'pop', 'trend', 'popRecent', 'vec', 'vecRecent'] as const;
 export type SignalName = (typeof SIGNALS)[number];
 
 /** The signals that come from interaction data only (no vector): unknown for an item without data. */
-const DATA_SIGNALS = ['ease', 'easeRecent', 'knn', 'knnRecent', 'markov', 'pop', 'trend'] as const;
+const DATA_SIGNALS = ['ease', 'easeRecent', 'knn', 'knnRecent', 'markov', 'pop', 'trend', 'popRecent'] as const;
 
 /**
  * Default combiner weights: the ε = ∞ fit of `npx tsx packages/bench/src/tune-shop.ts --data <ml-100k>`
@@ -197,6 +199,8 @@ function imputeCold(out: Record<SignalName, Float64Array>, cold: readonly boolea
 export class ShopScorer {
   private readonly index = new Map<string, number>();
   private readonly slot: Int32Array;
+  /** log(1 + recent popularity) per item (all 0 without `model.popRecent`). */
+  private readonly recentPop: Float32Array;
   private readonly opts: Required<Omit<ScorerOptions, 'contentVector' | 'trendWindow'>> & Pick<ScorerOptions, 'contentVector' | 'trendWindow'>;
 
   constructor(
@@ -205,6 +209,9 @@ export class ShopScorer {
   ) {
     model.items.forEach((id, i) => this.index.set(id, i));
     this.slot = new Int32Array(model.items.length).fill(-1);
+    this.recentPop = new Float32Array(model.items.length);
+    const r = model.popRecent;
+    if (r) for (let k = 0; k < r.items.length; k++) this.recentPop[r.items[k]] = Math.log1p(Math.max(0, r.counts[k]));
     this.opts = { recent: 5, recentDecay: 0.7, markovItems: 1, markovDecay: 0.5, neutralCold: true, ...opts };
   }
 
@@ -314,7 +321,7 @@ export class ShopScorer {
    * For explanations: per signal, the history item that contributed most to each candidate
    * (same order; undefined: none did) — the largest single `w · list[h → c]` term for the list
    * signals (`ease`, `knn`, `markov` and their recent variants), the history item whose vector is
-   * closest for `vec` / `vecRecent`. `pop` and `trend` have no source item.
+   * closest for `vec` / `vecRecent`. `pop`, `trend` and `popRecent` have no source item.
    */
   sources(history: readonly DeviceEvent[], candidates: readonly string[]): Record<string, Array<string | undefined>> {
     const o = this.opts;
@@ -398,6 +405,7 @@ export class ShopScorer {
       markov: this.listScores(lists.markov, markovFrom, cand),
       pop: Float64Array.from(cand, (c) => (c >= 0 ? Math.log1p(Math.max(0, popularity[c])) : 0)),
       trend: this.trendScores(cand, now ?? latest),
+      popRecent: Float64Array.from(cand, (c) => (c >= 0 ? this.recentPop[c] : 0)),
       vec: this.vectorScores(all, candidates),
       vecRecent: this.vectorScores(recentItems, candidates),
     };

@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { fitWeights } from 'atomem/shop';
+import { fitCaseNdcg } from '../src/tune-weights.js';
+
+describe('tune-weights --protocol: scoring fitted weights on whole-catalog validation cases', () => {
+  it('ranks the positive pessimistically (ties count against it) among the candidates not excluded', () => {
+    const a = Float32Array.from([5, 4, 3, 2, 1]);
+    // positive is item 2: items 0 and 1 score above it → rank 3
+    expect(fitCaseNdcg([{ signals: { a }, positive: 2 }], { a: 1 })).toBeCloseTo(1 / Math.log2(4), 12);
+    // the shopper's own items 0 and 1 are excluded → rank 1
+    expect(fitCaseNdcg([{ signals: { a }, positive: 2, exclude: Uint8Array.from([1, 1, 0, 0, 0]) }], { a: 1 })).toBe(1);
+    // a tie with a competitor counts against the positive: rank 2
+    const tied = Float32Array.from([3, 3, 1]);
+    expect(fitCaseNdcg([{ signals: { a: tied }, positive: 1 }], { a: 1 })).toBeCloseTo(1 / Math.log2(3), 12);
+    // a weight on a signal the cases do not carry changes nothing; rank > 10 scores 0
+    const long = Float32Array.from({ length: 30 }, (_, i) => 30 - i);
+    expect(fitCaseNdcg([{ signals: { a: long }, positive: 15 }], { a: 1, missing: 5 })).toBe(0);
+  });
+
+  it('weights fitted on cases where one signal finds the positive beat the weights that ignore it', () => {
+    const cases = Array.from({ length: 30 }, (_, c) => {
+      const m = 50;
+      const good = Float32Array.from({ length: m }, (_, i) => (i === c % m ? 3 : Math.sin(c * 13 + i)));
+      const noise = Float32Array.from({ length: m }, (_, i) => Math.cos(c * 7 + i * 3));
+      return { signals: { good, noise }, positive: c % m };
+    });
+    const w = fitWeights(cases, ['good', 'noise']);
+    expect(fitCaseNdcg(cases, w)).toBeGreaterThan(fitCaseNdcg(cases, { good: 0, noise: 1 }));
+    expect(fitCaseNdcg(cases, w)).toBeGreaterThan(0.9);
+  });
+});
