@@ -162,10 +162,17 @@ async function main(): Promise<void> {
     }
   }
   const f = (x: number) => x.toFixed(4);
-  console.log('| grid | epoch | loss | NDCG@1 | NDCG@5 | NDCG@10 | HR@1 | seconds |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
-  for (const r of rows)
-    console.log(`| ${r.grid} | ${r.epoch} | ${f(r.loss)} | ${f(r.ndcg1)} | ${f(r.ndcg5)} | ${f(r.ndcg10)} | ${f(r.hr1)} | ${r.seconds.toFixed(0)} |`);
+  if (full) {
+    // loo-full measures NDCG@10 over all items only
+    console.log('| grid | epoch | loss | NDCG@10 (all items) | seconds |');
+    console.log('|---|---:|---:|---:|---:|');
+    for (const r of rows) console.log(`| ${r.grid} | ${r.epoch} | ${f(r.loss)} | ${f(r.ndcg10)} | ${r.seconds.toFixed(0)} |`);
+  } else {
+    console.log('| grid | epoch | loss | NDCG@1 | NDCG@5 | NDCG@10 | HR@1 | seconds |');
+    console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+    for (const r of rows)
+      console.log(`| ${r.grid} | ${r.epoch} | ${f(r.loss)} | ${f(r.ndcg1)} | ${f(r.ndcg5)} | ${f(r.ndcg10)} | ${f(r.hr1)} | ${r.seconds.toFixed(0)} |`);
+  }
   if (quantized.length) {
     console.log('\n| grid | item embeddings | file bytes | NDCG@1 | NDCG@5 | NDCG@10 |\n|---|---|---:|---:|---:|---:|');
     for (const q of quantized) console.log(`| ${q.grid} | ${q.encoding} | ${q.bytes} | ${f(q.ndcg1)} | ${f(q.ndcg5)} | ${f(q.ndcg10)} |`);
