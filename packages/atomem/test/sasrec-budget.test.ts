@@ -154,12 +154,15 @@ describe('atomem-shop --sasrec', () => {
     expect(err).not.toMatch(/Error/);
     expect(code).toBe(0);
     expect(out).toMatch(/SASRec \d+ bytes, \d+ steps/);
+    // 40 items, 4–15 per user: the catalog-scaled settings (sasrec/profile.ts)
+    expect(out).toMatch(/; ce, dropout 0\.5, L 50, lr 0\.001\)/);
     const w = deserializeSasrec(readFileSync(join(dir, 'sasrec.bin')));
     expect(w.numItems).toBe(items);
     const stats = JSON.parse(readFileSync(join(dir, 'stats.json'), 'utf8'));
     expect(['budget', 'early-stopping']).toContain(stats.sasrec.stoppedBy);
     expect(stats.sasrec.seconds).toBeLessThan(4);
     expect(stats.sasrec.validationUsers).toBeGreaterThan(0);
+    expect(stats.sasrec.settings).toEqual({ loss: 'ce', dropout: 0.5, maxLen: 50, lr: 0.001 });
     expect(stats.stages.sasrec).toBeGreaterThan(0);
     expect(err).toMatch(/sasrec step \d+\/\d+ .*validation NDCG@10/);
   }, 60_000);

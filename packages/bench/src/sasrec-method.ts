@@ -12,7 +12,10 @@
  *
  * Protocol `loo` (the papers' tables): the run's shared model (one sampled negative, BCE, 80
  * epochs), as before. Protocols `loo-full` and `temporal`: SASRec at its published strength —
- * full-softmax cross-entropy (`sasrec.loss=ce`, the default there) early-stopped on validation:
+ * by default the catalog-scaled settings of `sasrecProfile` (packages/atomem/src/shop/sasrec/profile.ts:
+ * full-softmax cross-entropy up to 4,096 items, sampled softmax over 1,024 negatives above;
+ * dropout 0.5, L 50, lr 0.001 when histories average under 20 items), any `sasrec.*` option
+ * overriding them — early-stopped on validation:
  * each user's last learnable interaction is held out (for `loo-full` that is the
  * second-to-last item, the original SASRec split), the model trains on the rest, every
  * `evalEvery` epochs (default 5) NDCG@10 over all items (history excluded, pessimistic ties) of
@@ -27,7 +30,10 @@ import type { Method, MethodContext, RankCase } from './types.js';
 import { Rng } from './rng.js';
 import { publishedSequence } from './shop-publish.js';
 import { encodeHistory, scoreItems, type SasrecWeights } from 'atomem/shop';
-import { SASREC_DEFAULTS, trainSasrec, type SasrecTrainOptions } from 'atomem/shop';
+import { SASREC_DEFAULTS, sasrecProfile, trainSasrec, type SasrecTrainOptions } from 'atomem/shop';
+
+/** `trainSasrec`'s negatives per chunk when `sampled-softmax` is asked for without a count. */
+const SASREC_NEGATIVES_DEFAULT = 256;
 
 const KEYS = ['epochs', 'lr', 'batchSize', 'maxLen', 'dim', 'blocks', 'heads', 'dropout', 'l2', 'threads', 'chunks', 'seed', 'negatives'] as const;
 /** Early-stopping parameters of the full-ranking protocols (not training options). */
@@ -81,6 +87,7 @@ export class SasrecMethod implements Method {
   private bestEpoch?: number;
   private epochsRun = 0;
   private loss: SasrecTrainOptions['loss'] = 'ce';
+  private settings?: EarlyStoppedSasrec['settings'];
   private slotIdx?: Int32Array;
 
   /**
@@ -155,6 +162,7 @@ export class SasrecMethod implements Method {
     this.bestEpoch = r.bestEpoch;
     this.epochsRun = r.epochsRun;
     this.loss = r.loss;
+    this.settings = r.settings;
   }
 
   /** Every catalog item's score (−∞ for items the model does not know). */
@@ -212,7 +220,8 @@ export class SasrecMethod implements Method {
 
   extras(): Record<string, unknown> {
     const out: Record<string, unknown> = { trainSeconds: Math.round(this.trainSeconds * 10) / 10, finalLoss: Math.round(this.lastLoss * 1e4) / 1e4 };
-    if (this.validation) Object.assign(out, { loss: this.loss, epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
+    if (this.validation)
+      Object.assign(out, { loss: this.loss, settings: this.settings, epochsRun: this.epochsRun, bestEpoch: this.bestEpoch, validation: this.validation });
     return out;
   }
 }
@@ -225,6 +234,8 @@ export interface EarlyStoppedSasrec {
   trainSeconds: number;
   finalLoss: number;
   loss: NonNullable<SasrecTrainOptions['loss']>;
+  /** The loss and regularisation the model trained with (catalog-scaled defaults, then explicit options). */
+  settings: { loss: NonNullable<SasrecTrainOptions['loss']>; negatives?: number; dropout: number; maxLen: number; lr: number };
   /** NDCG@10 over all items of the held-out items, per evaluated epoch. */
   validation: { epoch: number; ndcg10: number }[];
   /** The epoch of the returned checkpoint. */
@@ -247,7 +258,6 @@ export async function trainEarlyStopped(
   train: SasrecTrainOptions,
   params: Readonly<Record<string, string>>,
 ): Promise<EarlyStoppedSasrec> {
-  const loss = train.loss ?? 'ce';
   const stop = earlyStopOptions(params);
   // why maxEpochs: `sasrec.epochs` is also the fixed epoch count of protocol loo's shared model (80 by default)
   const epochs = stop.maxEpochs ?? train.epochs ?? 200;
@@ -261,24 +271,16 @@ export async function trainEarlyStopped(
       held.push({ input: ids.subarray(0, ids.length - 1), target: ids[ids.length - 1] });
     } else if (ids.length > 0) seqs.push(ids);
   }
+  // the catalog-scaled defaults (full CE on small catalogs, 1,024-negative sampled softmax on large
+  // ones, sparse-data regularisation for short histories); explicit `sasrec.*` options win
+  const profile = sasrecProfile(index.size, seqs);
+  const settings: SasrecTrainOptions = { ...profile, ...train };
+  if (train.loss !== undefined && train.loss !== 'sampled-softmax' && train.negatives === undefined) delete settings.negatives;
+  const loss = settings.loss ?? 'ce';
   const rng = Rng.derive(ctx.seed, 'sasrec-validation');
   const valid = held.length > stop.validUsers ? rng.sampleWithoutReplacement(held, stop.validUsers) : held;
   const n = index.size;
-  const all = Int32Array.from({ length: n }, (_, i) => i + 1);
-  const seen = new Uint8Array(n + 1);
-  const validate = (w: SasrecWeights): number => {
-    let sum = 0;
-    for (const v of valid) {
-      const s = scoreItems(w, encodeHistory(w, v.input), all);
-      const t = s[v.target - 1];
-      for (const i of v.input) seen[i] = 1;
-      let rank = 1;
-      for (let i = 1; i <= n && rank <= 10; i++) if (i !== v.target && !seen[i] && s[i - 1] >= t) rank++;
-      for (const i of v.input) seen[i] = 0;
-      if (rank <= 10) sum += 1 / Math.log2(rank + 1);
-    }
-    return valid.length ? sum / valid.length : 0;
-  };
+  const validate = (w: SasrecWeights): number => fullRankNdcg10(w, n, valid);
   let best = -Infinity;
   let bestWeights: SasrecWeights | undefined;
   let bestEpoch: number | undefined;
@@ -288,7 +290,7 @@ export async function trainEarlyStopped(
   const validation: { epoch: number; ndcg10: number }[] = [];
   const r = await trainSasrec(seqs, n, {
     seed: ctx.seed,
-    ...train,
+    ...settings,
     loss,
     epochs,
     onEpoch: (epoch, l, weights) => {
@@ -313,7 +315,34 @@ export async function trainEarlyStopped(
       } else if (++since >= stop.patience) return false;
     },
   });
-  return { weights: bestWeights ?? r.weights, index, trainSeconds: r.seconds, finalLoss, loss, validation, bestEpoch, epochsRun };
+  const chosen = {
+    loss,
+    negatives: loss === 'sampled-softmax' ? (settings.negatives ?? SASREC_NEGATIVES_DEFAULT) : undefined,
+    dropout: settings.dropout ?? SASREC_DEFAULTS.dropout,
+    maxLen: settings.maxLen ?? SASREC_DEFAULTS.maxLen,
+    lr: settings.lr ?? SASREC_DEFAULTS.lr,
+  };
+  return { weights: bestWeights ?? r.weights, index, trainSeconds: r.seconds, finalLoss, loss, settings: chosen, validation, bestEpoch, epochsRun };
+}
+
+/**
+ * Mean NDCG@10 of held-out items ranked among every item 1..`numItems` not in their input
+ * (pessimistic ties: an item scored equal to the target ranks above it).
+ */
+export function fullRankNdcg10(w: SasrecWeights, numItems: number, cases: ReadonlyArray<{ input: Int32Array; target: number }>): number {
+  const all = Int32Array.from({ length: numItems }, (_, i) => i + 1);
+  const seen = new Uint8Array(numItems + 1);
+  let sum = 0;
+  for (const v of cases) {
+    const s = scoreItems(w, encodeHistory(w, v.input), all);
+    const t = s[v.target - 1];
+    for (const i of v.input) seen[i] = 1;
+    let rank = 1;
+    for (let i = 1; i <= numItems && rank <= 10; i++) if (i !== v.target && !seen[i] && s[i - 1] >= t) rank++;
+    for (const i of v.input) seen[i] = 0;
+    if (rank <= 10) sum += 1 / Math.log2(rank + 1);
+  }
+  return cases.length ? sum / cases.length : 0;
 }
 
 /** A deep copy of a model's weights (a checkpoint: the trainer's live view changes every step). */

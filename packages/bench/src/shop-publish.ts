@@ -7,8 +7,9 @@
  * trained models (memoised per dataset, target, setting, seed, training parameters and cut-off).
  * Under protocol `loo` SASRec trains for a fixed number of epochs (BCE, one negative: the shipped
  * defaults of `trainSasrec`); under `loo-full` and `temporal` it trains as the `sasrec` baseline
- * does there (cross-entropy over all items, early-stopped on held-out last items:
- * `trainEarlyStopped` in sasrec-method.ts), so the file carries the sequence model at the
+ * does there (the catalog-scaled loss of `sasrecProfile`, packages/atomem/src/shop/sasrec/profile.ts:
+ * cross-entropy over all items on small catalogs, 1,024-negative sampled softmax on large ones;
+ * early-stopped on held-out last items: `trainEarlyStopped` in sasrec-method.ts), so the file carries the sequence model at the
  * strength the baseline is measured at.
  */
 import type { Interaction } from 'atomem/engine';
@@ -34,7 +35,7 @@ export interface PublishedSequence {
   trainSeconds: number;
   finalLoss: number;
   /** Full-ranking protocols: how the early stopping went (loss, validation curve, chosen epoch). */
-  earlyStopping?: Pick<EarlyStoppedSasrec, 'loss' | 'validation' | 'bestEpoch' | 'epochsRun'>;
+  earlyStopping?: Pick<EarlyStoppedSasrec, 'loss' | 'settings' | 'validation' | 'bestEpoch' | 'epochsRun'>;
 }
 
 /** How many trainings this process ran (the memo's check: one per context and key). */
@@ -144,13 +145,13 @@ export function publishedSequence(ctx: MethodContext, params: Readonly<Record<st
         // sasrec.loss says otherwise, early-stopped on held-out last items), so the shop file
         // carries the sequence model at its published strength
         const r = await trainEarlyStopped(ctx, kept, train, params);
-        const { loss, validation, bestEpoch, epochsRun } = r;
+        const { loss, settings, validation, bestEpoch, epochsRun } = r;
         return {
           weights: r.weights,
           index: r.index,
           trainSeconds: r.trainSeconds,
           finalLoss: r.finalLoss,
-          earlyStopping: { loss, validation, bestEpoch, epochsRun },
+          earlyStopping: { loss, settings, validation, bestEpoch, epochsRun },
         };
       }
       // the item index covers the whole catalog (and every id of the full histories), so a cut log keeps the same ids

@@ -246,7 +246,7 @@ describe('runBenchmark, full-ranking protocols', () => {
     expect(r.results[0].recall10).toBeLessThanOrEqual(full.results[0].recall10);
   });
 
-  it('sasrec in loo-full: full-softmax CE, early-stopped on held-out last items, the best checkpoint scores every item', async () => {
+  it('sasrec in loo-full: the catalog-scaled settings (full-softmax CE on a small catalog), early-stopped on held-out last items, the best checkpoint scores every item', async () => {
     const params = {
       'sasrec.epochs': '12',
       'sasrec.evalEvery': '2',
@@ -262,6 +262,8 @@ describe('runBenchmark, full-ranking protocols', () => {
     const r = await runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['pop', 'sasrec'], params, resamples: 50 });
     const row = r.results.find((x) => x.method === 'sasrec')!;
     expect(row.loss).toBe('ce');
+    // sasrecProfile: 30 items → full softmax; histories under 20 items → dropout 0.5 (not given); explicit maxLen and lr win
+    expect(row.settings).toEqual({ loss: 'ce', dropout: 0.5, maxLen: 8, lr: 0.01 });
     const curve = row.validation as { epoch: number; ndcg10: number }[];
     expect(curve.length).toBeGreaterThan(0);
     expect(curve.every((p) => p.epoch % 2 === 0 || p.epoch === 12)).toBe(true);

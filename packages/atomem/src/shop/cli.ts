@@ -6,7 +6,8 @@
  *       [--content catalog-vectors.bin] [--epsilon 4] [--delta 1e-6] [--until 2026-01-01]
  *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 128] [--engine duckdb]
  *       [--recent-days 7]
- *       [--sasrec sasrec.bin [--sasrec-budget 600] [--sasrec-epochs 80]] [--budget 1800]
+ *       [--sasrec sasrec.bin [--sasrec-budget 600] [--sasrec-epochs 80] [--sasrec-loss ce|sampled-softmax] [--sasrec-negatives 1024]]
+ *       [--budget 1800]
  *       [--no-progress] [--stats stats.json]
  *
  * The bin of the published package (`dist/node/shop-cli.js`, vite.node.config.ts); in the
@@ -20,7 +21,9 @@
  * `--epsilon`: user-level (ε, δ)-DP for the whole file (see `train.ts`); default none.
  * `--recent-days`: the window of the recent popularity the file carries (signal `popRecent`: distinct
  * users per item over the last W days before the log's last event; 0 = none; not under `--epsilon`).
- * `--sasrec`: also train the sequence model (SASRec, `sasrec/budgeted.ts`: sampled softmax, lazy
+ * `--sasrec`: also train the sequence model (SASRec, `sasrec/budgeted.ts`: the loss scales with
+ * the catalog, `sasrec/profile.ts` — full-softmax cross-entropy up to 4,096 items, sampled softmax
+ * over 1,024 items above, unless `--sasrec-loss` / `--sasrec-negatives` say otherwise; lazy
  * Adam on the touched embedding rows, early stopping on held-out last items, at most
  * `--sasrec-budget` seconds) and write it there (`serializeSasrec`, f16 item embeddings; its item
  * i + 1 is the shop model file's item i).
@@ -91,6 +94,11 @@ export async function main(
       number('--budget', 1),
     )
     .option('--sasrec-epochs <n>', 'upper bound on SASRec epochs (early stopping on validation usually ends it sooner)', number('--sasrec-epochs', 1), 80)
+    .option(
+      '--sasrec-loss <loss>',
+      'SASRec loss: ce (full softmax) or sampled-softmax (default: ce up to 4,096 items, sampled-softmax with 1,024 negatives above)',
+    )
+    .option('--sasrec-negatives <n>', 'SASRec sampled-softmax negatives per chunk (default 1,024 on large catalogs)', number('--sasrec-negatives', 1))
     .option('--no-progress', 'no progress lines on stderr')
     .addOption(
       new Option(
@@ -123,10 +131,18 @@ export async function main(
       sasrecBudget: number;
       sasrecEpochs: number;
       budget?: number;
+      sasrecLoss?: string;
+      sasrecNegatives?: number;
     }>();
     if (o.sasrec !== undefined && o.epsilon !== undefined)
       throw new ShopCliError('--sasrec with --epsilon: the sequence model is not trained with differential privacy; drop one of them');
     if (!Number.isInteger(o.sasrecEpochs)) throw new ShopCliError(`--sasrec-epochs must be an integer, got ${o.sasrecEpochs}`);
+    if (o.sasrecLoss !== undefined && o.sasrecLoss !== 'ce' && o.sasrecLoss !== 'sampled-softmax')
+      throw new ShopCliError(`--sasrec-loss must be ce or sampled-softmax, got ${o.sasrecLoss}`);
+    if (o.sasrecNegatives !== undefined && !Number.isInteger(o.sasrecNegatives))
+      throw new ShopCliError(`--sasrec-negatives must be an integer, got ${o.sasrecNegatives}`);
+    if (o.sasrecNegatives !== undefined && o.sasrecLoss === 'ce')
+      throw new ShopCliError('--sasrec-negatives with --sasrec-loss ce: the full softmax has no sampled negatives');
     const tStart = performance.now();
     const report = o.progress === false ? undefined : progressReporter(io.stderr);
     // Seconds per stage: each interval between two progress calls belongs to the stage that
@@ -236,6 +252,8 @@ export async function main(
       const r = await trainSasrecBudgeted(seqs, log.items.length, {
         budgetSeconds: sasrecBudget,
         maxEpochs: o.sasrecEpochs,
+        ...(o.sasrecLoss !== undefined ? { loss: o.sasrecLoss as 'ce' | 'sampled-softmax' } : {}),
+        ...(o.sasrecNegatives !== undefined ? { loss: 'sampled-softmax' as const, negatives: o.sasrecNegatives } : {}),
         onProgress: (p) => {
           progress('sasrec', p.fraction, 1);
           if (p.validation && report)
@@ -260,8 +278,11 @@ export async function main(
         validationUsers: r.validationUsers,
         validationNdcg10: best,
         validation: r.validation,
+        settings: r.settings,
       };
-      sasrecNote = `; SASRec ${sasrecBytes.length} bytes, ${r.steps} steps in ${r.seconds.toFixed(0)} s (${r.stoppedBy}${best !== null ? `, validation NDCG@10 ${best.toFixed(4)} at step ${r.bestStep}` : ''})`;
+      const st = r.settings;
+      const how = `${st.loss}${st.negatives !== undefined ? ` ${st.negatives} negatives` : ''}, dropout ${st.dropout}, L ${st.maxLen}, lr ${st.lr}`;
+      sasrecNote = `; SASRec ${sasrecBytes.length} bytes, ${r.steps} steps in ${r.seconds.toFixed(0)} s (${r.stoppedBy}${best !== null ? `, validation NDCG@10 ${best.toFixed(4)} at step ${r.bestStep}` : ''}; ${how})`;
     }
     stageEnded('done');
     const peakRssBytes = process.resourceUsage().maxRSS * 1024;

@@ -16,6 +16,7 @@ export {
   type SerializeOptions,
 } from './sasrec/model.js';
 export { trainSasrec, initWeights, SASREC_DEFAULTS, type SasrecTrainOptions, type TrainResult } from './sasrec/train.js';
+export { sasrecProfile, FULL_SOFTMAX_MAX_ITEMS, SAMPLED_NEGATIVES, SHORT_HISTORY, type SasrecProfile } from './sasrec/profile.js';
 export { makeLayout, weightsView } from './sasrec/layout.js';
 
 // ——— the shop model: learned from the order log (EASE / kNN / Markov lists, popularity,

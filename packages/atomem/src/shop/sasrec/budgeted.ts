@@ -1,8 +1,10 @@
 /**
- * SASRec for a shop of any size: {@link trainSasrec} with a wall-clock budget, a cost per step
- * that grows with the events of the batch and not with the catalog (sampled softmax over
- * shared input/output item embeddings, lazy Adam on the embedding rows a step touches), and
- * early stopping on a validation split.
+ * SASRec for a shop of any size: {@link trainSasrec} with a wall-clock budget, the loss and
+ * regularisation of {@link sasrecProfile} unless an option sets them (full-softmax
+ * cross-entropy on catalogs of up to 4,096 items; above, sampled softmax over 1,024 shared
+ * input/output item embeddings with lazy Adam on the embedding rows a step touches, so a step's
+ * cost grows with the events of the batch and not with the catalog; dropout 0.5, L 50, lr 0.001
+ * when histories average under 20 items), and early stopping on a validation split.
  *
  * Validation: the last item of up to `validationUsers` users (a seeded sample of those with at
  * least 3 items) is held out of their training sequence; every `evalEvery` steps the model
@@ -15,7 +17,8 @@
 import { Rng } from '../../core/rng.js';
 import { makeLayout, flatten, weightsView } from './layout.js';
 import { encodeHistory, scoreItems, type SasrecWeights } from './model.js';
-import { trainSasrec, type SasrecTrainOptions } from './train.js';
+import { sasrecProfile } from './profile.js';
+import { SASREC_DEFAULTS, trainSasrec, type SasrecTrainOptions } from './train.js';
 
 export interface BudgetedOptions extends Omit<SasrecTrainOptions, 'budgetSeconds' | 'onStep' | 'onEpoch' | 'epochs' | 'sparseEmbeddings' | 'init'> {
   /** Wall-clock seconds for training (the validation passes included). Default 600. */
@@ -60,6 +63,8 @@ export interface BudgetedResult {
   /** The step whose weights are returned (the best validation pass; the last step without validation). */
   bestStep: number;
   validationUsers: number;
+  /** The loss and regularisation trained with ({@link sasrecProfile}, then the options given). */
+  settings: { loss: 'bce' | 'ce' | 'sampled-softmax'; negatives?: number; dropout: number; maxLen: number; lr: number };
 }
 
 /** Holds out the last item of a seeded sample of users with ≥ 3 items. */
@@ -128,8 +133,13 @@ export async function trainSasrecBudgeted(sequences: ReadonlyArray<Int32Array>, 
     minDelta = 1e-4,
     onProgress,
     evalEvery: evalEveryOpt,
-    ...train
+    ...given
   } = options;
+  // the catalog-scaled defaults; options set explicitly (not undefined) win
+  const explicit = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined)) as typeof given;
+  const train: typeof given = { ...sasrecProfile(Math.max(1, numItems), sequences), ...explicit };
+  if (explicit.loss !== undefined && explicit.loss !== 'sampled-softmax' && explicit.negatives === undefined) delete train.negatives;
+  const loss = train.loss ?? 'sampled-softmax';
   if (!(budgetSeconds > 0)) throw new RangeError(`trainSasrecBudgeted: budgetSeconds must be positive, got ${budgetSeconds}`);
   if (!Number.isInteger(maxEpochs) || maxEpochs < 1) throw new RangeError(`trainSasrecBudgeted: maxEpochs must be a positive integer, got ${maxEpochs}`);
   if (!Number.isInteger(patience) || patience < 1) throw new RangeError(`trainSasrecBudgeted: patience must be a positive integer, got ${patience}`);
@@ -153,7 +163,7 @@ export async function trainSasrecBudgeted(sequences: ReadonlyArray<Int32Array>, 
   let early = false;
   const r = await trainSasrec(seqs, numItems, {
     ...train,
-    loss: train.loss ?? 'sampled-softmax',
+    loss,
     epochs: maxEpochs,
     sparseEmbeddings: true,
     budgetSeconds,
@@ -220,6 +230,13 @@ export async function trainSasrecBudgeted(sequences: ReadonlyArray<Int32Array>, 
     validation,
     bestStep,
     validationUsers: cases.length,
+    settings: {
+      loss,
+      ...(loss === 'sampled-softmax' ? { negatives: train.negatives ?? 256 } : {}),
+      dropout: train.dropout ?? SASREC_DEFAULTS.dropout,
+      maxLen: train.maxLen ?? SASREC_DEFAULTS.maxLen,
+      lr: train.lr ?? SASREC_DEFAULTS.lr,
+    },
   };
 }
 
