@@ -367,6 +367,37 @@ describe('with the shop model loaded', () => {
     return { agent: new MemoryAgent({ items, clock: () => 1e6 }), model, catalog };
   }
 
+  it("ranks with shopWeightsLive at a live moment (the file's last week or later) and shopWeights at a replayed one", async () => {
+    const DAY = 86_400_000;
+    const catalog = Array.from({ length: 12 }, (_, i) => `C${i}`);
+    const log: ShopInteraction[] = [];
+    // C0–C9 sold all month long, most of all early on; C11 sold only in the log's last week (days 24–29)
+    for (let u = 0; u < 40; u++)
+      for (let k = 0; k < 10; k++) if ((u + k) % 3 !== 0) log.push({ user: `u${u}`, item: `C${k}`, at: (k % 20) * DAY, action: 'purchase' });
+    for (let u = 0; u < 8; u++) log.push({ user: `u${u}`, item: 'C11', at: (24 + (u % 6)) * DAY, action: 'purchase' });
+    const r = new Rng(7);
+    const model = trainShopModel(log, { catalog, dim: 4, iterations: 30, random: () => r.next() });
+    expect(model.popRecent!.end).toBe(29 * DAY);
+    const items = new ItemVectors(
+      createHashingEmbedder({ dim: 32 }),
+      catalog.map((id) => ({ id, title: `Item ${id}` })),
+    );
+    items.useShop(new ShopKnowledge('live-file', model));
+    const agent = new MemoryAgent({
+      items,
+      clock: () => 31 * DAY,
+      // the replay set would sink C11 at a live moment: only the live set puts it first
+      config: { shopWeights: { pop: 5, popRecent: -5 }, shopWeightsLive: { popRecent: 50, pop: -5 } },
+    });
+    await agent.observe({ item: 'C0', at: 30 * DAY, action: 'purchase' });
+    const live = await agent.recommend(catalog, { exclude: 'bought' });
+    expect(live[0].id).toBe('C11');
+    // a replay at day 10: the window is in the future (popRecent 0) and pop leads
+    const replay = await agent.recommend(catalog, { exclude: 'bought', now: 10 * DAY });
+    expect(replay[0].id).not.toBe('C11');
+    expect(replay.findIndex((c) => c.id === 'C11')).toBeGreaterThan(5);
+  });
+
   it("a first visit is ordered by the shop model's popularity (not catalog order), and says so", async () => {
     const { agent, model, catalog } = shopAgent();
     const out = await agent.recommend(catalog);

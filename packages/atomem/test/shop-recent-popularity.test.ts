@@ -108,13 +108,34 @@ describe('recent popularity (popRecent)', () => {
     expect(() => encodeShopModel({ ...model, popRecent: { ...model.popRecent!, items: Uint32Array.from([21, 20, 22]) } })).toThrow(/ascending/);
   });
 
-  it('the scorer gives every candidate log(1 + its recent count), whatever the shopper did', () => {
+  it('the scorer gives every candidate log(1 + its recent count) at a live moment, whatever the shopper did', () => {
     const scorer = new ShopScorer(decodeShopModel(encodeShopModel(model)));
-    const s = scorer.signals([{ item: 'sku-2', at: T0, action: 'purchase' }], ['sku-20', 'sku-21', 'sku-22', 'sku-3', 'unknown-id']);
+    const history = [{ item: 'sku-2', at: T0, action: 'purchase' as const }];
+    const candidates = ['sku-20', 'sku-21', 'sku-22', 'sku-3', 'unknown-id'];
+    // a visit the day after the log ended (the file's window is days 22–29)
+    const s = scorer.signals(history, candidates, T0 + 30 * DAY);
     expect(s.popRecent[0]).toBeCloseTo(Math.log1p(12), 1);
     expect(s.popRecent[1]).toBeCloseTo(Math.log1p(5), 1);
     expect(s.popRecent[2]).toBeCloseTo(Math.log1p(1), 1);
     expect(s.popRecent[3]).toBe(0);
+    // the same at the window's start, and a year later (the file is stale but still the latest word)
+    expect(scorer.signals(history, candidates, T0 + 22 * DAY).popRecent).toEqual(s.popRecent);
+    expect(scorer.signals(history, candidates, T0 + 400 * DAY).popRecent).toEqual(s.popRecent);
+  });
+
+  it('is 0 at a moment before the window (a replay of a past visit): that week lies in its future', () => {
+    const scorer = new ShopScorer(decodeShopModel(encodeShopModel(model)));
+    const end = model.popRecent!.end;
+    expect(end).toBe(T0 + 29 * DAY);
+    expect(scorer.live(end - 7 * DAY)).toBe(true);
+    expect(scorer.live(end - 7 * DAY - 1)).toBe(false);
+    expect(scorer.live(Number.NaN)).toBe(false);
+    const history = [{ item: 'sku-2', at: T0, action: 'purchase' as const }];
+    expect([...scorer.signals(history, ['sku-20', 'sku-21'], end - 8 * DAY).popRecent]).toEqual([0, 0]);
+    // without `now`, the moment is the history's last event (day 0 here: a replay)
+    expect([...scorer.signals(history, ['sku-20', 'sku-21']).popRecent]).toEqual([0, 0]);
+    // a file without the window has no live moment
+    expect(new ShopScorer({ ...model, popRecent: undefined }).live(end)).toBe(false);
   });
 
   it('travels in a format v3 head with global item indices: the assembled model names the same items', () => {

@@ -146,6 +146,7 @@ function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
   const partial: Record<string, unknown> = {};
   const weights: Record<string, number> = {};
   const shopWeights: Record<string, number> = {};
+  const shopWeightsLive: Record<string, number> = {};
   const intentWeights: Record<string, number> = {};
   for (const key of Object.keys(params)) {
     if (key.startsWith('atomem.iw.')) {
@@ -182,10 +183,17 @@ function configFrom(params: Readonly<Record<string, string>>): ConfigPartial {
     const n = paramNumber(params, key)!;
     if (knob.startsWith('w.')) weights[knob.slice(2)] = n;
     else if (knob.startsWith('sw.')) shopWeights[knob.slice(3)] = n;
+    else if (knob.startsWith('swl.')) shopWeightsLive[knob.slice(4)] = n;
     else partial[knob] = n;
   }
-  resolveConfig({ ...(partial as Partial<AtomemConfig>), weights, shopWeights, intentWeights }); // validate early
-  return { ...(partial as Partial<AtomemConfig>), weights, shopWeights, ...(Object.keys(intentWeights).length ? { intentWeights } : {}) };
+  resolveConfig({ ...(partial as Partial<AtomemConfig>), weights, shopWeights, shopWeightsLive, intentWeights }); // validate early
+  return {
+    ...(partial as Partial<AtomemConfig>),
+    weights,
+    shopWeights,
+    shopWeightsLive,
+    ...(Object.keys(intentWeights).length ? { intentWeights } : {}),
+  };
 }
 
 /** `atomem.itemVectors` (CLI `--item-vectors`): `hybrid` (default: the shop's published model) or `content`. */
@@ -283,7 +291,7 @@ export class AtomemMethod implements Method {
       itemVectors?: 'content';
       sasrec?: false;
       ablation?: AblationInfo;
-      weights?: (cfg: { weights: Record<string, number>; shopWeights: Record<string, number> }) => void;
+      weights?: (cfg: WeightSets) => void;
       intent?: boolean;
       observe?: boolean;
       /** Called once every agent is trained (e.g. sharing-scenario.ts hands each the scenario's release). */
@@ -307,10 +315,12 @@ export class AtomemMethod implements Method {
       const w = {
         weights: { ...DEFAULT_CONFIG.weights, ...cfg.weights } as Record<string, number>,
         shopWeights: { ...DEFAULT_CONFIG.shopWeights, ...cfg.shopWeights },
+        shopWeightsLive: { ...DEFAULT_CONFIG.shopWeightsLive, ...cfg.shopWeightsLive },
       };
       variant.weights(w);
       cfg.weights = w.weights as Partial<AtomemConfig['weights']>;
       cfg.shopWeights = w.shopWeights;
+      cfg.shopWeightsLive = w.shopWeightsLive;
     }
     this.config = cfg;
     this.llm = llmModelFrom(opts.params);
@@ -705,10 +715,18 @@ export interface Ablation {
   make(o: MethodOptions, info: AblationInfo): AtomemMethod;
 }
 
-const zero = (names: readonly string[]) => (w: { weights: Record<string, number>; shopWeights: Record<string, number> }) => {
+/** The weight sets a variant may edit (the content space's, the shop's replay and live sets). */
+export interface WeightSets {
+  weights: Record<string, number>;
+  shopWeights: Record<string, number>;
+  shopWeightsLive: Record<string, number>;
+}
+
+const zero = (names: readonly string[]) => (w: WeightSets) => {
   for (const n of names) {
     if (n in w.weights) w.weights[n] = 0;
     if (n in w.shopWeights) w.shopWeights[n] = 0;
+    if (n in w.shopWeightsLive) w.shopWeightsLive[n] = 0;
   }
 };
 
@@ -748,7 +766,7 @@ export const ABLATIONS: Ablation[] = [
     levels: ['contribute'],
     make: (o, ablation) => new AtomemMethod(o, { communities: false }, { ablation }),
   },
-  ...[...new Set([...MEMORY_SIGNALS, ...Object.keys(DEFAULT_CONFIG.shopWeights)])]
+  ...[...new Set([...MEMORY_SIGNALS, ...Object.keys(DEFAULT_CONFIG.shopWeights), ...Object.keys(DEFAULT_CONFIG.shopWeightsLive)])]
     .filter((n) => n !== 'sasrec')
     .map(
       (signal): Ablation => ({
@@ -775,6 +793,6 @@ for (const a of ABLATIONS) {
 export function ablationsFor(params: Readonly<Record<string, string>>): string[] {
   const kind = itemVectorsKind(params);
   const cfg = resolveConfig(configFrom(params));
-  const inForce = (kind === 'hybrid' ? cfg.shopWeights : cfg.weights) as Readonly<Record<string, number>>;
-  return ABLATIONS.filter((a) => (!a.only || a.only === kind) && (a.signal === undefined || (inForce[a.signal] ?? 0) !== 0)).map((a) => a.name);
+  const inForce = (kind === 'hybrid' ? [cfg.shopWeights, cfg.shopWeightsLive] : [cfg.weights]) as Readonly<Record<string, number>>[];
+  return ABLATIONS.filter((a) => (!a.only || a.only === kind) && (a.signal === undefined || inForce.some((w) => (w[a.signal!] ?? 0) !== 0))).map((a) => a.name);
 }

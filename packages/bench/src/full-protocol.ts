@@ -8,7 +8,7 @@
  *   learn only from events before T. A user is tested when they have an event at or after T
  *   and at least one before it (a user with no history before the cut is a cold start, counted
  *   in the warnings, not tested): the target is their first event at or after T, the history
- *   their events before T. Validation (for tuning) applies the same rule inside the pre-cut
+ *   their events before T, ranked at T (the case's `now`: the moment the method's data ends). Validation (for tuning) applies the same rule inside the pre-cut
  *   log: V = the `cut`-quantile of the events before T, learn before V, target = the first
  *   event in [V, T).
  *
@@ -101,7 +101,9 @@ export function buildFullProtocol(dataset: Dataset, protocol: FullProtocol, opts
   const cases: EvalCase[] = chosen.map((user) => {
     const history = histories.get(user)!.map((x) => ({ ...x }));
     const test = dataset.sequences.get(user)!.find((x) => x.at >= cutTime && x.at < end)!;
-    return { user, history, test: { ...test }, candidates: [], now: history[history.length - 1].at };
+    // why the cut: the method's world ends there (its data stops at the cut); a shopper is ranked
+    // at that moment, as a shop ranks at the time of a visit after its file was published
+    return { user, history, test: { ...test }, candidates: [], now: cutTime };
   });
   const warnings: string[] = [];
   if (cold) warnings.push(`temporal: ${cold} users with events after the cut but none before it (cold start) are not tested`);

@@ -194,6 +194,7 @@ export async function runSharingScenario(o: SharingScenarioOptions): Promise<Sha
         {
           weights: (w) => {
             w.shopWeights.crowd = setting ? weight : 0;
+            w.shopWeightsLive.crowd = setting ? weight : 0;
           },
           afterPrepare: (agents, ctx) => {
             if (!setting || !name) return;

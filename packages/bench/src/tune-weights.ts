@@ -375,7 +375,22 @@ async function tuneHybrid(
 interface ProtocolCases {
   protocol: ProtocolName;
   cases: FitCase[];
+  /** Per case: is its ranking moment live for the validation file ({@link liveMoment})? */
+  live: boolean[];
   names: string[];
+}
+
+/** The shop file's recent window (days), as the benchmark trains it (`TrainOptions.recentDays`' default). */
+const RECENT_DAYS = 7;
+
+/**
+ * Whether a case's ranking moment is live for the file trained on `histories` (`ShopScorer.live`):
+ * at or after the start of its recent window, which ends at the log's last event.
+ */
+export function liveMoment(now: number, histories: ReadonlyMap<string, readonly { at: number }[]>, days = RECENT_DAYS): boolean {
+  let end = -Infinity;
+  for (const seq of histories.values()) for (const x of seq) if (x.at > end) end = x.at;
+  return now >= end - days * 86_400_000;
 }
 
 /** Whole-catalog dumps (`scoreAll`, columnar) or 10-candidate dumps (`rank`) of one protocol's validation run, as fitting cases. */
@@ -412,16 +427,24 @@ async function protocolCases(
     }
     const lines = readFileSync(dump, 'utf8').trim().split('\n');
     const cases: FitCase[] = [];
+    const live: boolean[] = [];
     const names = new Set<string>();
     if (protocol === 'loo') {
-      const targets = new Map(buildProtocol(dataset, { users, seed, target: 'validation' }).cases.map((c) => [c.user, c.test.item]));
+      const p = buildProtocol(dataset, { users, seed, target: 'validation' });
+      const targets = new Map(p.cases.map((c) => [c.user, c.test.item]));
+      const moments = new Map(p.cases.map((c) => [c.user, liveMoment(c.now, p.histories)]));
       const dumped = lines.map((l) => JSON.parse(l) as DumpedCase);
       const all = signalNames(dumped);
       for (const n of all) names.add(n);
-      cases.push(...fitCases(dumped, targets, all).filter((c) => c.positive >= 0));
+      fitCases(dumped, targets, all).forEach((c, i) => {
+        if (c.positive < 0) return;
+        cases.push(c);
+        live.push(moments.get(dumped[i].user) ?? false);
+      });
     } else {
       const p = buildFullProtocol(dataset, protocol as FullProtocol, { users, seed, target: 'validation' });
       const byUser = new Map(p.cases.map((c) => [c.user, c]));
+      const moments = new Map(p.cases.map((c) => [c.user, liveMoment(c.now, p.histories)]));
       for (const line of lines) {
         const d = JSON.parse(line) as { user: string; items: string[]; signals: Record<string, number[]> };
         const c = byUser.get(d.user);
@@ -440,6 +463,7 @@ async function protocolCases(
           names.add(n);
         }
         cases.push({ signals, positive, exclude });
+        live.push(moments.get(d.user) ?? false);
       }
     }
     // a signal constant in every list cannot be fitted
@@ -451,8 +475,8 @@ async function protocolCases(
         return false;
       }),
     );
-    process.stderr.write(`  ${protocol}: ${cases.length} validation cases, signals ${varying.join(', ')}\n`);
-    return { protocol, cases, names: varying };
+    process.stderr.write(`  ${protocol}: ${cases.length} validation cases (${live.filter(Boolean).length} at a live moment), signals ${varying.join(', ')}\n`);
+    return { protocol, cases, live, names: varying };
   } finally {
     if (!dumpDir) rmSync(dir, { recursive: true, force: true });
   }
@@ -543,13 +567,88 @@ async function tuneFull(
         .map((w) => (w[n] ?? 0).toString())
         .join(' | ')} |\n`,
     );
+  // the live set: fitted on the cases at a live moment only (the agent ranks every other moment
+  // with shopWeights), each protocol scored with the set its cases' moments select; 2-fold CV as above
+  const liveCases = (which: (i: number) => boolean) =>
+    sets.flatMap((s) => {
+      const own = s.cases.filter((_, i) => s.live[i] && which(i));
+      return Array.from({ length: pool[s.protocol] ?? 1 }, () => own).flat();
+    });
+  let live: Record<string, number> | undefined;
+  if (liveCases(() => true).length > 0) {
+    live = fitWeights(
+      liveCases(() => true),
+      names,
+    );
+    const half = [0, 1].map((h) =>
+      fitWeights(
+        liveCases((i) => i % 2 === h),
+        names,
+      ),
+    );
+    const scored = (s: ProtocolCases, w: (i: number) => Readonly<Record<string, number>>, which: (i: number) => boolean = () => true) => {
+      let sum = 0;
+      let n = 0;
+      s.cases.forEach((c, i) => {
+        if (!which(i)) return;
+        sum += fitCaseNdcg([c], s.live[i] ? w(i) : shipped);
+        n++;
+      });
+      return { sum, n };
+    };
+    const row = (label: string, f: (s: ProtocolCases) => number) => process.stdout.write(`| ${label} | ${sets.map((s) => f(s).toFixed(4)).join(' | ')} |\n`);
+    process.stdout.write(
+      `\nwith shopWeightsLive at live moments (cases at a live moment: ${sets.map((s) => `${s.protocol} ${s.live.filter(Boolean).length}`).join(', ')})\n`,
+    );
+    process.stdout.write(`| weights | ${sets.map((s) => s.protocol).join(' | ')} |\n|---|${sets.map(() => '---:').join('|')}|\n`);
+    row('shipped, live fit at live moments', (s) => {
+      const r = scored(s, () => live!);
+      return r.sum / Math.max(1, r.n);
+    });
+    row('the same, 2-fold CV', (s) => {
+      let sum = 0;
+      for (const h of [0, 1])
+        sum += scored(
+          s,
+          () => half[h],
+          (i) => i % 2 === 1 - h,
+        ).sum;
+      return sum / Math.max(1, s.cases.length);
+    });
+    row('live cases only: shipped', (s) => {
+      const r = scored(
+        s,
+        () => shipped,
+        (i) => s.live[i],
+      );
+      return r.sum / Math.max(1, r.n);
+    });
+    row('live cases only: live fit, 2-fold CV', (s) => {
+      let sum = 0;
+      let n = 0;
+      for (const h of [0, 1]) {
+        const r = scored(
+          s,
+          () => half[h],
+          (i) => s.live[i] && i % 2 === 1 - h,
+        );
+        sum += r.sum;
+        n += r.n;
+      }
+      return sum / Math.max(1, n);
+    });
+    process.stdout.write(`\nshopWeightsLive: ${JSON.stringify(live)}\n`);
+  }
   const chosen = fits[choose];
   if (!chosen) throw new Error(`--choose ${choose}: one of ${Object.keys(fits).join(', ')}`);
   // signals no dump carries (e.g. crowd, which needs a Prio3 release) keep their shipped weight
   const out = { ...shipped, ...chosen };
   process.stdout.write(`\nshopWeights (${choose}): ${JSON.stringify(out)}\n`);
   if (json)
-    writeFileSync(json, `${JSON.stringify({ privacy, seed, users, protocols, pool, table, cv, fits, chosen: { name: choose, shopWeights: out } }, null, 2)}\n`);
+    writeFileSync(
+      json,
+      `${JSON.stringify({ privacy, seed, users, protocols, pool, table, cv, fits, chosen: { name: choose, shopWeights: out }, ...(live ? { shopWeightsLive: live } : {}) }, null, 2)}\n`,
+    );
   return 0;
 }
 

@@ -106,6 +106,8 @@ describe('buildFullProtocol', () => {
       ['u1', 'c', 'ab'],
       ['u4', 'h', 'b'],
     ]);
+    // every case is ranked at the cut (the moment the methods' data ends), not at its last event
+    for (const c of p.cases) expect(c.now).toBe(8);
     expect(p.histories.get('u3')).toEqual([]);
     expect(p.histories.get('u1')!.map((x) => x.item)).toEqual(['a', 'b']);
     expect(p.warnings.join(' ')).toMatch(/1 users .*\(cold start\)/);
@@ -113,6 +115,7 @@ describe('buildFullProtocol', () => {
     const v = buildFullProtocol(d, 'temporal', { cut: 0.6, target: 'validation' });
     expect(v.cutTime).toBeLessThan(8);
     for (const c of v.cases) expect(c.test.at).toBeLessThan(8);
+    for (const c of v.cases) expect(c.now).toBe(v.cutTime);
     for (const h of v.histories.values()) for (const x of h) expect(x.at).toBeLessThan(v.cutTime!);
   });
 

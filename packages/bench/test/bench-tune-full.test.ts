@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { fitWeights } from 'atomem/shop';
-import { fitCaseNdcg } from '../src/tune-weights.js';
+import { fitCaseNdcg, liveMoment } from '../src/tune-weights.js';
 
 describe('tune-weights --protocol: scoring fitted weights on whole-catalog validation cases', () => {
   it('ranks the positive pessimistically (ties count against it) among the candidates not excluded', () => {
@@ -27,5 +27,17 @@ describe('tune-weights --protocol: scoring fitted weights on whole-catalog valid
     const w = fitWeights(cases, ['good', 'noise']);
     expect(fitCaseNdcg(cases, w)).toBeGreaterThan(fitCaseNdcg(cases, { good: 0, noise: 1 }));
     expect(fitCaseNdcg(cases, w)).toBeGreaterThan(0.9);
+  });
+
+  it("a case is at a live moment from the start of the recent window before the log's last event", () => {
+    const DAY = 86_400_000;
+    const histories = new Map([
+      ['a', [{ at: 0 }, { at: 20 * DAY }]],
+      ['b', [{ at: 30 * DAY }]],
+    ]);
+    expect(liveMoment(30 * DAY, histories)).toBe(true);
+    expect(liveMoment(23 * DAY, histories)).toBe(true);
+    expect(liveMoment(23 * DAY - 1, histories)).toBe(false);
+    expect(liveMoment(20 * DAY, histories, 10)).toBe(true);
   });
 });

@@ -127,6 +127,13 @@ export interface AtomemConfig {
    */
   shopWeights: Readonly<Record<string, number>>;
   /**
+   * Ranking weights with the shop's model at a live moment: the file has a recent window
+   * (`popRecent`) and the ranking moment is at or after its start (`ShopKnowledge.live`) — every
+   * visit after the file was published. `shopWeights` rank the other moments (an offline replay
+   * of a visit inside the file's log, as the leave-one-out protocols do). Missing names weigh 0.
+   */
+  shopWeightsLive: Readonly<Record<string, number>>;
+  /**
    * Weights of the intent signals, added to `weights` (or `shopWeights`) when `recommend` gets a
    * stated intent: `intent` (candidate ↔ intent cosine in the content space), `intentTerms` (share
    * of the intent's content words in the candidate's text), `intentCategories` (share of the
@@ -218,12 +225,11 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
     knnRecent: 0.0814,
     markov: 0.0991,
     pop: -0.5232,
-    // The shop file's recent popularity (distinct users per item in the week before its log
-    // ended): weight 0. Refitted on validation for whole-catalog ranking (`npm run tune -- --data
-    // ../shared/data/ml-100k --users all --protocol loo-full,temporal,loo`, BENCHMARKS.md "Weights
-    // for whole-catalog ranking"), one set cannot serve both full-ranking protocols; the pooled set
-    // measured on test moved `temporal` by +0.0028 NDCG@10 (within noise, still half of a week's
-    // popularity) and took the sampled `loo` headline from 0.8104 to 0.8032, so these stay.
+    // The shop file's recent popularity: 0 in this set. These weights rank moments before the
+    // file's recent window (an offline replay of a past visit, where `popRecent` is 0 because that
+    // week lies in the visit's future); live moments rank with `shopWeightsLive` below. One set
+    // fitted for both (BENCHMARKS.md "Weights for whole-catalog ranking") cannot serve both
+    // full-ranking protocols.
     popRecent: 0,
     vec: -0.7153,
     vecRecent: 1,
@@ -232,6 +238,29 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
     // runs Prio3 and the level is `receive` or `contribute`; not fitted: the release it needs to
     // matter is not there at the shipped ε and ℓ on the benchmark (`npm run bench:sharing`,
     // BENCHMARKS.md "What sharing adds today")
+    crowd: 0.5,
+  }),
+  // Fitted on ML-100K validation items only (never a test item), on the cases whose ranking moment
+  // is live for the validation file (the temporal protocol's, ranked at its cut, counted 10 times,
+  // and the leave-one-out users last seen in the file's final week), by
+  //   npm run tune -- --data ../shared/data/ml-100k --users all --protocol loo-full,temporal,loo --pool temporal=10
+  // (listwise softmax, fitWeights of shop/fit.ts, largest |w| = 1; BENCHMARKS.md "Weights at a live
+  // moment"). The week's popularity leads, and STEAM's `memory` retrieval, 0 in the replay set,
+  // carries weight here.
+  shopWeightsLive: Object.freeze({
+    ease: 0.5174,
+    easeRecent: 0.0043,
+    knn: -0.1624,
+    knnRecent: -0.1027,
+    markov: 0.0051,
+    memory: 0.5302,
+    pop: -0.2671,
+    popRecent: 1,
+    profile: -0.124,
+    recent: 0.0315,
+    sasrec: 0.3122,
+    vec: -0.8606,
+    vecRecent: 0.4656,
     crowd: 0.5,
   }),
   // Fitted on ML-100K validation items of all 943 users in setting instruct (never test items), USE-lite
@@ -281,9 +310,10 @@ export function tauFor(embedderId: string): number {
 
 /** Merge a partial config over the defaults and validate it; throws a RangeError naming the bad knob. */
 export function resolveConfig(
-  partial: Partial<Omit<AtomemConfig, 'weights' | 'shopWeights' | 'intentWeights'>> & {
+  partial: Partial<Omit<AtomemConfig, 'weights' | 'shopWeights' | 'shopWeightsLive' | 'intentWeights'>> & {
     weights?: Partial<RankWeights>;
     shopWeights?: Readonly<Record<string, number>>;
+    shopWeightsLive?: Readonly<Record<string, number>>;
     intentWeights?: Readonly<Record<string, number>>;
   } = {},
 ): AtomemConfig {
@@ -292,6 +322,7 @@ export function resolveConfig(
     ...partial,
     weights: { ...DEFAULT_CONFIG.weights, ...(partial.weights ?? {}) },
     shopWeights: { ...DEFAULT_CONFIG.shopWeights, ...(partial.shopWeights ?? {}) },
+    shopWeightsLive: { ...DEFAULT_CONFIG.shopWeightsLive, ...(partial.shopWeightsLive ?? {}) },
     intentWeights: { ...DEFAULT_CONFIG.intentWeights, ...(partial.intentWeights ?? {}) },
   };
   const check = (name: string, v: number, lo: number, hi: number, int = false) => {
@@ -336,6 +367,7 @@ export function resolveConfig(
   for (const [k, v] of Object.entries(cfg.weights)) check(`weights.${k}`, v, 0, 1e6);
   // why: shop weights are fitted jointly (listwise regression); a negative weight corrects a correlated signal.
   for (const [k, v] of Object.entries(cfg.shopWeights)) check(`shopWeights.${k}`, v, -1e6, 1e6);
+  for (const [k, v] of Object.entries(cfg.shopWeightsLive)) check(`shopWeightsLive.${k}`, v, -1e6, 1e6);
   for (const [k, v] of Object.entries(cfg.intentWeights)) check(`intentWeights.${k}`, v, 0, 1e6);
   check('intentMemories', cfg.intentMemories, 0, 1000, true);
   check('intentMinSimilarity', cfg.intentMinSimilarity, -1, 1);

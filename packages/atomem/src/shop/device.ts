@@ -63,6 +63,11 @@ export class ShopKnowledge {
     return out;
   }
 
+  /** Whether `now` is a live moment for the file ({@link ShopScorer.live}): the agent then ranks with `shopWeightsLive`. */
+  live(now: number): boolean {
+    return this.scorer.live(now);
+  }
+
   /** The item's collaborative vector (unit for items with data, shorter for content-predicted ones), if the file has one. */
   vectorOf(id: string): Float32Array | undefined {
     const v = this.model.vectors;

@@ -12,7 +12,9 @@
  * - `markov`: P(c | last item) from the transition list (the last `markovItems` items, decayed);
  * - `pop`: log(1 + popularity); `trend`: log(1 + users in the `window` buckets before now);
  * - `popRecent`: log(1 + users in the file's recent window, the last days before its log ended):
- *   what is popular this week, the same for every shopper (0 for a file without it);
+ *   what is popular this week, the same for every shopper. It is 0 for a file without it and at a
+ *   ranking moment before that window ({@link ShopScorer.live}: replaying a past visit, the
+ *   window lies in that visit's future);
  * - `vec`, `vecRecent`: cosine between the candidate's collaborative vector and the action-weighted
  *   mean of the history's (all / recent) vectors; candidates or history items the file does not
  *   know use `contentVector(id)` through the file's content map, when given.
@@ -30,6 +32,8 @@ export interface DeviceEvent {
   /** Default `click`. */
   action?: Action;
 }
+
+const DAY_MS = 86_400_000;
 
 /** Names of the built-in signals, in table order. */
 export const SIGNALS = ['ease', 'easeRecent', 'knn', 'knnRecent', 'markov', 'pop', 'trend', 'popRecent', 'vec', 'vecRecent'] as const;
@@ -213,6 +217,17 @@ export class ShopScorer {
     const r = model.popRecent;
     if (r) for (let k = 0; k < r.items.length; k++) this.recentPop[r.items[k]] = Math.log1p(Math.max(0, r.counts[k]));
     this.opts = { recent: 5, recentDecay: 0.7, markovItems: 1, markovDecay: 0.5, neutralCold: true, ...opts };
+  }
+
+  /**
+   * Whether `now` (epoch ms) is a live moment for this file: it has a recent window (`popRecent`)
+   * and `now` is at or after the window's start. A shop ranks after its file was published, so
+   * every visit is live; a moment inside the file's log before the window (an offline replay of a
+   * past visit) is not, and there `popRecent` is 0 and the agent ranks with its replay weights.
+   */
+  live(now: number): boolean {
+    const r = this.model.popRecent;
+    return r !== undefined && Number.isFinite(now) && now >= r.end - r.days * DAY_MS;
   }
 
   /** Position of an item in the file (undefined: the file does not know it). */
@@ -405,7 +420,7 @@ export class ShopScorer {
       markov: this.listScores(lists.markov, markovFrom, cand),
       pop: Float64Array.from(cand, (c) => (c >= 0 ? Math.log1p(Math.max(0, popularity[c])) : 0)),
       trend: this.trendScores(cand, now ?? latest),
-      popRecent: Float64Array.from(cand, (c) => (c >= 0 ? this.recentPop[c] : 0)),
+      popRecent: this.live(now ?? latest) ? Float64Array.from(cand, (c) => (c >= 0 ? this.recentPop[c] : 0)) : new Float64Array(cand.length),
       vec: this.vectorScores(all, candidates),
       vecRecent: this.vectorScores(recentItems, candidates),
     };
