@@ -201,14 +201,15 @@ function cloneHistory(seq: readonly Interaction[]): Interaction[] {
 
 /**
  * What a method may see of the cases: a fresh copy (a method that mutates its input cannot change
- * what the next method sees) without the target, and "now" = the last history timestamp.
+ * what the next method sees) without the target, and "now" = the case's moment (the last history
+ * timestamp; the cut under `temporal`).
  */
 export function rankCases(cases: readonly EvalCase[]): RankCase[] {
   return cases.map((c) => ({
     user: c.user,
     history: cloneHistory(c.history),
     candidates: c.candidates.slice(),
-    now: c.history.length ? c.history[c.history.length - 1].at : 0,
+    now: c.now,
     ...(c.intent !== undefined ? { intent: c.intent } : {}),
     ...(c.step !== undefined ? { step: c.step } : {}),
   }));

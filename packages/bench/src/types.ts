@@ -36,7 +36,7 @@ export interface RankCase {
   history: Interaction[];
   /** The target plus 9 negatives, already shuffled (seeded); empty in `loo-full` and `temporal` (the whole catalog competes). */
   candidates: string[];
-  /** "Now" for the method: the timestamp of the last history interaction (0 when the history is empty). */
+  /** "Now" for the method: the timestamp of the last history interaction (0 when the history is empty); under `temporal`, the cut. */
   now: number;
   /**
    * Setting `instruct`: the shopper's stated intent, derived from the target's categories in

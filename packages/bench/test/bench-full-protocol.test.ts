@@ -283,8 +283,9 @@ describe('runBenchmark, full-ranking protocols', () => {
     await expect(runBenchmark({ dataset: ds, protocol: 'loo-full', methods: ['pop'], reference: 'ease' })).rejects.toThrow(/reference ease/);
   });
 
-  it('temporal runs on timestamped data; methods learn only from events before the cut', async () => {
+  it('temporal runs on timestamped data; methods learn only from events before the cut and rank at it', async () => {
     const seen: number[] = [];
+    const moments: number[] = [];
     const factories = new Map<string, MethodFactory>([
       [
         'spy',
@@ -295,7 +296,10 @@ describe('runBenchmark, full-ranking protocols', () => {
             return Promise.resolve();
           },
           rank: (c: RankCase) => c.candidates,
-          scoreAll: (_c: RankCase, out: Float32Array) => void out.fill(0),
+          scoreAll: (c: RankCase, out: Float32Array) => {
+            moments.push(c.now);
+            out.fill(0);
+          },
         }),
       ],
       ['pop', methodFactories.get('pop')!],
@@ -304,6 +308,8 @@ describe('runBenchmark, full-ranking protocols', () => {
     const r = await runBenchmark({ dataset: d, protocol: 'temporal', cut: 0.8, factories, resamples: 50 });
     expect(r.config.cutTime).toBeDefined();
     expect(Math.max(...seen)).toBeLessThan(r.config.cutTime!);
+    expect(moments.length).toBe(r.results[0].n);
+    expect(new Set(moments)).toEqual(new Set([r.config.cutTime]));
     expect(r.results[0].n).toBeGreaterThan(0);
   });
 });
