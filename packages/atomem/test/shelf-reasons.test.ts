@@ -367,7 +367,7 @@ describe('with the shop model loaded', () => {
     return { agent: new MemoryAgent({ items, clock: () => 1e6 }), model, catalog };
   }
 
-  it("ranks with shopWeightsLive at a live moment (the file's last week or later) and shopWeights at a replayed one", async () => {
+  it("ranks with shopWeightsLive at a live moment (after the file's log ended) and shopWeights at a replayed one", async () => {
     const DAY = 86_400_000;
     const catalog = Array.from({ length: 12 }, (_, i) => `C${i}`);
     const log: ShopInteraction[] = [];

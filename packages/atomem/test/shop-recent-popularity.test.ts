@@ -118,20 +118,20 @@ describe('recent popularity (popRecent)', () => {
     expect(s.popRecent[1]).toBeCloseTo(Math.log1p(5), 1);
     expect(s.popRecent[2]).toBeCloseTo(Math.log1p(1), 1);
     expect(s.popRecent[3]).toBe(0);
-    // the same at the window's start, and a year later (the file is stale but still the latest word)
-    expect(scorer.signals(history, candidates, T0 + 22 * DAY).popRecent).toEqual(s.popRecent);
+    // the same at the log's end, and a year later (the file is stale but still the latest word)
+    expect(scorer.signals(history, candidates, T0 + 29 * DAY).popRecent).toEqual(s.popRecent);
     expect(scorer.signals(history, candidates, T0 + 400 * DAY).popRecent).toEqual(s.popRecent);
   });
 
-  it('is 0 at a moment before the window (a replay of a past visit): that week lies in its future', () => {
+  it("is 0 at a moment inside the file's log (a replay of a past visit): the window holds its future", () => {
     const scorer = new ShopScorer(decodeShopModel(encodeShopModel(model)));
     const end = model.popRecent!.end;
     expect(end).toBe(T0 + 29 * DAY);
-    expect(scorer.live(end - 7 * DAY)).toBe(true);
-    expect(scorer.live(end - 7 * DAY - 1)).toBe(false);
+    expect(scorer.live(end)).toBe(true);
+    expect(scorer.live(end - 1)).toBe(false);
     expect(scorer.live(Number.NaN)).toBe(false);
     const history = [{ item: 'sku-2', at: T0, action: 'purchase' as const }];
-    expect([...scorer.signals(history, ['sku-20', 'sku-21'], end - 8 * DAY).popRecent]).toEqual([0, 0]);
+    expect([...scorer.signals(history, ['sku-20', 'sku-21'], end - DAY).popRecent]).toEqual([0, 0]);
     // without `now`, the moment is the history's last event (day 0 here: a replay)
     expect([...scorer.signals(history, ['sku-20', 'sku-21']).popRecent]).toEqual([0, 0]);
     // a file without the window has no live moment

@@ -380,17 +380,14 @@ interface ProtocolCases {
   names: string[];
 }
 
-/** The shop file's recent window (days), as the benchmark trains it (`TrainOptions.recentDays`' default). */
-const RECENT_DAYS = 7;
-
 /**
  * Whether a case's ranking moment is live for the file trained on `histories` (`ShopScorer.live`):
- * at or after the start of its recent window, which ends at the log's last event.
+ * at or after the log's last event, where the file's recent window ends.
  */
-export function liveMoment(now: number, histories: ReadonlyMap<string, readonly { at: number }[]>, days = RECENT_DAYS): boolean {
+export function liveMoment(now: number, histories: ReadonlyMap<string, readonly { at: number }[]>): boolean {
   let end = -Infinity;
   for (const seq of histories.values()) for (const x of seq) if (x.at > end) end = x.at;
-  return now >= end - days * 86_400_000;
+  return now >= end;
 }
 
 /** Whole-catalog dumps (`scoreAll`, columnar) or 10-candidate dumps (`rank`) of one protocol's validation run, as fitting cases. */
@@ -614,6 +611,14 @@ async function tuneFull(
           (i) => i % 2 === 1 - h,
         ).sum;
       return sum / Math.max(1, s.cases.length);
+    });
+    row('live cases only: popRecent alone', (s) => {
+      const r = scored(
+        s,
+        () => ({ popRecent: 1 }),
+        (i) => s.live[i],
+      );
+      return r.sum / Math.max(1, r.n);
     });
     row('live cases only: shipped', (s) => {
       const r = scored(

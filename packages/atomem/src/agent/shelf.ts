@@ -262,8 +262,8 @@ export class Shelf {
       : undefined;
     // the verifiable release's counts (no reason of their own: a card is not shown for what others chose)
     if (this.crowd) extra.crowd = crowdSignal(this.crowd, ids);
-    // a live moment (at or after the start of the file's recent window: every visit after the file was
-    // published) ranks with the weights fitted on such moments; an offline replay inside the log with the others
+    // a live moment (at or after the end of the file's log: every visit after the file was published)
+    // ranks with the weights fitted on such moments; an offline replay inside the log with the others
     let weights = (shop ? (shop.live(now) ? this.config.shopWeightsLive : this.config.shopWeights) : this.config.weights) as Readonly<Record<string, number>>;
     let extraReasons: Reason[][] | undefined;
     // an intent that matches no candidate ranks nothing: the list is ranked without it, and says so

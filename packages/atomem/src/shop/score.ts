@@ -13,8 +13,8 @@
  * - `pop`: log(1 + popularity); `trend`: log(1 + users in the `window` buckets before now);
  * - `popRecent`: log(1 + users in the file's recent window, the last days before its log ended):
  *   what is popular this week, the same for every shopper. It is 0 for a file without it and at a
- *   ranking moment before that window ({@link ShopScorer.live}: replaying a past visit, the
- *   window lies in that visit's future);
+ *   ranking moment before the log ended ({@link ShopScorer.live}: replaying a past visit, the
+ *   window holds that visit's future);
  * - `vec`, `vecRecent`: cosine between the candidate's collaborative vector and the action-weighted
  *   mean of the history's (all / recent) vectors; candidates or history items the file does not
  *   know use `contentVector(id)` through the file's content map, when given.
@@ -32,8 +32,6 @@ export interface DeviceEvent {
   /** Default `click`. */
   action?: Action;
 }
-
-const DAY_MS = 86_400_000;
 
 /** Names of the built-in signals, in table order. */
 export const SIGNALS = ['ease', 'easeRecent', 'knn', 'knnRecent', 'markov', 'pop', 'trend', 'popRecent', 'vec', 'vecRecent'] as const;
@@ -221,13 +219,14 @@ export class ShopScorer {
 
   /**
    * Whether `now` (epoch ms) is a live moment for this file: it has a recent window (`popRecent`)
-   * and `now` is at or after the window's start. A shop ranks after its file was published, so
-   * every visit is live; a moment inside the file's log before the window (an offline replay of a
-   * past visit) is not, and there `popRecent` is 0 and the agent ranks with its replay weights.
+   * and `now` is at or after the end of its log (the window's end). A shop ranks after its file
+   * was published, so every visit is live; a moment inside the file's log (an offline replay of a
+   * past visit, whose future the file has seen) is not: there `popRecent` is 0 and the agent ranks
+   * with `shopWeights`.
    */
   live(now: number): boolean {
     const r = this.model.popRecent;
-    return r !== undefined && Number.isFinite(now) && now >= r.end - r.days * DAY_MS;
+    return r !== undefined && Number.isFinite(now) && now >= r.end;
   }
 
   /** Position of an item in the file (undefined: the file does not know it). */
