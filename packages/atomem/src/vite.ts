@@ -16,15 +16,17 @@
  *   (middleware, right MIME types, `charset=utf-8` for JSON) and points `atomem`'s client there;
  * - build (`vite build`): emits them (`this.emitFile`) into `<assetsDir>/atomem-<hash>/` — the
  *   hash covers every emitted byte, so `assets/` may be served as immutable — and points the
- *   client at them through `import.meta.ROLLUP_FILE_URL_*`, so the final `base` (absolute,
- *   `'./'` or `renderBuiltUrl`) applies.
+ *   client at them by a URL relative to the chunk that holds the client
+ *   (`new URL('./…', import.meta.url)`, written when the chunk is rendered), so an absolute or a
+ *   `'./'` `base` works alike. (Not `import.meta.ROLLUP_FILE_URL_*`: rolldown fails to resolve a
+ *   reference id that contains `$`, and ids follow the emitted bytes.)
  *
  * Only what the chosen options need is served and emitted ({@link AtomemViteOptions.assets}).
  * Nothing is fetched from a CDN; nothing but the shop's own origin is contacted.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
-import { dirname, extname, join } from 'node:path';
+import { dirname, extname, join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Plugin, ResolvedConfig } from 'vite';
 
@@ -107,6 +109,10 @@ export function atomemFiles(assets: readonly AtomemAsset[], dist = distDir()): {
   return { files, worker: manifest.worker, owners };
 }
 
+/** The placeholder the build's transform leaves for the worker's URL; `renderChunk` writes the URL relative to the chunk. */
+const WORKER_MARK = '__atomem_worker_url__';
+const WORKER_MARK_LITERAL = /(["'`])__atomem_worker_url__\1/g;
+
 /** atomem's `dist/index.js`, whose two URL literals the plugin replaces. */
 function clientEntry(dist: string): string {
   return realpathSync(join(dist, 'index.js'));
@@ -133,6 +139,8 @@ export default function atomem(options: AtomemViteOptions = {}): Plugin {
   let config: ResolvedConfig;
   let resolved: ReturnType<typeof atomemFiles>;
   let entry = '';
+  /** The emitted worker's file name in the build output (set by the build's transform). */
+  let workerFile: string | undefined;
 
   return {
     name: 'atomem',
@@ -194,19 +202,25 @@ export default function atomem(options: AtomemViteOptions = {}): Plugin {
           return [rel, source] as const;
         });
       const folder = `${config.build.assetsDir ? `${config.build.assetsDir}/` : ''}atomem-${hash.digest('hex').slice(0, 10)}/`;
-      let workerRef = '';
       let bytes = 0;
       for (const [rel, source] of bodies) {
-        const ref = this.emitFile({ type: 'asset', fileName: `${folder}${rel}`, source });
+        this.emitFile({ type: 'asset', fileName: `${folder}${rel}`, source });
         bytes += source.length;
-        if (rel === resolved.worker) workerRef = ref;
       }
-      const workerUrl = `import.meta.ROLLUP_FILE_URL_${workerRef}`;
+      workerFile = `${folder}${resolved.worker}`;
+      const workerUrl = JSON.stringify(WORKER_MARK);
       let out = replaceOnce(code, WORKER_LITERAL, workerUrl, 'worker path');
       // the asset folder is the worker folder's parent: <folder>worker/worker.js → <folder>
       out = replaceOnce(out, ASSETS_LITERAL, `new URL("../", new URL(${workerUrl}, import.meta.url)).href`, 'assets path');
       this.info?.(`atomem: ${bodies.length} files, ${(bytes / 1e6).toFixed(1)} MB (${assets.length ? assets.join(', ') : 'core only'}) → ${folder}`);
       return { code: out, map: null };
+    },
+
+    renderChunk(code, chunk) {
+      if (!workerFile || !code.includes(WORKER_MARK)) return null;
+      let rel = posix.relative(posix.dirname(chunk.fileName), workerFile);
+      if (!rel.startsWith('.')) rel = `./${rel}`;
+      return { code: code.replace(WORKER_MARK_LITERAL, `new URL(${JSON.stringify(rel)}, import.meta.url).href`), map: null };
     },
   };
 }

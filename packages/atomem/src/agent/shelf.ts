@@ -375,7 +375,7 @@ export class Shelf {
   }
 
   /** Item-space and content-space vector tables of the whole catalog, rebuilt when the space or the catalog size changes. */
-  private tables: { item?: { key: string; table: VectorTable }; content?: { key: string; table: VectorTable }; popular?: { key: string; rows: number[] } } = {};
+  private tables: { item?: { key: string; table: VectorTable }; content?: { key: string; table: VectorTable }; popular?: { key: string; rows: number[] }; trending?: { key: string; rows: number[] } } = {};
 
   private async catalogTable(kind: 'item' | 'content'): Promise<VectorTable> {
     const key = `${kind === 'item' ? this.items.embedderId : this.items.contentSpaceId}|${this.items.size}`;
@@ -395,8 +395,9 @@ export class Shelf {
    * The candidates of a whole-catalog `recommend` (see `agent/shortlist.ts`): the shop model's
    * neighbour lists of the shopper's recent positive items, the items nearest the shopper's
    * profile vector (positive memories by strength + recent events by action and recency), the
-   * stated intent's nearest items in the content space, and the shop's most popular items (or,
-   * with no shop file and nothing known, an even sample of the catalog) — merged round-robin
+   * stated intent's nearest items in the content space, the shop's most popular items (or,
+   * with no shop file and nothing known, an even sample of the catalog) and, at a live moment,
+   * the items most popular in the file's last week — merged round-robin
    * into `max(config.shortlist, limit)` items, excluded items left out.
    */
   private async wholeCatalogShortlist(opts: RecommendOptions, limit: number): Promise<string[]> {
@@ -462,6 +463,25 @@ export class Shelf {
         if (this.items.has(id) && !excluded.has(id)) popular.push(id);
       }
       sources.push(popular);
+      // a live moment ranks with the week's popularity (shopWeightsLive): the week's best sellers reach the shortlist too
+      const recentPop = shop.model.popRecent;
+      if (recentPop && shop.live(opts.now ?? this.life.clock())) {
+        if (this.tables.trending?.key !== key)
+          this.tables.trending = {
+            key,
+            rows: Array.from(recentPop.items.keys())
+              .sort((a, b) => recentPop.counts[b] - recentPop.counts[a] || recentPop.items[a] - recentPop.items[b])
+              .slice(0, 5000)
+              .map((k) => recentPop.items[k]),
+          };
+        const trending: string[] = [];
+        for (const r of this.tables.trending.rows) {
+          if (trending.length >= size) break;
+          const id = items[r];
+          if (this.items.has(id) && !excluded.has(id)) trending.push(id);
+        }
+        sources.push(trending);
+      }
     }
     const out = mergeRoundRobin(sources, size);
     if (out.length < size) {

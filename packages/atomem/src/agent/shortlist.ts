@@ -10,7 +10,9 @@
  *   vectors, or the content vectors without a shop file) against the shopper's profile vector
  *   (positive memories' vectors weighted by strength, plus the recent events');
  * - `intent`: the top items by cosine of their content vectors to the stated intent;
- * - `popular`: the shop model's most popular items (a first visit's prior, and a floor for everyone).
+ * - `popular`: the shop model's most popular items (a first visit's prior, and a floor for everyone);
+ * - `trending`: at a live moment, the items most popular in the file's last week (`popRecent`,
+ *   which the live weights lead with).
  */
 
 /** A flat matrix of unit-ish item vectors, one row per id. */
