@@ -375,7 +375,12 @@ export class Shelf {
   }
 
   /** Item-space and content-space vector tables of the whole catalog, rebuilt when the space or the catalog size changes. */
-  private tables: { item?: { key: string; table: VectorTable }; content?: { key: string; table: VectorTable }; popular?: { key: string; rows: number[] }; trending?: { key: string; rows: number[] } } = {};
+  private tables: {
+    item?: { key: string; table: VectorTable };
+    content?: { key: string; table: VectorTable };
+    popular?: { key: string; rows: number[] };
+    trending?: { key: string; rows: number[] };
+  } = {};
 
   private async catalogTable(kind: 'item' | 'content'): Promise<VectorTable> {
     const key = `${kind === 'item' ? this.items.embedderId : this.items.contentSpaceId}|${this.items.size}`;
