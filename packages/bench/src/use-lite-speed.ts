@@ -93,7 +93,7 @@ async function main(): Promise<void> {
           'atomem-source',
           '--import',
           'tsx',
-          'packages/atomem/src/embed/vectors-cli.ts',
+          'packages/atomem/src/vectors-cli.ts',
           '--catalog',
           join(dir, 'items.jsonl'),
           '--out',
