@@ -461,13 +461,17 @@ export class Shelf {
         };
       }
       const items = shop.model.items;
-      const popular: string[] = [];
-      for (const r of this.tables.popular.rows) {
-        if (popular.length >= size) break;
-        const id = items[r];
-        if (this.items.has(id) && !excluded.has(id)) popular.push(id);
-      }
-      sources.push(popular);
+      // the first `size` of ranked rows whose items the catalog has and the shopper has not excluded
+      const firstOf = (rows: readonly number[]): string[] => {
+        const ids: string[] = [];
+        for (const r of rows) {
+          if (ids.length >= size) break;
+          const id = items[r];
+          if (this.items.has(id) && !excluded.has(id)) ids.push(id);
+        }
+        return ids;
+      };
+      sources.push(firstOf(this.tables.popular.rows));
       // a live moment ranks with the week's popularity (shopWeightsLive): the week's best sellers reach the shortlist too
       const recentPop = shop.model.popRecent;
       if (recentPop && shop.live(opts.now ?? this.life.clock())) {
@@ -479,13 +483,7 @@ export class Shelf {
               .slice(0, 5000)
               .map((k) => recentPop.items[k]),
           };
-        const trending: string[] = [];
-        for (const r of this.tables.trending.rows) {
-          if (trending.length >= size) break;
-          const id = items[r];
-          if (this.items.has(id) && !excluded.has(id)) trending.push(id);
-        }
-        sources.push(trending);
+        sources.push(firstOf(this.tables.trending.rows));
       }
     }
     const out = mergeRoundRobin(sources, size);
