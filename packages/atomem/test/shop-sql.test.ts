@@ -77,7 +77,7 @@ async function allRows(engine: SqlEngine): Promise<Record<string, string[]>> {
     recentPopularity: { since: 1_700_000_000_000 + 3 * 86_400_000, until: 1_700_000_000_000 + 8 * 86_400_000 },
     trend: { bucketMs: 86_400_000 },
     cooccurrenceTopK: { k: 5 },
-    neighboursByCount: { k: 4 },
+    cooccurrenceLists: { k: 5, neighboursK: 4 },
     transitionsTopK: { k: 3 },
   };
   const out: Record<string, string[]> = {};
@@ -145,6 +145,17 @@ describe('counting stages on DuckDB', () => {
       if (l.length === 2) expect(l[0].score).toBeGreaterThanOrEqual(l[1].score);
     }
     for (const l of small.transitions.values()) expect(l.length).toBe(1);
+    // Both lists from the one self-join: kNN as without neighbourhoods, neighbourhoods by count.
+    const both = await countingStages(duck, { knnK: 2, markovK: 1, neighboursK: 3 });
+    expect(Object.fromEntries(both.knn)).toEqual(Object.fromEntries(small.knn));
+    for (const [a, l] of both.neighbours!) {
+      const counts = [...d.co]
+        .filter(([k]) => k.startsWith(`${a}|`))
+        .map(([, c]) => c)
+        .sort((x, y) => y - x);
+      expect(l.map((b) => d.co.get(`${a}|${b}`))).toEqual(counts.slice(0, 3));
+    }
+    expect(both.neighbours!.size).toBe(small.knn.size);
   });
 
   it('atomem-shop --engine duckdb gives the lists the in-memory stages give', async () => {

@@ -103,7 +103,7 @@ export interface CountingResult {
   seconds: Record<string, number>;
 }
 
-/** Runs popularity, co-occurrence top-k and transitions top-k. */
+/** Runs popularity, co-occurrence top-k (with local EASE's neighbourhoods when `neighboursK` is given, from the same self-join) and transitions top-k. */
 export async function countingStages(engine: SqlEngine, opts: { knnK: number; markovK: number; neighboursK?: number }): Promise<CountingResult> {
   const seconds: Record<string, number> = {};
   const timed = async (name: QueryName, params: Record<string, number> = {}) => {
@@ -116,28 +116,26 @@ export async function countingStages(engine: SqlEngine, opts: { knnK: number; ma
   for (const r of await timed('popularity')) popularity.set(String(r.item_id), Number(r.users));
   const byRank = (rows: Record<string, unknown>[]) => rows.sort((a, b) => String(a.item_a).localeCompare(String(b.item_a)) || Number(a.r) - Number(b.r));
   const knn = new Map<string, Array<{ item: string; co: number; score: number }>>();
-  for (const r of byRank(await timed('cooccurrenceTopK', { k: opts.knnK }))) {
-    const a = String(r.item_a);
-    let l = knn.get(a);
-    if (!l) knn.set(a, (l = []));
-    l.push({ item: String(r.item_b), co: Number(r.co), score: Number(r.score) });
+  let neighbours: Map<string, string[]> | undefined;
+  const push = <T>(m: Map<string, T[]>, a: string, v: T) => {
+    const l = m.get(a);
+    if (l) l.push(v);
+    else m.set(a, [v]);
+  };
+  if (opts.neighboursK) {
+    // One self-join for both lists; each list in its own rank order.
+    const rows = await timed('cooccurrenceLists', { k: opts.knnK, neighboursK: opts.neighboursK });
+    neighbours = new Map();
+    for (const r of byRank(rows.filter((r) => Number(r.r) <= opts.knnK)))
+      push(knn, String(r.item_a), { item: String(r.item_b), co: Number(r.co), score: Number(r.score) });
+    const byCount = rows.filter((r) => Number(r.rc) <= (opts.neighboursK as number)).map((r) => ({ ...r, r: r.rc }));
+    for (const r of byRank(byCount)) push(neighbours, String(r.item_a), String(r.item_b));
+  } else {
+    for (const r of byRank(await timed('cooccurrenceTopK', { k: opts.knnK })))
+      push(knn, String(r.item_a), { item: String(r.item_b), co: Number(r.co), score: Number(r.score) });
   }
   const transitions = new Map<string, Array<{ item: string; count: number; prob: number }>>();
-  for (const r of byRank(await timed('transitionsTopK', { k: opts.markovK }))) {
-    const a = String(r.item_a);
-    let l = transitions.get(a);
-    if (!l) transitions.set(a, (l = []));
-    l.push({ item: String(r.item_b), count: Number(r.cnt), prob: Number(r.prob) });
-  }
-  let neighbours: Map<string, string[]> | undefined;
-  if (opts.neighboursK) {
-    neighbours = new Map();
-    for (const r of byRank(await timed('neighboursByCount', { k: opts.neighboursK }))) {
-      const a = String(r.item_a);
-      let l = neighbours.get(a);
-      if (!l) neighbours.set(a, (l = []));
-      l.push(String(r.item_b));
-    }
-  }
+  for (const r of byRank(await timed('transitionsTopK', { k: opts.markovK })))
+    push(transitions, String(r.item_a), { item: String(r.item_b), count: Number(r.cnt), prob: Number(r.prob) });
   return { popularity, knn, transitions, seconds, ...(neighbours ? { neighbours } : {}) };
 }

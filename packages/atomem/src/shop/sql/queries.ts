@@ -54,19 +54,31 @@ WITH ui AS (
 )
 SELECT item_a, item_b, co, score, r FROM ranked WHERE r <= {{k}}`,
 
-  /** Each item's k most co-occurring items (distinct users): the neighbourhoods of local EASE. */
-  neighboursByCount: `
+  /**
+   * Both co-occurrence lists from one self-join: each item's `k` nearest items by cosine (item-kNN,
+   * rank `r`) and its `neighboursK` most co-occurring items (local EASE's neighbourhoods, rank
+   * `rc`). A row is returned when either rank is within its limit; the self-join, the costly part
+   * (Σ_u n_u² rows), runs once instead of once per list.
+   */
+  cooccurrenceLists: `
 WITH ui AS (
   SELECT DISTINCT user_id, item_id FROM shop_orders WHERE weight > 0
+), deg AS (
+  SELECT item_id, COUNT(*) AS n FROM ui GROUP BY item_id
 ), co AS (
   SELECT a.item_id AS item_a, b.item_id AS item_b, COUNT(*) AS co
   FROM ui a JOIN ui b ON a.user_id = b.user_id AND a.item_id <> b.item_id
   GROUP BY a.item_id, b.item_id
+), scored AS (
+  SELECT co.item_a, co.item_b, co.co, CAST(co.co AS DOUBLE PRECISION) / SQRT(CAST(da.n AS DOUBLE PRECISION) * CAST(db.n AS DOUBLE PRECISION)) AS score
+  FROM co JOIN deg da ON da.item_id = co.item_a JOIN deg db ON db.item_id = co.item_b
 ), ranked AS (
-  SELECT item_a, item_b, co, ROW_NUMBER() OVER (PARTITION BY item_a ORDER BY co DESC, item_b) AS r
-  FROM co
+  SELECT item_a, item_b, co, score,
+    ROW_NUMBER() OVER (PARTITION BY item_a ORDER BY score DESC, item_b) AS r,
+    ROW_NUMBER() OVER (PARTITION BY item_a ORDER BY co DESC, item_b) AS rc
+  FROM scored
 )
-SELECT item_a, item_b, co, r FROM ranked WHERE r <= {{k}}`,
+SELECT item_a, item_b, co, score, r, rc FROM ranked WHERE r <= {{k}} OR rc <= {{neighboursK}}`,
 
   /** First-order transitions a → b (consecutive distinct items), P(b | a), the k likeliest per a. */
   transitionsTopK: `
