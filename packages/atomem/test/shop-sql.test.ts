@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countingStages, loadOrdersDuckDb, openDuckDb, runQuery, weightExpression, type SqlEngine } from '../src/shop/sql/engine.js';
 import { QUERIES, renderQuery, type QueryName } from '../src/shop/sql/queries.js';
 import { main } from '../src/shop/cli.js';
+import { countedListSizes } from '../src/shop/train.js';
 import { decodeShopModel } from '../src/protocol/shop-model-v1.js';
 import { ensurePostgres, startPostgres, type PostgresCluster } from '../../../test/fixtures/postgres.js';
 
@@ -190,6 +191,18 @@ describe('counting stages on DuckDB', () => {
     expect(kept(sql.lists.markov, 'source')).toEqual(kept(mem.lists.markov, 'source'));
     expect(kept(sql.lists.ease, 'target')).toEqual(kept(mem.lists.ease, 'target'));
     expect(Array.from(sql.popularity)).toEqual(Array.from(mem.popularity));
+    // The engine returns the trainer's list sizes, not its caps: neighbourhoods of 3 here.
+    const memSmall = await train(['--ease-neighbours', '3']);
+    const sqlSmall = await train(['--ease-neighbours', '3', '--engine', 'duckdb']);
+    expect(kept(sqlSmall.lists.ease, 'target')).toEqual(kept(memSmall.lists.ease, 'target'));
+    expect(kept(memSmall.lists.ease, 'target')).not.toEqual(kept(mem.lists.ease, 'target'));
+  });
+
+  it('asks the engine for the list sizes the trainer keeps at each catalog size', () => {
+    expect(countedListSizes(30)).toEqual({ knn: 128, markov: 64, neighbours: 29 });
+    expect(countedListSizes(100_000)).toEqual({ knn: 5, markov: 2, neighbours: 72 });
+    expect(countedListSizes(1_000_000)).toEqual({ knn: 2, markov: 2, neighbours: 32 });
+    expect(countedListSizes(1_000_000, { easeNeighbours: 50, k: { knn: 9 } })).toEqual({ knn: 9, markov: 2, neighbours: 50 });
   });
 
   it('refuses non-numeric parameters and unknown actions', async () => {

@@ -291,6 +291,35 @@ interface UserLog {
  * scale; per entry a 1-byte weight and a varint of the gap between a row's sorted targets (a row
  * holds candidates·k/rows entries spread over `rows` indices).
  */
+/**
+ * Local EASE's neighbourhood size for `n` items: the largest K ≤ 128 whose n blocks fit
+ * `localMemory` bytes at once (one pass over the log), but at least 32 (then several passes).
+ * 100k items: K 73; 1M: 32.
+ */
+function localEaseK(n: number, localMemory: number, easeNeighbours?: number): number {
+  const kFits = Math.floor((-8 + Math.sqrt(64 + 16 * (localMemory / Math.max(1, n)))) / 8);
+  return Math.max(1, Math.min(easeNeighbours ?? Math.max(32, Math.min(128, kFits)), Math.max(1, n - 1)));
+}
+
+/**
+ * How long each counted list is for a catalog of `catalogItems` under `opts`' budget: the kNN
+ * and Markov lists' k and local EASE's neighbourhood size. What an SQL engine has to return for
+ * {@link trainShopModel}'s `counts` (`atomem-shop --engine`); at 1M items that is k 2 / 2 and
+ * neighbourhoods of 32, not the caps of 128 / 64 / 128.
+ */
+export function countedListSizes(
+  catalogItems: number,
+  opts: Pick<TrainOptions, 'listBudget' | 'k' | 'easeNeighbours' | 'localMemory'> = {},
+): { knn: number; markov: number; neighbours: number } {
+  const budget = opts.listBudget ?? 6 * 1024 * 1024;
+  const n = Math.max(1, catalogItems);
+  return {
+    knn: opts.k?.knn ?? kForBudget(0.4 * budget, n, 128),
+    markov: opts.k?.markov ?? kForBudget(0.2 * budget, n, 64),
+    neighbours: localEaseK(n, opts.localMemory ?? 2 * 2 ** 30, opts.easeNeighbours),
+  };
+}
+
 function kForBudget(bytes: number, rows: number, max: number, candidates = rows): number {
   const varint = (x: number) => (x < 128 ? 1 : x < 16384 ? 2 : x < 2097152 ? 3 : 4);
   for (let k = max; k > 2; k--) if (rows * 5 + candidates * k * (1 + varint((rows * rows) / (candidates * k))) <= bytes) return k;
@@ -386,8 +415,7 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
   // n is not known yet (catalog ∪ log); the catalog size is a fine estimate for the budget. The
   // EASE list only has the top easeItems as candidates, so its k is set for those.
   const nEstimate = Math.max(1, opts.catalog?.length ?? 0);
-  const kKnn = opts.k?.knn ?? kForBudget(0.4 * budget, nEstimate, 128);
-  const kMarkov = opts.k?.markov ?? kForBudget(0.2 * budget, nEstimate, 64);
+  const { knn: kKnn, markov: kMarkov } = countedListSizes(nEstimate, opts);
   const dim = opts.dim ?? 32;
   const bucketMs = opts.trendBucketMs ?? 86_400_000;
   const trendWindow = opts.trendWindow ?? 7;
@@ -551,10 +579,8 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
         : 'local';
   const localMemory = opts.localMemory ?? 2 * 2 ** 30;
   // why adaptive: every batch of local EASE recomputes the co-occurrence rows its neighbourhoods
-  // use (a pass over the log), so K is the largest ≤ 128 whose n blocks fit `localMemory` at
-  // once (one pass), but at least 32 (then several passes). 100k items: K 73; 1M: 32.
-  const kFits = Math.floor((-8 + Math.sqrt(64 + 16 * (localMemory / Math.max(1, n)))) / 8);
-  const K = Math.max(1, Math.min(opts.easeNeighbours ?? Math.max(32, Math.min(128, kFits)), Math.max(1, n - 1)));
+  // use (a pass over the log), so K is sized for `localMemory` (localEaseK).
+  const K = localEaseK(n, localMemory, opts.easeNeighbours);
   if (easeMode === 'local' && orient('ease') !== 'in') throw new RangeError("local EASE solves each candidate's column: it needs orientation.ease 'in'");
   const N = easeMode === 'local' ? 0 : Math.min(n, opts.easeItems ?? 10_000, dp ? (opts.dpItems ?? 100) : Infinity);
   const kEase = opts.k?.ease ?? kForBudget(0.4 * budget, nEstimate, 128, easeMode === 'local' ? nEstimate : Math.min(nEstimate, opts.easeItems ?? 10_000));

@@ -12,6 +12,8 @@ import { renderQuery, type QueryName } from './queries.js';
 export interface SqlEngine {
   readonly name: string;
   query(sql: string): Promise<Record<string, unknown>[]>;
+  /** Runs one statement and hands its rows over as they arrive (optional: without it, {@link query}'s rows). */
+  each?(sql: string, onRow: (row: Record<string, unknown>) => void): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -48,6 +50,12 @@ export async function openDuckDb(opts: { threads?: number; memoryLimit?: string 
     async query(sql) {
       const reader = await conn.runAndReadAll(sql);
       return reader.getRowObjectsJS() as Record<string, unknown>[];
+    },
+    async each(sql, onRow) {
+      // why streamed: the co-occurrence lists of a large catalog are tens of millions of rows; one
+      // chunk at a time keeps them out of a single array of objects.
+      const result = await conn.stream(sql);
+      for await (const rows of result.yieldRowObjectJs()) for (const r of rows) onRow(r as Record<string, unknown>);
     },
     async close() {
       conn.closeSync();
@@ -106,36 +114,42 @@ export interface CountingResult {
 /** Runs popularity, co-occurrence top-k (with local EASE's neighbourhoods when `neighboursK` is given, from the same self-join) and transitions top-k. */
 export async function countingStages(engine: SqlEngine, opts: { knnK: number; markovK: number; neighboursK?: number }): Promise<CountingResult> {
   const seconds: Record<string, number> = {};
-  const timed = async (name: QueryName, params: Record<string, number> = {}) => {
+  const timed = async (name: QueryName, params: Record<string, number>, onRow: (r: Record<string, unknown>) => void) => {
     const t0 = performance.now();
-    const rows = await runQuery(engine, name, params);
+    const sql = renderQuery(name, params);
+    if (engine.each) await engine.each(sql, onRow);
+    else for (const r of await engine.query(sql)) onRow(r);
     seconds[name] = (performance.now() - t0) / 1000;
-    return rows;
   };
+  /** item → [rank, entry] as the rows arrive (in any order); then each list sorted by rank. */
+  const lists = <T>() => new Map<string, Array<[number, T]>>();
+  const add = <T>(m: Map<string, Array<[number, T]>>, a: unknown, rank: unknown, v: T) => {
+    const key = String(a);
+    const l = m.get(key);
+    if (l) l.push([Number(rank), v]);
+    else m.set(key, [[Number(rank), v]]);
+  };
+  const ranked = <T>(m: Map<string, Array<[number, T]>>): Map<string, T[]> =>
+    new Map([...m].map(([a, l]) => [a, l.sort((x, y) => x[0] - y[0]).map((x) => x[1])]));
   const popularity = new Map<string, number>();
-  for (const r of await timed('popularity')) popularity.set(String(r.item_id), Number(r.users));
-  const byRank = (rows: Record<string, unknown>[]) => rows.sort((a, b) => String(a.item_a).localeCompare(String(b.item_a)) || Number(a.r) - Number(b.r));
-  const knn = new Map<string, Array<{ item: string; co: number; score: number }>>();
-  let neighbours: Map<string, string[]> | undefined;
-  const push = <T>(m: Map<string, T[]>, a: string, v: T) => {
-    const l = m.get(a);
-    if (l) l.push(v);
-    else m.set(a, [v]);
-  };
+  await timed('popularity', {}, (r) => popularity.set(String(r.item_id), Number(r.users)));
+  const knn = lists<{ item: string; co: number; score: number }>();
+  const entry = (r: Record<string, unknown>) => ({ item: String(r.item_b), co: Number(r.co), score: Number(r.score) });
+  let neighbours: Map<string, Array<[number, string]>> | undefined;
   if (opts.neighboursK) {
     // One self-join for both lists; each list in its own rank order.
-    const rows = await timed('cooccurrenceLists', { k: opts.knnK, neighboursK: opts.neighboursK });
-    neighbours = new Map();
-    for (const r of byRank(rows.filter((r) => Number(r.r) <= opts.knnK)))
-      push(knn, String(r.item_a), { item: String(r.item_b), co: Number(r.co), score: Number(r.score) });
-    const byCount = rows.filter((r) => Number(r.rc) <= (opts.neighboursK as number)).map((r) => ({ ...r, r: r.rc }));
-    for (const r of byRank(byCount)) push(neighbours, String(r.item_a), String(r.item_b));
-  } else {
-    for (const r of byRank(await timed('cooccurrenceTopK', { k: opts.knnK })))
-      push(knn, String(r.item_a), { item: String(r.item_b), co: Number(r.co), score: Number(r.score) });
-  }
-  const transitions = new Map<string, Array<{ item: string; count: number; prob: number }>>();
-  for (const r of byRank(await timed('transitionsTopK', { k: opts.markovK })))
-    push(transitions, String(r.item_a), { item: String(r.item_b), count: Number(r.cnt), prob: Number(r.prob) });
-  return { popularity, knn, transitions, seconds, ...(neighbours ? { neighbours } : {}) };
+    const nb = lists<string>();
+    const knnK = opts.knnK;
+    const neighboursK = opts.neighboursK;
+    await timed('cooccurrenceLists', { k: knnK, neighboursK }, (r) => {
+      if (Number(r.r) <= knnK) add(knn, r.item_a, r.r, entry(r));
+      if (Number(r.rc) <= neighboursK) add(nb, r.item_a, r.rc, String(r.item_b));
+    });
+    neighbours = nb;
+  } else await timed('cooccurrenceTopK', { k: opts.knnK }, (r) => add(knn, r.item_a, r.r, entry(r)));
+  const transitions = lists<{ item: string; count: number; prob: number }>();
+  await timed('transitionsTopK', { k: opts.markovK }, (r) =>
+    add(transitions, r.item_a, r.r, { item: String(r.item_b), count: Number(r.cnt), prob: Number(r.prob) }),
+  );
+  return { popularity, knn: ranked(knn), transitions: ranked(transitions), seconds, ...(neighbours ? { neighbours: ranked(neighbours) } : {}) };
 }
