@@ -4,7 +4,7 @@
  * PostgreSQL (Debian's package; a throwaway cluster from test/fixtures/postgres.ts, skipped
  * visibly when none can be had), whose rows must equal DuckDB's.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -193,7 +193,7 @@ describe('counting stages on DuckDB', () => {
     expect(Array.from(sql.popularity)).toEqual(Array.from(mem.popularity));
     // The engine returns the trainer's list sizes, not its caps: neighbourhoods of 3 here.
     const memSmall = await train(['--ease-neighbours', '3']);
-    const sqlSmall = await train(['--ease-neighbours', '3', '--engine', 'duckdb']);
+    const sqlSmall = await train(['--ease-neighbours', '3', '--engine', 'duckdb', '--engine-memory', '256MB']);
     expect(kept(sqlSmall.lists.ease, 'target')).toEqual(kept(memSmall.lists.ease, 'target'));
     expect(kept(memSmall.lists.ease, 'target')).not.toEqual(kept(mem.lists.ease, 'target'));
   });
@@ -203,6 +203,24 @@ describe('counting stages on DuckDB', () => {
     expect(countedListSizes(100_000)).toEqual({ knn: 5, markov: 2, neighbours: 72 });
     expect(countedListSizes(1_000_000)).toEqual({ knn: 2, markov: 2, neighbours: 32 });
     expect(countedListSizes(1_000_000, { easeNeighbours: 50, k: { knn: 9 } })).toEqual({ knn: 9, markov: 2, neighbours: 50 });
+  });
+
+  it('refuses a bad --engine-memory, and --engine-memory without --engine', async () => {
+    const run = async (extra: string[]) => {
+      let err = '';
+      const code = await main(['--interactions', logPath, '--items', logPath, '--out', join(dir, 'never.bin'), '--no-progress', ...extra], {
+        stdout: () => {},
+        stderr: (s) => (err += s),
+      });
+      return { code, err };
+    };
+    const bad = await run(['--engine', 'duckdb', '--engine-memory', 'lots']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.err).toMatch(/--engine-memory must be a size such as 512MB or 8GB/);
+    const alone = await run(['--engine-memory', '1GB']);
+    expect(alone.code).not.toBe(0);
+    expect(alone.err).toMatch(/--engine-memory needs --engine duckdb/);
+    expect(existsSync(join(dir, 'never.bin'))).toBe(false);
   });
 
   it('refuses non-numeric parameters and unknown actions', async () => {

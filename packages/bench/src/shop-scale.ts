@@ -278,6 +278,7 @@ async function main(): Promise<void> {
     )
     .option('--ease <method>', 'passed to atomem-shop --ease (default: its auto choice)')
     .option('--engine <name>', 'passed to atomem-shop --engine (duckdb: counting stages as SQL)')
+    .option('--engine-memory <size>', 'passed to atomem-shop --engine-memory (DuckDB memory limit, e.g. 8GB)')
     .option(
       '--sasrec-budget <seconds>',
       'train the sequence model too, within this many seconds (0: no sequence model)',
@@ -304,6 +305,7 @@ async function main(): Promise<void> {
     keep?: string;
     ease?: string;
     engine?: string;
+    engineMemory?: string;
     sasrecBudget: number;
     budget?: number;
     reuse?: boolean;
@@ -368,6 +370,7 @@ async function main(): Promise<void> {
           statsPath,
           ...(o.ease ? ['--ease', o.ease] : []),
           ...(o.engine ? ['--engine', o.engine] : []),
+          ...(o.engineMemory ? ['--engine-memory', o.engineMemory] : []),
           ...(o.sasrecBudget > 0 ? ['--sasrec', sasrecPath, '--sasrec-budget', String(o.sasrecBudget)] : []),
           ...(o.budget ? ['--budget', String(o.budget)] : []),
         ]);

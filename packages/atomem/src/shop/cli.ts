@@ -4,7 +4,7 @@
  *
  *   npx atomem-shop --interactions interactions.jsonl --items items.jsonl --out shop-model.bin
  *       [--content catalog-vectors.bin] [--epsilon 4] [--delta 1e-6] [--until 2026-01-01]
- *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 128] [--engine duckdb]
+ *       [--ease-items 10000] [--dim 32] [--ease auto|dense|local] [--ease-neighbours 128] [--engine duckdb [--engine-memory 8GB]]
  *       [--recent-days 7]
  *       [--sasrec sasrec.bin [--sasrec-budget 600] [--sasrec-epochs 80] [--sasrec-loss ce|sampled-softmax] [--sasrec-negatives 1024]]
  *       [--budget 1800]
@@ -106,6 +106,14 @@ export async function main(
         'run the counting stages (item-kNN, transitions, local EASE neighbourhoods) as SQL on this engine; duckdb needs `npm i @duckdb/node-api`',
       ).choices(['duckdb']),
     )
+    .option(
+      '--engine-memory <size>',
+      "with --engine duckdb: DuckDB's memory limit (e.g. 8GB; beyond it the joins spill to disk; default DuckDB's own, 80% of RAM)",
+      (v: string) => {
+        if (!/^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$/i.test(v)) throw new InvalidArgumentError('--engine-memory must be a size such as 512MB or 8GB');
+        return v;
+      },
+    )
     .option('--stats <file>', 'write JSON: seconds per stage, peak RSS, file bytes')
     .exitOverride()
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });
@@ -127,6 +135,7 @@ export async function main(
       progress?: boolean;
       stats?: string;
       engine?: 'duckdb';
+      engineMemory?: string;
       sasrec?: string;
       sasrecBudget: number;
       sasrecEpochs: number;
@@ -134,6 +143,7 @@ export async function main(
       sasrecLoss?: string;
       sasrecNegatives?: number;
     }>();
+    if (o.engineMemory !== undefined && o.engine === undefined) throw new ShopCliError('--engine-memory needs --engine duckdb');
     if (o.sasrec !== undefined && o.epsilon !== undefined)
       throw new ShopCliError('--sasrec with --epsilon: the sequence model is not trained with differential privacy; drop one of them');
     if (!Number.isInteger(o.sasrecEpochs)) throw new ShopCliError(`--sasrec-epochs must be an integer, got ${o.sasrecEpochs}`);
@@ -198,7 +208,7 @@ export async function main(
       if (o.epsilon !== undefined) throw new ShopCliError('--engine: the SQL counting stages are not differentially private; drop --epsilon or --engine');
       if (o.until !== undefined) throw new ShopCliError('--engine with --until: filter the log before exporting it');
       const { openDuckDb, loadOrdersDuckDb, countingStages } = await import('./sql/engine.js');
-      const engine = await openDuckDb();
+      const engine = await openDuckDb(o.engineMemory ? { memoryLimit: o.engineMemory } : {});
       try {
         await loadOrdersDuckDb(engine, o.interactions);
         mark('sql load');
