@@ -775,7 +775,38 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
         T.set(a, r);
       }
     }
-    for (const u of givenTransitions ? [] : users) {
+    // why typed arrays: exact counts at 100M events are ~10⁸ distinct (a, b) pairs, beyond what
+    // per-item Maps fit in V8's heap; rows a as CSR in log order give each row's successors in the
+    // order the Maps saw them, so the kept lists are the same.
+    const csrOut = !dp && !givenTransitions && orient('markov') === 'out';
+    const markov = new Selector(n, kMarkov, 'out', false);
+    if (csrOut) {
+      const from = new Int32Array(n + 1);
+      for (const u of users) for (let t = 1; t < u.seq.length; t++) if (u.seq[t] !== u.seq[t - 1]) from[u.seq[t - 1] + 1]++;
+      for (let a = 0; a < n; a++) from[a + 1] += from[a];
+      const next = new Int32Array(from[n]);
+      const fill = from.slice(0, n);
+      for (const u of users) for (let t = 1; t < u.seq.length; t++) if (u.seq[t] !== u.seq[t - 1]) next[fill[u.seq[t - 1]]++] = u.seq[t];
+      const count = new Float64Array(n);
+      const touched: number[] = [];
+      for (let a = 0; a < n; a++) {
+        if (from[a] === from[a + 1]) continue;
+        for (let p = from[a]; p < from[a + 1]; p++) {
+          const b = next[p];
+          if (count[b] === 0) touched.push(b);
+          count[b]++;
+        }
+        const total = from[a + 1] - from[a];
+        markov.addRow(
+          a,
+          touched,
+          touched.map((b) => count[b] / total),
+        );
+        for (const b of touched) count[b] = 0;
+        touched.length = 0;
+      }
+    }
+    for (const u of givenTransitions || csrOut ? [] : users) {
       if (!dp) {
         for (let t = 1; t < u.seq.length; t++) if (u.seq[t] !== u.seq[t - 1]) add(u.seq[t - 1], u.seq[t], 1);
         continue;
@@ -805,7 +836,6 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       for (const i of [...T.keys()]) if (slot[i] < 0) T.delete(i);
     }
     // P(b | a) as rows a; `in` needs columns b: transpose the sparse matrix first.
-    const markov = new Selector(n, kMarkov, 'out', false);
     const probs = new Map<number, Map<number, number>>();
     for (const [a, r] of T) {
       let total = 0;
