@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { countingStages, loadOrdersDuckDb, openDuckDb, runQuery, weightExpression, type SqlEngine } from '../src/shop/sql/engine.js';
-import { QUERIES, renderQuery, type QueryName } from '../src/shop/sql/queries.js';
+import { countingStages, loadOrdersDuckDb, openDuckDb, parseSize, runQuery, weightExpression, type SqlEngine } from '../src/shop/sql/engine.js';
+import { QUERIES, cooccurrenceParts, renderQuery, type QueryName } from '../src/shop/sql/queries.js';
 import { main } from '../src/shop/cli.js';
 import { countedListSizes } from '../src/shop/train.js';
 import { decodeShopModel } from '../src/protocol/shop-model-v1.js';
@@ -77,8 +77,9 @@ async function allRows(engine: SqlEngine): Promise<Record<string, string[]>> {
     popularity: {},
     recentPopularity: { since: 1_700_000_000_000 + 3 * 86_400_000, until: 1_700_000_000_000 + 8 * 86_400_000 },
     trend: { bucketMs: 86_400_000 },
-    cooccurrenceTopK: { k: 5 },
-    cooccurrenceLists: { k: 5, neighboursK: 4 },
+    cooccurrenceRows: {},
+    cooccurrenceTopK: { k: 5, parts: 1, part: 0 },
+    cooccurrenceLists: { k: 5, neighboursK: 4, parts: 2, part: 1 },
     transitionsTopK: { k: 3 },
   };
   const out: Record<string, string[]> = {};
@@ -157,6 +158,37 @@ describe('counting stages on DuckDB', () => {
       expect(l.map((b) => d.co.get(`${a}|${b}`))).toEqual(counts.slice(0, 3));
     }
     expect(both.neighbours!.size).toBe(small.knn.size);
+    // In passes over a third of the items each: the same lists; the self-join's rows as counted.
+    const passes = await countingStages(duck, { knnK: 2, markovK: 1, neighboursK: 3, parts: 3 });
+    expect(passes.passes).toBe(3);
+    expect(Object.fromEntries(passes.knn)).toEqual(Object.fromEntries(both.knn));
+    expect(Object.fromEntries(passes.neighbours!)).toEqual(Object.fromEntries(both.neighbours!));
+    const perUser = new Map<string, Set<string>>();
+    for (const r of rows) if (WEIGHT[r.action ?? 'click'] > 0) perUser.set(r.user, (perUser.get(r.user) ?? new Set()).add(r.item));
+    const pairRows = [...perUser.values()].reduce((acc, set) => acc + set.size * (set.size - 1), 0);
+    expect(Number((await runQuery(duck, 'cooccurrenceRows'))[0].pair_rows)).toBe(pairRows);
+    expect(pairRows).toBe([...d.co.values()].reduce((a, b) => a + b, 0));
+  });
+
+  it('sizes the passes by the engine memory', async () => {
+    expect(cooccurrenceParts(557_277_854, 5.5 * 2 ** 30)).toBe(5);
+    expect(cooccurrenceParts(1000, 2 ** 30)).toBe(1);
+    expect(() => cooccurrenceParts(1, 0)).toThrow(RangeError);
+    expect(parseSize('5.5 GiB')).toBe(5.5 * 2 ** 30);
+    expect(parseSize('8GB')).toBe(8e9);
+    expect(parseSize('lots')).toBeNaN();
+    const small = await openDuckDb({ threads: 1, memoryLimit: '256MB' });
+    try {
+      const bytes = await small.memoryBytes!();
+      expect(bytes).toBeGreaterThan(200e6);
+      expect(bytes).toBeLessThanOrEqual(256e6);
+      await loadOrdersDuckDb(small, logPath);
+      const r = await countingStages(small, { knnK: 2, markovK: 1, neighboursK: 3 });
+      expect(r.passes).toBe(1);
+      expect(r.seconds.cooccurrenceRows).toBeGreaterThanOrEqual(0);
+    } finally {
+      await small.close();
+    }
   });
 
   it('atomem-shop --engine duckdb gives the lists the in-memory stages give', async () => {
@@ -224,8 +256,9 @@ describe('counting stages on DuckDB', () => {
   });
 
   it('refuses non-numeric parameters and unknown actions', async () => {
-    expect(() => renderQuery('cooccurrenceTopK', { k: Number.NaN })).toThrow(/k must be a finite number/);
-    expect(() => renderQuery('cooccurrenceTopK', {})).toThrow(/k must be a finite number/);
+    expect(() => renderQuery('cooccurrenceTopK', { k: Number.NaN, parts: 1, part: 0 })).toThrow(/k must be a finite number/);
+    expect(() => renderQuery('cooccurrenceTopK', { parts: 1, part: 0 })).toThrow(/k must be a finite number/);
+    expect(() => renderQuery('cooccurrenceTopK', { k: 5 })).toThrow(/parts must be a finite number/);
     const bad = join(dir, 'bad.jsonl');
     writeFileSync(bad, '{"user":"a","item":"b","at":1,"action":"teleport"}\n');
     const e = await openDuckDb({ threads: 1 });

@@ -198,6 +198,7 @@ export async function main(
     const log = await readLogFile(o.interactions, { catalog, onProgress: progress });
     const skipped = log.skipped;
     const opts: TrainOptions = { catalog, delta: o.delta, onProgress: progress };
+    let sqlPasses: number | undefined;
     if (o.ease !== undefined) opts.ease = o.ease;
     if (o.easeNeighbours !== undefined) opts.easeNeighbours = o.easeNeighbours;
     if (o.epsilon !== undefined) opts.epsilon = o.epsilon;
@@ -215,8 +216,14 @@ export async function main(
         const local = o.ease === 'local' || (o.ease !== 'dense' && catalog.length > 3000);
         // why the trainer's list sizes, not its caps: what it keeps is all the engine returns (at 1M items 2 / 2 / 32 rows an item instead of 128 / 64 / 128).
         const size = countedListSizes(catalog.length, opts);
-        const counts = await countingStages(engine, { knnK: size.knn, markovK: size.markov, ...(local ? { neighboursK: size.neighbours } : {}) });
+        const counts = await countingStages(engine, {
+          knnK: size.knn,
+          markovK: size.markov,
+          ...(local ? { neighboursK: size.neighbours } : {}),
+          onPart: (done, parts) => report?.('sql co-occurrence passes', done, parts),
+        });
         for (const [q, sec] of Object.entries(counts.seconds)) stages[`sql ${q}`] = sec;
+        sqlPasses = counts.passes;
         lastCall = performance.now();
         lastCpu = cpuNow();
         opts.counts = { knn: counts.knn, transitions: counts.transitions, ...(counts.neighbours ? { neighbours: counts.neighbours } : {}) };
@@ -312,6 +319,7 @@ export async function main(
             peakRssBytes,
             fileBytes: bytes.length,
             sizes,
+            ...(sqlPasses !== undefined ? { sqlPasses } : {}),
             ...(sasrecStats ? { sasrec: sasrecStats } : {}),
           },
           null,

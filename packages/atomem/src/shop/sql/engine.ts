@@ -6,7 +6,7 @@
  * Parquet; the loader is engine-specific, the counting queries are not.
  */
 import { ACTION_WEIGHTS } from '../../core/types.js';
-import { renderQuery, type QueryName } from './queries.js';
+import { cooccurrenceParts, renderQuery, type QueryName } from './queries.js';
 
 /** An SQL engine: runs one statement, returns its rows as plain objects. */
 export interface SqlEngine {
@@ -14,7 +14,17 @@ export interface SqlEngine {
   query(sql: string): Promise<Record<string, unknown>[]>;
   /** Runs one statement and hands its rows over as they arrive (optional: without it, {@link query}'s rows). */
   each?(sql: string, onRow: (row: Record<string, unknown>) => void): Promise<void>;
+  /** Bytes the engine may use for one query (sizes the co-occurrence passes; unknown: one pass). */
+  memoryBytes?(): Promise<number>;
   close(): Promise<void>;
+}
+
+const UNITS: Record<string, number> = { b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 2 ** 10, mib: 2 ** 20, gib: 2 ** 30, tib: 2 ** 40 };
+
+/** Bytes of a DuckDB size such as `5.5 GiB` or `8GB`; NaN when it is not one. */
+export function parseSize(text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)\s*$/i.exec(text);
+  return m ? Number(m[1]) * UNITS[m[2].toLowerCase()] : Number.NaN;
 }
 
 /** Missing optional dependency (the CLI exits with code 2 and this message). */
@@ -56,6 +66,10 @@ export async function openDuckDb(opts: { threads?: number; memoryLimit?: string 
       // chunk at a time keeps them out of a single array of objects.
       const result = await conn.stream(sql);
       for await (const rows of result.yieldRowObjectJs()) for (const r of rows) onRow(r as Record<string, unknown>);
+    },
+    async memoryBytes() {
+      const r = await conn.runAndReadAll("SELECT current_setting('memory_limit') AS m");
+      return parseSize(String(r.getRowObjectsJS()[0].m));
     },
     async close() {
       conn.closeSync();
@@ -107,20 +121,36 @@ export interface CountingResult {
   neighbours?: Map<string, string[]>;
   /** item id → likeliest successors, best first. */
   transitions: Map<string, Array<{ item: string; count: number; prob: number }>>;
-  /** Seconds per query. */
+  /** Seconds per query (summed over its passes). */
   seconds: Record<string, number>;
+  /** Passes of the co-occurrence query (each over 1/passes of the items). */
+  passes: number;
 }
 
 /** Runs popularity, co-occurrence top-k (with local EASE's neighbourhoods when `neighboursK` is given, from the same self-join) and transitions top-k. */
-export async function countingStages(engine: SqlEngine, opts: { knnK: number; markovK: number; neighboursK?: number }): Promise<CountingResult> {
+export async function countingStages(
+  engine: SqlEngine,
+  opts: { knnK: number; markovK: number; neighboursK?: number; parts?: number; onPart?: (done: number, parts: number) => void },
+): Promise<CountingResult> {
   const seconds: Record<string, number> = {};
   const timed = async (name: QueryName, params: Record<string, number>, onRow: (r: Record<string, unknown>) => void) => {
     const t0 = performance.now();
     const sql = renderQuery(name, params);
     if (engine.each) await engine.each(sql, onRow);
     else for (const r of await engine.query(sql)) onRow(r);
-    seconds[name] = (performance.now() - t0) / 1000;
+    seconds[name] = (seconds[name] ?? 0) + (performance.now() - t0) / 1000;
   };
+  // why passes: the self-join's aggregate grows with Σ_u n_u² (557M rows at 100k items / 10M
+  // events); in one pass DuckDB ran out of a 5.5 GiB limit, in four it did not.
+  let parts = opts.parts;
+  if (parts === undefined && engine.memoryBytes) {
+    const memory = await engine.memoryBytes();
+    let pairRows = 0;
+    if (Number.isFinite(memory)) await timed('cooccurrenceRows', {}, (r) => (pairRows = Number(r.pair_rows ?? 0)));
+    parts = Number.isFinite(memory) ? cooccurrenceParts(pairRows, memory) : 1;
+  }
+  parts ??= 1;
+  if (!Number.isInteger(parts) || parts < 1) throw new RangeError(`countingStages: parts must be a positive integer, got ${parts}`);
   /** item → [rank, entry] as the rows arrive (in any order); then each list sorted by rank. */
   const lists = <T>() => new Map<string, Array<[number, T]>>();
   const add = <T>(m: Map<string, Array<[number, T]>>, a: unknown, rank: unknown, v: T) => {
@@ -141,15 +171,22 @@ export async function countingStages(engine: SqlEngine, opts: { knnK: number; ma
     const nb = lists<string>();
     const knnK = opts.knnK;
     const neighboursK = opts.neighboursK;
-    await timed('cooccurrenceLists', { k: knnK, neighboursK }, (r) => {
-      if (Number(r.r) <= knnK) add(knn, r.item_a, r.r, entry(r));
-      if (Number(r.rc) <= neighboursK) add(nb, r.item_a, r.rc, String(r.item_b));
-    });
+    for (let part = 0; part < parts; part++) {
+      await timed('cooccurrenceLists', { k: knnK, neighboursK, parts, part }, (r) => {
+        if (Number(r.r) <= knnK) add(knn, r.item_a, r.r, entry(r));
+        if (Number(r.rc) <= neighboursK) add(nb, r.item_a, r.rc, String(r.item_b));
+      });
+      opts.onPart?.(part + 1, parts);
+    }
     neighbours = nb;
-  } else await timed('cooccurrenceTopK', { k: opts.knnK }, (r) => add(knn, r.item_a, r.r, entry(r)));
+  } else
+    for (let part = 0; part < parts; part++) {
+      await timed('cooccurrenceTopK', { k: opts.knnK, parts, part }, (r) => add(knn, r.item_a, r.r, entry(r)));
+      opts.onPart?.(part + 1, parts);
+    }
   const transitions = lists<{ item: string; count: number; prob: number }>();
   await timed('transitionsTopK', { k: opts.markovK }, (r) =>
     add(transitions, r.item_a, r.r, { item: String(r.item_b), count: Number(r.cnt), prob: Number(r.prob) }),
   );
-  return { popularity, knn: ranked(knn), transitions: ranked(transitions), seconds, ...(neighbours ? { neighbours: ranked(neighbours) } : {}) };
+  return { popularity, knn: ranked(knn), transitions: ranked(transitions), seconds, passes: parts, ...(neighbours ? { neighbours: ranked(neighbours) } : {}) };
 }

@@ -13,6 +13,38 @@
  * co(a, b)/√(n_a n_b); transitions between consecutive distinct items of a user's sequence
  * ordered by (at_ms, seq); ties broken by item id so every engine returns the same rows.
  */
+/**
+ * Co-occurrence counts and cosine for the items of one pass (`{{parts}}`, `{{part}}`): distinct
+ * (user, item) pairs, each item's distinct users `n` and its number in id order `iid`, the
+ * self-join of the pass's items with all items of the same user.
+ */
+const CO_SCORED = `WITH ui AS (
+  SELECT DISTINCT user_id, item_id FROM shop_orders WHERE weight > 0
+), deg AS (
+  SELECT item_id, COUNT(*) AS n, ROW_NUMBER() OVER (ORDER BY item_id) AS iid FROM ui GROUP BY item_id
+), pass AS (
+  SELECT ui.user_id, ui.item_id FROM ui JOIN deg ON deg.item_id = ui.item_id WHERE MOD(deg.iid, {{parts}}) = {{part}}
+), co AS (
+  SELECT a.item_id AS item_a, b.item_id AS item_b, COUNT(*) AS co
+  FROM pass a JOIN ui b ON a.user_id = b.user_id AND a.item_id <> b.item_id
+  GROUP BY a.item_id, b.item_id
+), scored AS (
+  SELECT co.item_a, co.item_b, co.co, CAST(co.co AS DOUBLE PRECISION) / SQRT(CAST(da.n AS DOUBLE PRECISION) * CAST(db.n AS DOUBLE PRECISION)) AS score
+  FROM co JOIN deg da ON da.item_id = co.item_a JOIN deg db ON db.item_id = co.item_b
+)`;
+
+/**
+ * Passes for the co-occurrence queries: enough that one pass's aggregate (about
+ * `bytesPerRow` per self-join row) fits `memoryBytes`. 48 by default: DuckDB at 100k items / 10M
+ * events held a quarter of its 557M rows' pairs in 5.5 GiB (40 bytes a row), and ran out of
+ * memory with them all in one pass.
+ */
+export function cooccurrenceParts(pairRows: number, memoryBytes: number, bytesPerRow = 48): number {
+  if (!(pairRows >= 0) || !(memoryBytes > 0))
+    throw new RangeError(`cooccurrenceParts: pairRows ${pairRows} and memoryBytes ${memoryBytes} must be ≥ 0 and > 0`);
+  return Math.max(1, Math.ceil((pairRows * bytesPerRow) / memoryBytes));
+}
+
 export const QUERIES = {
   /** Distinct users per item. */
   popularity: `
@@ -35,20 +67,25 @@ FROM shop_orders
 WHERE weight > 0
 GROUP BY CAST(FLOOR(CAST(at_ms AS DOUBLE PRECISION) / {{bucketMs}}) AS BIGINT), item_id`,
 
-  /** Each item's k nearest items by co-occurrence cosine over distinct users (item-kNN). */
-  cooccurrenceTopK: `
+  /**
+   * Rows of the co-occurrence self-join, Σ_u n_u (n_u − 1) over each user's distinct items: what
+   * the two queries below cost, and what {@link cooccurrenceParts} sizes their passes by.
+   */
+  cooccurrenceRows: `
 WITH ui AS (
   SELECT DISTINCT user_id, item_id FROM shop_orders WHERE weight > 0
-), deg AS (
-  SELECT item_id, COUNT(*) AS n FROM ui GROUP BY item_id
-), co AS (
-  SELECT a.item_id AS item_a, b.item_id AS item_b, COUNT(*) AS co
-  FROM ui a JOIN ui b ON a.user_id = b.user_id AND a.item_id <> b.item_id
-  GROUP BY a.item_id, b.item_id
-), scored AS (
-  SELECT co.item_a, co.item_b, co.co, CAST(co.co AS DOUBLE PRECISION) / SQRT(CAST(da.n AS DOUBLE PRECISION) * CAST(db.n AS DOUBLE PRECISION)) AS score
-  FROM co JOIN deg da ON da.item_id = co.item_a JOIN deg db ON db.item_id = co.item_b
-), ranked AS (
+), per AS (
+  SELECT user_id, COUNT(*) AS n FROM ui GROUP BY user_id
+)
+SELECT SUM(CAST(n AS DOUBLE PRECISION) * CAST(n - 1 AS DOUBLE PRECISION)) AS pair_rows FROM per`,
+
+  /**
+   * Each item's k nearest items by co-occurrence cosine over distinct users (item-kNN), for the
+   * items of one pass: items numbered in id order, pass `part` of `parts` takes those with
+   * number mod parts = part (parts 1, part 0: all), so each pass aggregates 1/parts of the pairs.
+   */
+  cooccurrenceTopK: `
+${CO_SCORED}, ranked AS (
   SELECT item_a, item_b, co, score, ROW_NUMBER() OVER (PARTITION BY item_a ORDER BY score DESC, item_b) AS r
   FROM scored
 )
@@ -57,22 +94,11 @@ SELECT item_a, item_b, co, score, r FROM ranked WHERE r <= {{k}}`,
   /**
    * Both co-occurrence lists from one self-join: each item's `k` nearest items by cosine (item-kNN,
    * rank `r`) and its `neighboursK` most co-occurring items (local EASE's neighbourhoods, rank
-   * `rc`). A row is returned when either rank is within its limit; the self-join, the costly part
-   * (Σ_u n_u² rows), runs once instead of once per list.
+   * `rc`), for the items of one pass as in `cooccurrenceTopK`. A row is returned when either rank
+   * is within its limit; the self-join, the costly part, runs once instead of once per list.
    */
   cooccurrenceLists: `
-WITH ui AS (
-  SELECT DISTINCT user_id, item_id FROM shop_orders WHERE weight > 0
-), deg AS (
-  SELECT item_id, COUNT(*) AS n FROM ui GROUP BY item_id
-), co AS (
-  SELECT a.item_id AS item_a, b.item_id AS item_b, COUNT(*) AS co
-  FROM ui a JOIN ui b ON a.user_id = b.user_id AND a.item_id <> b.item_id
-  GROUP BY a.item_id, b.item_id
-), scored AS (
-  SELECT co.item_a, co.item_b, co.co, CAST(co.co AS DOUBLE PRECISION) / SQRT(CAST(da.n AS DOUBLE PRECISION) * CAST(db.n AS DOUBLE PRECISION)) AS score
-  FROM co JOIN deg da ON da.item_id = co.item_a JOIN deg db ON db.item_id = co.item_b
-), ranked AS (
+${CO_SCORED}, ranked AS (
   SELECT item_a, item_b, co, score,
     ROW_NUMBER() OVER (PARTITION BY item_a ORDER BY score DESC, item_b) AS r,
     ROW_NUMBER() OVER (PARTITION BY item_a ORDER BY co DESC, item_b) AS rc
