@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { countingStages, loadOrdersDuckDb, openDuckDb, parseSize, runQuery, weightExpression, type SqlEngine } from '../src/shop/sql/engine.js';
 import { QUERIES, cooccurrenceParts, renderQuery, type QueryName } from '../src/shop/sql/queries.js';
 import { main } from '../src/shop/cli.js';
@@ -178,6 +178,11 @@ describe('counting stages on DuckDB', () => {
     expect(parseSize('8GB')).toBe(8e9);
     expect(parseSize('lots')).toBeNaN();
     const small = await openDuckDb({ threads: 1, memoryLimit: '256MB' });
+    // Spills go to a temp directory of its own (not ./.tmp), removed on close.
+    const spill = String((await small.query("SELECT current_setting('temp_directory') AS t"))[0].t);
+    expect(spill.startsWith(join(tmpdir(), 'atomem-duckdb-'))).toBe(true);
+    expect(existsSync(spill)).toBe(true);
+    onTestFinished(() => expect(existsSync(spill)).toBe(false));
     try {
       const bytes = await small.memoryBytes!();
       expect(bytes).toBeGreaterThan(200e6);

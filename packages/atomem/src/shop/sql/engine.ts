@@ -5,6 +5,9 @@
  * passes a `pg` client). DuckDB reads the order log straight from JSON Lines (`.gz` too), CSV or
  * Parquet; the loader is engine-specific, the counting queries are not.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ACTION_WEIGHTS } from '../../core/types.js';
 import { cooccurrenceParts, renderQuery, type QueryName } from './queries.js';
 
@@ -50,11 +53,21 @@ export async function openDuckDb(opts: { threads?: number; memoryLimit?: string 
   } catch {
     throw new EngineMissingError('the SQL engine DuckDB is not installed: npm i @duckdb/node-api');
   }
-  const config: Record<string, string> = {};
+  // why a temp directory of our own: an in-memory DuckDB spills to `./.tmp` by default, in the
+  // shop's working directory; this one is removed on close.
+  const spill = mkdtempSync(join(tmpdir(), 'atomem-duckdb-'));
+  const config: Record<string, string> = { temp_directory: spill };
   if (opts.threads) config.threads = String(opts.threads);
   if (opts.memoryLimit) config.memory_limit = opts.memoryLimit;
-  const instance = await api.DuckDBInstance.create(':memory:', config);
-  const conn = await instance.connect();
+  let instance: import('@duckdb/node-api').DuckDBInstance;
+  let conn: import('@duckdb/node-api').DuckDBConnection;
+  try {
+    instance = await api.DuckDBInstance.create(':memory:', config);
+    conn = await instance.connect();
+  } catch (e) {
+    rmSync(spill, { recursive: true, force: true });
+    throw e;
+  }
   return {
     name: 'duckdb',
     async query(sql) {
@@ -72,8 +85,12 @@ export async function openDuckDb(opts: { threads?: number; memoryLimit?: string 
       return parseSize(String(r.getRowObjectsJS()[0].m));
     },
     async close() {
-      conn.closeSync();
-      instance.closeSync();
+      try {
+        conn.closeSync();
+        instance.closeSync();
+      } finally {
+        rmSync(spill, { recursive: true, force: true });
+      }
     },
   };
 }
