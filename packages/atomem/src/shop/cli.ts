@@ -108,7 +108,7 @@ export async function main(
     )
     .option(
       '--engine-memory <size>',
-      "with --engine duckdb: DuckDB's memory limit (e.g. 8GB; beyond it the joins spill to disk; default DuckDB's own, 80% of RAM)",
+      "with --engine duckdb: DuckDB's memory limit, which sizes the co-occurrence query's passes (e.g. 8GB; default DuckDB's own, 80% of RAM)",
       (v: string) => {
         if (!/^\d+(\.\d+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)$/i.test(v)) throw new InvalidArgumentError('--engine-memory must be a size such as 512MB or 8GB');
         return v;
