@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { countingStages, loadOrdersDuckDb, openDuckDb, parseSize, runQuery, weightExpression, type SqlEngine } from '../src/shop/sql/engine.js';
-import { QUERIES, cooccurrenceParts, renderQuery, type QueryName } from '../src/shop/sql/queries.js';
+import { COOCCURRENCE_SETUP, COOCCURRENCE_TEARDOWN, QUERIES, cooccurrenceParts, renderQuery, type QueryName } from '../src/shop/sql/queries.js';
 import { main } from '../src/shop/cli.js';
 import { countedListSizes } from '../src/shop/train.js';
 import { decodeShopModel } from '../src/protocol/shop-model-v1.js';
@@ -83,6 +83,7 @@ async function allRows(engine: SqlEngine): Promise<Record<string, string[]>> {
     transitionsTopK: { k: 3 },
   };
   const out: Record<string, string[]> = {};
+  for (const sql of COOCCURRENCE_SETUP) await engine.query(sql);
   for (const name of Object.keys(QUERIES) as QueryName[]) {
     const rs = await runQuery(engine, name, params[name]);
     out[name] = rs
@@ -97,6 +98,7 @@ async function allRows(engine: SqlEngine): Promise<Record<string, string[]>> {
       )
       .sort();
   }
+  for (const sql of COOCCURRENCE_TEARDOWN) await engine.query(sql);
   return out;
 }
 
@@ -166,7 +168,13 @@ describe('counting stages on DuckDB', () => {
     const perUser = new Map<string, Set<string>>();
     for (const r of rows) if (WEIGHT[r.action ?? 'click'] > 0) perUser.set(r.user, (perUser.get(r.user) ?? new Set()).add(r.item));
     const pairRows = [...perUser.values()].reduce((acc, set) => acc + set.size * (set.size - 1), 0);
+    // countingStages dropped its tables; the row count reads them.
+    expect((await duck.query("SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'shop_%'")).map((t) => t.table_name)).toEqual([
+      'shop_orders',
+    ]);
+    for (const sql of COOCCURRENCE_SETUP) await duck.query(sql);
     expect(Number((await runQuery(duck, 'cooccurrenceRows'))[0].pair_rows)).toBe(pairRows);
+    for (const sql of COOCCURRENCE_TEARDOWN) await duck.query(sql);
     expect(pairRows).toBe([...d.co.values()].reduce((a, b) => a + b, 0));
   });
 

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ACTION_WEIGHTS } from '../../core/types.js';
-import { cooccurrenceParts, renderQuery, type QueryName } from './queries.js';
+import { COOCCURRENCE_SETUP, COOCCURRENCE_TEARDOWN, cooccurrenceParts, renderQuery, type QueryName } from './queries.js';
 
 /** An SQL engine: runs one statement, returns its rows as plain objects. */
 export interface SqlEngine {
@@ -157,17 +157,6 @@ export async function countingStages(
     else for (const r of await engine.query(sql)) onRow(r);
     seconds[name] = (seconds[name] ?? 0) + (performance.now() - t0) / 1000;
   };
-  // why passes: the self-join's aggregate grows with Σ_u n_u² (557M rows at 100k items / 10M
-  // events); in one pass DuckDB ran out of a 5.5 GiB limit, in four it did not.
-  let parts = opts.parts;
-  if (parts === undefined && engine.memoryBytes) {
-    const memory = await engine.memoryBytes();
-    let pairRows = 0;
-    if (Number.isFinite(memory)) await timed('cooccurrenceRows', {}, (r) => (pairRows = Number(r.pair_rows ?? 0)));
-    parts = Number.isFinite(memory) ? cooccurrenceParts(pairRows, memory) : 1;
-  }
-  parts ??= 1;
-  if (!Number.isInteger(parts) || parts < 1) throw new RangeError(`countingStages: parts must be a positive integer, got ${parts}`);
   /** item → [rank, entry] as the rows arrive (in any order); then each list sorted by rank. */
   const lists = <T>() => new Map<string, Array<[number, T]>>();
   const add = <T>(m: Map<string, Array<[number, T]>>, a: unknown, rank: unknown, v: T) => {
@@ -183,24 +172,43 @@ export async function countingStages(
   const knn = lists<{ item: string; co: number; score: number }>();
   const entry = (r: Record<string, unknown>) => ({ item: String(r.item_b), co: Number(r.co), score: Number(r.score) });
   let neighbours: Map<string, Array<[number, string]>> | undefined;
-  if (opts.neighboursK) {
-    // One self-join for both lists; each list in its own rank order.
-    const nb = lists<string>();
-    const knnK = opts.knnK;
-    const neighboursK = opts.neighboursK;
-    for (let part = 0; part < parts; part++) {
-      await timed('cooccurrenceLists', { k: knnK, neighboursK, parts, part }, (r) => {
-        if (Number(r.r) <= knnK) add(knn, r.item_a, r.r, entry(r));
-        if (Number(r.rc) <= neighboursK) add(nb, r.item_a, r.rc, String(r.item_b));
-      });
-      opts.onPart?.(part + 1, parts);
+  let parts = opts.parts;
+  const setupStart = performance.now();
+  try {
+    // why a setup: the distinct (user, item) pairs as two integers, once per run (see COOCCURRENCE_SETUP).
+    for (const sql of COOCCURRENCE_SETUP) await engine.query(sql);
+    seconds.cooccurrenceSetup = (performance.now() - setupStart) / 1000;
+    // why passes: the self-join's aggregate grows with Σ_u n_u² (557M rows at 100k items / 10M
+    // events); in one pass DuckDB ran out of a 5.5 GiB limit, in four it did not.
+    if (parts === undefined && engine.memoryBytes) {
+      const memory = await engine.memoryBytes();
+      let pairRows = 0;
+      if (Number.isFinite(memory)) await timed('cooccurrenceRows', {}, (r) => (pairRows = Number(r.pair_rows ?? 0)));
+      parts = Number.isFinite(memory) ? cooccurrenceParts(pairRows, memory) : 1;
     }
-    neighbours = nb;
-  } else
-    for (let part = 0; part < parts; part++) {
-      await timed('cooccurrenceTopK', { k: opts.knnK, parts, part }, (r) => add(knn, r.item_a, r.r, entry(r)));
-      opts.onPart?.(part + 1, parts);
-    }
+    parts ??= 1;
+    if (!Number.isInteger(parts) || parts < 1) throw new RangeError(`countingStages: parts must be a positive integer, got ${parts}`);
+    if (opts.neighboursK) {
+      // One self-join for both lists; each list in its own rank order.
+      const nb = lists<string>();
+      const knnK = opts.knnK;
+      const neighboursK = opts.neighboursK;
+      for (let part = 0; part < parts; part++) {
+        await timed('cooccurrenceLists', { k: knnK, neighboursK, parts, part }, (r) => {
+          if (Number(r.r) <= knnK) add(knn, r.item_a, r.r, entry(r));
+          if (Number(r.rc) <= neighboursK) add(nb, r.item_a, r.rc, String(r.item_b));
+        });
+        opts.onPart?.(part + 1, parts);
+      }
+      neighbours = nb;
+    } else
+      for (let part = 0; part < parts; part++) {
+        await timed('cooccurrenceTopK', { k: opts.knnK, parts, part }, (r) => add(knn, r.item_a, r.r, entry(r)));
+        opts.onPart?.(part + 1, parts);
+      }
+  } finally {
+    for (const sql of COOCCURRENCE_TEARDOWN) await engine.query(sql);
+  }
   const transitions = lists<{ item: string; count: number; prob: number }>();
   await timed('transitionsTopK', { k: opts.markovK }, (r) =>
     add(transitions, r.item_a, r.r, { item: String(r.item_b), count: Number(r.cnt), prob: Number(r.prob) }),

@@ -3,7 +3,8 @@
  *
  *   shop_orders(user_id VARCHAR, item_id VARCHAR, at_ms BIGINT, seq BIGINT, weight DOUBLE PRECISION)
  *
- * (`at_ms` epoch ms, `seq` the row's position in the log, `weight` its action's ACTION_WEIGHTS value)
+ * (`at_ms` epoch ms, `seq` the row's position in the log, `weight` its action's ACTION_WEIGHTS value);
+ * the co-occurrence queries read the temporary tables {@link COOCCURRENCE_SETUP} makes from it.
  *
  * They run unchanged on DuckDB (embedded, `engine.ts`) and PostgreSQL (tested against a real
  * server: `packages/atomem/test/shop-sql.test.ts`); Spark SQL and BigQuery notes are in
@@ -14,23 +15,45 @@
  * ordered by (at_ms, seq); ties broken by item id so every engine returns the same rows.
  */
 /**
- * Co-occurrence counts and cosine for the items of one pass (`{{parts}}`, `{{part}}`): distinct
- * (user, item) pairs, each item's distinct users `n` and its number in id order `iid`, the
- * self-join of the pass's items with all items of the same user.
+ * The co-occurrence queries' input, built once per run by {@link COOCCURRENCE_SETUP}: each item's
+ * distinct users `n` and its number in id order `iid` (`shop_items`), each user's number `uid`
+ * (`shop_users`), and the distinct (user, item) pairs as those two numbers (`shop_pairs`). Why
+ * numbers: the self-join and its aggregate hash two integers per row instead of two strings, and
+ * the distinct pairs are computed once instead of once per pass.
  */
-const CO_SCORED = `WITH ui AS (
-  SELECT DISTINCT user_id, item_id FROM shop_orders WHERE weight > 0
-), deg AS (
-  SELECT item_id, COUNT(*) AS n, ROW_NUMBER() OVER (ORDER BY item_id) AS iid FROM ui GROUP BY item_id
-), pass AS (
-  SELECT ui.user_id, ui.item_id FROM ui JOIN deg ON deg.item_id = ui.item_id WHERE MOD(deg.iid, {{parts}}) = {{part}}
-), co AS (
-  SELECT a.item_id AS item_a, b.item_id AS item_b, COUNT(*) AS co
-  FROM pass a JOIN ui b ON a.user_id = b.user_id AND a.item_id <> b.item_id
-  GROUP BY a.item_id, b.item_id
+export const COOCCURRENCE_SETUP: readonly string[] = [
+  `CREATE TEMPORARY TABLE shop_items AS
+SELECT item_id, n, CAST(ROW_NUMBER() OVER (ORDER BY item_id) AS INTEGER) AS iid
+FROM (SELECT item_id, COUNT(DISTINCT user_id) AS n FROM shop_orders WHERE weight > 0 GROUP BY item_id) d`,
+  `CREATE TEMPORARY TABLE shop_users AS
+SELECT user_id, CAST(ROW_NUMBER() OVER (ORDER BY user_id) AS INTEGER) AS uid
+FROM (SELECT DISTINCT user_id FROM shop_orders WHERE weight > 0) d`,
+  `CREATE TEMPORARY TABLE shop_pairs AS
+SELECT DISTINCT u.uid, i.iid
+FROM shop_orders o JOIN shop_users u ON u.user_id = o.user_id JOIN shop_items i ON i.item_id = o.item_id
+WHERE o.weight > 0`,
+];
+
+/** Drops what {@link COOCCURRENCE_SETUP} made. */
+export const COOCCURRENCE_TEARDOWN: readonly string[] = [
+  'DROP TABLE IF EXISTS shop_pairs',
+  'DROP TABLE IF EXISTS shop_users',
+  'DROP TABLE IF EXISTS shop_items',
+];
+
+/**
+ * Co-occurrence counts and cosine for the items of one pass (`{{parts}}`, `{{part}}`): the
+ * self-join of the pass's (user, item) pairs with all pairs of the same user, over the numbers of
+ * {@link COOCCURRENCE_SETUP}. Ties are broken by `iid`, which is id order.
+ */
+const CO_SCORED = `WITH co AS (
+  SELECT a.iid AS a, b.iid AS b, COUNT(*) AS co
+  FROM shop_pairs a JOIN shop_pairs b ON a.uid = b.uid AND a.iid <> b.iid
+  WHERE MOD(a.iid, {{parts}}) = {{part}}
+  GROUP BY a.iid, b.iid
 ), scored AS (
-  SELECT co.item_a, co.item_b, co.co, CAST(co.co AS DOUBLE PRECISION) / SQRT(CAST(da.n AS DOUBLE PRECISION) * CAST(db.n AS DOUBLE PRECISION)) AS score
-  FROM co JOIN deg da ON da.item_id = co.item_a JOIN deg db ON db.item_id = co.item_b
+  SELECT co.a, co.b, co.co, CAST(co.co AS DOUBLE PRECISION) / SQRT(CAST(da.n AS DOUBLE PRECISION) * CAST(db.n AS DOUBLE PRECISION)) AS score
+  FROM co JOIN shop_items da ON da.iid = co.a JOIN shop_items db ON db.iid = co.b
 )`;
 
 /**
@@ -72,10 +95,8 @@ GROUP BY CAST(FLOOR(CAST(at_ms AS DOUBLE PRECISION) / {{bucketMs}}) AS BIGINT), 
    * the two queries below cost, and what {@link cooccurrenceParts} sizes their passes by.
    */
   cooccurrenceRows: `
-WITH ui AS (
-  SELECT DISTINCT user_id, item_id FROM shop_orders WHERE weight > 0
-), per AS (
-  SELECT user_id, COUNT(*) AS n FROM ui GROUP BY user_id
+WITH per AS (
+  SELECT uid, COUNT(*) AS n FROM shop_pairs GROUP BY uid
 )
 SELECT SUM(CAST(n AS DOUBLE PRECISION) * CAST(n - 1 AS DOUBLE PRECISION)) AS pair_rows FROM per`,
 
@@ -86,10 +107,12 @@ SELECT SUM(CAST(n AS DOUBLE PRECISION) * CAST(n - 1 AS DOUBLE PRECISION)) AS pai
    */
   cooccurrenceTopK: `
 ${CO_SCORED}, ranked AS (
-  SELECT item_a, item_b, co, score, ROW_NUMBER() OVER (PARTITION BY item_a ORDER BY score DESC, item_b) AS r
+  SELECT a, b, co, score, ROW_NUMBER() OVER (PARTITION BY a ORDER BY score DESC, b) AS r
   FROM scored
 )
-SELECT item_a, item_b, co, score, r FROM ranked WHERE r <= {{k}}`,
+SELECT ia.item_id AS item_a, ib.item_id AS item_b, ranked.co, ranked.score, ranked.r
+FROM ranked JOIN shop_items ia ON ia.iid = ranked.a JOIN shop_items ib ON ib.iid = ranked.b
+WHERE ranked.r <= {{k}}`,
 
   /**
    * Both co-occurrence lists from one self-join: each item's `k` nearest items by cosine (item-kNN,
@@ -99,12 +122,15 @@ SELECT item_a, item_b, co, score, r FROM ranked WHERE r <= {{k}}`,
    */
   cooccurrenceLists: `
 ${CO_SCORED}, ranked AS (
-  SELECT item_a, item_b, co, score,
-    ROW_NUMBER() OVER (PARTITION BY item_a ORDER BY score DESC, item_b) AS r,
-    ROW_NUMBER() OVER (PARTITION BY item_a ORDER BY co DESC, item_b) AS rc
+  SELECT a, b, co, score,
+    ROW_NUMBER() OVER (PARTITION BY a ORDER BY score DESC, b) AS r,
+    ROW_NUMBER() OVER (PARTITION BY a ORDER BY co DESC, b) AS rc
   FROM scored
+), kept AS (
+  SELECT a, b, co, score, r, rc FROM ranked WHERE r <= {{k}} OR rc <= {{neighboursK}}
 )
-SELECT item_a, item_b, co, score, r, rc FROM ranked WHERE r <= {{k}} OR rc <= {{neighboursK}}`,
+SELECT ia.item_id AS item_a, ib.item_id AS item_b, kept.co, kept.score, kept.r, kept.rc
+FROM kept JOIN shop_items ia ON ia.iid = kept.a JOIN shop_items ib ON ib.iid = kept.b`,
 
   /** First-order transitions a → b (consecutive distinct items), P(b | a), the k likeliest per a. */
   transitionsTopK: `
