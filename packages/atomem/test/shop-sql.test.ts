@@ -161,8 +161,10 @@ describe('counting stages on DuckDB', () => {
     }
     expect(both.neighbours!.size).toBe(small.knn.size);
     // In passes over a third of the items each: the same lists; the self-join's rows as counted.
-    const passes = await countingStages(duck, { knnK: 2, markovK: 1, neighboursK: 3, parts: 3 });
+    const said: string[] = [];
+    const passes = await countingStages(duck, { knnK: 2, markovK: 1, neighboursK: 3, parts: 3, onQuery: (name) => said.push(name) });
     expect(passes.passes).toBe(3);
+    expect(said).toEqual(['popularity', 'cooccurrenceSetup', 'transitionsTopK']);
     expect(Object.fromEntries(passes.knn)).toEqual(Object.fromEntries(both.knn));
     expect(Object.fromEntries(passes.neighbours!)).toEqual(Object.fromEntries(both.neighbours!));
     const perUser = new Map<string, Set<string>>();

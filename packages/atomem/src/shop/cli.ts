@@ -221,6 +221,7 @@ export async function main(
           markovK: size.markov,
           ...(local ? { neighboursK: size.neighbours } : {}),
           onPart: (done, parts) => report?.('sql co-occurrence passes', done, parts),
+          onQuery: (name, sec) => report && io.stderr(`atomem-shop: sql ${name} done in ${sec.toFixed(1)} s\n`),
         });
         for (const [q, sec] of Object.entries(counts.seconds)) stages[`sql ${q}`] = sec;
         sqlPasses = counts.passes;

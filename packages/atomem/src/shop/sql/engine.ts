@@ -11,7 +11,11 @@ import { join } from 'node:path';
 import { ACTION_WEIGHTS } from '../../core/types.js';
 import { COOCCURRENCE_SETUP, COOCCURRENCE_TEARDOWN, cooccurrenceParts, renderQuery, type QueryName } from './queries.js';
 
-/** An SQL engine: runs one statement, returns its rows as plain objects. */
+/**
+ * An SQL engine: runs one statement, returns its rows as plain objects. Every statement of one
+ * {@link countingStages} call must reach the same session (one connection, not a pool): the
+ * co-occurrence queries read temporary tables the call creates first.
+ */
 export interface SqlEngine {
   readonly name: string;
   query(sql: string): Promise<Record<string, unknown>[]>;
@@ -147,7 +151,15 @@ export interface CountingResult {
 /** Runs popularity, co-occurrence top-k (with local EASE's neighbourhoods when `neighboursK` is given, from the same self-join) and transitions top-k. */
 export async function countingStages(
   engine: SqlEngine,
-  opts: { knnK: number; markovK: number; neighboursK?: number; parts?: number; onPart?: (done: number, parts: number) => void },
+  opts: {
+    knnK: number;
+    markovK: number;
+    neighboursK?: number;
+    parts?: number;
+    onPart?: (done: number, parts: number) => void;
+    /** After each statement but the passes (those report through `onPart`): its name and seconds. */
+    onQuery?: (name: string, seconds: number) => void;
+  },
 ): Promise<CountingResult> {
   const seconds: Record<string, number> = {};
   const timed = async (name: QueryName, params: Record<string, number>, onRow: (r: Record<string, unknown>) => void) => {
@@ -156,6 +168,7 @@ export async function countingStages(
     if (engine.each) await engine.each(sql, onRow);
     else for (const r of await engine.query(sql)) onRow(r);
     seconds[name] = (seconds[name] ?? 0) + (performance.now() - t0) / 1000;
+    if (params.part === undefined) opts.onQuery?.(name, seconds[name]);
   };
   /** item → [rank, entry] as the rows arrive (in any order); then each list sorted by rank. */
   const lists = <T>() => new Map<string, Array<[number, T]>>();
@@ -178,6 +191,7 @@ export async function countingStages(
     // why a setup: the distinct (user, item) pairs as two integers, once per run (see COOCCURRENCE_SETUP).
     for (const sql of COOCCURRENCE_SETUP) await engine.query(sql);
     seconds.cooccurrenceSetup = (performance.now() - setupStart) / 1000;
+    opts.onQuery?.('cooccurrenceSetup', seconds.cooccurrenceSetup);
     // why passes: the self-join's aggregate grows with Σ_u n_u² (557M rows at 100k items / 10M
     // events); in one pass DuckDB ran out of a 5.5 GiB limit, in four it did not.
     if (parts === undefined && engine.memoryBytes) {
