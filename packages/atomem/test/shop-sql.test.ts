@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { countingStages, loadOrdersDuckDb, openDuckDb, parseSize, runQuery, weightExpression, type SqlEngine } from '../src/shop/sql/engine.js';
 import { COOCCURRENCE_SETUP, COOCCURRENCE_TEARDOWN, QUERIES, cooccurrenceParts, renderQuery, type QueryName } from '../src/shop/sql/queries.js';
 import { main } from '../src/shop/cli.js';
+import { rankedListsToMap } from '../src/shop/ranked-lists.js';
 import { countedListSizes } from '../src/shop/train.js';
 import { decodeShopModel } from '../src/protocol/shop-model-v1.js';
 import { ensurePostgres, startPostgres, type PostgresCluster } from '../../../test/fixtures/postgres.js';
@@ -133,40 +134,43 @@ describe('counting stages on DuckDB', () => {
     const r = await countingStages(duck, { knnK: 1000, markovK: 1000 });
     expect(Object.fromEntries(r.popularity)).toEqual(Object.fromEntries(d.popularity));
     const co = new Map<string, number>();
-    for (const [a, l] of r.knn)
+    for (const [a, l] of rankedListsToMap(r.knn))
       for (const x of l) {
-        co.set(`${a}|${x.item}`, x.co);
-        expect(x.score).toBeCloseTo(x.co / Math.sqrt(d.popularity.get(a)! * d.popularity.get(x.item)!), 12);
+        co.set(`${a}|${x.item}`, x.count);
+        expect(x.value).toBeCloseTo(x.count / Math.sqrt(d.popularity.get(a)! * d.popularity.get(x.item)!), 12);
       }
     expect(Object.fromEntries(co)).toEqual(Object.fromEntries(d.co));
     const tr = new Map<string, number>();
-    for (const [a, l] of r.transitions) for (const x of l) tr.set(`${a}|${x.item}`, x.count);
+    for (const [a, l] of rankedListsToMap(r.transitions)) for (const x of l) tr.set(`${a}|${x.item}`, x.count);
     expect(Object.fromEntries(tr)).toEqual(Object.fromEntries(d.trans));
     // top-k: best first, k per item
     const small = await countingStages(duck, { knnK: 2, markovK: 1 });
-    for (const l of small.knn.values()) {
+    const smallKnn = rankedListsToMap(small.knn);
+    for (const l of smallKnn.values()) {
       expect(l.length).toBeLessThanOrEqual(2);
-      if (l.length === 2) expect(l[0].score).toBeGreaterThanOrEqual(l[1].score);
+      if (l.length === 2) expect(l[0].value).toBeGreaterThanOrEqual(l[1].value);
     }
-    for (const l of small.transitions.values()) expect(l.length).toBe(1);
+    for (const l of rankedListsToMap(small.transitions).values()) expect(l.length).toBe(1);
     // Both lists from the one self-join: kNN as without neighbourhoods, neighbourhoods by count.
     const both = await countingStages(duck, { knnK: 2, markovK: 1, neighboursK: 3 });
-    expect(Object.fromEntries(both.knn)).toEqual(Object.fromEntries(small.knn));
-    for (const [a, l] of both.neighbours!) {
+    expect(Object.fromEntries(rankedListsToMap(both.knn))).toEqual(Object.fromEntries(smallKnn));
+    const bothNeighbours = rankedListsToMap(both.neighbours!);
+    for (const [a, l] of bothNeighbours) {
       const counts = [...d.co]
         .filter(([k]) => k.startsWith(`${a}|`))
         .map(([, c]) => c)
         .sort((x, y) => y - x);
-      expect(l.map((b) => d.co.get(`${a}|${b}`))).toEqual(counts.slice(0, 3));
+      expect(l.map((b) => d.co.get(`${a}|${b.item}`))).toEqual(counts.slice(0, 3));
+      expect(l.map((b) => b.count)).toEqual(counts.slice(0, 3));
     }
-    expect(both.neighbours!.size).toBe(small.knn.size);
+    expect(bothNeighbours.size).toBe(smallKnn.size);
     // In passes over a third of the items each: the same lists; the self-join's rows as counted.
     const said: string[] = [];
     const passes = await countingStages(duck, { knnK: 2, markovK: 1, neighboursK: 3, parts: 3, onQuery: (name) => said.push(name) });
     expect(passes.passes).toBe(3);
     expect(said).toEqual(['popularity', 'cooccurrenceSetup', 'transitionsTopK']);
-    expect(Object.fromEntries(passes.knn)).toEqual(Object.fromEntries(both.knn));
-    expect(Object.fromEntries(passes.neighbours!)).toEqual(Object.fromEntries(both.neighbours!));
+    expect(Object.fromEntries(rankedListsToMap(passes.knn))).toEqual(Object.fromEntries(smallKnn));
+    expect(Object.fromEntries(rankedListsToMap(passes.neighbours!))).toEqual(Object.fromEntries(bothNeighbours));
     const perUser = new Map<string, Set<string>>();
     for (const r of rows) if (WEIGHT[r.action ?? 'click'] > 0) perUser.set(r.user, (perUser.get(r.user) ?? new Set()).add(r.item));
     const pairRows = [...perUser.values()].reduce((acc, set) => acc + set.size * (set.size - 1), 0);

@@ -57,6 +57,7 @@
  * (Mironov 2012), so a production release should use a discrete Gaussian sampler. A shop that
  * republishes every day composes: ε grows with the number of releases that share users' data.
  */
+import type { RankedLists } from './ranked-lists.js';
 import { randomBytes } from 'node:crypto';
 import { ACTION_WEIGHTS, type Action } from '../core/types.js';
 import type { ContentMap, ItemVectorTable, NeighbourLists, RecentPopularity, ShopModel, ShopPrivacy, TrendCounts } from '../protocol/shop-model-v1.js';
@@ -113,9 +114,11 @@ export interface TrainOptions {
    * local EASE's neighbourhoods. Ignored under DP (the noisy statistics are computed here).
    */
   counts?: {
-    knn?: ReadonlyMap<string, ReadonlyArray<{ item: string; score: number }>>;
-    transitions?: ReadonlyMap<string, ReadonlyArray<{ item: string; prob: number }>>;
-    neighbours?: ReadonlyMap<string, readonly string[]>;
+    /** `values`: the cosine. */
+    knn?: RankedLists;
+    /** `values`: P(b | a) over all of a's successors. */
+    transitions?: RankedLists;
+    neighbours?: RankedLists;
   };
   /** Bytes of local Gram blocks built at once (default 2 GiB): bounds `local` EASE's memory. */
   localMemory?: number;
@@ -693,23 +696,30 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
     const nb = easeMode === 'local' ? new Int32Array(n * K).fill(-1) : undefined;
     const byCount = (opts.easeNeighbourhood ?? 'count') === 'count';
     const given = opts.counts;
-    const idsToIndex = (ids: readonly string[]) => Int32Array.from(ids.map((id) => cols.itemOf(id)).filter((x) => x >= 0));
     if (given?.knn) {
-      for (const [id, l] of given.knn) {
-        const i = cols.itemOf(id);
-        if (i < 0) continue;
-        const keepIdx = l.filter((x) => cols.itemOf(x.item) >= 0);
-        knn.addRow(
-          i,
-          Int32Array.from(keepIdx, (x) => cols.itemOf(x.item)),
-          Float64Array.from(keepIdx, (x) => x.score),
-        );
+      const l = given.knn;
+      const at = Int32Array.from(l.ids, (id) => cols.itemOf(id));
+      for (let a = 0; a < l.ids.length; a++) {
+        const i = at[a];
+        if (i < 0 || l.offsets[a] === l.offsets[a + 1]) continue;
+        const idx: number[] = [];
+        const val: number[] = [];
+        for (let p = l.offsets[a]; p < l.offsets[a + 1]; p++)
+          if (at[l.targets[p]] >= 0) {
+            idx.push(at[l.targets[p]]);
+            val.push(l.values[p]);
+          }
+        knn.addRow(i, Int32Array.from(idx), Float64Array.from(val));
       }
     }
     if (nb && given?.neighbours) {
-      for (const [id, l] of given.neighbours) {
-        const i = cols.itemOf(id);
-        if (i >= 0) idsToIndex(l.slice(0, K)).forEach((j, q) => (nb[i * K + q] = j));
+      const l = given.neighbours;
+      const at = Int32Array.from(l.ids, (id) => cols.itemOf(id));
+      for (let a = 0; a < l.ids.length; a++) {
+        const i = at[a];
+        if (i < 0) continue;
+        let q = 0;
+        for (let p = l.offsets[a]; p < l.offsets[a + 1] && q < K; p++) if (at[l.targets[p]] >= 0) nb[i * K + q++] = at[l.targets[p]];
       }
     }
     for (let i = 0; i < n && !(given?.knn && (!nb || given.neighbours)); i++) {
@@ -766,20 +776,29 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
       r.set(b, (r.get(b) ?? 0) + w);
     };
     const givenTransitions = dp ? undefined : opts.counts?.transitions;
+    const markov = new Selector(n, kMarkov, 'out', false);
     if (givenTransitions) {
-      for (const [id, l] of givenTransitions) {
-        const a = cols.itemOf(id);
-        if (a < 0) continue;
-        const r = new Map<number, number>();
-        for (const x of l) if (cols.itemOf(x.item) >= 0) r.set(cols.itemOf(x.item), x.prob);
-        T.set(a, r);
+      const l = givenTransitions;
+      const at = Int32Array.from(l.ids, (id) => cols.itemOf(id));
+      for (let r = 0; r < l.ids.length; r++) {
+        const a = at[r];
+        if (a < 0 || l.offsets[r] === l.offsets[r + 1]) continue;
+        const idx: number[] = [];
+        const prob: number[] = [];
+        for (let p = l.offsets[r]; p < l.offsets[r + 1]; p++)
+          if (at[l.targets[p]] >= 0) {
+            idx.push(at[l.targets[p]]);
+            prob.push(l.values[p]);
+          }
+        // why rows straight into the selector (out): 32M entries at 1M items, too many for per-item Maps.
+        if (orient('markov') === 'out') markov.addRow(a, idx, prob);
+        else T.set(a, new Map(idx.map((b, q) => [b, prob[q]])));
       }
     }
     // why typed arrays: exact counts at 100M events are ~10⁸ distinct (a, b) pairs, beyond what
     // per-item Maps fit in V8's heap; rows a as CSR in log order give each row's successors in the
     // order the Maps saw them, so the kept lists are the same.
     const csrOut = !dp && !givenTransitions && orient('markov') === 'out';
-    const markov = new Selector(n, kMarkov, 'out', false);
     if (csrOut) {
       const from = new Int32Array(n + 1);
       for (const u of users) for (let t = 1; t < u.seq.length; t++) if (u.seq[t] !== u.seq[t - 1]) from[u.seq[t - 1] + 1]++;

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ACTION_WEIGHTS } from '../../core/types.js';
+import { ItemNumbers, type RankedLists, RankedListsBuilder } from '../ranked-lists.js';
 import { COOCCURRENCE_SETUP, COOCCURRENCE_TEARDOWN, cooccurrenceParts, renderQuery, type QueryName } from './queries.js';
 
 /**
@@ -136,12 +137,12 @@ export function runQuery(engine: SqlEngine, name: QueryName, params: Readonly<Re
 export interface CountingResult {
   /** item id → distinct users. */
   popularity: Map<string, number>;
-  /** item id → its nearest items by cosine, best first. */
-  knn: Map<string, Array<{ item: string; co: number; score: number }>>;
-  /** item id → its most co-occurring items, best first (when `neighboursK` was given). */
-  neighbours?: Map<string, string[]>;
-  /** item id → likeliest successors, best first. */
-  transitions: Map<string, Array<{ item: string; count: number; prob: number }>>;
+  /** Each item's nearest items by cosine (`values`; `counts`: co-occurrences), best first. */
+  knn: RankedLists;
+  /** Each item's most co-occurring items (`values` = `counts`), best first (when `neighboursK` was given). */
+  neighbours?: RankedLists;
+  /** Each item's likeliest successors (`values`: P(b | a); `counts`: transitions), best first. */
+  transitions: RankedLists;
   /** Seconds per query (summed over its passes). */
   seconds: Record<string, number>;
   /** Passes of the co-occurrence query (each over 1/passes of the items). */
@@ -170,21 +171,12 @@ export async function countingStages(
     seconds[name] = (seconds[name] ?? 0) + (performance.now() - t0) / 1000;
     if (params.part === undefined) opts.onQuery?.(name, seconds[name]);
   };
-  /** item → [rank, entry] as the rows arrive (in any order); then each list sorted by rank. */
-  const lists = <T>() => new Map<string, Array<[number, T]>>();
-  const add = <T>(m: Map<string, Array<[number, T]>>, a: unknown, rank: unknown, v: T) => {
-    const key = String(a);
-    const l = m.get(key);
-    if (l) l.push([Number(rank), v]);
-    else m.set(key, [[Number(rank), v]]);
-  };
-  const ranked = <T>(m: Map<string, Array<[number, T]>>): Map<string, T[]> =>
-    new Map([...m].map(([a, l]) => [a, l.sort((x, y) => x[0] - y[0]).map((x) => x[1])]));
   const popularity = new Map<string, number>();
   await timed('popularity', {}, (r) => popularity.set(String(r.item_id), Number(r.users)));
-  const knn = lists<{ item: string; co: number; score: number }>();
-  const entry = (r: Record<string, unknown>) => ({ item: String(r.item_b), co: Number(r.co), score: Number(r.score) });
-  let neighbours: Map<string, Array<[number, string]>> | undefined;
+  // Rows arrive in any order; each lands at its rank when the lists are built.
+  const numbers = new ItemNumbers();
+  const knn = new RankedListsBuilder(numbers);
+  const nb = new RankedListsBuilder(numbers);
   let parts = opts.parts;
   const setupStart = performance.now();
   try {
@@ -204,28 +196,36 @@ export async function countingStages(
     if (!Number.isInteger(parts) || parts < 1) throw new RangeError(`countingStages: parts must be a positive integer, got ${parts}`);
     if (opts.neighboursK) {
       // One self-join for both lists; each list in its own rank order.
-      const nb = lists<string>();
       const knnK = opts.knnK;
       const neighboursK = opts.neighboursK;
       for (let part = 0; part < parts; part++) {
         await timed('cooccurrenceLists', { k: knnK, neighboursK, parts, part }, (r) => {
-          if (Number(r.r) <= knnK) add(knn, r.item_a, r.r, entry(r));
-          if (Number(r.rc) <= neighboursK) add(nb, r.item_a, r.rc, String(r.item_b));
+          const a = String(r.item_a);
+          const b = String(r.item_b);
+          const co = Number(r.co);
+          if (Number(r.r) <= knnK) knn.add(a, b, Number(r.r), Number(r.score), co);
+          if (Number(r.rc) <= neighboursK) nb.add(a, b, Number(r.rc), co, co);
         });
         opts.onPart?.(part + 1, parts);
       }
-      neighbours = nb;
     } else
       for (let part = 0; part < parts; part++) {
-        await timed('cooccurrenceTopK', { k: opts.knnK, parts, part }, (r) => add(knn, r.item_a, r.r, entry(r)));
+        await timed('cooccurrenceTopK', { k: opts.knnK, parts, part }, (r) =>
+          knn.add(String(r.item_a), String(r.item_b), Number(r.r), Number(r.score), Number(r.co)),
+        );
         opts.onPart?.(part + 1, parts);
       }
   } finally {
     for (const sql of COOCCURRENCE_TEARDOWN) await engine.query(sql);
   }
-  const transitions = lists<{ item: string; count: number; prob: number }>();
-  await timed('transitionsTopK', { k: opts.markovK }, (r) =>
-    add(transitions, r.item_a, r.r, { item: String(r.item_b), count: Number(r.cnt), prob: Number(r.prob) }),
-  );
-  return { popularity, knn: ranked(knn), transitions: ranked(transitions), seconds, passes: parts, ...(neighbours ? { neighbours: ranked(neighbours) } : {}) };
+  const transitions = new RankedListsBuilder(numbers);
+  await timed('transitionsTopK', { k: opts.markovK }, (r) => transitions.add(String(r.item_a), String(r.item_b), Number(r.r), Number(r.prob), Number(r.cnt)));
+  return {
+    popularity,
+    knn: knn.build(),
+    transitions: transitions.build(),
+    seconds,
+    passes: parts,
+    ...(opts.neighboursK ? { neighbours: nb.build() } : {}),
+  };
 }
