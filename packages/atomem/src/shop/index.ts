@@ -22,6 +22,8 @@ export { makeLayout, weightsView } from './sasrec/layout.js';
 // ——— the shop model: learned from the order log (EASE / kNN / Markov lists, popularity,
 // collaborative vectors with a content map), scored on the device ———
 export { trainShopModel, type ShopInteraction, type ContentInput, type TrainOptions } from './train.js';
+// Counting stages computed elsewhere (`TrainOptions.counts`): per-item ranked lists as typed arrays.
+export { ItemNumbers, RankedListsBuilder, rankedListsToMap, type RankedLists } from './ranked-lists.js';
 export {
   ShopScorer,
   combine as combineSignals,
