@@ -696,32 +696,9 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
     const nb = easeMode === 'local' ? new Int32Array(n * K).fill(-1) : undefined;
     const byCount = (opts.easeNeighbourhood ?? 'count') === 'count';
     const given = opts.counts;
-    if (given?.knn) {
-      const l = given.knn;
-      const at = Int32Array.from(l.ids, (id) => cols.itemOf(id));
-      for (let a = 0; a < l.ids.length; a++) {
-        const i = at[a];
-        if (i < 0 || l.offsets[a] === l.offsets[a + 1]) continue;
-        const idx: number[] = [];
-        const val: number[] = [];
-        for (let p = l.offsets[a]; p < l.offsets[a + 1]; p++)
-          if (at[l.targets[p]] >= 0) {
-            idx.push(at[l.targets[p]]);
-            val.push(l.values[p]);
-          }
-        knn.addRow(i, Int32Array.from(idx), Float64Array.from(val));
-      }
-    }
-    if (nb && given?.neighbours) {
-      const l = given.neighbours;
-      const at = Int32Array.from(l.ids, (id) => cols.itemOf(id));
-      for (let a = 0; a < l.ids.length; a++) {
-        const i = at[a];
-        if (i < 0) continue;
-        let q = 0;
-        for (let p = l.offsets[a]; p < l.offsets[a + 1] && q < K; p++) if (at[l.targets[p]] >= 0) nb[i * K + q++] = at[l.targets[p]];
-      }
-    }
+    const itemOf = (id: string) => cols.itemOf(id);
+    if (given?.knn) forEachGivenRow(given.knn, itemOf, (i, idx, val) => knn.addRow(i, Int32Array.from(idx), Float64Array.from(val)));
+    if (nb && given?.neighbours) forEachGivenRow(given.neighbours, itemOf, (i, idx) => idx.slice(0, K).forEach((j, q) => (nb[i * K + q] = j)));
     for (let i = 0; i < n && !(given?.knn && (!nb || given.neighbours)); i++) {
       coRow(i);
       const idx = Int32Array.from(touched);
@@ -777,24 +754,16 @@ export function trainShopModel(log: Iterable<ShopInteraction> | LogColumns, opts
     };
     const givenTransitions = dp ? undefined : opts.counts?.transitions;
     const markov = new Selector(n, kMarkov, 'out', false);
-    if (givenTransitions) {
-      const l = givenTransitions;
-      const at = Int32Array.from(l.ids, (id) => cols.itemOf(id));
-      for (let r = 0; r < l.ids.length; r++) {
-        const a = at[r];
-        if (a < 0 || l.offsets[r] === l.offsets[r + 1]) continue;
-        const idx: number[] = [];
-        const prob: number[] = [];
-        for (let p = l.offsets[r]; p < l.offsets[r + 1]; p++)
-          if (at[l.targets[p]] >= 0) {
-            idx.push(at[l.targets[p]]);
-            prob.push(l.values[p]);
-          }
-        // why rows straight into the selector (out): 32M entries at 1M items, too many for per-item Maps.
-        if (orient('markov') === 'out') markov.addRow(a, idx, prob);
-        else T.set(a, new Map(idx.map((b, q) => [b, prob[q]])));
-      }
-    }
+    if (givenTransitions)
+      forEachGivenRow(
+        givenTransitions,
+        (id) => cols.itemOf(id),
+        (a, idx, prob) => {
+          // why rows straight into the selector (out): 32M entries at 1M items, too many for per-item Maps.
+          if (orient('markov') === 'out') markov.addRow(a, idx, prob);
+          else T.set(a, new Map(idx.map((b, q) => [b, prob[q]])));
+        },
+      );
     // why typed arrays: exact counts at 100M events are ~10⁸ distinct (a, b) pairs, beyond what
     // per-item Maps fit in V8's heap; rows a as CSR in log order give each row's successors in the
     // order the Maps saw them, so the kept lists are the same.
@@ -1241,4 +1210,24 @@ function fitContentMap(
     return v ? mapContent(map, v, dim) : undefined;
   };
   return { map, fittedOn: train.length, predict };
+}
+
+/**
+ * Each non-empty row of lists an engine gave (`TrainOptions.counts`) in catalog indices: the row's
+ * item, its targets and their values, best first; ids `itemOf` does not know (-1) are dropped.
+ */
+function forEachGivenRow(l: RankedLists, itemOf: (id: string) => number, onRow: (i: number, idx: number[], val: number[]) => void): void {
+  const at = Int32Array.from(l.ids, itemOf);
+  for (let a = 0; a < l.ids.length; a++) {
+    const i = at[a];
+    if (i < 0 || l.offsets[a] === l.offsets[a + 1]) continue;
+    const idx: number[] = [];
+    const val: number[] = [];
+    for (let p = l.offsets[a]; p < l.offsets[a + 1]; p++)
+      if (at[l.targets[p]] >= 0) {
+        idx.push(at[l.targets[p]]);
+        val.push(l.values[p]);
+      }
+    onRow(i, idx, val);
+  }
 }
