@@ -16,6 +16,8 @@ import { SerialEmbedQueue } from './validate.js';
 
 /** Texts per message to a thread (4 of USE-lite's forward passes): on 4,000 product texts, 2 threads, 64 per message gave 79 items/s, 128 86, 256 88–93, 512 81–96, 1,024 70 (two chunks, one long, one short). */
 const POOL_CHUNK = 256;
+/** The smallest chunk (one forward pass): chunks shrink towards the end of a call, so the threads finish together. */
+const POOL_MIN_CHUNK = 64;
 
 /** Messages of a pool thread. */
 export type PoolReply = { ready: string } | { vectors: Float32Array[] } | { error: string };
@@ -85,10 +87,16 @@ export async function createUseLitePool(threads: number): Promise<Embedder> {
         if (disposed) throw new Error('USE-lite pool has been disposed');
         // why: a forward pass pads to its longest text, so a chunk of texts of similar length pads
         // least; the longest chunks go first and each thread pulls the next chunk when it is free,
-        // so the threads finish together.
+        // so the threads finish together. Chunks shrink as the call's work runs out (half of
+        // each thread's share of what is left, at most POOL_CHUNK, at least one forward pass), so the thread that
+        // finishes last waits on a small chunk, not a 256-text one.
         const order = snapshot.map((_, i) => i).sort((a, b) => snapshot[b].length - snapshot[a].length || a - b);
         const chunks: number[][] = [];
-        for (let at = 0; at < order.length; at += POOL_CHUNK) chunks.push(order.slice(at, at + POOL_CHUNK));
+        for (let at = 0; at < order.length; ) {
+          const size = Math.max(POOL_MIN_CHUNK, Math.min(POOL_CHUNK, Math.ceil((order.length - at) / (2 * threads))));
+          chunks.push(order.slice(at, at + size));
+          at += size;
+        }
         const out = new Array<Embedding>(snapshot.length);
         let next = 0;
         const work = async (t: Thread, ti: number): Promise<void> => {

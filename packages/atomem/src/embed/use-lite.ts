@@ -16,6 +16,7 @@ import { SerialEmbedQueue } from './validate.js';
 
 import { USE_LITE_DIM, USE_LITE_FLOAT32_ID, USE_LITE_ID } from './use-lite-id.js';
 import { isUint8Manifest } from './use-lite-quant.js';
+import { installWasmKernels } from './use-lite-kernels.js';
 
 export { USE_LITE_DIM, USE_LITE_FLOAT32_ID, USE_LITE_ID };
 
@@ -266,6 +267,8 @@ function ensureWasmBackend(wasmPaths: string | undefined, threads: number | unde
     }
     await tf.ready();
     removeAddedListeners(before);
+    // why: the backend's own SplitV and batched matmul are USE-lite's slow spots (use-lite-kernels.ts).
+    installWasmKernels();
   })();
   // why: a failed init must not poison every later attempt (e.g. after fixing wasmPaths).
   backendReady.catch(() => {
