@@ -25,7 +25,21 @@ const health = async (): Promise<{ epoch: number }> => (await fetch(`${url}/v2/h
 describe('reports through an Oblivious HTTP relay (Chromium)', () => {
   it('the page: a report encapsulated with WebCrypto X25519 reaches the index through the relay and is accepted', async () => {
     const before = (await wire()).length;
-    const { epoch } = await health();
+    // why: epochs last SYNC_EPOCH_MS (3 s) here and the token is bound to one. Read at a random
+    // moment, the epoch could close (after its 300 ms grace) while a loaded machine is still
+    // blinding the token and encapsulating the report: the index then rightly refuses the token
+    // (HTTP 403 token_refused). Start at the beginning of a fresh epoch instead.
+    const seen = (await health()).epoch;
+    let epoch = seen;
+    await expect
+      .poll(
+        async () => {
+          epoch = (await health()).epoch;
+          return epoch;
+        },
+        { timeout: 10_000, interval: 50 },
+      )
+      .toBeGreaterThan(seen);
     const client = new ReportClient({
       url,
       relay,
