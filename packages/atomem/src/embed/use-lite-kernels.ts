@@ -122,8 +122,9 @@ export interface PerElementPlan {
 }
 
 /**
- * Below this many multiply-adds per batch element the per-element overhead (three allocations,
- * an XNNPACK operator) outweighs the scalar loop.
+ * Products with fewer multiply-adds per batch element stay on the backend's loop, where the
+ * per-element overhead (three allocations, an XNNPACK operator) would weigh most. A chosen
+ * bound, not a measured crossover: USE-lite's attention products are 10–50× above it.
  */
 const MIN_ELEMENT_MACS = 16_384;
 
