@@ -610,7 +610,7 @@ export class Engine implements EngineApi {
       sync.tokenFetch = {
         epoch: next,
         timer: setTimeout(() => {
-          void this.fetchToken(sync, next)
+          void this.fetchToken(sync, next, charge)
             .catch((e) => {
               sync.lastError = e instanceof Error ? e.message : String(e);
               this.emit('error', { name: 'TokenError', message: sync.lastError });
@@ -640,9 +640,16 @@ export class Engine implements EngineApi {
     }
   }
 
-  /** Fetch (blinded) the token of `epoch` from the shop's attester and keep it in the ledger. */
-  private async fetchToken(sync: SyncSession, epoch: number): Promise<void> {
+  /**
+   * Fetch (blinded) the token of `epoch` from the shop's attester and keep it in the ledger.
+   * The budget is checked again when the timer fires and when the token arrives: the plan that
+   * scheduled this fetch saw the ledger before this epoch's report was charged, and a report sent
+   * in between can fill it (then no request goes out, or the token that was in flight is dropped).
+   */
+  private async fetchToken(sync: SyncSession, epoch: number, charge: number): Promise<void> {
     if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute') return;
+    const refused = async () => refusal((await this.ready().store.loadLedger()).entries, epoch, charge, Date.now(), sync.budget) !== undefined;
+    if (await refused()) return;
     let token: string;
     try {
       token = await sync.client.token(epoch);
@@ -654,6 +661,8 @@ export class Engine implements EngineApi {
     await this.mutation(async () => {
       const { store } = this.ready();
       const ledger = await store.loadLedger();
+      if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute') return;
+      if (refusal(ledger.entries, epoch, charge, Date.now(), sync.budget) !== undefined) return;
       if (!ledger.tokens.some((t) => t.epoch === epoch)) ledger.tokens.push({ epoch, token });
       await store.saveLedger(ledger);
     });
