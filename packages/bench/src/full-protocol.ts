@@ -36,6 +36,12 @@ export interface FullProtocolOptions {
   target?: 'test' | 'validation';
   /** `temporal`: quantile of event times for the cut, in (0, 1). Default {@link DEFAULT_CUT}. */
   cut?: number;
+  /**
+   * `temporal`, validation target: the quantile of the events before T that gives the validation
+   * cut V, in (0, 1). Default `cut`. Several values give several validation origins inside the
+   * pre-cut log (rolling-origin validation; `npm run tune -- --temporal-cuts`).
+   */
+  validationCut?: number;
 }
 
 export interface FullProtocolResult extends Protocol {
@@ -75,8 +81,10 @@ export function buildFullProtocol(dataset: Dataset, protocol: FullProtocol, opts
   }
   const q = opts.cut ?? DEFAULT_CUT;
   if (!(q > 0 && q < 1)) throw new RangeError(`cut must be a quantile in (0, 1), got ${q}`);
+  const vq = opts.validationCut ?? q;
+  if (!(vq > 0 && vq < 1)) throw new RangeError(`validation cut must be a quantile in (0, 1), got ${vq}`);
   const T = quantileTime(allTimes(dataset.sequences.values()), q);
-  const cutTime = target === 'test' ? T : quantileTime(allTimes(dataset.sequences.values(), T), q);
+  const cutTime = target === 'test' ? T : quantileTime(allTimes(dataset.sequences.values(), T), vq);
   const end = target === 'test' ? Infinity : T;
   const histories = new Map<string, Interaction[]>();
   const eligible: string[] = [];

@@ -32,6 +32,8 @@ export interface RunOptions {
   protocol?: ProtocolName;
   /** `temporal`: quantile of event times for the cut (default 0.9). */
   cut?: number;
+  /** `temporal` with `validation`: quantile of the pre-cut events for the validation cut (default `cut`). */
+  validationCut?: number;
   /**
    * `loo-full` / `temporal`: every other method is compared with this one (paired bootstrap
    * over users, NDCG@10, Recall@10, MRR). Default: `sasrec` when it runs, else the first method.
@@ -288,7 +290,7 @@ export async function runBenchmark(options: RunOptions): Promise<BenchmarkResult
   let cutTime: number | undefined;
   try {
     if (full) {
-      const p = buildFullProtocol(dataset, protocolName, { users, seed, target, cut: options.cut });
+      const p = buildFullProtocol(dataset, protocolName, { users, seed, target, cut: options.cut, validationCut: options.validationCut });
       protocol = p;
       cutTime = p.cutTime;
     } else protocol = buildProtocol(dataset, { setting, users, seed, target, steps: options.steps });

@@ -34,8 +34,13 @@
  * over users for the pooled fit). `--pool loo-full=1,temporal=4` weighs a protocol's cases in the
  * pooled fit (repeats). Prints the table and the chosen weights (`--choose`, default `pooled`).
  * Then `shopWeightsLive`, for the cases whose moment is live for the validation file
- * (`liveMoment`): `shopWeights` plus `popRecent`'s weight by a line search on those cases (the
- * shipped form), beside all weights refitted on them, each with its 2-fold CV.
+ * (`liveMoment`): all weights refitted on those cases (the shipped form; STEAM's retrieval
+ * `memory` at 0 unless the users' paired interval of its 2-fold CV gain excludes 0), beside `shopWeights` plus
+ * `popRecent`'s weight by a line search on them, each with its 2-fold CV (users split in two).
+ * `--temporal-cuts 0.6,0.65,…,0.9` gives `temporal` several validation origins inside the
+ * pre-cut log (rolling-origin validation: the cut V at each quantile of the pre-cut events, learn
+ * before V, the first event in [V, T) the target), one validation run each, their cases pooled:
+ * on ML-100K 772 live cases instead of the 71 of one origin.
  *
  * It never reads a test item: the protocol is built with `target: 'validation'`.
  */
@@ -46,12 +51,12 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { combine, DEFAULT_CONFIG } from 'atomem/engine';
 import { combineSignals, fitWeights, type FitCase } from 'atomem/shop';
-import { DEFAULT_KCORE, loadDataset } from './datasets.js';
+import { compareIds, DEFAULT_KCORE, loadDataset } from './datasets.js';
 import './methods.js';
 import { ndcgAt, rankOf } from './metrics.js';
 import { buildProtocol, DEFAULT_SEED } from './protocol.js';
 import { buildFullProtocol, type FullProtocol, type ProtocolName } from './full-protocol.js';
-import { runBenchmark } from './run.js';
+import { pairedDiff, runBenchmark } from './run.js';
 import type { DatasetFormat, Privacy } from './types.js';
 
 /** One dumped case: candidate id → features, in candidate order. */
@@ -183,6 +188,7 @@ async function main(argv: string[]): Promise<number> {
       pool: { type: 'string' },
       choose: { type: 'string', default: 'pooled' },
       'dump-dir': { type: 'string' },
+      'temporal-cuts': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -218,7 +224,20 @@ async function main(argv: string[]): Promise<number> {
         throw new Error(`--pool ${kv}: expected protocol=integer repeats`);
       pool[k] = Number(v);
     }
-    return tuneFull(dataset, protocols, users, seed, values.privacy as Privacy, params, pool, values.choose ?? 'pooled', values.json, values['dump-dir']);
+    const temporalCuts = values['temporal-cuts'] === undefined ? [undefined] : parseGrid(values['temporal-cuts'], []);
+    return tuneFull(
+      dataset,
+      protocols,
+      users,
+      seed,
+      values.privacy as Privacy,
+      params,
+      pool,
+      values.choose ?? 'pooled',
+      values.json,
+      values['dump-dir'],
+      temporalCuts,
+    );
   }
   if (kind === 'hybrid')
     return tuneHybrid(
@@ -380,6 +399,14 @@ interface ProtocolCases {
   cases: FitCase[];
   /** Per case: is its ranking moment live for the validation file ({@link liveMoment})? */
   live: boolean[];
+  /**
+   * Per case: its half (0 or 1) of the 2-fold cross-validation, by user: the parity of the user's
+   * place among the set's users (sorted), so a user with cases at several validation origins is
+   * always in one half.
+   */
+  half: Uint8Array;
+  /** Per case: the user. */
+  users: string[];
   names: string[];
 }
 
@@ -402,13 +429,16 @@ async function protocolCases(
   privacy: Privacy,
   params: Record<string, string>,
   dumpDir: string | undefined,
+  validationCut?: number,
 ): Promise<ProtocolCases> {
   const dir = dumpDir ?? mkdtempSync(join(tmpdir(), 'atomem-tune-'));
-  const dump = join(dir, `${protocol}-${users}-${seed}.jsonl`);
+  const dump = join(dir, `${protocol}-${users}-${seed}${validationCut === undefined ? '' : `-v${validationCut}`}.jsonl`);
   try {
     if (dumpDir && existsSync(dump)) process.stderr.write(`protocol ${protocol}: reading the validation dump ${dump}\n`);
     else {
-      process.stderr.write(`validation run of atomem, protocol ${protocol}\n`);
+      process.stderr.write(
+        `validation run of atomem, protocol ${protocol}${validationCut === undefined ? '' : `, validation cut at the ${validationCut} quantile of the pre-cut events`}\n`,
+      );
       if (dumpDir) rmSync(`${dump}.part`, { force: true });
       await runBenchmark({
         dataset,
@@ -418,6 +448,7 @@ async function protocolCases(
         privacy: [privacy],
         validation: true,
         protocol,
+        validationCut,
         params: { ...params, 'atomem.dumpFeatures': dumpDir ? `${dump}.part` : dump, 'atomem.fidelityUsers': '0' },
         onProgress: (e) => {
           if (e.done === e.total) process.stderr.write(`  ${e.label ?? e.phase}: ${e.total}\n`);
@@ -428,6 +459,7 @@ async function protocolCases(
     const lines = readFileSync(dump, 'utf8').trim().split('\n');
     const cases: FitCase[] = [];
     const live: boolean[] = [];
+    const caseUsers: string[] = [];
     const names = new Set<string>();
     if (protocol === 'loo') {
       const p = buildProtocol(dataset, { users, seed, target: 'validation' });
@@ -440,9 +472,10 @@ async function protocolCases(
         if (c.positive < 0) return;
         cases.push(c);
         live.push(moments.get(dumped[i].user) ?? false);
+        caseUsers.push(dumped[i].user);
       });
     } else {
-      const p = buildFullProtocol(dataset, protocol as FullProtocol, { users, seed, target: 'validation' });
+      const p = buildFullProtocol(dataset, protocol as FullProtocol, { users, seed, target: 'validation', validationCut });
       const byUser = new Map(p.cases.map((c) => [c.user, c]));
       const moments = new Map(p.cases.map((c) => [c.user, liveMoment(c.now, p.histories)]));
       for (const line of lines) {
@@ -464,6 +497,7 @@ async function protocolCases(
         }
         cases.push({ signals, positive, exclude });
         live.push(moments.get(d.user) ?? false);
+        caseUsers.push(d.user);
       }
     }
     // a signal constant in every list cannot be fitted
@@ -476,10 +510,16 @@ async function protocolCases(
       }),
     );
     process.stderr.write(`  ${protocol}: ${cases.length} validation cases (${live.filter(Boolean).length} at a live moment), signals ${varying.join(', ')}\n`);
-    return { protocol, cases, live, names: varying };
+    return { protocol, cases, live, names: varying, users: caseUsers, half: halvesByUser(caseUsers) };
   } finally {
     if (!dumpDir) rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The 2-fold split by user: each case gets the parity of its user's place among the distinct users (sorted). */
+export function halvesByUser(users: readonly string[]): Uint8Array {
+  const place = new Map([...new Set(users)].sort(compareIds).map((u, k) => [u, k % 2]));
+  return Uint8Array.from(users, (u) => place.get(u)!);
 }
 
 /** Mean NDCG@10 of `weights` on fitting cases: the pessimistic rank (ties count against the positive) among the non-excluded candidates. */
@@ -497,7 +537,7 @@ export function fitCaseNdcg(cases: readonly FitCase[], weights: Readonly<Record<
 }
 
 /** The weights of `popRecent` tried when only it is fitted on top of `shopWeights` (whose largest |w| is 1). */
-const POP_RECENT_GRID = [0, 0.125, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 8];
+const POP_RECENT_GRID = [0, 0.125, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 8, 16, 32];
 
 /** `--protocol`: fits per protocol and pooled, each scored on every protocol's validation cases (see the module comment). */
 async function tuneFull(
@@ -511,37 +551,55 @@ async function tuneFull(
   choose: string,
   json: string | undefined,
   dumpDir: string | undefined,
+  temporalCuts: readonly (number | undefined)[] = [undefined],
 ): Promise<number> {
   const sets: ProtocolCases[] = [];
-  for (const p of protocols) sets.push(await protocolCases(dataset, p, users, seed, privacy, params, dumpDir));
+  for (const p of protocols) {
+    if (p !== 'temporal') {
+      sets.push(await protocolCases(dataset, p, users, seed, privacy, params, dumpDir));
+      continue;
+    }
+    // rolling-origin validation: one validation origin per cut, their cases pooled as one protocol
+    const parts: ProtocolCases[] = [];
+    for (const v of temporalCuts) parts.push(await protocolCases(dataset, p, users, seed, privacy, params, dumpDir, v));
+    const caseUsers = parts.flatMap((x) => x.users);
+    sets.push({
+      protocol: p,
+      cases: parts.flatMap((x) => x.cases),
+      live: parts.flatMap((x) => x.live),
+      names: [...new Set(parts.flatMap((x) => x.names))],
+      users: caseUsers,
+      half: halvesByUser(caseUsers),
+    });
+  }
   const names = [...new Set(sets.flatMap((s) => s.names))].sort();
   const shipped = { ...DEFAULT_CONFIG.shopWeights };
   const fits: Record<string, Record<string, number>> = { shipped };
   const t0 = performance.now();
   for (const s of sets) fits[`fit ${s.protocol}`] = fitWeights(s.cases, names);
-  const pooledCases = (which: (i: number) => boolean) =>
+  const pooledCases = (which: (i: number, s: ProtocolCases) => boolean) =>
     sets.flatMap((s) => {
       const r = pool[s.protocol] ?? 1;
-      const own = s.cases.filter((_, i) => which(i));
+      const own = s.cases.filter((_, i) => which(i, s));
       return Array.from({ length: r }, () => own).flat();
     });
   fits.pooled = fitWeights(
     pooledCases(() => true),
     names,
   );
-  // 2-fold CV of the pooled fit over users (per protocol, cases split by parity)
+  // 2-fold CV of the pooled fit over users (per protocol, users split in two halves: ProtocolCases.half)
   const cv: Record<string, number> = {};
   {
     const half = [0, 1].map((h) =>
       fitWeights(
-        pooledCases((i) => i % 2 === h),
+        pooledCases((i, s) => s.half[i] === h),
         names,
       ),
     );
     for (const s of sets) {
       let sum = 0;
       for (const h of [0, 1]) {
-        const test = s.cases.filter((_, i) => i % 2 === 1 - h);
+        const test = s.cases.filter((_, i) => s.half[i] === 1 - h);
         sum += fitCaseNdcg(test, half[h]) * test.length;
       }
       cv[s.protocol] = sum / Math.max(1, s.cases.length);
@@ -572,29 +630,70 @@ async function tuneFull(
     );
   // the live set: fitted on the cases at a live moment only (the agent ranks every other moment
   // with shopWeights), each protocol scored with the set its cases' moments select; 2-fold CV as above
-  const liveCases = (which: (i: number) => boolean) =>
+  const liveCases = (which: (i: number, s: ProtocolCases) => boolean) =>
     sets.flatMap((s) => {
-      const own = s.cases.filter((_, i) => s.live[i] && which(i));
+      const own = s.cases.filter((_, i) => s.live[i] && which(i, s));
       return Array.from({ length: pool[s.protocol] ?? 1 }, () => own).flat();
     });
   let live: Record<string, number> | undefined;
   let popRecentOnly: number | undefined;
   if (liveCases(() => true).length > 0) {
-    live = fitWeights(
-      liveCases(() => true),
-      names,
+    // STEAM's retrieval `memory` stays in the live set only if it measurably matters (decision 37):
+    // its users' paired interval of the cross-validated NDCG@10 (with − without) must exclude 0
+    const liveCvByUser = (subset: readonly string[]) => {
+      const fitted = [0, 1].map((h) =>
+        fitWeights(
+          liveCases((i, s) => s.half[i] === h),
+          subset,
+        ),
+      );
+      const byUser = new Map<string, { sum: number; n: number }>();
+      let sum = 0;
+      let n = 0;
+      for (const s of sets)
+        s.cases.forEach((c, i) => {
+          if (!s.live[i]) return;
+          const v = fitCaseNdcg([c], fitted[1 - s.half[i]]);
+          const key = `${s.protocol}\u0000${s.users[i]}`;
+          const u = byUser.get(key) ?? { sum: 0, n: 0 };
+          u.sum += v;
+          u.n++;
+          byUser.set(key, u);
+          sum += v;
+          n++;
+        });
+      const keys = [...byUser.keys()].sort();
+      return { mean: n ? sum / n : 0, perUser: keys.map((k) => byUser.get(k)!.sum / byUser.get(k)!.n) };
+    };
+    const withoutMemory = names.filter((n) => n !== 'memory');
+    const cvAll = liveCvByUser(names);
+    const cvNoMemory = liveCvByUser(withoutMemory);
+    const memoryGain = pairedDiff(cvAll.perUser, cvNoMemory.perUser, seed);
+    const keepMemory = memoryGain.ci[0] > 0;
+    process.stdout.write(
+      `\nlive cases, 2-fold CV by user: every weight refitted ${cvAll.mean.toFixed(4)}; without STEAM's retrieval \`memory\` ${cvNoMemory.mean.toFixed(4)}; ` +
+        `with − without over ${cvAll.perUser.length} users ${memoryGain.mean >= 0 ? '+' : ''}${memoryGain.mean.toFixed(4)} [${memoryGain.ci[0].toFixed(4)}, ${memoryGain.ci[1].toFixed(4)}] ` +
+        `(${memoryGain.better} better / ${memoryGain.worse} worse): \`memory\` ${keepMemory ? 'kept' : 'at 0'}\n`,
     );
+    const liveNames = keepMemory ? names : withoutMemory;
+    live = {
+      ...fitWeights(
+        liveCases(() => true),
+        liveNames,
+      ),
+      ...(keepMemory ? {} : { memory: 0 }),
+    };
     const half = [0, 1].map((h) =>
       fitWeights(
-        liveCases((i) => i % 2 === h),
-        names,
+        liveCases((i, s) => s.half[i] === h),
+        liveNames,
       ),
     );
-    const scored = (s: ProtocolCases, w: (i: number) => Readonly<Record<string, number>>, which: (i: number) => boolean = () => true) => {
+    const scored = (s: ProtocolCases, w: (i: number) => Readonly<Record<string, number>>, which: (i: number, s: ProtocolCases) => boolean = () => true) => {
       let sum = 0;
       let n = 0;
       s.cases.forEach((c, i) => {
-        if (!which(i)) return;
+        if (!which(i, s)) return;
         sum += fitCaseNdcg([c], s.live[i] ? w(i) : shipped);
         n++;
       });
@@ -615,7 +714,7 @@ async function tuneFull(
         sum += scored(
           s,
           () => half[h],
-          (i) => i % 2 === 1 - h,
+          (i, s) => s.half[i] === 1 - h,
         ).sum;
       return sum / Math.max(1, s.cases.length);
     });
@@ -642,7 +741,7 @@ async function tuneFull(
         const r = scored(
           s,
           () => half[h],
-          (i) => s.live[i] && i % 2 === 1 - h,
+          (i, s) => s.live[i] && s.half[i] === 1 - h,
         );
         sum += r.sum;
         n += r.n;
@@ -651,19 +750,19 @@ async function tuneFull(
     });
     // the constrained alternative: shopWeights as they are plus one fitted number, popRecent's
     // weight, by a line search on the live cases (2-fold CV: chosen on one half, scored on the other)
-    const liveOnly = (w: Readonly<Record<string, number>>, which: (i: number) => boolean) => {
+    const liveOnly = (w: Readonly<Record<string, number>>, which: (i: number, s: ProtocolCases) => boolean) => {
       let sum = 0;
       let n = 0;
       for (const s of sets)
         s.cases.forEach((c, i) => {
-          if (!s.live[i] || !which(i)) return;
+          if (!s.live[i] || !which(i, s)) return;
           const r = pool[s.protocol] ?? 1;
           sum += r * fitCaseNdcg([c], w);
           n += r;
         });
       return n ? sum / n : 0;
     };
-    const best = (which: (i: number) => boolean) => {
+    const best = (which: (i: number, s: ProtocolCases) => boolean) => {
       let top = { w: 0, ndcg: -1 };
       for (const w of POP_RECENT_GRID) {
         const ndcg = liveOnly({ ...shipped, popRecent: w }, which);
@@ -672,7 +771,7 @@ async function tuneFull(
       return top.w;
     };
     popRecentOnly = best(() => true);
-    const halfW = [0, 1].map((h) => best((i) => i % 2 === h));
+    const halfW = [0, 1].map((h) => best((i, s) => s.half[i] === h));
     process.stdout.write(
       `\npopRecent line search (shopWeights fixed; live cases, pooled): ${POP_RECENT_GRID.map((w) => `${w} → ${liveOnly({ ...shipped, popRecent: w }, () => true).toFixed(4)}`).join(', ')}\n`,
     );
@@ -683,16 +782,18 @@ async function tuneFull(
         const r = scored(
           s,
           () => ({ ...shipped, popRecent: halfW[h] }),
-          (i) => s.live[i] && i % 2 === 1 - h,
+          (i, s) => s.live[i] && s.half[i] === 1 - h,
         );
         sum += r.sum;
         n += r.n;
       }
       return sum / Math.max(1, n);
     });
-    process.stdout.write(`\nall weights refitted on the live cases: ${JSON.stringify(live)}\n`);
     process.stdout.write(
-      `shopWeightsLive (the shipped form: shopWeights + popRecent by the line search, halves chose ${halfW.join(' and ')}): ${JSON.stringify({ ...shipped, popRecent: popRecentOnly })}\n`,
+      `\nthe constrained alternative, shopWeights + popRecent by the line search (halves chose ${halfW.join(' and ')}): ${JSON.stringify({ ...shipped, popRecent: popRecentOnly })}\n`,
+    );
+    process.stdout.write(
+      `shopWeightsLive (the shipped form: every weight refitted on the live cases${keepMemory ? '' : ', `memory` at 0'}): ${JSON.stringify({ ...shipped, ...live })}\n`,
     );
   }
   const chosen = fits[choose];
@@ -703,7 +804,7 @@ async function tuneFull(
   if (json)
     writeFileSync(
       json,
-      `${JSON.stringify({ privacy, seed, users, protocols, pool, table, cv, fits, chosen: { name: choose, shopWeights: out }, ...(live ? { shopWeightsLive: { ...shipped, popRecent: popRecentOnly }, shopWeightsLiveRefit: live } : {}) }, null, 2)}\n`,
+      `${JSON.stringify({ privacy, seed, users, protocols, pool, table, cv, fits, chosen: { name: choose, shopWeights: out }, ...(live ? { shopWeightsLive: { ...shipped, ...live }, shopWeightsLiveLineSearch: { ...shipped, popRecent: popRecentOnly } } : {}) }, null, 2)}\n`,
     );
   return 0;
 }

@@ -117,6 +117,14 @@ describe('buildFullProtocol', () => {
     for (const c of v.cases) expect(c.test.at).toBeLessThan(8);
     for (const c of v.cases) expect(c.now).toBe(v.cutTime);
     for (const h of v.histories.values()) for (const x of h) expect(x.at).toBeLessThan(v.cutTime!);
+    // another validation origin (rolling-origin validation): the 0.2 quantile of the pre-cut times 1 2 3 4 5
+    expect(v.cutTime).toBe(4);
+    const early = buildFullProtocol(d, 'temporal', { cut: 0.6, validationCut: 0.2, target: 'validation' });
+    expect(early.cutTime).toBe(2);
+    expect(early.cases.map((c) => [c.user, c.test.item, c.history.map((x) => x.item).join('')])).toEqual([['u1', 'b', 'a']]);
+    // the test split ignores it
+    expect(buildFullProtocol(d, 'temporal', { cut: 0.6, validationCut: 0.2 }).cutTime).toBe(8);
+    expect(() => buildFullProtocol(d, 'temporal', { validationCut: 1, target: 'validation' })).toThrow(RangeError);
   });
 
   it('temporal refuses a dataset with order only', () => {

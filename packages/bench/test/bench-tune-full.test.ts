@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { fitWeights } from 'atomem/shop';
-import { fitCaseNdcg, liveMoment } from '../src/tune-weights.js';
+import { fitCaseNdcg, halvesByUser, liveMoment } from '../src/tune-weights.js';
 
 describe('tune-weights --protocol: scoring fitted weights on whole-catalog validation cases', () => {
   it('ranks the positive pessimistically (ties count against it) among the candidates not excluded', () => {
@@ -39,5 +39,17 @@ describe('tune-weights --protocol: scoring fitted weights on whole-catalog valid
     expect(liveMoment(31 * DAY, histories)).toBe(true);
     expect(liveMoment(30 * DAY - 1, histories)).toBe(false);
     expect(liveMoment(0, new Map())).toBe(true);
+  });
+
+  it('the 2-fold split is by user: every case of a user (at several validation origins) falls in one half', () => {
+    // cases of four users from several origins, in no particular order
+    const users = ['u2', 'u1', 'u3', 'u1', 'u10', 'u2', 'u3', 'u10'];
+    const half = halvesByUser(users);
+    const of = new Map<string, Set<number>>();
+    users.forEach((u, i) => of.set(u, (of.get(u) ?? new Set()).add(half[i])));
+    for (const h of of.values()) expect(h.size).toBe(1);
+    expect([...half].filter((h) => h === 0).length).toBe(4);
+    // one case per user in sorted order: the parity of the index
+    expect([...halvesByUser(['1', '2', '3', '4'])]).toEqual([0, 1, 0, 1]);
   });
 });
