@@ -9,6 +9,7 @@
 export { MemoryAgent, type AgentOptions, type AgentMode } from './agent/agent.js';
 
 export { ItemVectors } from './agent/items.js';
+export { withinSession } from './agent/shelf.js';
 export { DEFAULT_CONFIG, resolveConfig, type AtomemConfig } from './core/config.js';
 
 export { combine } from './core/rank.js';

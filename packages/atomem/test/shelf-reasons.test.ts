@@ -18,6 +18,7 @@ import { createHashingEmbedder } from '../src/embed/hashing.js';
 import fc from 'fast-check';
 import { MemoryAgent, type RecommendOptions } from '../src/agent/agent.js';
 import { ItemVectors } from '../src/agent/items.js';
+import { withinSession } from '../src/agent/shelf.js';
 import { diversify } from '../src/core/diversify.js';
 import { CATALOG, T0, MIN, makeAgent } from '../../../test/fixtures/llm-agent.js';
 import { CATALOG as FILMS_ALL, TAU as FILM_TAU, embedder as filmEmbedder } from '../../../test/fixtures/film-catalog.js';
@@ -396,6 +397,22 @@ describe('with the shop model loaded', () => {
     const replay = await agent.recommend(catalog, { exclude: 'bought', now: 10 * DAY });
     expect(replay[0].id).not.toBe('C11');
     expect(replay.findIndex((c) => c.id === 'C11')).toBeGreaterThan(5);
+    // within a session (the shopper acted 10 minutes ago) the visit ranks with shopWeights too
+    await agent.observe({ item: 'C1', at: 31 * DAY - 10 * 60_000, action: 'purchase' });
+    const session = await agent.recommend(catalog, { exclude: 'bought' });
+    expect(session[0].id).not.toBe('C11');
+    expect(session.findIndex((c) => c.id === 'C11')).toBeGreaterThan(5);
+    // … and once the session has lapsed (sessionGapMinutes, 30) the live set again
+    const later = await agent.recommend(catalog, { exclude: 'bought', now: 31 * DAY + 21 * 60_000 });
+    expect(later[0].id).toBe('C11');
+  });
+
+  it('withinSession: the latest event less than the gap before now (any order; none is a returning visit)', () => {
+    expect(withinSession([], 100 * 60_000, 30)).toBe(false);
+    expect(withinSession([{ at: 80 * 60_000 }, { at: 10 * 60_000 }], 100 * 60_000, 30)).toBe(true);
+    expect(withinSession([{ at: 10 * 60_000 }, { at: 70 * 60_000 }], 100 * 60_000, 30)).toBe(false);
+    expect(withinSession([{ at: 71 * 60_000 }], 100 * 60_000, 30)).toBe(true);
+    expect(withinSession([{ at: 71 * 60_000 }], 100 * 60_000, 0)).toBe(false);
   });
 
   it("a first visit is ordered by the shop model's popularity (not catalog order), and says so", async () => {

@@ -49,7 +49,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { combine, DEFAULT_CONFIG } from 'atomem/engine';
+import { combine, DEFAULT_CONFIG, withinSession } from 'atomem/engine';
 import { combineSignals, fitWeights, type FitCase } from 'atomem/shop';
 import { compareIds, DEFAULT_KCORE, loadDataset } from './datasets.js';
 import './methods.js';
@@ -397,7 +397,7 @@ async function tuneHybrid(
 interface ProtocolCases {
   protocol: ProtocolName;
   cases: FitCase[];
-  /** Per case: is its ranking moment live for the validation file ({@link liveMoment})? */
+  /** Per case: does the agent rank it with `shopWeightsLive` (a returning visit at a live moment: {@link liveWeightsCase})? */
   live: boolean[];
   /**
    * Per case: its half (0 or 1) of the 2-fold cross-validation, by user: the parity of the user's
@@ -418,6 +418,15 @@ export function liveMoment(now: number, histories: ReadonlyMap<string, readonly 
   let end = -Infinity;
   for (const seq of histories.values()) for (const x of seq) if (x.at > end) end = x.at;
   return now >= end;
+}
+
+/**
+ * Whether the agent ranks a case with `shopWeightsLive`, as `recommend` does: a live moment
+ * ({@link liveMoment}) and a returning visit (the shopper's last event at least
+ * `sessionGapMinutes` before it; within a session the agent ranks with `shopWeights`).
+ */
+export function liveWeightsCase(now: number, history: readonly { at: number }[], histories: ReadonlyMap<string, readonly { at: number }[]>): boolean {
+  return liveMoment(now, histories) && !withinSession(history, now, DEFAULT_CONFIG.sessionGapMinutes);
 }
 
 /** Whole-catalog dumps (`scoreAll`, columnar) or 10-candidate dumps (`rank`) of one protocol's validation run, as fitting cases. */
@@ -464,7 +473,7 @@ async function protocolCases(
     if (protocol === 'loo') {
       const p = buildProtocol(dataset, { users, seed, target: 'validation' });
       const targets = new Map(p.cases.map((c) => [c.user, c.test.item]));
-      const moments = new Map(p.cases.map((c) => [c.user, liveMoment(c.now, p.histories)]));
+      const moments = new Map(p.cases.map((c) => [c.user, liveWeightsCase(c.now, c.history, p.histories)]));
       const dumped = lines.map((l) => JSON.parse(l) as DumpedCase);
       const all = signalNames(dumped);
       for (const n of all) names.add(n);
@@ -477,7 +486,7 @@ async function protocolCases(
     } else {
       const p = buildFullProtocol(dataset, protocol as FullProtocol, { users, seed, target: 'validation', validationCut });
       const byUser = new Map(p.cases.map((c) => [c.user, c]));
-      const moments = new Map(p.cases.map((c) => [c.user, liveMoment(c.now, p.histories)]));
+      const moments = new Map(p.cases.map((c) => [c.user, liveWeightsCase(c.now, c.history, p.histories)]));
       for (const line of lines) {
         const d = JSON.parse(line) as { user: string; items: string[]; signals: Record<string, number[]> };
         const c = byUser.get(d.user);

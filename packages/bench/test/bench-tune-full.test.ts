@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { fitWeights } from 'atomem/shop';
-import { fitCaseNdcg, halvesByUser, liveMoment } from '../src/tune-weights.js';
+import { fitCaseNdcg, halvesByUser, liveMoment, liveWeightsCase } from '../src/tune-weights.js';
 
 describe('tune-weights --protocol: scoring fitted weights on whole-catalog validation cases', () => {
   it('ranks the positive pessimistically (ties count against it) among the candidates not excluded', () => {
@@ -51,5 +51,15 @@ describe('tune-weights --protocol: scoring fitted weights on whole-catalog valid
     expect([...half].filter((h) => h === 0).length).toBe(4);
     // one case per user in sorted order: the parity of the index
     expect([...halvesByUser(['1', '2', '3', '4'])]).toEqual([0, 1, 0, 1]);
+  });
+
+  it('a case is ranked with shopWeightsLive when live and returning (its last event at least sessionGapMinutes before the moment)', () => {
+    const DAY = 86_400_000;
+    const histories = new Map([['a', [{ at: 0 }, { at: 30 * DAY }]]]);
+    expect(liveWeightsCase(31 * DAY, [{ at: 2 * DAY }], histories)).toBe(true);
+    // acted 10 minutes before the moment: a session goes on, shopWeights rank it
+    expect(liveWeightsCase(31 * DAY, [{ at: 31 * DAY - 10 * 60_000 }], histories)).toBe(false);
+    // a replay inside the log is never live
+    expect(liveWeightsCase(20 * DAY, [{ at: 2 * DAY }], histories)).toBe(false);
   });
 });

@@ -138,6 +138,16 @@ function varyFirstReasons(
 const VARIETY_SLOTS = 64;
 
 /**
+ * Whether a visit at `now` continues a session: the shopper's latest event is less than
+ * `gapMinutes` old. No event: a returning (or first) visit.
+ */
+export function withinSession(events: readonly { at: number }[], now: number, gapMinutes: number): boolean {
+  let last = -Infinity;
+  for (const e of events) if (e.at > last) last = e.at;
+  return now - last < gapMinutes * 60_000;
+}
+
+/**
  * Farthest-point order of `vectors` (indices): the most typical item first (nearest the mean),
  * then each next the one least similar to those already placed, for the first `slots` positions.
  */
@@ -262,9 +272,16 @@ export class Shelf {
       : undefined;
     // the verifiable release's counts (no reason of their own: a card is not shown for what others chose)
     if (this.crowd) extra.crowd = crowdSignal(this.crowd, ids);
-    // a live moment (at or after the end of the file's log: every visit after the file was published)
-    // ranks with the weights fitted on such moments; an offline replay inside the log with the others
-    let weights = (shop ? (shop.live(now) ? this.config.shopWeightsLive : this.config.shopWeights) : this.config.weights) as Readonly<Record<string, number>>;
+    // a returning visit at a live moment (at or after the end of the file's log: every visit after
+    // the file was published) ranks with the weights fitted on such visits; a visit within a session
+    // (the shopper acted in the last sessionGapMinutes) and an offline replay inside the log with the others
+    let weights = (
+      shop
+        ? shop.live(now) && !withinSession(this.life.state.events, now, this.config.sessionGapMinutes)
+          ? this.config.shopWeightsLive
+          : this.config.shopWeights
+        : this.config.weights
+    ) as Readonly<Record<string, number>>;
     let extraReasons: Reason[][] | undefined;
     // an intent that matches no candidate ranks nothing: the list is ranked without it, and says so
     let intentText: string | undefined;

@@ -127,13 +127,21 @@ export interface AtomemConfig {
    */
   shopWeights: Readonly<Record<string, number>>;
   /**
-   * Ranking weights with the shop's model at a live moment: the file has a recent window
-   * (`popRecent`) and the ranking moment is at or after the end of its log (`ShopKnowledge.live`)
-   * — every visit after the file was published. `shopWeights` rank the other moments (an offline
-   * replay of a visit inside the file's log, as the leave-one-out protocols do). Missing names
+   * Ranking weights with the shop's model for a returning visit at a live moment: the file has a
+   * recent window (`popRecent`), the ranking moment is at or after the end of its log
+   * (`ShopKnowledge.live`) — every visit after the file was published — and the shopper's last
+   * event is at least `sessionGapMinutes` old (or there is none). `shopWeights` rank the other
+   * moments: within a session (the shopper acted in the last `sessionGapMinutes`), and an offline
+   * replay of a visit inside the file's log, as the leave-one-out protocols do. Missing names
    * weigh 0.
    */
   shopWeightsLive: Readonly<Record<string, number>>;
+  /**
+   * A visit whose shopper acted less than this many minutes ago continues a session: it ranks with
+   * `shopWeights` (the signals of the shopper's recent events lead), not `shopWeightsLive`.
+   * Default 30 (the usual web-analytics session timeout).
+   */
+  sessionGapMinutes: number;
   /**
    * Weights of the intent signals, added to `weights` (or `shopWeights`) when `recommend` gets a
    * stated intent: `intent` (candidate ↔ intent cosine in the content space), `intentTerms` (share
@@ -223,6 +231,7 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   duplicateSimilarity: 0.75,
   duplicateKeep: 1,
   shortlist: 300,
+  sessionGapMinutes: 30,
   duplicateActions: Object.freeze(['purchase'] as Action[]),
   intentMatch: 0.3,
   // Calibrated on ML-100K VALIDATION items (all 943 users, seed 2026, never a test item), with
@@ -245,31 +254,31 @@ export const DEFAULT_CONFIG: Readonly<AtomemConfig> = Object.freeze({
   // retrieval still names memories in a card's reasons.
   shopWeights: SHOP_WEIGHTS,
   // Every weight refitted (listwise, fitWeights) on ML-100K validation items only (never a test
-  // item), on the cases whose ranking moment is live for the validation file: the temporal
-  // protocol's validation split at seven origins inside the pre-cut log (the cut at the 0.6, 0.65,
-  // …, 0.9 quantiles of the pre-cut events: 772 cases of 173 users) and 2 leave-one-out users seen
-  // last at the log's end, by
+  // item), on the cases the agent ranks with this set: returning visits at a live moment — the
+  // temporal protocol's validation split at seven origins inside the pre-cut log (the cut at the
+  // 0.6, 0.65, …, 0.9 quantiles of the pre-cut events), less the 13 users who acted within
+  // `sessionGapMinutes` of the cut: 759 cases of 164 users — by
   //   npm run tune -- --data ../shared/data/ml-100k --users all --protocol loo-full,temporal,loo --temporal-cuts 0.6,0.65,0.7,0.75,0.8,0.85,0.9
-  // Temporal validation NDCG@10 (2-fold CV, users split in two): 0.1834 with these, 0.1649 with
-  // shopWeights plus `popRecent` alone by a line search, 0.0622 with shopWeights, 0.1505 for the
-  // recent popularity alone (BENCHMARKS.md "Weights for whole-catalog ranking"). STEAM's retrieval
-  // `memory` is 0, as in shopWeights (decision 37): fitted too it adds +0.0023 [−0.0036, +0.0091]
-  // over 175 users. `crowd` is in no dump and keeps its shopWeights value.
+  // Temporal validation NDCG@10 on those cases (2-fold CV, users split in two): 0.1861 with these,
+  // 0.1664 with shopWeights plus `popRecent` alone by a line search, 0.0604 with shopWeights,
+  // 0.1518 for the recent popularity alone (BENCHMARKS.md "Weights for whole-catalog ranking").
+  // STEAM's retrieval `memory` is 0, as in shopWeights (decision 37): fitted too it adds +0.0000
+  // [−0.0059, +0.0067] over 164 users. `crowd` is in no dump and keeps its shopWeights value.
   shopWeightsLive: Object.freeze({
     ...SHOP_WEIGHTS,
     memory: 0,
-    profile: 0.4217,
-    recent: -0.0774,
-    ease: 0.1084,
-    easeRecent: 0.0186,
-    knn: 0.2162,
-    knnRecent: 0.0442,
-    markov: -0.0178,
-    pop: -0.3119,
+    profile: 0.4554,
+    recent: -0.0885,
+    ease: 0.1099,
+    easeRecent: 0.0154,
+    knn: 0.2057,
+    knnRecent: 0.0437,
+    markov: -0.0153,
+    pop: -0.2985,
     popRecent: 1,
-    vec: -0.821,
-    vecRecent: 0.0916,
-    sasrec: 0.2379,
+    vec: -0.8514,
+    vecRecent: 0.0904,
+    sasrec: 0.2261,
   }),
   // Fitted on ML-100K validation items of all 943 users in setting instruct (never test items), USE-lite
   // centred, privacy off, the memory's weights below fixed: `npm run tune:intent -- --data … --users all`
@@ -364,6 +373,7 @@ export function resolveConfig(
   check('duplicateSimilarity', cfg.duplicateSimilarity, 0, 1);
   check('duplicateKeep', cfg.duplicateKeep, 0, 1e4, true);
   check('shortlist', cfg.shortlist, 1, 1e5, true);
+  check('sessionGapMinutes', cfg.sessionGapMinutes, 0, 1e9);
   if (!Array.isArray(cfg.duplicateActions) || cfg.duplicateActions.some((a) => !Object.hasOwn(ACTION_WEIGHTS, a))) {
     throw new RangeError(
       `atomem config: duplicateActions must be an array of actions (${Object.keys(ACTION_WEIGHTS).join(', ')}), got ${String(cfg.duplicateActions)}`,
