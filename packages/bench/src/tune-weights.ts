@@ -33,14 +33,14 @@
  * on every protocol's validation cases (NDCG@10 with the benchmark's pessimistic rank; 2-fold CV
  * over users for the pooled fit). `--pool loo-full=1,temporal=4` weighs a protocol's cases in the
  * pooled fit (repeats). Prints the table and the chosen weights (`--choose`, default `pooled`).
- * Then `shopWeightsLive`, for the cases whose moment is live for the validation file
- * (`liveMoment`): all weights refitted on those cases (the shipped form; STEAM's retrieval
+ * Then `shopWeightsLive`, for the cases the agent ranks with it (`liveWeightsCase`: returning
+ * visits at a live moment): all weights refitted on those cases (the shipped form; STEAM's retrieval
  * `memory` at 0 unless the users' paired interval of its 2-fold CV gain excludes 0), beside `shopWeights` plus
  * `popRecent`'s weight by a line search on them, each with its 2-fold CV (users split in two).
  * `--temporal-cuts 0.6,0.65,…,0.9` gives `temporal` several validation origins inside the
  * pre-cut log (rolling-origin validation: the cut V at each quantile of the pre-cut events, learn
  * before V, the first event in [V, T) the target), one validation run each, their cases pooled:
- * on ML-100K 772 live cases instead of the 71 of one origin.
+ * on ML-100K 772 cases (759 of them returning visits) instead of the 71 of one origin.
  *
  * It never reads a test item: the protocol is built with `target: 'validation'`.
  */

@@ -648,8 +648,7 @@ export class Engine implements EngineApi {
    */
   private async fetchToken(sync: SyncSession, epoch: number, charge: number): Promise<void> {
     if (sync.stopped || this.session?.sync !== sync || sync.privacy !== 'contribute') return;
-    const refused = async () => refusal((await this.ready().store.loadLedger()).entries, epoch, charge, Date.now(), sync.budget) !== undefined;
-    if (await refused()) return;
+    if (refusal((await this.ready().store.loadLedger()).entries, epoch, charge, Date.now(), sync.budget) !== undefined) return;
     let token: string;
     try {
       token = await sync.client.token(epoch);
