@@ -185,6 +185,11 @@ describe('the "For you" shelf in the demo shop', () => {
       const html = await fetch(`${demo!.base}/`);
       expect(html.headers.get('cache-control')).toBe('no-cache');
       expect((await fetch(`${demo!.base}/`, { headers: { 'if-none-match': html.headers.get('etag')! } })).status).toBe(304);
+      // the server logs each answer on its stderr, which can arrive after the answer: once a request
+      // to a unique path shows in the log, so have this test's own requests above
+      const fence = `/e2e-fence-${Date.now()}`;
+      await fetch(`${demo!.base}${fence}`);
+      await expect.poll(() => answers().some((a) => a.path === fence)).toBe(true);
       const mark = answers().length;
       const again = await page.context().newPage();
       await again.goto(`${demo!.base}/`);
