@@ -672,7 +672,7 @@ async function tuneFull(
           n++;
         });
       const keys = [...byUser.keys()].sort();
-      return { mean: n ? sum / n : 0, perUser: keys.map((k) => byUser.get(k)!.sum / byUser.get(k)!.n) };
+      return { fitted, mean: n ? sum / n : 0, perUser: keys.map((k) => byUser.get(k)!.sum / byUser.get(k)!.n) };
     };
     const withoutMemory = names.filter((n) => n !== 'memory');
     const cvAll = liveCvByUser(names);
@@ -692,12 +692,8 @@ async function tuneFull(
       ),
       ...(keepMemory ? {} : { memory: 0 }),
     };
-    const half = [0, 1].map((h) =>
-      fitWeights(
-        liveCases((i, s) => s.half[i] === h),
-        liveNames,
-      ),
-    );
+    // the halves' fits of the chosen signal set (for the 2-fold CV rows below)
+    const half = (keepMemory ? cvAll : cvNoMemory).fitted;
     const scored = (s: ProtocolCases, w: (i: number) => Readonly<Record<string, number>>, which: (i: number, s: ProtocolCases) => boolean = () => true) => {
       let sum = 0;
       let n = 0;
